@@ -1,0 +1,198 @@
+package signals
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var t0 = time.Date(2026, 11, 11, 0, 0, 0, 0, time.UTC)
+
+func TestBucketIndexBounds(t *testing.T) {
+	// Every bucket's bounds map back to it, buckets tile the range without
+	// gaps, and no bucket is wider than 1/32 of its lower bound.
+	for i := 0; i < NumBuckets; i++ {
+		lo, hi := BucketLower(i), BucketUpper(i)
+		require.Less(t, lo, hi, "bucket %d empty", i)
+		assert.Equal(t, i, bucketIndex(lo), "lower bound of %d", i)
+		assert.Equal(t, i, bucketIndex(hi-1), "upper bound of %d", i)
+		if lo >= 2*subCount {
+			assert.LessOrEqual(t, float64(hi-lo)/float64(lo), 1.0/subCount, "width of %d", i)
+		}
+	}
+	assert.Equal(t, uint64(MaxValue)+1, BucketUpper(NumBuckets-1))
+	assert.Equal(t, NumBuckets-1, bucketIndex(uint64(MaxValue)))
+}
+
+func TestBucketMidRelativeError(t *testing.T) {
+	// From 1 µs to 60 s every value is within 1/64 of its bucket's midpoint.
+	r := rand.New(rand.NewPCG(1, 2))
+	worst := 0.0
+	for range 200000 {
+		v := uint64(math.Exp(r.Float64()*(math.Log(60e9)-math.Log(1e3))) * 1e3)
+		mid := bucketMid(bucketIndex(v))
+		worst = max(worst, math.Abs(mid-float64(v))/float64(v))
+	}
+	assert.LessOrEqual(t, worst, 1.0/64, "worst relative error")
+}
+
+func TestWindowClampsBadDurations(t *testing.T) {
+	w := NewWindow(WindowConfig{})
+	w.Summary(t0)
+	for _, d := range []time.Duration{-time.Second, 0, math.MaxInt64, MaxValue + 1} {
+		w.Record(d)
+	}
+	w.Record(time.Millisecond)
+	s := w.Summary(t0)
+	assert.Equal(t, uint64(5), s.Count)
+	assert.Equal(t, uint64(4), w.Clamped())
+	assert.Equal(t, MaxValue, s.Max)
+}
+
+func exactQuantile(sorted []time.Duration, q float64) time.Duration {
+	return sorted[rankFor(q, uint64(len(sorted)))-1]
+}
+
+func TestWindowAccuracy(t *testing.T) {
+	const n = 100000
+	r := rand.New(rand.NewPCG(7, 11))
+	dists := map[string]func() time.Duration{
+		"uniform": func() time.Duration { return time.Duration(1e6 + r.Float64()*999e6) }, // 1 ms – 1 s
+		"lognormal": func() time.Duration {
+			return time.Duration(math.Exp(math.Log(50e6) + 0.8*r.NormFloat64()))
+		},
+		"bimodal": func() time.Duration {
+			if r.Float64() < 0.9 {
+				return time.Duration(5e6 + 1e6*r.NormFloat64()) // fast path ~5 ms
+			}
+			return time.Duration(800e6 + 100e6*r.NormFloat64()) // slow path ~800 ms
+		},
+	}
+	for name, gen := range dists {
+		t.Run(name, func(t *testing.T) {
+			w := NewWindow(WindowConfig{})
+			w.Summary(t0)
+			samples := make([]time.Duration, n)
+			var sum time.Duration
+			for i := range samples {
+				d := max(gen(), time.Microsecond)
+				samples[i] = d
+				sum += d
+				w.Record(d)
+			}
+			slices.Sort(samples)
+			s := w.Summary(t0.Add(500 * time.Millisecond))
+			require.Equal(t, uint64(n), s.Count)
+			for _, c := range []struct {
+				q   float64
+				got time.Duration
+			}{{0.5, s.P50}, {0.9, s.P90}, {0.99, s.P99}, {0.999, s.P999}} {
+				want := exactQuantile(samples, c.q)
+				rel := math.Abs(float64(c.got-want)) / float64(want)
+				assert.LessOrEqual(t, rel, 0.02, "p%v: got %v, want %v", c.q*100, c.got, want)
+			}
+			assert.Equal(t, samples[n-1], s.Max, "max")
+			assert.InEpsilon(t, float64(sum/n), float64(s.Mean), 1.0/64, "mean")
+		})
+	}
+}
+
+func TestWindowSlides(t *testing.T) {
+	w := NewWindow(WindowConfig{Slices: 3, Width: time.Second})
+	w.Summary(t0)
+	w.Record(10 * time.Millisecond)
+	w.Summary(t0.Add(1100 * time.Millisecond)) // second slice
+	w.Record(20 * time.Millisecond)
+	w.Record(20 * time.Millisecond)
+	s := w.Summary(t0.Add(2500 * time.Millisecond))
+	assert.Equal(t, uint64(3), s.Count, "all three slices live")
+	s = w.Summary(t0.Add(3 * time.Second)) // the first slice expires
+	assert.Equal(t, uint64(2), s.Count, "first slice expired")
+	assert.InDelta(t, float64(20*time.Millisecond), float64(s.Max), float64(time.Millisecond))
+	s = w.Summary(t0.Add(time.Hour)) // long idle: everything expires at once
+	assert.Equal(t, uint64(0), s.Count)
+	assert.Equal(t, time.Duration(0), s.P99)
+
+	var total uint64
+	w.Cumulative(t0.Add(time.Hour), func(_ *[NumBuckets]uint64, sum float64, count uint64) {
+		total = count
+		assert.InEpsilon(t, float64(50*time.Millisecond), sum, 1.0/64)
+	})
+	assert.Equal(t, uint64(3), total, "cumulative keeps expired samples")
+}
+
+var durs = func() []time.Duration {
+	r := rand.New(rand.NewPCG(3, 4))
+	d := make([]time.Duration, 4096)
+	for i := range d {
+		d[i] = time.Duration(math.Exp(math.Log(20e6) + r.NormFloat64()))
+	}
+	return d
+}()
+
+func BenchmarkRecord(b *testing.B) {
+	b.Run("ours", func(b *testing.B) {
+		w := NewWindow(WindowConfig{})
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			w.Record(durs[i&4095])
+		}
+	})
+	b.Run("ours-parallel", func(b *testing.B) {
+		w := NewWindow(WindowConfig{})
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			i := rand.IntN(4096)
+			for pb.Next() {
+				w.Record(durs[i&4095])
+				i++
+			}
+		})
+	})
+	b.Run("client_golang-classic", func(b *testing.B) {
+		h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "x", Buckets: prometheus.DefBuckets})
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			h.Observe(durs[i&4095].Seconds())
+		}
+	})
+	b.Run("client_golang-classic-parallel", func(b *testing.B) {
+		h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "x", Buckets: prometheus.DefBuckets})
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			i := rand.IntN(4096)
+			for pb.Next() {
+				h.Observe(durs[i&4095].Seconds())
+				i++
+			}
+		})
+	})
+}
+
+func BenchmarkRotateP99(b *testing.B) {
+	w := NewWindow(WindowConfig{})
+	now := t0
+	w.Summary(now)
+	for i := range 10 {
+		for _, d := range durs {
+			w.Record(d)
+		}
+		now = now.Add(time.Second)
+		w.Summary(now)
+		_ = i
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		now = now.Add(time.Second) // every call rotates one slice
+		w.Record(durs[0])
+		if _, ok := w.Quantile(now, 0.99); !ok {
+			b.Fatal("empty")
+		}
+	}
+}
