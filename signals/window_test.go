@@ -196,3 +196,40 @@ func BenchmarkRotateP99(b *testing.B) {
 		}
 	}
 }
+
+// TestWindowConcurrentConservation runs writers against a rotating reader
+// (under -race in CI) and checks that no sample is lost from the cumulative
+// counts.
+func TestWindowConcurrentConservation(t *testing.T) {
+	w := NewWindow(WindowConfig{Slices: 3, Width: time.Millisecond})
+	const writers, per = 4, 20000
+	done := make(chan struct{})
+	go func() {
+		now := t0
+		for {
+			select {
+			case <-done:
+				return
+			default:
+				now = now.Add(time.Millisecond)
+				w.Summary(now)
+			}
+		}
+	}()
+	finished := make(chan struct{}, writers)
+	for g := range writers {
+		go func() {
+			for i := range per {
+				w.Record(durs[(g*per+i)&4095])
+			}
+			finished <- struct{}{}
+		}()
+	}
+	for range writers {
+		<-finished
+	}
+	close(done)
+	w.Cumulative(t0.Add(time.Hour), func(_ *[NumBuckets]uint64, _ float64, count uint64) {
+		assert.Equal(t, uint64(writers*per), count, "samples lost")
+	})
+}

@@ -1,0 +1,40 @@
+# brownout — dimmer, not dark. `make help` lists the targets.
+
+GO        ?= go
+PKGS      := ./...
+FUZZTIME  ?= 10s
+BENCHTIME ?= 1s
+BIN       := bin
+
+.PHONY: help build test race bench fuzz lint demo clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
+
+build: ## build the commands into bin/
+	$(GO) build -o $(BIN)/ ./cmd/...
+
+test: ## vet, then every test with the race detector
+	$(GO) vet $(PKGS)
+	$(GO) test -race -count=1 $(PKGS)
+
+bench: ## run the benchmarks (BENCHTIME=1s); anchors run beside ours
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS)
+
+fuzz: ## run every fuzz target for FUZZTIME (default 10s) each
+	@set -e; for pkg in $$($(GO) list $(PKGS)); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	    echo "== $$pkg $$f"; $(GO) test $$pkg -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME); \
+	  done; \
+	done
+
+lint: ## gofmt check and go vet
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+demo: ## run the main job on embedded defaults
+	$(GO) run ./cmd/brownoutd sim run --scenario sale
+
+clean: ## remove build output and test caches
+	rm -rf $(BIN)
+	$(GO) clean -testcache

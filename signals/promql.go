@@ -1,0 +1,145 @@
+package signals
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/api"
+	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
+)
+
+// PromQLConfig configures a PromQLSource. Address is required.
+type PromQLConfig struct {
+	// Address is the Prometheus server's base URL, e.g. http://127.0.0.1:9090.
+	Address string
+	// Queries maps signals to PromQL expressions that return a scalar or a
+	// one-element vector. Default DefaultQueries("1m").
+	Queries map[Key]string
+	// Timeout bounds one Snapshot (all queries). Default 5 s.
+	Timeout time.Duration
+	// RoundTripper sends the requests. Default http.DefaultTransport.
+	RoundTripper http.RoundTripper
+}
+
+// DefaultQueries returns queries for the metrics Collector exports,
+// aggregated over every instance Prometheus scrapes, with rates and
+// quantiles over rng (a PromQL range such as "30s" or "1m": at least four
+// scrape intervals). Classic buckets are used so that the queries work
+// whether or not the server ingests native histograms.
+func DefaultQueries(rng string) map[Key]string {
+	q := func(quantile, metric string) string {
+		return fmt.Sprintf("histogram_quantile(%s, sum by (le) (rate(%s_bucket[%s])))", quantile, metric, rng)
+	}
+	rate := func(metric string) string { return fmt.Sprintf("sum(rate(%s[%s]))", metric, rng) }
+	return map[Key]string{
+		LatencyP50:  q("0.5", MetricLatency),
+		LatencyP90:  q("0.9", MetricLatency),
+		LatencyP99:  q("0.99", MetricLatency),
+		LatencyP999: q("0.999", MetricLatency),
+		LatencyMean: fmt.Sprintf("%s / %s", rate(MetricLatency+"_sum"), rate(MetricLatency+"_count")),
+		SojournP99:  q("0.99", MetricSojourn),
+		SojournMin:  "max(" + MetricSojournMin + ")",
+		InFlight:    "sum(" + MetricInFlight + ")",
+		ArrivalRate: rate(MetricArrived),
+		Throughput:  rate(MetricCompleted),
+		Goodput:     rate(MetricGood),
+		RejectRate:  rate(MetricRejected),
+		ErrorRatio:  fmt.Sprintf("%s / %s", rate(MetricFailed), rate(MetricCompleted)),
+	}
+}
+
+// PromQLSource reads a fleet's signals from a Prometheus server, one instant
+// query per signal. It suits fleets too large to scrape from one daemon.
+//
+// A query that fails, returns no data, returns several series or returns
+// NaN/±Inf leaves its signal missing, and Snapshot's error names the server,
+// the signal and the query. It is safe for concurrent use.
+type PromQLSource struct {
+	cfg  PromQLConfig
+	api  v1.API
+	keys []Key // sorted, for stable messages
+}
+
+// NewPromQLSource checks cfg and returns a source.
+func NewPromQLSource(cfg PromQLConfig) (*PromQLSource, error) {
+	if cfg.Address == "" {
+		return nil, errors.New("signals: promql source: no address")
+	}
+	if cfg.Queries == nil {
+		cfg.Queries = DefaultQueries("1m")
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 5 * time.Second
+	}
+	c, err := api.NewClient(api.Config{Address: cfg.Address, RoundTripper: cfg.RoundTripper})
+	if err != nil {
+		return nil, fmt.Errorf("signals: promql source %s: %w", cfg.Address, err)
+	}
+	s := &PromQLSource{cfg: cfg, api: v1.NewAPI(c)}
+	for k, q := range cfg.Queries {
+		if k >= NumKeys {
+			return nil, fmt.Errorf("signals: promql source: unknown signal %d", k)
+		}
+		if strings.TrimSpace(q) == "" {
+			return nil, fmt.Errorf("signals: promql source: empty query for %s", k)
+		}
+		s.keys = append(s.keys, k)
+	}
+	sort.Slice(s.keys, func(i, j int) bool { return s.keys[i] < s.keys[j] })
+	return s, nil
+}
+
+// Name describes the source for messages.
+func (s *PromQLSource) Name() string { return "promql(" + s.cfg.Address + ")" }
+
+// Snapshot evaluates every query at now.
+func (s *PromQLSource) Snapshot(ctx context.Context, now time.Time) (Snapshot, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	snap := Snapshot{Time: now, Source: s.Name()}
+	var errs []error
+	for _, k := range s.keys {
+		q := s.cfg.Queries[k]
+		v, err := s.query(ctx, q, now)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("signals: %s: %s (%s): %w", s.Name(), k, q, err))
+			continue
+		}
+		snap.Set(k, v)
+	}
+	return snap, errors.Join(errs...)
+}
+
+func (s *PromQLSource) query(ctx context.Context, q string, now time.Time) (float64, error) {
+	val, _, _, err := s.api.Query(ctx, q, now)
+	if err != nil {
+		return 0, err
+	}
+	var f float64
+	switch v := val.(type) {
+	case *model.Scalar:
+		f = float64(v.Value)
+	case model.Vector:
+		switch len(v) {
+		case 0:
+			return 0, errors.New("no data")
+		case 1:
+			f = float64(v[0].Value)
+		default:
+			return 0, fmt.Errorf("%d series, want one: aggregate the query", len(v))
+		}
+	default:
+		return 0, fmt.Errorf("result is a %s, want a scalar or a vector", val.Type())
+	}
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, fmt.Errorf("value %v: %w", f, errValue)
+	}
+	return f, nil
+}

@@ -1,0 +1,144 @@
+package signals
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// startPrometheus runs a real Prometheus server on 127.0.0.1 that scrapes
+// target every second, and returns its base URL. It skips the test where
+// the binary is missing, except in CI, where .ci/run installs it.
+func startPrometheus(t *testing.T, target string) string {
+	t.Helper()
+	bin, err := exec.LookPath("prometheus")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("prometheus binary not found in CI: .ci/run must install Debian package prometheus")
+		}
+		t.Skip("prometheus binary not found: apt-get install prometheus (as .ci/run does) to run this test")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	l.Close()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "prometheus.yml")
+	require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf(`global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+scrape_configs:
+  - job_name: app
+    static_configs:
+      - targets: ['%s']
+`, target)), 0o644))
+	cmd := exec.Command(bin, "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "data"),
+		"--web.listen-address="+addr, "--log.level=warn")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	base := "http://" + addr
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(base + "/-/ready")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return base
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("prometheus at %s not ready after 30 s: %v", base, err)
+		}
+		time.Sleep(100 * time.Millisecond) // polling an external process
+	}
+}
+
+func TestPromQLSourceAgainstRealPrometheus(t *testing.T) {
+	rec := NewRecorder(Config{})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewCollector(rec, CollectorOpts{}))
+	app := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	t.Cleanup(app.Close)
+
+	// Traffic: 95 % at 20 ms, 5 % at 300 ms, until the test ends.
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() {
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-tick.C:
+				rec.Arrive(Default)
+				s := rec.Start(now)
+				d := 20 * time.Millisecond
+				if i%20 == 0 {
+					d = 300 * time.Millisecond
+				}
+				rec.Done(Default, s, s.Add(d), false, time.Time{})
+			}
+		}
+	}()
+
+	base := startPrometheus(t, app.Listener.Addr().String())
+	qs := DefaultQueries("10s")
+	qs[SojournMax] = "sum(brownout_no_such_metric)"           // no data
+	qs[LatencyMax] = `brownout_requests_arrived_total`        // three series
+	qs[LatencyP90] = `histogram_quantile(0.9, vector(1) / 0)` // NaN / no buckets
+	src, err := NewPromQLSource(PromQLConfig{Address: base, Queries: qs})
+	require.NoError(t, err)
+
+	var snap Snapshot
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		snap, err = src.Snapshot(ctx, time.Now())
+		if snap.Has(LatencyP99) && snap.Has(ArrivalRate) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no latency from Prometheus after 60 s: %v", err)
+		}
+		time.Sleep(500 * time.Millisecond) // waiting for real scrapes
+	}
+	p99, _ := snap.Get(LatencyP99)
+	assert.GreaterOrEqual(t, p99, 0.25, "p99 lies in the (0.25, 0.5] bucket")
+	assert.LessOrEqual(t, p99, 0.5)
+	p50, _ := snap.Get(LatencyP50)
+	assert.InDelta(t, 0.0175, p50, 0.0075, "p50 lies in the (0.01, 0.025] bucket")
+	arr, _ := snap.Get(ArrivalRate)
+	assert.Greater(t, arr, 10.0, "arrivals per second")
+
+	require.Error(t, err)
+	msg := err.Error()
+	assert.Contains(t, msg, base, "errors name the server")
+	assert.Contains(t, msg, "sojourn.max (sum(brownout_no_such_metric)): no data")
+	assert.Contains(t, msg, "latency.max (brownout_requests_arrived_total): 3 series")
+	assert.False(t, snap.Has(SojournMax))
+	assert.False(t, snap.Has(LatencyMax))
+	assert.False(t, snap.Has(LatencyP90), "NaN is missing, not a value")
+
+	// A server that is down: every signal missing, one error per signal.
+	down, err := NewPromQLSource(PromQLConfig{Address: "http://127.0.0.1:1", Timeout: time.Second})
+	require.NoError(t, err)
+	snap, err = down.Snapshot(context.Background(), time.Now())
+	require.Error(t, err)
+	assert.True(t, snap.Empty())
+}

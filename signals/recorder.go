@@ -1,0 +1,182 @@
+package signals
+
+import (
+	"sync"
+	"time"
+)
+
+// Config shapes a Recorder. The zero value is usable: 10 × 1 s windows,
+// sojourn target 50 ms / interval 100 ms, and no latency objective.
+type Config struct {
+	// Latency shapes the latency window and the window over which counts
+	// become rates.
+	Latency WindowConfig
+	// Sojourn configures the per-class queue trackers.
+	Sojourn SojournConfig
+	// GoodWithin, when positive, is a latency objective: a completion
+	// slower than this is not counted as good even when the request carried
+	// no deadline.
+	GoodWithin time.Duration
+}
+
+// Recorder holds the live signals of one process: request latency, queue
+// sojourn by class, in-flight and outcome counters. Request paths write to it
+// without locks; the controller (or a Prometheus scrape) reads it with
+// Snapshot.
+//
+// A Recorder must be made with NewRecorder. It is safe for concurrent use.
+type Recorder struct {
+	cfg      Config
+	latency  *Window
+	sojourn  [NumClasses]*Sojourn
+	counters *Counters
+
+	mu struct {
+		sync.Mutex
+		snaps  [][NumClasses]ClassCounts // cumulative counts at each slot start
+		starts []time.Time               // when each slot started
+		head   int
+	}
+}
+
+// NewRecorder returns a Recorder with empty signals.
+func NewRecorder(cfg Config) *Recorder {
+	cfg.Latency = cfg.Latency.withDefaults()
+	cfg.Sojourn = cfg.Sojourn.withDefaults()
+	if cfg.Sojourn.Window == (WindowConfig{}) {
+		cfg.Sojourn.Window = cfg.Latency
+	}
+	r := &Recorder{cfg: cfg, latency: NewWindow(cfg.Latency), counters: NewCounters()}
+	for i := range r.sojourn {
+		r.sojourn[i] = NewSojourn(cfg.Sojourn)
+	}
+	r.mu.snaps = make([][NumClasses]ClassCounts, cfg.Latency.Slices)
+	r.mu.starts = make([]time.Time, cfg.Latency.Slices)
+	return r
+}
+
+// Config returns the recorder's settings with defaults filled in.
+func (r *Recorder) Config() Config { return r.cfg }
+
+// Latency returns the request latency window.
+func (r *Recorder) Latency() *Window { return r.latency }
+
+// Sojourn returns the queue tracker of class c.
+func (r *Recorder) Sojourn(c Class) *Sojourn { return r.sojourn[c%NumClasses] }
+
+// Counters returns the outcome counters.
+func (r *Recorder) Counters() *Counters { return r.counters }
+
+// Arrive counts an arriving request.
+func (r *Recorder) Arrive(c Class) { r.counters.Arrive(c) }
+
+// Reject counts a refused request.
+func (r *Recorder) Reject(c Class, why Reason) { r.counters.Reject(c, why) }
+
+// Queued records that a request of class c waited d before its work started
+// at now.
+func (r *Recorder) Queued(c Class, d time.Duration, now time.Time) {
+	r.sojourn[c%NumClasses].Record(d, now)
+}
+
+// Start marks the start of a request's work. It returns the time for the
+// matching Done.
+func (r *Recorder) Start(now time.Time) time.Time {
+	r.counters.Start()
+	return now
+}
+
+// Done records a request of class c whose work started at start and ended
+// at now. failed marks a 5xx or an error; deadline, when not zero, is the
+// time by which the client needed the answer.
+func (r *Recorder) Done(c Class, start, now time.Time, failed bool, deadline time.Time) {
+	d := now.Sub(start)
+	r.latency.Record(d)
+	good := !failed && (deadline.IsZero() || !now.After(deadline)) &&
+		(r.cfg.GoodWithin <= 0 || d <= r.cfg.GoodWithin)
+	r.counters.Finish(c, failed, good)
+}
+
+// Snapshot reads every signal at now. Rates and counts cover the time since
+// the start of the oldest slot of the window, at most Slices × Width.
+func (r *Recorder) Snapshot(now time.Time) Snapshot {
+	s := Snapshot{Time: now, Window: r.cfg.Latency.Span(), Source: "local"}
+	lat := r.latency.Summary(now)
+	if lat.Count > 0 {
+		s.SetDuration(LatencyP50, lat.P50)
+		s.SetDuration(LatencyP90, lat.P90)
+		s.SetDuration(LatencyP99, lat.P99)
+		s.SetDuration(LatencyP999, lat.P999)
+		s.SetDuration(LatencyMean, lat.Mean)
+		s.SetDuration(LatencyMax, lat.Max)
+	}
+	for _, sj := range r.sojourn {
+		st := sj.Stats(now)
+		s.Standing = s.Standing || st.Standing
+		if st.MinOK {
+			setMax(&s, SojournMin, st.Min.Seconds())
+		}
+		if st.Count > 0 {
+			setMax(&s, SojournP99, st.P99.Seconds())
+			setMax(&s, SojournMax, st.Max.Seconds())
+		}
+	}
+	s.Set(InFlight, float64(r.counters.InFlight()))
+
+	cur := r.counters.Load()
+	base, since := r.rotate(now, cur)
+	var all ClassCounts
+	for c := range cur {
+		s.Classes[c] = cur[c].sub(base[c])
+		all.add(s.Classes[c])
+	}
+	s.ClassesOK = true
+	if el := now.Sub(since).Seconds(); el > 0 {
+		s.Set(ArrivalRate, float64(all.Arrived)/el)
+		s.Set(Throughput, float64(all.Completed)/el)
+		s.Set(Goodput, float64(all.Good)/el)
+		s.Set(RejectRate, float64(all.RejectedTotal())/el)
+	}
+	if all.Completed > 0 {
+		s.Set(ErrorRatio, float64(all.Failed)/float64(all.Completed))
+	}
+	return s
+}
+
+func setMax(s *Snapshot, k Key, v float64) {
+	if old, ok := s.Get(k); !ok || v > old {
+		s.Set(k, v)
+	}
+}
+
+// rotate keeps a copy of the cumulative counts at each slot start and
+// returns the copy at the start of the oldest slot in the window, and when
+// that slot started.
+func (r *Recorder) rotate(now time.Time, cur [NumClasses]ClassCounts) ([NumClasses]ClassCounts, time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := &r.mu
+	n, w := len(m.snaps), r.cfg.Latency.Width
+	switch steps := int(now.Sub(m.starts[m.head]) / w); {
+	case m.starts[m.head].IsZero():
+		// First read: the window starts now and holds everything so far.
+		m.starts[m.head] = now
+	case steps >= n:
+		// Everything expired while nobody looked: start over, aligned.
+		start := now.Add(-(now.Sub(m.starts[m.head]) % w))
+		clear(m.starts)
+		m.head = 0
+		m.starts[0], m.snaps[0] = start, cur
+	default:
+		for range steps {
+			next := m.starts[m.head].Add(w)
+			m.head = (m.head + 1) % n
+			m.starts[m.head], m.snaps[m.head] = next, cur
+		}
+	}
+	oldest := (m.head + 1) % n
+	for m.starts[oldest].IsZero() { // the ring has not filled yet
+		oldest = (oldest + 1) % n
+	}
+	return m.snaps[oldest], m.starts[oldest]
+}

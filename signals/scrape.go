@@ -1,0 +1,441 @@
+package signals
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"google.golang.org/protobuf/encoding/protodelim"
+)
+
+// ScrapeConfig configures a ScrapeSource. Only Targets is required.
+type ScrapeConfig struct {
+	// Targets are the /metrics URLs of the instances (http or https).
+	Targets []string
+	// Client sends the scrapes. Default: a client with no overall timeout
+	// (each scrape is bounded by Timeout).
+	Client *http.Client
+	// Timeout bounds one scrape. Default 2 s.
+	Timeout time.Duration
+	// Window is how far back deltas look: quantiles and rates describe the
+	// last Window. Default 10 s.
+	Window time.Duration
+	// MaxBody bounds an exposition's size. Default 16 MiB.
+	MaxBody int64
+}
+
+// ScrapeSource reads the signals of a fleet from the instances' /metrics
+// endpoints (the names Collector exports), in the Prometheus text or
+// protobuf format (protobuf is asked for first, so native histograms come
+// through).
+//
+// Histograms are cumulative, so each Snapshot keeps the reads of the last
+// Window per target and works from the difference between the newest and the
+// one a Window ago: per-target deltas are summed over the fleet (a target
+// whose counts went down restarted, and its new counts are its delta), and
+// quantiles are computed from the summed buckets — native buckets when every
+// target has them, else classic ones with linear interpolation, as PromQL's
+// histogram_quantile. The first Snapshot has no history and reports only the
+// gauges.
+//
+// A target that fails (timeout, non-2xx, unparsable body, a metric missing,
+// of the wrong type or not finite) is left out of the metrics it could not
+// give, and Snapshot's error names the target and the metric. A signal that
+// no target gave is missing from the snapshot, never zero.
+//
+// A ScrapeSource must be made with NewScrapeSource. It is safe for
+// concurrent use; Snapshots are serialized.
+type ScrapeSource struct {
+	cfg    ScrapeConfig
+	client *http.Client
+
+	mu      sync.Mutex
+	history map[string][]scrapeEntry
+}
+
+type scrapeEntry struct {
+	at time.Time
+	st targetState
+}
+
+// targetState is what one exposition says.
+type targetState struct {
+	parsed              bool // the body was read and parsed
+	latency, sojourn    hist
+	hasLat, hasSoj      bool
+	sojournMin          float64
+	hasSojMin, standing bool
+	inFlight            float64
+	hasInFlight         bool
+	classes             [NumClasses]ClassCounts
+	hasClasses          bool
+}
+
+// NewScrapeSource checks cfg and returns a source.
+func NewScrapeSource(cfg ScrapeConfig) (*ScrapeSource, error) {
+	if len(cfg.Targets) == 0 {
+		return nil, errors.New("signals: scrape source: no targets")
+	}
+	for _, t := range cfg.Targets {
+		u, err := url.Parse(t)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("signals: scrape source: target %q is not an http(s) URL", truncate(t))
+		}
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 2 * time.Second
+	}
+	if cfg.Window <= 0 {
+		cfg.Window = 10 * time.Second
+	}
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = 16 << 20
+	}
+	c := cfg.Client
+	if c == nil {
+		c = &http.Client{}
+	}
+	return &ScrapeSource{cfg: cfg, client: c, history: map[string][]scrapeEntry{}}, nil
+}
+
+// Name describes the source for messages.
+func (s *ScrapeSource) Name() string { return "scrape(" + strings.Join(s.cfg.Targets, ",") + ")" }
+
+// acceptHeader asks for delimited protobuf (native histograms), then text.
+var acceptHeader = string(expfmt.NewFormat(expfmt.TypeProtoDelim)) + ";q=0.7," +
+	string(expfmt.NewFormat(expfmt.TypeTextPlain)) + ";q=0.3"
+
+// Snapshot scrapes every target and computes the fleet's signals at now.
+func (s *ScrapeSource) Snapshot(ctx context.Context, now time.Time) (Snapshot, error) {
+	type result struct {
+		st  targetState
+		err error
+	}
+	res := make([]result, len(s.cfg.Targets))
+	var wg sync.WaitGroup
+	for i, t := range s.cfg.Targets {
+		wg.Go(func() {
+			res[i].st, res[i].err = s.scrape(ctx, t)
+		})
+	}
+	wg.Wait()
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	snap := Snapshot{Time: now, Window: s.cfg.Window, Source: s.Name()}
+	var errs []error
+	var lat, soj hist
+	var latOK, sojOK bool
+	var rates [4]float64 // arrival, throughput, goodput, reject
+	var failed, completed float64
+	for i, t := range s.cfg.Targets {
+		r := res[i]
+		if r.err != nil {
+			errs = append(errs, r.err)
+		}
+		st := r.st
+		if st.hasInFlight {
+			setSum(&snap, InFlight, st.inFlight)
+		}
+		if st.hasSojMin {
+			setMax(&snap, SojournMin, st.sojournMin)
+		}
+		snap.Standing = snap.Standing || st.standing
+
+		if !st.parsed {
+			continue
+		}
+		// A family absent from a good earlier read had not been created
+		// yet (client_golang vectors appear lazily): its base is zero.
+		base, ok := s.remember(t, now, st)
+		if !ok {
+			continue // first read of this target: no delta yet
+		}
+		el := now.Sub(base.at).Seconds()
+		if st.hasLat {
+			if err := mergeDelta(&lat, st.latency, base.st.latency); err != nil {
+				errs = append(errs, fmt.Errorf("signals: scrape %s: %s: %w", t, MetricLatency, err))
+			} else {
+				latOK = true
+			}
+		}
+		if st.hasSoj {
+			if err := mergeDelta(&soj, st.sojourn, base.st.sojourn); err != nil {
+				errs = append(errs, fmt.Errorf("signals: scrape %s: %s: %w", t, MetricSojourn, err))
+			} else {
+				sojOK = true
+			}
+		}
+		if st.hasClasses && el > 0 {
+			snap.ClassesOK = true
+			for c := range st.classes {
+				d := st.classes[c]
+				if d.Arrived >= base.st.classes[c].Arrived && d.Completed >= base.st.classes[c].Completed {
+					d = d.sub(base.st.classes[c])
+				} // else the target restarted: its counts are the delta
+				snap.Classes[c].add(d)
+				rates[0] += float64(d.Arrived) / el
+				rates[1] += float64(d.Completed) / el
+				rates[2] += float64(d.Good) / el
+				rates[3] += float64(d.RejectedTotal()) / el
+				failed += float64(d.Failed)
+				completed += float64(d.Completed)
+			}
+		}
+	}
+	if latOK {
+		setQuantiles(&snap, lat, LatencyP50, LatencyP90, LatencyP99, LatencyP999)
+		if lat.count > 0 {
+			snap.Set(LatencyMean, lat.sum/lat.count)
+		}
+	}
+	if sojOK {
+		if v, ok := soj.quantile(0.99); ok {
+			snap.Set(SojournP99, v)
+		}
+	}
+	if snap.ClassesOK {
+		for i, k := range []Key{ArrivalRate, Throughput, Goodput, RejectRate} {
+			snap.Set(k, rates[i])
+		}
+		if completed > 0 {
+			snap.Set(ErrorRatio, failed/completed)
+		}
+	}
+	return snap, errors.Join(errs...)
+}
+
+func setSum(s *Snapshot, k Key, v float64) {
+	old, _ := s.Get(k)
+	s.Set(k, old+v)
+}
+
+func setQuantiles(s *Snapshot, h hist, keys ...Key) {
+	for i, q := range []float64{0.5, 0.9, 0.99, 0.999} {
+		if v, ok := h.quantile(q); ok {
+			s.Set(keys[i], v)
+		}
+	}
+}
+
+func mergeDelta(into *hist, cur, old hist) error {
+	d, ok := cur.sub(old)
+	if !ok {
+		d = cur // restarted, or its buckets changed: its counts since then
+	}
+	return into.add(d)
+}
+
+// remember stores st as target t's read at now and returns the read a
+// Window before (or the oldest kept). ok is false if there is none.
+func (s *ScrapeSource) remember(t string, now time.Time, st targetState) (base scrapeEntry, ok bool) {
+	h := s.history[t]
+	// Keep the newest read at or before now−Window and everything after.
+	cut := now.Add(-s.cfg.Window)
+	keep := 0
+	for i, e := range h {
+		if !e.at.After(cut) {
+			keep = i
+		}
+	}
+	h = h[keep:]
+	if len(h) > 0 {
+		base, ok = h[0], true
+	}
+	s.history[t] = append(h, scrapeEntry{at: now, st: st})
+	return base, ok
+}
+
+// scrape fetches and parses one target.
+func (s *ScrapeSource) scrape(ctx context.Context, target string) (targetState, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	if err != nil {
+		return targetState{}, fmt.Errorf("signals: scrape %s: %w", target, err)
+	}
+	req.Header.Set("Accept", acceptHeader)
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return targetState{}, fmt.Errorf("signals: scrape %s: all metrics: %w", target, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+		return targetState{}, fmt.Errorf("signals: scrape %s: all metrics: HTTP %s", target, resp.Status)
+	}
+	body := io.LimitReader(resp.Body, s.cfg.MaxBody+1)
+	st, err := parseExposition(&countingReader{r: body, limit: s.cfg.MaxBody}, expfmt.ResponseFormat(resp.Header), s.cfg.MaxBody)
+	if err != nil {
+		return st, fmt.Errorf("signals: scrape %s: %w", target, err)
+	}
+	return st, nil
+}
+
+type protoDecoder struct {
+	r   *bufio.Reader
+	max int64
+}
+
+func (d *protoDecoder) Decode(mf *dto.MetricFamily) error {
+	return protodelim.UnmarshalOptions{MaxSize: d.max}.UnmarshalFrom(d.r, mf)
+}
+
+type countingReader struct {
+	r     io.Reader
+	n     int64
+	limit int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	if c.n > c.limit {
+		return n, fmt.Errorf("exposition larger than %d bytes", c.limit)
+	}
+	return n, err
+}
+
+// parseExposition reads the brownout_ families of one exposition. Families
+// that are missing or malformed are reported in the returned error (joined,
+// each naming its metric); the others are still returned. No message may
+// claim more than maxMsg bytes.
+func parseExposition(r io.Reader, format expfmt.Format, maxMsg int64) (targetState, error) {
+	var st targetState
+	var errs []error
+	seen := map[string]bool{}
+	var dec expfmt.Decoder
+	if format.FormatType() == expfmt.TypeProtoDelim {
+		// expfmt's protobuf decoder trusts each message's length prefix
+		// and allocates it up front: a hostile target could ask for
+		// terabytes. Ours caps it.
+		dec = &protoDecoder{r: bufio.NewReader(r), max: min(maxMsg, 1<<30)}
+	} else {
+		dec = expfmt.NewDecoder(r, format)
+	}
+	for {
+		var mf dto.MetricFamily
+		err := dec.Decode(&mf)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("all metrics: parse: %w", err))
+			// A failed parse leaves nothing trustworthy.
+			return targetState{}, errors.Join(errs...)
+		}
+		name := mf.GetName()
+		seen[name] = true
+		if err := st.read(&mf); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+		}
+	}
+	st.parsed = true
+	if !seen[MetricLatency] {
+		errs = append(errs, fmt.Errorf("%s: metric missing", MetricLatency))
+	}
+	return st, errors.Join(errs...)
+}
+
+func labelOf(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// read takes one family into st.
+func (st *targetState) read(mf *dto.MetricFamily) error {
+	wantType := func(t dto.MetricType) error {
+		if mf.GetType() != t {
+			return fmt.Errorf("is a %s, want a %s", strings.ToLower(mf.GetType().String()), strings.ToLower(t.String()))
+		}
+		return nil
+	}
+	switch name := mf.GetName(); name {
+	case MetricLatency, MetricSojourn:
+		if err := wantType(dto.MetricType_HISTOGRAM); err != nil {
+			return err
+		}
+		var sum hist
+		for _, m := range mf.GetMetric() {
+			h, err := histFromDTO(m.GetHistogram())
+			if err != nil {
+				return err
+			}
+			if err := sum.add(h); err != nil {
+				return err
+			}
+		}
+		if name == MetricLatency {
+			st.latency, st.hasLat = sum, len(mf.GetMetric()) > 0
+		} else {
+			st.sojourn, st.hasSoj = sum, len(mf.GetMetric()) > 0
+		}
+	case MetricSojournMin, MetricStanding, MetricInFlight:
+		if err := wantType(dto.MetricType_GAUGE); err != nil {
+			return err
+		}
+		for _, m := range mf.GetMetric() {
+			v := m.GetGauge().GetValue()
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				return fmt.Errorf("value %v: %w", v, errValue)
+			}
+			switch name {
+			case MetricSojournMin:
+				st.sojournMin, st.hasSojMin = max(st.sojournMin, v), true
+			case MetricStanding:
+				st.standing = st.standing || v > 0
+			case MetricInFlight:
+				st.inFlight += v
+				st.hasInFlight = true
+			}
+		}
+	case MetricArrived, MetricCompleted, MetricFailed, MetricGood, MetricRejected:
+		if err := wantType(dto.MetricType_COUNTER); err != nil {
+			return err
+		}
+		for _, m := range mf.GetMetric() {
+			v := m.GetCounter().GetValue()
+			if !finiteNonNeg(v) {
+				return fmt.Errorf("value %v: %w", v, errValue)
+			}
+			c, err := ParseClass(labelOf(m, "class"))
+			if err != nil {
+				continue // a class this version does not know
+			}
+			cc := &st.classes[c]
+			n := uint64(v)
+			switch name {
+			case MetricArrived:
+				cc.Arrived += n
+			case MetricCompleted:
+				cc.Completed += n
+			case MetricFailed:
+				cc.Failed += n
+			case MetricGood:
+				cc.Good += n
+			case MetricRejected:
+				for i, rn := range reasonNames {
+					if rn == labelOf(m, "reason") {
+						cc.Rejected[i] += n
+					}
+				}
+			}
+			st.hasClasses = true
+		}
+	}
+	return nil
+}

@@ -1,0 +1,236 @@
+package signals
+
+import (
+	"bytes"
+	"context"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/expfmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// instance is a fake app exposing real client_golang metrics under our names.
+type instance struct {
+	reg      *prometheus.Registry
+	lat      prometheus.Histogram
+	sojourn  *prometheus.HistogramVec
+	arrived  *prometheus.CounterVec
+	inFlight prometheus.Gauge
+	srv      *httptest.Server
+}
+
+func newInstance(t *testing.T, native, textOnly bool) *instance {
+	in := &instance{reg: prometheus.NewRegistry()}
+	opts := prometheus.HistogramOpts{Name: MetricLatency, Help: "h", Buckets: DefaultBuckets}
+	if native {
+		opts.NativeHistogramBucketFactor = 1.05
+	}
+	in.lat = prometheus.NewHistogram(opts)
+	in.sojourn = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: MetricSojourn, Help: "h", Buckets: DefaultBuckets}, []string{"class"})
+	in.arrived = prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricArrived, Help: "h"}, []string{"class"})
+	in.inFlight = prometheus.NewGauge(prometheus.GaugeOpts{Name: MetricInFlight, Help: "h"})
+	in.reg.MustRegister(in.lat, in.sojourn, in.arrived, in.inFlight)
+	var h http.Handler = promhttp.HandlerFor(in.reg, promhttp.HandlerOpts{})
+	if textOnly {
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mfs, err := in.reg.Gather()
+			require.NoError(t, err)
+			w.Header().Set("Content-Type", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
+			enc := expfmt.NewEncoder(w, expfmt.NewFormat(expfmt.TypeTextPlain))
+			for _, mf := range mfs {
+				require.NoError(t, enc.Encode(mf))
+			}
+		})
+	}
+	in.srv = httptest.NewServer(h)
+	t.Cleanup(in.srv.Close)
+	return in
+}
+
+// observe records n requests: 99 % at fast, 1 % at slow.
+func (in *instance) observe(n int, fast, slow float64) {
+	for i := range n {
+		v := fast
+		if i%100 == 99 {
+			v = slow
+		}
+		in.lat.Observe(v)
+		in.sojourn.WithLabelValues("default").Observe(v / 10)
+		in.arrived.WithLabelValues("default").Inc()
+	}
+}
+
+func TestScrapeSourceFleet(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		native, textOnly bool
+		tol              float64
+	}{
+		{"classic-protobuf", false, false, 0.25}, // linear interpolation in coarse buckets
+		{"native-protobuf", true, false, 0.05},
+		{"classic-text", false, true, 0.25},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := newInstance(t, tc.native, tc.textOnly), newInstance(t, tc.native, tc.textOnly)
+			src, err := NewScrapeSource(ScrapeConfig{Targets: []string{a.srv.URL, b.srv.URL}, Window: 10 * time.Second})
+			require.NoError(t, err)
+			ctx := context.Background()
+
+			// History before the first read is not part of any window.
+			a.observe(1000, 0.9, 5)
+			a.inFlight.Set(3)
+			b.inFlight.Set(4)
+			s, err := src.Snapshot(ctx, t0)
+			require.NoError(t, err)
+			assert.False(t, s.Has(LatencyP99), "no delta on the first read")
+			inf, _ := s.Get(InFlight)
+			assert.Equal(t, 7.0, inf, "in-flight is summed over the fleet")
+
+			a.observe(1000, 0.040, 0.400)
+			b.observe(1000, 0.040, 0.400)
+			s, err = src.Snapshot(ctx, t0.Add(5*time.Second))
+			require.NoError(t, err)
+			p50, ok := s.Get(LatencyP50)
+			require.True(t, ok)
+			p99, _ := s.Get(LatencyP99)
+			p999, _ := s.Get(LatencyP999)
+			assert.InEpsilon(t, 0.040, p50, tc.tol, "p50")
+			assert.LessOrEqual(t, p99, 0.040*(1+tc.tol), "p99 is still fast (1 %% slow)")
+			assert.InEpsilon(t, 0.400, p999, tc.tol, "p999")
+			arr, _ := s.Get(ArrivalRate)
+			assert.InDelta(t, 400, arr, 1e-9, "2000 arrivals in 5 s")
+			sp99, ok := s.Get(SojournP99)
+			require.True(t, ok)
+			assert.InEpsilon(t, 0.004, sp99, 0.5)
+		})
+	}
+}
+
+func TestScrapeSourceRestartedTarget(t *testing.T) {
+	a := newInstance(t, true, false)
+	src, err := NewScrapeSource(ScrapeConfig{Targets: []string{a.srv.URL}})
+	require.NoError(t, err)
+	a.observe(5000, 0.9, 0.9)
+	_, err = src.Snapshot(context.Background(), t0)
+	require.NoError(t, err)
+	// The process restarts: a fresh registry with fewer counts.
+	fresh := newInstance(t, true, false)
+	a.srv.Config.Handler = fresh.srv.Config.Handler
+	fresh.observe(100, 0.010, 0.010)
+	s, err := src.Snapshot(context.Background(), t0.Add(time.Second))
+	require.NoError(t, err)
+	p99, ok := s.Get(LatencyP99)
+	require.True(t, ok)
+	assert.InEpsilon(t, 0.010, p99, 0.05, "counts since the restart, not a negative delta")
+}
+
+func TestScrapeSourceBadTargets(t *testing.T) {
+	serve := func(ct, body string, code int) string {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", ct)
+			w.WriteHeader(code)
+			w.Write([]byte(body))
+		}))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	text := string(expfmt.NewFormat(expfmt.TypeTextPlain))
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
+	t.Cleanup(hang.Close)
+
+	for _, tc := range []struct {
+		name, url, want string
+		gone            []Key
+	}{
+		{"500", serve(text, "oops", 500), "HTTP 500", []Key{InFlight}},
+		{"timeout", hang.URL, "deadline exceeded", []Key{InFlight}},
+		{"missing", serve(text, "# TYPE other_metric gauge\nother_metric 1\n", 200), MetricLatency + ": metric missing", []Key{InFlight}},
+		{"not a histogram", serve(text, "# TYPE brownout_request_duration_seconds gauge\nbrownout_request_duration_seconds 1\n", 200),
+			MetricLatency + ": is a gauge, want a histogram", nil},
+		{"NaN gauge", serve(text, "# TYPE brownout_requests_in_flight gauge\nbrownout_requests_in_flight NaN\n"+
+			"# TYPE brownout_request_duration_seconds histogram\nbrownout_request_duration_seconds_bucket{le=\"+Inf\"} 1\nbrownout_request_duration_seconds_sum 1\nbrownout_request_duration_seconds_count 1\n", 200),
+			MetricInFlight + ": value NaN", []Key{InFlight}},
+		{"Inf sum", serve(text, "# TYPE brownout_request_duration_seconds histogram\nbrownout_request_duration_seconds_bucket{le=\"+Inf\"} 1\nbrownout_request_duration_seconds_sum +Inf\nbrownout_request_duration_seconds_count 1\n", 200),
+			MetricLatency + ": count or sum", nil},
+		{"garbage", serve(text, "{{{ not metrics", 200), "parse", []Key{InFlight}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src, err := NewScrapeSource(ScrapeConfig{Targets: []string{tc.url}, Timeout: 100 * time.Millisecond})
+			require.NoError(t, err)
+			s, err := src.Snapshot(context.Background(), t0)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.url, "the error names the source")
+			assert.Contains(t, err.Error(), tc.want)
+			for _, k := range append(tc.gone, LatencyP99) {
+				assert.False(t, s.Has(k), "%s must be missing, not invented", k)
+			}
+		})
+	}
+}
+
+func TestNewScrapeSourceRejectsBadConfig(t *testing.T) {
+	_, err := NewScrapeSource(ScrapeConfig{})
+	assert.ErrorContains(t, err, "no targets")
+	_, err = NewScrapeSource(ScrapeConfig{Targets: []string{"ftp://x/metrics"}})
+	assert.ErrorContains(t, err, "not an http(s) URL")
+}
+
+func TestHistQuantileClassicLikePromQL(t *testing.T) {
+	h := hist{count: 100, bounds: []float64{0.1, 0.2, math.Inf(1)}, classic: []float64{50, 40, 10}}
+	q, _ := h.quantile(0.5)
+	assert.InDelta(t, 0.1, q, 1e-12)
+	q, _ = h.quantile(0.7)
+	assert.InDelta(t, 0.15, q, 1e-12)
+	q, _ = h.quantile(0.99)
+	assert.InDelta(t, 0.2, q, 1e-12, "in the +Inf bucket: the highest finite bound")
+	_, ok := hist{}.quantile(0.5)
+	assert.False(t, ok)
+}
+
+func FuzzParseExposition(f *testing.F) {
+	// Seeds: a real exposition in both formats, and some broken ones.
+	rec := NewRecorder(Config{})
+	for i := range 50 {
+		rec.Arrive(Class(i % 3))
+		s := rec.Start(t0)
+		rec.Done(Class(i%3), s, s.Add(time.Duration(i+1)*time.Millisecond), i%7 == 0, time.Time{})
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewCollector(rec, CollectorOpts{}))
+	mfs, err := reg.Gather()
+	require.NoError(f, err)
+	for _, ft := range []expfmt.FormatType{expfmt.TypeTextPlain, expfmt.TypeProtoDelim} {
+		var buf bytes.Buffer
+		enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(ft))
+		for _, mf := range mfs {
+			require.NoError(f, enc.Encode(mf))
+		}
+		f.Add(buf.Bytes(), ft == expfmt.TypeProtoDelim)
+	}
+	f.Add([]byte("# TYPE brownout_request_duration_seconds histogram\nbrownout_request_duration_seconds_bucket{le=\"0.1\"} 5\nbrownout_request_duration_seconds_bucket{le=\"0.05\"} 3\n"), false)
+	f.Add([]byte("brownout_requests_in_flight -Inf\n"), false)
+	f.Fuzz(func(t *testing.T, body []byte, proto bool) {
+		format := expfmt.NewFormat(expfmt.TypeTextPlain)
+		if proto {
+			format = expfmt.NewFormat(expfmt.TypeProtoDelim)
+		}
+		st, err := parseExposition(bytes.NewReader(body), format, 1<<20)
+		if err != nil && !strings.Contains(err.Error(), MetricLatency) && !strings.Contains(err.Error(), "brownout_") && !strings.Contains(err.Error(), "parse") {
+			t.Fatalf("error names no metric: %v", err)
+		}
+		// Whatever parsed must give finite quantiles.
+		for _, q := range []float64{0.5, 0.99} {
+			if v, ok := st.latency.quantile(q); ok && (math.IsNaN(v) || math.IsInf(v, 0) || v < 0) {
+				t.Fatalf("quantile %v = %v", q, v)
+			}
+		}
+	})
+}
