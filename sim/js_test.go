@@ -56,7 +56,7 @@ func TestToFixedLikeJavaScript(t *testing.T) {
 		d    int
 		want string
 	}{
-		{5.25, 1, "5.3"},  // a tie: JavaScript rounds up, strconv to even
+		{5.25, 1, "5.3"},   // a tie: JavaScript rounds up, strconv to even
 		{0.125, 2, "0.13"}, // a tie
 		{2.5, 0, "3"},
 		{1.005, 2, "1.00"}, // 1.005 is 1.00499999… in binary

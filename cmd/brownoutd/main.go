@@ -1,0 +1,63 @@
+// Command brownoutd is the brownout daemon. Today it carries the lab:
+//
+//	brownoutd sim seed overload|codel|retry
+//	brownoutd sim run --scenario NAME [--seed N] [--duration D] [--format table|csv|json] [--series]
+//
+// `brownoutd sim --help` lists the scenarios.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+	case errors.As(err, new(usageError)):
+		fmt.Fprintln(os.Stderr, "brownoutd:", err)
+		os.Exit(2)
+	default:
+		fmt.Fprintln(os.Stderr, "brownoutd:", err)
+		os.Exit(1)
+	}
+}
+
+// usageError is a mistake in the command line.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, a ...any) error { return usageError{fmt.Sprintf(format, a...)} }
+
+const usage = `brownoutd — dimmer, not dark
+
+Usage:
+  brownoutd sim …     run the deterministic lab (brownoutd sim --help)
+`
+
+// run is the whole command behind main, so that tests can call it.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return usagef("no command")
+	}
+	switch args[0] {
+	case "sim":
+		return runSim(ctx, args[1:], stdout, stderr)
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	fmt.Fprint(stderr, usage)
+	return usagef("unknown command %q", args[0])
+}

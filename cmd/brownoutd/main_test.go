@@ -1,0 +1,69 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func runArgs(args ...string) (string, string, error) {
+	var out, errOut bytes.Buffer
+	err := run(context.Background(), args, &out, &errOut)
+	return out.String(), errOut.String(), err
+}
+
+func TestSimSeedPrintsTheSourcesOutput(t *testing.T) {
+	for name, file := range map[string]string{"overload": "overload-policies.out", "codel": "codel-vs-taildrop.out", "retry": "retry-storm.out"} {
+		want, err := os.ReadFile(filepath.Join("..", "..", "sim", "testdata", "seeds", file))
+		require.NoError(t, err)
+		got, _, err := runArgs("sim", "seed", name)
+		require.NoError(t, err)
+		assert.Equal(t, string(want), got, name)
+	}
+}
+
+func TestSimRun(t *testing.T) {
+	out, _, err := runArgs("sim", "run", "--scenario", "burst", "--seed", "3", "--format", "csv")
+	require.NoError(t, err)
+	assert.Contains(t, out, "policy,load,t,arrivals")
+	again, _, _ := runArgs("sim", "run", "--scenario", "burst", "--seed", "3", "--format", "csv")
+	assert.Equal(t, out, again, "deterministic")
+
+	help, _, err := runArgs("sim", "--help")
+	require.NoError(t, err)
+	for _, s := range []string{"overload-sweep", "burst", "capacity-dip", "sale", "overload", "codel", "retry"} {
+		assert.Contains(t, help, s)
+	}
+}
+
+func TestSimBadInput(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "no command"},
+		{[]string{"serve-fast"}, `unknown command "serve-fast"`},
+		{[]string{"sim", "seed"}, "want exactly one name"},
+		{[]string{"sim", "seed", "nope"}, `unknown seed simulator "nope"`},
+		{[]string{"sim", "run"}, "--scenario is required"},
+		{[]string{"sim", "run", "--scenario", "nope"}, `unknown scenario "nope"`},
+		{[]string{"sim", "run", "--scenario", "burst", "--format", "xml"}, `--format "xml"`},
+		{[]string{"sim", "run", "--scenario", "burst", "--duration", "-5s"}, "want between 1s and 24h"},
+		{[]string{"sim", "run", "--scenario", "burst", "--seed", "-1"}, "invalid value"},
+		{[]string{"sim", "run", "--scenario", "burst", "extra"}, "unexpected arguments"},
+	} {
+		_, _, err := runArgs(c.args...)
+		require.Error(t, err, "%q", c.args)
+		assert.True(t, errors.As(err, new(usageError)), "%q: a usage error (exit 2)", c.args)
+		assert.Contains(t, err.Error(), c.want, "%q", c.args)
+	}
+	_, _, err := runArgs("sim", "run", "--help")
+	assert.ErrorIs(t, err, flag.ErrHelp)
+}

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/brownout/brownout/sim"
+)
+
+func simUsage(w io.Writer) {
+	fmt.Fprint(w, `Usage:
+  brownoutd sim seed NAME          print a source simulator's output, byte for byte
+  brownoutd sim run --scenario NAME [--seed N] [--duration D] [--format table|csv|json] [--series]
+
+Seeds:
+`)
+	var names []string
+	for n := range sim.Seeds {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-16s %s\n", n, sim.Seeds[n].About)
+	}
+	fmt.Fprint(w, "\nScenarios:\n")
+	for _, n := range sim.ScenarioNames() {
+		s, _ := sim.Lookup(n)
+		fmt.Fprintf(w, "  %-16s %s (default %s)\n", n, s.About, s.Duration)
+	}
+}
+
+func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		simUsage(stderr)
+		return usagef("sim: want a subcommand: seed or run")
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		simUsage(stdout)
+		return nil
+	case "seed":
+		if len(args) != 2 {
+			simUsage(stderr)
+			return usagef("sim seed: want exactly one name")
+		}
+		s, ok := sim.Seeds[args[1]]
+		if !ok {
+			return usagef("sim seed: unknown seed simulator %q", args[1])
+		}
+		return s.Run(stdout)
+	case "run":
+		return runScenario(ctx, args[1:], stdout, stderr)
+	}
+	simUsage(stderr)
+	return usagef("sim: unknown subcommand %q", args[0])
+}
+
+func runScenario(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("brownoutd sim run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	name := fs.String("scenario", "", "scenario to run (see brownoutd sim --help)")
+	seed := fs.Uint("seed", 1, "random seed; the same seed gives the same run")
+	dur := fs.Duration("duration", 0, "length of each run (default: the scenario's)")
+	format := fs.String("format", "table", "output format: "+strings.Join(sim.Formats, ", "))
+	series := fs.Bool("series", false, "with table: also print each case's per-second series")
+	fs.Usage = func() { simUsage(stderr); fmt.Fprintln(stderr, "\nFlags:"); fs.PrintDefaults() }
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return err
+		}
+		return usageError{err.Error()}
+	}
+	switch {
+	case fs.NArg() > 0:
+		return usagef("sim run: unexpected arguments %q", fs.Args())
+	case *name == "":
+		return usagef("sim run: --scenario is required (one of %s)", strings.Join(sim.ScenarioNames(), ", "))
+	case *seed > 1<<32-1:
+		return usagef("sim run: --seed %d does not fit in 32 bits", *seed)
+	case *dur < 0 || (*dur > 0 && *dur < time.Second) || *dur > 24*time.Hour:
+		return usagef("sim run: --duration %s: want between 1s and 24h", *dur)
+	case !slices.Contains(sim.Formats, *format):
+		return usagef("sim run: --format %q: want one of %s", *format, strings.Join(sim.Formats, ", "))
+	}
+	sc, err := sim.Lookup(*name)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	cases := sc.Run(sim.Options{Seed: uint32(*seed), Duration: *dur})
+	return sim.WriteCases(stdout, *format, cases, *series)
+}

@@ -1,0 +1,52 @@
+// Package sim is a deterministic discrete-event lab: open-loop load against
+// a simulated server in virtual time, driven through the same small
+// interfaces the production admission middleware and brownout controller
+// implement, so that the code under test is the code that runs.
+//
+// # The sources' simulators
+//
+// [Seeds] holds ports of the three JavaScript simulators the sources quote
+// (overload policies, CoDel vs tail drop, the retry storm). They print byte
+// for byte what the JavaScript prints: the same Mulberry32 generator, the
+// same order of draws, V8's logarithm (fdlibm's, [jsLog]; Go's math.Log
+// differs in the last bit on about 1 % of inputs) and JavaScript's toFixed
+// rounding (ties away from zero on the exact binary value).
+//
+// # The lab
+//
+// A [Config] describes one run:
+//
+//   - load: an open-loop [Profile] of new requests per second ([Constant],
+//     [Steps], [Ramp], [Burst], the 11.11 [Midnight] spike); Poisson
+//     arrivals at the current rate;
+//   - traffic: a [ClassMix] per priority class, each with a cost and the
+//     extra cost of its optional parts;
+//   - server: workers, a mean service time per cost unit (exponential), and
+//     a capacity that can dip ([Dip]); work for clients that already left
+//     is done anyway, and wasted, as in a real server;
+//   - clients: a timeout and a [RetryPolicy] (immediate, backoff with full
+//     jitter, a retry budget);
+//   - policies: an [Admission] (admission control and queue discipline: the
+//     sources' [Limits] and [CoDel], and package shed) and a [Dimmer] (the
+//     brownout controller; [Static] until package dimmer) that steps every
+//     Tick on a real signals.Recorder fed in virtual time.
+//
+// [Run] returns a per-second series ([Second]: arrivals, good answers,
+// refusals by class, drops, p99, sojourn, dimmer level, optional share) and
+// a [Summary] in the sources' terms (good/s, p99, refused, critical ok,
+// optional served, load amplification, recovery time). Every attempt ends
+// served, refused, dropped or still in the system: the tests check that
+// conservation for every policy.
+//
+// Runs are deterministic: separate Mulberry32 streams for arrivals, service
+// times and client jitter, seeded from Config.Seed, so two policies given
+// the same seed see the same users arrive at the same moments (common
+// random numbers), and event ties break by scheduling order.
+//
+// Named experiments are [Scenario]s (overload-sweep, burst, capacity-dip,
+// sale), run by `brownoutd sim run --scenario NAME`.
+//
+// Nothing in the package is safe for concurrent use except running
+// independent Configs in parallel; Admission and Dimmer values hold state,
+// so give each run its own.
+package sim

@@ -1,0 +1,524 @@
+package sim
+
+import (
+	"math"
+	"slices"
+	"time"
+
+	"github.com/brownout/brownout/signals"
+)
+
+// Epoch is virtual time zero. Policies see time.Time values Epoch + t.
+var Epoch = time.Date(2026, 11, 11, 0, 0, 0, 0, time.UTC)
+
+// Config is one run of the lab. Zero fields take the documented defaults.
+type Config struct {
+	// Seed seeds the generators; the same seed gives the same run.
+	Seed uint32
+	// Duration of the run. New requests arrive until then; answers after
+	// it do not count. Default 30 s.
+	Duration time.Duration
+	// Load is the arrival rate of new user requests. Required.
+	Load Profile
+	// Mix is the traffic by class. Default: 30 % critical, 70 % default,
+	// cost 1, no optional parts (the sources' model).
+	Mix    []ClassMix
+	Server Server
+	Client Client
+	// Admission is the server's policy. Default Unbounded(). A policy holds
+	// state: give each run its own.
+	Admission Admission
+	// Dimmer moves the optional parts. Default Static(1).
+	Dimmer Dimmer
+	// Tick is the controller's period. Default 1 s.
+	Tick time.Duration
+	// Signals configures the recorder the Dimmer reads.
+	Signals signals.Config
+	// RecoverFrom, when positive, measures the recovery time after this
+	// moment (the end of a capacity dip) as the sources do: the first
+	// second s from which 5 s of attempts get ≥ 95 % good answers.
+	RecoverFrom time.Duration
+}
+
+// Second is what happened during one second of virtual time. Requests are
+// counted in the second they arrived (Arrivals, New, Refused), were
+// dropped or timed out, or finished (Served, Good, latencies).
+type Second struct {
+	T             int                     `json:"t"`
+	Arrivals      int                     `json:"arrivals"` // attempts, retries included
+	New           int                     `json:"new"`
+	Served        int                     `json:"served"` // work completed, in time or not
+	Good          int                     `json:"good"`   // answered within the client's deadline
+	Refused       [signals.NumClasses]int `json:"refused"`
+	Dropped       int                     `json:"dropped"` // taken in, then thrown away unserved
+	Timeouts      int                     `json:"timeouts"`
+	P99           time.Duration           `json:"p99_ns"`     // of good answers finishing this second
+	Sojourn       time.Duration           `json:"sojourn_ns"` // mean wait of requests starting this second
+	Level         float64                 `json:"level"`      // dimmer level at the end of the second
+	Shed          int                     `json:"shed"`       // cascade shed level at the end of the second
+	Optional      float64                 `json:"optional"`   // share of good answers with optional parts
+	InSystem      int                     `json:"in_system"`  // queued or in service at the end of the second
+	GoodByArrival int                     `json:"good_by_arrival"`
+	lat           []time.Duration
+	sojSum        time.Duration
+	sojN          int
+	optGood       int
+	seen          bool // an event happened in this second
+}
+
+// Summary is a run in one line, as the sources' tables have it.
+type Summary struct {
+	Duration       time.Duration `json:"duration_ns"`
+	New            int           `json:"new"`
+	Attempts       int           `json:"attempts"`
+	Served         int           `json:"served"`
+	Good           int           `json:"good"`
+	GoodPerSec     float64       `json:"good_per_s"`
+	P99            time.Duration `json:"p99_ns"` // of good answers, arrival to answer
+	Refused        int           `json:"refused"`
+	Dropped        int           `json:"dropped"`
+	Timeouts       int           `json:"timeouts"`
+	CriticalOK     float64       `json:"critical_ok"`     // share of critical user requests answered in time
+	OptionalServed float64       `json:"optional_served"` // share of good answers with optional parts
+	InSystem       int           `json:"in_system"`       // left queued or in service at the end
+	Recovery       *time.Duration `json:"recovery_ns,omitempty"` // nil unless RecoverFrom is set; -1: never
+}
+
+// Result is a run's per-second series and summary.
+type Result struct {
+	Seconds []Second `json:"seconds"`
+	Summary Summary  `json:"summary"`
+}
+
+type evKind uint8
+
+const (
+	evNew     evKind = iota // a new user request arrives
+	evRetry                 // a retry arrives
+	evFinish                // work on a request ends
+	evTimeout               // a client gives up
+	evTick                  // the controller steps
+)
+
+type event struct {
+	at   time.Duration
+	seq  uint64
+	kind evKind
+	r    *Request
+}
+
+// events is a binary min-heap ordered by (at, seq): typed, so that pushing
+// an event does not box it as container/heap would.
+type events []event
+
+func (h events) less(i, j int) bool {
+	return h[i].at < h[j].at || (h[i].at == h[j].at && h[i].seq < h[j].seq)
+}
+
+func (h *events) push(e event) {
+	*h = append(*h, e)
+	q := *h
+	for i := len(q) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !q.less(i, p) {
+			break
+		}
+		q[i], q[p] = q[p], q[i]
+		i = p
+	}
+}
+
+func (h *events) pop() event {
+	q := *h
+	top := q[0]
+	n := len(q) - 1
+	q[0] = q[n]
+	q = q[:n]
+	for i := 0; ; {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < n && q.less(l, m) {
+			m = l
+		}
+		if r < n && q.less(r, m) {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		q[i], q[m] = q[m], q[i]
+		i = m
+	}
+	*h = q
+	return top
+}
+
+type engine struct {
+	cfg     Config
+	mixSum  float64
+	now     time.Duration
+	q       events
+	seq     uint64
+	arr     *Mulberry32 // arrivals: gaps, classes, users
+	svc     *Mulberry32 // service times
+	cli     *Mulberry32 // client jitter
+	free    int
+	rec     *signals.Recorder
+	dim     Dim
+	tokens  float64
+	nextID  int
+	inSys   int
+	secs    []Second
+	users   []userState
+	goodLat []time.Duration
+	sum     Summary
+}
+
+type userState struct {
+	class signals.Class
+	ok    bool
+}
+
+// Run runs one configuration to its end. It is deterministic: the same
+// Config gives the same Result.
+func Run(cfg Config) Result {
+	e := newEngine(cfg)
+	for len(e.q) > 0 {
+		ev := e.q.pop()
+		if ev.at >= e.cfg.Duration {
+			break // what happens after the end does not count
+		}
+		e.now = ev.at
+		switch ev.kind {
+		case evNew:
+			e.newRequest()
+		case evRetry:
+			e.arrive(ev.r)
+		case evFinish:
+			e.finish(ev.r)
+		case evTimeout:
+			e.timeout(ev.r)
+		case evTick:
+			e.tick()
+		}
+		s := e.sec()
+		s.InSystem, s.Level, s.Shed, s.seen = e.inSys, e.dim.Level, e.dim.Shed, true
+	}
+	return e.result()
+}
+
+func newEngine(cfg Config) *engine {
+	if cfg.Duration <= 0 {
+		cfg.Duration = 30 * time.Second
+	}
+	if len(cfg.Mix) == 0 {
+		cfg.Mix = []ClassMix{{Class: signals.Critical, Share: 0.3}, {Class: signals.Default, Share: 0.7}}
+	}
+	if cfg.Server.Workers <= 0 {
+		cfg.Server.Workers = 1
+	}
+	if cfg.Server.ServiceMean <= 0 {
+		cfg.Server.ServiceMean = 10 * time.Millisecond
+	}
+	if cfg.Client.Timeout <= 0 {
+		cfg.Client.Timeout = time.Second
+	}
+	if cfg.Client.Retry.BudgetBurst <= 0 {
+		cfg.Client.Retry.BudgetBurst = 10
+	}
+	if cfg.Admission == nil {
+		cfg.Admission = Unbounded()
+	}
+	if cfg.Dimmer == nil {
+		cfg.Dimmer = Static(1)
+	}
+	if cfg.Tick <= 0 {
+		cfg.Tick = time.Second
+	}
+	e := &engine{
+		cfg: cfg,
+		arr: NewMulberry32(cfg.Seed), svc: NewMulberry32(cfg.Seed ^ 0x5bd1e995), cli: NewMulberry32(cfg.Seed ^ 0x27d4eb2f),
+		free: cfg.Server.Workers, rec: signals.NewRecorder(cfg.Signals),
+		tokens: cfg.Client.Retry.BudgetBurst,
+		secs:   make([]Second, int((cfg.Duration+time.Second-1)/time.Second)),
+	}
+	for i := range e.secs {
+		e.secs[i].T = i
+	}
+	for _, m := range cfg.Mix {
+		e.mixSum += m.Share
+	}
+	e.rec.Snapshot(Epoch) // start the recorder's windows at zero
+	e.dim = cfg.Dimmer.Step(Epoch, signals.Snapshot{Time: Epoch})
+	e.schedule(e.gap(), evNew, nil)
+	e.schedule(cfg.Tick, evTick, nil)
+	return e
+}
+
+func (e *engine) schedule(at time.Duration, k evKind, r *Request) {
+	e.seq++
+	e.q.push(event{at: at, seq: e.seq, kind: k, r: r})
+}
+
+func (e *engine) vt(d time.Duration) time.Time { return Epoch.Add(d) }
+
+func (e *engine) sec() *Second { return e.secAt(e.now) }
+
+func (e *engine) secAt(d time.Duration) *Second {
+	i := int(d / time.Second)
+	return &e.secs[min(i, len(e.secs)-1)]
+}
+
+func seconds(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
+
+// gap draws the time to the next new request at the current rate.
+func (e *engine) gap() time.Duration {
+	rate := e.cfg.Load.Rate(e.now)
+	if rate <= 0 {
+		return e.now + 100*time.Millisecond // nothing now; look again soon
+	}
+	return e.now + max(seconds(e.arr.Exp(1/rate)), 1)
+}
+
+func (e *engine) newRequest() {
+	if e.cfg.Load.Rate(e.now) > 0 {
+		u := e.arr.Float64() * e.mixSum
+		m := e.cfg.Mix[len(e.cfg.Mix)-1]
+		for _, c := range e.cfg.Mix {
+			if u < c.Share {
+				m = c
+				break
+			}
+			u -= c.Share
+		}
+		cost := m.Cost
+		if cost <= 0 {
+			cost = 1
+		}
+		r := &Request{
+			ID: e.nextID, Attempt: 1, Class: m.Class, Key: uint32(e.arr.Float64() * 4294967296),
+			Cost: cost, Optional: m.Optional, first: e.now,
+		}
+		e.nextID++
+		e.users = append(e.users, userState{class: m.Class})
+		e.sec().New++
+		e.sum.New++
+		if rp := e.cfg.Client.Retry; rp.Budget > 0 {
+			e.tokens = math.Min(rp.BudgetBurst, e.tokens+rp.Budget)
+		}
+		e.arrive(r)
+	}
+	if next := e.gap(); next < e.cfg.Duration {
+		e.schedule(next, evNew, nil)
+	}
+}
+
+// arrive handles an attempt reaching the server.
+func (e *engine) arrive(r *Request) {
+	r.arrival = e.now
+	r.Arrival, r.Deadline = e.vt(e.now), e.vt(e.now+e.cfg.Client.Timeout)
+	r.timer = -1
+	e.sec().Arrivals++
+	e.sum.Attempts++
+	e.rec.Arrive(r.Class)
+	// The cascade refuses at the door; critical never.
+	if (e.dim.Shed >= 1 && r.Class == signals.Sheddable) || (e.dim.Shed >= 2 && r.Class == signals.Default) {
+		e.refuse(r, signals.ReasonShedLevel)
+		return
+	}
+	ok, why := e.cfg.Admission.Offer(e.vt(e.now), r)
+	if !ok {
+		e.refuse(r, why)
+		return
+	}
+	r.state = stQueued
+	e.inSys++
+	e.schedule(e.now+e.cfg.Client.Timeout, evTimeout, r)
+	e.startWork()
+}
+
+func (e *engine) refuse(r *Request, why signals.Reason) {
+	r.state = stRefused
+	e.rec.Reject(r.Class, why)
+	e.secAt(r.arrival).Refused[r.Class]++
+	e.sum.Refused++
+	if e.cfg.Client.Retry.RetryRefused {
+		e.retry(r)
+	}
+}
+
+func (e *engine) drop(r *Request, why signals.Reason) {
+	wasWaiting := e.now <= r.arrival+e.cfg.Client.Timeout && r.state == stQueued
+	r.state = stRefused
+	e.inSys--
+	e.rec.Reject(r.Class, why)
+	e.sec().Dropped++
+	e.sum.Dropped++
+	if wasWaiting && e.cfg.Client.Retry.RetryRefused {
+		e.retry(r) // the client hears a 503 now
+	}
+}
+
+// startWork fills free workers from the admission queue.
+func (e *engine) startWork() {
+	for e.free > 0 {
+		r := e.cfg.Admission.Pull(e.vt(e.now), e.drop)
+		if r == nil {
+			return
+		}
+		e.free--
+		r.state = stRunning
+		r.Start = e.vt(e.now)
+		r.WithOptional = r.Optional > 0 && float64(r.Key)/4294967296 < e.dim.Level
+		cost := r.Cost
+		if r.WithOptional {
+			cost += r.Optional
+		}
+		speed := 1.0
+		if e.cfg.Server.Capacity != nil {
+			speed = e.cfg.Server.Capacity(e.now)
+		}
+		mean := cost * e.cfg.Server.ServiceMean.Seconds() / speed
+		sojourn := e.now - r.arrival
+		e.rec.Queued(r.Class, sojourn, r.Start)
+		e.rec.Start(r.Start)
+		s := e.sec()
+		s.sojSum += sojourn
+		s.sojN++
+		e.schedule(e.now+max(seconds(e.svc.Exp(mean)), 1), evFinish, r)
+	}
+}
+
+func (e *engine) finish(r *Request) {
+	gaveUp := r.state != stRunning // the client timed out meanwhile
+	r.state = stDone
+	e.free++
+	e.inSys--
+	e.cfg.Admission.Done(e.vt(e.now), r)
+	e.rec.Done(r.Class, r.Start, e.vt(e.now), false, r.Deadline)
+	s := e.sec()
+	s.Served++
+	e.sum.Served++
+	if !gaveUp && e.now-r.arrival <= e.cfg.Client.Timeout {
+		lat := e.now - r.arrival
+		s.Good++
+		s.lat = append(s.lat, lat)
+		if r.WithOptional {
+			s.optGood++
+		}
+		e.secAt(r.arrival).GoodByArrival++
+		e.sum.Good++
+		e.goodLat = append(e.goodLat, lat)
+		e.users[r.ID].ok = true
+	}
+	e.startWork()
+}
+
+func (e *engine) timeout(r *Request) {
+	if r.state != stQueued && r.state != stRunning {
+		return // answered or refused already
+	}
+	if r.state == stRunning {
+		r.state = stAbandoned // the work goes on, wasted
+	}
+	e.sec().Timeouts++
+	e.sum.Timeouts++
+	e.retry(r)
+}
+
+// retry schedules the client's next attempt, if its policy allows one.
+func (e *engine) retry(r *Request) {
+	rp := e.cfg.Client.Retry
+	if r.Attempt > rp.MaxRetries {
+		return
+	}
+	if rp.Budget > 0 {
+		if e.tokens < 1 {
+			return
+		}
+		e.tokens--
+	}
+	delay := time.Duration(0)
+	if rp.Backoff > 0 {
+		delay = seconds(e.cli.Float64() * rp.Backoff.Seconds() * math.Pow(2, float64(r.Attempt)))
+	}
+	at := e.now + delay
+	if at >= e.cfg.Duration {
+		return
+	}
+	next := &Request{ID: r.ID, Attempt: r.Attempt + 1, Class: r.Class, Key: r.Key, Cost: r.Cost, Optional: r.Optional, first: r.first}
+	e.schedule(at, evRetry, next)
+}
+
+func (e *engine) tick() {
+	now := e.vt(e.now)
+	e.dim = e.cfg.Dimmer.Step(now, e.rec.Snapshot(now))
+	e.dim.Level = min(max(e.dim.Level, 0), 1)
+	if next := e.now + e.cfg.Tick; next < e.cfg.Duration {
+		e.schedule(next, evTick, nil)
+	}
+}
+
+func (e *engine) result() Result {
+	for i := range e.secs {
+		s := &e.secs[i]
+		if !s.seen && i > 0 { // a quiet second keeps the state of the one before
+			prev := e.secs[i-1]
+			s.InSystem, s.Level, s.Shed = prev.InSystem, prev.Level, prev.Shed
+		}
+		if len(s.lat) > 0 {
+			slices.Sort(s.lat)
+			s.P99 = s.lat[int(math.Ceil(0.99*float64(len(s.lat))))-1]
+			s.Optional = float64(s.optGood) / float64(len(s.lat))
+		}
+		if s.sojN > 0 {
+			s.Sojourn = s.sojSum / time.Duration(s.sojN)
+		}
+	}
+	sum := e.sum
+	sum.Duration = e.cfg.Duration
+	sum.GoodPerSec = float64(sum.Good) / e.cfg.Duration.Seconds()
+	if len(e.goodLat) > 0 {
+		slices.Sort(e.goodLat)
+		sum.P99 = e.goodLat[int(math.Ceil(0.99*float64(len(e.goodLat))))-1]
+	}
+	crit, critOK, opt := 0, 0, 0
+	for _, u := range e.users {
+		if u.class == signals.Critical {
+			crit++
+			if u.ok {
+				critOK++
+			}
+		}
+	}
+	if crit > 0 {
+		sum.CriticalOK = float64(critOK) / float64(crit)
+	}
+	for _, s := range e.secs {
+		opt += s.optGood
+	}
+	if sum.Good > 0 {
+		sum.OptionalServed = float64(opt) / float64(sum.Good)
+	}
+	sum.InSystem = e.inSys
+	if e.cfg.RecoverFrom > 0 {
+		r := recovery(e.secs, int(e.cfg.RecoverFrom/time.Second))
+		sum.Recovery = &r
+	}
+	return Result{Seconds: e.secs, Summary: sum}
+}
+
+// recovery is the sources' measure: seconds after from until a 5 s stretch
+// in which ≥ 95 % of attempts got a good answer; -1 if never.
+func recovery(secs []Second, from int) time.Duration {
+	for rec := from; rec < len(secs)-5; rec++ {
+		att, ok := 0, 0
+		for _, s := range secs[rec : rec+5] {
+			att += s.Arrivals
+			ok += s.GoodByArrival
+		}
+		if float64(ok) >= 0.95*float64(att) {
+			return time.Duration(rec-from) * time.Second
+		}
+	}
+	return -1
+}

@@ -1,0 +1,174 @@
+package sim
+
+import (
+	"math"
+	"time"
+
+	"github.com/brownout/brownout/signals"
+)
+
+// Request is one attempt at a user request, as the server sees it.
+type Request struct {
+	ID      int           // the user request; retries share it
+	Attempt int           // 1 for the first try
+	Class   signals.Class // priority class
+	Key     uint32        // the user, for sticky decisions
+	// Cost is the work without optional parts and Optional the extra work
+	// when they are served, in units of the server's ServiceMean.
+	Cost, Optional float64
+	// Arrival is when this attempt reached the server and Deadline when its
+	// client gives up on it (both virtual time). The deadline travels with
+	// the request, as X-Request-Deadline does.
+	Arrival, Deadline time.Time
+
+	// Set by the engine when work starts.
+	Start        time.Time
+	WithOptional bool
+
+	first   time.Duration // the user's first attempt, for latency from the user's view
+	arrival time.Duration
+	timer   int // index of the pending client-timeout event, or -1
+	state   reqState
+}
+
+type reqState uint8
+
+const (
+	stQueued    reqState = iota
+	stRunning            // in service, its client waiting
+	stAbandoned          // in service, its client gone
+	stDone
+	stRefused
+)
+
+// Profile is an open-loop arrival rate (requests per second) over virtual
+// time since the start of the run.
+type Profile interface {
+	Rate(t time.Duration) float64
+}
+
+// Constant is a fixed rate.
+type Constant float64
+
+// Rate implements Profile.
+func (c Constant) Rate(time.Duration) float64 { return float64(c) }
+
+// Steps holds Rates[i] from At[i] on; before At[0] the rate is Rates[0].
+type Steps struct {
+	At    []time.Duration
+	Rates []float64
+}
+
+// Rate implements Profile.
+func (s Steps) Rate(t time.Duration) float64 {
+	r := s.Rates[0]
+	for i, at := range s.At {
+		if t >= at {
+			r = s.Rates[i]
+		}
+	}
+	return r
+}
+
+// Ramp goes linearly from From to To between Start and Start+Over.
+type Ramp struct {
+	From, To    float64
+	Start, Over time.Duration
+}
+
+// Rate implements Profile.
+func (r Ramp) Rate(t time.Duration) float64 {
+	switch {
+	case t <= r.Start:
+		return r.From
+	case t >= r.Start+r.Over:
+		return r.To
+	}
+	f := float64(t-r.Start) / float64(r.Over)
+	return r.From + f*(r.To-r.From)
+}
+
+// Burst is Base, and Peak during [Start, Start+For).
+type Burst struct {
+	Base, Peak float64
+	Start, For time.Duration
+}
+
+// Rate implements Profile.
+func (b Burst) Rate(t time.Duration) float64 {
+	if t >= b.Start && t < b.Start+b.For {
+		return b.Peak
+	}
+	return b.Base
+}
+
+// Midnight is the 11.11 sale: Base until At (midnight), then a jump to
+// Peak that decays exponentially (half-life HalfLife) towards After.
+type Midnight struct {
+	Base, Peak, After float64
+	At, HalfLife      time.Duration
+}
+
+// Rate implements Profile.
+func (m Midnight) Rate(t time.Duration) float64 {
+	if t < m.At {
+		return m.Base
+	}
+	decay := math.Exp2(-float64(t-m.At) / float64(m.HalfLife))
+	return m.After + (m.Peak-m.After)*decay
+}
+
+// ClassMix describes one kind of request in the traffic.
+type ClassMix struct {
+	Class signals.Class
+	// Share of arrivals, relative to the other entries.
+	Share float64
+	// Cost and Optional as in Request. Cost 0 means 1.
+	Cost, Optional float64
+}
+
+// RetryPolicy is what a client does after a timeout or a refusal.
+type RetryPolicy struct {
+	// MaxRetries after the first attempt; 0 never retries.
+	MaxRetries int
+	// Backoff, when positive, waits a full-jitter delay drawn uniformly from
+	// [0, Backoff·2^n) before retry n (n = 1, 2, …). The sources use 0.5 s.
+	Backoff time.Duration
+	// Budget, when positive, allows retries only while they stay under this
+	// fraction of new requests (a token bucket: +Budget per new request, −1
+	// per retry, at most BudgetBurst tokens). The sources use 0.1.
+	Budget      float64
+	BudgetBurst float64
+	// RetryRefused also retries refusals (503/429) after the same backoff;
+	// otherwise only timeouts are retried.
+	RetryRefused bool
+}
+
+// Client describes the users' side.
+type Client struct {
+	// Timeout is when a client gives up on an attempt. Default 1 s.
+	Timeout time.Duration
+	Retry   RetryPolicy
+}
+
+// Server describes the server.
+type Server struct {
+	// Workers is the number of requests served at once. Default 1.
+	Workers int
+	// ServiceMean is the mean service time of one cost unit at full
+	// capacity; service times are exponential. Default 10 ms.
+	ServiceMean time.Duration
+	// Capacity, when set, scales the speed over time (1 = full, 0.5 =
+	// half). A request's service time is drawn when it starts.
+	Capacity func(t time.Duration) float64
+}
+
+// Dip returns a Capacity that is factor during [at, at+d) and 1 otherwise.
+func Dip(at, d time.Duration, factor float64) func(time.Duration) float64 {
+	return func(t time.Duration) float64 {
+		if t >= at && t < at+d {
+			return factor
+		}
+		return 1
+	}
+}

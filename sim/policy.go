@@ -1,0 +1,178 @@
+package sim
+
+import (
+	"math"
+	"time"
+
+	"github.com/brownout/brownout/signals"
+)
+
+// Admission is a server's admission control and queue discipline, driven in
+// virtual time: it never blocks and never reads a clock. shed's core
+// implements it for the production middleware; the sources' policies below
+// implement it for comparison.
+type Admission interface {
+	// Offer is called when r arrives. It either takes r in (to wait for
+	// Pull) or refuses it with a reason.
+	Offer(now time.Time, r *Request) (ok bool, why signals.Reason)
+	// Pull is called when a worker is free. It returns the request to
+	// start, or nil if none waits; requests it throws away on the way
+	// (expired, CoDel) are passed to drop.
+	Pull(now time.Time, drop func(*Request, signals.Reason)) *Request
+	// Done is called when the work on r ends.
+	Done(now time.Time, r *Request)
+}
+
+// Dimmer decides how much optional work requests get; dimmer's controller
+// implements it. Step is called every tick with the server's signals.
+type Dimmer interface {
+	Step(now time.Time, s signals.Snapshot) Dim
+}
+
+// Dim is what a Dimmer decides for the next tick.
+type Dim struct {
+	// Level is the share of users served the optional parts, in [0, 1].
+	Level float64
+	// Shed is the cascade's shed level: 0 admits every class, 1 refuses
+	// sheddable requests at the door, 2 refuses default ones as well.
+	// Critical requests are never refused by the cascade.
+	Shed int
+}
+
+// Static is a Dimmer that never moves: every optional part on (1), off (0),
+// or a fixed share.
+type Static float64
+
+// Step implements Dimmer.
+func (s Static) Step(time.Time, signals.Snapshot) Dim { return Dim{Level: float64(s)} }
+
+// Limits is the sources' bounded server: at most Limit[class] requests
+// inside the server (queued or in service) when a request of that class
+// arrives, FIFO otherwise. An infinite limit is the unbounded queue; equal
+// limits are "bounded queue, fail fast"; a lower limit for non-critical
+// classes is the sources' "priority shedding".
+type Limits struct {
+	Limit [signals.NumClasses]float64
+	// DropExpired throws away, at Pull, requests whose deadline has passed
+	// (the sources' "server drops expired").
+	DropExpired bool
+
+	q      fifo
+	inside int
+}
+
+// Unbounded returns the unbounded FIFO queue.
+func Unbounded() *Limits {
+	inf := math.Inf(1)
+	return &Limits{Limit: [signals.NumClasses]float64{inf, inf, inf}}
+}
+
+// FailFast returns a FIFO queue that refuses arrivals when n requests are
+// inside.
+func FailFast(n float64) *Limits {
+	return &Limits{Limit: [signals.NumClasses]float64{n, n, n}}
+}
+
+// PriorityLimits returns the sources' priority shedding: critical requests
+// are refused only at critical inside, the others at other.
+func PriorityLimits(critical, other float64) *Limits {
+	return &Limits{Limit: [signals.NumClasses]float64{critical, other, other}}
+}
+
+// Offer implements Admission.
+func (l *Limits) Offer(_ time.Time, r *Request) (bool, signals.Reason) {
+	if float64(l.inside) >= l.Limit[r.Class] {
+		return false, signals.ReasonConcurrency
+	}
+	l.inside++
+	l.q.push(r)
+	return true, 0
+}
+
+// Pull implements Admission.
+func (l *Limits) Pull(now time.Time, drop func(*Request, signals.Reason)) *Request {
+	for l.q.len() > 0 {
+		r := l.q.pop()
+		if l.DropExpired && now.After(r.Deadline) {
+			l.inside--
+			drop(r, signals.ReasonDeadline)
+			continue
+		}
+		return r
+	}
+	return nil
+}
+
+// Done implements Admission.
+func (l *Limits) Done(time.Time, *Request) { l.inside-- }
+
+// CoDel is the sources' CoDel-like queue: FIFO with a tail-drop bound of
+// Limit requests; when Enabled, a request that waited longer than Target
+// is dropped once the sojourn has stayed above Target for Interval.
+type CoDel struct {
+	Enabled          bool
+	Limit            int
+	Target, Interval time.Duration
+
+	q          fifo
+	above      bool
+	aboveSince time.Time
+}
+
+// Offer implements Admission.
+func (c *CoDel) Offer(_ time.Time, r *Request) (bool, signals.Reason) {
+	if c.q.len() >= c.Limit {
+		return false, signals.ReasonMaxWait
+	}
+	c.q.push(r)
+	return true, 0
+}
+
+// Pull implements Admission.
+func (c *CoDel) Pull(now time.Time, drop func(*Request, signals.Reason)) *Request {
+	for c.q.len() > 0 {
+		r := c.q.pop()
+		if c.Enabled && now.Sub(r.Arrival) > c.Target {
+			if !c.above {
+				c.above, c.aboveSince = true, now
+			} else if now.Sub(c.aboveSince) >= c.Interval {
+				drop(r, signals.ReasonCoDel)
+				continue
+			}
+		} else {
+			c.above = false
+		}
+		return r
+	}
+	c.above = false // idle
+	return nil
+}
+
+// Done implements Admission.
+func (c *CoDel) Done(time.Time, *Request) {}
+
+// fifo is a queue of requests that reuses its backing array.
+type fifo struct {
+	items []*Request
+	head  int
+}
+
+func (f *fifo) len() int { return len(f.items) - f.head }
+
+func (f *fifo) push(r *Request) {
+	if f.head > 0 && f.head == len(f.items) {
+		f.items, f.head = f.items[:0], 0
+	}
+	f.items = append(f.items, r)
+}
+
+func (f *fifo) pop() *Request {
+	r := f.items[f.head]
+	f.items[f.head] = nil
+	f.head++
+	if f.head > 1024 && f.head*2 > len(f.items) {
+		n := copy(f.items, f.items[f.head:])
+		f.items, f.head = f.items[:n], 0
+	}
+	return r
+}
