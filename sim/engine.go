@@ -68,19 +68,19 @@ type Second struct {
 
 // Summary is a run in one line, as the sources' tables have it.
 type Summary struct {
-	Duration       time.Duration `json:"duration_ns"`
-	New            int           `json:"new"`
-	Attempts       int           `json:"attempts"`
-	Served         int           `json:"served"`
-	Good           int           `json:"good"`
-	GoodPerSec     float64       `json:"good_per_s"`
-	P99            time.Duration `json:"p99_ns"` // of good answers, arrival to answer
-	Refused        int           `json:"refused"`
-	Dropped        int           `json:"dropped"`
-	Timeouts       int           `json:"timeouts"`
-	CriticalOK     float64       `json:"critical_ok"`     // share of critical user requests answered in time
-	OptionalServed float64       `json:"optional_served"` // share of good answers with optional parts
-	InSystem       int           `json:"in_system"`       // left queued or in service at the end
+	Duration       time.Duration  `json:"duration_ns"`
+	New            int            `json:"new"`
+	Attempts       int            `json:"attempts"`
+	Served         int            `json:"served"`
+	Good           int            `json:"good"`
+	GoodPerSec     float64        `json:"good_per_s"`
+	P99            time.Duration  `json:"p99_ns"` // of good answers, arrival to answer
+	Refused        int            `json:"refused"`
+	Dropped        int            `json:"dropped"`
+	Timeouts       int            `json:"timeouts"`
+	CriticalOK     float64        `json:"critical_ok"`           // share of critical user requests answered in time
+	OptionalServed float64        `json:"optional_served"`       // share of good answers with optional parts
+	InSystem       int            `json:"in_system"`             // left queued or in service at the end
 	Recovery       *time.Duration `json:"recovery_ns,omitempty"` // nil unless RecoverFrom is set; -1: never
 }
 
