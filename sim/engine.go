@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/brownout/brownout/dimmer"
 	"github.com/brownout/brownout/signals"
 )
 
@@ -55,7 +56,7 @@ type Second struct {
 	P99           time.Duration           `json:"p99_ns"`     // of good answers finishing this second
 	Sojourn       time.Duration           `json:"sojourn_ns"` // mean wait of requests starting this second
 	Level         float64                 `json:"level"`      // dimmer level at the end of the second
-	Shed          int                     `json:"shed"`       // cascade shed level at the end of the second
+	Shed          float64                 `json:"shed"`       // cascade shed level at the end of the second
 	Optional      float64                 `json:"optional"`   // share of good answers with optional parts
 	InSystem      int                     `json:"in_system"`  // queued or in service at the end of the second
 	GoodByArrival int                     `json:"good_by_arrival"`
@@ -68,17 +69,21 @@ type Second struct {
 
 // Summary is a run in one line, as the sources' tables have it.
 type Summary struct {
-	Duration       time.Duration  `json:"duration_ns"`
-	New            int            `json:"new"`
-	Attempts       int            `json:"attempts"`
-	Served         int            `json:"served"`
-	Good           int            `json:"good"`
-	GoodPerSec     float64        `json:"good_per_s"`
-	P99            time.Duration  `json:"p99_ns"` // of good answers, arrival to answer
-	Refused        int            `json:"refused"`
-	Dropped        int            `json:"dropped"`
-	Timeouts       int            `json:"timeouts"`
-	CriticalOK     float64        `json:"critical_ok"`           // share of critical user requests answered in time
+	Duration   time.Duration `json:"duration_ns"`
+	New        int           `json:"new"`
+	Attempts   int           `json:"attempts"`
+	Served     int           `json:"served"`
+	Good       int           `json:"good"`
+	GoodPerSec float64       `json:"good_per_s"`
+	P99        time.Duration `json:"p99_ns"` // of good answers, arrival to answer
+	Refused    int           `json:"refused"`
+	Dropped    int           `json:"dropped"`
+	Timeouts   int           `json:"timeouts"`
+	// InTime is the share of user requests answered in time by some
+	// attempt, and CriticalOK the same for critical ones. Both count only
+	// users whose first deadline fell inside the run.
+	InTime         float64        `json:"in_time"`
+	CriticalOK     float64        `json:"critical_ok"`
 	OptionalServed float64        `json:"optional_served"`       // share of good answers with optional parts
 	InSystem       int            `json:"in_system"`             // left queued or in service at the end
 	Recovery       *time.Duration `json:"recovery_ns,omitempty"` // nil unless RecoverFrom is set; -1: never
@@ -176,6 +181,7 @@ type engine struct {
 type userState struct {
 	class signals.Class
 	ok    bool
+	first time.Duration
 }
 
 // Run runs one configuration to its end. It is deterministic: the same
@@ -268,6 +274,9 @@ func (e *engine) secAt(d time.Duration) *Second {
 	return &e.secs[min(i, len(e.secs)-1)]
 }
 
+// keyFraction maps a user key to [0, 1): sticky decisions per user.
+func keyFraction(k uint32) float64 { return float64(k) / 4294967296 }
+
 func seconds(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
 
 // gap draws the time to the next new request at the current rate.
@@ -299,7 +308,7 @@ func (e *engine) newRequest() {
 			Cost: cost, Optional: m.Optional, first: e.now,
 		}
 		e.nextID++
-		e.users = append(e.users, userState{class: m.Class})
+		e.users = append(e.users, userState{class: m.Class, first: e.now})
 		e.sec().New++
 		e.sum.New++
 		if rp := e.cfg.Client.Retry; rp.Budget > 0 {
@@ -316,12 +325,12 @@ func (e *engine) newRequest() {
 func (e *engine) arrive(r *Request) {
 	r.arrival = e.now
 	r.Arrival, r.Deadline = e.vt(e.now), e.vt(e.now+e.cfg.Client.Timeout)
-	r.timer = -1
+	r.Estimate = r.Cost + r.Optional*e.dim.Level
 	e.sec().Arrivals++
 	e.sum.Attempts++
 	e.rec.Arrive(r.Class)
-	// The cascade refuses at the door; critical never.
-	if (e.dim.Shed >= 1 && r.Class == signals.Sheddable) || (e.dim.Shed >= 2 && r.Class == signals.Default) {
+	// The cascade refuses a share of users at the door; critical never.
+	if share := dimmer.ShedShare(e.dim.Shed, r.Class); share > 0 && keyFraction(r.Key^0x9e3779b9) < share {
 		e.refuse(r, signals.ReasonShedLevel)
 		return
 	}
@@ -368,7 +377,7 @@ func (e *engine) startWork() {
 		e.free--
 		r.state = stRunning
 		r.Start = e.vt(e.now)
-		r.WithOptional = r.Optional > 0 && float64(r.Key)/4294967296 < e.dim.Level
+		r.WithOptional = r.Optional > 0 && keyFraction(r.Key) < e.dim.Level
 		cost := r.Cost
 		if r.WithOptional {
 			cost += r.Optional
@@ -381,6 +390,7 @@ func (e *engine) startWork() {
 		sojourn := e.now - r.arrival
 		e.rec.Queued(r.Class, sojourn, r.Start)
 		e.rec.Start(r.Start)
+		r.cost = cost
 		s := e.sec()
 		s.sojSum += sojourn
 		s.sojN++
@@ -394,7 +404,10 @@ func (e *engine) finish(r *Request) {
 	e.free++
 	e.inSys--
 	e.cfg.Admission.Done(e.vt(e.now), r)
-	e.rec.Done(r.Class, r.Start, e.vt(e.now), false, r.Deadline)
+	// The latency the controller reads is the time inside the server, as
+	// a middleware at its edge measures it: queueing in the seeds' model is
+	// contention inside the server.
+	e.rec.Done(r.Class, r.Arrival, e.vt(e.now), false, r.Deadline)
 	s := e.sec()
 	s.Served++
 	e.sum.Served++
@@ -481,14 +494,24 @@ func (e *engine) result() Result {
 		slices.Sort(e.goodLat)
 		sum.P99 = e.goodLat[int(math.Ceil(0.99*float64(len(e.goodLat))))-1]
 	}
-	crit, critOK, opt := 0, 0, 0
+	crit, critOK, decided, inTime, opt := 0, 0, 0, 0, 0
 	for _, u := range e.users {
+		if u.first+e.cfg.Client.Timeout > e.cfg.Duration {
+			continue // its answer was still due when the run ended
+		}
+		decided++
+		if u.ok {
+			inTime++
+		}
 		if u.class == signals.Critical {
 			crit++
 			if u.ok {
 				critOK++
 			}
 		}
+	}
+	if decided > 0 {
+		sum.InTime = float64(inTime) / float64(decided)
 	}
 	if crit > 0 {
 		sum.CriticalOK = float64(critOK) / float64(crit)
@@ -505,6 +528,20 @@ func (e *engine) result() Result {
 		sum.Recovery = &r
 	}
 	return Result{Seconds: e.secs, Summary: sum}
+}
+
+// P99Between returns the p99 latency of the good answers that finished in
+// seconds [from, to) of the run, and false if there were none.
+func (r Result) P99Between(from, to int) (time.Duration, bool) {
+	var lat []time.Duration
+	for _, s := range r.Seconds[max(from, 0):min(to, len(r.Seconds))] {
+		lat = append(lat, s.lat...)
+	}
+	if len(lat) == 0 {
+		return 0, false
+	}
+	slices.Sort(lat)
+	return lat[int(math.Ceil(0.99*float64(len(lat))))-1], true
 }
 
 // recovery is the sources' measure: seconds after from until a 5 s stretch

@@ -21,13 +21,18 @@ type Request struct {
 	// the request, as X-Request-Deadline does.
 	Arrival, Deadline time.Time
 
+	// Estimate is the expected work, set on arrival: Cost plus Optional
+	// times the current dimmer level (what an admission layer can know up
+	// front).
+	Estimate float64
+
 	// Set by the engine when work starts.
 	Start        time.Time
 	WithOptional bool
 
+	cost    float64       // the work started, optional parts included
 	first   time.Duration // the user's first attempt, for latency from the user's view
 	arrival time.Duration
-	timer   int // index of the pending client-timeout event, or -1
 	state   reqState
 }
 

@@ -33,10 +33,11 @@ type Dimmer interface {
 type Dim struct {
 	// Level is the share of users served the optional parts, in [0, 1].
 	Level float64
-	// Shed is the cascade's shed level: 0 admits every class, 1 refuses
-	// sheddable requests at the door, 2 refuses default ones as well.
-	// Critical requests are never refused by the cascade.
-	Shed int
+	// Shed is the cascade's shed level (dimmer.State.Shed): up to 1 the
+	// share of sheddable users refused at the door, from 1 to 2 every
+	// sheddable and Shed−1 of default users. Critical requests are never
+	// refused by the cascade.
+	Shed float64
 }
 
 // Static is a Dimmer that never moves: every optional part on (1), off (0),
@@ -56,9 +57,20 @@ type Limits struct {
 	// DropExpired throws away, at Pull, requests whose deadline has passed
 	// (the sources' "server drops expired").
 	DropExpired bool
+	// CountCost counts work instead of requests: a request counts as its
+	// Estimate — "count cost, not requests". With every cost 1 and nothing
+	// optional it is the sources' policy.
+	CountCost bool
 
 	q      fifo
-	inside int
+	inside float64
+}
+
+func (l *Limits) weight(r *Request) float64 {
+	if l.CountCost {
+		return r.Estimate
+	}
+	return 1
 }
 
 // Unbounded returns the unbounded FIFO queue.
@@ -81,10 +93,10 @@ func PriorityLimits(critical, other float64) *Limits {
 
 // Offer implements Admission.
 func (l *Limits) Offer(_ time.Time, r *Request) (bool, signals.Reason) {
-	if float64(l.inside) >= l.Limit[r.Class] {
+	if l.inside >= l.Limit[r.Class] {
 		return false, signals.ReasonConcurrency
 	}
-	l.inside++
+	l.inside += l.weight(r)
 	l.q.push(r)
 	return true, 0
 }
@@ -94,7 +106,7 @@ func (l *Limits) Pull(now time.Time, drop func(*Request, signals.Reason)) *Reque
 	for l.q.len() > 0 {
 		r := l.q.pop()
 		if l.DropExpired && now.After(r.Deadline) {
-			l.inside--
+			l.inside -= l.weight(r)
 			drop(r, signals.ReasonDeadline)
 			continue
 		}
@@ -104,7 +116,7 @@ func (l *Limits) Pull(now time.Time, drop func(*Request, signals.Reason)) *Reque
 }
 
 // Done implements Admission.
-func (l *Limits) Done(time.Time, *Request) { l.inside-- }
+func (l *Limits) Done(_ time.Time, r *Request) { l.inside -= l.weight(r) }
 
 // CoDel is the sources' CoDel-like queue: FIFO with a tail-drop bound of
 // Limit requests; when Enabled, a request that waited longer than Target

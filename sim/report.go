@@ -34,6 +34,8 @@ func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10)
 
 func pct(f float64) string { return strconv.FormatFloat(100*f, 'f', 0, 64) + "%" }
 
+func pct1(f float64) string { return strconv.FormatFloat(100*f, 'f', 1, 64) + "%" }
+
 func recoveryText(s Summary) string {
 	switch {
 	case s.Recovery == nil:
@@ -46,8 +48,12 @@ func recoveryText(s Summary) string {
 
 func writeTable(w io.Writer, cases []Case, series bool) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-32s %5s %7s %7s %8s %8s %9s %9s %8s %9s\n",
-		"policy", "load", "good/s", "p99 ms", "refused", "dropped", "crit ok", "optional", "att/new", "recovery")
+	width := len("policy")
+	for _, c := range cases {
+		width = max(width, len([]rune(c.Policy)))
+	}
+	fmt.Fprintf(&b, "%-*s %5s %7s %7s %7s %8s %8s %8s %9s %8s %9s\n", width,
+		"policy", "load", "good/s", "in time", "p99 ms", "refused", "dropped", "crit ok", "optional", "att/new", "recovery")
 	for _, c := range cases {
 		s := c.Result.Summary
 		load := "-"
@@ -59,8 +65,8 @@ func writeTable(w io.Writer, cases []Case, series bool) error {
 			amp = float64(s.Attempts) / float64(s.New)
 		}
 		rec := recoveryText(s)
-		fmt.Fprintf(&b, "%-32s %5s %7.1f %7s %8d %8d %9s %9s %8.2f %9s\n",
-			c.Policy, load, s.GoodPerSec, ms(s.P99), s.Refused, s.Dropped, pct(s.CriticalOK), pct(s.OptionalServed), amp, rec)
+		fmt.Fprintf(&b, "%s %5s %7.1f %7s %7s %8d %8d %8s %9s %8.2f %9s\n",
+			padEnd(c.Policy, width), load, s.GoodPerSec, pct1(s.InTime), ms(s.P99), s.Refused, s.Dropped, pct1(s.CriticalOK), pct(s.OptionalServed), amp, rec)
 	}
 	if series {
 		for _, c := range cases {
@@ -71,7 +77,7 @@ func writeTable(w io.Writer, cases []Case, series bool) error {
 				for _, r := range s.Refused {
 					ref += r
 				}
-				fmt.Fprintf(&b, "%4d %8d %6d %6d %8d %8d %8s %8s %7.2f %5d %9s %9d\n", s.T, s.Arrivals, s.Good, s.Served,
+				fmt.Fprintf(&b, "%4d %8d %6d %6d %8d %8d %8s %8s %7.2f %5.2f %9s %9d\n", s.T, s.Arrivals, s.Good, s.Served,
 					ref, s.Dropped, ms(s.P99), ms(s.Sojourn), s.Level, s.Shed, pct(s.Optional), s.InSystem)
 			}
 		}
@@ -90,7 +96,7 @@ func writeCSV(w io.Writer, cases []Case) error {
 			cw.Write([]string{c.Policy, f(c.Load), strconv.Itoa(s.T), strconv.Itoa(s.Arrivals), strconv.Itoa(s.New),
 				strconv.Itoa(s.Served), strconv.Itoa(s.Good), strconv.Itoa(s.Refused[0]), strconv.Itoa(s.Refused[1]),
 				strconv.Itoa(s.Refused[2]), strconv.Itoa(s.Dropped), strconv.Itoa(s.Timeouts), f(float64(s.P99) / 1e6),
-				f(float64(s.Sojourn) / 1e6), f(s.Level), strconv.Itoa(s.Shed), f(s.Optional), strconv.Itoa(s.InSystem)})
+				f(float64(s.Sojourn) / 1e6), f(s.Level), f(s.Shed), f(s.Optional), strconv.Itoa(s.InSystem)})
 		}
 	}
 	cw.Flush()

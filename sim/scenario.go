@@ -160,31 +160,36 @@ func init() {
 		Duration: 300 * time.Second,
 		cases: func(o Options) []caseSpec {
 			mk := func(d Dimmer) Config {
-				return Config{Load: SaleLoad, Mix: slices.Clone(SaleMix), Admission: PriorityLimits(50, 20), Dimmer: d}
+				return Config{Load: SaleLoad, Mix: slices.Clone(SaleMix), Dimmer: d,
+					Admission: &Limits{Limit: [signals.NumClasses]float64{50, 25, 25}, CountCost: true},
+					Signals:   signals.Config{Latency: signals.WindowConfig{Slices: 5}}}
 			}
-			cs := []caseSpec{
+			return []caseSpec{
 				{"priority shedding, optional on", 0, mk(Static(1))},
 				{"priority shedding, optional off", 0, mk(Static(0))},
+				{"brownout + priority shedding", 0, mk(NewController(BrownoutConfig(BrownoutTarget)))},
 			}
-			for _, p := range salePolicies {
-				cs = append(cs, caseSpec{p.name, 0, mk(p.new())})
+		},
+	})
+	Register(Scenario{
+		Name: "brownout", About: "capacity 100 (optional parts on), optional 40 % of cost, 30 % critical, p99 target 300 ms: shedding alone vs brownout + shedding at 150, 200 and a step 80→150→80",
+		Duration: 90 * time.Second,
+		cases: func(o Options) []caseSpec {
+			var cs []caseSpec
+			for _, l := range []struct {
+				name string
+				load float64
+				p    Profile
+			}{
+				{"", 150, Constant(150)},
+				{"", 200, Constant(200)},
+				{"step 80→150→80: ", 0, BrownoutStep},
+			} {
+				cs = append(cs,
+					caseSpec{l.name + "priority shedding", l.load, BrownoutLab(l.p, Static(1))},
+					caseSpec{l.name + "brownout + priority shedding", l.load, BrownoutLab(l.p, NewController(BrownoutConfig(BrownoutTarget)))})
 			}
 			return cs
 		},
 	})
-}
-
-// salePolicies are extra dimmers for the sale scenario, added by packages
-// that provide controllers (see RegisterSaleDimmer).
-var salePolicies []struct {
-	name string
-	new  func() Dimmer
-}
-
-// RegisterSaleDimmer adds a controller to the sale scenario's cases.
-func RegisterSaleDimmer(name string, mk func() Dimmer) {
-	salePolicies = append(salePolicies, struct {
-		name string
-		new  func() Dimmer
-	}{name, mk})
 }

@@ -1,0 +1,253 @@
+package dimmer
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/brownout/brownout/signals"
+)
+
+// Target is one pressure signal: the signal's value divided by Target is its
+// pressure (1 means "at target").
+type Target struct {
+	Signal signals.Key
+	// Target in the signal's base unit: seconds for durations.
+	Target float64
+}
+
+// Feature is an optional part of the service that the dimmer may switch off
+// for a share of requests.
+type Feature struct {
+	// Name is the flag key apps evaluate, e.g. "recommendations".
+	Name string
+	// Rank orders the ladder: features of lower rank dim first. Ties go to
+	// the lower Value/Cost first, then to the declaration order.
+	Rank int
+	// Floor is the lowest level the controller sets, in [0, 1). Default 0.
+	Floor float64
+	// Cost is the feature's share of a request's cost; it sets how much of
+	// the brightness scale the feature spans. Default 1.
+	Cost float64
+	// Value is what the feature is worth to users (any unit); with Cost it
+	// breaks rank ties. Default 1.
+	Value float64
+}
+
+// Segment is a group of users whose brightness is offset: with Offset 0.3 a
+// VIP or a user already in checkout keeps features until the brightness
+// falls 0.3 lower than for everyone else.
+type Segment struct {
+	Name   string
+	Offset float64
+}
+
+// Config configures a Controller. Features and Targets are required; every
+// other zero field takes the default given in its comment.
+type Config struct {
+	// Tick is the control period. Default 1 s; at least 100 ms.
+	Tick time.Duration
+	// Targets are the pressure signals. Pressure is the largest
+	// value/target over the signals present in a snapshot.
+	Targets []Target
+	// High is the pressure at or above which the controller dims. Default
+	// 0.85.
+	High float64
+	// Low is the pressure under which, held for Hold, it brightens.
+	// Default 0.70.
+	Low float64
+	// Hold is how long pressure must stay under Low before the controller
+	// brightens (or lowers the shed level). Default 5 s.
+	Hold time.Duration
+	// Setpoint is the pressure the integral term aims at. Default the
+	// middle of the band, (High+Low)/2.
+	Setpoint float64
+	// DownGain is the integral gain while dimming: brightness lost per
+	// second per unit of pressure error. Default 1.
+	DownGain float64
+	// UpGain is the integral gain while brightening. Default 1.
+	UpGain float64
+	// Proportional is the proportional gain, applied only while dimming
+	// and only to a rise of the error. Default 0.5.
+	Proportional float64
+	// MaxRise caps brightening, in brightness per second. Default 0.25.
+	MaxRise float64
+	// LoadSignal is the offered load (default rate.arrival). While dimmed
+	// the controller keeps an average of the load (the load mark); while the load stays within LoadMargin of the mark,
+	// the cause of the dimming is still there and the controller brightens
+	// only by probing (see ProbeAfter). The mark clears at full
+	// brightness. When the signal is missing, brightening follows pressure
+	// alone.
+	LoadSignal signals.Key
+	// LoadMargin is how far (relative) the load must fall below the load
+	// mark before the controller brightens at full speed. It must clear
+	// the noise of a windowed rate (σ ≈ 1/√(rate·window): 3.7 % at 150/s
+	// over 5 s). Default 0.2.
+	LoadMargin float64
+	// ProbeAfter is how long after the last dimming step the controller
+	// probes upwards although the load has not fallen (capacity may have
+	// come back), at ProbeRise. Default 30 s.
+	ProbeAfter time.Duration
+	// ProbeRise caps brightening while probing, in brightness per second.
+	// Default 0.05.
+	ProbeRise float64
+	// Features is the ladder. At least one.
+	Features []Feature
+	// Segments are user groups with offset brightness.
+	Segments []Segment
+	// Quantum rounds published levels. Default 0.01 (1 %).
+	Quantum float64
+	// StaleAfter is how many periods without a fresh snapshot make the
+	// signals stale. Default 3.
+	StaleAfter int
+	// CascadeAt is the pressure that, held for CascadeHold while every
+	// feature sits at its floor, starts shedding. It sits above target on
+	// purpose: an admission layer that bounds its queues holds latency
+	// near target by refusing the excess itself, and shedding whole
+	// classes on top of it only loses goodput. Default 1.5.
+	CascadeAt float64
+	// CascadeGain is the integral gain of the cascade: shed level gained
+	// per second per unit of pressure error. It is lower than DownGain
+	// because refusing whole requests is coarse and its effect shows in a
+	// windowed p99 only slowly. Default 0.2.
+	CascadeGain float64
+	// CascadeHold: see CascadeAt. Default 3 s.
+	CascadeHold time.Duration
+	// MaxShed is the highest shed level: up to 1 sheds that share of the
+	// sheddable class, from 1 to 2 all of it and that share (minus 1) of
+	// the default class. Critical is never shed. Default 2; a negative
+	// value turns the cascade off.
+	MaxShed float64
+	// Logger receives level changes. Default: discard.
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Tick == 0 {
+		c.Tick = time.Second
+	}
+	def := func(v *float64, d float64) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&c.High, 0.85)
+	def(&c.Low, 0.70)
+	def(&c.Setpoint, (c.High+c.Low)/2)
+	def(&c.DownGain, 1)
+	def(&c.UpGain, 1)
+	def(&c.LoadMargin, 0.2)
+	def(&c.ProbeRise, 0.05)
+	if c.LoadSignal == 0 {
+		c.LoadSignal = signals.ArrivalRate
+	}
+	if c.ProbeAfter == 0 {
+		c.ProbeAfter = 30 * time.Second
+	}
+	def(&c.Proportional, 0.5)
+	def(&c.MaxRise, 0.25)
+	def(&c.Quantum, 0.01)
+	def(&c.CascadeAt, 1.5)
+	def(&c.CascadeGain, 0.2)
+	if c.Hold == 0 {
+		c.Hold = 5 * time.Second
+	}
+	if c.CascadeHold == 0 {
+		c.CascadeHold = 3 * time.Second
+	}
+	if c.StaleAfter == 0 {
+		c.StaleAfter = 3
+	}
+	switch {
+	case c.MaxShed == 0:
+		c.MaxShed = 2
+	case c.MaxShed < 0:
+		c.MaxShed = 0
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf("dimmer: "+format, a...)) }
+	if c.Tick < 100*time.Millisecond {
+		bad("tick %s is under 100ms", c.Tick)
+	}
+	if c.CascadeAt < c.High {
+		bad("cascade at %v: want at least high (%v)", c.CascadeAt, c.High)
+	}
+	if !(0 < c.Low && c.Low < c.High) {
+		bad("watermarks: want 0 < low (%v) < high (%v)", c.Low, c.High)
+	}
+	if c.LoadSignal >= signals.NumKeys {
+		bad("load signal %d unknown", c.LoadSignal)
+	}
+	if c.Hold < 0 || c.CascadeHold < 0 || c.ProbeAfter < 0 {
+		bad("hold times must not be negative")
+	}
+	for name, v := range map[string]float64{"down gain": c.DownGain, "up gain": c.UpGain, "max rise": c.MaxRise,
+		"quantum": c.Quantum, "proportional gain": c.Proportional, "load margin": c.LoadMargin, "probe rise": c.ProbeRise, "cascade gain": c.CascadeGain} {
+		if !(v > 0) || math.IsInf(v, 0) {
+			bad("%s %v: want a positive number", name, v)
+		}
+	}
+	if c.Quantum > 0.5 {
+		bad("quantum %v: want at most 0.5", c.Quantum)
+	}
+	if !(c.MaxShed >= 0 && c.MaxShed <= 2) {
+		bad("max shed %v: want 0 to 2", c.MaxShed)
+	}
+	if len(c.Targets) == 0 {
+		bad("no targets: name at least one signal, e.g. latency.p99")
+	}
+	for _, t := range c.Targets {
+		if t.Signal >= signals.NumKeys {
+			bad("target: unknown signal %d", t.Signal)
+		}
+		if !(t.Target > 0) || math.IsInf(t.Target, 0) {
+			bad("target for %s is %v: want a positive number", t.Signal, t.Target)
+		}
+	}
+	if len(c.Features) == 0 {
+		bad("no features")
+	}
+	seen := map[string]bool{}
+	c.Features = append([]Feature(nil), c.Features...)
+	for i := range c.Features {
+		f := &c.Features[i]
+		def(&f.Cost, 1)
+		def(&f.Value, 1)
+		switch {
+		case f.Name == "":
+			bad("feature %d has no name", i)
+		case seen[f.Name]:
+			bad("feature %q declared twice", f.Name)
+		case !(f.Floor >= 0 && f.Floor < 1):
+			bad("feature %q: floor %v: want 0 ≤ floor < 1", f.Name, f.Floor)
+		case !(f.Cost > 0) || !(f.Value > 0) || math.IsInf(f.Cost, 0) || math.IsInf(f.Value, 0):
+			bad("feature %q: cost and value must be positive", f.Name)
+		}
+		seen[f.Name] = true
+	}
+	segSeen := map[string]bool{}
+	for _, s := range c.Segments {
+		if s.Name == "" || segSeen[s.Name] || math.IsNaN(s.Offset) || math.Abs(s.Offset) > 1 {
+			bad("segment %q: want a unique name and an offset in [-1, 1]", s.Name)
+		}
+		segSeen[s.Name] = true
+	}
+	if len(errs) > 0 {
+		return c, errors.Join(errs...)
+	}
+	// The ladder: shed order.
+	sort.SliceStable(c.Features, func(i, j int) bool {
+		a, b := c.Features[i], c.Features[j]
+		if a.Rank != b.Rank {
+			return a.Rank < b.Rank
+		}
+		return a.Value/a.Cost < b.Value/b.Cost
+	})
+	return c, nil
+}

@@ -1,0 +1,373 @@
+package dimmer
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/brownout/brownout/signals"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var t0 = time.Date(2026, 11, 11, 0, 0, 0, 0, time.UTC)
+
+func testConfig() Config {
+	return Config{
+		Targets: []Target{{Signal: signals.LatencyP99, Target: 1}, {Signal: signals.SojournMin, Target: 0.05}},
+		Features: []Feature{
+			{Name: "reviews", Rank: 1, Cost: 1},
+			{Name: "recommendations", Rank: 0, Cost: 1},
+		},
+		Segments: []Segment{{Name: "vip", Offset: 0.3}},
+	}
+}
+
+// snap makes a snapshot with a p99 (seconds) and an arrival rate.
+func snap(now time.Time, p99, rate float64) signals.Snapshot {
+	var s signals.Snapshot
+	s.Time = now
+	s.Set(signals.LatencyP99, p99)
+	if rate >= 0 {
+		s.Set(signals.ArrivalRate, rate)
+	}
+	return s
+}
+
+// script steps c once a second from t0 with the given p99s and returns the
+// published states.
+func script(t *testing.T, c *Controller, p99s ...float64) []*State {
+	t.Helper()
+	var out []*State
+	for i, p := range p99s {
+		now := t0.Add(time.Duration(i+1) * time.Second)
+		out = append(out, c.Step(now, snap(now, p, 100)))
+	}
+	return out
+}
+
+func TestLadderOrderAndDimming(t *testing.T) {
+	c, err := New(testConfig())
+	require.NoError(t, err)
+	assert.Equal(t, "recommendations", c.Config().Features[0].Name, "rank 0 dims first")
+
+	sts := script(t, c, 0.9, 0.9)
+	last := sts[len(sts)-1]
+	rec, _ := last.Feature("recommendations")
+	rev, _ := last.Feature("reviews")
+	assert.Less(t, rec.Level, 1.0, "p99 at 90 %% of target: recommendations dim")
+	assert.Equal(t, 1.0, rev.Level, "reviews wait until recommendations are off")
+	assert.Contains(t, last.Reason, "latency.p99 900ms < 1s target: dimming recommendations")
+
+	sts = script(t, c, 3, 3, 3)
+	last = sts[len(sts)-1]
+	rec, _ = last.Feature("recommendations")
+	rev, _ = last.Feature("reviews")
+	assert.Equal(t, 0.0, rec.Level)
+	assert.Equal(t, 0.0, rev.Level, "fast down: far over target, both off in a few periods")
+	vip, _ := last.Level("reviews", "vip")
+	assert.Equal(t, 0.6, vip, "VIPs (offset +0.3) keep reviews longer")
+}
+
+func TestHysteresisHoldsInBandAndBrightensSlowly(t *testing.T) {
+	c, _ := New(testConfig())
+	sts := script(t, c, 2, 2) // dim hard
+	b := sts[1].Brightness
+	require.Less(t, b, 1.0)
+
+	// In the band (0.70–0.85): nothing moves.
+	sts = script(t, c, 0.8, 0.75, 0.72)
+	for _, st := range sts {
+		assert.Equal(t, b, st.Brightness, "holding in the band")
+	}
+	// Under the low watermark: hold for 5 s, then brighten.
+	now := t0.Add(10 * time.Second)
+	var levels []float64
+	for i := range 9 {
+		now = now.Add(time.Second)
+		var s signals.Snapshot
+		s.Time = now
+		s.Set(signals.LatencyP99, 0.3)
+		// The load that caused the dimming is gone.
+		s.Set(signals.ArrivalRate, 10)
+		st := c.Step(now, s)
+		levels = append(levels, st.Brightness)
+		if i < 5 {
+			assert.Equal(t, b, st.Brightness, "second %d under low: still holding", i)
+		}
+	}
+	assert.Greater(t, levels[8], levels[5], "brightening after the hold")
+	assert.LessOrEqual(t, levels[6]-levels[5], 0.25+1e-9, "at most MaxRise per second")
+}
+
+func TestLoadMarkHoldsBrightnessWhileLoadStays(t *testing.T) {
+	c, _ := New(testConfig())
+	now := t0
+	step := func(p99, rate float64) *State {
+		now = now.Add(time.Second)
+		return c.Step(now, snap(now, p99, rate))
+	}
+	for range 3 {
+		step(2, 150) // overload at 150/s
+	}
+	dimmed := step(0.8, 150).Brightness
+	for range 10 { // latency recovers, load does not
+		st := step(0.3, 150)
+		assert.Equal(t, dimmed, st.Brightness, "load still at 150/s: holding")
+	}
+	st := c.Status()
+	assert.Contains(t, st.Reason, "still near the 150/s that forced dimming")
+	for range 20 { // ProbeAfter: a slow probe
+		st = step(0.3, 150)
+	}
+	assert.Greater(t, st.Brightness, dimmed)
+	assert.Contains(t, c.Status().Reason, "probing")
+	// The load drops by more than the margin: brighten at full speed.
+	before := st.Brightness
+	st = step(0.3, 100)
+	assert.InDelta(t, before+0.25, st.Brightness, 0.011, "full speed once load fell")
+}
+
+func TestCascadeShedsOnlyAtTheFloorAndUnshedsFirst(t *testing.T) {
+	c, _ := New(testConfig())
+	now := t0
+	step := func(p99 float64) *State {
+		now = now.Add(time.Second)
+		return c.Step(now, snap(now, p99, -1))
+	}
+	for range 5 {
+		step(1.2) // over target but under CascadeAt 1.5: features off, no shedding
+	}
+	st := step(1.2)
+	assert.Equal(t, 0.0, st.Brightness)
+	assert.Equal(t, 0.0, st.Shed, "under CascadeAt: no shedding")
+	for range 3 {
+		st = step(3) // runaway latency, held for CascadeHold
+	}
+	assert.Equal(t, 0.0, st.Shed, "not before CascadeHold")
+	for range 5 {
+		st = step(3)
+	}
+	assert.Greater(t, st.Shed, 0.0, "held over CascadeAt at the floor: shedding")
+	assert.Equal(t, 0.0, ShedShare(st.Shed, signals.Critical))
+	shed := st.Shed
+	for range 6 {
+		st = step(0.2)
+	}
+	assert.Less(t, st.Shed, shed, "recovering: shedding goes first")
+	assert.LessOrEqual(t, st.Brightness, 0.0, "features wait until shedding is over")
+	f, _ := st.Feature("recommendations")
+	assert.Equal(t, 0.0, f.Level)
+}
+
+func TestStaleSignalsHold(t *testing.T) {
+	c, _ := New(testConfig())
+	sts := script(t, c, 2)
+	level := sts[0].Features[0].Level
+	var empty signals.Snapshot
+	for i := 2; i <= 4; i++ {
+		now := t0.Add(time.Duration(i) * time.Second)
+		empty.Time = now
+		st := c.Step(now, empty)
+		assert.Equal(t, level, st.Features[0].Level, "no signal: hold")
+		if i < 4 {
+			assert.Equal(t, Auto, st.Mode)
+		} else {
+			assert.Equal(t, Stale, st.Mode, "3 periods without a signal: stale")
+			assert.Contains(t, st.Reason, "stale")
+		}
+	}
+	// An old snapshot is no snapshot either, and stale never brightens.
+	now := t0.Add(10 * time.Second)
+	st := c.Step(now, snap(now.Add(-5*time.Second), 0.1, 10))
+	assert.Equal(t, Stale, st.Mode)
+	assert.Equal(t, level, st.Features[0].Level)
+	// Signals return.
+	st = c.Step(now.Add(time.Second), snap(now.Add(time.Second), 0.8, 10))
+	assert.Equal(t, Auto, st.Mode)
+}
+
+func TestOperatorsPinFreezeShadow(t *testing.T) {
+	c, _ := New(testConfig())
+	now := t0
+	st, err := c.PinAt(now, "reviews", 0.25, time.Minute, "provider incident INC-7")
+	require.NoError(t, err)
+	f, _ := st.Feature("reviews")
+	assert.Equal(t, Override, f.Mode)
+	assert.Equal(t, 0.25, f.Level)
+	vip, _ := st.Level("reviews", "vip")
+	assert.Equal(t, 0.25, vip, "a pin applies to every segment")
+	assert.Contains(t, st.Reason, "INC-7")
+
+	// The pin expires with its TTL.
+	st = c.Step(now.Add(61*time.Second), snap(now.Add(61*time.Second), 0.1, 10))
+	f, _ = st.Feature("reviews")
+	assert.Equal(t, Auto, f.Mode)
+	assert.Equal(t, 1.0, f.Level)
+
+	for _, bad := range []struct {
+		feature string
+		level   float64
+		ttl     time.Duration
+		reason  string
+		want    string
+	}{
+		{"nope", 0.5, time.Minute, "x", `unknown feature "nope"`},
+		{"reviews", 1.5, time.Minute, "x", "want 0 ≤ level ≤ 1"},
+		{"reviews", 0.5, 0, "x", "ttl"},
+		{"reviews", 0.5, time.Minute, " ", "reason is required"},
+	} {
+		_, err := c.PinAt(now, bad.feature, bad.level, bad.ttl, bad.reason)
+		assert.ErrorContains(t, err, bad.want)
+	}
+
+	st = c.FreezeAt(now, "sale starts")
+	assert.Equal(t, Frozen, st.Mode)
+	gen := st.Generation
+	st = c.Step(now.Add(70*time.Second), snap(now.Add(70*time.Second), 5, 10))
+	assert.Equal(t, 1.0, st.Features[0].Level, "frozen: overload changes nothing")
+	assert.Equal(t, gen, st.Generation)
+	st = c.UnfreezeAt(now)
+	assert.Equal(t, Auto, st.Mode)
+
+	st = c.SetShadowAt(now, true)
+	st = c.Step(now.Add(71*time.Second), snap(now.Add(71*time.Second), 5, 10))
+	assert.Equal(t, Shadow, st.Mode)
+	assert.Equal(t, 1.0, st.Features[0].Level, "shadow: nothing applied")
+	assert.Less(t, st.Features[0].Computed, 1.0, "shadow: the computed level is reported")
+	assert.Equal(t, 0.0, st.Shed)
+}
+
+func TestQuantizedChangesAndSubscribers(t *testing.T) {
+	c, _ := New(testConfig())
+	ch, cancel := c.Subscribe()
+	defer cancel()
+	sts := script(t, c, 0.86, 0.86, 0.86, 0.86)
+	var gens []uint64
+	for _, st := range sts {
+		gens = append(gens, st.Generation)
+		for _, f := range st.Features {
+			assert.InDelta(t, f.Level, float64(int(f.Level*100+0.5))/100, 1e-12, "levels are quantized to 1 %%")
+		}
+	}
+	for i := 1; i < len(gens); i++ {
+		assert.GreaterOrEqual(t, gens[i], gens[i-1])
+	}
+	// The subscriber holds only the newest state; it never blocked Step.
+	got := <-ch
+	assert.Equal(t, sts[len(sts)-1].Generation, got.Generation)
+	select {
+	case st := <-ch:
+		t.Fatalf("a second state queued: generation %d", st.Generation)
+	default:
+	}
+	// A step that changes nothing publishes nothing.
+	st := c.State()
+	now := t0.Add(20 * time.Second)
+	again := c.Step(now, snap(now, 0.78, 100)) // in the band
+	assert.Same(t, st, again)
+}
+
+func TestConfigErrors(t *testing.T) {
+	cases := map[string]func(*Config){
+		"no targets":        func(c *Config) { c.Targets = nil },
+		"no features":       func(c *Config) { c.Features = nil },
+		"declared twice":    func(c *Config) { c.Features = append(c.Features, Feature{Name: "reviews"}) },
+		"floor":             func(c *Config) { c.Features[0].Floor = 1 },
+		"want 0 < low":      func(c *Config) { c.Low, c.High = 0.9, 0.8 },
+		"under 100ms":       func(c *Config) { c.Tick = time.Millisecond },
+		"want a positive":   func(c *Config) { c.Targets[0].Target = -1 },
+		"cascade at":        func(c *Config) { c.CascadeAt = 0.5 },
+		"unique name":       func(c *Config) { c.Segments = append(c.Segments, Segment{Name: "vip"}) },
+		"unknown signal 99": func(c *Config) { c.Targets[0].Signal = 99 },
+	}
+	for want, mutate := range cases {
+		cfg := testConfig()
+		mutate(&cfg)
+		_, err := New(cfg)
+		assert.ErrorContains(t, err, want)
+	}
+}
+
+func TestRunStepsEveryTick(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, _ := New(testConfig())
+		src := &fakeSource{p99: 3}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- c.Run(ctx, src) }()
+		time.Sleep(3500 * time.Millisecond) // virtual time
+		synctest.Wait()
+		assert.Equal(t, 3, src.calls)
+		assert.Less(t, c.State().Brightness, 1.0)
+		cancel()
+		assert.NoError(t, <-done)
+	})
+}
+
+type fakeSource struct {
+	p99   float64
+	calls int
+}
+
+func (f *fakeSource) Snapshot(_ context.Context, now time.Time) (signals.Snapshot, error) {
+	f.calls++
+	return snap(now, f.p99, 100), nil
+}
+
+func benchConfig(n int) Config {
+	cfg := Config{Targets: []Target{{Signal: signals.LatencyP99, Target: 1}}}
+	for i := range n {
+		cfg.Features = append(cfg.Features, Feature{Name: fmt.Sprintf("feature-%d", i), Rank: i})
+	}
+	return cfg
+}
+
+// BenchmarkStep measures a steady-state step (the decision does not
+// change), 10 features.
+func BenchmarkStep(b *testing.B) {
+	c, _ := New(benchConfig(10))
+	now := t0
+	s := snap(now, 0.78, 100) // in the band
+	b.ReportAllocs()
+	for b.Loop() {
+		now = now.Add(time.Second)
+		s.Time = now
+		c.Step(now, s)
+	}
+}
+
+// BenchmarkStepChanging measures steps that publish a new state each time.
+func BenchmarkStepChanging(b *testing.B) {
+	c, _ := New(benchConfig(10))
+	now := t0
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		now = now.Add(time.Second)
+		p := 3.0
+		if i%200 >= 100 {
+			p = 0.1
+		}
+		c.Step(now, snap(now, p, float64(100+i%200)))
+	}
+}
+
+func BenchmarkStateRead(b *testing.B) {
+	c, _ := New(benchConfig(10))
+	b.ReportAllocs()
+	var sink *State
+	for b.Loop() {
+		sink = c.State()
+	}
+	_ = sink
+}
+
+func TestReasonReadsWell(t *testing.T) {
+	c, _ := New(Config{Targets: []Target{{Signal: signals.LatencyP99, Target: 1}}, Features: []Feature{{Name: "recommendations"}}})
+	st := c.Step(t0.Add(time.Second), snap(t0.Add(time.Second), 1.3, 100))
+	assert.Equal(t, "latency.p99 1.3s > 1s target: dimming recommendations", st.Reason)
+	assert.False(t, strings.Contains(st.Reason, "%!"))
+}

@@ -1,0 +1,129 @@
+// Package dimmer is the brownout controller: a control loop that turns
+// signals (p99 latency, queue sojourn) into levels — the share of requests
+// that still get each optional feature — and, as a last resort, a shed
+// level for whole classes of requests.
+//
+// # Model
+//
+// Each period (Tick, default 1 s) [Controller.Step] reads a
+// signals.Snapshot. The pressure is the largest value/target over the
+// configured [Target]s whose signals are present (a missing signal is
+// ignored; all missing means no signal this period):
+//
+//	p = max_i value_i / target_i        (1 = at target)
+//
+// One number, the brightness b, drives everything. The features form a
+// ladder in shed order (Rank, then Value/Cost): each feature owns a stretch
+// of [0, 1] proportional to its Cost, the first to dim at the top, so one
+// brightness dims the first feature fully before the next begins. A
+// feature's level is its position in its stretch, never below its Floor. A
+// [Segment] reads the ladder at b + Offset, so VIP or checkout-stage users
+// keep features longer. Below 0 the ladder continues into the cascade: the
+// shed level is −b, up to 1 the share of sheddable requests refused at the
+// door, from 1 to 2 all sheddable and −b−1 of the default ones (see
+// [ShedShare]); critical requests are never shed. Going up, shedding ends
+// before any feature brightens.
+//
+// # Control law
+//
+// A velocity-form PI controller on the pressure error e = p − Setpoint,
+// with hysteresis zones and anti-windup. Per period of dt seconds:
+//
+//	p ≥ High (dim):       b ← b − DownGain·e·dt − Proportional·max(e − e_prev, 0)
+//	                      stopping at 0 (every feature at its floor)
+//	at the floor:         only while p ≥ CascadeAt for CascadeHold:
+//	                      b ← b − CascadeGain·e·dt, down to −MaxShed
+//	Low ≤ p < High:       hold (the integrator is frozen: no windup)
+//	p < Low for Hold:     b ← b + min(UpGain·(−e)·dt, MaxRise·dt), up to 1;
+//	                      while shedding, CascadeGain instead of UpGain
+//
+// Fast down, slow up: dimming reacts within one period, grows with the
+// overshoot and adds a proportional kick while pressure is still rising;
+// brightening waits for Hold under the low watermark and is rate-capped.
+// Brightness is clamped to [−MaxShed, 1], and the integrator does not move
+// while the controller holds, is frozen or is stale, so it never winds up.
+//
+// Latency alone cannot tell "near capacity at full brightness" from "near
+// capacity with every feature off": near saturation a queue's p99 is low
+// until it is suddenly not. So brightening is also load-aware: while dimmed
+// the controller keeps an average of the offered load (LoadSignal,
+// rate.arrival; the load mark). While the load stays within LoadMargin of
+// the mark, the cause of the dimming is still there: the controller holds,
+// and after ProbeAfter it probes upwards at ProbeRise (capacity may have
+// come back). When the load falls below the margin it brightens at full
+// speed. Without a load signal, brightening follows pressure alone.
+//
+// Parameters and defaults (see [Config]):
+//
+//	Tick          1 s      control period (≥ 100 ms)
+//	High          0.85     dim at or above this pressure
+//	Low           0.70     brighten only under this pressure…
+//	Hold          5 s      …held this long
+//	Setpoint      0.775    the pressure the integral term aims at
+//	DownGain      1        brightness per second per unit of error, dimming
+//	Proportional  0.5      kick per unit of rising error, dimming only
+//	UpGain        1        brightness per second per unit of error, brightening
+//	MaxRise       0.25/s   cap on brightening
+//	LoadMargin    0.2      load drop that counts as "the cause is gone"
+//	ProbeAfter    30 s     then probe although the load stayed
+//	ProbeRise     0.05/s   cap on probing
+//	CascadeAt     1.5      pressure that starts shedding at the floor…
+//	CascadeHold   3 s      …held this long
+//	CascadeGain   0.2      shed level per second per unit of error
+//	MaxShed       2        sheddable, then default
+//	Quantum       0.01     published levels are rounded to 1 %
+//	StaleAfter    3        periods without a signal before "stale"
+//
+// CascadeAt sits above target on purpose: an admission layer whose queue is
+// bounded in time under the latency target (package shed) holds p99 near
+// target by refusing the excess itself, and shedding whole classes on top of
+// it only loses goodput. The cascade is for latency running away.
+//
+// Feed the controller a latency window of about five periods (5 × 1 s): a
+// windowed p99 forgets a slow burst only when the burst leaves the window,
+// and a 10 s window delays brightening by up to 10 s.
+//
+// # Proven in the lab
+//
+// The tests run the controller in package sim's lab (sim.BrownoutLab:
+// capacity 100 req/s with every optional part on, optional parts 40 % of
+// the cost, 30 % critical, timeout 1 s, p99 target 300 ms) and require, for
+// each of ten seeds: at 150 req/s ≥ 97 % of requests served in time with
+// 100 % critical and p99 ≤ target; at 200 req/s goodput ≥ 95 % of the
+// capacity with optional parts off and ≥ 99.9 % critical; on a step
+// 80 → 150 → 80, p99 under target from 5 s after the step, at most two
+// changes of direction, and full brightness within 15 s of the load's
+// return. Golden traces of these runs are under testdata/.
+//
+// # Publishing
+//
+// Levels are quantized (Quantum) and a new immutable [State] is published
+// only when something a reader acts on changes (a level, the shed level, a
+// mode), with a growing Generation and a readable Reason such as
+// "latency.p99 1.3s > 1s target: dimming recommendations". Request paths
+// read it with [Controller.State], one atomic load. [Controller.Subscribe]
+// delivers the newest state to each subscriber through a one-slot channel:
+// coalesced, and never blocking the controller. [Controller.Status] gives
+// operators the latest readings and reason even when nothing changed.
+//
+// # Operators
+//
+// [Controller.Pin] overrides one feature's level for a TTL, with a reason;
+// [Controller.Freeze] holds every level; shadow mode ([Controller.SetShadow])
+// computes and reports levels (FeatureState.Computed) but publishes full
+// brightness and no shedding. Each has an …At(now, …) form for tests. After
+// StaleAfter periods without a signal the mode is Stale: levels hold and the
+// controller never brightens blind.
+//
+// # Usage
+//
+//	c, err := dimmer.New(dimmer.Config{
+//		Targets:  []dimmer.Target{{Signal: signals.LatencyP99, Target: 0.3}},
+//		Features: []dimmer.Feature{{Name: "recommendations"}, {Name: "reviews", Rank: 1}},
+//	})
+//	go c.Run(ctx, dimmer.Local(recorder)) // or a signals.ScrapeSource
+//	...
+//	if lvl, _ := c.State().Level("recommendations", ""); lvl > 0 { … }
+//
+// Every exported method is safe for concurrent use.
+package dimmer

@@ -1,0 +1,79 @@
+package sim
+
+import (
+	"time"
+
+	"github.com/brownout/brownout/dimmer"
+	"github.com/brownout/brownout/signals"
+)
+
+// Controller adapts a dimmer.Controller to the lab. The lab's requests have
+// one block of optional work; the dimmer's features share it by cost, so
+// the block's level is the cost-weighted mean of the feature levels.
+type Controller struct {
+	C *dimmer.Controller
+}
+
+// Step implements Dimmer.
+func (b Controller) Step(now time.Time, s signals.Snapshot) Dim {
+	st := b.C.Step(now, s)
+	var sum, w float64
+	for i, f := range b.C.Config().Features {
+		sum += f.Cost * st.Features[i].Level
+		w += f.Cost
+	}
+	return Dim{Level: sum / w, Shed: st.Shed}
+}
+
+// BrownoutFeatures are the lab's optional parts as dimmer features:
+// recommendations dim first, then reviews.
+var BrownoutFeatures = []dimmer.Feature{
+	{Name: "recommendations", Rank: 0, Cost: 0.25},
+	{Name: "reviews", Rank: 1, Cost: 0.15},
+}
+
+// BrownoutConfig is the controller the lab's brownout scenarios use: p99
+// latency against target, the package defaults otherwise.
+func BrownoutConfig(target time.Duration) dimmer.Config {
+	return dimmer.Config{
+		Targets:  []dimmer.Target{{Signal: signals.LatencyP99, Target: target.Seconds()}},
+		Features: BrownoutFeatures,
+	}
+}
+
+// NewController returns a lab Dimmer running a dimmer.Controller built from
+// cfg; it panics on a bad cfg (scenarios are code).
+func NewController(cfg dimmer.Config) Dimmer {
+	c, err := dimmer.New(cfg)
+	if err != nil {
+		panic(err)
+	}
+	return Controller{C: c}
+}
+
+// The brownout lab of the dimmer's acceptance: capacity 100 req/s with every
+// optional part on, optional parts 40 % of every page's cost, 30 % critical
+// (the rest default), client timeout 1 s, p99 target 300 ms.
+var (
+	BrownoutMix = []ClassMix{
+		{Class: signals.Critical, Share: 0.3, Cost: 0.6, Optional: 0.4},
+		{Class: signals.Default, Share: 0.7, Cost: 0.6, Optional: 0.4},
+	}
+	BrownoutTarget = 300 * time.Millisecond
+	// BrownoutStep is 80 req/s, 150 from 30 s to 60 s, then 80 again.
+	BrownoutStep = Steps{At: []time.Duration{0, 30 * time.Second, 60 * time.Second}, Rates: []float64{80, 150, 80}}
+)
+
+// BrownoutLab is one run of the brownout lab. Shedding is the sources'
+// priority policy counted in cost: critical requests are refused only when
+// 50 units of work are inside, the others at 25 (250 ms of work, under the
+// 300 ms target, so that admission holds latency near target and the
+// controller's cascade stays the last resort). The controller reads a 5 s
+// window (see package dimmer on window length).
+func BrownoutLab(load Profile, d Dimmer) Config {
+	return Config{
+		Duration: 90 * time.Second, Load: load, Mix: BrownoutMix, Dimmer: d,
+		Admission: &Limits{Limit: [signals.NumClasses]float64{50, 25, 25}, CountCost: true},
+		Signals:   signals.Config{Latency: signals.WindowConfig{Slices: 5}},
+	}
+}
