@@ -78,6 +78,7 @@ func TestLabStep(t *testing.T) {
 			}
 		}
 		assert.True(t, full >= 0 && full <= 15, "seed %d: back to full brightness %d s after the load returned", seed, full)
+		t.Logf("seed %d: full brightness %d s after the load returned", seed, full)
 	}
 }
 
