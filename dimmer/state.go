@@ -130,3 +130,26 @@ func ShedShare(s float64, c signals.Class) float64 {
 	}
 	return 0
 }
+
+// FeatureIndex returns the index of the named feature in Features.
+func (s *State) FeatureIndex(name string) (int, bool) {
+	i, ok := s.index[name]
+	return i, ok
+}
+
+// SegmentIndex returns the index of the named segment in each feature's
+// Segments.
+func (s *State) SegmentIndex(name string) (int, bool) {
+	j, ok := s.segIndex[name]
+	return j, ok
+}
+
+// SegmentName returns the name of segment j.
+func (s *State) SegmentName(j int) string {
+	for name, k := range s.segIndex {
+		if k == j {
+			return name
+		}
+	}
+	return ""
+}

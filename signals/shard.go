@@ -2,6 +2,7 @@ package signals
 
 import (
 	"runtime"
+	"sync/atomic"
 	_ "unsafe" // for go:linkname
 )
 
@@ -39,4 +40,40 @@ func shardHint() int {
 	id := procPin()
 	procUnpin()
 	return id
+}
+
+// Counter is a monotonic counter sharded per processor: Add is one atomic
+// add on a cache line that the writer's processor owns, Load adds the
+// shards. Use it for counts taken on every request.
+//
+// A Counter must be made with NewCounter. It is safe for concurrent use.
+type Counter struct {
+	shards []paddedUint64
+	mask   int
+}
+
+type paddedUint64 struct {
+	n atomic.Uint64
+	_ [56]byte
+}
+
+// NewCounter returns a zero counter.
+func NewCounter() *Counter {
+	n := shardCount()
+	return &Counter{shards: make([]paddedUint64, n), mask: n - 1}
+}
+
+// Add adds n.
+func (c *Counter) Add(n uint64) { c.shards[shardHint()&c.mask].n.Add(n) }
+
+// Inc adds one.
+func (c *Counter) Inc() { c.Add(1) }
+
+// Load returns the count.
+func (c *Counter) Load() uint64 {
+	var n uint64
+	for i := range c.shards {
+		n += c.shards[i].n.Load()
+	}
+	return n
 }

@@ -1,0 +1,67 @@
+// Package provider exposes the brownout controller to applications through
+// OpenFeature (github.com/open-feature/go-sdk): apps ask ordinary
+// feature-flag questions — "show recommendations to this user?" — and get
+// answers driven by the dimmer.
+//
+// # Flags
+//
+// For every feature of the controller's ladder:
+//
+//   - "<feature>" (boolean): on or off for this evaluation, sticky per
+//     targeting key. The user is on when
+//     bucket = (uint64(murmur3(flagKey+targetingKey)) × 10000) >> 32 is
+//     below round(level × 10000): flagd's fractional bucketing (flagd core
+//     ≥ v0.15), so a user lands in the same bucket as under flagd, and
+//     raising the level only ever adds users. Reason SPLIT, variant "on" or
+//     "off".
+//   - "<feature>.level" (float): the level itself, for graded degradation
+//     (show 10 × level items). Reason TARGETING_MATCH.
+//
+// Neither is ever STATIC: caching providers and SDKs would cache it, and a
+// brownout level changes by the second.
+//
+// Without a targeting key the boolean flag takes a fresh random draw per
+// evaluation (on with probability level; metadata sticky=false), so the
+// share of users served still follows the level; with
+// Options.RequireTargetingKey it fails with TARGETING_KEY_MISSING instead.
+// An unknown key is FLAG_NOT_FOUND, a known key asked as the wrong type
+// TYPE_MISMATCH.
+//
+// The evaluation-context attribute "segment" (Options.SegmentAttribute)
+// selects the controller's per-segment levels (VIP users, users in
+// checkout).
+//
+// Flag metadata carries level, generation, mode (auto, override, shadow,
+// stale, frozen), reason (e.g. "latency.p99 1.3s > 1s target: dimming
+// recommendations", or an operator's pin reason) and sticky. The metadata
+// maps are built once per published state and shared, read-only, by every
+// evaluation of it, so evaluating does not allocate.
+//
+// # Events
+//
+// After Init the provider follows the controller: each published change
+// becomes PROVIDER_CONFIGURATION_CHANGED with FlagChanges naming the flags
+// whose answers may differ; stale signals become PROVIDER_STALE and their
+// return PROVIDER_READY. The controller is never blocked: its subscription
+// keeps only the newest state, so a slow event reader sees coalesced
+// changes. EventChannel returns the same channel on every call.
+//
+// # Metrics
+//
+// Evaluations are counted by flag and variant (per-processor counters on
+// the request path) and exported as brownout_flag_evaluations_total when
+// Options.Registerer is set: "optional content served" is the on share.
+//
+// # Usage
+//
+//	p, _ := provider.New(controller, provider.Options{Registerer: reg})
+//	openfeature.SetProviderAndWait(p)
+//	client := openfeature.NewClient("shop")
+//	ec := openfeature.NewEvaluationContext(userID, map[string]any{"segment": "vip"})
+//	if on, _ := client.BooleanValue(ctx, "recommendations", true, ec); on { … }
+//
+// The default value passed to the SDK decides failure behaviour: true fails
+// open (features stay when no answer comes), false fails closed.
+//
+// A Provider is safe for concurrent use.
+package provider

@@ -1,0 +1,419 @@
+package provider
+
+import (
+	"context"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/open-feature/go-sdk/openfeature"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/brownout/brownout/dimmer"
+	"github.com/brownout/brownout/signals"
+)
+
+// LevelSuffix turns a feature name into the key of its level flag:
+// "recommendations.level".
+const LevelSuffix = ".level"
+
+// Source is what a provider evaluates against: a *dimmer.Controller in the
+// same process, or a follower of brownoutd.
+type Source interface {
+	// State returns the current state; it must be cheap (an atomic load).
+	State() *dimmer.State
+	// Subscribe delivers the newest state after each change, coalesced.
+	Subscribe() (<-chan *dimmer.State, func())
+}
+
+var _ Source = (*dimmer.Controller)(nil)
+
+// Options configure a Provider. The zero value is usable.
+type Options struct {
+	// Name is the provider's metadata name. Default "brownout".
+	Name string
+	// SegmentAttribute is the evaluation-context attribute that names the
+	// user's segment (dimmer.Segment). Default "segment".
+	SegmentAttribute string
+	// RequireTargetingKey makes an evaluation without a targeting key fail
+	// with TARGETING_KEY_MISSING. By default it gets a random draw
+	// instead: on with probability level, reason SPLIT, metadata
+	// sticky=false.
+	RequireTargetingKey bool
+	// Registerer, when set, receives brownout_flag_evaluations_total.
+	Registerer prometheus.Registerer
+}
+
+// Provider is an OpenFeature provider that answers from the brownout
+// controller's levels. See the package documentation for the flags it
+// serves.
+//
+// A Provider must be made with New. It is safe for concurrent use.
+type Provider struct {
+	src    Source
+	name   string
+	segKey string
+	strict bool
+
+	events chan openfeature.Event
+	meta   atomic.Pointer[metaCache]
+	counts atomic.Pointer[map[string]*flagCounts]
+
+	countsMu sync.Mutex // serializes growing counts
+
+	mu struct {
+		sync.Mutex
+		cancel context.CancelFunc
+		done   chan struct{}
+	}
+}
+
+var (
+	_ openfeature.FeatureProvider = (*Provider)(nil)
+	_ openfeature.StateHandler    = (*Provider)(nil)
+	_ openfeature.EventHandler    = (*Provider)(nil)
+)
+
+// New returns a provider reading src.
+func New(src Source, o Options) (*Provider, error) {
+	p := &Provider{src: src, name: o.Name, segKey: o.SegmentAttribute, strict: o.RequireTargetingKey,
+		events: make(chan openfeature.Event, 16)}
+	if p.name == "" {
+		p.name = "brownout"
+	}
+	if p.segKey == "" {
+		p.segKey = "segment"
+	}
+	m := map[string]*flagCounts{}
+	p.counts.Store(&m)
+	if o.Registerer != nil {
+		if err := o.Registerer.Register(collector{p}); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// Metadata implements openfeature.FeatureProvider.
+func (p *Provider) Metadata() openfeature.Metadata { return openfeature.Metadata{Name: p.name} }
+
+// Hooks implements openfeature.FeatureProvider.
+func (p *Provider) Hooks() []openfeature.Hook { return nil }
+
+// BooleanEvaluation answers "<feature>": on for this user or not.
+func (p *Provider) BooleanEvaluation(_ context.Context, flag string, def bool, fc openfeature.FlattenedContext) openfeature.BoolResolutionDetail {
+	st := p.src.State()
+	f, ok := st.Feature(flag)
+	if !ok {
+		return openfeature.BoolResolutionDetail{Value: def, ProviderResolutionDetail: p.notFound(st, flag, "a boolean")}
+	}
+	seg, level := p.segment(st, f, fc)
+	key, _ := fc[openfeature.TargetingKey].(string)
+	sticky := key != ""
+	var on bool
+	switch {
+	case sticky:
+		on = On(flag, key, level)
+	case p.strict:
+		return openfeature.BoolResolutionDetail{Value: def, ProviderResolutionDetail: openfeature.ProviderResolutionDetail{
+			ResolutionError: openfeature.NewTargetingKeyMissingResolutionError("brownout: " + flag + " is split per user: set a targeting key"),
+			Reason:          openfeature.ErrorReason,
+		}}
+	default:
+		on = rand.Float64() < level
+	}
+	c := p.flagCounts(flag)
+	variant := "off"
+	if on {
+		variant = "on"
+		c.on.Inc()
+	} else {
+		c.off.Inc()
+	}
+	return openfeature.BoolResolutionDetail{Value: on, ProviderResolutionDetail: openfeature.ProviderResolutionDetail{
+		Reason: openfeature.SplitReason, Variant: variant, FlagMetadata: p.metadata(st, f, seg, sticky),
+	}}
+}
+
+// FloatEvaluation answers "<feature>.level": the share of users who get
+// the feature (for this user's segment).
+func (p *Provider) FloatEvaluation(_ context.Context, flag string, def float64, fc openfeature.FlattenedContext) openfeature.FloatResolutionDetail {
+	st := p.src.State()
+	name, isLevel := strings.CutSuffix(flag, LevelSuffix)
+	f, ok := st.Feature(name)
+	if !isLevel || !ok {
+		return openfeature.FloatResolutionDetail{Value: def, ProviderResolutionDetail: p.notFound(st, flag, "a float")}
+	}
+	seg, level := p.segment(st, f, fc)
+	p.flagCounts(name).level.Inc()
+	return openfeature.FloatResolutionDetail{Value: level, ProviderResolutionDetail: openfeature.ProviderResolutionDetail{
+		Reason: openfeature.TargetingMatchReason, Variant: "level", FlagMetadata: p.metadata(st, f, seg, true),
+	}}
+}
+
+// StringEvaluation implements openfeature.FeatureProvider; brownout serves
+// no string flags.
+func (p *Provider) StringEvaluation(_ context.Context, flag string, def string, _ openfeature.FlattenedContext) openfeature.StringResolutionDetail {
+	return openfeature.StringResolutionDetail{Value: def, ProviderResolutionDetail: p.notFound(p.src.State(), flag, "a string")}
+}
+
+// IntEvaluation implements openfeature.FeatureProvider; brownout serves no
+// integer flags.
+func (p *Provider) IntEvaluation(_ context.Context, flag string, def int64, _ openfeature.FlattenedContext) openfeature.IntResolutionDetail {
+	return openfeature.IntResolutionDetail{Value: def, ProviderResolutionDetail: p.notFound(p.src.State(), flag, "an integer")}
+}
+
+// ObjectEvaluation implements openfeature.FeatureProvider; brownout serves
+// no object flags.
+func (p *Provider) ObjectEvaluation(_ context.Context, flag string, def any, _ openfeature.FlattenedContext) openfeature.InterfaceResolutionDetail {
+	return openfeature.InterfaceResolutionDetail{Value: def, ProviderResolutionDetail: p.notFound(p.src.State(), flag, "an object")}
+}
+
+// notFound tells an unknown key (FLAG_NOT_FOUND) from a known key asked as
+// the wrong type (TYPE_MISMATCH).
+func (p *Provider) notFound(st *dimmer.State, flag, asked string) openfeature.ProviderResolutionDetail {
+	name, isLevel := strings.CutSuffix(flag, LevelSuffix)
+	if _, ok := st.Feature(name); ok {
+		want := "a boolean"
+		if isLevel {
+			want = "a float"
+		}
+		return openfeature.ProviderResolutionDetail{
+			ResolutionError: openfeature.NewTypeMismatchResolutionError("brownout: " + flag + " is " + want + ", asked as " + asked),
+			Reason:          openfeature.ErrorReason,
+		}
+	}
+	return openfeature.ProviderResolutionDetail{
+		ResolutionError: openfeature.NewFlagNotFoundResolutionError("brownout: no feature " + flag),
+		Reason:          openfeature.ErrorReason,
+	}
+}
+
+// segment returns the index of the user's segment (−1 for none) and the
+// level for it.
+func (p *Provider) segment(st *dimmer.State, f *dimmer.FeatureState, fc openfeature.FlattenedContext) (int, float64) {
+	if name, ok := fc[p.segKey].(string); ok && name != "" {
+		if j, ok := st.SegmentIndex(name); ok {
+			return j, f.Segments[j]
+		}
+	}
+	return -1, f.Level
+}
+
+// EventChannel implements openfeature.EventHandler. It returns the same
+// channel on every call.
+func (p *Provider) EventChannel() <-chan openfeature.Event { return p.events }
+
+// Init implements openfeature.StateHandler: it starts following the
+// source's changes. The provider is ready at once (the source always has a
+// state); it reports PROVIDER_STALE while the controller's signals are.
+func (p *Provider) Init(openfeature.EvaluationContext) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.cancel != nil {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p.mu.cancel, p.mu.done = cancel, make(chan struct{})
+	// Subscribe and take the baseline here, not in the goroutine: a change
+	// made right after Init returns must be announced.
+	ch, unsubscribe := p.src.Subscribe()
+	go p.follow(ctx, p.src.State(), ch, unsubscribe, p.mu.done)
+	return nil
+}
+
+// Shutdown implements openfeature.StateHandler.
+func (p *Provider) Shutdown() {
+	p.mu.Lock()
+	cancel, done := p.mu.cancel, p.mu.done
+	p.mu.cancel, p.mu.done = nil, nil
+	p.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}
+
+// follow turns state changes into provider events. It is the only sender
+// on p.events; a slow reader delays it, never the controller (the
+// subscription keeps only the newest state).
+func (p *Provider) follow(ctx context.Context, last *dimmer.State, ch <-chan *dimmer.State, unsubscribe func(), done chan struct{}) {
+	defer close(done)
+	defer unsubscribe()
+	stale := last.Mode == dimmer.Stale
+	if stale && !p.emit(ctx, openfeature.ProviderStale, "signals stale: "+last.Reason, nil) {
+		return
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case st := <-ch:
+			if st.Generation <= last.Generation {
+				continue
+			}
+			if now := st.Mode == dimmer.Stale; now != stale {
+				stale = now
+				kind, msg := openfeature.ProviderReady, "signals back: "+st.Reason
+				if stale {
+					kind, msg = openfeature.ProviderStale, "signals stale: "+st.Reason
+				}
+				if !p.emit(ctx, kind, msg, nil) {
+					return
+				}
+			}
+			if changed := changedFlags(last, st); len(changed) > 0 {
+				if !p.emit(ctx, openfeature.ProviderConfigChange, st.Reason, changed) {
+					return
+				}
+			}
+			last = st
+		}
+	}
+}
+
+func (p *Provider) emit(ctx context.Context, kind openfeature.EventType, msg string, flags []string) bool {
+	ev := openfeature.Event{ProviderName: p.name, EventType: kind,
+		ProviderEventDetails: openfeature.ProviderEventDetails{Message: msg, FlagChanges: flags}}
+	select {
+	case p.events <- ev:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// changedFlags lists the flag keys whose answers may differ between a and
+// b: a feature's boolean and level flags when its level, segment levels,
+// mode or pin changed.
+func changedFlags(a, b *dimmer.State) []string {
+	var out []string
+	for i := range b.Features {
+		fb := &b.Features[i]
+		fa, ok := a.Feature(fb.Name)
+		if ok && fa.Level == fb.Level && fa.Mode == fb.Mode && (fa.Pin == nil) == (fb.Pin == nil) && equal(fa.Segments, fb.Segments) {
+			continue
+		}
+		out = append(out, fb.Name, fb.Name+LevelSuffix)
+	}
+	return out
+}
+
+func equal(a, b []float64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// metaCache holds the flag metadata of one state generation, built once and
+// shared by every evaluation of that generation, so that evaluating does not
+// allocate. The maps are read-only: callers must not change them (the SDK
+// copies them before handing them to applications).
+type metaCache struct {
+	gen uint64
+	st  *dimmer.State
+	// by feature, then segment+1 (0: no segment), then sticky (0 false, 1 true)
+	md [][][2]openfeature.FlagMetadata
+}
+
+func (p *Provider) metadata(st *dimmer.State, f *dimmer.FeatureState, seg int, sticky bool) openfeature.FlagMetadata {
+	c := p.meta.Load()
+	if c == nil || c.st != st {
+		c = buildMeta(st)
+		p.meta.Store(c) // racing builders store equal caches
+	}
+	i, _ := st.FeatureIndex(f.Name)
+	s := 0
+	if sticky {
+		s = 1
+	}
+	return c.md[i][seg+1][s]
+}
+
+func buildMeta(st *dimmer.State) *metaCache {
+	c := &metaCache{gen: st.Generation, st: st, md: make([][][2]openfeature.FlagMetadata, len(st.Features))}
+	for i := range st.Features {
+		f := &st.Features[i]
+		c.md[i] = make([][2]openfeature.FlagMetadata, len(f.Segments)+1)
+		for j := -1; j < len(f.Segments); j++ {
+			level := f.Level
+			if j >= 0 {
+				level = f.Segments[j]
+			}
+			for s, sticky := range [2]bool{false, true} {
+				md := openfeature.FlagMetadata{
+					"level":      level,
+					"generation": int64(st.Generation),
+					"mode":       f.Mode.String(),
+					"reason":     st.Reason,
+					"sticky":     sticky,
+				}
+				if f.Pin != nil {
+					md["reason"] = f.Pin.Reason
+				}
+				if j >= 0 {
+					md["segment"] = st.SegmentName(j)
+				}
+				c.md[i][j+1][s] = md
+			}
+		}
+	}
+	return c
+}
+
+// flagCounts are the evaluation counters of one feature.
+type flagCounts struct{ on, off, level *signals.Counter }
+
+func (p *Provider) flagCounts(name string) *flagCounts {
+	if c, ok := (*p.counts.Load())[name]; ok {
+		return c
+	}
+	p.countsMu.Lock()
+	defer p.countsMu.Unlock()
+	m := *p.counts.Load()
+	if c, ok := m[name]; ok {
+		return c
+	}
+	c := &flagCounts{signals.NewCounter(), signals.NewCounter(), signals.NewCounter()}
+	next := make(map[string]*flagCounts, len(m)+1)
+	for k, v := range m {
+		next[k] = v
+	}
+	next[name] = c
+	p.counts.Store(&next)
+	return c
+}
+
+// Evaluations returns how many times each flag was evaluated, by variant
+// ("on", "off" for the boolean flags, "level" for the level flags).
+func (p *Provider) Evaluations() map[string]map[string]uint64 {
+	out := map[string]map[string]uint64{}
+	for name, c := range *p.counts.Load() {
+		out[name] = map[string]uint64{"on": c.on.Load(), "off": c.off.Load()}
+		out[name+LevelSuffix] = map[string]uint64{"level": c.level.Load()}
+	}
+	return out
+}
+
+var evalDesc = prometheus.NewDesc("brownout_flag_evaluations_total",
+	"Flag evaluations by the brownout provider, by flag and variant (on/off: optional content served or not).",
+	[]string{"flag", "variant"}, nil)
+
+type collector struct{ p *Provider }
+
+func (c collector) Describe(ch chan<- *prometheus.Desc) { ch <- evalDesc }
+
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	for flag, vs := range c.p.Evaluations() {
+		for v, n := range vs {
+			ch <- prometheus.MustNewConstMetric(evalDesc, prometheus.CounterValue, float64(n), flag, v)
+		}
+	}
+}

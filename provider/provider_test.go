@@ -1,0 +1,318 @@
+package provider
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/open-feature/go-sdk/openfeature"
+	"github.com/open-feature/go-sdk/openfeature/isolated"
+	"github.com/open-feature/go-sdk/openfeature/memprovider"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/brownout/brownout/dimmer"
+	"github.com/brownout/brownout/signals"
+)
+
+var t0 = time.Date(2026, 11, 11, 0, 0, 0, 0, time.UTC)
+
+func newController(t testing.TB) *dimmer.Controller {
+	c, err := dimmer.New(dimmer.Config{
+		Targets:  []dimmer.Target{{Signal: signals.LatencyP99, Target: 1}},
+		Features: []dimmer.Feature{{Name: "recommendations"}, {Name: "reviews", Rank: 1}},
+		Segments: []dimmer.Segment{{Name: "vip", Offset: 0.5}},
+	})
+	require.NoError(t, err)
+	return c
+}
+
+// dimTo steps c until recommendations sits at about level (they dim
+// first: brightness 0.5..1 is their stretch).
+func dimTo(c *dimmer.Controller, now time.Time, p99 float64) *dimmer.State {
+	var s signals.Snapshot
+	s.Time = now
+	s.Set(signals.LatencyP99, p99)
+	s.Set(signals.ArrivalRate, 100)
+	return c.Step(now, s)
+}
+
+func fc(key string, attrs ...string) openfeature.FlattenedContext {
+	m := openfeature.FlattenedContext{}
+	if key != "" {
+		m[openfeature.TargetingKey] = key
+	}
+	for i := 0; i+1 < len(attrs); i += 2 {
+		m[attrs[i]] = attrs[i+1]
+	}
+	return m
+}
+
+func TestBooleanStickyAndLevel(t *testing.T) {
+	c := newController(t)
+	p, err := New(c, Options{})
+	require.NoError(t, err)
+	ctx := context.Background()
+
+	r := p.BooleanEvaluation(ctx, "recommendations", false, fc("user-1"))
+	assert.True(t, r.Value, "full brightness: everyone gets it")
+	assert.Equal(t, openfeature.SplitReason, r.Reason)
+	assert.Equal(t, "on", r.Variant)
+	assert.Equal(t, 1.0, r.FlagMetadata["level"])
+	assert.Equal(t, "auto", r.FlagMetadata["mode"])
+	assert.Equal(t, true, r.FlagMetadata["sticky"])
+
+	st := dimTo(c, t0.Add(time.Second), 0.95)
+	lvl := st.Features[0].Level
+	require.Greater(t, lvl, 0.0)
+	require.Less(t, lvl, 1.0)
+	on := 0
+	for i := range 10000 {
+		key := "user-" + strconv.Itoa(i)
+		got := p.BooleanEvaluation(ctx, "recommendations", false, fc(key))
+		again := p.BooleanEvaluation(ctx, "recommendations", false, fc(key))
+		assert.Equal(t, got.Value, again.Value, "sticky per targeting key")
+		assert.Equal(t, On("recommendations", key, lvl), got.Value, "the flagd-compatible bucket")
+		if got.Value {
+			on++
+		}
+	}
+	assert.InDelta(t, lvl, float64(on)/10000, 0.015)
+
+	f := p.FloatEvaluation(ctx, "recommendations.level", -1, fc("user-1"))
+	assert.Equal(t, lvl, f.Value)
+	assert.Equal(t, openfeature.TargetingMatchReason, f.Reason)
+	assert.Equal(t, int64(st.Generation), f.FlagMetadata["generation"])
+	assert.Contains(t, f.FlagMetadata["reason"], "dimming recommendations")
+
+	vip := p.FloatEvaluation(ctx, "recommendations.level", -1, fc("user-1", "segment", "vip"))
+	assert.Greater(t, vip.Value, lvl, "VIPs keep the feature longer")
+	assert.Equal(t, "vip", vip.FlagMetadata["segment"])
+}
+
+func TestErrorsAndMissingKey(t *testing.T) {
+	c := newController(t)
+	p, _ := New(c, Options{})
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		res  openfeature.ProviderResolutionDetail
+		code openfeature.ErrorCode
+	}{
+		{"unknown bool", p.BooleanEvaluation(ctx, "nope", true, fc("u")).ProviderResolutionDetail, openfeature.FlagNotFoundCode},
+		{"unknown float", p.FloatEvaluation(ctx, "nope.level", 0.5, fc("u")).ProviderResolutionDetail, openfeature.FlagNotFoundCode},
+		{"level as bool", p.BooleanEvaluation(ctx, "reviews.level", true, fc("u")).ProviderResolutionDetail, openfeature.TypeMismatchCode},
+		{"bool as float", p.FloatEvaluation(ctx, "reviews", 0.5, fc("u")).ProviderResolutionDetail, openfeature.TypeMismatchCode},
+		{"string", p.StringEvaluation(ctx, "reviews", "x", fc("u")).ProviderResolutionDetail, openfeature.TypeMismatchCode},
+		{"int", p.IntEvaluation(ctx, "reviews", 1, fc("u")).ProviderResolutionDetail, openfeature.TypeMismatchCode},
+		{"object", p.ObjectEvaluation(ctx, "nope", nil, fc("u")).ProviderResolutionDetail, openfeature.FlagNotFoundCode},
+	} {
+		assert.Equal(t, tc.code, tc.res.ResolutionDetail().ErrorCode, tc.name)
+		assert.Equal(t, openfeature.ErrorReason, tc.res.Reason, tc.name)
+	}
+	assert.Equal(t, true, p.BooleanEvaluation(ctx, "nope", true, fc("u")).Value, "the default comes back")
+
+	// No targeting key: a random draw, marked not sticky.
+	dimTo(c, t0.Add(time.Second), 0.95)
+	r := p.BooleanEvaluation(ctx, "recommendations", false, fc(""))
+	assert.Equal(t, openfeature.SplitReason, r.Reason)
+	assert.Equal(t, false, r.FlagMetadata["sticky"])
+
+	strict, _ := New(c, Options{RequireTargetingKey: true})
+	r = strict.BooleanEvaluation(ctx, "recommendations", false, fc(""))
+	assert.Equal(t, openfeature.TargetingKeyMissingCode, r.ResolutionDetail().ErrorCode)
+}
+
+func TestOverrideModeAndMetrics(t *testing.T) {
+	c := newController(t)
+	reg := prometheus.NewPedanticRegistry()
+	p, err := New(c, Options{Registerer: reg})
+	require.NoError(t, err)
+	_, err = c.PinAt(t0, "reviews", 0, time.Hour, "provider down")
+	require.NoError(t, err)
+	r := p.BooleanEvaluation(context.Background(), "reviews", true, fc("u"))
+	assert.False(t, r.Value)
+	assert.Equal(t, "override", r.FlagMetadata["mode"])
+	assert.Equal(t, "provider down", r.FlagMetadata["reason"])
+	p.BooleanEvaluation(context.Background(), "recommendations", false, fc("u"))
+	p.FloatEvaluation(context.Background(), "recommendations.level", 0, fc("u"))
+	n, err := testutil.GatherAndCount(reg, "brownout_flag_evaluations_total")
+	require.NoError(t, err)
+	assert.Equal(t, 6, n, "two features × (on, off, level)")
+	assert.Equal(t, uint64(1), p.Evaluations()["reviews"]["off"])
+	assert.Equal(t, uint64(1), p.Evaluations()["recommendations.level"]["level"])
+}
+
+func TestEventsChangesStaleAndShutdown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newController(t)
+		p, _ := New(c, Options{})
+		require.True(t, p.EventChannel() == p.EventChannel(), "one channel")
+		require.NoError(t, p.Init(openfeature.EvaluationContext{}))
+
+		dimTo(c, t0.Add(time.Second), 0.95)
+		ev := <-p.EventChannel()
+		assert.Equal(t, openfeature.ProviderConfigChange, ev.EventType)
+		assert.ElementsMatch(t, []string{"recommendations", "recommendations.level"}, ev.FlagChanges)
+
+		// Many changes while nobody reads: the controller never blocks.
+		for i := 2; i < 40; i++ {
+			dimTo(c, t0.Add(time.Duration(i)*time.Second), 3)
+		}
+		synctest.Wait()
+
+		// Signals go stale (3 periods without a snapshot), then return.
+		var empty signals.Snapshot
+		for i := 40; i < 45; i++ {
+			c.Step(t0.Add(time.Duration(i)*time.Second), empty)
+		}
+		var kinds []openfeature.EventType
+		for {
+			synctest.Wait()
+			select {
+			case ev := <-p.EventChannel():
+				kinds = append(kinds, ev.EventType)
+				continue
+			default:
+			}
+			break
+		}
+		assert.Contains(t, kinds, openfeature.ProviderStale)
+		dimTo(c, t0.Add(50*time.Second), 0.8)
+		ev = <-p.EventChannel()
+		for ev.EventType != openfeature.ProviderReady {
+			ev = <-p.EventChannel()
+		}
+		p.Shutdown() // the follower exits; synctest fails on a leak
+		p.Shutdown()
+	})
+}
+
+func TestThroughTheSDK(t *testing.T) {
+	c := newController(t)
+	p, _ := New(c, Options{})
+	api := isolated.NewAPI()
+	require.NoError(t, api.SetProviderAndWait(context.Background(), p))
+	defer api.Shutdown(context.Background())
+	client := api.NewClient()
+
+	var mu sync.Mutex
+	var changed []string
+	cb := func(d openfeature.EventDetails) {
+		mu.Lock()
+		changed = append(changed, d.FlagChanges...)
+		mu.Unlock()
+	}
+	client.AddHandler(openfeature.ProviderConfigChange, &cb)
+
+	ec := openfeature.NewEvaluationContext("user-42", map[string]any{"segment": "vip"})
+	on, err := client.BooleanValue(context.Background(), "recommendations", false, ec)
+	require.NoError(t, err)
+	assert.True(t, on)
+	d, err := client.BooleanValueDetails(context.Background(), "recommendations", false, ec)
+	require.NoError(t, err)
+	assert.Equal(t, openfeature.SplitReason, d.Reason)
+	lvl, err := d.FlagMetadata.GetFloat("level")
+	require.NoError(t, err)
+	assert.Equal(t, 1.0, lvl)
+
+	dimTo(c, t0.Add(time.Second), 3)
+	require.Eventually(t, func() bool { // the SDK runs handlers on its own goroutine
+		mu.Lock()
+		defer mu.Unlock()
+		return len(changed) > 0
+	}, 5*time.Second, time.Millisecond)
+	v, err := client.FloatValue(context.Background(), "recommendations.level", -1, ec)
+	require.NoError(t, err)
+	assert.Less(t, v, 1.0)
+}
+
+func BenchmarkBooleanEvaluation(b *testing.B) {
+	c := newController(b)
+	dimTo(c, t0.Add(time.Second), 0.95)
+	p, _ := New(c, Options{})
+	ctx := context.Background()
+	flat := fc("user-123456", "segment", "vip")
+	b.ReportAllocs()
+	for b.Loop() {
+		p.BooleanEvaluation(ctx, "recommendations", false, flat)
+	}
+}
+
+func BenchmarkBooleanEvaluationParallel(b *testing.B) {
+	c := newController(b)
+	dimTo(c, t0.Add(time.Second), 0.95)
+	p, _ := New(c, Options{})
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		flat := fc("user-123456")
+		for pb.Next() {
+			p.BooleanEvaluation(ctx, "recommendations", false, flat)
+		}
+	})
+}
+
+// BenchmarkSDKClient runs the same flag shape (a boolean split per user)
+// through the SDK client, against the SDK's in-memory provider as anchor.
+func BenchmarkSDKClient(b *testing.B) {
+	ec := openfeature.NewEvaluationContext("user-123456", map[string]any{"segment": "vip"})
+	run := func(b *testing.B, prov openfeature.FeatureProvider, parallel bool) {
+		api := isolated.NewAPI()
+		require.NoError(b, api.SetProviderAndWait(context.Background(), prov))
+		defer api.Shutdown(context.Background())
+		client := api.NewClient()
+		ctx := context.Background()
+		b.ReportAllocs()
+		if parallel {
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					client.BooleanValue(ctx, "recommendations", false, ec)
+				}
+			})
+			return
+		}
+		for b.Loop() {
+			client.BooleanValue(ctx, "recommendations", false, ec)
+		}
+	}
+	// The anchor's flag has the same shape: a boolean split per targeting
+	// key that returns the same flag metadata (the SDK copies metadata on
+	// every evaluation, so leaving it out would measure less work).
+	meta := openfeature.FlagMetadata{"level": 0.5, "generation": int64(2), "mode": "auto",
+		"reason": "latency.p99 950ms < 1s target: dimming recommendations", "sticky": true, "segment": "vip"}
+	mem := func(withMeta bool) openfeature.FeatureProvider {
+		split := func(f memprovider.InMemoryFlag, fc openfeature.FlattenedContext) (any, openfeature.ProviderResolutionDetail) {
+			key, _ := fc[openfeature.TargetingKey].(string)
+			v := "off"
+			if On("recommendations", key, 0.5) {
+				v = "on"
+			}
+			d := openfeature.ProviderResolutionDetail{Reason: openfeature.SplitReason, Variant: v}
+			if withMeta {
+				d.FlagMetadata = meta
+			}
+			return f.Variants[v], d
+		}
+		return memprovider.NewInMemoryProvider(map[string]memprovider.InMemoryFlag{
+			"recommendations": {Key: "recommendations", State: memprovider.Enabled, DefaultVariant: "on",
+				Variants: map[string]any{"on": true, "off": false}, ContextEvaluator: &split},
+		})
+	}
+	ours := func() openfeature.FeatureProvider {
+		c := newController(b)
+		dimTo(c, t0.Add(time.Second), 0.95)
+		p, _ := New(c, Options{})
+		return p
+	}
+	b.Run("memprovider", func(b *testing.B) { run(b, mem(true), false) })
+	b.Run("memprovider-no-metadata", func(b *testing.B) { run(b, mem(false), false) })
+	b.Run("brownout", func(b *testing.B) { run(b, ours(), false) })
+	b.Run("memprovider-parallel", func(b *testing.B) { run(b, mem(true), true) })
+	b.Run("brownout-parallel", func(b *testing.B) { run(b, ours(), true) })
+}
