@@ -17,6 +17,12 @@ type Target struct {
 	Signal signals.Key
 	// Target in the signal's base unit: seconds for durations.
 	Target float64
+	// DimOnly makes the signal dim features without ever driving the
+	// cascade. Use it for the admission layer's refusal ratio
+	// (reject.ratio): a working admission layer refuses the excess by
+	// design, and the cascade would only trade those refusals for its own
+	// while losing goodput.
+	DimOnly bool
 }
 
 // Feature is an optional part of the service that the dimmer may switch off

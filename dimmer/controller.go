@@ -203,9 +203,10 @@ func notify(subs []chan *State, st *State) {
 	}
 }
 
-// pressure reads the targets from s into the readings. A snapshot older
-// than StaleAfter periods counts as no snapshot.
-func (c *Controller) pressure(now time.Time, s signals.Snapshot) (p float64, ok bool, top int) {
+// pressure reads the targets from s into the readings and returns the
+// largest pressure, and the largest over the targets that may drive the
+// cascade. A snapshot older than StaleAfter periods counts as no snapshot.
+func (c *Controller) pressure(now time.Time, s signals.Snapshot) (p, cascade float64, ok bool, top int) {
 	old := !s.Time.IsZero() && now.Sub(s.Time) >= time.Duration(c.cfg.StaleAfter)*c.cfg.Tick
 	for i, t := range c.cfg.Targets {
 		v, present := s.Get(t.Signal)
@@ -219,8 +220,11 @@ func (c *Controller) pressure(now time.Time, s signals.Snapshot) (p float64, ok 
 		if !ok || pr > p {
 			p, ok, top = pr, true, i
 		}
+		if !t.DimOnly {
+			cascade = max(cascade, pr)
+		}
 	}
-	return p, ok, top
+	return p, cascade, ok, top
 }
 
 // step is Step under the lock. It reports whether the published state
@@ -232,7 +236,7 @@ func (c *Controller) step(now time.Time, s signals.Snapshot) (*State, bool) {
 		m.started, m.lastFresh = true, now
 	}
 	c.expirePins(now)
-	p, ok, top := c.pressure(now, s)
+	p, pc, ok, top := c.pressure(now, s)
 	m.pressure, m.presOK, m.at = p, ok, now
 	m.mode = Auto
 	switch {
@@ -252,7 +256,7 @@ func (c *Controller) step(now time.Time, s signals.Snapshot) (*State, bool) {
 		if !loadOK || load < 0 {
 			load = -1
 		}
-		m.why = c.control(now, p, top, load)
+		m.why = c.control(now, p, pc, top, load)
 	}
 	if m.shadow && m.mode == Auto {
 		m.mode = Shadow
@@ -269,9 +273,10 @@ func (c *Controller) step(now time.Time, s signals.Snapshot) (*State, bool) {
 	return st, true
 }
 
-// control applies the law for one period; load is the offered load, or
-// negative when unknown.
-func (c *Controller) control(now time.Time, p float64, top int, load float64) why {
+// control applies the law for one period: p is the pressure, pc the
+// pressure of the targets that may drive the cascade, load the offered
+// load (negative when unknown).
+func (c *Controller) control(now time.Time, p, pc float64, top int, load float64) why {
 	m := &c.mu
 	cfg := &c.cfg
 	dt := cfg.Tick.Seconds()
@@ -305,7 +310,7 @@ func (c *Controller) control(now time.Time, p float64, top int, load float64) wh
 		}
 		// Every feature at its floor: the cascade, only when pressure
 		// stays over CascadeAt.
-		if p < cfg.CascadeAt || b <= -cfg.MaxShed {
+		if pc < cfg.CascadeAt || b <= -cfg.MaxShed {
 			m.overSince = time.Time{}
 			w.kind = whyFloor
 			return w
@@ -317,7 +322,7 @@ func (c *Controller) control(now time.Time, p float64, top int, load float64) wh
 			w.kind, w.held = whyFloor, now.Sub(m.overSince)
 			return w
 		}
-		m.brightness = max(b-cfg.CascadeGain*e*dt, -cfg.MaxShed)
+		m.brightness = max(b-cfg.CascadeGain*(pc-cfg.Setpoint)*dt, -cfg.MaxShed)
 		m.markDim(now, load)
 		w.kind = whyCascade
 	case p < cfg.Low:

@@ -85,6 +85,13 @@ type ClassCounts struct {
 	Rejected                         [NumReasons]uint64
 }
 
+// Overload returns the refusals that say the server is overloaded: max wait,
+// CoDel, deadline and concurrency (not rate limits, not the brownout
+// cascade's own shedding, not clients that left).
+func (c ClassCounts) Overload() uint64 {
+	return c.Rejected[ReasonMaxWait] + c.Rejected[ReasonCoDel] + c.Rejected[ReasonDeadline] + c.Rejected[ReasonConcurrency]
+}
+
 // RejectedTotal returns the rejections of every reason.
 func (c ClassCounts) RejectedTotal() uint64 {
 	var n uint64

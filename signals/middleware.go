@@ -42,7 +42,7 @@ func Middleware(rec *Recorder, cfg MiddlewareConfig) func(http.Handler) http.Han
 			rec.Arrive(c)
 			start := rec.Start(now())
 			deadline, _, _ := DeadlineOf(r, start)
-			sw := statusWriter{ResponseWriter: w}
+			sw := StatusWriter{ResponseWriter: w}
 			defer func() {
 				p := recover()
 				bad := p != nil || failed(sw.Status())
@@ -56,43 +56,44 @@ func Middleware(rec *Recorder, cfg MiddlewareConfig) func(http.Handler) http.Han
 	}
 }
 
-// statusWriter remembers the status a handler wrote. It forwards Flush and
-// Hijack and unwraps for http.ResponseController.
-type statusWriter struct {
+// StatusWriter remembers the status a handler wrote. It forwards Flush and
+// Hijack, and unwraps for http.ResponseController. Middleware that records
+// outcomes wraps the handler's writer in one.
+type StatusWriter struct {
 	http.ResponseWriter
 	status int
 }
 
 // Status returns the status written, 200 if the handler wrote none.
-func (w *statusWriter) Status() int {
+func (w *StatusWriter) Status() int {
 	if w.status == 0 {
 		return http.StatusOK
 	}
 	return w.status
 }
 
-func (w *statusWriter) WriteHeader(code int) {
+func (w *StatusWriter) WriteHeader(code int) {
 	if w.status == 0 && code >= 200 { // 1xx are informational
 		w.status = code
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
 
-func (w *statusWriter) Write(b []byte) (int, error) {
+func (w *StatusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
 	return w.ResponseWriter.Write(b)
 }
 
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+func (w *StatusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-func (w *statusWriter) Flush() {
+func (w *StatusWriter) Flush() {
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}
 }
 
-func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+func (w *StatusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	return http.NewResponseController(w.ResponseWriter).Hijack()
 }

@@ -68,7 +68,7 @@ func TestMiddlewareRecordsOutcomes(t *testing.T) {
 
 func TestStatusWriterUnwraps(t *testing.T) {
 	w := httptest.NewRecorder()
-	sw := &statusWriter{ResponseWriter: w}
+	sw := &StatusWriter{ResponseWriter: w}
 	require.NoError(t, http.NewResponseController(sw).Flush())
 	assert.True(t, w.Flushed)
 	assert.Equal(t, 200, sw.Status())

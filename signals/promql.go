@@ -52,6 +52,7 @@ func DefaultQueries(rng string) map[Key]string {
 		Goodput:     rate(MetricGood),
 		RejectRate:  rate(MetricRejected),
 		ErrorRatio:  fmt.Sprintf("%s / %s", rate(MetricFailed), rate(MetricCompleted)),
+		RejectRatio: fmt.Sprintf(`sum(rate(%s{reason=~"max_wait|codel|deadline|concurrency"}[%s])) / %s`, MetricRejected, rng, rate(MetricArrived)),
 	}
 }
 

@@ -140,6 +140,9 @@ func (r *Recorder) Snapshot(now time.Time) Snapshot {
 	if all.Completed > 0 {
 		s.Set(ErrorRatio, float64(all.Failed)/float64(all.Completed))
 	}
+	if all.Arrived > 0 {
+		s.Set(RejectRatio, float64(all.Overload())/float64(all.Arrived))
+	}
 	return s
 }
 

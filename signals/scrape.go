@@ -137,7 +137,7 @@ func (s *ScrapeSource) Snapshot(ctx context.Context, now time.Time) (Snapshot, e
 	var lat, soj hist
 	var latOK, sojOK bool
 	var rates [4]float64 // arrival, throughput, goodput, reject
-	var failed, completed float64
+	var failed, completed, overload, arrived float64
 	for i, t := range s.cfg.Targets {
 		r := res[i]
 		if r.err != nil {
@@ -190,6 +190,8 @@ func (s *ScrapeSource) Snapshot(ctx context.Context, now time.Time) (Snapshot, e
 				rates[3] += float64(d.RejectedTotal()) / el
 				failed += float64(d.Failed)
 				completed += float64(d.Completed)
+				overload += float64(d.Overload())
+				arrived += float64(d.Arrived)
 			}
 		}
 	}
@@ -210,6 +212,9 @@ func (s *ScrapeSource) Snapshot(ctx context.Context, now time.Time) (Snapshot, e
 		}
 		if completed > 0 {
 			snap.Set(ErrorRatio, failed/completed)
+		}
+		if arrived > 0 {
+			snap.Set(RejectRatio, overload/arrived)
 		}
 	}
 	return snap, errors.Join(errs...)

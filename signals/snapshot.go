@@ -27,13 +27,14 @@ const (
 	Goodput                // rate.goodput: good completions (in time, not failed) per second
 	RejectRate             // rate.reject: rejections per second
 	ErrorRatio             // error.ratio: failed / completed
+	RejectRatio            // reject.ratio: refusals for overload (max wait, CoDel, deadline, concurrency) / arrivals
 	NumKeys
 )
 
 var keyNames = [NumKeys]string{
 	"latency.p50", "latency.p90", "latency.p99", "latency.p999", "latency.mean", "latency.max",
 	"sojourn.min", "sojourn.p99", "sojourn.max", "inflight",
-	"rate.arrival", "rate.throughput", "rate.goodput", "rate.reject", "error.ratio",
+	"rate.arrival", "rate.throughput", "rate.goodput", "rate.reject", "error.ratio", "reject.ratio",
 }
 
 func (k Key) String() string {

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/brownout/brownout/dimmer"
+	"github.com/brownout/brownout/shed"
 	"github.com/brownout/brownout/signals"
 )
 
@@ -33,10 +34,16 @@ var BrownoutFeatures = []dimmer.Feature{
 }
 
 // BrownoutConfig is the controller the lab's brownout scenarios use: p99
-// latency against target, the package defaults otherwise.
+// latency against target, and refusals for overload against 3 % of
+// arrivals (the admission layer holds latency near its bounds by refusing:
+// those refusals are pressure the latency cannot show); the package
+// defaults otherwise.
 func BrownoutConfig(target time.Duration) dimmer.Config {
 	return dimmer.Config{
-		Targets:  []dimmer.Target{{Signal: signals.LatencyP99, Target: target.Seconds()}},
+		Targets: []dimmer.Target{
+			{Signal: signals.LatencyP99, Target: target.Seconds()},
+			{Signal: signals.RejectRatio, Target: 0.05, DimOnly: true},
+		},
 		Features: BrownoutFeatures,
 	}
 }
@@ -73,7 +80,7 @@ var (
 func BrownoutLab(load Profile, d Dimmer) Config {
 	return Config{
 		Duration: 90 * time.Second, Load: load, Mix: BrownoutMix, Dimmer: d,
-		Admission: &Limits{Limit: [signals.NumClasses]float64{50, 25, 25}, CountCost: true},
+		Admission: NewShed(shed.GateConfig{MaxWait: [signals.NumClasses]time.Duration{800 * time.Millisecond, 250 * time.Millisecond, 100 * time.Millisecond}, Target: 250 * time.Millisecond, Interval: time.Second}, 1),
 		Signals:   signals.Config{Latency: signals.WindowConfig{Slices: 5}},
 	}
 }

@@ -334,7 +334,7 @@ func (e *engine) arrive(r *Request) {
 		e.refuse(r, signals.ReasonShedLevel)
 		return
 	}
-	ok, why := e.cfg.Admission.Offer(e.vt(e.now), r)
+	ok, why := e.cfg.Admission.Offer(e.vt(e.now), r, e.drop)
 	if !ok {
 		e.refuse(r, why)
 		return

@@ -8,13 +8,14 @@ import (
 )
 
 // Admission is a server's admission control and queue discipline, driven in
-// virtual time: it never blocks and never reads a clock. shed's core
-// implements it for the production middleware; the sources' policies below
-// implement it for comparison.
+// virtual time: it never blocks and never reads a clock. Shed runs package
+// shed's Gate (the core of the production middleware) through it; the
+// sources' policies below implement it for comparison.
 type Admission interface {
 	// Offer is called when r arrives. It either takes r in (to wait for
-	// Pull) or refuses it with a reason.
-	Offer(now time.Time, r *Request) (ok bool, why signals.Reason)
+	// Pull) or refuses it with a reason. Requests it throws away on the way
+	// (others that waited too long) are passed to drop.
+	Offer(now time.Time, r *Request, drop func(*Request, signals.Reason)) (ok bool, why signals.Reason)
 	// Pull is called when a worker is free. It returns the request to
 	// start, or nil if none waits; requests it throws away on the way
 	// (expired, CoDel) are passed to drop.
@@ -92,7 +93,7 @@ func PriorityLimits(critical, other float64) *Limits {
 }
 
 // Offer implements Admission.
-func (l *Limits) Offer(_ time.Time, r *Request) (bool, signals.Reason) {
+func (l *Limits) Offer(_ time.Time, r *Request, _ func(*Request, signals.Reason)) (bool, signals.Reason) {
 	if l.inside >= l.Limit[r.Class] {
 		return false, signals.ReasonConcurrency
 	}
@@ -132,7 +133,7 @@ type CoDel struct {
 }
 
 // Offer implements Admission.
-func (c *CoDel) Offer(_ time.Time, r *Request) (bool, signals.Reason) {
+func (c *CoDel) Offer(_ time.Time, r *Request, _ func(*Request, signals.Reason)) (bool, signals.Reason) {
 	if c.q.len() >= c.Limit {
 		return false, signals.ReasonMaxWait
 	}

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/brownout/brownout/shed"
 	"github.com/brownout/brownout/signals"
 )
 
@@ -113,7 +114,7 @@ var SaleLoad = Midnight{Base: 60, Peak: 250, After: 120, At: 60 * time.Second, H
 
 func init() {
 	Register(Scenario{
-		Name: "overload-sweep", About: "load 50..200 req/s against capacity 100, the sources' three server policies",
+		Name: "overload-sweep", About: "load 50..200 req/s against capacity 100: the sources' three server policies and package shed",
 		Duration: 30 * time.Second,
 		cases: func(o Options) []caseSpec {
 			var cs []caseSpec
@@ -122,11 +123,14 @@ func init() {
 					cs = append(cs, caseSpec{p.Name, load, Config{Load: Constant(load), Admission: p.New()}})
 				}
 			}
+			for _, load := range SweepLoads {
+				cs = append(cs, caseSpec{"shed (package shed)", load, Config{Load: Constant(load), Admission: NewShed(shed.GateConfig{}, 1)}})
+			}
 			return cs
 		},
 	})
 	Register(Scenario{
-		Name: "burst", About: "80 req/s with a burst to 200 from 2 s to 5 s: tail drop vs CoDel (target 50 ms, interval 100 ms)",
+		Name: "burst", About: "80 req/s with a burst to 200 from 2 s to 5 s: tail drop vs CoDel (target 50 ms, interval 100 ms) vs package shed",
 		Duration: 12 * time.Second,
 		cases: func(o Options) []caseSpec {
 			load := Burst{Base: 80, Peak: 200, Start: 2 * time.Second, For: 3 * time.Second}
@@ -134,7 +138,8 @@ func init() {
 				return Config{Load: load, Client: Client{Timeout: 10 * time.Second},
 					Admission: &CoDel{Enabled: on, Limit: 300, Target: 50 * time.Millisecond, Interval: 100 * time.Millisecond}}
 			}
-			return []caseSpec{{"tail-drop", 80, mk(false)}, {"CoDel-like", 80, mk(true)}}
+			withShed := Config{Load: load, Client: Client{Timeout: 10 * time.Second}, Admission: NewShed(shed.GateConfig{}, 1)}
+			return []caseSpec{{"tail-drop", 80, mk(false)}, {"CoDel-like", 80, mk(true)}, {"shed (package shed)", 80, withShed}}
 		},
 	})
 	Register(Scenario{

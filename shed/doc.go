@@ -1,0 +1,87 @@
+// Package shed is admission control: it decides at the door, before any
+// expensive work, which requests a server takes, and refuses the others
+// early and cheaply.
+//
+// # Model
+//
+// A [Shedder] wraps a handler (net/http middleware; echo uses it through
+// echo.WrapMiddleware) or any transport ([Shedder.Acquire]). For each
+// request, in order:
+//
+//  1. Classify: critical, default or sheddable (signals.Class), from the
+//     X-Priority header or a [Routes] table (a header may lower a route's
+//     class, never raise it); unknown is default.
+//  2. Per-client rate limit (optional, [RateLimitConfig]): a token bucket
+//     (burst 10, 2/s) or a sliding-window counter, keyed by an
+//     authenticated user id header, else the client IP. 429 with
+//     Retry-After and X-RateLimit-Limit/-Remaining/-Reset.
+//  3. The brownout cascade (Config.ShedLevel, from package dimmer): a share
+//     of the sheddable, then the default clients, sticky per client key,
+//     is refused; critical never.
+//  4. The [Gate]: a deadline already passed is refused at no cost; a
+//     request starts at once when nothing waits and the cost in flight is
+//     under the adaptive concurrency limit ([LimitConfig], a gradient
+//     limit after Netflix's Gradient2); otherwise it queues in its class's
+//     queue — unless its estimated wait (the cost queued ahead ÷ measured
+//     throughput) exceeds what its class may wait: queues are bounded in
+//     time, K ≈ μ × wait, not in requests. Queues are served strictly by
+//     priority. CoDel (RFC 8289) watches each queue: when every request
+//     started for an Interval had waited longer than Target, the queue is
+//     standing; then requests may wait only Target and the newest are
+//     served first (adaptive LIFO, as in Facebook's Fail at Scale), FIFO
+//     otherwise. Requests whose deadline passes while queued are dropped
+//     before they start.
+//
+// Costs count, not requests ("one search = 100 profile views"): limits and
+// queues are in cost units, estimated up front from the route and its
+// parameters ([Route].Scale) and corrected by measured service time, so
+// under overload the expensive, less critical requests go first.
+//
+// Refusals are 503 (overload) or 429 (rate), with Retry-After,
+// Cache-Control: no-store and an application/problem+json body (type,
+// title, status, detail, reason) built once at start-up; nothing is logged
+// per refusal. Everything is counted in the signals.Recorder by class and
+// reason, with queue sojourn per class, in flight, latency, goodput and
+// throughput — the signals package dimmer reads.
+//
+// Admitted requests carry their class ([ClassFrom]) and deadline (the
+// context's) into the handler; [Propagate] passes both on to outbound
+// calls, so dependencies shed the same requests (no priority inversion) and
+// drop work nobody waits for. On the client side, [Throttle] is the SRE
+// book's adaptive throttling: it refuses locally with probability
+// max(0, (requests − K·accepts)/(requests + 1)), K = 2, and honours
+// Retry-After.
+//
+// # Defaults
+//
+//	MaxWait        critical 800 ms, default 300 ms, sheddable 100 ms
+//	CoDel          target 100 ms, interval 500 ms (web requests of ~10 ms
+//	               with variable service times; 50/100 for regular ones)
+//	Limit          adaptive from 20, between 1 and 1000 cost units
+//	Rate limit     off; when on: 10 burst, 2/s, X-User-ID else client IP
+//	Retry-After    1 s on 503
+//
+// Put the admission bounds under the latency objective (MaxWait and
+// Target below the p99 target): then admission holds the objective, and a
+// brownout controller reading both latency and reject.ratio dims features
+// before admission has to refuse much.
+//
+// # Lab
+//
+// The [Gate] never blocks and takes the time as an argument, so package
+// sim runs this exact code in virtual time (sim.NewShed); the README has
+// its results beside the sources' tables.
+//
+// # Usage
+//
+//	s, _ := shed.New(shed.Config{
+//		Recorder:  rec,                                     // signals
+//		ShedLevel: func() float64 { return ctl.State().Shed }, // dimmer
+//		RateLimit: &shed.RateLimitConfig{},
+//	})
+//	http.ListenAndServe(addr, s.Middleware(app))
+//	client := &http.Client{Transport: shed.Propagate{Next: &shed.Throttle{}}}
+//
+// A Shedder is safe for concurrent use; the Gate is not (the Shedder
+// serializes it).
+package shed

@@ -1,0 +1,231 @@
+package shed
+
+import (
+	"testing"
+	"time"
+
+	"github.com/failsafe-go/failsafe-go/adaptivelimiter"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/brownout/brownout/signals"
+)
+
+var t0 = time.Date(2026, 11, 11, 0, 0, 0, 0, time.UTC)
+
+type drops struct {
+	got []signals.Reason
+	ts  []*Ticket
+}
+
+func (d *drops) drop(t *Ticket, why signals.Reason) {
+	d.got = append(d.got, why)
+	d.ts = append(d.ts, t)
+}
+
+func fixed(n float64) GateConfig {
+	return GateConfig{Limit: LimitConfig{Initial: n, Min: n, Max: n, Fixed: true}}
+}
+
+func TestGateFastPathQueueAndPriority(t *testing.T) {
+	g := NewGate(fixed(2))
+	var d drops
+	a, b := &Ticket{Class: signals.Default, Arrival: t0}, &Ticket{Class: signals.Default, Arrival: t0}
+	dec, _ := g.Arrive(t0, a, d.drop)
+	assert.Equal(t, Admitted, dec)
+	dec, _ = g.Arrive(t0, b, d.drop)
+	assert.Equal(t, Admitted, dec)
+	assert.Equal(t, 2.0, g.InFlight())
+
+	shed := &Ticket{Class: signals.Sheddable, Arrival: t0}
+	crit := &Ticket{Class: signals.Critical, Arrival: t0.Add(time.Millisecond)}
+	dec, _ = g.Arrive(t0, shed, d.drop)
+	assert.Equal(t, Queued, dec)
+	dec, _ = g.Arrive(t0.Add(time.Millisecond), crit, d.drop)
+	assert.Equal(t, Queued, dec)
+	assert.Nil(t, g.Next(t0, d.drop), "full")
+
+	now := t0.Add(10 * time.Millisecond)
+	g.Done(now, a)
+	assert.Same(t, crit, g.Next(now, d.drop), "critical first, though it came later")
+	g.Done(now, b)
+	assert.Same(t, shed, g.Next(now, d.drop))
+	assert.Empty(t, d.got)
+}
+
+func TestGateTimeBoundAndSweep(t *testing.T) {
+	g := NewGate(GateConfig{Limit: LimitConfig{Initial: 1, Min: 1, Max: 1, Fixed: true},
+		MaxWait: [3]time.Duration{time.Second, 100 * time.Millisecond, 50 * time.Millisecond}})
+	var d drops
+	// Teach the gate a service time of 10 ms per unit.
+	warm := &Ticket{Class: signals.Default, Arrival: t0}
+	g.Arrive(t0, warm, d.drop)
+	g.Done(t0.Add(10*time.Millisecond), warm)
+
+	now := t0.Add(time.Second)
+	busy := &Ticket{Class: signals.Default, Arrival: now}
+	g.Arrive(now, busy, d.drop)
+	queued := 0
+	var refused signals.Reason
+	for i := range 20 {
+		dec, why := g.Arrive(now, &Ticket{Class: signals.Default, Arrival: now}, d.drop)
+		if dec == Queued {
+			queued++
+			continue
+		}
+		refused = why
+		assert.Equal(t, Refused, dec, "request %d", i)
+		break
+	}
+	// K ≈ μ × wait: 100 ms at 10 ms each.
+	assert.InDelta(t, 9, queued, 1, "default class: about 100 ms of work may queue")
+	assert.Equal(t, signals.ReasonMaxWait, refused)
+	// An expensive request is refused sooner than a cheap one.
+	dec, _ := g.Arrive(now, &Ticket{Class: signals.Sheddable, Arrival: now, Cost: 10}, d.drop)
+	assert.Equal(t, Refused, dec, "10 units of sheddable work cannot wait 50 ms")
+
+	// Nobody finishes: the waiters exceed their max wait and are swept.
+	later := now.Add(150 * time.Millisecond)
+	assert.Nil(t, g.Next(later, d.drop))
+	assert.Len(t, d.got, queued)
+	for _, why := range d.got {
+		assert.Contains(t, []signals.Reason{signals.ReasonMaxWait, signals.ReasonCoDel}, why)
+	}
+	assert.Equal(t, 0, g.Queued(signals.Default))
+}
+
+func TestGateCoDelAdaptiveLIFO(t *testing.T) {
+	g := NewGate(GateConfig{Limit: LimitConfig{Initial: 1, Min: 1, Max: 1, Fixed: true},
+		MaxWait: [3]time.Duration{time.Second, time.Second, time.Second}, Target: 50 * time.Millisecond, Interval: 100 * time.Millisecond})
+	var d drops
+	warm := &Ticket{Class: signals.Default, Arrival: t0.Add(-time.Second)}
+	g.Arrive(warm.Arrival, warm, d.drop)
+	g.Done(warm.Arrival.Add(time.Millisecond), warm) // 1 ms per unit: the door lets them queue
+	running := &Ticket{Class: signals.Default, Arrival: t0}
+	g.Arrive(t0, running, d.drop)
+	for i := range 15 { // arrivals every 10 ms, 0..140 ms
+		at := t0.Add(time.Duration(i) * 10 * time.Millisecond)
+		g.Arrive(at, &Ticket{Class: signals.Default, Arrival: at}, d.drop)
+	}
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	step := func(ms int) *Ticket {
+		g.Done(at(ms), running)
+		running = g.Next(at(ms), d.drop)
+		require.NotNil(t, running)
+		return running
+	}
+	// 60 ms: the first late start (waited 60 > 50 ms): not standing yet.
+	assert.Equal(t, at(0), step(60).Arrival, "FIFO")
+	// 120 ms: late starts for 60 ms only: still FIFO, nothing dropped.
+	assert.False(t, g.Standing(signals.Default, at(120)))
+	assert.Equal(t, at(10), step(120).Arrival, "FIFO")
+	assert.Empty(t, d.got)
+	// 170 ms: every start for 110 ms waited over target: standing. Stale
+	// requests are dropped and the newest is served first.
+	require.True(t, g.Standing(signals.Default, at(170)))
+	assert.Equal(t, at(140), step(170).Arrival, "newest first while standing")
+	require.NotEmpty(t, d.got)
+	for i, why := range d.got {
+		assert.Equal(t, signals.ReasonCoDel, why)
+		assert.Greater(t, at(170).Sub(d.ts[i].Arrival), 50*time.Millisecond, "only requests past the target are dropped")
+	}
+	// A start within target ends the episode: FIFO again.
+	g.Done(at(175), running)
+	n := g.Next(at(175), d.drop)
+	require.NotNil(t, n)
+	assert.LessOrEqual(t, at(175).Sub(n.Arrival), 55*time.Millisecond)
+}
+
+func TestGateDeadlines(t *testing.T) {
+	g := NewGate(fixed(1))
+	var d drops
+	dec, why := g.Arrive(t0, &Ticket{Class: signals.Critical, Arrival: t0, Deadline: t0}, d.drop)
+	assert.Equal(t, Refused, dec)
+	assert.Equal(t, signals.ReasonDeadline, why, "already past: refused at no cost")
+
+	busy := &Ticket{Arrival: t0}
+	g.Arrive(t0, busy, d.drop)
+	soon := &Ticket{Class: signals.Critical, Arrival: t0, Deadline: t0.Add(5 * time.Millisecond)}
+	dec, _ = g.Arrive(t0, soon, d.drop)
+	require.Equal(t, Queued, dec)
+	now := t0.Add(10 * time.Millisecond)
+	g.Done(now, busy)
+	assert.Nil(t, g.Next(now, d.drop), "the only waiter's deadline passed: dropped before it starts")
+	assert.Equal(t, []signals.Reason{signals.ReasonDeadline}, d.got)
+}
+
+func TestGradientLimitAdapts(t *testing.T) {
+	g := newGradient(LimitConfig{Initial: 10})
+	for range 200 { // flat latency, the limit in use: it grows
+		g.sample(10*time.Millisecond, 1, g.limit)
+	}
+	grown := g.limit
+	assert.Greater(t, grown, 10.0)
+	for range 50 { // latency triples: queueing, it shrinks
+		g.sample(30*time.Millisecond, 1, g.limit)
+	}
+	assert.Less(t, g.limit, grown)
+	idle := newGradient(LimitConfig{Initial: 10})
+	for range 200 {
+		idle.sample(10*time.Millisecond, 1, 1) // one in flight of a limit of 10
+	}
+	assert.Equal(t, 10.0, idle.limit, "app-limited: no growth without evidence")
+}
+
+// The fast path: admit and release with nothing queued, clock reads
+// included (the anchor reads the clock in TryAcquirePermit and Record).
+func BenchmarkFastPath(b *testing.B) {
+	b.Run("shed", func(b *testing.B) {
+		s, _ := New(Config{})
+		b.ReportAllocs()
+		for b.Loop() {
+			t, ok := s.TryAcquire(time.Now(), signals.Default, 1)
+			if !ok {
+				b.Fatal("refused")
+			}
+			s.Release(time.Now(), t)
+		}
+	})
+	b.Run("shed-given-now", func(b *testing.B) {
+		s, _ := New(Config{})
+		now := t0
+		b.ReportAllocs()
+		for b.Loop() {
+			t, ok := s.TryAcquire(now, signals.Default, 1)
+			if !ok {
+				b.Fatal("refused")
+			}
+			now = now.Add(time.Millisecond)
+			s.Release(now, t)
+		}
+	})
+	b.Run("clock-read", func(b *testing.B) {
+		var sink time.Time
+		for b.Loop() {
+			sink = time.Now()
+		}
+		_ = sink
+	})
+	b.Run("failsafe-adaptivelimiter", func(b *testing.B) {
+		l := adaptivelimiter.NewBuilder[any]().Build()
+		b.ReportAllocs()
+		for b.Loop() {
+			p, ok := l.TryAcquirePermit()
+			if !ok {
+				b.Fatal("refused")
+			}
+			p.Record()
+		}
+	})
+	b.Run("shed-parallel", func(b *testing.B) {
+		s, _ := New(Config{Gate: GateConfig{Limit: LimitConfig{Initial: 1000, Max: 1000}}})
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if t, ok := s.TryAcquire(time.Now(), signals.Default, 1); ok {
+					s.Release(time.Now(), t)
+				}
+			}
+		})
+	})
+}
