@@ -74,6 +74,11 @@
 //	Quantum       0.01     published levels are rounded to 1 %
 //	StaleAfter    3        periods without a signal before "stale"
 //
+// An admission layer holds latency at its own bounds by refusing, so
+// latency alone under-reports overload: give the controller the refusal
+// ratio too (signals.RejectRatio, e.g. target 0.05), marked DimOnly so that
+// those refusals dim features but never drive the cascade.
+//
 // CascadeAt sits above target on purpose: an admission layer whose queue is
 // bounded in time under the latency target (package shed) holds p99 near
 // target by refusing the excess itself, and shedding whole classes on top of
@@ -87,7 +92,9 @@
 //
 // The tests run the controller in package sim's lab (sim.BrownoutLab:
 // capacity 100 req/s with every optional part on, optional parts 40 % of
-// the cost, 30 % critical, timeout 1 s, p99 target 300 ms) and require, for
+// the cost, 30 % critical, timeout 1 s, p99 target 300 ms, package shed's
+// gate as the admission layer; the controller reads latency.p99 and
+// reject.ratio, the latter DimOnly) and require, for
 // each of ten seeds: at 150 req/s ≥ 97 % of requests served in time with
 // 100 % critical and p99 ≤ target; at 200 req/s goodput ≥ 95 % of the
 // capacity with optional parts off and ≥ 99.9 % critical; on a step
