@@ -1,0 +1,65 @@
+// Package fallback keeps one slow dependency from stopping the whole site:
+// a guard for every dependency, and the planned fallbacks behind them.
+//
+// The sources' incident: the SMS provider went from 200 ms to 30 s and
+// checkout froze, every request holding a worker while it waited. With a
+// [Guard] the checkout waits at most the provider's normal p99 plus a
+// timeout, and only until the breaker opens; the SMS itself is already in
+// an [Outbox], written in the same transaction as the order, and goes out
+// when the provider recovers.
+//
+// # Guards
+//
+// [New] builds a guard for one dependency, and [Call] runs a call under it:
+//
+//   - timeout: the dependency's measured p99 × 1.5 (a signals.Window of its
+//     latency), between MinTimeout and MaxTimeout, never beyond the
+//     caller's remaining deadline;
+//   - bulkhead: at most MaxConcurrent calls; the next fails at once with
+//     [ErrFull], so it goes to its fallback instead of queueing;
+//   - circuit breaker: opens when ≥ 50 % of the last 20 calls failed or
+//     timed out, stays open 30 s (calls fail at once with [ErrOpen]), then
+//     lets 3 trial calls through and closes if they all succeed;
+//   - retry: only [Retryable] errors (timeouts, connection resets, 429,
+//     502, 503, 504; never 400/401/404), at most MaxAttempts, with full
+//     jitter backoff or the sources' schedule (2^n s + a random 0–1 s), a
+//     server's Retry-After honoured, and a [RetryBudget] shared by guards:
+//     retries stay under 10 % of original calls ([ErrBudget] beyond).
+//
+// The breaker, bulkhead and retry policies are failsafe-go's; the guard
+// composes them (retry outside the breaker, outside the bulkhead) and adds
+// the adaptive timeout, the ratio budget, the backoff schedule, Retry-After
+// and counters. Breaker transitions ([Guard.OnTransition]), bulkhead
+// rejections and budget exhaustion are in [Guard.Status] and exported by
+// [Collector] as brownout_dependency_* metrics.
+//
+// # Fallbacks
+//
+//   - [Cache]: the last good result per key, served when the guard fails
+//     (within a freshness budget, marked stale: the Age and
+//     X-Brownout-Stale headers) or when the feature is dimmed ([Cache.Peek]:
+//     no call at all); refreshes are single-flight, so a recovering
+//     dependency is not stampeded.
+//   - [Section]: renders an optional part of a page, or its placeholder
+//     when the flag is off or the part fails.
+//   - [Outbox]: deferred work written in the business transaction
+//     (SQLite by default, PostgreSQL supported), drained oldest first at
+//     the provider's contracted pace (a leaky bucket, default 500/s), only
+//     while the breaker allows, with backoff, and moved to a dead-letter
+//     table after MaxAttempts. Each message carries an idempotency key;
+//     delivery is at least once, and once per key at a deduping receiver.
+//     Depth, oldest age, sent and dead-lettered are metrics.
+//
+// # Usage
+//
+//	sms, _ := fallback.New(fallback.Config{Name: "sms", MaxConcurrent: 20})
+//	box, _ := fallback.NewOutbox(ctx, db, fallback.OutboxConfig{Allow: sms.Allows})
+//	go box.Run(ctx, sendSMS)
+//	// in the handler, one transaction:
+//	tx, _ := db.BeginTx(ctx, nil)
+//	insertOrder(tx, order)
+//	box.Enqueue(ctx, tx, fallback.Message{Key: "sms-" + order.ID, Payload: text})
+//	tx.Commit()
+//
+// Everything exported is safe for concurrent use.
+package fallback

@@ -1,0 +1,481 @@
+package fallback
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/failsafe-go/failsafe-go"
+	"github.com/failsafe-go/failsafe-go/bulkhead"
+	"github.com/failsafe-go/failsafe-go/circuitbreaker"
+	"github.com/failsafe-go/failsafe-go/retrypolicy"
+
+	"github.com/brownout/brownout/signals"
+)
+
+// Errors a Guard returns instead of calling the dependency. Callers branch
+// on them to pick the fallback.
+var (
+	// ErrOpen: the circuit breaker is open.
+	ErrOpen = circuitbreaker.ErrOpen
+	// ErrFull: the bulkhead is full.
+	ErrFull = bulkhead.ErrFull
+	// ErrBudget: a retry was needed but the retry budget is spent.
+	ErrBudget = errors.New("fallback: retry budget exhausted")
+	// ErrTimeout: the call took longer than the guard's timeout.
+	ErrTimeout = errors.New("fallback: dependency timed out")
+)
+
+// StatusError is a dependency's HTTP answer that is not a success, for
+// Retryable to judge. RetryAfter is the server's Retry-After, if any.
+type StatusError struct {
+	Status     int
+	RetryAfter time.Duration
+}
+
+func (e *StatusError) Error() string {
+	return "fallback: dependency answered " + strconv.Itoa(e.Status)
+}
+
+// CheckResponse turns a non-2xx response into a *StatusError (reading
+// Retry-After), and returns nil for 2xx.
+func CheckResponse(resp *http.Response) error {
+	if resp.StatusCode/100 == 2 {
+		return nil
+	}
+	e := &StatusError{Status: resp.StatusCode}
+	if v := resp.Header.Get("Retry-After"); v != "" {
+		if n, err := strconv.Atoi(v); err == nil && n > 0 {
+			e.RetryAfter = time.Duration(min(n, 60)) * time.Second
+		} else if t, err := http.ParseTime(v); err == nil {
+			e.RetryAfter = min(max(time.Until(t), 0), time.Minute)
+		}
+	}
+	return e
+}
+
+// Retryable reports whether an error is worth another attempt: timeouts,
+// connection resets and refusals, 429, 502, 503 and 504. Never 400, 401, 403,
+// 404 or other client errors, and never the guard's own refusals.
+func Retryable(err error) bool {
+	if err == nil || errors.Is(err, ErrOpen) || errors.Is(err, ErrFull) || errors.Is(err, ErrBudget) || errors.Is(err, context.Canceled) {
+		return false
+	}
+	var se *StatusError
+	if errors.As(err, &se) {
+		switch se.Status {
+		case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+			return true
+		}
+		return false
+	}
+	if errors.Is(err, ErrTimeout) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// isFailure is what the breaker counts: what Retryable accepts, and 5xx.
+func isFailure(err error) bool {
+	if err == nil {
+		return false
+	}
+	var se *StatusError
+	if errors.As(err, &se) {
+		return se.Status >= 500 || se.Status == http.StatusTooManyRequests
+	}
+	return Retryable(err)
+}
+
+// Backoff selects the wait between attempts.
+type Backoff uint8
+
+const (
+	// FullJitter waits a uniform random time in [0, min(Cap, Base·2^(n−1)))
+	// before retry n.
+	FullJitter Backoff = iota
+	// SourcesSchedule is the sources' schedule: before retry n (n = 1..5)
+	// wait 2^(n−1) s plus a fresh random 0–1000 ms, capped at Cap.
+	SourcesSchedule
+)
+
+// Config configures a Guard. The zero value takes the defaults below.
+type Config struct {
+	// Name of the dependency, for metrics and errors ("sms", "payment").
+	Name string
+	// Timeout, when set, fixes the per-attempt timeout. Default: the
+	// dependency's measured p99 × TimeoutFactor, at least MinTimeout and
+	// at most MaxTimeout, and never beyond the caller's remaining deadline.
+	Timeout time.Duration
+	// TimeoutFactor multiplies the measured p99. Default 1.5.
+	TimeoutFactor float64
+	// MinTimeout and MaxTimeout bound the measured timeout; MaxTimeout is
+	// also the timeout before any measurement. Defaults 50 ms and 1 s.
+	MinTimeout, MaxTimeout time.Duration
+	// MaxConcurrent is the bulkhead: calls beyond it fail at once with
+	// ErrFull. Default 20.
+	MaxConcurrent uint
+	// BreakerWindow and BreakerFailures: the breaker opens when at least
+	// BreakerFailures of the last BreakerWindow calls failed (failures and
+	// timeouts). Defaults 20 and 10 (50 %).
+	BreakerWindow, BreakerFailures uint
+	// BreakerDelay is how long the breaker stays open. Default 30 s.
+	BreakerDelay time.Duration
+	// BreakerTrials calls are let through half-open; if they all succeed
+	// the breaker closes. Default 3.
+	BreakerTrials uint
+	// MaxAttempts bounds the attempts per call, the first included.
+	// Default 3; 1 disables retries.
+	MaxAttempts int
+	// Backoff is the wait schedule; Base and Cap shape it. Defaults
+	// FullJitter, 100 ms, 2 s. A server's Retry-After wins when longer,
+	// up to Cap.
+	Backoff   Backoff
+	Base, Cap time.Duration
+	// Budget is shared by the guards whose retries it limits. Default: a
+	// budget of its own with the default ratio.
+	Budget *RetryBudget
+	// Now returns the time, for the latency window. Default time.Now.
+	Now func() time.Time
+}
+
+// Guard protects the calls to one dependency: a per-attempt timeout from
+// the measured p99, a bulkhead, a circuit breaker and retries with backoff
+// and jitter under a retry budget. The breaker, bulkhead and retry policies
+// are failsafe-go's; the guard composes them (retry outside the breaker,
+// outside the bulkhead) and adds the adaptive timeout, the ratio budget,
+// the sources' backoff schedule, Retry-After, and metrics.
+//
+// A Guard must be made with New. It is safe for concurrent use.
+type Guard struct {
+	cfg     Config
+	exec    failsafe.Executor[any]
+	breaker circuitbreaker.CircuitBreaker[any]
+	budget  *RetryBudget
+	latency *signals.Window
+
+	calls, ok, failed, timeouts, rejectedOpen, rejectedFull, rejectedBudget, retries atomic.Uint64
+
+	// The measured timeout, refreshed at most once a second: a p99 is a
+	// merge of histogram buckets, too dear for every call.
+	timeout   atomic.Int64 // ns; 0 until computed
+	timeoutAt atomic.Int64 // unix ns of the computation
+
+	mu          sync.Mutex
+	transitions []Transition
+	onChange    []func(Transition)
+}
+
+// Transition is a change of the breaker's state.
+type Transition struct {
+	Dependency string
+	From, To   string // "closed", "open", "half-open"
+	At         time.Time
+}
+
+// New returns a guard.
+func New(cfg Config) (*Guard, error) {
+	if cfg.Name == "" {
+		return nil, errors.New("fallback: a guard needs a dependency name")
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	if cfg.TimeoutFactor <= 0 {
+		cfg.TimeoutFactor = 1.5
+	}
+	def(&cfg.MinTimeout, 50*time.Millisecond)
+	def(&cfg.MaxTimeout, time.Second)
+	def(&cfg.BreakerDelay, 30*time.Second)
+	def(&cfg.Base, 100*time.Millisecond)
+	def(&cfg.Cap, 2*time.Second)
+	if cfg.MaxConcurrent == 0 {
+		cfg.MaxConcurrent = 20
+	}
+	if cfg.BreakerWindow == 0 {
+		cfg.BreakerWindow = 20
+	}
+	if cfg.BreakerFailures == 0 {
+		cfg.BreakerFailures = (cfg.BreakerWindow + 1) / 2
+	}
+	if cfg.BreakerTrials == 0 {
+		cfg.BreakerTrials = 3
+	}
+	if cfg.MaxAttempts == 0 {
+		cfg.MaxAttempts = 3
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	switch {
+	case cfg.BreakerFailures > cfg.BreakerWindow:
+		return nil, fmt.Errorf("fallback: %s: breaker failures %d exceed its window %d", cfg.Name, cfg.BreakerFailures, cfg.BreakerWindow)
+	case cfg.MinTimeout > cfg.MaxTimeout:
+		return nil, fmt.Errorf("fallback: %s: min timeout %s exceeds max %s", cfg.Name, cfg.MinTimeout, cfg.MaxTimeout)
+	case cfg.MaxAttempts < 1:
+		return nil, fmt.Errorf("fallback: %s: max attempts %d: want at least 1", cfg.Name, cfg.MaxAttempts)
+	}
+	g := &Guard{cfg: cfg, budget: cfg.Budget, latency: signals.NewWindow(signals.WindowConfig{Slices: 10, Width: 3 * time.Second})}
+	if g.budget == nil {
+		g.budget = NewRetryBudget(0, 0)
+	}
+	g.breaker = circuitbreaker.NewBuilder[any]().
+		HandleIf(func(_ any, err error) bool { return isFailure(err) }).
+		WithFailureThresholdRatio(cfg.BreakerFailures, cfg.BreakerWindow).
+		WithDelay(cfg.BreakerDelay).
+		WithSuccessThreshold(cfg.BreakerTrials).
+		OnStateChanged(func(e circuitbreaker.StateChangedEvent) {
+			g.transition(e.OldState.String(), e.NewState.String())
+		}).
+		Build()
+	bh := bulkhead.NewBuilder[any](cfg.MaxConcurrent).WithMaxWaitTime(0).Build()
+	policies := []failsafe.Policy[any]{g.breaker, bh}
+	if cfg.MaxAttempts > 1 {
+		rp := retrypolicy.NewBuilder[any]().
+			HandleIf(func(_ any, err error) bool { return Retryable(err) }).
+			// The budget vetoes a retry by aborting; a token taken for a
+			// retry that then does not happen is refunded.
+			AbortIf(func(_ any, err error) bool {
+				if !Retryable(err) {
+					return false
+				}
+				if !g.budget.Withdraw() {
+					g.rejectedBudget.Add(1)
+					return true
+				}
+				return false
+			}).
+			OnRetriesExceeded(func(failsafe.ExecutionEvent[any]) { g.budget.Refund() }).
+			OnRetry(func(failsafe.ExecutionEvent[any]) { g.retries.Add(1) }).
+			WithMaxAttempts(cfg.MaxAttempts).
+			WithDelayFunc(g.delay).
+			ReturnLastFailure().
+			Build()
+		policies = append([]failsafe.Policy[any]{rp}, policies...)
+	}
+	g.exec = failsafe.With(policies...)
+	return g, nil
+}
+
+// Name returns the dependency's name.
+func (g *Guard) Name() string { return g.cfg.Name }
+
+// OnTransition registers fn to hear breaker transitions (e.g. to wake an
+// outbox drain, or tell the controller). fn runs on the calling goroutine of
+// the call that caused the change; it must not block.
+func (g *Guard) OnTransition(fn func(Transition)) {
+	g.mu.Lock()
+	g.onChange = append(g.onChange, fn)
+	g.mu.Unlock()
+}
+
+func (g *Guard) transition(from, to string) {
+	t := Transition{Dependency: g.cfg.Name, From: from, To: to, At: g.cfg.Now()}
+	g.mu.Lock()
+	g.transitions = append(g.transitions, t)
+	if len(g.transitions) > 100 {
+		g.transitions = g.transitions[len(g.transitions)-100:]
+	}
+	fns := append([]func(Transition){}, g.onChange...)
+	g.mu.Unlock()
+	for _, fn := range fns {
+		fn(t)
+	}
+}
+
+// delay is the wait before the next attempt.
+func (g *Guard) delay(exec failsafe.ExecutionAttempt[any]) time.Duration {
+	n := exec.Attempts() // attempts so far: the next is retry n
+	var d time.Duration
+	switch g.cfg.Backoff {
+	case SourcesSchedule:
+		d = time.Duration(1<<min(n-1, 4))*time.Second + time.Duration(rand.Int64N(int64(time.Second)))
+	default:
+		ceil := float64(g.cfg.Base) * math.Pow(2, float64(n-1))
+		d = time.Duration(rand.Float64() * min(ceil, float64(g.cfg.Cap)))
+	}
+	var se *StatusError
+	if errors.As(exec.LastError(), &se) && se.RetryAfter > d {
+		d = se.RetryAfter // the server knows best
+	}
+	return min(d, g.cfg.Cap)
+}
+
+// Timeout returns the per-attempt timeout the guard uses now.
+func (g *Guard) Timeout() time.Duration {
+	if g.cfg.Timeout > 0 {
+		return g.cfg.Timeout
+	}
+	now := g.cfg.Now()
+	if t := g.timeout.Load(); t != 0 && now.UnixNano()-g.timeoutAt.Load() < int64(time.Second) {
+		return time.Duration(t)
+	}
+	t := g.cfg.MaxTimeout
+	if p99, ok := g.latency.Quantile(now, 0.99); ok {
+		t = min(max(time.Duration(float64(p99)*g.cfg.TimeoutFactor), g.cfg.MinTimeout), g.cfg.MaxTimeout)
+	}
+	g.timeout.Store(int64(t))
+	g.timeoutAt.Store(now.UnixNano())
+	return t
+}
+
+// Call runs fn under the guard. fn gets a context bounded by the attempt's
+// timeout (and by ctx). It returns fn's result, or one of ErrOpen, ErrFull,
+// ErrBudget or ErrTimeout (or fn's last error) — the cue for a fallback.
+func Call[T any](ctx context.Context, g *Guard, fn func(ctx context.Context) (T, error)) (T, error) {
+	g.calls.Add(1)
+	g.budget.Deposit()
+	v, err := g.exec.WithContext(ctx).Get(func() (any, error) {
+		return g.attempt(ctx, func(ctx context.Context) (any, error) { return fn(ctx) })
+	})
+	g.count(err)
+	var zero T
+	if err != nil {
+		return zero, fmt.Errorf("fallback: %s: %w", g.cfg.Name, err)
+	}
+	t, _ := v.(T)
+	return t, nil
+}
+
+// attempt runs one try with the adaptive timeout.
+func (g *Guard) attempt(ctx context.Context, fn func(ctx context.Context) (any, error)) (any, error) {
+	timeout := g.Timeout()
+	if d, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(d))
+		if timeout <= 0 {
+			return nil, context.DeadlineExceeded // no time left: don't start
+		}
+	}
+	actx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	start := g.cfg.Now()
+	v, err := fn(actx)
+	took := g.cfg.Now().Sub(start)
+	if err == nil || !errors.Is(actx.Err(), context.DeadlineExceeded) {
+		g.latency.Record(took) // a timed-out call says only "more than the timeout"
+	} else if ctx.Err() == nil {
+		g.latency.Record(took)
+		g.timeouts.Add(1)
+		return nil, fmt.Errorf("%w after %s", ErrTimeout, timeout.Round(time.Millisecond))
+	}
+	return v, err
+}
+
+func (g *Guard) count(err error) {
+	switch {
+	case err == nil:
+		g.ok.Add(1)
+	case errors.Is(err, ErrOpen):
+		g.rejectedOpen.Add(1)
+	case errors.Is(err, ErrFull):
+		g.rejectedFull.Add(1)
+	default:
+		g.failed.Add(1)
+	}
+}
+
+// Allows reports whether the breaker lets calls through now (closed or
+// half-open): an outbox drain sends only then.
+func (g *Guard) Allows() bool { return !g.breaker.IsOpen() }
+
+// Status is a guard's counters and breaker state.
+type Status struct {
+	Dependency  string
+	State       string // closed, open, half-open
+	Timeout     time.Duration
+	Calls, OK   uint64
+	Failed      uint64 // calls that ended in an error from the dependency
+	Timeouts    uint64 // attempts that timed out
+	Retries     uint64
+	Rejected    map[string]uint64 // by "breaker", "bulkhead", "budget"
+	Transitions []Transition      // the last 100
+}
+
+// Status returns the guard's counters.
+func (g *Guard) Status() Status {
+	g.mu.Lock()
+	tr := append([]Transition(nil), g.transitions...)
+	g.mu.Unlock()
+	state := "closed"
+	switch {
+	case g.breaker.IsOpen():
+		state = "open"
+	case g.breaker.IsHalfOpen():
+		state = "half-open"
+	}
+	return Status{
+		Dependency: g.cfg.Name, State: state, Timeout: g.Timeout(),
+		Calls: g.calls.Load(), OK: g.ok.Load(), Failed: g.failed.Load(), Timeouts: g.timeouts.Load(), Retries: g.retries.Load(),
+		Rejected:    map[string]uint64{"breaker": g.rejectedOpen.Load(), "bulkhead": g.rejectedFull.Load(), "budget": g.rejectedBudget.Load()},
+		Transitions: tr,
+	}
+}
+
+// RetryBudget limits retries to a share of original calls, shared by every
+// guard that holds it: a token bucket that gains Ratio per original call and
+// loses 1 per retry, holding at most Burst. With the default ratio 0.1,
+// retries stay under 10 % of calls however many guards retry — so a failing
+// dependency sees at most 1.1 × its normal load, not 3 × (the retry storm
+// of the sources). It is safe for concurrent use.
+type RetryBudget struct {
+	ratio, burst float64
+	mu           sync.Mutex
+	tokens       float64
+}
+
+// NewRetryBudget returns a full budget. Zero values mean ratio 0.1 and
+// burst 10.
+func NewRetryBudget(ratio, burst float64) *RetryBudget {
+	if ratio <= 0 {
+		ratio = 0.1
+	}
+	if burst <= 0 {
+		burst = 10
+	}
+	return &RetryBudget{ratio: ratio, burst: burst, tokens: burst}
+}
+
+// Deposit credits one original call.
+func (b *RetryBudget) Deposit() {
+	b.mu.Lock()
+	b.tokens = min(b.burst, b.tokens+b.ratio)
+	b.mu.Unlock()
+}
+
+// Withdraw takes a token for a retry, if there is one.
+func (b *RetryBudget) Withdraw() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}
+
+// Refund returns a token taken for a retry that did not happen.
+func (b *RetryBudget) Refund() {
+	b.mu.Lock()
+	b.tokens = min(b.burst, b.tokens+1)
+	b.mu.Unlock()
+}
+
+// Tokens returns the retries available now.
+func (b *RetryBudget) Tokens() float64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.tokens
+}

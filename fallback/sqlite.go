@@ -1,0 +1,3 @@
+package fallback
+
+import _ "modernc.org/sqlite" // the embedded default database driver
