@@ -28,9 +28,10 @@ fuzz: ## run every fuzz target for FUZZTIME (default 10s) each
 	  done; \
 	done
 
-lint: ## gofmt check and go vet
+lint: ## gofmt check, go vet and staticcheck (pinned)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 $(PKGS)
 
 demo: ## run the main job on embedded defaults
 	$(GO) run ./cmd/brownoutd sim run --scenario sale

@@ -234,6 +234,8 @@ func TestOperatorsPinFreezeShadow(t *testing.T) {
 	assert.Equal(t, Auto, st.Mode)
 
 	st = c.SetShadowAt(now, true)
+	assert.Equal(t, Shadow, st.Mode)
+	assert.Contains(t, st.Reason, "shadow mode on")
 	st = c.Step(now.Add(71*time.Second), snap(now.Add(71*time.Second), 5, 10))
 	assert.Equal(t, Shadow, st.Mode)
 	assert.Equal(t, 1.0, st.Features[0].Level, "shadow: nothing applied")

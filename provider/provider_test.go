@@ -152,7 +152,8 @@ func TestEventsChangesStaleAndShutdown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newController(t)
 		p, _ := New(c, Options{})
-		require.True(t, p.EventChannel() == p.EventChannel(), "one channel")
+		first, second := p.EventChannel(), p.EventChannel()
+		require.True(t, first == second, "one channel")
 		require.NoError(t, p.Init(openfeature.EvaluationContext{}))
 
 		dimTo(c, t0.Add(time.Second), 0.95)
