@@ -24,7 +24,8 @@
 //     502, 503, 504; never 400/401/404), at most MaxAttempts, with full
 //     jitter backoff or the sources' schedule (2^n s + a random 0–1 s), a
 //     server's Retry-After honoured, and a [RetryBudget] shared by guards:
-//     retries stay under 10 % of original calls ([ErrBudget] beyond).
+//     retries stay under 10 % of original calls (beyond it, the call ends
+//     with its last error and the refusal is counted).
 //
 // The breaker, bulkhead and retry policies are failsafe-go's; the guard
 // composes them (retry outside the breaker, outside the bulkhead) and adds

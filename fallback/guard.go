@@ -29,8 +29,6 @@ var (
 	ErrOpen = circuitbreaker.ErrOpen
 	// ErrFull: the bulkhead is full.
 	ErrFull = bulkhead.ErrFull
-	// ErrBudget: a retry was needed but the retry budget is spent.
-	ErrBudget = errors.New("fallback: retry budget exhausted")
 	// ErrTimeout: the call took longer than the guard's timeout.
 	ErrTimeout = errors.New("fallback: dependency timed out")
 )
@@ -67,7 +65,7 @@ func CheckResponse(resp *http.Response) error {
 // connection resets and refusals, 429, 502, 503 and 504. Never 400, 401, 403,
 // 404 or other client errors, and never the guard's own refusals.
 func Retryable(err error) bool {
-	if err == nil || errors.Is(err, ErrOpen) || errors.Is(err, ErrFull) || errors.Is(err, ErrBudget) || errors.Is(err, context.Canceled) {
+	if err == nil || errors.Is(err, ErrOpen) || errors.Is(err, ErrFull) || errors.Is(err, context.Canceled) {
 		return false
 	}
 	var se *StatusError
@@ -333,8 +331,10 @@ func (g *Guard) Timeout() time.Duration {
 }
 
 // Call runs fn under the guard. fn gets a context bounded by the attempt's
-// timeout (and by ctx). It returns fn's result, or one of ErrOpen, ErrFull,
-// ErrBudget or ErrTimeout (or fn's last error) — the cue for a fallback.
+// timeout (and by ctx). It returns fn's result, or ErrOpen, ErrFull,
+// ErrTimeout or fn's last error — the cue for a fallback. A retry the
+// budget refused ends the call with the last error; it is counted in
+// Status().Rejected["budget"].
 func Call[T any](ctx context.Context, g *Guard, fn func(ctx context.Context) (T, error)) (T, error) {
 	g.calls.Add(1)
 	g.budget.Deposit()
