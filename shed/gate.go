@@ -1,6 +1,8 @@
 package shed
 
 import (
+	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/brownout/brownout/signals"
@@ -91,19 +93,29 @@ const (
 // and stale ones are dropped (Fail at Scale's adaptive LIFO). Requests
 // whose deadline has passed are dropped before they start.
 //
-// A Gate is not safe for concurrent use: the middleware serializes it.
+// A Gate's methods must be serialized (the Shedder holds a mutex), except
+// the lock-free fast path the Shedder takes around them: tryAdmit and
+// release, on the atomic in-flight cost and queued count.
 type Gate struct {
-	cfg      GateConfig
-	limit    gradient
-	inflight float64
-	queues   [signals.NumClasses]deque
-	above    [signals.NumClasses]time.Time // since when every start waited over Target; zero if not
+	cfg    GateConfig
+	limit  gradient
+	queues [signals.NumClasses]deque
+	above  [signals.NumClasses]time.Time // since when every start waited over Target; zero if not
+
+	inflight atomic.Int64 // cost in flight, in micro-units
+	limitU   atomic.Int64 // the limit, in micro-units, mirrored for the fast path
+	queued   atomic.Int32 // tickets queued, all classes
 }
+
+// micro converts a cost to the fixed-point units of the atomics.
+func micro(cost float64) int64 { return int64(math.Round(cost * 1e6)) }
 
 // NewGate returns an empty gate.
 func NewGate(cfg GateConfig) *Gate {
 	cfg = cfg.withDefaults()
-	return &Gate{cfg: cfg, limit: newGradient(cfg.Limit)}
+	g := &Gate{cfg: cfg, limit: newGradient(cfg.Limit)}
+	g.limitU.Store(micro(g.limit.limit))
+	return g
 }
 
 // Config returns the gate's settings with defaults filled in.
@@ -113,7 +125,7 @@ func (g *Gate) Config() GateConfig { return g.cfg }
 func (g *Gate) Limit() float64 { return g.limit.limit }
 
 // InFlight returns the cost admitted and not done.
-func (g *Gate) InFlight() float64 { return g.inflight }
+func (g *Gate) InFlight() float64 { return float64(g.inflight.Load()) / 1e6 }
 
 // Queued returns how many requests of class c wait.
 func (g *Gate) Queued(c signals.Class) int { return g.queues[c].len() }
@@ -132,13 +144,34 @@ func (g *Gate) allowed(c signals.Class, now time.Time) (time.Duration, signals.R
 	return g.cfg.MaxWait[c], signals.ReasonMaxWait
 }
 
-func (g *Gate) fits(cost float64) bool {
-	return g.inflight == 0 || g.inflight+cost <= g.limit.limit
+// tryAdmit admits t if the cost in flight leaves room (or nothing is in
+// flight, so that a request costlier than the limit is not starved). It is
+// safe to call concurrently with itself and release.
+func (g *Gate) tryAdmit(t *Ticket, now time.Time) bool {
+	u, lim := micro(t.Cost), g.limitU.Load()
+	for {
+		cur := g.inflight.Load()
+		if cur != 0 && cur+u > lim {
+			return false
+		}
+		if g.inflight.CompareAndSwap(cur, cur+u) {
+			t.Start, t.inflight, t.queued = now, float64(cur)/1e6, false
+			return true
+		}
+	}
 }
 
-func (g *Gate) admit(t *Ticket, now time.Time) {
-	t.Start, t.inflight, t.queued = now, g.inflight, false
-	g.inflight += t.Cost
+// release returns t's cost; it is safe to call concurrently. It reports
+// whether requests wait (the caller then dispatches under its lock).
+func (g *Gate) release(t *Ticket) (waiting bool) {
+	g.inflight.Add(-micro(t.Cost))
+	return g.queued.Load() > 0
+}
+
+// sample feeds a completion to the adaptive limit. Callers serialize it.
+func (g *Gate) sample(now time.Time, t *Ticket) {
+	g.limit.sample(now.Sub(t.Start), t.Cost, t.inflight+t.Cost)
+	g.limitU.Store(micro(g.limit.limit))
 }
 
 // Arrive decides for an arriving request. drop receives queued requests
@@ -153,12 +186,7 @@ func (g *Gate) Arrive(now time.Time, t *Ticket, drop func(*Ticket, signals.Reaso
 		return Refused, signals.ReasonDeadline
 	}
 	g.sweep(now, drop)
-	queued := 0
-	for i := range g.queues {
-		queued += g.queues[i].len()
-	}
-	if queued == 0 && g.fits(t.Cost) {
-		g.admit(t, now)
+	if g.queued.Load() == 0 && g.tryAdmit(t, now) {
 		return Admitted, 0
 	}
 	// The time bound: refuse now what would wait too long.
@@ -174,6 +202,7 @@ func (g *Gate) Arrive(now time.Time, t *Ticket, drop func(*Ticket, signals.Reaso
 	}
 	t.queued = true
 	g.queues[c].push(t)
+	g.queued.Add(1) // before any re-check of room: see Shedder.wait
 	return Queued, 0
 }
 
@@ -197,7 +226,7 @@ func (g *Gate) Next(now time.Time, drop func(*Ticket, signals.Reason)) *Ticket {
 				drop(t, signals.ReasonDeadline)
 				continue
 			}
-			if !g.fits(t.Cost) {
+			if !g.tryAdmit(t, now) {
 				return nil // strict priority: nothing lower jumps ahead
 			}
 			g.remove(signals.Class(c), t, now)
@@ -210,7 +239,6 @@ func (g *Gate) Next(now time.Time, drop func(*Ticket, signals.Reason)) *Ticket {
 			} else {
 				g.above[c] = time.Time{}
 			}
-			g.admit(t, now)
 			return t
 		}
 	}
@@ -219,11 +247,8 @@ func (g *Gate) Next(now time.Time, drop func(*Ticket, signals.Reason)) *Ticket {
 
 // Done records the end of an admitted request's work.
 func (g *Gate) Done(now time.Time, t *Ticket) {
-	g.inflight -= t.Cost
-	if g.inflight < 1e-9 {
-		g.inflight = 0
-	}
-	g.limit.sample(now.Sub(t.Start), t.Cost, t.inflight+t.Cost)
+	g.release(t)
+	g.sample(now, t)
 }
 
 // Cancel removes a queued request (its client left, or its own timer
@@ -260,7 +285,9 @@ func (g *Gate) sweep(now time.Time, drop func(*Ticket, signals.Reason)) {
 }
 
 func (g *Gate) remove(c signals.Class, t *Ticket, _ time.Time) {
-	g.queues[c].remove(t)
+	if g.queues[c].remove(t) {
+		g.queued.Add(-1)
+	}
 	t.queued = false
 	if g.queues[c].len() == 0 {
 		g.above[c] = time.Time{} // an empty queue is not standing
@@ -286,11 +313,12 @@ func (d *deque) compact() {
 }
 func (d *deque) reset() { clear(d.items); d.items, d.head, d.cost = d.items[:0], 0, 0 }
 
-// remove takes t out, wherever it is (the ends are O(1)).
-func (d *deque) remove(t *Ticket) {
+// remove takes t out, wherever it is (the ends are O(1)), and reports
+// whether it was there.
+func (d *deque) remove(t *Ticket) bool {
 	switch {
 	case d.len() == 0:
-		return
+		return false
 	case d.front() == t:
 		d.items[d.head] = nil
 		d.head++
@@ -309,7 +337,7 @@ func (d *deque) remove(t *Ticket) {
 			}
 		}
 		if !found {
-			return
+			return false
 		}
 	}
 	d.cost -= t.Cost
@@ -318,4 +346,5 @@ func (d *deque) remove(t *Ticket) {
 	} else if d.head > 64 && d.head*2 > len(d.items) {
 		d.compact()
 	}
+	return true
 }

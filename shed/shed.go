@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"sync"
@@ -164,42 +165,61 @@ func (s *Shedder) dropper(w *wake) func(*Ticket, signals.Reason) {
 }
 
 // TryAcquire admits a request of class c and cost at now if it can start
-// at once, without queueing: the fast path. Release the ticket when the
-// work ends.
+// at once, without queueing: the fast path, lock-free (a compare-and-swap
+// on the cost in flight). Release the ticket when the work ends.
 func (s *Shedder) TryAcquire(now time.Time, c signals.Class, cost float64) (*Ticket, bool) {
+	if cost <= 0 {
+		cost = 1
+	}
 	t := s.tickets.Get().(*Ticket)
-	*t = Ticket{Class: c, Cost: cost, Arrival: now}
-	var w wake
-	s.mu.Lock()
-	d, _ := s.gate.Arrive(now, t, s.dropper(&w))
-	if d == Queued {
-		s.gate.Cancel(now, t)
+	*t = Ticket{Class: c % signals.NumClasses, Cost: cost, Arrival: now}
+	if s.gate.queued.Load() == 0 && s.gate.tryAdmit(t, now) {
+		return t, true
 	}
-	s.mu.Unlock()
-	w.fire()
-	if d != Admitted {
-		s.tickets.Put(t)
-		return nil, false
-	}
-	return t, true
+	s.tickets.Put(t)
+	return nil, false
 }
 
 // Release ends an admitted request's work at now and starts queued ones.
+// The cost is returned lock-free. The lock is taken when requests wait (to
+// start them), and otherwise for one release in sampleEvery, to feed the
+// adaptive limit — an EWMA needs samples, not every sample, and a lock per
+// release would make every core queue on it. Call it once per ticket.
 func (s *Shedder) Release(now time.Time, t *Ticket) {
+	waiting := s.gate.release(t)
 	var w wake
-	s.mu.Lock()
-	s.gate.Done(now, t)
-	drop := s.dropper(&w)
+	if waiting || rand.Uint32()%sampleEvery == 0 {
+		s.mu.Lock()
+		s.gate.sample(now, t)
+		s.dispatch(now, &w)
+		s.mu.Unlock()
+	}
+	w.fire()
+	s.tickets.Put(t)
+}
+
+// sampleEvery: one uncontended release in this many feeds the limit.
+const sampleEvery = 8
+
+// dispatch admits queued requests while there is room. Callers hold s.mu.
+//
+// No wake-up is lost to the lock-free release: a releaser subtracts its
+// cost before it reads the queued count, and a waiter adds itself to the
+// count before it looks for room (here, under the lock); with sequentially
+// consistent atomics, either the releaser sees the waiter and dispatches,
+// or the waiter sees the room.
+func (s *Shedder) dispatch(now time.Time, w *wake) {
+	if s.gate.queued.Load() == 0 {
+		return
+	}
+	drop := s.dropper(w)
 	for {
 		n := s.gate.Next(now, drop)
 		if n == nil {
-			break
+			return
 		}
 		w.add(n)
 	}
-	s.mu.Unlock()
-	w.fire()
-	s.tickets.Put(t)
 }
 
 // Acquire waits until a request of class c and cost may start, or refuses
@@ -261,6 +281,7 @@ func (s *Shedder) wait(ctx context.Context, c signals.Class, cost float64, now, 
 	d, why := s.gate.Arrive(now, t, s.dropper(&w))
 	if d == Queued {
 		t.ready = make(chan struct{})
+		s.dispatch(now, &w) // room freed by a lock-free release meanwhile
 	}
 	s.mu.Unlock()
 	w.fire()
