@@ -276,6 +276,16 @@ func keyFraction(key string) float64 {
 func (s *Shedder) wait(ctx context.Context, c signals.Class, cost float64, now, deadline time.Time) (*Ticket, error) {
 	t := s.tickets.Get().(*Ticket)
 	*t = Ticket{Class: c, Cost: cost, Arrival: now, Deadline: deadline}
+	if t.Cost <= 0 {
+		t.Cost = 1
+	}
+	// The fast path: nothing waits and there is room — no lock. (With
+	// requests queued, sweeps and the time bound need the lock.)
+	if (deadline.IsZero() || now.Before(deadline)) && s.gate.queued.Load() == 0 && s.gate.tryAdmit(t, now) {
+		s.rec.Queued(c, 0, now)
+		s.rec.Start(now)
+		return t, nil
+	}
 	var w wake
 	s.mu.Lock()
 	d, why := s.gate.Arrive(now, t, s.dropper(&w))

@@ -249,3 +249,31 @@ func TestRateLimitHeaders(t *testing.T) {
 	_, err := New(Config{RateLimit: &RateLimitConfig{Rate: -1}})
 	assert.ErrorContains(t, err, "rate must be positive")
 }
+
+// BenchmarkMiddleware: one admitted request through the middleware around
+// an empty handler (clock reads, classification, deadline parsing, context
+// values and the outcome recording included).
+func BenchmarkMiddleware(b *testing.B) {
+	s, _ := New(Config{})
+	h := s.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	req := httptest.NewRequest(http.MethodGet, "/", nil)
+	req.Header.Set(signals.PriorityHeader, "critical")
+	w := httptest.NewRecorder()
+	b.ReportAllocs()
+	for b.Loop() {
+		h.ServeHTTP(w, req)
+	}
+}
+
+func BenchmarkMiddlewareParallel(b *testing.B) {
+	s, _ := New(Config{Gate: GateConfig{Limit: LimitConfig{Initial: 1000, Max: 1000}}})
+	h := s.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		req := httptest.NewRequest(http.MethodGet, "/", nil)
+		w := httptest.NewRecorder()
+		for pb.Next() {
+			h.ServeHTTP(w, req)
+		}
+	})
+}

@@ -73,7 +73,9 @@ func (s *Sojourn) Window() *Window { return s.w }
 func (s *Sojourn) Record(d time.Duration, now time.Time) {
 	s.w.Record(d)
 	ns := now.UnixNano()
-	if s.lastSeen.Load() < ns {
+	// Millisecond precision is enough to tell an idle queue, and writing
+	// this shared word on every request would bounce it between cores.
+	if s.lastSeen.Load() < ns-int64(time.Millisecond) {
 		s.lastSeen.Store(ns)
 	}
 	if d < s.cfg.Target {
