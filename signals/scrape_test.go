@@ -234,3 +234,50 @@ func FuzzParseExposition(f *testing.F) {
 		}
 	})
 }
+
+// TestScrapeOurOwnCollector is the daemon's fleet path: two instances
+// export their recorders with Collector, ScrapeSource reads both, and the
+// fleet p99 matches what the recorders measured.
+func TestScrapeOurOwnCollector(t *testing.T) {
+	now := t0
+	var recs []*Recorder
+	var urls []string
+	for range 2 {
+		rec := NewRecorder(Config{})
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(NewCollector(rec, CollectorOpts{Now: func() time.Time { return now }}))
+		srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		t.Cleanup(srv.Close)
+		recs, urls = append(recs, rec), append(urls, srv.URL)
+	}
+	src, err := NewScrapeSource(ScrapeConfig{Targets: urls})
+	require.NoError(t, err)
+	_, err = src.Snapshot(context.Background(), now)
+	require.NoError(t, err)
+
+	// Instance 0 is fast (20 ms), instance 1 slow (400 ms) for 1 % of its
+	// requests: the fleet p99 comes from the merged buckets.
+	all := NewWindow(WindowConfig{})
+	all.Summary(now)
+	for i := range 2000 {
+		for j, rec := range recs {
+			d := 20 * time.Millisecond
+			if j == 1 && i%50 == 0 {
+				d = 400 * time.Millisecond
+			}
+			rec.Arrive(Default)
+			s := rec.Start(now)
+			rec.Done(Default, s, s.Add(d), false, time.Time{})
+			all.Record(d)
+		}
+	}
+	now = now.Add(5 * time.Second)
+	snap, err := src.Snapshot(context.Background(), now)
+	require.NoError(t, err)
+	got, ok := snap.Get(LatencyP99)
+	require.True(t, ok)
+	want, _ := all.Quantile(now, 0.99)
+	assert.InEpsilon(t, want.Seconds(), got, 0.06, "fleet p99 from native buckets: want %v", want)
+	arr, _ := snap.Get(ArrivalRate)
+	assert.InDelta(t, 800, arr, 1e-6, "4000 arrivals in 5 s")
+}
