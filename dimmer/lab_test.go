@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/brownout/brownout/sim"
 	"github.com/stretchr/testify/assert"
@@ -124,9 +123,9 @@ func TestLabGoldenTraces(t *testing.T) {
 	}
 }
 
+// BenchmarkLabStep: one 90 s step run of the lab with the controller.
 func BenchmarkLabStep(b *testing.B) {
 	for b.Loop() {
 		sim.Run(sim.BrownoutLab(sim.BrownoutStep, brownout()))
 	}
-	_ = time.Second
 }
