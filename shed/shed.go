@@ -228,6 +228,7 @@ func (s *Shedder) dispatch(now time.Time, w *wake) {
 // when not zero, bounds the wait; so does ctx.
 func (s *Shedder) Acquire(ctx context.Context, c signals.Class, cost float64, deadline time.Time) (release func(failed bool), err error) {
 	now := s.now()
+	c %= signals.NumClasses
 	s.rec.Arrive(c)
 	if err := s.door(c, ""); err != nil {
 		return nil, err
@@ -274,6 +275,7 @@ func keyFraction(key string) float64 {
 
 // wait takes a request through the gate, blocking while it is queued.
 func (s *Shedder) wait(ctx context.Context, c signals.Class, cost float64, now, deadline time.Time) (*Ticket, error) {
+	c %= signals.NumClasses // a custom classifier's stray value
 	t := s.tickets.Get().(*Ticket)
 	*t = Ticket{Class: c, Cost: cost, Arrival: now, Deadline: deadline}
 	if t.Cost <= 0 {
@@ -371,7 +373,7 @@ func ClassFrom(ctx context.Context) (signals.Class, bool) {
 func (s *Shedder) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		now := s.now()
-		c := s.classify(r)
+		c := s.classify(r) % signals.NumClasses
 		s.rec.Arrive(c)
 		deadline, hasDeadline, _ := signals.DeadlineOf(r, now)
 		key := ""

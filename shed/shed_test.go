@@ -277,3 +277,23 @@ func BenchmarkMiddlewareParallel(b *testing.B) {
 		}
 	})
 }
+
+func TestStrayClassIsContained(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, _ := New(Config{Classify: func(*http.Request) signals.Class { return 200 },
+			Gate: GateConfig{Limit: LimitConfig{Initial: 1, Min: 1, Max: 1, Fixed: true}}})
+		block := make(chan struct{})
+		h := s.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-block }))
+		go h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/", nil))
+		synctest.Wait()
+		done := make(chan int)
+		go func() { // queues behind the first: the path that indexes by class
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+			done <- rec.Code
+		}()
+		synctest.Wait()
+		close(block)
+		assert.Equal(t, http.StatusOK, <-done)
+	})
+}
