@@ -1,0 +1,35 @@
+package signals_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"time"
+
+	"github.com/brownout/brownout/signals"
+)
+
+// A service records its requests with the middleware and reads a snapshot
+// each controller tick.
+func ExampleMiddleware() {
+	rec := signals.NewRecorder(signals.Config{})
+	now := time.Date(2026, 11, 11, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { now = now.Add(40 * time.Millisecond); return now }
+	h := signals.Middleware(rec, signals.MiddlewareConfig{Now: clock})(http.HandlerFunc(
+		func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) }))
+	for range 100 {
+		req := httptest.NewRequest(http.MethodGet, "/", nil)
+		req.Header.Set(signals.PriorityHeader, "critical")
+		h.ServeHTTP(httptest.NewRecorder(), req)
+	}
+	snap := rec.Snapshot(now)
+	p99, _ := snap.Duration(signals.LatencyP99)
+	_, ok := snap.Get(signals.SojournMin)
+	fmt.Println("p99:", p99.Round(time.Millisecond))
+	fmt.Println("critical completed:", snap.Classes[signals.Critical].Completed)
+	fmt.Println("sojourn measured:", ok)
+	// Output:
+	// p99: 40ms
+	// critical completed: 100
+	// sojourn measured: false
+}
