@@ -305,7 +305,7 @@ func (e *engine) newRequest() {
 		}
 		r := &Request{
 			ID: e.nextID, Attempt: 1, Class: m.Class, Key: uint32(e.arr.Float64() * 4294967296),
-			Cost: cost, Optional: m.Optional, first: e.now,
+			Cost: cost, Optional: m.Optional, first: e.now, dep: m.Dependency,
 		}
 		e.nextID++
 		e.users = append(e.users, userState{class: m.Class, first: e.now})
@@ -394,7 +394,11 @@ func (e *engine) startWork() {
 		s := e.sec()
 		s.sojSum += sojourn
 		s.sojN++
-		e.schedule(e.now+max(seconds(e.svc.Exp(mean)), 1), evFinish, r)
+		hold := max(seconds(e.svc.Exp(mean)), 1)
+		if r.dep != nil {
+			hold += r.dep.call(e.now)
+		}
+		e.schedule(e.now+hold, evFinish, r)
 	}
 }
 
@@ -458,7 +462,7 @@ func (e *engine) retry(r *Request) {
 	if at >= e.cfg.Duration {
 		return
 	}
-	next := &Request{ID: r.ID, Attempt: r.Attempt + 1, Class: r.Class, Key: r.Key, Cost: r.Cost, Optional: r.Optional, first: r.first}
+	next := &Request{ID: r.ID, Attempt: r.Attempt + 1, Class: r.Class, Key: r.Key, Cost: r.Cost, Optional: r.Optional, first: r.first, dep: r.dep}
 	e.schedule(at, evRetry, next)
 }
 

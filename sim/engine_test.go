@@ -98,3 +98,17 @@ func TestRetryStormAndBudget(t *testing.T) {
 	assert.LessOrEqual(t, *fixed.Recovery, 2*time.Second, "budget + expired drop recovers")
 	assert.GreaterOrEqual(t, *fixed.Recovery, time.Duration(0))
 }
+
+func TestDependencySlowdown(t *testing.T) {
+	s, err := Lookup("dependency-slowdown")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := s.Run(Options{Seed: 4})
+	none, timeout, breaker := cases[0].Result.Summary, cases[1].Result.Summary, cases[2].Result.Summary
+	assert.Less(t, none.InTime, 0.8, "no timeout: workers wait 30 s each and the site freezes")
+	assert.GreaterOrEqual(t, timeout.InTime, 0.99, "a timeout keeps checkout up")
+	assert.GreaterOrEqual(t, breaker.InTime, 0.99)
+	assert.Less(t, breaker.P99, timeout.P99, "the breaker takes the timeout off the request path")
+	assert.Less(t, breaker.P99, 300*time.Millisecond, "about the provider's normal 200 ms")
+}

@@ -30,7 +30,8 @@ type Request struct {
 	Start        time.Time
 	WithOptional bool
 
-	cost    float64       // the work started, optional parts included
+	cost    float64 // the work started, optional parts included
+	dep     *Dependency
 	first   time.Duration // the user's first attempt, for latency from the user's view
 	arrival time.Duration
 	state   reqState
@@ -130,6 +131,62 @@ type ClassMix struct {
 	Share float64
 	// Cost and Optional as in Request. Cost 0 means 1.
 	Cost, Optional float64
+	// Dependency, when set, is called by every request of this kind while
+	// it holds its worker (an SMS provider during checkout).
+	Dependency *Dependency
+}
+
+// Dependency is a downstream service the server calls while holding a
+// worker, as a handler does. Its latency follows a profile, so that it can
+// slow down; the caller may bound the call with a timeout and skip it while
+// a breaker is open (the call's work then goes to a fallback, e.g. an
+// outbox, at no cost to the worker). This is the lab's model of a guard —
+// package fallback's Guard runs on real time and is tested there.
+//
+// A Dependency holds breaker state: give each run its own.
+type Dependency struct {
+	// Latency returns the dependency's response time at virtual time t.
+	Latency func(t time.Duration) time.Duration
+	// Timeout bounds a call; 0 waits as long as it takes.
+	Timeout time.Duration
+	// BreakAfter consecutive timed-out calls open the breaker for
+	// OpenFor; then one trial call decides. 0: no breaker.
+	BreakAfter int
+	OpenFor    time.Duration
+
+	failures                 int
+	openUntil                time.Duration
+	calls, timeouts, skipped int
+}
+
+// call returns how long a call made at t holds the worker.
+func (d *Dependency) call(t time.Duration) time.Duration {
+	if d.BreakAfter > 0 && t < d.openUntil {
+		d.skipped++
+		return 0 // the breaker is open: straight to the fallback
+	}
+	d.calls++
+	lat := d.Latency(t)
+	if d.Timeout > 0 && lat > d.Timeout {
+		d.timeouts++
+		d.failures++
+		if d.BreakAfter > 0 && d.failures >= d.BreakAfter {
+			d.openUntil, d.failures = t+d.Timeout+d.OpenFor, 0
+		}
+		return d.Timeout
+	}
+	d.failures = 0
+	return lat
+}
+
+// Slowdown is a Latency that is normal, and slow during [from, from+for).
+func Slowdown(normal, slow time.Duration, from, dur time.Duration) func(time.Duration) time.Duration {
+	return func(t time.Duration) time.Duration {
+		if t >= from && t < from+dur {
+			return slow
+		}
+		return normal
+	}
 }
 
 // RetryPolicy is what a client does after a timeout or a refusal.

@@ -177,6 +177,25 @@ func init() {
 		},
 	})
 	Register(Scenario{
+		Name: "dependency-slowdown", About: "checkout calls an SMS provider that goes from 200 ms to 30 s for 30 s: no timeout vs timeout vs timeout + breaker",
+		Duration: 90 * time.Second,
+		cases: func(o Options) []caseSpec {
+			mk := func(timeout time.Duration, breakAfter int) Config {
+				sms := &Dependency{Latency: Slowdown(200*time.Millisecond, 30*time.Second, 20*time.Second, 30*time.Second),
+					Timeout: timeout, BreakAfter: breakAfter, OpenFor: 30 * time.Second}
+				return Config{Load: Constant(60), Server: Server{Workers: 20},
+					Mix:       []ClassMix{{Class: signals.Critical, Share: 1, Dependency: sms}},
+					Admission: &Limits{Limit: [signals.NumClasses]float64{200, 200, 200}}, Client: Client{Timeout: 2 * time.Second},
+					RecoverFrom: 50 * time.Second}
+			}
+			return []caseSpec{
+				{"no timeout", 60, mk(0, 0)},
+				{"timeout 300 ms", 60, mk(300*time.Millisecond, 0)},
+				{"timeout 300 ms + breaker", 60, mk(300*time.Millisecond, 10)},
+			}
+		},
+	})
+	Register(Scenario{
 		Name: "brownout", About: "capacity 100 (optional parts on), optional 40 % of cost, 30 % critical, p99 target 300 ms: shedding alone vs brownout + shedding at 150, 200 and a step 80→150→80",
 		Duration: 90 * time.Second,
 		cases: func(o Options) []caseSpec {

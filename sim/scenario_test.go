@@ -17,7 +17,7 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 // (seed 1) so that any change in the lab's behaviour shows up in review.
 // Run `go test ./sim -run Golden -update` to accept a deliberate change.
 func TestScenarioGolden(t *testing.T) {
-	for _, name := range []string{"overload-sweep", "burst", "capacity-dip", "sale", "brownout"} {
+	for _, name := range []string{"overload-sweep", "burst", "capacity-dip", "sale", "brownout", "dependency-slowdown"} {
 		t.Run(name, func(t *testing.T) {
 			s, err := Lookup(name)
 			require.NoError(t, err)
