@@ -24,6 +24,9 @@
 //   - server: workers, a mean service time per cost unit (exponential), and
 //     a capacity that can dip ([Dip]); work for clients that already left
 //     is done anyway, and wasted, as in a real server;
+//   - dependencies: a [Dependency] that a kind of request calls while it
+//     holds its worker, whose latency can slow down ([Slowdown]), bounded
+//     by a timeout and skipped while a breaker is open;
 //   - clients: a timeout and a [RetryPolicy] (immediate, backoff with full
 //     jitter, a retry budget);
 //   - policies: an [Admission] (admission control and queue discipline: the
@@ -44,7 +47,8 @@
 // random numbers), and event ties break by scheduling order.
 //
 // Named experiments are [Scenario]s (overload-sweep, burst, capacity-dip,
-// sale), run by `brownoutd sim run --scenario NAME`.
+// sale, brownout, dependency-slowdown), run by
+// `brownoutd sim run --scenario NAME`.
 //
 // Nothing in the package is safe for concurrent use except running
 // independent Configs in parallel; Admission and Dimmer values hold state,
