@@ -13,7 +13,8 @@ import (
 )
 
 // TestLogMatchesV8 checks jsLog bit for bit against Math.log as V8 computed
-// it (testdata/v8-log-vectors.txt, made by node), and reports how often
+// it (testdata/v8-log-vectors.txt, made by node from
+// testdata/v8-log-vectors.js), and reports how often
 // Go's math.Log differs: on amd64 it is an assembly routine that is not
 // fdlibm's, so a port that used it could differ in the last digit.
 func TestLogMatchesV8(t *testing.T) {
