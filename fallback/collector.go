@@ -35,6 +35,8 @@ var (
 		"Circuit breaker transitions, by target state (last 100 kept).", []string{"dependency", "to"}, nil)
 	depTimeout = prometheus.NewDesc("brownout_dependency_timeout_seconds",
 		"The guard's current per-attempt timeout.", []string{"dependency"}, nil)
+	depTimeoutRatio = prometheus.NewDesc("brownout_dependency_timeout_ratio",
+		"Share of the last 30 s's attempts that timed out (of those that succeeded or timed out).", []string{"dependency"}, nil)
 	boxDepth = prometheus.NewDesc("brownout_outbox_depth",
 		"Messages waiting in the outbox.", []string{"outbox"}, nil)
 	boxOldest = prometheus.NewDesc("brownout_outbox_oldest_age_seconds",
@@ -50,7 +52,7 @@ var (
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{depCalls, depRejected, depTimeouts, depRetries, depState, depTransitions,
-		depTimeout, boxDepth, boxOldest, boxSent, boxDead, boxFailed} {
+		depTimeout, depTimeoutRatio, boxDepth, boxOldest, boxSent, boxDead, boxFailed} {
 		ch <- d
 	}
 }
@@ -80,6 +82,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			counter(depTransitions, v, n, s)
 		}
 		ch <- prometheus.MustNewConstMetric(depTimeout, prometheus.GaugeValue, st.Timeout.Seconds(), n)
+		ch <- prometheus.MustNewConstMetric(depTimeoutRatio, prometheus.GaugeValue, st.TimeoutRate, n)
 	}
 	for name, o := range c.outboxes {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

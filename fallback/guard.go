@@ -161,14 +161,20 @@ type Guard struct {
 	exec    failsafe.Executor[any]
 	breaker circuitbreaker.CircuitBreaker[any]
 	budget  *RetryBudget
-	latency *signals.Window
+	// latency holds successful attempts only: the timeout is computed from
+	// it. timedOut holds the attempts that timed out (each as the timeout
+	// that ended it): they are counted apart, as the timeout rate, because
+	// a timed-out attempt's duration is the timeout, not the dependency's
+	// latency (see attempt).
+	latency, timedOut *signals.Window
 
 	calls, ok, failed, timeouts, rejectedOpen, rejectedFull, rejectedBudget, retries atomic.Uint64
 
 	// The measured timeout, refreshed at most once a second: a p99 is a
 	// merge of histogram buckets, too dear for every call.
-	timeout   atomic.Int64 // ns; 0 until computed
-	timeoutAt atomic.Int64 // unix ns of the computation
+	timeout     atomic.Int64  // ns; 0 until computed
+	timeoutAt   atomic.Int64  // unix ns of the computation
+	timeoutRate atomic.Uint64 // float64 bits, computed with the timeout
 
 	mu          sync.Mutex
 	transitions []Transition
@@ -226,7 +232,8 @@ func New(cfg Config) (*Guard, error) {
 	case cfg.MaxAttempts < 1:
 		return nil, fmt.Errorf("fallback: %s: max attempts %d: want at least 1", cfg.Name, cfg.MaxAttempts)
 	}
-	g := &Guard{cfg: cfg, budget: cfg.Budget, latency: signals.NewWindow(signals.WindowConfig{Slices: 10, Width: 3 * time.Second})}
+	window := signals.WindowConfig{Slices: 10, Width: 3 * time.Second}
+	g := &Guard{cfg: cfg, budget: cfg.Budget, latency: signals.NewWindow(window), timedOut: signals.NewWindow(window)}
 	if g.budget == nil {
 		g.budget = NewRetryBudget(0, 0)
 	}
@@ -312,22 +319,39 @@ func (g *Guard) delay(exec failsafe.ExecutionAttempt[any]) time.Duration {
 	return min(d, g.cfg.Cap)
 }
 
-// Timeout returns the per-attempt timeout the guard uses now.
+// Timeout returns the per-attempt timeout the guard uses now: the p99 of
+// the successful attempts of the last 30 s × TimeoutFactor, between
+// MinTimeout and MaxTimeout (MaxTimeout while there is no success in the
+// window, so a dependency whose normal latency has moved past the timeout
+// gets a longer one after 30 s), or Config.Timeout when that is set.
 func (g *Guard) Timeout() time.Duration {
 	if g.cfg.Timeout > 0 {
 		return g.cfg.Timeout
 	}
+	t, _ := g.measure()
+	return t
+}
+
+// measure returns the adaptive timeout and the timeout rate, recomputed
+// at most once a second.
+func (g *Guard) measure() (time.Duration, float64) {
 	now := g.cfg.Now()
 	if t := g.timeout.Load(); t != 0 && now.UnixNano()-g.timeoutAt.Load() < int64(time.Second) {
-		return time.Duration(t)
+		return time.Duration(t), math.Float64frombits(g.timeoutRate.Load())
 	}
 	t := g.cfg.MaxTimeout
-	if p99, ok := g.latency.Quantile(now, 0.99); ok {
-		t = min(max(time.Duration(float64(p99)*g.cfg.TimeoutFactor), g.cfg.MinTimeout), g.cfg.MaxTimeout)
+	succ := g.latency.Summary(now)
+	if succ.Count > 0 {
+		t = min(max(time.Duration(float64(succ.P99)*g.cfg.TimeoutFactor), g.cfg.MinTimeout), g.cfg.MaxTimeout)
+	}
+	var rate float64
+	if n := g.timedOut.Summary(now).Count; n > 0 {
+		rate = float64(n) / float64(n+succ.Count)
 	}
 	g.timeout.Store(int64(t))
+	g.timeoutRate.Store(math.Float64bits(rate))
 	g.timeoutAt.Store(now.UnixNano())
-	return t
+	return t, rate
 }
 
 // Call runs fn under the guard. fn gets a context bounded by the attempt's
@@ -364,10 +388,16 @@ func (g *Guard) attempt(ctx context.Context, fn func(ctx context.Context) (any, 
 	start := g.cfg.Now()
 	v, err := fn(actx)
 	took := g.cfg.Now().Sub(start)
-	if err == nil || !errors.Is(actx.Err(), context.DeadlineExceeded) {
-		g.latency.Record(took) // a timed-out call says only "more than the timeout"
-	} else if ctx.Err() == nil {
+	switch {
+	case err == nil:
+		// Only successes feed the timeout. A timed-out attempt says only
+		// "more than the timeout": recorded as a latency, 1 % of them
+		// would make the p99 the timeout itself and the timeout climb by
+		// TimeoutFactor a second up to MaxTimeout. A failure's latency
+		// (a fast 503) is not the latency of an answer either.
 		g.latency.Record(took)
+	case errors.Is(actx.Err(), context.DeadlineExceeded) && ctx.Err() == nil:
+		g.timedOut.Record(timeout)
 		g.timeouts.Add(1)
 		return nil, fmt.Errorf("%w after %s", ErrTimeout, timeout.Round(time.Millisecond))
 	}
@@ -393,9 +423,13 @@ func (g *Guard) Allows() bool { return !g.breaker.IsOpen() }
 
 // Status is a guard's counters and breaker state.
 type Status struct {
-	Dependency  string
-	State       string // closed, open, half-open
-	Timeout     time.Duration
+	Dependency string
+	State      string // closed, open, half-open
+	Timeout    time.Duration
+	// TimeoutRate is the share of the last 30 s's attempts that timed
+	// out, of those that succeeded or timed out: the signal of a slow
+	// dependency, kept apart from the latency the timeout is computed from.
+	TimeoutRate float64
 	Calls, OK   uint64
 	Failed      uint64 // calls that ended in an error from the dependency
 	Timeouts    uint64 // attempts that timed out
@@ -416,8 +450,12 @@ func (g *Guard) Status() Status {
 	case g.breaker.IsHalfOpen():
 		state = "half-open"
 	}
+	timeout, rate := g.measure()
+	if g.cfg.Timeout > 0 {
+		timeout = g.cfg.Timeout
+	}
 	return Status{
-		Dependency: g.cfg.Name, State: state, Timeout: g.Timeout(),
+		Dependency: g.cfg.Name, State: state, Timeout: timeout, TimeoutRate: rate,
 		Calls: g.calls.Load(), OK: g.ok.Load(), Failed: g.failed.Load(), Timeouts: g.timeouts.Load(), Retries: g.retries.Load(),
 		Rejected:    map[string]uint64{"breaker": g.rejectedOpen.Load(), "bulkhead": g.rejectedFull.Load(), "budget": g.rejectedBudget.Load()},
 		Transitions: tr,

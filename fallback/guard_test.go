@@ -191,3 +191,36 @@ func BenchmarkGuardOverhead(b *testing.B) {
 		}
 	})
 }
+
+// TestTimeoutDoesNotRatchetOnHangs: 5 % of calls hang. The timeout comes
+// from the successes' p99 (200 ms × 1.5), and the hangs show up as the
+// timeout rate; recording a timed-out call's duration as if it were a
+// latency would push the p99 to the timeout itself, and so the timeout up
+// by 1.5 × a second until MaxTimeout.
+func TestTimeoutDoesNotRatchetOnHangs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g, err := New(Config{Name: "inventory", MaxAttempts: 1, MaxTimeout: 5 * time.Second})
+		require.NoError(t, err)
+		var timeouts, highest time.Duration
+		for i := range 2000 { // about 7 minutes of virtual time
+			call := sleepCall(200*time.Millisecond, nil)
+			if i%20 == 19 {
+				call = sleepCall(time.Hour, nil) // hangs
+			}
+			_, err := Call(context.Background(), g, call)
+			if errors.Is(err, ErrTimeout) {
+				timeouts++
+			}
+			if i >= 100 {
+				highest = max(highest, g.Timeout())
+			}
+		}
+		assert.Equal(t, time.Duration(100), timeouts, "every hang timed out, nothing else did")
+		assert.InDelta(t, float64(300*time.Millisecond), float64(highest), float64(15*time.Millisecond),
+			"the timeout stays at p99 of successes × 1.5; got up to %v", highest)
+		st := g.Status()
+		assert.InDelta(t, 0.05, st.TimeoutRate, 0.01, "the hangs are the timeout rate")
+		assert.Equal(t, uint64(100), st.Timeouts)
+		t.Logf("5 %% hangs: timeout at most %v, timeout rate %.3f", highest, st.TimeoutRate)
+	})
+}
