@@ -3,22 +3,31 @@ package signals
 import (
 	"runtime"
 	"sync/atomic"
-	_ "unsafe" // for go:linkname
 )
 
 // Counters written by every request must not bounce one cache line between
-// cores, so hot histograms keep one copy of their counters per processor
-// shard and readers add the shards up. The shard is picked from the id of
-// the P (the scheduler's processor) the writer runs on. The runtime keeps
-// procPin linkname-able for exactly this kind of per-P sharding (sync.Pool
-// uses it); the writer unpins at once because the atomic add is correct on
-// any shard: the id only buys cache affinity.
-
-//go:linkname procPin runtime.procPin
-func procPin() int
-
-//go:linkname procUnpin runtime.procUnpin
-func procUnpin()
+// cores, so hot histograms keep several copies of their counters (shards)
+// and readers add the shards up. The writer only needs a hint that spreads
+// concurrent writers over the shards: the atomic add is correct on any
+// shard, so the hint buys cache affinity, never correctness.
+//
+// shardHint returns that hint, a non-negative int that callers mask to
+// their shard count. It comes in two builds:
+//
+//   - default (shard_stack.go): a hash of the address of a variable on the
+//     writer's stack. Goroutines have disjoint stacks, so each goroutine
+//     sticks to one shard and concurrent goroutines spread over them. It
+//     needs no runtime internals and cannot break on a Go upgrade.
+//   - -tags brownout_procpin (shard_procpin.go): the id of the P (the
+//     scheduler's processor) the writer runs on, read through
+//     runtime.procPin by go:linkname. Writers on one P share a shard and no
+//     two Ps do. runtime.procPin is an internal function that Go still lets
+//     third-party packages link to only because widely used ones already
+//     did (go.dev/issue/67401); nothing promises it will stay. (sync.Pool
+//     does not use it: the runtime pushes a separate symbol,
+//     sync.runtime_procPin, to sync alone.)
+//
+// The README's signals section gives the figures of both builds.
 
 // maxShards bounds the reader's work (it adds every shard) and the memory of
 // a histogram (8 KiB per shard).
@@ -34,17 +43,9 @@ func shardCount() int {
 	return n
 }
 
-// shardHint returns a small number that is the same for consecutive calls
-// on one processor.
-func shardHint() int {
-	id := procPin()
-	procUnpin()
-	return id
-}
-
-// Counter is a monotonic counter sharded per processor: Add is one atomic
-// add on a cache line that the writer's processor owns, Load adds the
-// shards. Use it for counts taken on every request.
+// Counter is a sharded monotonic counter: Add is one atomic add on the
+// cache line of the writer's shard (see shardHint), Load adds the shards.
+// Use it for counts taken on every request.
 //
 // A Counter must be made with NewCounter. It is safe for concurrent use.
 type Counter struct {

@@ -155,6 +155,21 @@ func BenchmarkRecord(b *testing.B) {
 			}
 		})
 	})
+	// 32 goroutines per P, like a server's connections: several writers
+	// share each P, which is where the pinned build (one shard per P) and
+	// the default (one shard per goroutine) differ most.
+	b.Run("ours-parallel-x32", func(b *testing.B) {
+		w := NewWindow(WindowConfig{})
+		b.ReportAllocs()
+		b.SetParallelism(32)
+		b.RunParallel(func(pb *testing.PB) {
+			i := rand.IntN(4096)
+			for pb.Next() {
+				w.Record(durs[i&4095])
+				i++
+			}
+		})
+	})
 	b.Run("client_golang-classic", func(b *testing.B) {
 		h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "x", Buckets: prometheus.DefBuckets})
 		b.ReportAllocs()
