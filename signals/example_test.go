@@ -33,3 +33,31 @@ func ExampleMiddleware() {
 	// critical completed: 100
 	// sojourn measured: false
 }
+
+// A handler behind failsafe-go's failsafehttp, whose adaptive limiter,
+// bulkhead and circuit breaker refuse with 429, and with no per-client rate
+// limit inside: its 429s are refusals for overload too, so that
+// reject.ratio sees them.
+func ExampleMiddleware_refused() {
+	rec := signals.NewRecorder(signals.Config{})
+	refused := func(status int, h http.Header) (signals.Reason, bool) {
+		if status == http.StatusTooManyRequests {
+			return signals.ReasonConcurrency, true
+		}
+		return signals.RefusedUnavailable(status, h) // 503
+	}
+	n := 0
+	limited := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n++; n%4 == 0 { // stands for failsafehttp.NewHandler(h, limiter)
+			http.Error(w, "adaptive limit exceeded", http.StatusTooManyRequests)
+		}
+	})
+	h := signals.Middleware(rec, signals.MiddlewareConfig{Refused: refused})(limited)
+	for range 100 {
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/", nil))
+	}
+	ratio, _ := rec.Snapshot(time.Now()).Get(signals.RejectRatio)
+	fmt.Printf("reject.ratio: %.2f\n", ratio)
+	// Output:
+	// reject.ratio: 0.25
+}

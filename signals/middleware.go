@@ -8,30 +8,61 @@ import (
 )
 
 // MiddlewareConfig configures Middleware. The zero value classifies by the
-// X-Priority header, reads time.Now and counts 5xx responses as failures.
+// X-Priority header, reads time.Now, counts 503 responses as refusals for
+// overload and other 5xx responses as failures.
 type MiddlewareConfig struct {
 	// Classify returns a request's class. Default ClassOf.
 	Classify func(*http.Request) Class
 	// Failed reports whether a status is a failure. Default: ≥ 500.
+	// It is asked only about responses that Refused did not claim.
 	Failed func(status int) bool
+	// Refused reports whether a response is a refusal by a limiter inside
+	// the handler (an adaptive concurrency limiter, a bulkhead, a load
+	// shedder of another library) and why. A refusal is counted with
+	// Recorder.Reject, not as a completion: it has no latency and is not a
+	// failure, and reject.ratio (refusals for overload / arrivals) sees it
+	// when its reason is one that ClassCounts.Overload counts. It reads the
+	// status and the response header as the handler wrote them.
+	//
+	// Default RefusedUnavailable: 503 is a refusal for ReasonConcurrency,
+	// nothing else is; so a handler that reports a failed dependency should
+	// answer 502 or 504, not 503. 429 is not counted by default because it
+	// usually says that one client went over its quota, and one client must
+	// not dim the service for everyone. failsafe-go's failsafehttp, though,
+	// answers 429 for its adaptive limiter, bulkhead, circuit breaker and
+	// rate limiter (and 503 for its timeout): behind it, count 429 too (see
+	// ExampleMiddleware_refused).
+	Refused func(status int, h http.Header) (Reason, bool)
 	// Now returns the current time. Default time.Now.
 	Now func() time.Time
 }
 
+// RefusedUnavailable is MiddlewareConfig.Refused's default: a 503 Service
+// Unavailable is a refusal for ReasonConcurrency.
+func RefusedUnavailable(status int, _ http.Header) (Reason, bool) {
+	return ReasonConcurrency, status == http.StatusServiceUnavailable
+}
+
 // Middleware returns net/http middleware that records, for every request,
-// its arrival, its time in flight, its latency and its outcome (failed by
-// status or panic; good when it also met its deadline, see DeadlineOf).
+// its arrival, its time in flight, and then either a refusal (see
+// MiddlewareConfig.Refused) or its latency and outcome (failed by status or
+// panic; good when it also met its deadline, see DeadlineOf).
 //
-// Use it for services without admission control. shed's middleware records
-// the same signals, plus queueing and rejections, into the same Recorder;
-// don't stack both on one handler or arrivals count twice.
+// Use it for services without admission control of their own, or whose
+// admission control is another library's inside the handler. shed's
+// middleware records the same signals, plus queueing and its own
+// rejections, into the same Recorder; don't stack both on one handler or
+// arrivals count twice.
 func Middleware(rec *Recorder, cfg MiddlewareConfig) func(http.Handler) http.Handler {
-	classify, failed, now := cfg.Classify, cfg.Failed, cfg.Now
+	classify, failed, refused, now := cfg.Classify, cfg.Failed, cfg.Refused, cfg.Now
 	if classify == nil {
 		classify = ClassOf
 	}
 	if failed == nil {
 		failed = func(status int) bool { return status >= 500 }
+	}
+	if refused == nil {
+		refused = RefusedUnavailable
 	}
 	if now == nil {
 		now = time.Now
@@ -45,8 +76,13 @@ func Middleware(rec *Recorder, cfg MiddlewareConfig) func(http.Handler) http.Han
 			sw := StatusWriter{ResponseWriter: w}
 			defer func() {
 				p := recover()
-				bad := p != nil || failed(sw.Status())
-				rec.Done(c, start, now(), bad, deadline)
+				if p == nil {
+					if why, ok := refused(sw.Status(), sw.Header()); ok {
+						rec.refused(c, why)
+						return
+					}
+				}
+				rec.Done(c, start, now(), p != nil || failed(sw.Status()), deadline)
 				if p != nil {
 					panic(p)
 				}
@@ -54,6 +90,14 @@ func Middleware(rec *Recorder, cfg MiddlewareConfig) func(http.Handler) http.Han
 			next.ServeHTTP(&sw, r)
 		})
 	}
+}
+
+// refused counts a request whose work started (Start) and that a limiter
+// inside the handler refused: it leaves the in-flight count and counts as a
+// rejection, not as a completion.
+func (r *Recorder) refused(c Class, why Reason) {
+	r.counters.shard().inFlight.Add(-1)
+	r.counters.Reject(c, why)
 }
 
 // StatusWriter remembers the status a handler wrote. It forwards Flush and
