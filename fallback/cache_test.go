@@ -3,6 +3,7 @@ package fallback
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http/httptest"
 	"sync"
 	"sync/atomic"
@@ -17,7 +18,7 @@ import (
 
 func TestCacheFreshStaleAndSingleFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c := NewCache[string](time.Minute, time.Hour, nil)
+		c := NewCache[string](CacheConfig{Fresh: time.Minute, MaxStale: time.Hour})
 		ctx := context.Background()
 		var calls atomic.Int32
 		ok := func(v string) func(context.Context) (string, error) {
@@ -89,4 +90,91 @@ func TestCollectorLints(t *testing.T) {
 	assert.Empty(t, problems)
 	n := testutil.CollectAndCount(NewCollector([]*Guard{g}, map[string]*Outbox{"sms": o}))
 	assert.Greater(t, n, 10)
+}
+
+// TestCacheRefreshOutlivesFirstCaller: the single-flight refresh must not
+// run on the first caller's context, or when that client goes away every
+// caller waiting on the same key gets its cancellation.
+func TestCacheRefreshOutlivesFirstCaller(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := NewCache[string](CacheConfig{Fresh: time.Minute, MaxStale: time.Hour})
+		load := func(ctx context.Context) (string, error) {
+			select {
+			case <-time.After(100 * time.Millisecond):
+				return "v1", nil
+			case <-ctx.Done():
+				return "", ctx.Err()
+			}
+		}
+		first, leave := context.WithCancel(context.Background())
+		var firstErr error
+		var wg sync.WaitGroup
+		wg.Go(func() { _, _, firstErr = c.Get(first, "user-1", load) })
+		synctest.Wait() // the first caller's refresh is in flight
+		var got string
+		var err error
+		wg.Go(func() { got, _, err = c.Get(context.Background(), "user-1", load) })
+		synctest.Wait()
+		leave() // the first client goes away mid-refresh
+		wg.Wait()
+		assert.ErrorIs(t, firstErr, context.Canceled, "the client that left gets its own cancellation")
+		require.NoError(t, err, "a waiting caller still gets the value")
+		assert.Equal(t, "v1", got)
+		v, _, ok := c.Peek("user-1")
+		assert.True(t, ok, "the refresh finished and was stored")
+		assert.Equal(t, "v1", v)
+
+		// Detached, but bounded: RefreshTimeout (default 10 s), and the
+		// caller's values still reach the loader.
+		type traceKey struct{}
+		start := time.Now()
+		var ended time.Duration
+		var trace any
+		done := make(chan struct{})
+		hang := func(ctx context.Context) (string, error) {
+			defer close(done)
+			trace = ctx.Value(traceKey{})
+			<-ctx.Done()
+			ended = time.Since(start)
+			return "", ctx.Err()
+		}
+		gone, cancel := context.WithTimeout(context.WithValue(context.Background(), traceKey{}, "t-1"), time.Second)
+		defer cancel()
+		_, _, err = c.Get(gone, "user-2", hang)
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Equal(t, time.Second, time.Since(start), "the caller waits only its own deadline")
+		<-done
+		assert.Equal(t, 10*time.Second, ended, "the refresh ends at RefreshTimeout")
+		assert.Equal(t, "t-1", trace)
+	})
+}
+
+// TestCacheBounds: the cache holds at most MaxEntries, evicting the value
+// written longest ago, and forgets values older than MaxStale (they can no
+// longer be served) without waiting for their key to be asked again.
+func TestCacheBounds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := NewCache[int](CacheConfig{Fresh: time.Minute, MaxStale: time.Hour, MaxEntries: 100})
+		ctx := context.Background()
+		for i := range 250 {
+			c.Get(ctx, fmt.Sprint(i), func(context.Context) (int, error) { return i, nil })
+			time.Sleep(time.Second)
+		}
+		assert.Equal(t, 100, c.Len(), "bounded by MaxEntries")
+		_, _, ok := c.Peek("149")
+		assert.False(t, ok, "the oldest went first")
+		v, _, ok := c.Peek("150")
+		assert.True(t, ok)
+		assert.Equal(t, 150, v)
+
+		time.Sleep(time.Hour)
+		c.Get(ctx, "new", func(context.Context) (int, error) { return 1, nil })
+		assert.Equal(t, 1, c.Len(), "values older than MaxStale are gone")
+
+		d := NewCache[int](CacheConfig{Fresh: time.Minute})
+		for i := range 20_000 {
+			d.Get(ctx, fmt.Sprint(i), func(context.Context) (int, error) { return i, nil })
+		}
+		assert.Equal(t, 10_000, d.Len(), "default MaxEntries")
+	})
 }

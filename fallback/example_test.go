@@ -12,7 +12,7 @@ import (
 // Recommendations behind a guard, with the last good result as fallback.
 func ExampleCall() {
 	guard, _ := fallback.New(fallback.Config{Name: "recommendations", MaxAttempts: 1})
-	cache := fallback.NewCache[[]string](time.Minute, time.Hour, nil)
+	cache := fallback.NewCache[[]string](fallback.CacheConfig{Fresh: time.Minute, MaxStale: time.Hour})
 	ctx := context.Background()
 	up := func(context.Context) ([]string, error) { return []string{"rice cooker", "kettle"}, nil }
 	down := func(context.Context) ([]string, error) { return nil, &fallback.StatusError{Status: 503} }
