@@ -47,12 +47,14 @@ var (
 		"Messages moved to the dead-letter table by this process.", []string{"outbox"}, nil)
 	boxFailed = prometheus.NewDesc("brownout_outbox_send_failures_total",
 		"Failed sends by this process.", []string{"outbox"}, nil)
+	boxFenced = prometheus.NewDesc("brownout_outbox_fenced_total",
+		"Results of this process's sends that found the message under another drainer's claim (the lease had run out).", []string{"outbox"}, nil)
 )
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{depCalls, depRejected, depTimeouts, depRetries, depState, depTransitions,
-		depTimeout, depTimeoutRatio, boxDepth, boxOldest, boxSent, boxDead, boxFailed} {
+		depTimeout, depTimeoutRatio, boxDepth, boxOldest, boxSent, boxDead, boxFailed, boxFenced} {
 		ch <- d
 	}
 }
@@ -97,5 +99,6 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(boxSent, st.Sent, name)
 		counter(boxDead, st.DeadLettered, name)
 		counter(boxFailed, st.Failed, name)
+		counter(boxFenced, st.Fenced, name)
 	}
 }

@@ -1,6 +1,7 @@
 package fallback
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -8,12 +9,11 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/time/rate"
 )
 
 // Dialect is the SQL flavour of an outbox's database.
@@ -21,34 +21,46 @@ type Dialect uint8
 
 const (
 	// SQLite, through modernc.org/sqlite (driver "sqlite"): the embedded
-	// default. Open it with OpenSQLite for WAL and a busy timeout.
+	// default. Open it with OpenSQLite for WAL and a busy timeout. Several
+	// drainers on one machine may share the file.
 	SQLite Dialect = iota
 	// Postgres, through github.com/jackc/pgx/v5/stdlib (driver "pgx"):
-	// several drainers may share one outbox.
+	// drainers on several machines may share one outbox.
 	Postgres
 )
 
 // OutboxConfig configures an Outbox. The zero value takes the defaults.
 type OutboxConfig struct {
 	Dialect Dialect
-	// Table names the outbox table; dead letters go to Table_dead.
-	// Default "outbox". Letters, digits and underscores only.
+	// Table names the outbox table; dead letters go to Table_dead, the
+	// claim counter and the shared pace to Table_state. Default "outbox".
+	// Letters, digits and underscores, at most 57.
 	Table string
-	// Rate is the drain's pace, in messages per second: a leaky bucket,
-	// one message at a time at 1/Rate intervals (the provider's contract).
-	// Default 500.
+	// Rate is the provider's contract, in messages per second, for the
+	// whole fleet: every drainer of the outbox takes its send times from
+	// one pace row in the database (see Outbox), so N drainers together
+	// send at Rate, not N × Rate. Give all drainers of one outbox the same
+	// Rate and Burst. Default 500.
 	Rate float64
+	// Burst: in any interval d the drainers together start at most
+	// Rate·d + Burst sends; an idle outbox may send Burst at once.
+	// Default 1: sends 1/Rate apart.
+	Burst int
 	// MaxAttempts sends of a message before it moves to the dead-letter
 	// table. Default 8.
 	MaxAttempts int
 	// Backoff is the wait after a failed send. Default: full jitter,
 	// uniform in [0, min(1 min, 1 s × 2^(attempts−1))).
 	Backoff func(attempts int) time.Duration
-	// Lease is how long a claimed message is invisible to other drainers:
-	// a drainer that dies mid-send leaves it to be sent again after the
-	// lease (at-least-once). Default 30 s.
+	// Lease is how long a claim keeps its messages from other drainers.
+	// A drainer never claims more than Rate × Lease messages, renews the
+	// lease of those it has not sent yet when half of it is gone, and
+	// cancels a send still running when its lease ends. A drainer that
+	// dies leaves its messages to be sent again after at most Lease (at
+	// least once). Default 30 s.
 	Lease time.Duration
-	// Batch is how many messages one claim takes. Default 100.
+	// Batch is how many messages one claim takes at most (and at most
+	// Rate × Lease). Default 100.
 	Batch int
 	// Poll is the wait when nothing is due. Default 200 ms.
 	Poll time.Duration
@@ -88,23 +100,46 @@ type Sender func(ctx context.Context, m Message) error
 // MaxAttempts. Delivery is at least once; with the idempotency key, a
 // deduping receiver sees each message once.
 //
-// An Outbox must be made with NewOutbox. It is safe for concurrent use;
-// several Run loops may drain one PostgreSQL outbox.
+// Several drainers (Run loops, in one process or many) may share an outbox,
+// on SQLite or PostgreSQL:
+//
+//   - Claims are fenced. A claim stamps its messages with a claim id, one
+//     more than the last (a counter row in Table_state), and leases them
+//     for Lease. The drainer deletes, reschedules, releases or
+//     dead-letters a message only where the row still carries its claim
+//     id, so a drainer whose lease ran out (paused, or slower than its
+//     lease) can no longer touch a message another drainer has claimed
+//     since: its late result changes nothing and is counted as Fenced.
+//   - The pace is shared. Before each send a drainer takes the next send
+//     time from a pace row in Table_state, in one UPDATE: with T = 1/Rate
+//     and τ = (Burst−1)·T, the row holds the theoretical arrival time tat;
+//     a drainer at time now sends at s = max(now, max(tat, now) − τ), and
+//     the row becomes max(tat, now) + T (GCRA, the virtual-scheduling form
+//     of a leaky bucket). Every send has a distinct time s, so in any
+//     interval d at most Rate·d + Burst sends start, whatever the number
+//     of drainers. A drainer holds one send time at a time: one that is
+//     descheduled past its s sends that one message late, never a
+//     catch-up burst.
+//
+// The clocks of the drainers' machines must agree (NTP): leases and send
+// times are wall-clock times in the database.
+//
+// An Outbox must be made with NewOutbox. It is safe for concurrent use.
 type Outbox struct {
-	cfg     OutboxConfig
-	db      *sql.DB
-	q       queries
-	sent    atomic.Uint64
-	dead    atomic.Uint64
-	failed  atomic.Uint64
-	limiter *rate.Limiter
+	cfg                        OutboxConfig
+	db                         *sql.DB
+	q                          queries
+	interval, tau              int64 // ns: 1/Rate and (Burst−1)/Rate
+	sent, dead, failed, fenced atomic.Uint64
 }
 
 type queries struct {
-	enqueue, done, claim, release, retry, kill, depth string
+	enqueue, doneKey, done, claimID, claim, renew, release, retry, kill, pace, depth string
 }
 
-var tableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
+// tableName leaves room for the _dead and _state suffixes within
+// PostgreSQL's 63-byte identifiers.
+var tableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,56}$`)
 
 // NewOutbox creates the tables if they do not exist and returns the outbox.
 func NewOutbox(ctx context.Context, db *sql.DB, cfg OutboxConfig) (*Outbox, error) {
@@ -119,6 +154,9 @@ func NewOutbox(ctx context.Context, db *sql.DB, cfg OutboxConfig) (*Outbox, erro
 	}
 	if !(cfg.Rate > 0) {
 		return nil, fmt.Errorf("fallback: outbox rate %v: want a positive rate", cfg.Rate)
+	}
+	if cfg.Burst <= 0 {
+		cfg.Burst = 1
 	}
 	if cfg.MaxAttempts <= 0 {
 		cfg.MaxAttempts = 8
@@ -144,8 +182,12 @@ func NewOutbox(ctx context.Context, db *sql.DB, cfg OutboxConfig) (*Outbox, erro
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	o := &Outbox{cfg: cfg, db: db, limiter: rate.NewLimiter(rate.Limit(cfg.Rate), 1)}
-	t, dead := cfg.Table, cfg.Table+"_dead"
+	if lim := int(cfg.Rate * cfg.Lease.Seconds()); cfg.Batch > max(1, lim) {
+		cfg.Batch = max(1, lim) // what the pace lets one drainer send within a lease
+	}
+	interval := max(1, int64(float64(time.Second)/cfg.Rate))
+	o := &Outbox{cfg: cfg, db: db, interval: interval, tau: int64(cfg.Burst-1) * interval}
+	t, dead, state := cfg.Table, cfg.Table+"_dead", cfg.Table+"_state"
 	id, blob := "INTEGER PRIMARY KEY AUTOINCREMENT", "BLOB"
 	if cfg.Dialect == Postgres {
 		id, blob = "BIGSERIAL PRIMARY KEY", "BYTEA"
@@ -159,7 +201,8 @@ func NewOutbox(ctx context.Context, db *sql.DB, cfg OutboxConfig) (*Outbox, erro
 			created_at BIGINT NOT NULL,
 			next_at BIGINT NOT NULL,
 			attempts INTEGER NOT NULL DEFAULT 0,
-			last_error TEXT NOT NULL DEFAULT '')`, t, id, blob),
+			last_error TEXT NOT NULL DEFAULT '',
+			claim BIGINT NOT NULL DEFAULT 0)`, t, id, blob),
 		fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %s_due ON %s (next_at, id)`, t, t),
 		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (
 			id %s,
@@ -170,10 +213,18 @@ func NewOutbox(ctx context.Context, db *sql.DB, cfg OutboxConfig) (*Outbox, erro
 			dead_at BIGINT NOT NULL,
 			attempts INTEGER NOT NULL,
 			last_error TEXT NOT NULL)`, dead, id, blob),
+		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (name TEXT PRIMARY KEY, value BIGINT NOT NULL)`, state),
+		fmt.Sprintf(`INSERT INTO %s (name, value) VALUES ('pace', 0), ('claim', 0) ON CONFLICT (name) DO NOTHING`, state),
 	}
 	for _, s := range ddl {
 		if _, err := db.ExecContext(ctx, s); err != nil {
 			return nil, fmt.Errorf("fallback: outbox %s: create tables: %w", t, err)
+		}
+	}
+	// An outbox made before claims were fenced has no claim column.
+	if _, err := db.ExecContext(ctx, fmt.Sprintf(`SELECT claim FROM %s WHERE 1 = 0`, t)); err != nil {
+		if _, err := db.ExecContext(ctx, fmt.Sprintf(`ALTER TABLE %s ADD COLUMN claim BIGINT NOT NULL DEFAULT 0`, t)); err != nil {
+			return nil, fmt.Errorf("fallback: outbox %s: add the claim column: %w", t, err)
 		}
 	}
 	claimWhere := fmt.Sprintf(`SELECT id FROM %s WHERE next_at <= ? ORDER BY id LIMIT ?`, t)
@@ -182,13 +233,18 @@ func NewOutbox(ctx context.Context, db *sql.DB, cfg OutboxConfig) (*Outbox, erro
 	}
 	o.q = queries{
 		enqueue: fmt.Sprintf(`INSERT INTO %s (msg_key, topic, payload, created_at, next_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (msg_key) DO NOTHING`, t),
-		done:    fmt.Sprintf(`DELETE FROM %s WHERE msg_key = ?`, t),
-		claim: fmt.Sprintf(`UPDATE %s SET next_at = ? WHERE id IN (%s) RETURNING id, msg_key, topic, payload, attempts`,
+		doneKey: fmt.Sprintf(`DELETE FROM %s WHERE msg_key = ?`, t),
+		done:    fmt.Sprintf(`DELETE FROM %s WHERE id = ? AND claim = ?`, t),
+		claimID: fmt.Sprintf(`UPDATE %s SET value = value + 1 WHERE name = 'claim' RETURNING value`, state),
+		claim: fmt.Sprintf(`UPDATE %s SET next_at = ?, claim = ? WHERE id IN (%s) RETURNING id, msg_key, topic, payload, attempts`,
 			t, claimWhere),
-		release: fmt.Sprintf(`UPDATE %s SET next_at = ? WHERE id = ?`, t),
-		retry:   fmt.Sprintf(`UPDATE %s SET next_at = ?, attempts = ?, last_error = ? WHERE id = ?`, t),
+		renew:   fmt.Sprintf(`UPDATE %s SET next_at = ? WHERE id >= ? AND id <= ? AND claim = ?`, t),
+		release: fmt.Sprintf(`UPDATE %s SET next_at = ? WHERE id = ? AND claim = ?`, t),
+		retry:   fmt.Sprintf(`UPDATE %s SET next_at = ?, attempts = ?, last_error = ? WHERE id = ? AND claim = ?`, t),
 		kill: fmt.Sprintf(`INSERT INTO %s (msg_key, topic, payload, created_at, dead_at, attempts, last_error)
-			SELECT msg_key, topic, payload, created_at, ?, ?, ? FROM %s WHERE id = ?`, dead, t),
+			SELECT msg_key, topic, payload, created_at, ?, ?, ? FROM %s WHERE id = ? AND claim = ?`, dead, t),
+		pace: fmt.Sprintf(`UPDATE %s SET value = (CASE WHEN value > ? THEN value ELSE ? END) + ? WHERE name = 'pace' RETURNING value`,
+			state),
 		depth: fmt.Sprintf(`SELECT COUNT(*), COALESCE(MIN(created_at), 0) FROM %s`, t),
 	}
 	if cfg.Dialect == Postgres {
@@ -212,7 +268,11 @@ func (q queries) numbered() queries {
 		}
 		return b.String()
 	}
-	return queries{f(q.enqueue), f(q.done), f(q.claim), f(q.release), f(q.retry), f(q.kill), f(q.depth)}
+	for _, p := range []*string{&q.enqueue, &q.doneKey, &q.done, &q.claimID, &q.claim, &q.renew, &q.release,
+		&q.retry, &q.kill, &q.pace, &q.depth} {
+		*p = f(*p)
+	}
+	return q
 }
 
 func ms(t time.Time) int64 { return t.UnixMilli() }
@@ -235,34 +295,45 @@ func (o *Outbox) Enqueue(ctx context.Context, tx *sql.Tx, m Message) error {
 }
 
 // Done removes the message with key, e.g. after the request that enqueued
-// it sent it itself. Removing a key that is not there is not an error.
+// it sent it itself. Removing a key that is not there is not an error. It
+// is not fenced: whoever sent the message may say so, and a drainer that
+// has it claimed then finds it gone (its send is a duplicate the receiver
+// dedupes by key).
 func (o *Outbox) Done(ctx context.Context, key string) error {
-	if _, err := o.db.ExecContext(ctx, o.q.done, key); err != nil {
+	if _, err := o.db.ExecContext(ctx, o.q.doneKey, key); err != nil {
 		return fmt.Errorf("fallback: outbox: done %s: %w", key, err)
 	}
 	return nil
 }
 
 type claimed struct {
-	id int64
-	m  Message
+	id    int64
+	claim int64     // the fencing token: the claim id stamped on the row
+	until time.Time // the lease's end
+	m     Message
 }
 
-// claim leases up to Batch due messages, oldest first.
+// claim leases up to Batch due messages, oldest first, under a new claim
+// id.
 func (o *Outbox) claim(ctx context.Context) ([]claimed, error) {
 	now := o.cfg.Now()
+	until := now.Add(o.cfg.Lease)
 	tx, err := o.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
 	defer tx.Rollback()
-	rows, err := tx.QueryContext(ctx, o.q.claim, ms(now.Add(o.cfg.Lease)), ms(now), o.cfg.Batch)
+	var claim int64
+	if err := tx.QueryRowContext(ctx, o.q.claimID).Scan(&claim); err != nil {
+		return nil, err
+	}
+	rows, err := tx.QueryContext(ctx, o.q.claim, ms(until), claim, ms(now), o.cfg.Batch)
 	if err != nil {
 		return nil, err
 	}
 	var out []claimed
 	for rows.Next() {
-		var c claimed
+		c := claimed{claim: claim, until: until}
 		if err := rows.Scan(&c.id, &c.m.Key, &c.m.Topic, &c.m.Payload, &c.m.Attempts); err != nil {
 			rows.Close()
 			return nil, err
@@ -274,17 +345,53 @@ func (o *Outbox) claim(ctx context.Context) ([]claimed, error) {
 	}
 	rows.Close()
 	// RETURNING does not promise an order: oldest first.
-	for i := 1; i < len(out); i++ {
-		for j := i; j > 0 && out[j].id < out[j-1].id; j-- {
-			out[j], out[j-1] = out[j-1], out[j]
-		}
-	}
+	slices.SortFunc(out, func(a, b claimed) int { return cmp.Compare(a.id, b.id) })
 	return out, tx.Commit()
 }
 
-// DrainOnce claims due messages and sends them at the configured pace. It
-// stops early when Allow says no (the rest are released at once) and
-// returns how many were sent.
+// pace takes the next send time from the shared pace row and waits for it.
+func (o *Outbox) pace(ctx context.Context) error {
+	now := o.cfg.Now().UnixNano()
+	var tat int64
+	if err := o.db.QueryRowContext(ctx, o.q.pace, now, now, o.interval).Scan(&tat); err != nil {
+		return fmt.Errorf("fallback: outbox: pace: %w", err)
+	}
+	// tat − T = max(tat₀, now): the send time is τ before it, not before now.
+	at := max(now, tat-o.interval-o.tau)
+	if at <= now {
+		return nil
+	}
+	t := time.NewTimer(time.Duration(at - now))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// renew extends the lease of cs, the claimed messages not yet handled (in
+// id order, all under one claim). It reports false if the claim no longer
+// holds all of them: the lease ran out and another drainer took some.
+func (o *Outbox) renew(ctx context.Context, cs []claimed, now time.Time) (bool, error) {
+	until := now.Add(o.cfg.Lease)
+	res, err := o.db.ExecContext(ctx, o.q.renew, ms(until), cs[0].id, cs[len(cs)-1].id, cs[0].claim)
+	if err != nil {
+		return false, fmt.Errorf("fallback: outbox: renew lease: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != int64(len(cs)) {
+		return false, err
+	}
+	for i := range cs {
+		cs[i].until = until
+	}
+	return true, nil
+}
+
+// DrainOnce claims due messages and sends them at the shared pace. It
+// stops early when Allow says no or ctx ends (the rest are released at
+// once) and returns how many were sent.
 func (o *Outbox) DrainOnce(ctx context.Context, send Sender) (int, error) {
 	if o.cfg.Allow != nil && !o.cfg.Allow() {
 		return 0, nil
@@ -295,15 +402,32 @@ func (o *Outbox) DrainOnce(ctx context.Context, send Sender) (int, error) {
 	}
 	sent := 0
 	for i, c := range batch {
-		if err := o.limiter.Wait(ctx); err != nil {
+		if err := o.pace(ctx); err != nil {
 			o.releaseAll(batch[i:])
-			return sent, nil
+			if ctx.Err() != nil {
+				return sent, nil
+			}
+			return sent, err
 		}
 		if o.cfg.Allow != nil && !o.cfg.Allow() {
 			o.releaseAll(batch[i:])
 			return sent, nil
 		}
-		if err := send(ctx, c.m); err != nil {
+		now := o.cfg.Now()
+		if now.After(c.until.Add(-o.cfg.Lease / 2)) {
+			held, err := o.renew(ctx, batch[i:], now)
+			if !held {
+				o.releaseAll(batch[i:])
+				return sent, err
+			}
+			c = batch[i]
+		}
+		// A send must not outlive its lease: after it, another drainer
+		// may send the message too.
+		sctx, cancel := context.WithTimeout(ctx, c.until.Sub(now))
+		err := send(sctx, c.m)
+		cancel()
+		if err != nil {
 			o.failed.Add(1)
 			if ctx.Err() != nil {
 				o.releaseAll(batch[i:])
@@ -314,8 +438,8 @@ func (o *Outbox) DrainOnce(ctx context.Context, send Sender) (int, error) {
 			}
 			continue
 		}
-		if _, err := o.db.ExecContext(ctx, o.q.done, c.m.Key); err != nil {
-			return sent, fmt.Errorf("fallback: outbox: delete sent %s: %w", c.m.Key, err)
+		if err := o.done(ctx, c); err != nil {
+			return sent, err
 		}
 		o.sent.Add(1)
 		sent++
@@ -323,18 +447,41 @@ func (o *Outbox) DrainOnce(ctx context.Context, send Sender) (int, error) {
 	return sent, nil
 }
 
-// releaseAll makes unsent claimed messages due again.
+// fencedOut counts a write that found the row under another claim.
+func (o *Outbox) fencedOut(res sql.Result, c claimed, what string) {
+	if n, err := res.RowsAffected(); err == nil && n == 0 {
+		o.fenced.Add(1)
+		o.cfg.Logger.Warn("fallback: outbox: lease lost; another drainer holds the message", "key", c.m.Key, "claim", c.claim, "op", what)
+	}
+}
+
+// done deletes a sent message, if the claim still holds it.
+func (o *Outbox) done(ctx context.Context, c claimed) error {
+	res, err := o.db.ExecContext(ctx, o.q.done, c.id, c.claim)
+	if err != nil {
+		return fmt.Errorf("fallback: outbox: delete sent %s: %w", c.m.Key, err)
+	}
+	o.fencedOut(res, c, "done")
+	return nil
+}
+
+// releaseAll makes unsent claimed messages due again, those the claim
+// still holds.
 func (o *Outbox) releaseAll(cs []claimed) {
 	ctx := context.Background() // the drain's ctx may be done; releasing is short
 	now := ms(o.cfg.Now())
 	for _, c := range cs {
-		if _, err := o.db.ExecContext(ctx, o.q.release, now, c.id); err != nil {
+		res, err := o.db.ExecContext(ctx, o.q.release, now, c.id, c.claim)
+		if err != nil {
 			o.cfg.Logger.Warn("fallback: outbox: release", "key", c.m.Key, "err", err)
+			continue
 		}
+		o.fencedOut(res, c, "release")
 	}
 }
 
-// fail schedules a retry, or moves the message to the dead letters.
+// fail schedules a retry, or moves the message to the dead letters, if the
+// claim still holds it.
 func (o *Outbox) fail(ctx context.Context, c claimed, cause error) error {
 	attempts := c.m.Attempts + 1
 	msg := cause.Error()
@@ -343,10 +490,11 @@ func (o *Outbox) fail(ctx context.Context, c claimed, cause error) error {
 	}
 	now := o.cfg.Now()
 	if attempts < o.cfg.MaxAttempts {
-		_, err := o.db.ExecContext(ctx, o.q.retry, ms(now.Add(o.cfg.Backoff(attempts))), attempts, msg, c.id)
+		res, err := o.db.ExecContext(ctx, o.q.retry, ms(now.Add(o.cfg.Backoff(attempts))), attempts, msg, c.id, c.claim)
 		if err != nil {
 			return fmt.Errorf("fallback: outbox: retry %s: %w", c.m.Key, err)
 		}
+		o.fencedOut(res, c, "retry")
 		return nil
 	}
 	tx, err := o.db.BeginTx(ctx, nil)
@@ -354,11 +502,16 @@ func (o *Outbox) fail(ctx context.Context, c claimed, cause error) error {
 		return fmt.Errorf("fallback: outbox: dead-letter %s: %w", c.m.Key, err)
 	}
 	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, o.q.kill, ms(now), attempts, msg, c.id); err != nil {
+	if _, err := tx.ExecContext(ctx, o.q.kill, ms(now), attempts, msg, c.id, c.claim); err != nil {
 		return fmt.Errorf("fallback: outbox: dead-letter %s: %w", c.m.Key, err)
 	}
-	if _, err := tx.ExecContext(ctx, o.q.done, c.m.Key); err != nil {
+	res, err := tx.ExecContext(ctx, o.q.done, c.id, c.claim)
+	if err != nil {
 		return fmt.Errorf("fallback: outbox: dead-letter %s: %w", c.m.Key, err)
+	}
+	if n, err := res.RowsAffected(); err == nil && n == 0 {
+		o.fencedOut(res, c, "dead-letter")
+		return nil // the rollback undoes nothing: the insert found no row either
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("fallback: outbox: dead-letter %s: %w", c.m.Key, err)
@@ -398,6 +551,11 @@ type OutboxStats struct {
 	Sent         uint64        // sent by this process
 	Failed       uint64        // failed sends by this process
 	DeadLettered uint64        // moved to dead letters by this process
+	// Fenced counts this process's deletes, retries, dead letters and
+	// releases that found the message no longer under its claim (the lease
+	// had run out and another drainer claimed or sent it). Nothing was
+	// changed; a message sent then may have gone out twice.
+	Fenced uint64
 }
 
 // Stats reads the outbox's depth and counters.
@@ -410,7 +568,7 @@ func (o *Outbox) Stats(ctx context.Context) (OutboxStats, error) {
 	if st.Depth > 0 {
 		st.OldestAge = o.cfg.Now().Sub(time.UnixMilli(oldest))
 	}
-	st.Sent, st.Failed, st.DeadLettered = o.sent.Load(), o.failed.Load(), o.dead.Load()
+	st.Sent, st.Failed, st.DeadLettered, st.Fenced = o.sent.Load(), o.failed.Load(), o.dead.Load(), o.fenced.Load()
 	return st, nil
 }
 

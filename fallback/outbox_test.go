@@ -293,3 +293,230 @@ func BenchmarkOutboxDrainUnpaced(b *testing.B) {
 	}
 	b.ReportMetric(float64(sent)/b.Elapsed().Seconds(), "msgs/s")
 }
+
+// sendLog records sends, per key and in time order.
+type sendLog struct {
+	mu    sync.Mutex
+	count map[string]int
+	at    []time.Time
+	by    map[int]int // sends by drainer
+}
+
+func newSendLog() *sendLog { return &sendLog{count: map[string]int{}, by: map[int]int{}} }
+
+func (l *sendLog) sender(drainer int) Sender {
+	return func(_ context.Context, m Message) error {
+		l.mu.Lock()
+		l.count[m.Key]++
+		l.at = append(l.at, time.Now())
+		l.by[drainer]++
+		l.mu.Unlock()
+		return nil
+	}
+}
+
+// twice and missing count keys sent more than once and never, of n
+// checkouts numbered %04d.
+func (l *sendLog) twice(n int) (twice, missing int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := range n {
+		switch c := l.count[fmt.Sprintf("sms-%04d", i)]; {
+		case c == 0:
+			missing++
+		case c > 1:
+			twice++
+		}
+	}
+	return twice, missing
+}
+
+// drainersOn opens n outboxes, each on its own connection pool, on the
+// SQLite file at path, configured by cfg and sending through l.
+func drainersOn(t *testing.T, path string, n int, cfg OutboxConfig, l *sendLog) ([]*Outbox, func(t *testing.T)) {
+	t.Helper()
+	var boxes []*Outbox
+	var dbs []*sql.DB
+	for range n {
+		db, err := OpenSQLite(path)
+		require.NoError(t, err)
+		dbs = append(dbs, db)
+		o, err := NewOutbox(context.Background(), db, cfg)
+		require.NoError(t, err)
+		boxes = append(boxes, o)
+	}
+	run := func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		for i, o := range boxes {
+			wg.Go(func() { o.Run(ctx, l.sender(i)) })
+		}
+		for range 36000 {
+			st, err := boxes[0].Stats(ctx)
+			require.NoError(t, err)
+			if st.Depth == 0 {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		cancel()
+		wg.Wait()
+		for _, db := range dbs {
+			db.Close()
+		}
+	}
+	return boxes, run
+}
+
+// TestOutboxLeaseOutlivedByPacedBatch: a batch that takes longer to send at
+// the pace than its lease (Batch ÷ Rate > Lease) must not let a second
+// drainer claim and send the same messages.
+func TestOutboxLeaseOutlivedByPacedBatch(t *testing.T) {
+	for _, c := range []struct {
+		rate  float64
+		batch int
+		lease time.Duration
+	}{
+		{20, 100, 2 * time.Second}, // the issue's: 5 s of sending on a 2 s lease
+		{50, 100, time.Second},
+		{200, 100, 100 * time.Millisecond},
+		{20, 10, 30 * time.Second}, // the lease is long enough
+	} {
+		t.Run(fmt.Sprintf("rate=%v,batch=%d,lease=%v", c.rate, c.batch, c.lease), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				path := filepath.Join(t.TempDir(), "shop.db")
+				db, err := OpenSQLite(path)
+				require.NoError(t, err)
+				_, err = db.Exec(`CREATE TABLE orders (id TEXT PRIMARY KEY, total INTEGER NOT NULL)`)
+				require.NoError(t, err)
+				cfg := OutboxConfig{Rate: c.rate, Batch: c.batch, Lease: c.lease}
+				o, err := NewOutbox(context.Background(), db, cfg)
+				require.NoError(t, err)
+				const n = 100
+				for i := range n {
+					require.NoError(t, checkout(context.Background(), db, o, fmt.Sprintf("%04d", i), time.Time{}, false))
+				}
+				db.Close()
+				l := newSendLog()
+				_, run := drainersOn(t, path, 2, cfg, l)
+				run(t)
+				twice, missing := l.twice(n)
+				assert.Zero(t, twice, "messages sent twice")
+				assert.Zero(t, missing, "messages never sent")
+			})
+		})
+	}
+}
+
+// TestOutboxStaleClaimIsFenced: a drainer whose lease expired and whose
+// messages another drainer has claimed can neither delete, reschedule,
+// release nor dead-letter them.
+func TestOutboxStaleClaimIsFenced(t *testing.T) {
+	db := openTestDB(t)
+	defer db.Close()
+	ctx := context.Background()
+	now := time.Date(2025, 11, 28, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	cfg := OutboxConfig{Lease: 10 * time.Second, MaxAttempts: 1, Now: clock}
+	a, err := NewOutbox(ctx, db, cfg)
+	require.NoError(t, err)
+	b, err := NewOutbox(ctx, db, cfg)
+	require.NoError(t, err)
+	require.NoError(t, checkout(ctx, db, a, "1", time.Time{}, false))
+
+	stale, err := a.claim(ctx)
+	require.NoError(t, err)
+	require.Len(t, stale, 1)
+	now = now.Add(11 * time.Second) // a's lease is over
+	fresh, err := b.claim(ctx)
+	require.NoError(t, err)
+	require.Len(t, fresh, 1, "b claims the message a's lease no longer covers")
+	state := func() (n int, nextAt int64) {
+		t.Helper()
+		require.NoError(t, db.QueryRow(`SELECT COUNT(*), COALESCE(MAX(next_at), 0) FROM outbox`).Scan(&n, &nextAt))
+		return n, nextAt
+	}
+	_, leased := state()
+
+	require.NoError(t, a.done(ctx, stale[0]))
+	n, nextAt := state()
+	assert.Equal(t, 1, n, "a's done after its lease deletes nothing")
+	assert.Equal(t, leased, nextAt)
+
+	a.cfg.MaxAttempts = 8
+	require.NoError(t, a.fail(ctx, stale[0], errors.New("timeout")))
+	n, nextAt = state()
+	assert.Equal(t, 1, n)
+	assert.Equal(t, leased, nextAt, "a's retry does not reschedule b's message")
+
+	a.releaseAll(stale)
+	_, nextAt = state()
+	assert.Equal(t, leased, nextAt, "a's release does not make b's message due")
+
+	a.cfg.MaxAttempts = 1
+	require.NoError(t, a.fail(ctx, stale[0], errors.New("timeout")))
+	var dead int
+	require.NoError(t, db.QueryRow(`SELECT COUNT(*) FROM outbox_dead`).Scan(&dead))
+	n, _ = state()
+	assert.Equal(t, 0, dead, "a cannot dead-letter b's message")
+	assert.Equal(t, 1, n)
+
+	st, err := a.Stats(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(4), st.Fenced, "done, retry, release and dead letter were fenced")
+
+	require.NoError(t, b.done(ctx, fresh[0]))
+	n, _ = state()
+	assert.Equal(t, 0, n, "the claim's holder deletes it")
+	st, _ = b.Stats(ctx)
+	assert.Zero(t, st.Fenced)
+}
+
+// TestOutboxPaceIsShared: the pace is the provider's contract, for the
+// fleet: N drainers together send at most Rate·d + Burst messages in any
+// interval d, and together reach the Rate.
+func TestOutboxPaceIsShared(t *testing.T) {
+	for _, drainers := range []int{1, 2, 3} {
+		t.Run(fmt.Sprint(drainers), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				path := filepath.Join(t.TempDir(), "shop.db")
+				db, err := OpenSQLite(path)
+				require.NoError(t, err)
+				_, err = db.Exec(`CREATE TABLE orders (id TEXT PRIMARY KEY, total INTEGER NOT NULL)`)
+				require.NoError(t, err)
+				const rate, burst, n = 100.0, 5, 600
+				cfg := OutboxConfig{Rate: rate, Burst: burst, Batch: 50}
+				o, err := NewOutbox(context.Background(), db, cfg)
+				require.NoError(t, err)
+				for i := range n {
+					require.NoError(t, checkout(context.Background(), db, o, fmt.Sprintf("%04d", i), time.Time{}, false))
+				}
+				db.Close()
+				l := newSendLog()
+				_, run := drainersOn(t, path, drainers, cfg, l)
+				run(t)
+				twice, missing := l.twice(n)
+				require.Zero(t, twice)
+				require.Zero(t, missing)
+				at := l.at
+				worst, worstD := 0.0, time.Duration(0)
+				for i := range at {
+					for j := i; j < len(at); j++ {
+						d := at[j].Sub(at[i])
+						if excess := float64(j-i+1) - rate*d.Seconds(); excess > worst {
+							worst, worstD = excess, d
+						}
+					}
+				}
+				assert.LessOrEqual(t, worst, burst+1e-9, "sends beyond Rate·d in an interval of %v", worstD)
+				took := at[len(at)-1].Sub(at[0])
+				assert.InDelta(t, float64(n-1)/rate, took.Seconds(), 0.05*n/rate, "the fleet drains at the Rate")
+				for i := range drainers {
+					assert.Positive(t, l.by[i], "drainer %d took part", i)
+				}
+				t.Logf("%d drainers: %d messages in %v, worst excess over Rate·d %.2f (interval %v), by drainer %v",
+					drainers, n, took, worst, worstD, l.by)
+			})
+		})
+	}
+}
