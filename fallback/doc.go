@@ -12,9 +12,13 @@
 //
 // [New] builds a guard for one dependency, and [Call] runs a call under it:
 //
-//   - timeout: the dependency's measured p99 × 1.5 (a signals.Window of its
-//     latency), between MinTimeout and MaxTimeout, never beyond the
-//     caller's remaining deadline;
+//   - timeout: the p99 of the dependency's successful calls × 1.5 (a
+//     signals.Window of their latency over 30 s), between MinTimeout and
+//     MaxTimeout, never beyond the caller's remaining deadline. A timed-out
+//     call is not a latency sample (its duration is the timeout, so 1 % of
+//     them would make the p99 the timeout and the timeout climb to
+//     MaxTimeout): timeouts are their own signal, the timeout rate
+//     ([Status].TimeoutRate);
 //   - bulkhead: at most MaxConcurrent calls; the next fails at once with
 //     [ErrFull], so it goes to its fallback instead of queueing;
 //   - circuit breaker: opens when ≥ 50 % of the last 20 calls failed or
@@ -40,16 +44,25 @@
 //     (within a freshness budget, marked stale: the Age and
 //     X-Brownout-Stale headers) or when the feature is dimmed ([Cache.Peek]:
 //     no call at all); refreshes are single-flight, so a recovering
-//     dependency is not stampeded.
+//     dependency is not stampeded, and detached from the callers'
+//     cancellation (bounded by RefreshTimeout, default 10 s), so a client
+//     that goes away does not fail the others waiting for the same key.
+//     It holds at most MaxEntries values (default 10 000) and none older
+//     than MaxStale.
 //   - [Section]: renders an optional part of a page, or its placeholder
 //     when the flag is off or the part fails.
 //   - [Outbox]: deferred work written in the business transaction
 //     (SQLite by default, PostgreSQL supported), drained oldest first at
-//     the provider's contracted pace (a leaky bucket, default 500/s), only
-//     while the breaker allows, with backoff, and moved to a dead-letter
-//     table after MaxAttempts. Each message carries an idempotency key;
-//     delivery is at least once, and once per key at a deduping receiver.
-//     Depth, oldest age, sent and dead-lettered are metrics.
+//     the provider's contracted pace, only while the breaker allows, with
+//     backoff, and moved to a dead-letter table after MaxAttempts. Each
+//     message carries an idempotency key; delivery is at least once, and
+//     once per key at a deduping receiver. Several drainers may share an
+//     outbox: the pace (default 500/s, burst 1) is the fleet's, one GCRA
+//     row in the database from which every send takes its time; claims
+//     are leased (at most Rate × Lease messages, renewed while sending)
+//     and fenced by a claim id in the row, so a drainer whose lease ran
+//     out can neither delete nor reschedule a message another drainer
+//     holds. Depth, oldest age, sent, dead-lettered and fenced are metrics.
 //
 // # Usage
 //
