@@ -48,7 +48,7 @@ var (
 	boxFailed = prometheus.NewDesc("brownout_outbox_send_failures_total",
 		"Failed sends by this process.", []string{"outbox"}, nil)
 	boxFenced = prometheus.NewDesc("brownout_outbox_fenced_total",
-		"Results of this process's sends that found the message under another drainer's claim (the lease had run out).", []string{"outbox"}, nil)
+		"Deletes, retries, dead letters and releases by this process that found the message no longer under its claim (lease run out, or removed by Done).", []string{"outbox"}, nil)
 )
 
 // Describe implements prometheus.Collector.

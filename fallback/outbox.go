@@ -552,8 +552,9 @@ type OutboxStats struct {
 	Failed       uint64        // failed sends by this process
 	DeadLettered uint64        // moved to dead letters by this process
 	// Fenced counts this process's deletes, retries, dead letters and
-	// releases that found the message no longer under its claim (the lease
-	// had run out and another drainer claimed or sent it). Nothing was
+	// releases that found the message no longer under its claim: the lease
+	// had run out and another drainer claimed it, or it was removed
+	// meanwhile (by Done, after the request sent it itself). Nothing was
 	// changed; a message sent then may have gone out twice.
 	Fenced uint64
 }
