@@ -8,9 +8,11 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/brownout/brownout/dimmer"
+	"github.com/brownout/brownout/internal/gate"
 	"github.com/brownout/brownout/signals"
 )
 
@@ -58,8 +60,17 @@ type Config struct {
 	Now func() time.Time
 }
 
+// GateConfig configures the gate: per-class waits bounded in time, CoDel,
+// and the adaptive concurrency limit. See the fields' documentation for the
+// defaults.
+type GateConfig = gate.Config
+
+// LimitConfig configures the adaptive concurrency limit; see its
+// documentation for the model. The zero value is adaptive.
+type LimitConfig = gate.LimitConfig
+
 // Shedder is admission control for a server: net/http middleware (and an
-// Acquire API for other transports) around a Gate. See the package
+// Acquire API for other transports) around a gate. See the package
 // documentation.
 //
 // A Shedder must be made with New. It is safe for concurrent use.
@@ -76,13 +87,13 @@ type Shedder struct {
 	tickets   sync.Pool
 
 	mu   sync.Mutex // guards gate; never held while calling out
-	gate *Gate
+	gate *gate.Gate
 }
 
 // New returns a Shedder.
 func New(cfg Config) (*Shedder, error) {
 	s := &Shedder{cfg: cfg, rec: cfg.Recorder, now: cfg.Now, classify: cfg.Classify, cost: cfg.Cost,
-		failed: cfg.Failed, shedLevel: cfg.ShedLevel, gate: NewGate(cfg.Gate)}
+		failed: cfg.Failed, shedLevel: cfg.ShedLevel, gate: gate.New(cfg.Gate)}
 	if s.rec == nil {
 		s.rec = signals.NewRecorder(signals.Config{})
 	}
@@ -110,31 +121,66 @@ func New(cfg Config) (*Shedder, error) {
 		s.limits = rl
 	}
 	s.replies = buildReplies(retry)
-	s.tickets.New = func() any { return new(Ticket) }
+	s.tickets.New = func() any { return new(ticket) }
 	return s, nil
 }
 
 // Recorder returns the recorder the Shedder writes its signals to.
 func (s *Shedder) Recorder() *signals.Recorder { return s.rec }
 
-// Stats returns the gate's limit, the cost in flight and the queue lengths.
-func (s *Shedder) Stats() (limit, inflight float64, queued [signals.NumClasses]int) {
+// GateStats is the gate at one moment.
+type GateStats struct {
+	// Limit is the adaptive concurrency limit in cost units; Admitting is
+	// what admissions see now (half the limit while a probe measures the
+	// baseline).
+	Limit, Admitting float64
+	// InFlight is the cost admitted and not done.
+	InFlight float64
+	// Queued is how many requests of each class wait.
+	Queued [signals.NumClasses]int
+	// Ratio is the last latency ratio R(L)/R(L/2) the limit measured (0
+	// before the first) and Baseline the latency per cost unit at half the
+	// limit (0 before the first probe).
+	Ratio    float64
+	Baseline time.Duration
+}
+
+// Stats returns the gate's limit, the cost in flight and the queues.
+func (s *Shedder) Stats() GateStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for c := range queued {
-		queued[c] = s.gate.Queued(signals.Class(c))
+	var st GateStats
+	for c := range st.Queued {
+		st.Queued[c] = s.gate.Queued(signals.Class(c))
 	}
-	return s.gate.Limit(), s.gate.InFlight(), queued
+	ratio, base := s.gate.Ratio()
+	st.Limit, st.Admitting, st.InFlight, st.Ratio = s.gate.Limit(), s.gate.Admitting(), s.gate.InFlight(), ratio
+	st.Baseline = time.Duration(base * float64(time.Second))
+	return st
+}
+
+// ticket is a gate ticket with a generation, so that a Permit released
+// twice, or after its ticket went back to the pool, is a no-op.
+type ticket struct {
+	gate.Ticket
+	gen atomic.Uint64
+}
+
+// Permit is an admitted request, for Release. The zero Permit releases
+// nothing.
+type Permit struct {
+	t   *ticket
+	gen uint64
 }
 
 // wake is a batch of gate results to act on after the lock is released.
 type wake struct {
 	n     int
-	items [8]*Ticket
-	more  []*Ticket
+	items [8]*gate.Ticket
+	more  []*gate.Ticket
 }
 
-func (w *wake) add(t *Ticket) {
+func (w *wake) add(t *gate.Ticket) {
 	if w.n < len(w.items) {
 		w.items[w.n] = t
 		w.n++
@@ -147,59 +193,83 @@ func (w *wake) add(t *Ticket) {
 // answer.
 func (w *wake) fire() {
 	for _, t := range w.items[:w.n] {
-		close(t.ready)
+		close(t.Ready)
 	}
 	for _, t := range w.more {
-		close(t.ready)
+		close(t.Ready)
 	}
 }
 
-func (s *Shedder) dropper(w *wake) func(*Ticket, signals.Reason) {
-	return func(t *Ticket, why signals.Reason) {
-		t.refused, t.why = true, why
+func (s *Shedder) dropper(w *wake) func(*gate.Ticket, signals.Reason) {
+	return func(t *gate.Ticket, why signals.Reason) {
+		t.Refused, t.Why = true, why
 		s.rec.Reject(t.Class, why)
-		if t.ready != nil {
+		if t.Ready != nil {
 			w.add(t)
 		}
 	}
 }
 
+func (s *Shedder) newTicket(c signals.Class, cost float64, now, deadline time.Time) *ticket {
+	t := s.tickets.Get().(*ticket)
+	t.Ticket = gate.Ticket{Class: c % signals.NumClasses, Cost: cost, Arrival: now, Deadline: deadline}
+	if t.Cost <= 0 {
+		t.Cost = 1
+	}
+	return t
+}
+
+// putTicket returns t to the pool; its generation moves on, so that any
+// Permit still holding it releases nothing.
+func (s *Shedder) putTicket(t *ticket) {
+	t.gen.Add(1)
+	t.Ticket = gate.Ticket{}
+	s.tickets.Put(t)
+}
+
 // TryAcquire admits a request of class c and cost at now if it can start
 // at once, without queueing: the fast path, lock-free (a compare-and-swap
-// on the cost in flight). Release the ticket when the work ends.
-func (s *Shedder) TryAcquire(now time.Time, c signals.Class, cost float64) (*Ticket, bool) {
-	if cost <= 0 {
-		cost = 1
+// on the cost in flight). Release the Permit when the work ends. It applies
+// neither the cascade nor rate limits; Acquire does.
+func (s *Shedder) TryAcquire(now time.Time, c signals.Class, cost float64) (Permit, bool) {
+	t := s.newTicket(c, cost, now, time.Time{})
+	if s.gate.TryAdmit(&t.Ticket, now) {
+		return Permit{t: t, gen: t.gen.Load()}, true
 	}
-	t := s.tickets.Get().(*Ticket)
-	*t = Ticket{Class: c % signals.NumClasses, Cost: cost, Arrival: now}
-	if s.gate.queued.Load() == 0 && s.gate.tryAdmit(t, now) {
-		return t, true
-	}
-	s.tickets.Put(t)
-	return nil, false
+	s.putTicket(t)
+	return Permit{}, false
 }
 
 // Release ends an admitted request's work at now and starts queued ones.
-// The cost is returned lock-free. The lock is taken when requests wait (to
-// start them), and otherwise for one release in sampleEvery, to feed the
-// adaptive limit — an EWMA needs samples, not every sample, and a lock per
-// release would make every core queue on it. Call it once per ticket.
-func (s *Shedder) Release(now time.Time, t *Ticket) {
-	waiting := s.gate.release(t)
-	var w wake
-	if waiting || rand.Uint32()%sampleEvery == 0 {
-		s.mu.Lock()
-		s.gate.sample(now, t)
-		s.dispatch(now, &w)
-		s.mu.Unlock()
+// The cost is returned lock-free; the lock is taken only when requests
+// wait (to start them) or the adaptive limit is due an update (a few times
+// a second). Releasing a Permit a second time does nothing.
+func (s *Shedder) Release(now time.Time, p Permit) {
+	if p.t == nil || !p.t.gen.CompareAndSwap(p.gen, p.gen+1) {
+		return
 	}
-	w.fire()
-	s.tickets.Put(t)
+	s.release(now, &p.t.Ticket)
+	p.t.Ticket = gate.Ticket{}
+	s.tickets.Put(p.t)
 }
 
-// sampleEvery: one uncontended release in this many feeds the limit.
-const sampleEvery = 8
+// release returns t's cost and starts queued requests.
+func (s *Shedder) release(now time.Time, t *gate.Ticket) {
+	waiting, due := s.gate.Release(now, t)
+	if !waiting && !due {
+		return
+	}
+	if !waiting && !s.mu.TryLock() {
+		return // someone else holds the lock: the update waits for the next release
+	} else if waiting {
+		s.mu.Lock()
+	}
+	var w wake
+	s.gate.Update(now)
+	s.dispatch(now, &w)
+	s.mu.Unlock()
+	w.fire()
+}
 
 // dispatch admits queued requests while there is room. Callers hold s.mu.
 //
@@ -209,7 +279,7 @@ const sampleEvery = 8
 // consistent atomics, either the releaser sees the waiter and dispatches,
 // or the waiter sees the room.
 func (s *Shedder) dispatch(now time.Time, w *wake) {
-	if s.gate.queued.Load() == 0 {
+	if !s.gate.Waiting() {
 		return
 	}
 	drop := s.dropper(w)
@@ -222,25 +292,47 @@ func (s *Shedder) dispatch(now time.Time, w *wake) {
 	}
 }
 
-// Acquire waits until a request of class c and cost may start, or refuses
-// it (a *RefusedError wrapping ErrShed). It is the transport-neutral form of
-// the middleware: call release(failed) when the work ends. The deadline,
-// when not zero, bounds the wait; so does ctx.
-func (s *Shedder) Acquire(ctx context.Context, c signals.Class, cost float64, deadline time.Time) (release func(failed bool), err error) {
+// Request is one unit of work for Acquire.
+type Request struct {
+	Class signals.Class
+	// Cost in units (1 = an average request). Default 1.
+	Cost float64
+	// Deadline, when not zero, is when the client stops waiting: it
+	// bounds the wait, and a deadline already passed is refused at once.
+	Deadline time.Time
+	// Key identifies the client, for the cascade's sticky shedding (the
+	// same clients are refused while the shed level holds) and nothing
+	// else. Empty: each request draws at random, so that a shed level of
+	// 0.05 still refuses about 5 % of them.
+	Key string
+}
+
+// Acquire waits until a request may start, or refuses it (a *RefusedError
+// wrapping ErrShed). It is the transport-neutral form of the middleware:
+// the cascade, then the gate (rate limits are per HTTP client and stay in
+// the middleware). Call release(failed) when the work ends; a second call
+// does nothing. ctx bounds the wait.
+func (s *Shedder) Acquire(ctx context.Context, r Request) (release func(failed bool), err error) {
 	now := s.now()
-	c %= signals.NumClasses
+	c := r.Class % signals.NumClasses
 	s.rec.Arrive(c)
-	if err := s.door(c, ""); err != nil {
+	if err := s.door(c, r.Key); err != nil {
 		return nil, err
 	}
-	t, err := s.wait(ctx, c, cost, now, deadline)
+	t, err := s.wait(ctx, c, r.Cost, now, r.Deadline)
 	if err != nil {
 		return nil, err
 	}
-	start := t.Start
+	// The ticket stays out of the pool: the release function may outlive
+	// any use of it.
+	var done atomic.Bool
+	start, deadline := t.Start, r.Deadline
 	return func(failed bool) {
+		if done.Swap(true) {
+			return
+		}
 		end := s.now()
-		s.Release(end, t)
+		s.release(end, &t.Ticket)
 		s.rec.Done(c, start, end, failed, deadline)
 	}, nil
 }
@@ -260,10 +352,10 @@ func (s *Shedder) door(c signals.Class, key string) error {
 }
 
 // keyFraction maps a client key to [0, 1) (FNV-1a): the same clients are
-// shed while the level holds. An empty key is 0: always within the share.
+// shed while the level holds. An empty key draws at random.
 func keyFraction(key string) float64 {
 	if key == "" {
-		return 0
+		return rand.Float64()
 	}
 	h := uint32(2166136261)
 	for i := 0; i < len(key); i++ {
@@ -274,59 +366,55 @@ func keyFraction(key string) float64 {
 }
 
 // wait takes a request through the gate, blocking while it is queued.
-func (s *Shedder) wait(ctx context.Context, c signals.Class, cost float64, now, deadline time.Time) (*Ticket, error) {
-	c %= signals.NumClasses // a custom classifier's stray value
-	t := s.tickets.Get().(*Ticket)
-	*t = Ticket{Class: c, Cost: cost, Arrival: now, Deadline: deadline}
-	if t.Cost <= 0 {
-		t.Cost = 1
-	}
+func (s *Shedder) wait(ctx context.Context, c signals.Class, cost float64, now, deadline time.Time) (*ticket, error) {
+	t := s.newTicket(c, cost, now, deadline)
+	c = t.Class
 	// The fast path: nothing waits and there is room — no lock. (With
 	// requests queued, sweeps and the time bound need the lock.)
-	if (deadline.IsZero() || now.Before(deadline)) && s.gate.queued.Load() == 0 && s.gate.tryAdmit(t, now) {
+	if (deadline.IsZero() || now.Before(deadline)) && s.gate.TryAdmit(&t.Ticket, now) {
 		s.rec.Queued(c, 0, now)
 		s.rec.Start(now)
 		return t, nil
 	}
 	var w wake
 	s.mu.Lock()
-	d, why := s.gate.Arrive(now, t, s.dropper(&w))
-	if d == Queued {
-		t.ready = make(chan struct{})
+	d, why := s.gate.Arrive(now, &t.Ticket, s.dropper(&w))
+	if d == gate.Queued {
+		t.Ready = make(chan struct{})
 		s.dispatch(now, &w) // room freed by a lock-free release meanwhile
 	}
 	s.mu.Unlock()
 	w.fire()
 	switch d {
-	case Admitted:
+	case gate.Admitted:
 		s.rec.Queued(c, 0, now)
 		s.rec.Start(now)
 		return t, nil
-	case Refused:
+	case gate.Refused:
 		s.rec.Reject(c, why)
-		s.tickets.Put(t)
+		s.putTicket(t)
 		return nil, &RefusedError{Class: c, Reason: why}
 	}
 
 	// Queued: wait for a slot, the class's max wait, the deadline or the
 	// client, whichever comes first.
-	limit := s.gate.cfg.MaxWait[c]
+	limit := s.gate.Config().MaxWait[c]
 	if !deadline.IsZero() {
 		limit = min(limit, deadline.Sub(now))
 	}
 	timer := time.NewTimer(limit)
 	defer timer.Stop()
 	select {
-	case <-t.ready:
+	case <-t.Ready:
 	case <-timer.C:
-		s.cancel(t, signals.ReasonMaxWait)
+		s.cancel(&t.Ticket, signals.ReasonMaxWait)
 	case <-ctx.Done():
-		s.cancel(t, signals.ReasonCanceled)
+		s.cancel(&t.Ticket, signals.ReasonCanceled)
 	}
-	<-t.ready // closed by whoever decided: admitted or refused
-	if t.refused {
-		why := t.why
-		s.tickets.Put(t)
+	<-t.Ready // closed by whoever decided: admitted or refused
+	if t.Refused {
+		why := t.Why
+		s.putTicket(t)
 		return nil, &RefusedError{Class: c, Reason: why}
 	}
 	start := t.Start
@@ -337,14 +425,14 @@ func (s *Shedder) wait(ctx context.Context, c signals.Class, cost float64, now, 
 
 // cancel takes a waiting ticket out of the gate, unless the gate already
 // decided for it.
-func (s *Shedder) cancel(t *Ticket, why signals.Reason) {
+func (s *Shedder) cancel(t *gate.Ticket, why signals.Reason) {
 	s.mu.Lock()
 	ok := s.gate.Cancel(s.now(), t)
 	s.mu.Unlock()
 	if ok {
-		t.refused, t.why = true, why
+		t.Refused, t.Why = true, why
 		s.rec.Reject(t.Class, why)
-		close(t.ready)
+		close(t.Ready)
 	}
 }
 
@@ -415,7 +503,8 @@ func (s *Shedder) Middleware(next http.Handler) http.Handler {
 		defer func() {
 			p := recover()
 			end := s.now()
-			s.Release(end, t)
+			s.release(end, &t.Ticket)
+			s.putTicket(t)
 			s.rec.Done(c, start, end, p != nil || s.failed(sw.Status()), deadline)
 			if p != nil {
 				panic(p)

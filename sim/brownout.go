@@ -80,7 +80,8 @@ var (
 func BrownoutLab(load Profile, d Dimmer) Config {
 	return Config{
 		Duration: 90 * time.Second, Load: load, Mix: BrownoutMix, Dimmer: d,
-		Admission: NewShed(shed.GateConfig{MaxWait: [signals.NumClasses]time.Duration{800 * time.Millisecond, 250 * time.Millisecond, 100 * time.Millisecond}, Target: 250 * time.Millisecond, Interval: time.Second}, 1),
+		Admission: NewShed(shed.GateConfig{MaxWait: [signals.NumClasses]time.Duration{800 * time.Millisecond, 250 * time.Millisecond, 100 * time.Millisecond}, Target: 250 * time.Millisecond, Interval: time.Second}),
+		Server:    Server{CancelWaiting: true},
 		Signals:   signals.Config{Latency: signals.WindowConfig{Slices: 5}},
 	}
 }

@@ -59,6 +59,7 @@ type Second struct {
 	Shed          float64                 `json:"shed"`       // cascade shed level at the end of the second
 	Optional      float64                 `json:"optional"`   // share of good answers with optional parts
 	InSystem      int                     `json:"in_system"`  // queued or in service at the end of the second
+	Limit         float64                 `json:"limit"`      // the admission layer's concurrency limit at the end of the second, if it has one
 	GoodByArrival int                     `json:"good_by_arrival"`
 	lat           []time.Duration
 	sojSum        time.Duration
@@ -166,7 +167,7 @@ type engine struct {
 	arr     *Mulberry32 // arrivals: gaps, classes, users
 	svc     *Mulberry32 // service times
 	cli     *Mulberry32 // client jitter
-	free    int
+	busy    int
 	rec     *signals.Recorder
 	dim     Dim
 	tokens  float64
@@ -208,6 +209,9 @@ func Run(cfg Config) Result {
 		}
 		s := e.sec()
 		s.InSystem, s.Level, s.Shed, s.seen = e.inSys, e.dim.Level, e.dim.Shed, true
+		if l, ok := e.cfg.Admission.(Limiter); ok {
+			s.Limit = l.Limit()
+		}
 	}
 	return e.result()
 }
@@ -243,7 +247,7 @@ func newEngine(cfg Config) *engine {
 	e := &engine{
 		cfg: cfg,
 		arr: NewMulberry32(cfg.Seed), svc: NewMulberry32(cfg.Seed ^ 0x5bd1e995), cli: NewMulberry32(cfg.Seed ^ 0x27d4eb2f),
-		free: cfg.Server.Workers, rec: signals.NewRecorder(cfg.Signals),
+		rec:    signals.NewRecorder(cfg.Signals),
 		tokens: cfg.Client.Retry.BudgetBurst,
 		secs:   make([]Second, int((cfg.Duration+time.Second-1)/time.Second)),
 	}
@@ -369,12 +373,12 @@ func (e *engine) drop(r *Request, why signals.Reason) {
 
 // startWork fills free workers from the admission queue.
 func (e *engine) startWork() {
-	for e.free > 0 {
+	for e.busy < e.cfg.Server.workers(e.now) {
 		r := e.cfg.Admission.Pull(e.vt(e.now), e.drop)
 		if r == nil {
 			return
 		}
-		e.free--
+		e.busy++
 		r.state = stRunning
 		r.Start = e.vt(e.now)
 		r.WithOptional = r.Optional > 0 && keyFraction(r.Key) < e.dim.Level
@@ -386,7 +390,7 @@ func (e *engine) startWork() {
 		if e.cfg.Server.Capacity != nil {
 			speed = e.cfg.Server.Capacity(e.now)
 		}
-		mean := cost * e.cfg.Server.ServiceMean.Seconds() / speed
+		mean := cost * e.cfg.Server.ServiceMean.Seconds() / speed * e.cfg.Server.contention(e.busy)
 		sojourn := e.now - r.arrival
 		e.rec.Queued(r.Class, sojourn, r.Start)
 		e.rec.Start(r.Start)
@@ -405,7 +409,7 @@ func (e *engine) startWork() {
 func (e *engine) finish(r *Request) {
 	gaveUp := r.state != stRunning // the client timed out meanwhile
 	r.state = stDone
-	e.free++
+	e.busy--
 	e.inSys--
 	e.cfg.Admission.Done(e.vt(e.now), r)
 	// The latency the controller reads is the time inside the server, as
@@ -433,6 +437,16 @@ func (e *engine) finish(r *Request) {
 func (e *engine) timeout(r *Request) {
 	if r.state != stQueued && r.state != stRunning {
 		return // answered or refused already
+	}
+	if r.state == stQueued && e.cfg.Server.CancelWaiting {
+		if c, ok := e.cfg.Admission.(Canceler); ok && c.Cancel(e.vt(e.now), r) {
+			// The handler saw its client go and returned: the admission
+			// layer and the signals see a failed request that took the
+			// client's timeout.
+			r.state = stAbandoned
+			e.inSys--
+			e.rec.Done(r.Class, r.Arrival, e.vt(e.now), true, r.Deadline)
+		}
 	}
 	if r.state == stRunning {
 		r.state = stAbandoned // the work goes on, wasted
@@ -480,7 +494,7 @@ func (e *engine) result() Result {
 		s := &e.secs[i]
 		if !s.seen && i > 0 { // a quiet second keeps the state of the one before
 			prev := e.secs[i-1]
-			s.InSystem, s.Level, s.Shed = prev.InSystem, prev.Level, prev.Shed
+			s.InSystem, s.Level, s.Shed, s.Limit = prev.InSystem, prev.Level, prev.Shed, prev.Limit
 		}
 		if len(s.lat) > 0 {
 			slices.Sort(s.lat)

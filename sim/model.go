@@ -215,14 +215,47 @@ type Client struct {
 
 // Server describes the server.
 type Server struct {
-	// Workers is the number of requests served at once. Default 1.
+	// Workers is the number of requests served at once: the app's hidden
+	// concurrency (a thread pool, a database pool). The admission layer in
+	// front is not told it. Requests it takes in beyond the free workers
+	// wait inside the app, in arrival order. Default 1.
 	Workers int
+	// WorkersAt, when set, overrides Workers over time (a pool that loses
+	// half its connections, and gets them back).
+	WorkersAt func(t time.Duration) int
 	// ServiceMean is the mean service time of one cost unit at full
 	// capacity; service times are exponential. Default 10 ms.
 	ServiceMean time.Duration
 	// Capacity, when set, scales the speed over time (1 = full, 0.5 =
 	// half). A request's service time is drawn when it starts.
 	Capacity func(t time.Duration) float64
+	// Contention makes service time grow with the requests in service, as
+	// a database's does: a request starting with n in service (itself
+	// included) takes 1 + Alpha·(n−1) + Beta·n·(n−1) times as long — the
+	// universal scalability law, whose throughput peaks at
+	// n* = √((1−Alpha)/Beta).
+	Contention struct{ Alpha, Beta float64 }
+	// CancelWaiting: a request that the admission layer took in but that
+	// still waits for a worker leaves when its client gives up, as a
+	// handler waiting on a pool with the request's context does (its
+	// latency, as the admission layer sees it, is the client's timeout).
+	// Work already started is not cancelled.
+	CancelWaiting bool
+}
+
+// workers returns the number of workers at t.
+func (s Server) workers(t time.Duration) int {
+	if s.WorkersAt != nil {
+		return max(s.WorkersAt(t), 1)
+	}
+	return s.Workers
+}
+
+// contention returns the service-time factor for a request starting with n
+// in service.
+func (s Server) contention(n int) float64 {
+	m := float64(n)
+	return 1 + s.Contention.Alpha*(m-1) + s.Contention.Beta*m*(m-1)
 }
 
 // Dip returns a Capacity that is factor during [at, at+d) and 1 otherwise.

@@ -24,6 +24,20 @@ type Admission interface {
 	Done(now time.Time, r *Request)
 }
 
+// Canceler is an Admission that can take back a request it took in when
+// its client gives up (Server.CancelWaiting).
+type Canceler interface {
+	// Cancel removes r if it still waits for a worker, ends it as the
+	// admission layer would a finished request, and reports whether it
+	// did.
+	Cancel(now time.Time, r *Request) bool
+}
+
+// Limiter is an Admission with a concurrency limit, for the lab's traces.
+type Limiter interface {
+	Limit() float64
+}
+
 // Dimmer decides how much optional work requests get; dimmer's controller
 // implements it. Step is called every tick with the server's signals.
 type Dimmer interface {

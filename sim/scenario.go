@@ -124,7 +124,7 @@ func init() {
 				}
 			}
 			for _, load := range SweepLoads {
-				cs = append(cs, caseSpec{"shed (package shed)", load, Config{Load: Constant(load), Admission: NewShed(shed.GateConfig{}, 1)}})
+				cs = append(cs, caseSpec{"shed (package shed)", load, Config{Load: Constant(load), Admission: NewShed(shed.GateConfig{})}})
 			}
 			return cs
 		},
@@ -138,7 +138,7 @@ func init() {
 				return Config{Load: load, Client: Client{Timeout: 10 * time.Second},
 					Admission: &CoDel{Enabled: on, Limit: 300, Target: 50 * time.Millisecond, Interval: 100 * time.Millisecond}}
 			}
-			withShed := Config{Load: load, Client: Client{Timeout: 10 * time.Second}, Admission: NewShed(shed.GateConfig{}, 1)}
+			withShed := Config{Load: load, Client: Client{Timeout: 10 * time.Second}, Admission: NewShed(shed.GateConfig{})}
 			return []caseSpec{{"tail-drop", 80, mk(false)}, {"CoDel-like", 80, mk(true)}, {"shed (package shed)", 80, withShed}}
 		},
 	})

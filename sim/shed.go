@@ -1,76 +1,97 @@
 package sim
 
 import (
+	"slices"
 	"time"
 
+	"github.com/brownout/brownout/internal/gate"
 	"github.com/brownout/brownout/shed"
 	"github.com/brownout/brownout/signals"
 )
 
-// Shed runs package shed's Gate — the state machine behind the production
-// middleware — as the lab's admission policy. The lab's server has Workers
-// workers, so the gate's concurrency limit is fixed at that number; the
-// gate's queues, time bounds, CoDel, adaptive LIFO and deadline drops are
-// the production code. The cascade's shed level is applied by the engine at
-// the door, as shed.Shedder does before its gate.
+// Shed runs package shed's gate — the state machine behind the production
+// middleware, adaptive concurrency limit included — as the lab's admission
+// policy. It is not told the server's worker count: requests it admits
+// beyond the free workers wait inside the app, as they do behind a real
+// gate, and the limit has to find the bottleneck from latency. The
+// cascade's shed level is applied by the engine at the door, as
+// shed.Shedder does before its gate.
 type Shed struct {
-	g       *shed.Gate
-	tickets map[*Request]*shed.Ticket
-	byT     map[*shed.Ticket]*Request
-	ready   []*Request // admitted on arrival, not yet pulled
+	g       *gate.Gate
+	tickets map[*Request]*gate.Ticket
+	byT     map[*gate.Ticket]*Request
+	ready   []*Request // admitted, waiting for a worker inside the app
+
+	// observe, when set, sees every completion before the gate does (the
+	// lab's comparison of limit algorithms drives SetLimit from it).
+	observe func(now time.Time, t *gate.Ticket)
 }
 
-// NewShed returns a Shed policy for a server with the given workers; cfg's
-// Limit is replaced by a fixed limit of workers.
-func NewShed(cfg shed.GateConfig, workers int) *Shed {
-	n := float64(max(workers, 1))
+// NewShed returns a Shed policy with cfg, its limit adaptive unless cfg
+// says otherwise.
+func NewShed(cfg shed.GateConfig) *Shed {
+	return &Shed{g: gate.New(cfg), tickets: map[*Request]*gate.Ticket{}, byT: map[*gate.Ticket]*Request{}}
+}
+
+// NewShedFixed returns a Shed policy whose limit is fixed at n cost units:
+// the reference runs of a gate told the worker count.
+func NewShedFixed(cfg shed.GateConfig, n float64) *Shed {
+	n = max(n, 1)
 	cfg.Limit = shed.LimitConfig{Initial: n, Min: n, Max: n, Fixed: true}
-	return &Shed{g: shed.NewGate(cfg), tickets: map[*Request]*shed.Ticket{}, byT: map[*shed.Ticket]*Request{}}
+	return NewShed(cfg)
 }
 
 // Gate returns the gate, for inspection.
-func (s *Shed) Gate() *shed.Gate { return s.g }
+func (s *Shed) Gate() *gate.Gate { return s.g }
 
-func (s *Shed) dropper(drop func(*Request, signals.Reason)) func(*shed.Ticket, signals.Reason) {
-	return func(t *shed.Ticket, why signals.Reason) {
+// Limit implements Limiter.
+func (s *Shed) Limit() float64 { return s.g.Limit() }
+
+func (s *Shed) dropper(drop func(*Request, signals.Reason)) func(*gate.Ticket, signals.Reason) {
+	return func(t *gate.Ticket, why signals.Reason) {
 		r := s.byT[t]
 		s.forget(r, t)
 		drop(r, why)
 	}
 }
 
-func (s *Shed) forget(r *Request, t *shed.Ticket) {
+func (s *Shed) forget(r *Request, t *gate.Ticket) {
 	delete(s.tickets, r)
 	delete(s.byT, t)
 }
 
 // Offer implements Admission.
 func (s *Shed) Offer(now time.Time, r *Request, drop func(*Request, signals.Reason)) (bool, signals.Reason) {
-	t := &shed.Ticket{Class: r.Class, Cost: r.Estimate, Arrival: now, Deadline: r.Deadline}
+	t := &gate.Ticket{Class: r.Class, Cost: r.Estimate, Arrival: now, Deadline: r.Deadline}
 	s.tickets[r], s.byT[t] = t, r
 	d, why := s.g.Arrive(now, t, s.dropper(drop))
 	switch d {
-	case shed.Refused:
+	case gate.Refused:
 		s.forget(r, t)
 		return false, why
-	case shed.Admitted:
+	case gate.Admitted:
 		s.ready = append(s.ready, r)
 	}
 	return true, 0
 }
 
-// Pull implements Admission.
+// Pull implements Admission: what the gate admits now (room freed) joins
+// the requests admitted and waiting inside the app, in the order the gate
+// chose; the oldest of them starts.
 func (s *Shed) Pull(now time.Time, drop func(*Request, signals.Reason)) *Request {
-	if len(s.ready) > 0 {
-		r := s.ready[0]
-		s.ready = s.ready[1:]
-		return r
+	for {
+		t := s.g.Next(now, s.dropper(drop))
+		if t == nil {
+			break
+		}
+		s.ready = append(s.ready, s.byT[t])
 	}
-	t := s.g.Next(now, s.dropper(drop))
-	if t == nil {
+	if len(s.ready) == 0 {
 		return nil
 	}
-	return s.byT[t]
+	r := s.ready[0]
+	s.ready = s.ready[1:]
+	return r
 }
 
 // Done implements Admission.
@@ -79,6 +100,21 @@ func (s *Shed) Done(now time.Time, r *Request) {
 	if !ok {
 		return
 	}
+	if s.observe != nil {
+		s.observe(now, t)
+	}
 	s.g.Done(now, t)
 	s.forget(r, t)
+}
+
+// Cancel implements Canceler: a request admitted and still waiting for a
+// worker leaves, and the gate sees it end.
+func (s *Shed) Cancel(now time.Time, r *Request) bool {
+	i := slices.Index(s.ready, r)
+	if i < 0 {
+		return false
+	}
+	s.ready = slices.Delete(s.ready, i, i+1)
+	s.Done(now, r)
+	return true
 }

@@ -1,4 +1,4 @@
-package shed
+package gate
 
 import (
 	"math"
@@ -8,8 +8,8 @@ import (
 	"github.com/brownout/brownout/signals"
 )
 
-// GateConfig configures a Gate. The zero value takes the defaults below.
-type GateConfig struct {
+// Config configures a Gate. The zero value takes the defaults below.
+type Config struct {
 	// MaxWait is the longest a request of each class may wait for a slot:
 	// the queue is bounded in time, not in requests (K ≈ μ × wait).
 	// Defaults: critical 800 ms, default 300 ms, sheddable 100 ms — under a
@@ -30,7 +30,7 @@ type GateConfig struct {
 	Limit LimitConfig
 }
 
-func (c GateConfig) withDefaults() GateConfig {
+func (c Config) withDefaults() Config {
 	def := [signals.NumClasses]time.Duration{800 * time.Millisecond, 300 * time.Millisecond, 100 * time.Millisecond}
 	for i := range c.MaxWait {
 		if c.MaxWait[i] <= 0 {
@@ -58,11 +58,14 @@ type Ticket struct {
 	// Start is set when the gate admits the request.
 	Start time.Time
 
-	inflight float64 // cost in flight when admitted
-	queued   bool
-	ready    chan struct{} // the middleware's wake-up; nil elsewhere
-	why      signals.Reason
-	refused  bool
+	// For the gate's owner: the middleware's wake-up (nil elsewhere), and
+	// the outcome decided for a queued ticket.
+	Ready   chan struct{}
+	Why     signals.Reason
+	Refused bool
+
+	phase  uint32 // the limiter's phase when admitted
+	queued bool
 }
 
 // Decision is what the gate decides for an arriving request.
@@ -93,39 +96,59 @@ const (
 // and stale ones are dropped (Fail at Scale's adaptive LIFO). Requests
 // whose deadline has passed are dropped before they start.
 //
-// A Gate's methods must be serialized (the Shedder holds a mutex), except
-// the lock-free fast path the Shedder takes around them: tryAdmit and
-// release, on the atomic in-flight cost and queued count.
+// A Gate's methods must be serialized (package shed's Shedder holds a
+// mutex), except the lock-free fast path taken around them: TryAdmit and
+// Release, on the atomic in-flight cost, queued count and the limit's
+// accumulators.
 type Gate struct {
-	cfg    GateConfig
-	limit  gradient
+	cfg    Config
+	limit  *limiter
 	queues [signals.NumClasses]deque
 	above  [signals.NumClasses]time.Time // since when every start waited over Target; zero if not
 
 	inflight atomic.Int64 // cost in flight, in micro-units
-	limitU   atomic.Int64 // the limit, in micro-units, mirrored for the fast path
 	queued   atomic.Int32 // tickets queued, all classes
 }
 
 // micro converts a cost to the fixed-point units of the atomics.
 func micro(cost float64) int64 { return int64(math.Round(cost * 1e6)) }
 
-// NewGate returns an empty gate.
-func NewGate(cfg GateConfig) *Gate {
+// New returns an empty gate.
+func New(cfg Config) *Gate {
 	cfg = cfg.withDefaults()
-	g := &Gate{cfg: cfg, limit: newGradient(cfg.Limit)}
-	g.limitU.Store(micro(g.limit.limit))
-	return g
+	cfg.Limit = cfg.Limit.withDefaults()
+	return &Gate{cfg: cfg, limit: newLimiter(cfg.Limit)}
 }
 
 // Config returns the gate's settings with defaults filled in.
-func (g *Gate) Config() GateConfig { return g.cfg }
+func (g *Gate) Config() Config { return g.cfg }
 
-// Limit returns the current concurrency limit in cost units.
+// Limit returns the current concurrency limit in cost units (outside a
+// probe; see LimitConfig).
 func (g *Gate) Limit() float64 { return g.limit.limit }
+
+// Admitting returns the limit admissions see now: the limit, or half of it
+// while a probe measures the baseline.
+func (g *Gate) Admitting() float64 { return float64(g.limit.adm.Load()) / 1e6 }
+
+// Ratio returns the last measured latency ratio R(L)/R(L/2), 0 before the
+// first, and the baseline in seconds per cost unit.
+func (g *Gate) Ratio() (ratio, base float64) { return g.limit.ratio, g.limit.base }
+
+// SetLimit fixes the limit from outside (the lab's comparison of limit
+// algorithms); adaptation stops.
+func (g *Gate) SetLimit(v float64) {
+	g.limit.external = true
+	g.limit.probing = false
+	g.limit.set(v)
+	g.limit.adm.Store(micro(g.limit.limit))
+}
 
 // InFlight returns the cost admitted and not done.
 func (g *Gate) InFlight() float64 { return float64(g.inflight.Load()) / 1e6 }
+
+// Waiting reports whether any request waits, lock-free.
+func (g *Gate) Waiting() bool { return g.queued.Load() > 0 }
 
 // Queued returns how many requests of class c wait.
 func (g *Gate) Queued(c signals.Class) int { return g.queues[c].len() }
@@ -148,30 +171,52 @@ func (g *Gate) allowed(c signals.Class, now time.Time) (time.Duration, signals.R
 // flight, so that a request costlier than the limit is not starved). It is
 // safe to call concurrently with itself and release.
 func (g *Gate) tryAdmit(t *Ticket, now time.Time) bool {
-	u, lim := micro(t.Cost), g.limitU.Load()
+	u := micro(t.Cost)
 	for {
+		phase, lim := g.limit.phase.Load(), g.limit.adm.Load()
 		cur := g.inflight.Load()
 		if cur != 0 && cur+u > lim {
+			if !g.limit.full.Load() {
+				g.limit.full.Store(true)
+			}
 			return false
 		}
 		if g.inflight.CompareAndSwap(cur, cur+u) {
-			t.Start, t.inflight, t.queued = now, float64(cur)/1e6, false
+			t.Start, t.phase, t.queued = now, phase, false
+			if phase&1 == 1 && g.limit.cohort.Add(1) > g.limit.cohortSize.Load() {
+				t.phase = outside // a probe's, but past its cohort
+			}
 			return true
 		}
 	}
 }
 
-// release returns t's cost; it is safe to call concurrently. It reports
-// whether requests wait (the caller then dispatches under its lock).
-func (g *Gate) release(t *Ticket) (waiting bool) {
-	g.inflight.Add(-micro(t.Cost))
-	return g.queued.Load() > 0
+// TryAdmit admits t at now if nothing waits and the cost in flight leaves
+// room: the lock-free fast path. It is safe to call concurrently with
+// itself and Release.
+func (g *Gate) TryAdmit(t *Ticket, now time.Time) bool {
+	if t.Cost <= 0 {
+		t.Cost = 1
+	}
+	return g.queued.Load() == 0 && g.tryAdmit(t, now)
 }
 
-// sample feeds a completion to the adaptive limit. Callers serialize it.
-func (g *Gate) sample(now time.Time, t *Ticket) {
-	g.limit.sample(now.Sub(t.Start), t.Cost, t.inflight+t.Cost)
-	g.limitU.Store(micro(g.limit.limit))
+// Release returns t's cost and records its completion at now for the
+// adaptive limit; it is safe to call concurrently. It reports whether
+// requests wait and whether the limit is due an update: in either case the
+// caller calls Update under its serialization, then Next.
+func (g *Gate) Release(now time.Time, t *Ticket) (waiting, due bool) {
+	u := micro(t.Cost)
+	cur := g.inflight.Add(-u) + u
+	due = g.limit.record(t, now, cur)
+	return g.queued.Load() > 0, due
+}
+
+// Update moves the adaptive limit if it is due. Callers serialize it.
+func (g *Gate) Update(now time.Time) {
+	if g.limit.isDue(now) {
+		g.limit.update(now)
+	}
 }
 
 // Arrive decides for an arriving request. drop receives queued requests
@@ -195,14 +240,14 @@ func (g *Gate) Arrive(now time.Time, t *Ticket, drop func(*Ticket, signals.Reaso
 		for i := signals.Class(0); i <= c; i++ {
 			ahead += g.queues[i].cost
 		}
-		est := time.Duration(ahead * unit / g.limit.limit * float64(time.Second))
+		est := time.Duration(ahead * unit / max(g.Admitting(), 1e-6) * float64(time.Second))
 		if wait, why := g.allowed(c, now); est > wait {
 			return Refused, why
 		}
 	}
 	t.queued = true
 	g.queues[c].push(t)
-	g.queued.Add(1) // before any re-check of room: see Shedder.wait
+	g.queued.Add(1) // before any re-check of room: see shed's Shedder.wait
 	return Queued, 0
 }
 
@@ -245,10 +290,12 @@ func (g *Gate) Next(now time.Time, drop func(*Ticket, signals.Reason)) *Ticket {
 	return nil
 }
 
-// Done records the end of an admitted request's work.
+// Done records the end of an admitted request's work: Release, then
+// Update. Callers serialize it.
 func (g *Gate) Done(now time.Time, t *Ticket) {
-	g.release(t)
-	g.sample(now, t)
+	if _, due := g.Release(now, t); due {
+		g.limit.update(now)
+	}
 }
 
 // Cancel removes a queued request (its client left, or its own timer

@@ -1,10 +1,9 @@
-package shed
+package gate
 
 import (
 	"testing"
 	"time"
 
-	"github.com/failsafe-go/failsafe-go/adaptivelimiter"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -23,12 +22,12 @@ func (d *drops) drop(t *Ticket, why signals.Reason) {
 	d.ts = append(d.ts, t)
 }
 
-func fixed(n float64) GateConfig {
-	return GateConfig{Limit: LimitConfig{Initial: n, Min: n, Max: n, Fixed: true}}
+func fixed(n float64) Config {
+	return Config{Limit: LimitConfig{Initial: n, Min: n, Max: n, Fixed: true}}
 }
 
 func TestGateFastPathQueueAndPriority(t *testing.T) {
-	g := NewGate(fixed(2))
+	g := New(fixed(2))
 	var d drops
 	a, b := &Ticket{Class: signals.Default, Arrival: t0}, &Ticket{Class: signals.Default, Arrival: t0}
 	dec, _ := g.Arrive(t0, a, d.drop)
@@ -54,7 +53,7 @@ func TestGateFastPathQueueAndPriority(t *testing.T) {
 }
 
 func TestGateTimeBoundAndSweep(t *testing.T) {
-	g := NewGate(GateConfig{Limit: LimitConfig{Initial: 1, Min: 1, Max: 1, Fixed: true},
+	g := New(Config{Limit: LimitConfig{Initial: 1, Min: 1, Max: 1, Fixed: true},
 		MaxWait: [3]time.Duration{time.Second, 100 * time.Millisecond, 50 * time.Millisecond}})
 	var d drops
 	// Teach the gate a service time of 10 ms per unit.
@@ -95,7 +94,7 @@ func TestGateTimeBoundAndSweep(t *testing.T) {
 }
 
 func TestGateCoDelAdaptiveLIFO(t *testing.T) {
-	g := NewGate(GateConfig{Limit: LimitConfig{Initial: 1, Min: 1, Max: 1, Fixed: true},
+	g := New(Config{Limit: LimitConfig{Initial: 1, Min: 1, Max: 1, Fixed: true},
 		MaxWait: [3]time.Duration{time.Second, time.Second, time.Second}, Target: 50 * time.Millisecond, Interval: 100 * time.Millisecond})
 	var d drops
 	warm := &Ticket{Class: signals.Default, Arrival: t0.Add(-time.Second)}
@@ -137,7 +136,7 @@ func TestGateCoDelAdaptiveLIFO(t *testing.T) {
 }
 
 func TestGateDeadlines(t *testing.T) {
-	g := NewGate(fixed(1))
+	g := New(fixed(1))
 	var d drops
 	dec, why := g.Arrive(t0, &Ticket{Class: signals.Critical, Arrival: t0, Deadline: t0}, d.drop)
 	assert.Equal(t, Refused, dec)
@@ -152,80 +151,4 @@ func TestGateDeadlines(t *testing.T) {
 	g.Done(now, busy)
 	assert.Nil(t, g.Next(now, d.drop), "the only waiter's deadline passed: dropped before it starts")
 	assert.Equal(t, []signals.Reason{signals.ReasonDeadline}, d.got)
-}
-
-func TestGradientLimitAdapts(t *testing.T) {
-	g := newGradient(LimitConfig{Initial: 10})
-	for range 200 { // flat latency, the limit in use: it grows
-		g.sample(10*time.Millisecond, 1, g.limit)
-	}
-	grown := g.limit
-	assert.Greater(t, grown, 10.0)
-	for range 50 { // latency triples: queueing, it shrinks
-		g.sample(30*time.Millisecond, 1, g.limit)
-	}
-	assert.Less(t, g.limit, grown)
-	idle := newGradient(LimitConfig{Initial: 10})
-	for range 200 {
-		idle.sample(10*time.Millisecond, 1, 1) // one in flight of a limit of 10
-	}
-	assert.Equal(t, 10.0, idle.limit, "app-limited: no growth without evidence")
-}
-
-// The fast path: admit and release with nothing queued, clock reads
-// included (the anchor reads the clock in TryAcquirePermit and Record).
-func BenchmarkFastPath(b *testing.B) {
-	b.Run("shed", func(b *testing.B) {
-		s, _ := New(Config{})
-		b.ReportAllocs()
-		for b.Loop() {
-			t, ok := s.TryAcquire(time.Now(), signals.Default, 1)
-			if !ok {
-				b.Fatal("refused")
-			}
-			s.Release(time.Now(), t)
-		}
-	})
-	b.Run("shed-given-now", func(b *testing.B) {
-		s, _ := New(Config{})
-		now := t0
-		b.ReportAllocs()
-		for b.Loop() {
-			t, ok := s.TryAcquire(now, signals.Default, 1)
-			if !ok {
-				b.Fatal("refused")
-			}
-			now = now.Add(time.Millisecond)
-			s.Release(now, t)
-		}
-	})
-	b.Run("clock-read", func(b *testing.B) {
-		var sink time.Time
-		for b.Loop() {
-			sink = time.Now()
-		}
-		_ = sink
-	})
-	b.Run("failsafe-adaptivelimiter", func(b *testing.B) {
-		l := adaptivelimiter.NewBuilder[any]().Build()
-		b.ReportAllocs()
-		for b.Loop() {
-			p, ok := l.TryAcquirePermit()
-			if !ok {
-				b.Fatal("refused")
-			}
-			p.Record()
-		}
-	})
-	b.Run("shed-parallel", func(b *testing.B) {
-		s, _ := New(Config{Gate: GateConfig{Limit: LimitConfig{Initial: 1000, Max: 1000}}})
-		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				if t, ok := s.TryAcquire(time.Now(), signals.Default, 1); ok {
-					s.Release(time.Now(), t)
-				}
-			}
-		})
-	})
 }

@@ -1,0 +1,394 @@
+package gate
+
+import (
+	"fmt"
+	"math"
+	"sync/atomic"
+	"time"
+)
+
+// LimitConfig configures the adaptive concurrency limit, in cost units in
+// flight. The zero value is adaptive from 4, between 1 and 1000, holding
+// where latency is 1.6 × what it is at half the limit, re-measured about
+// every 5 s.
+//
+// # Model
+//
+// The bottleneck behind the gate is hidden: a pool of W workers or
+// database connections, a downstream. Below it, admitting more work raises
+// throughput and leaves latency alone; past it, more work only waits
+// inside the app (latency grows with the limit, throughput does not). The
+// limit looks for that knee by comparing latency at the limit with latency
+// at half the limit:
+//
+//	ratio = R(L) / R(L/2)          seconds per cost unit, admission to end
+//
+// A probe measures the baseline R(L/2): for a moment the gate admits only
+// L/2, and the first L tickets admitted then (24 to 128) are waited for —
+// all of them, since the first to finish would be the shortest jobs — with
+// each sample capped at 4 baselines so that a few long jobs cannot swing
+// it; the baseline moves halfway (in log space) to each probe's result.
+// Probes run every ProbeEvery (±25 %, and at most 5 % of the time), and
+// sooner (at least 1 s apart) while the baseline is unsettled, when the
+// limit has moved more than 20 % from where the baseline was measured, or
+// when the ratio jumps out of [1/Tolerance, 2·Tolerance]. Between probes,
+// windows of at least 32 completions and two latencies measure R(L), and
+// the limit moves multiplicatively towards the ratio Tolerance:
+//
+//	ratio > Tolerance:              L ← L · max(1 − ½(1 − Tolerance/ratio), ½)
+//	ratio < Tolerance, L in use:    L ← L · min(1 + ½(Tolerance/ratio − 1), 1.5)
+//	otherwise:                      hold
+//
+// For W workers the ratio is 1 while L ≤ W and L/W above it (Little's law:
+// the extra work queues inside), so the limit settles near Tolerance × W.
+// For a database whose service time grows with concurrency (the universal
+// scalability law), the ratio at the throughput peak N* is about 1.6–1.8
+// for moderate contention, so the limit settles near N*. The ratio is
+// Little's law read both ways: X(L)/X(L/2) = 2/ratio, so Tolerance 1.6
+// means "grow while doubling the work in flight still adds at least 25 %
+// throughput". The limit starts low and grows by up to half per window:
+// from below, the ratio is 1 and says so at once; from above, a baseline
+// measured past the knee is itself queueing, and only probes at a lower
+// limit correct it, a fifth at a time.
+//
+// Why a baseline measured at half the limit, and not a long-run average
+// (Netflix's Gradient2, failsafe-go's adaptive limiter) or the minimum
+// ever seen (Vegas): a long-run average of latency under sustained
+// queueing becomes that queueing, and the limit drifts up without end —
+// worst when clients time out and every sample is the client timeout; the
+// minimum ever seen is stale after the service gets slower. A baseline
+// re-measured at half the limit cannot be dragged up by queueing (at L/2
+// below the knee nothing queues), follows a slower or faster service within
+// a probe or two, and reads a slow dependency (latency that does not
+// depend on concurrency: ratio 1) as no reason to refuse.
+//
+// The limit grows only while it is in use (an arrival found no room in the
+// window): an idle service learns nothing about its capacity. When it is
+// not in use it never falls below the cost in flight.
+type LimitConfig struct {
+	// Initial limit. Default 4: the limit finds the knee faster from
+	// below than from above.
+	Initial float64
+	// Min and Max bound the limit. Default 1 and 1000.
+	Min, Max float64
+	// Tolerance is the latency ratio R(L)/R(L/2) at which the limit holds,
+	// above 1 and below 2. Default 1.6.
+	Tolerance float64
+	// ProbeEvery is the time between probes of the baseline (±25 %; at
+	// most 5 % of the time is spent probing). Default 5 s.
+	ProbeEvery time.Duration
+	// Fixed turns adaptation off: the limit stays at Initial.
+	Fixed bool
+}
+
+func (c LimitConfig) withDefaults() LimitConfig {
+	if c.Initial <= 0 {
+		c.Initial = 4
+	}
+	if c.Min <= 0 {
+		c.Min = 1
+	}
+	if c.Max <= 0 {
+		c.Max = 1000
+	}
+	c.Max = max(c.Max, c.Min)
+	if !(c.Tolerance > 1 && c.Tolerance < 2) {
+		c.Tolerance = 1.6
+	}
+	if c.ProbeEvery <= 0 {
+		c.ProbeEvery = 5 * time.Second
+	}
+	c.Initial = min(max(c.Initial, c.Min), c.Max)
+	return c
+}
+
+const (
+	windowMin     = 16  // completions per window: twice the limit, within these bounds…
+	windowMax     = 256
+	windowRTTs    = 2   // …and this many latencies, so that a change shows
+	cohortMin     = 24  // tickets a probe admits and waits for: the limit, within
+	cohortMax     = 128 // these bounds (two rounds of half the limit)…
+	probeMinimum  = 6   // …or, at its time limit, this many of them
+	capRTTs       = 4   // a cohort sample counts at most this many baselines
+	probeMax      = time.Second
+	probeMaxRTTs  = 8  // the time limit: probeMax or this many latencies
+	probeDuty     = 20 // probes take at most 1/probeDuty of the time
+	maxGrow       = 1.5
+	minTrigger    = time.Second // between probes triggered by a jump
+	drift         = 1.2         // the limit this far from the baseline's: probe again…
+	nearKnee      = 1.25        // …upwards only with latency this much above the baseline
+)
+
+// gain is the share of the way to the ratio's target a window moves the
+// limit.
+var gain = 0.3
+
+// outside marks a ticket admitted during a probe but not in its cohort:
+// odd, and never a probe's phase in practice.
+const outside = math.MaxUint32
+
+// acc accumulates completions lock-free.
+type acc struct {
+	n    atomic.Int64
+	lat  atomic.Int64 // nanoseconds
+	cost atomic.Int64 // micro-units
+}
+
+func (a *acc) add(lat time.Duration, cost int64) {
+	a.lat.Add(int64(lat))
+	a.cost.Add(cost)
+	a.n.Add(1)
+}
+
+// take empties a and returns seconds per cost unit and the count.
+func (a *acc) take() (per float64, n int64) {
+	n, lat, cost := a.n.Swap(0), a.lat.Swap(0), a.cost.Swap(0)
+	if n == 0 || cost <= 0 {
+		return 0, n
+	}
+	return float64(lat) / 1e9 / (float64(cost) / 1e6), n
+}
+
+// limiter is the adaptive limit. Releases record completions lock-free;
+// update runs under the gate owner's serialization.
+type limiter struct {
+	cfg LimitConfig
+
+	// Lock-free: read and written by admissions and releases.
+	adm        atomic.Int64  // admission limit in micro-units (half the limit while probing)
+	phase      atomic.Uint32 // even: normal; odd: probing. Tickets carry it.
+	full       atomic.Bool   // an arrival found no room since the last update
+	warm       atomic.Bool   // recent holds a measurement
+	peak       atomic.Int64  // most cost in flight at a release since the last update
+	due        atomic.Int64  // unix ns: the earliest next update
+	win        acc           // completions admitted at the limit
+	probe      acc           // completions of the current probe's cohort
+	cohort     atomic.Int64  // tickets admitted during the current probe
+	cohortSize atomic.Int64  // the current probe's cohort
+	cap        atomic.Int64  // nanoseconds per cost unit a cohort sample counts at most; 0: none
+	winN       atomic.Int64  // completions a window needs
+
+	// Serialized.
+	limit       float64 // outside probes
+	base        float64 // seconds per cost unit at half the limit; 0: none yet
+	recent      float64 // seconds per cost unit at the limit; 0: none yet
+	ratio       float64 // the last window's recent/base
+	external    bool    // the limit is set from outside (SetLimit)
+	settle      bool    // the next window is the refill after a probe: discard it
+	baseAt      float64 // the limit whose half the baseline was measured at
+	probing     bool
+	probeStart  time.Time
+	nextProbe   time.Time
+	lastProbe   time.Time
+	windowStart time.Time
+	rng         uint64
+}
+
+func newLimiter(cfg LimitConfig) *limiter {
+	cfg = cfg.withDefaults()
+	l := &limiter{cfg: cfg, rng: 0x9e3779b97f4a7c15}
+	l.set(cfg.Initial)
+	return l
+}
+
+// record takes one completion of t at now; cur is the cost in flight just
+// before t's release. It is safe for concurrent use and reports whether an
+// update is due.
+func (l *limiter) record(t *Ticket, now time.Time, cur int64) bool {
+	lat := max(now.Sub(t.Start), 0)
+	switch {
+	case t.phase&1 == 0:
+		l.win.add(lat, micro(t.Cost))
+	case t.phase == l.phase.Load():
+		// A few long jobs would swing a cohort's mean: each counts at
+		// most capRTTs baselines.
+		if c := l.cap.Load(); c > 0 {
+			lat = min(lat, time.Duration(float64(c)*t.Cost))
+		}
+		l.probe.add(lat, micro(t.Cost))
+	}
+	for {
+		p := l.peak.Load()
+		if cur <= p || l.peak.CompareAndSwap(p, cur) {
+			break
+		}
+	}
+	return l.isDue(now)
+}
+
+// isDue reports whether update has something to do at now.
+func (l *limiter) isDue(now time.Time) bool {
+	if now.UnixNano() < l.due.Load() {
+		return false
+	}
+	if l.phase.Load()&1 == 1 {
+		return true // the probe's deadline, or its samples, decide in update
+	}
+	return l.win.n.Load() >= l.winN.Load() || (!l.warm.Load() && l.win.n.Load() > 0)
+}
+
+// unit returns the measured seconds per cost unit at the limit, or 0.
+func (l *limiter) unit() float64 { return l.recent }
+
+// update moves the limit at now. Callers serialize it.
+func (l *limiter) update(now time.Time) {
+	if !l.warm.Load() {
+		// The first completions: a first estimate of the service time, for
+		// the gate's wait estimates; the limit moves on full windows.
+		if per, _ := l.win.take(); per > 0 {
+			l.recent = per
+			l.warm.Store(true)
+			l.windowStart = now
+		}
+		return
+	}
+	if l.cfg.Fixed {
+		if per, _ := l.win.take(); per > 0 {
+			l.recent = smooth(l.recent, per)
+		}
+		return
+	}
+	if l.probing {
+		l.endProbe(now)
+		return
+	}
+	if l.windowStart.IsZero() {
+		l.windowStart = now
+	}
+	if l.win.n.Load() < l.winN.Load() || now.Sub(l.windowStart) < time.Duration(windowRTTs*l.recent*float64(time.Second)) {
+		l.due.Store(now.Add(time.Millisecond).UnixNano())
+		return
+	}
+	per, _ := l.win.take()
+	full, peak := l.full.Swap(false), float64(l.peak.Swap(0))/1e6
+	l.windowStart = now
+	if per <= 0 {
+		return
+	}
+	if l.settle {
+		l.settle = false // the work in flight was still coming back from half
+		return
+	}
+	l.recent = smooth(l.recent, per)
+	if l.external {
+		return
+	}
+	if l.base <= 0 {
+		// A provisional baseline: a limit this low is usually below the
+		// knee, where R(L) = R(L/2). Probes correct it near the knee.
+		l.base, l.baseAt = per, l.limit
+	}
+	tol := l.cfg.Tolerance
+	l.ratio = per / l.base
+	next := l.limit
+	switch {
+	case l.ratio > tol:
+		next = l.limit * max(1-gain*(1-tol/l.ratio), 0.5)
+		if !full {
+			next = max(next, min(peak, l.limit)) // never below what is in use when it is not the limit that queues
+		}
+	case full:
+		next = l.limit * min(1+gain*(tol/l.ratio-1), maxGrow)
+	}
+	l.set(next)
+	if Trace != nil {
+		Trace(now, fmt.Sprintf("window full=%v peak=%.1f", full, peak), l.limit, l.ratio, l.base, per)
+	}
+	// Probe early when the ratio jumps, or when the limit has left the
+	// baseline's neighbourhood: downwards, or upwards near the knee (far
+	// below it, latency is flat and a probe tells nothing new).
+	jump := l.ratio > 2*tol || l.ratio < 1/tol || l.limit < l.baseAt/drift ||
+		(l.limit > drift*l.baseAt && l.ratio > nearKnee)
+	if !now.Before(l.nextProbe) || (jump && now.Sub(l.lastProbe) >= minTrigger) {
+		l.startProbe(now)
+	}
+}
+
+// set clamps and publishes the limit.
+func (l *limiter) set(v float64) {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return
+	}
+	l.limit = min(max(v, l.cfg.Min), l.cfg.Max)
+	l.winN.Store(int64(min(max(math.Round(2*l.limit), windowMin), windowMax)))
+	if !l.probing {
+		l.adm.Store(micro(l.limit))
+	}
+}
+
+// startProbe admits half the limit until endProbe.
+func (l *limiter) startProbe(now time.Time) {
+	l.probing, l.probeStart = true, now
+	l.probe.take()
+	l.cohort.Store(0)
+	l.cohortSize.Store(int64(min(max(math.Round(l.limit), cohortMin), cohortMax)))
+	l.phase.Add(1) // odd: tickets admitted from now on are the probe's
+	l.adm.Store(micro(max(l.limit/2, min(l.cfg.Min, l.limit))))
+	l.due.Store(now.UnixNano())
+}
+
+// endProbe ends the probe when its cohort is done or its time is up, and
+// takes the cohort's latency as the baseline. The cohort is the first
+// cohortSize tickets admitted at half the limit, all of them waited for:
+// the first completions alone would be the shortest jobs.
+func (l *limiter) endProbe(now time.Time) {
+	el := now.Sub(l.probeStart)
+	n := l.probe.n.Load()
+	limit := max(probeMax, time.Duration(probeMaxRTTs*max(l.recent, l.base)*float64(time.Second)))
+	if n < l.cohortSize.Load() && el < limit {
+		l.due.Store(now.Add(time.Millisecond).UnixNano())
+		return
+	}
+	// When to look again: after ProbeEvery, or sooner while the baseline
+	// is not settled.
+	soon := time.Duration(-1)
+	if per, n := l.probe.take(); n >= probeMinimum && per > 0 {
+		// Halfway in log space: one noisy cohort moves the baseline by
+		// at most the square root of its error, and a new regime (the
+		// service got slower or faster) is followed within two probes.
+		if l.base <= 0 {
+			l.base, soon = per, minTrigger // a first look: confirm it soon
+		} else {
+			if per > 1.25*l.base || per < l.base/1.25 {
+				soon = minTrigger
+			}
+			l.base = math.Sqrt(l.base * per)
+		}
+		l.cap.Store(int64(capRTTs * l.base * 1e9))
+		l.baseAt = l.limit
+	}
+	if Trace != nil {
+		Trace(now, fmt.Sprintf("probe end n=%d el=%v", n, el), l.limit, l.ratio, l.base, l.recent)
+	}
+	l.probing = false
+	l.phase.Add(1)
+	l.adm.Store(micro(l.limit))
+	l.win.take()
+	l.full.Store(false)
+	l.peak.Store(0)
+	l.windowStart, l.lastProbe, l.settle = now, now, true
+	// ±25 % so that probes do not lock onto a period in the load, and at
+	// most 1/probeDuty of the time spent probing once settled.
+	l.rng ^= l.rng << 13
+	l.rng ^= l.rng >> 7
+	l.rng ^= l.rng << 17
+	jitter := 0.75 + 0.5*float64(l.rng>>11)/(1<<53)
+	every := max(time.Duration(float64(l.cfg.ProbeEvery)*jitter), min(probeDuty*el, 4*l.cfg.ProbeEvery))
+	if soon >= 0 {
+		every = soon
+	}
+	l.nextProbe = now.Add(every)
+	l.due.Store(now.UnixNano())
+}
+
+// Trace, when set, receives each decision of every limiter (lab
+// debugging). Not for concurrent use.
+var Trace func(now time.Time, what string, limit, ratio, base, recent float64)
+
+// smooth is an EWMA of weight ½ that starts at the first value.
+func smooth(old, v float64) float64 {
+	if old <= 0 {
+		return v
+	}
+	return old + 0.5*(v-old)
+}

@@ -1,0 +1,177 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/brownout/brownout/shed"
+	"github.com/brownout/brownout/signals"
+)
+
+// The adaptive limit's acceptance in the lab: it is not told the worker
+// count, clients time out after 1 s and their handlers stop waiting for a
+// worker then (Server.CancelWaiting), 30 % of requests are critical.
+
+// limitApp is an app with W workers sized so that the lab's rates stay
+// moderate: capacity W / service.
+func limitApp(w int) Server {
+	svc := map[int]time.Duration{1: 10 * time.Millisecond, 2: 10 * time.Millisecond, 4: 10 * time.Millisecond,
+		16: 40 * time.Millisecond, 64: 100 * time.Millisecond}[w]
+	return Server{Workers: w, ServiceMean: svc, CancelWaiting: true}
+}
+
+func capacityOf(s Server) float64 { return float64(s.Workers) / s.ServiceMean.Seconds() }
+
+var limitMix = []ClassMix{{Class: signals.Critical, Share: 0.3}, {Class: signals.Default, Share: 0.7}}
+
+// labSeeds and labLength: the full acceptance, or a short run under the
+// race detector (which slows the lab ten times) — LABFULL=1 forces the full.
+func labSeeds() (seeds uint32, length time.Duration) {
+	if raceEnabled && os.Getenv("LABFULL") == "" {
+		return 3, 100 * time.Second
+	}
+	return 10, 300 * time.Second
+}
+
+func limitCfg() shed.GateConfig {
+	var c shed.GateConfig
+	if v, err := strconv.ParseFloat(os.Getenv("TOLERANCE"), 64); err == nil {
+		c.Limit.Tolerance = v // for exploring the setting: go test -run Limit -v with TOLERANCE=1.7
+	}
+	return c
+}
+
+// inBand returns the share of seconds from `from` on whose limit lies in
+// [lo, hi].
+func inBand(secs []Second, from int, lo, hi float64) float64 {
+	in, n := 0, 0
+	for _, s := range secs[from:] {
+		n++
+		if s.Limit >= lo && s.Limit <= hi {
+			in++
+		}
+	}
+	return float64(in) / float64(n)
+}
+
+func medianLimit(secs []Second) float64 {
+	var ls []float64
+	for _, s := range secs {
+		ls = append(ls, s.Limit)
+	}
+	slices.Sort(ls)
+	return ls[len(ls)/2]
+}
+
+// TestLimitFindsTheWorkers: under a sustained 2× overload, for hidden
+// concurrency W of 1, 4, 16 and 64, the limit is within [W, 2W + 2] for at
+// least 95 % of the seconds from 10 s on, for every seed.
+func TestLimitFindsTheWorkers(t *testing.T) {
+	seeds, length := labSeeds()
+	for _, w := range []int{1, 4, 16, 64} {
+		srv := limitApp(w)
+		lo, hi := float64(w), float64(2*w+2)
+		var worst float64 = 1
+		for seed := uint32(1); seed <= seeds; seed++ {
+			res := Run(Config{Seed: seed, Duration: length, Load: Constant(2 * capacityOf(srv)), Mix: limitMix,
+				Server: srv, Admission: NewShed(limitCfg())})
+			share := inBand(res.Seconds, 10, lo, hi)
+			worst = min(worst, share)
+			assert.GreaterOrEqual(t, share, 0.95, "W=%d seed %d: seconds with the limit in [%v, %v] (median %.1f)", w, seed, lo, hi, medianLimit(res.Seconds[10:]))
+			assert.GreaterOrEqual(t, res.Summary.GoodPerSec, 0.9*capacityOf(srv), "W=%d seed %d: goodput", w, seed)
+		}
+		t.Logf("W=%d: worst seed in band %.1f %% of the seconds", w, 100*worst)
+	}
+}
+
+// TestLimitFollowsCapacity: the pool loses half its workers at 100 s and
+// gets them back at 200 s (W 16 → 8 → 16, 2× the full capacity
+// throughout): within 10 s of each change the limit is in the new band,
+// and it stays there (95 % of the seconds until the next change).
+func TestLimitFollowsCapacity(t *testing.T) {
+	seeds, length := labSeeds()
+	length = max(length, 300*time.Second)
+	srv := limitApp(16)
+	srv.WorkersAt = func(t time.Duration) int {
+		if t >= 100*time.Second && t < 200*time.Second {
+			return 8
+		}
+		return 16
+	}
+	for seed := uint32(1); seed <= seeds; seed++ {
+		res := Run(Config{Seed: seed, Duration: length, Load: Constant(2 * capacityOf(srv)), Mix: limitMix,
+			Server: srv, Admission: NewShed(limitCfg())})
+		for _, ph := range []struct {
+			from, to int
+			w        float64
+		}{{100, 200, 8}, {200, 300, 16}} {
+			back := -1
+			for i := ph.from; i < ph.to; i++ {
+				if s := res.Seconds[i].Limit; s >= ph.w && s <= 2*ph.w+2 {
+					back = i - ph.from
+					break
+				}
+			}
+			assert.True(t, back >= 0 && back <= 10, "seed %d: W=%v from %d s: back in band after %d s", seed, ph.w, ph.from, back)
+			assert.GreaterOrEqual(t, inBand(res.Seconds[:ph.to], ph.from+10, ph.w, 2*ph.w+2), 0.95, "seed %d: W=%v held", seed, ph.w)
+		}
+	}
+}
+
+// uslApp is a database-like app: no worker limit, service time growing
+// with the requests in service (the universal scalability law, contention
+// 2 %, coherency 0.05 %: throughput peaks at n* ≈ 44).
+func uslApp() Server {
+	s := Server{Workers: 100000, ServiceMean: 10 * time.Millisecond, CancelWaiting: true}
+	s.Contention.Alpha, s.Contention.Beta = 0.02, 0.0005
+	return s
+}
+
+// TestLimitFindsTheThroughputPeak: for the database-like app the limit
+// settles within ±25 % of the throughput-maximising concurrency that a
+// sweep of fixed limits finds.
+func TestLimitFindsTheThroughputPeak(t *testing.T) {
+	seeds, length := labSeeds()
+	srv := uslApp()
+	a, b := srv.Contention.Alpha, srv.Contention.Beta
+	nstar := math.Sqrt((1 - a) / b)
+	load := 2 * nstar / (srv.ServiceMean.Seconds() * srv.contention(int(math.Round(nstar))))
+	run := func(adm Admission, seed uint32, d time.Duration) Result {
+		return Run(Config{Seed: seed, Duration: d, Load: Constant(load), Mix: limitMix, Server: srv, Admission: adm})
+	}
+	// The sweep: fixed limits around n*, three seeds each.
+	best, bestN := 0.0, 0.0
+	for n := math.Round(0.5 * nstar); n <= math.Round(1.6*nstar); n += 2 {
+		g := 0.0
+		for seed := uint32(1); seed <= 3; seed++ {
+			g += run(NewShedFixed(shed.GateConfig{}, n), seed, 30*time.Second).Summary.GoodPerSec
+		}
+		if g > best {
+			best, bestN = g, n
+		}
+	}
+	best /= 3
+	t.Logf("sweep: goodput peaks at %.0f/s with %v in flight (theory: n* = %.1f)", best, bestN, nstar)
+	for seed := uint32(1); seed <= seeds; seed++ {
+		res := run(NewShed(limitCfg()), seed, length)
+		med := medianLimit(res.Seconds[10:])
+		assert.InDelta(t, bestN, med, 0.25*bestN, "seed %d: median limit", seed)
+		assert.GreaterOrEqual(t, res.Summary.GoodPerSec, 0.9*best, "seed %d: goodput", seed)
+		t.Logf("seed %d: median limit %.1f (%.0f %% of the sweep's), goodput %.0f/s (%.1f %%)", seed, med, 100*med/bestN, res.Summary.GoodPerSec, 100*res.Summary.GoodPerSec/best)
+	}
+}
+
+// printSeconds is for debugging a run: go test -run X -v.
+func printSeconds(res Result) {
+	for _, s := range res.Seconds {
+		fmt.Printf("%d:%.1f ", s.T, s.Limit)
+	}
+	fmt.Println()
+}
