@@ -42,8 +42,10 @@ type Config struct {
 	// request). Default 1. A Routes table provides one.
 	Cost func(*http.Request) float64
 	// Recorder receives the signals (arrivals, sojourn by class, in flight,
-	// latency, outcomes, refusals by class and reason). Default: a new
-	// one, see Recorder.
+	// latency, outcomes, refusals by class and reason), and the Shedder
+	// registers its gate with it (gate.utilization, gate.queued,
+	// gate.limit; signals.Recorder.SetGate). Default: a new one, see
+	// Recorder.
 	Recorder *signals.Recorder
 	// ShedLevel returns the brownout controller's cascade level
 	// (dimmer.State.Shed); requests of the classes it covers are refused
@@ -122,6 +124,10 @@ func New(cfg Config) (*Shedder, error) {
 	}
 	s.replies = buildReplies(retry)
 	s.tickets.New = func() any { return new(ticket) }
+	s.rec.SetGate(func() signals.GateReading {
+		st := s.Stats()
+		return signals.GateReading{Limit: st.Limit, InFlight: st.InFlight, Queued: st.Queued[0] + st.Queued[1] + st.Queued[2]}
+	})
 	return s, nil
 }
 

@@ -23,6 +23,10 @@ const (
 	MetricFailed        = "brownout_requests_failed_total"
 	MetricGood          = "brownout_requests_good_total"
 	MetricRejected      = "brownout_requests_rejected_total"
+	MetricWaited        = "brownout_requests_waited_total"
+	MetricGateLimit     = "brownout_gate_limit"
+	MetricGateInFlight  = "brownout_gate_in_flight"
+	MetricGateQueued    = "brownout_gate_queued"
 	MetricLatencyWindow = "brownout_request_duration_window_seconds"
 	MetricClamped       = "brownout_samples_clamped_total"
 )
@@ -62,9 +66,9 @@ type Collector struct {
 	now     func() time.Time
 	created time.Time
 
-	latency, sojourn, sojournMin, standing, inFlight  *prometheus.Desc
-	arrived, completed, failed, good, rejected, clamp *prometheus.Desc
-	window                                            *prometheus.Desc
+	latency, sojourn, sojournMin, standing, inFlight    *prometheus.Desc
+	arrived, completed, failed, good, rejected, clamp   *prometheus.Desc
+	window, waited, gateLimit, gateInFlight, gateQueued *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
@@ -85,25 +89,30 @@ func NewCollector(rec *Recorder, opts CollectorOpts) *Collector {
 	}
 	return &Collector{
 		rec: rec, buckets: slices.Clone(b), now: now, created: now(),
-		latency:    d(MetricLatency, "Time from the start of a request's work to its end."),
-		sojourn:    d(MetricSojourn, "Time a request waited in an admission queue before its work started.", "class"),
-		sojournMin: d(MetricSojournMin, "Minimum queue sojourn over the last CoDel interval (absent when the interval saw no request).", "class"),
-		standing:   d(MetricStanding, "1 while the class's queue has stood above its sojourn target for an interval.", "class"),
-		inFlight:   d(MetricInFlight, "Requests whose work has started and not ended."),
-		arrived:    d(MetricArrived, "Requests that arrived.", "class"),
-		completed:  d(MetricCompleted, "Requests whose work ended.", "class"),
-		failed:     d(MetricFailed, "Completed requests that failed (5xx, error or panic).", "class"),
-		good:       d(MetricGood, "Completed requests that did not fail and met their deadline (goodput).", "class"),
-		rejected:   d(MetricRejected, "Requests refused before their work started.", "class", "reason"),
-		clamp:      d(MetricClamped, "Recorded durations that were out of range (not positive, or over 68.7 s) and were clamped.", "signal"),
-		window:     d(MetricLatencyWindow, "Request latency over the recorder's sliding window, by statistic (p50, p90, p99, p999, mean, max).", "stat"),
+		latency:      d(MetricLatency, "Time from the start of a request's work to its end."),
+		sojourn:      d(MetricSojourn, "Time a request waited in an admission queue before its work started.", "class"),
+		sojournMin:   d(MetricSojournMin, "Minimum queue sojourn over the last CoDel interval (absent when the interval saw no request).", "class"),
+		standing:     d(MetricStanding, "1 while the class's queue has stood above its sojourn target for an interval.", "class"),
+		inFlight:     d(MetricInFlight, "Requests whose work has started and not ended."),
+		arrived:      d(MetricArrived, "Requests that arrived.", "class"),
+		completed:    d(MetricCompleted, "Requests whose work ended.", "class"),
+		failed:       d(MetricFailed, "Completed requests that failed (5xx, error or panic).", "class"),
+		good:         d(MetricGood, "Completed requests that did not fail and met their deadline (goodput).", "class"),
+		rejected:     d(MetricRejected, "Requests refused before their work started.", "class", "reason"),
+		clamp:        d(MetricClamped, "Recorded durations that were out of range (not positive, or over 68.7 s) and were clamped.", "signal"),
+		window:       d(MetricLatencyWindow, "Request latency over the recorder's sliding window, by statistic (p50, p90, p99, p999, mean, max).", "stat"),
+		waited:       d(MetricWaited, "Requests that found no room at the admission gate and queued before their work started.", "class"),
+		gateLimit:    d(MetricGateLimit, "The admission gate's adaptive concurrency limit, in cost units (absent without a gate)."),
+		gateInFlight: d(MetricGateInFlight, "Cost admitted by the gate and not done, in cost units (absent without a gate)."),
+		gateQueued:   d(MetricGateQueued, "Requests waiting at the admission gate (absent without a gate)."),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.latency, c.sojourn, c.sojournMin, c.standing, c.inFlight,
-		c.arrived, c.completed, c.failed, c.good, c.rejected, c.clamp, c.window} {
+		c.arrived, c.completed, c.failed, c.good, c.rejected, c.clamp, c.window, c.waited,
+		c.gateLimit, c.gateInFlight, c.gateQueued} {
 		ch <- d
 	}
 }
@@ -136,11 +145,17 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.completed, prometheus.CounterValue, float64(cc.Completed), name)
 		ch <- prometheus.MustNewConstMetric(c.failed, prometheus.CounterValue, float64(cc.Failed), name)
 		ch <- prometheus.MustNewConstMetric(c.good, prometheus.CounterValue, float64(cc.Good), name)
+		ch <- prometheus.MustNewConstMetric(c.waited, prometheus.CounterValue, float64(cc.Waited), name)
 		for why, n := range cc.Rejected {
 			ch <- prometheus.MustNewConstMetric(c.rejected, prometheus.CounterValue, float64(n), name, Reason(why).String())
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(c.clamp, prometheus.CounterValue, float64(clamped), "duration")
+	if g, ok := r.Gate(); ok {
+		ch <- prometheus.MustNewConstMetric(c.gateLimit, prometheus.GaugeValue, g.Limit)
+		ch <- prometheus.MustNewConstMetric(c.gateInFlight, prometheus.GaugeValue, g.InFlight)
+		ch <- prometheus.MustNewConstMetric(c.gateQueued, prometheus.GaugeValue, float64(g.Queued))
+	}
 	if s := r.latency.Summary(now); s.Count > 0 {
 		for _, q := range []struct {
 			l string

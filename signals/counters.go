@@ -23,12 +23,12 @@ type Counters struct {
 type counterShard struct {
 	inFlight atomic.Int64
 	classes  [NumClasses]classCounters
-	_        [64 - (8+NumClasses*(4+NumReasons)*8)%64]byte
+	_        [64 - (8+NumClasses*(5+NumReasons)*8)%64]byte
 }
 
 type classCounters struct {
-	arrived, completed, failed, good atomic.Uint64
-	rejected                         [NumReasons]atomic.Uint64
+	arrived, completed, failed, good, waited atomic.Uint64
+	rejected                                 [NumReasons]atomic.Uint64
 }
 
 // NewCounters returns zeroed counters.
@@ -45,6 +45,10 @@ func (c *Counters) shard() *counterShard { return c.shards[shardHint()&c.mask] }
 
 // Arrive counts an arriving request of class cl. cl must be < NumClasses.
 func (c *Counters) Arrive(cl Class) { c.shard().classes[cl%NumClasses].arrived.Add(1) }
+
+// Wait counts a request of class cl that found no room at admission and
+// waited in a queue before its work started.
+func (c *Counters) Wait(cl Class) { c.shard().classes[cl%NumClasses].waited.Add(1) }
 
 // Start counts a request whose work begins; Finish must follow.
 func (c *Counters) Start() { c.shard().inFlight.Add(1) }
@@ -82,7 +86,21 @@ func (c *Counters) InFlight() int64 {
 // ClassCounts are the counts of one class.
 type ClassCounts struct {
 	Arrived, Completed, Failed, Good uint64
-	Rejected                         [NumReasons]uint64
+	// Waited counts requests that found no room at admission and queued
+	// before they started.
+	Waited   uint64
+	Rejected [NumReasons]uint64
+}
+
+// NoRoom returns the requests that found no room at the admission gate:
+// those that waited, and those the gate refused (overload refusals and
+// clients that left while queued).
+func (c ClassCounts) NoRoom() uint64 { return c.Waited + c.Overload() + c.Rejected[ReasonCanceled] }
+
+// AtGate returns the arrivals that reached the admission gate: every
+// arrival but those refused before it (rate limits, the cascade).
+func (c ClassCounts) AtGate() uint64 {
+	return c.Arrived - min(c.Arrived, c.Rejected[ReasonRateLimit]+c.Rejected[ReasonShedLevel])
 }
 
 // Overload returns the refusals that say the server is overloaded: max wait,
@@ -106,6 +124,7 @@ func (c ClassCounts) sub(o ClassCounts) ClassCounts {
 	c.Completed -= o.Completed
 	c.Failed -= o.Failed
 	c.Good -= o.Good
+	c.Waited -= o.Waited
 	for i := range c.Rejected {
 		c.Rejected[i] -= o.Rejected[i]
 	}
@@ -117,6 +136,7 @@ func (c *ClassCounts) add(o ClassCounts) {
 	c.Completed += o.Completed
 	c.Failed += o.Failed
 	c.Good += o.Good
+	c.Waited += o.Waited
 	for i := range c.Rejected {
 		c.Rejected[i] += o.Rejected[i]
 	}
@@ -132,6 +152,7 @@ func (c *Counters) Load() [NumClasses]ClassCounts {
 			dst.Completed += src.completed.Load()
 			dst.Failed += src.failed.Load()
 			dst.Good += src.good.Load()
+			dst.Waited += src.waited.Load()
 			for r := range dst.Rejected {
 				dst.Rejected[r] += src.rejected[r].Load()
 			}

@@ -53,6 +53,11 @@ func DefaultQueries(rng string) map[Key]string {
 		RejectRate:  rate(MetricRejected),
 		ErrorRatio:  fmt.Sprintf("%s / %s", rate(MetricFailed), rate(MetricCompleted)),
 		RejectRatio: fmt.Sprintf(`sum(rate(%s{reason=~"max_wait|codel|deadline|concurrency"}[%s])) / %s`, MetricRejected, rng, rate(MetricArrived)),
+		GateBusy: fmt.Sprintf(`clamp_max((%s + sum(rate(%s{reason=~"max_wait|codel|deadline|concurrency|canceled"}[%s]))) / (%s - sum(rate(%s{reason=~"rate_limit|shed_level"}[%s]))), 1)`,
+			rate(MetricWaited), MetricRejected, rng, rate(MetricArrived), MetricRejected, rng),
+		GateUtilization: fmt.Sprintf("sum(%s) / sum(%s)", MetricGateInFlight, MetricGateLimit),
+		GateQueued:      "sum(" + MetricGateQueued + ")",
+		GateLimit:       "sum(" + MetricGateLimit + ")",
 	}
 }
 

@@ -71,6 +71,7 @@ scrape_configs:
 
 func TestPromQLSourceAgainstRealPrometheus(t *testing.T) {
 	rec := NewRecorder(Config{})
+	rec.SetGate(func() GateReading { return GateReading{Limit: 8, InFlight: 2} })
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(NewCollector(rec, CollectorOpts{}))
 	app := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
@@ -88,6 +89,11 @@ func TestPromQLSourceAgainstRealPrometheus(t *testing.T) {
 				return
 			case now := <-tick.C:
 				rec.Arrive(Default)
+				wait := time.Duration(0)
+				if i%10 == 0 {
+					wait = time.Millisecond // a tenth found no room
+				}
+				rec.Queued(Default, wait, now)
 				s := rec.Start(now)
 				d := 20 * time.Millisecond
 				if i%20 == 0 {
@@ -125,6 +131,11 @@ func TestPromQLSourceAgainstRealPrometheus(t *testing.T) {
 	assert.InDelta(t, 0.0175, p50, 0.0075, "p50 lies in the (0.01, 0.025] bucket")
 	arr, _ := snap.Get(ArrivalRate)
 	assert.Greater(t, arr, 10.0, "arrivals per second")
+	busy, ok := snap.Get(GateBusy)
+	assert.True(t, ok, "gate.busy from the default queries")
+	assert.InDelta(t, 0.1, busy, 0.03)
+	u, _ := snap.Get(GateUtilization)
+	assert.Equal(t, 0.25, u)
 
 	require.Error(t, err)
 	msg := err.Error()

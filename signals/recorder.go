@@ -2,6 +2,7 @@ package signals
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -31,12 +32,44 @@ type Recorder struct {
 	sojourn  [NumClasses]*Sojourn
 	counters *Counters
 
+	gate atomic.Pointer[func() GateReading]
+
 	mu struct {
 		sync.Mutex
 		snaps  [][NumClasses]ClassCounts // cumulative counts at each slot start
 		starts []time.Time               // when each slot started
 		head   int
+		last   ClassCounts // all classes, at the previous Snapshot (gate.busy)
+		lastOK bool
 	}
+}
+
+// GateReading is an admission gate at one moment: its concurrency limit
+// and the cost in flight (in cost units), and the requests queued.
+type GateReading struct {
+	Limit, InFlight float64
+	Queued          int
+}
+
+// SetGate registers the admission gate whose reading snapshots and the
+// Collector report (gate.utilization, gate.queued, gate.limit); package
+// shed registers its own. nil unregisters.
+func (r *Recorder) SetGate(read func() GateReading) {
+	if read == nil {
+		r.gate.Store(nil)
+		return
+	}
+	r.gate.Store(&read)
+}
+
+// Gate returns the registered gate's reading, and false when none is
+// registered.
+func (r *Recorder) Gate() (GateReading, bool) {
+	f := r.gate.Load()
+	if f == nil {
+		return GateReading{}, false
+	}
+	return (*f)(), true
 }
 
 // NewRecorder returns a Recorder with empty signals.
@@ -77,6 +110,9 @@ func (r *Recorder) Reject(c Class, why Reason) { r.counters.Reject(c, why) }
 // at now.
 func (r *Recorder) Queued(c Class, d time.Duration, now time.Time) {
 	r.sojourn[c%NumClasses].Record(d, now)
+	if d > 0 {
+		r.counters.Wait(c)
+	}
 }
 
 // Start marks the start of a request's work. It returns the time for the
@@ -123,8 +159,15 @@ func (r *Recorder) Snapshot(now time.Time) Snapshot {
 	}
 	s.Set(InFlight, float64(r.counters.InFlight()))
 
+	if g, ok := r.Gate(); ok {
+		s.Set(GateLimit, g.Limit)
+		s.Set(GateQueued, float64(g.Queued))
+		if g.Limit > 0 {
+			s.Set(GateUtilization, g.InFlight/g.Limit)
+		}
+	}
 	cur := r.counters.Load()
-	base, since := r.rotate(now, cur)
+	base, since, last, lastOK := r.rotate(now, cur)
 	var all ClassCounts
 	for c := range cur {
 		s.Classes[c] = cur[c].sub(base[c])
@@ -143,6 +186,18 @@ func (r *Recorder) Snapshot(now time.Time) Snapshot {
 	if all.Arrived > 0 {
 		s.Set(RejectRatio, float64(all.Overload())/float64(all.Arrived))
 	}
+	if lastOK {
+		// Since the previous snapshot, not over the window: the controller
+		// needs to know that the gate has room now, not five seconds ago.
+		var total ClassCounts
+		for c := range cur {
+			total.add(cur[c])
+		}
+		d := total.sub(last)
+		if at := d.AtGate(); at > 0 {
+			s.Set(GateBusy, min(float64(d.NoRoom())/float64(at), 1))
+		}
+	}
 	return s
 }
 
@@ -154,11 +209,16 @@ func setMax(s *Snapshot, k Key, v float64) {
 
 // rotate keeps a copy of the cumulative counts at each slot start and
 // returns the copy at the start of the oldest slot in the window, and when
-// that slot started.
-func (r *Recorder) rotate(now time.Time, cur [NumClasses]ClassCounts) ([NumClasses]ClassCounts, time.Time) {
+// that slot started; and the counts of all classes at the previous call.
+func (r *Recorder) rotate(now time.Time, cur [NumClasses]ClassCounts) (base [NumClasses]ClassCounts, since time.Time, last ClassCounts, lastOK bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	m := &r.mu
+	last, lastOK = m.last, m.lastOK
+	m.last, m.lastOK = ClassCounts{}, true
+	for c := range cur {
+		m.last.add(cur[c])
+	}
 	n, w := len(m.snaps), r.cfg.Latency.Width
 	switch steps := int(now.Sub(m.starts[m.head]) / w); {
 	case m.starts[m.head].IsZero():
@@ -181,5 +241,5 @@ func (r *Recorder) rotate(now time.Time, cur [NumClasses]ClassCounts) ([NumClass
 	for m.starts[oldest].IsZero() { // the ring has not filled yet
 		oldest = (oldest + 1) % n
 	}
-	return m.snaps[oldest], m.starts[oldest]
+	return m.snaps[oldest], m.starts[oldest], last, lastOK
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestRecorderSnapshotRatesAndMissing(t *testing.T) {
@@ -56,4 +57,49 @@ func TestParseKeyRoundTrip(t *testing.T) {
 	}
 	_, err := ParseKey("latency.p98")
 	assert.ErrorContains(t, err, `unknown signal "latency.p98"`)
+}
+
+func TestRecorderGateSignals(t *testing.T) {
+	rec := NewRecorder(Config{})
+	now := time.Date(2026, 11, 11, 0, 0, 0, 0, time.UTC)
+	snap := rec.Snapshot(now)
+	for _, k := range []Key{GateBusy, GateUtilization, GateQueued, GateLimit} {
+		assert.False(t, snap.Has(k), "%s: no gate registered, no previous snapshot", k)
+	}
+	rec.SetGate(func() GateReading { return GateReading{Limit: 8, InFlight: 6, Queued: 3} })
+
+	// Since the snapshot: 10 arrivals; 4 start at once, 3 after waiting,
+	// 2 refused by the gate, 1 refused by the cascade before it.
+	for i := range 10 {
+		rec.Arrive(Default)
+		switch {
+		case i < 4:
+			rec.Queued(Default, 0, now)
+		case i < 7:
+			rec.Queued(Default, 5*time.Millisecond, now)
+		case i < 9:
+			rec.Reject(Default, ReasonMaxWait)
+		default:
+			rec.Reject(Default, ReasonShedLevel)
+		}
+	}
+	snap = rec.Snapshot(now.Add(time.Second))
+	busy, ok := snap.Get(GateBusy)
+	require.True(t, ok)
+	assert.InDelta(t, 5.0/9, busy, 1e-9, "5 of the 9 arrivals that reached the gate found no room")
+	u, _ := snap.Get(GateUtilization)
+	assert.Equal(t, 0.75, u)
+	q, _ := snap.Get(GateQueued)
+	assert.Equal(t, 3.0, q)
+	l, _ := snap.Get(GateLimit)
+	assert.Equal(t, 8.0, l)
+
+	// The next snapshot covers only what happened since the last one.
+	rec.Arrive(Default)
+	rec.Queued(Default, 0, now)
+	snap = rec.Snapshot(now.Add(2 * time.Second))
+	busy, _ = snap.Get(GateBusy)
+	assert.Equal(t, 0.0, busy, "the gate had room for the one arrival since")
+	rec.SetGate(nil)
+	assert.False(t, rec.Snapshot(now.Add(3*time.Second)).Has(GateLimit))
 }

@@ -77,6 +77,8 @@ type targetState struct {
 	hasSojMin, standing bool
 	inFlight            float64
 	hasInFlight         bool
+	gate                GateReading
+	hasGate             bool
 	classes             [NumClasses]ClassCounts
 	hasClasses          bool
 }
@@ -138,6 +140,9 @@ func (s *ScrapeSource) Snapshot(ctx context.Context, now time.Time) (Snapshot, e
 	var latOK, sojOK bool
 	var rates [4]float64 // arrival, throughput, goodput, reject
 	var failed, completed, overload, arrived float64
+	var noRoom, atGate float64
+	var gate GateReading
+	var gateOK bool
 	for i, t := range s.cfg.Targets {
 		r := res[i]
 		if r.err != nil {
@@ -150,6 +155,12 @@ func (s *ScrapeSource) Snapshot(ctx context.Context, now time.Time) (Snapshot, e
 		if st.hasSojMin {
 			setMax(&snap, SojournMin, st.sojournMin)
 		}
+		if st.hasGate {
+			gate.Limit += st.gate.Limit
+			gate.InFlight += st.gate.InFlight
+			gate.Queued += st.gate.Queued
+			gateOK = true
+		}
 		snap.Standing = snap.Standing || st.standing
 
 		if !st.parsed {
@@ -157,9 +168,20 @@ func (s *ScrapeSource) Snapshot(ctx context.Context, now time.Time) (Snapshot, e
 		}
 		// A family absent from a good earlier read had not been created
 		// yet (client_golang vectors appear lazily): its base is zero.
-		base, ok := s.remember(t, now, st)
+		base, prev, ok := s.remember(t, now, st)
 		if !ok {
 			continue // first read of this target: no delta yet
+		}
+		if st.hasClasses {
+			// gate.busy: since the previous read, as the Recorder does.
+			for c := range st.classes {
+				d := st.classes[c]
+				if d.Arrived >= prev.st.classes[c].Arrived {
+					d = d.sub(prev.st.classes[c])
+				}
+				noRoom += float64(d.NoRoom())
+				atGate += float64(d.AtGate())
+			}
 		}
 		el := now.Sub(base.at).Seconds()
 		if st.hasLat {
@@ -216,6 +238,16 @@ func (s *ScrapeSource) Snapshot(ctx context.Context, now time.Time) (Snapshot, e
 		if arrived > 0 {
 			snap.Set(RejectRatio, overload/arrived)
 		}
+		if atGate > 0 {
+			snap.Set(GateBusy, min(noRoom/atGate, 1))
+		}
+	}
+	if gateOK {
+		snap.Set(GateLimit, gate.Limit)
+		snap.Set(GateQueued, float64(gate.Queued))
+		if gate.Limit > 0 {
+			snap.Set(GateUtilization, gate.InFlight/gate.Limit)
+		}
 	}
 	return snap, errors.Join(errs...)
 }
@@ -242,9 +274,13 @@ func mergeDelta(into *hist, cur, old hist) error {
 }
 
 // remember stores st as target t's read at now and returns the read a
-// Window before (or the oldest kept). ok is false if there is none.
-func (s *ScrapeSource) remember(t string, now time.Time, st targetState) (base scrapeEntry, ok bool) {
+// Window before (or the oldest kept) and the previous read. ok is false if
+// there is none.
+func (s *ScrapeSource) remember(t string, now time.Time, st targetState) (base, prev scrapeEntry, ok bool) {
 	h := s.history[t]
+	if len(h) > 0 {
+		prev = h[len(h)-1]
+	}
 	// Keep the newest read at or before now−Window and everything after.
 	cut := now.Add(-s.cfg.Window)
 	keep := 0
@@ -258,7 +294,7 @@ func (s *ScrapeSource) remember(t string, now time.Time, st targetState) (base s
 		base, ok = h[0], true
 	}
 	s.history[t] = append(h, scrapeEntry{at: now, st: st})
-	return base, ok
+	return base, prev, ok
 }
 
 // scrape fetches and parses one target.
@@ -389,7 +425,7 @@ func (st *targetState) read(mf *dto.MetricFamily) error {
 		} else {
 			st.sojourn, st.hasSoj = sum, len(mf.GetMetric()) > 0
 		}
-	case MetricSojournMin, MetricStanding, MetricInFlight:
+	case MetricSojournMin, MetricStanding, MetricInFlight, MetricGateLimit, MetricGateInFlight, MetricGateQueued:
 		if err := wantType(dto.MetricType_GAUGE); err != nil {
 			return err
 		}
@@ -406,9 +442,15 @@ func (st *targetState) read(mf *dto.MetricFamily) error {
 			case MetricInFlight:
 				st.inFlight += v
 				st.hasInFlight = true
+			case MetricGateLimit:
+				st.gate.Limit, st.hasGate = st.gate.Limit+v, true
+			case MetricGateInFlight:
+				st.gate.InFlight += v
+			case MetricGateQueued:
+				st.gate.Queued += int(v)
 			}
 		}
-	case MetricArrived, MetricCompleted, MetricFailed, MetricGood, MetricRejected:
+	case MetricArrived, MetricCompleted, MetricFailed, MetricGood, MetricRejected, MetricWaited:
 		if err := wantType(dto.MetricType_COUNTER); err != nil {
 			return err
 		}
@@ -432,6 +474,8 @@ func (st *targetState) read(mf *dto.MetricFamily) error {
 				cc.Failed += n
 			case MetricGood:
 				cc.Good += n
+			case MetricWaited:
+				cc.Waited += n
 			case MetricRejected:
 				for i, rn := range reasonNames {
 					if rn == labelOf(m, "reason") {

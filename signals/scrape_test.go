@@ -242,8 +242,9 @@ func TestScrapeOurOwnCollector(t *testing.T) {
 	now := t0
 	var recs []*Recorder
 	var urls []string
-	for range 2 {
+	for i := range 2 {
 		rec := NewRecorder(Config{})
+		rec.SetGate(func() GateReading { return GateReading{Limit: 10, InFlight: float64(4 + 4*i), Queued: i} })
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(NewCollector(rec, CollectorOpts{Now: func() time.Time { return now }}))
 		srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
@@ -266,6 +267,11 @@ func TestScrapeOurOwnCollector(t *testing.T) {
 				d = 400 * time.Millisecond
 			}
 			rec.Arrive(Default)
+			wait := time.Duration(0)
+			if j == 1 && i%4 == 0 {
+				wait = time.Millisecond // a quarter of instance 1's requests queued
+			}
+			rec.Queued(Default, wait, now)
 			s := rec.Start(now)
 			rec.Done(Default, s, s.Add(d), false, time.Time{})
 			all.Record(d)
@@ -280,4 +286,11 @@ func TestScrapeOurOwnCollector(t *testing.T) {
 	assert.InEpsilon(t, want.Seconds(), got, 0.06, "fleet p99 from native buckets: want %v", want)
 	arr, _ := snap.Get(ArrivalRate)
 	assert.InDelta(t, 800, arr, 1e-6, "4000 arrivals in 5 s")
+	busy, ok := snap.Get(GateBusy)
+	require.True(t, ok)
+	assert.InDelta(t, 500.0/4000, busy, 1e-9, "the fleet's share of arrivals that found no room")
+	u, _ := snap.Get(GateUtilization)
+	assert.InDelta(t, 12.0/20, u, 1e-9, "Σ in flight ÷ Σ limits")
+	q, _ := snap.Get(GateQueued)
+	assert.Equal(t, 1.0, q)
 }

@@ -12,22 +12,26 @@ import (
 type Key uint8
 
 const (
-	LatencyP50  Key = iota // latency.p50: median request latency
-	LatencyP90             // latency.p90
-	LatencyP99             // latency.p99
-	LatencyP999            // latency.p999
-	LatencyMean            // latency.mean
-	LatencyMax             // latency.max
-	SojournMin             // sojourn.min: worst class's minimum sojourn over the last CoDel interval
-	SojournP99             // sojourn.p99: worst class's p99 sojourn
-	SojournMax             // sojourn.max
-	InFlight               // inflight: requests being worked on
-	ArrivalRate            // rate.arrival: arrivals per second
-	Throughput             // rate.throughput: completions per second
-	Goodput                // rate.goodput: good completions (in time, not failed) per second
-	RejectRate             // rate.reject: rejections per second
-	ErrorRatio             // error.ratio: failed / completed
-	RejectRatio            // reject.ratio: refusals for overload (max wait, CoDel, deadline, concurrency) / arrivals
+	LatencyP50      Key = iota // latency.p50: median request latency
+	LatencyP90                 // latency.p90
+	LatencyP99                 // latency.p99
+	LatencyP999                // latency.p999
+	LatencyMean                // latency.mean
+	LatencyMax                 // latency.max
+	SojournMin                 // sojourn.min: worst class's minimum sojourn over the last CoDel interval
+	SojournP99                 // sojourn.p99: worst class's p99 sojourn
+	SojournMax                 // sojourn.max
+	InFlight                   // inflight: requests being worked on
+	ArrivalRate                // rate.arrival: arrivals per second
+	Throughput                 // rate.throughput: completions per second
+	Goodput                    // rate.goodput: good completions (in time, not failed) per second
+	RejectRate                 // rate.reject: rejections per second
+	ErrorRatio                 // error.ratio: failed / completed
+	RejectRatio                // reject.ratio: refusals for overload (max wait, CoDel, deadline, concurrency) / arrivals
+	GateBusy                   // gate.busy: share of the arrivals at the admission gate since the last snapshot that found no room (waited or were refused)
+	GateUtilization            // gate.utilization: cost in flight ÷ the gate's concurrency limit
+	GateQueued                 // gate.queued: requests waiting at the gate
+	GateLimit                  // gate.limit: the gate's concurrency limit, in cost units
 	NumKeys
 )
 
@@ -35,6 +39,7 @@ var keyNames = [NumKeys]string{
 	"latency.p50", "latency.p90", "latency.p99", "latency.p999", "latency.mean", "latency.max",
 	"sojourn.min", "sojourn.p99", "sojourn.max", "inflight",
 	"rate.arrival", "rate.throughput", "rate.goodput", "rate.reject", "error.ratio", "reject.ratio",
+	"gate.busy", "gate.utilization", "gate.queued", "gate.limit",
 }
 
 func (k Key) String() string {

@@ -159,24 +159,27 @@ func (h *events) pop() event {
 }
 
 type engine struct {
-	cfg     Config
-	mixSum  float64
-	now     time.Duration
-	q       events
-	seq     uint64
-	arr     *Mulberry32 // arrivals: gaps, classes, users
-	svc     *Mulberry32 // service times
-	cli     *Mulberry32 // client jitter
-	busy    int
-	rec     *signals.Recorder
-	dim     Dim
-	tokens  float64
-	nextID  int
-	inSys   int
-	secs    []Second
-	users   []userState
-	goodLat []time.Duration
-	sum     Summary
+	cfg    Config
+	mixSum float64
+	now    time.Duration
+	q      events
+	seq    uint64
+	arr    *Mulberry32 // arrivals: gaps, classes, users
+	svc    *Mulberry32 // service times
+	cli    *Mulberry32 // client jitter
+	busy   int
+	// gateRecords: the admission policy records queue sojourn itself, at
+	// its gate (see recording), as the production middleware does.
+	gateRecords bool
+	rec         *signals.Recorder
+	dim         Dim
+	tokens      float64
+	nextID      int
+	inSys       int
+	secs        []Second
+	users       []userState
+	goodLat     []time.Duration
+	sum         Summary
 }
 
 type userState struct {
@@ -256,6 +259,10 @@ func newEngine(cfg Config) *engine {
 	}
 	for _, m := range cfg.Mix {
 		e.mixSum += m.Share
+	}
+	if r, ok := cfg.Admission.(recording); ok {
+		r.record(e.rec)
+		e.gateRecords = true
 	}
 	e.rec.Snapshot(Epoch) // start the recorder's windows at zero
 	e.dim = cfg.Dimmer.Step(Epoch, signals.Snapshot{Time: Epoch})
@@ -392,7 +399,9 @@ func (e *engine) startWork() {
 		}
 		mean := cost * e.cfg.Server.ServiceMean.Seconds() / speed * e.cfg.Server.contention(e.busy)
 		sojourn := e.now - r.arrival
-		e.rec.Queued(r.Class, sojourn, r.Start)
+		if !e.gateRecords {
+			e.rec.Queued(r.Class, sojourn, r.Start)
+		}
 		e.rec.Start(r.Start)
 		r.cost = cost
 		s := e.sec()

@@ -22,6 +22,8 @@ type Shed struct {
 	byT     map[*gate.Ticket]*Request
 	ready   []*Request // admitted, waiting for a worker inside the app
 
+	rec *signals.Recorder // the engine's, for sojourn at the gate and the gate's reading
+
 	// observe, when set, sees every completion before the gate does (the
 	// lab's comparison of limit algorithms drives SetLimit from it).
 	observe func(now time.Time, t *gate.Ticket)
@@ -71,8 +73,32 @@ func (s *Shed) Offer(now time.Time, r *Request, drop func(*Request, signals.Reas
 		return false, why
 	case gate.Admitted:
 		s.ready = append(s.ready, r)
+		s.queued(r.Class, 0, now)
 	}
 	return true, 0
+}
+
+// recording is an Admission that records queue sojourn and its gate's
+// reading into the engine's recorder itself.
+type recording interface {
+	record(rec *signals.Recorder)
+}
+
+func (s *Shed) record(rec *signals.Recorder) {
+	s.rec = rec
+	rec.SetGate(func() signals.GateReading {
+		q := 0
+		for c := range signals.Class(signals.NumClasses) {
+			q += s.g.Queued(c)
+		}
+		return signals.GateReading{Limit: s.g.Limit(), InFlight: s.g.InFlight(), Queued: q}
+	})
+}
+
+func (s *Shed) queued(c signals.Class, d time.Duration, now time.Time) {
+	if s.rec != nil {
+		s.rec.Queued(c, d, now)
+	}
 }
 
 // Pull implements Admission: what the gate admits now (room freed) joins
@@ -85,6 +111,7 @@ func (s *Shed) Pull(now time.Time, drop func(*Request, signals.Reason)) *Request
 			break
 		}
 		s.ready = append(s.ready, s.byT[t])
+		s.queued(t.Class, now.Sub(t.Arrival), now)
 	}
 	if len(s.ready) == 0 {
 		return nil
