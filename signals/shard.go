@@ -16,28 +16,35 @@ import (
 //
 //   - default (shard_stack.go): a hash of the address of a variable on the
 //     writer's stack. Goroutines have disjoint stacks, so each goroutine
-//     sticks to one shard and concurrent goroutines spread over them. It
-//     needs no runtime internals and cannot break on a Go upgrade.
+//     sticks to one shard and concurrent goroutines spread over them, four
+//     shards per processor so that two busy goroutines rarely share one.
+//     It needs no runtime internals and cannot break on a Go upgrade. Its
+//     cost: goroutines on different processors may share a shard, and one
+//     processor's goroutines write to several, so some writes move a cache
+//     line between cores.
 //   - -tags brownout_procpin (shard_procpin.go): the id of the P (the
 //     scheduler's processor) the writer runs on, read through
-//     runtime.procPin by go:linkname. Writers on one P share a shard and no
-//     two Ps do. runtime.procPin is an internal function that Go still lets
-//     third-party packages link to only because widely used ones already
-//     did (go.dev/issue/67401); nothing promises it will stay. (sync.Pool
-//     does not use it: the runtime pushes a separate symbol,
-//     sync.runtime_procPin, to sync alone.)
+//     runtime.procPin by go:linkname; one shard per processor. Writers on
+//     one P share a shard and no two Ps do (up to maxShards). runtime.procPin
+//     is an internal function that Go still lets third-party packages link
+//     to only because widely used ones already did (go.dev/issue/67401);
+//     nothing promises it will stay. (sync.Pool does not use it: the
+//     runtime pushes a separate symbol, sync.runtime_procPin, to sync
+//     alone.)
 //
-// The README's signals section gives the figures of both builds.
+// The README's signals section gives the figures of both builds; they
+// differ by a few nanoseconds a write, against microseconds a request.
 
 // maxShards bounds the reader's work (it adds every shard) and the memory of
 // a histogram (8 KiB per shard).
 const maxShards = 8
 
-// shardCount returns the number of shards for this process: GOMAXPROCS
-// rounded up to a power of two, at most maxShards.
+// shardCount returns the number of shards for this process:
+// shardsPerProc × GOMAXPROCS rounded up to a power of two, at most
+// maxShards.
 func shardCount() int {
 	n := 1
-	for n < runtime.GOMAXPROCS(0) && n < maxShards {
+	for n < shardsPerProc*runtime.GOMAXPROCS(0) && n < maxShards {
 		n <<= 1
 	}
 	return n

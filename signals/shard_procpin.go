@@ -4,6 +4,9 @@ package signals
 
 import _ "unsafe" // for go:linkname
 
+// shardsPerProc: one shard per P is enough when the shard is the P's.
+const shardsPerProc = 1
+
 //go:linkname procPin runtime.procPin
 func procPin() int
 

@@ -48,3 +48,23 @@ func TestShardHintSpreadsGoroutines(t *testing.T) {
 		t.Errorf("%d goroutines used %d of %d shards, want ≥ %d: %v", n, used, maxShards, maxShards/2, seen)
 	}
 }
+
+// TestStackHashSpreadsNeighbours: stacks next to each other, whatever their
+// size (2 KiB to 32 KiB apart), share a shard of maxShards about one time
+// in maxShards, not more.
+func TestStackHashSpreadsNeighbours(t *testing.T) {
+	const n = 10000
+	base := uintptr(0x2d25adf80000)
+	for _, size := range []uintptr{2 << 10, 4 << 10, 8 << 10, 16 << 10, 32 << 10} {
+		same := 0
+		for i := range uintptr(n) {
+			p := base + i*size
+			if stackHash(p)&(maxShards-1) == stackHash(p+size)&(maxShards-1) {
+				same++
+			}
+		}
+		if got, want := float64(same)/n, 1.0/maxShards; got > 1.5*want {
+			t.Errorf("stacks %d KiB apart share a shard %.1f%% of the time, want about %.1f%%", size>>10, 100*got, 100*want)
+		}
+	}
+}
