@@ -17,6 +17,8 @@ func simUsage(w io.Writer) {
 	fmt.Fprint(w, `Usage:
   brownoutd sim seed NAME          print a source simulator's output, byte for byte
   brownoutd sim run --scenario NAME [--seed N] [--duration D] [--format table|csv|json] [--series]
+  brownoutd sim real [--stack brownout|shed|failsafe|none] [--workers N] [--phases R:D,…] …
+                                   the embedded stack on real HTTP (brownoutd sim real --help)
 
 Seeds:
 `)
@@ -38,7 +40,7 @@ Seeds:
 func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		simUsage(stderr)
-		return usagef("sim: want a subcommand: seed or run")
+		return usagef("sim: want a subcommand: seed, run or real")
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
@@ -56,6 +58,10 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return s.Run(stdout)
 	case "run":
 		return runScenario(ctx, args[1:], stdout, stderr)
+	case "real":
+		return runReal(ctx, args[1:], stdout, stderr)
+	case "real-app":
+		return runRealApp(ctx, args[1:], stdout, stderr)
 	}
 	simUsage(stderr)
 	return usagef("sim: unknown subcommand %q", args[0])

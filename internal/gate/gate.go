@@ -16,15 +16,14 @@ type Config struct {
 	// typical 300 ms–1 s latency objective, so that admission holds the
 	// objective and the brownout controller's cascade stays a last resort.
 	MaxWait [signals.NumClasses]time.Duration
-	// Target and Interval are CoDel's (RFC 8289): a class queue is
-	// standing when every request it started for an Interval had waited
-	// longer than Target; then a request may wait only Target, and the
-	// queue is served newest first (adaptive LIFO). Defaults 100 ms and
-	// 500 ms: with web requests of ~10 ms whose service times vary
-	// (exponentially, in the lab), they drop nothing at half load and about
-	// 1 % at 80 % load, where 50 ms/100 ms (the sources' figure for jobs of
-	// a fixed 10 ms) already drops 6 %. CoDel's own 5 ms/100 ms are for
-	// network packets.
+	// Target and Interval are CoDel's, as Facebook's "Fail at Scale"
+	// applies it to request queues: a class queue that has not been empty
+	// for an Interval is standing; then a request may wait only Target,
+	// and the queue is served newest first (adaptive LIFO) until it
+	// empties. Defaults 100 ms and 500 ms: a queue of ~10 ms requests
+	// that stays busy for half a second is an overload, not a burst, and
+	// the excess is refused within 100 ms instead of waiting its class's
+	// MaxWait.
 	Target, Interval time.Duration
 	// Limit is the adaptive concurrency limit, in cost units.
 	Limit LimitConfig
@@ -91,10 +90,16 @@ const (
 // by the measured throughput (limit ÷ seconds per cost unit), exceeds its
 // class's allowed wait: then it is refused at the door, cheaply, instead of
 // timing out later. The allowed wait is MaxWait, or CoDel's Target while the
-// class's queue is standing (every request started for an Interval waited
-// over Target); a standing queue is also served newest first, so that under overload fresh requests succeed
-// and stale ones are dropped (Fail at Scale's adaptive LIFO). Requests
-// whose deadline has passed are dropped before they start.
+// class's queue is standing — it has not been empty for an Interval, as
+// Facebook's "Fail at Scale" puts CoDel for request queues; a standing
+// queue is also served newest first, so that under overload fresh requests
+// succeed and stale ones are dropped (adaptive LIFO). Requests whose
+// deadline has passed are dropped before they start.
+//
+// Why emptiness and not RFC 8289's minimum sojourn: served newest first, a
+// queue's freshest request always has a small sojourn, so the minimum says
+// "not standing" at once and the queue flips back to FIFO and MaxWait; it
+// empties only when the overload is over.
 //
 // A Gate's methods must be serialized (package shed's Shedder holds a
 // mutex), except the lock-free fast path taken around them: TryAdmit and
@@ -104,7 +109,7 @@ type Gate struct {
 	cfg    Config
 	limit  *limiter
 	queues [signals.NumClasses]deque
-	above  [signals.NumClasses]time.Time // since when every start waited over Target; zero if not
+	since  [signals.NumClasses]time.Time // since when the class's queue has not been empty; zero while empty
 
 	inflight atomic.Int64 // cost in flight, in micro-units
 	queued   atomic.Int32 // tickets queued, all classes
@@ -153,10 +158,10 @@ func (g *Gate) Waiting() bool { return g.queued.Load() > 0 }
 // Queued returns how many requests of class c wait.
 func (g *Gate) Queued(c signals.Class) int { return g.queues[c].len() }
 
-// Standing reports whether class c's queue is standing: for at least an
-// Interval, every request it started had waited longer than Target.
+// Standing reports whether class c's queue is standing: it has not been
+// empty for at least an Interval.
 func (g *Gate) Standing(c signals.Class, now time.Time) bool {
-	return g.queues[c].len() > 0 && !g.above[c].IsZero() && now.Sub(g.above[c]) >= g.cfg.Interval
+	return g.queues[c].len() > 0 && !g.since[c].IsZero() && now.Sub(g.since[c]) >= g.cfg.Interval
 }
 
 // allowed is the wait class c may have now, and the reason for exceeding it.
@@ -246,6 +251,9 @@ func (g *Gate) Arrive(now time.Time, t *Ticket, drop func(*Ticket, signals.Reaso
 		}
 	}
 	t.queued = true
+	if g.queues[c].len() == 0 {
+		g.since[c] = now
+	}
 	g.queues[c].push(t)
 	g.queued.Add(1) // before any re-check of room: see shed's Shedder.wait
 	return Queued, 0
@@ -275,15 +283,6 @@ func (g *Gate) Next(now time.Time, drop func(*Ticket, signals.Reason)) *Ticket {
 				return nil // strict priority: nothing lower jumps ahead
 			}
 			g.remove(signals.Class(c), t, now)
-			// CoDel's state: above target since the first start that
-			// waited too long; any start within target resets it.
-			if now.Sub(t.Arrival) > g.cfg.Target {
-				if g.above[c].IsZero() {
-					g.above[c] = now
-				}
-			} else {
-				g.above[c] = time.Time{}
-			}
 			return t
 		}
 	}
@@ -337,7 +336,7 @@ func (g *Gate) remove(c signals.Class, t *Ticket, _ time.Time) {
 	}
 	t.queued = false
 	if g.queues[c].len() == 0 {
-		g.above[c] = time.Time{} // an empty queue is not standing
+		g.since[c] = time.Time{} // an empty queue is not standing
 	}
 }
 

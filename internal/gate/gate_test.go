@@ -97,42 +97,51 @@ func TestGateCoDelAdaptiveLIFO(t *testing.T) {
 	g := New(Config{Limit: LimitConfig{Initial: 1, Min: 1, Max: 1, Fixed: true},
 		MaxWait: [3]time.Duration{time.Second, time.Second, time.Second}, Target: 50 * time.Millisecond, Interval: 100 * time.Millisecond})
 	var d drops
-	warm := &Ticket{Class: signals.Default, Arrival: t0.Add(-time.Second)}
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	warm := &Ticket{Class: signals.Default, Arrival: at(-1000)}
 	g.Arrive(warm.Arrival, warm, d.drop)
 	g.Done(warm.Arrival.Add(time.Millisecond), warm) // 1 ms per unit: the door lets them queue
-	running := &Ticket{Class: signals.Default, Arrival: t0}
-	g.Arrive(t0, running, d.drop)
-	for i := range 15 { // arrivals every 10 ms, 0..140 ms
-		at := t0.Add(time.Duration(i) * 10 * time.Millisecond)
-		g.Arrive(at, &Ticket{Class: signals.Default, Arrival: at}, d.drop)
+	running := &Ticket{Class: signals.Default, Arrival: at(0)}
+	g.Arrive(at(0), running, d.drop)
+	arrive := func(from, to int) { // one every 10 ms, in time order
+		for ms := from; ms <= to; ms += 10 {
+			g.Arrive(at(ms), &Ticket{Class: signals.Default, Arrival: at(ms)}, d.drop)
+		}
 	}
-	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	step := func(ms int) *Ticket {
 		g.Done(at(ms), running)
 		running = g.Next(at(ms), d.drop)
-		require.NotNil(t, running)
+		require.NotNil(t, running, "at %d ms", ms)
 		return running
 	}
-	// 60 ms: the first late start (waited 60 > 50 ms): not standing yet.
+	// The queue holds requests from 0 ms on. At 60 ms it has not for an
+	// Interval (100 ms): FIFO, MaxWait.
+	arrive(0, 60)
+	assert.False(t, g.Standing(signals.Default, at(60)))
 	assert.Equal(t, at(0), step(60).Arrival, "FIFO")
-	// 120 ms: late starts for 60 ms only: still FIFO, nothing dropped.
-	assert.False(t, g.Standing(signals.Default, at(120)))
-	assert.Equal(t, at(10), step(120).Arrival, "FIFO")
 	assert.Empty(t, d.got)
-	// 170 ms: every start for 110 ms waited over target: standing. Stale
-	// requests are dropped and the newest is served first.
-	require.True(t, g.Standing(signals.Default, at(170)))
-	assert.Equal(t, at(140), step(170).Arrival, "newest first while standing")
+	// From 100 ms it is standing: requests older than Target (50 ms) are
+	// dropped, and the newest is served first.
+	arrive(70, 140)
+	require.True(t, g.Standing(signals.Default, at(140)))
 	require.NotEmpty(t, d.got)
 	for i, why := range d.got {
 		assert.Equal(t, signals.ReasonCoDel, why)
-		assert.Greater(t, at(170).Sub(d.ts[i].Arrival), 50*time.Millisecond, "only requests past the target are dropped")
+		assert.Greater(t, at(140).Sub(d.ts[i].Arrival), 50*time.Millisecond, "only requests past the target are dropped")
 	}
-	// A start within target ends the episode: FIFO again.
-	g.Done(at(175), running)
-	n := g.Next(at(175), d.drop)
-	require.NotNil(t, n)
-	assert.LessOrEqual(t, at(175).Sub(n.Arrival), 55*time.Millisecond)
+	assert.Equal(t, at(140), step(145).Arrival, "newest first while standing")
+	// Still standing until the queue empties: whatever waits is served
+	// newest first within the target, or dropped.
+	for ms := 150; g.Queued(signals.Default) > 0; ms += 5 {
+		n := step(ms)
+		assert.LessOrEqual(t, at(ms).Sub(n.Arrival), 50*time.Millisecond, "at %d ms", ms)
+	}
+	// Empty: the episode is over. A new queue is FIFO again.
+	assert.False(t, g.Standing(signals.Default, at(300)))
+	a, b := &Ticket{Class: signals.Default, Arrival: at(300)}, &Ticket{Class: signals.Default, Arrival: at(301)}
+	g.Arrive(at(300), a, d.drop)
+	g.Arrive(at(301), b, d.drop)
+	assert.Same(t, a, step(305), "FIFO after the queue emptied")
 }
 
 func TestGateDeadlines(t *testing.T) {

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+
+	"github.com/brownout/brownout/load"
+	"github.com/brownout/brownout/testapp"
+)
+
+const realUsage = `Usage:
+  brownoutd sim real [flags]
+
+Runs the embedded stack (the README's snippet, package defaults) in front of
+a test app with a hidden bottleneck, in its own process on 127.0.0.1, and
+sends it open-loop load from this one. Prints one line a second to stderr and
+a table per phase (each measured without its first 5 s) to stdout.
+
+Flags:
+`
+
+// runReal is "brownoutd sim real".
+func runReal(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("brownoutd sim real", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	stack := fs.String("stack", "brownout", "what protects the app: none, shed (the controller frozen: shedding alone), failsafe (failsafe-go's adaptive limiter with our controller dimming behind it), brownout")
+	workers := fs.Int("workers", 4, "the app's hidden concurrency (one worker per page)")
+	page := fs.Duration("page", 6*time.Millisecond, "a page's mandatory work")
+	parts := fs.String("parts", "recommendations=2.5ms,reviews=1.5ms", "optional parts and their cost, name=duration,…")
+	exp := fs.Bool("exponential", false, "draw costs from an exponential distribution instead of holding them exactly")
+	cont := fs.String("contention", "", "database-like contention alpha,beta: service time × (1 + alpha·(n−1) + beta·n·(n−1)) with n in service")
+	phases := fs.String("phases", "", "offered load, rate:duration,… (default 0.75× the all-on capacity for 20 s, 2× the all-off capacity for 40 s, 0.75× for 30 s)")
+	critical := fs.Float64("critical", 0.3, "share of critical requests")
+	users := fs.Int("users", 5000, "distinct users (X-User-ID)")
+	seed := fs.Uint64("seed", 1, "seed of the users and the mix")
+	timeout := fs.Duration("timeout", time.Second, "the clients' timeout")
+	format := fs.String("format", "table", "output: table or json")
+	quiet := fs.Bool("quiet", false, "no per-second progress")
+	fs.Usage = func() { fmt.Fprint(stderr, realUsage); fs.PrintDefaults() }
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return err
+		}
+		return usageError{err.Error()}
+	}
+	st, err := testapp.ParseStack(*stack)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	ps, err := testapp.ParseParts(*parts)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	cfg := testapp.Config{Workers: *workers, Page: *page, Parts: ps, Exponential: *exp}
+	if *cont != "" {
+		if cfg.Contention.Alpha, cfg.Contention.Beta, err = testapp.ParseContention(*cont); err != nil {
+			return usageError{err.Error()}
+		}
+	}
+	switch {
+	case fs.NArg() > 0:
+		return usagef("sim real: unexpected arguments %q", fs.Args())
+	case *workers < 1 || *workers > 10000:
+		return usagef("sim real: --workers %d: want 1 to 10000", *workers)
+	case *page <= 0:
+		return usagef("sim real: --page %s: want a positive duration", *page)
+	case !(*critical >= 0 && *critical < 1):
+		return usagef("sim real: --critical %v: want 0 ≤ share < 1", *critical)
+	case *timeout <= 0:
+		return usagef("sim real: --timeout %s: want a positive duration", *timeout)
+	case *format != "table" && *format != "json":
+		return usagef("sim real: --format %q: want table or json", *format)
+	}
+	on, off := cfg.Capacity()
+	var phs []load.Phase
+	if *phases == "" {
+		phs = []load.Phase{{Name: "before", Rate: 0.75 * on, Duration: 20 * time.Second},
+			{Name: "spike", Rate: 2 * off, Duration: 40 * time.Second}, {Name: "after", Rate: 0.75 * on, Duration: 30 * time.Second}}
+	} else if phs, err = load.ParsePhases(*phases); err != nil {
+		return usageError{err.Error()}
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	var progress io.Writer = stderr
+	if *quiet {
+		progress = nil
+	}
+	fmt.Fprintf(stderr, "app: %d workers, page %s, parts %s: %.0f pages/s with every part on, %.0f off; stack %s\n", *workers, *page, *parts, on, off, st)
+	res, err := testapp.RunHarness(ctx, testapp.HarnessConfig{
+		App: cfg, Stack: st, Phases: phs, Critical: *critical, Users: *users, Seed: *seed, Timeout: *timeout, Progress: progress,
+		Command: func(ctx context.Context, args []string) *exec.Cmd {
+			cmd := exec.CommandContext(ctx, exe, append([]string{"sim", "real-app"}, args...)...)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM} // never outlive us
+			return cmd
+		},
+	})
+	if err != nil {
+		return err
+	}
+	if *format == "json" {
+		return res.Report.WriteJSON(stdout)
+	}
+	fmt.Fprintf(stdout, "stack %s, %d workers: capacity %.0f pages/s all on, %.0f all off\n", st, *workers, on, off)
+	if err := res.Report.WriteTable(stdout); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "cpu: app %.1f s, load generator %.1f s over %.0f s (%.0f%% and %.0f%% of one core)\n",
+		res.AppCPU.Seconds(), res.LoadCPU.Seconds(), res.Wall.Seconds(),
+		100*res.AppCPU.Seconds()/res.Wall.Seconds(), 100*res.LoadCPU.Seconds()/res.Wall.Seconds())
+	for _, p := range res.Report.Phases {
+		if !p.Valid {
+			fmt.Fprintln(stdout, "the generator fell short of the offered rate: this run does not count (is the machine busy?)")
+			break
+		}
+	}
+	return nil
+}
+
+// runRealApp is the app process of "sim real" (not for people).
+func runRealApp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return testapp.ServeMain(ctx, args, stdout, stderr)
+}

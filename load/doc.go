@@ -1,0 +1,15 @@
+// Package load sends open-loop HTTP load and reports what came back: the
+// engine of the real-HTTP harness (brownoutd sim real) and of the shop's
+// sale traffic. It drives vegeta's attacker with a pacer over phases of
+// constant rate, a mix of request kinds by class (X-Priority) and a pool
+// of users (X-User-ID), and measures per phase — without its first Skip —
+// the rate sent against the rate offered (a run counts only at ≥ 98 %),
+// goodput, the share of critical requests served, p50/p99 of the 2xx
+// answers, refusals by reason (from the problem+json body) with their own
+// p99, timeouts, and the share of optional parts served. One line a second
+// goes to Progress; Report writes a table or JSON.
+//
+// Open loop means the rate never waits for answers: an overloaded server
+// sees the load it would see from real users, which is the only load under
+// which overload behaviour means anything.
+package load

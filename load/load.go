@@ -1,0 +1,412 @@
+package load
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+
+	"github.com/brownout/brownout/signals"
+)
+
+// Kind is one kind of request in the traffic mix.
+type Kind struct {
+	// Name labels the kind in reports, e.g. "page" or "checkout".
+	Name string
+	// Share of arrivals, relative to the other kinds.
+	Share float64
+	// Method and Path of the request (Path relative to Config.Target).
+	// Default GET /.
+	Method, Path string
+	// Class is sent as X-Priority.
+	Class signals.Class
+	// Body, when set, is sent with the request.
+	Body []byte
+	// Header is added to the request.
+	Header http.Header
+}
+
+// Phase is a stretch of constant offered load.
+type Phase struct {
+	Name     string
+	Rate     float64 // new requests per second, open loop
+	Duration time.Duration
+}
+
+// ParsePhases parses "300/s:20s,800/s:40s,300/s:30s" (the "/s" may be
+// left out).
+func ParsePhases(s string) ([]Phase, error) {
+	var out []Phase
+	for i, f := range strings.Split(s, ",") {
+		rate, dur, ok := strings.Cut(strings.TrimSpace(f), ":")
+		r, err1 := strconv.ParseFloat(strings.TrimSuffix(rate, "/s"), 64)
+		d, err2 := time.ParseDuration(dur)
+		if !ok || err1 != nil || err2 != nil || r < 0 || d <= 0 || math.IsInf(r, 0) {
+			return nil, fmt.Errorf("load: phase %q: want rate:duration, e.g. 800/s:40s", f)
+		}
+		out = append(out, Phase{Name: fmt.Sprintf("%d", i+1), Rate: r, Duration: d})
+	}
+	return out, nil
+}
+
+// Config is one open-loop run.
+type Config struct {
+	// Target is the base URL, e.g. http://127.0.0.1:8081.
+	Target string
+	// Phases of offered load, in order.
+	Phases []Phase
+	// Mix of requests. Default: 30 % critical, 70 % default, GET /.
+	Mix []Kind
+	// Users is the number of distinct users, sent as X-User-ID (the
+	// targeting key and rate-limit key of the app). Default 5000.
+	Users int
+	// Timeout is the client's timeout. Default 1 s.
+	Timeout time.Duration
+	// Skip: each phase is measured without its first Skip. Default 5 s
+	// (but never more than half the phase).
+	Skip time.Duration
+	// Seed seeds the users and the mix. The same seed sends the same
+	// sequence of requests.
+	Seed uint64
+	// Progress, when set, receives one line a second.
+	Progress io.Writer
+	// Sample, when set, is called once a second; its values are kept per
+	// second (for example the server's concurrency limit) and summarised
+	// per phase.
+	Sample func(ctx context.Context) map[string]float64
+	// Optional, when set, reads an answer's body and returns how many
+	// optional parts it served and could have served.
+	Optional func(body []byte) (served, offered int)
+}
+
+// UserHeader carries the user id.
+const UserHeader = "X-User-ID"
+
+func (c *Config) withDefaults() error {
+	if c.Target == "" {
+		return errors.New("load: no target")
+	}
+	if _, err := url.Parse(c.Target); err != nil {
+		return fmt.Errorf("load: target: %w", err)
+	}
+	if len(c.Phases) == 0 {
+		return errors.New("load: no phases")
+	}
+	if len(c.Mix) == 0 {
+		c.Mix = []Kind{{Name: "critical", Share: 0.3, Class: signals.Critical}, {Name: "default", Share: 0.7, Class: signals.Default}}
+	}
+	for i := range c.Mix {
+		if c.Mix[i].Method == "" {
+			c.Mix[i].Method = http.MethodGet
+		}
+		if c.Mix[i].Path == "" {
+			c.Mix[i].Path = "/"
+		}
+		if !(c.Mix[i].Share > 0) {
+			return fmt.Errorf("load: kind %q: share must be positive", c.Mix[i].Name)
+		}
+	}
+	if c.Users <= 0 {
+		c.Users = 5000
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = time.Second
+	}
+	if c.Skip == 0 {
+		c.Skip = 5 * time.Second
+	}
+	return nil
+}
+
+// result is one answer, compactly.
+type result struct {
+	sent    time.Duration // since the start
+	latency time.Duration
+	code    uint16
+	kind    uint8
+	reason  uint8 // refusal reason + 1; 0 none
+	timeout bool
+	errored bool
+	optOn   uint8
+	optAll  uint8
+}
+
+// Run sends cfg's load and returns its report. It stops early when ctx is
+// done, reporting what it sent.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if err := cfg.withDefaults(); err != nil {
+		return nil, err
+	}
+	var total time.Duration
+	for _, p := range cfg.Phases {
+		total += p.Duration
+	}
+	targeter := newTargeter(cfg)
+	atk := vegeta.NewAttacker(vegeta.Timeout(cfg.Timeout), vegeta.KeepAlive(true), vegeta.Workers(64),
+		vegeta.MaxBody(64<<10), vegeta.Redirects(vegeta.NoFollow))
+	start := time.Now()
+	results := atk.Attack(targeter.next, phasePacer(cfg.Phases), total, "load")
+
+	secs := int(math.Ceil(total.Seconds()))
+	samples := make([]map[string]float64, secs+1)
+	var mu sync.Mutex
+	var rs []result
+	sampleDone := make(chan struct{})
+	go func() {
+		defer close(sampleDone)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-ctx.Done():
+				atk.Stop()
+				return
+			case now := <-tick.C:
+				sec := int(now.Sub(start) / time.Second)
+				if cfg.Sample != nil && sec-1 >= 0 && sec-1 <= secs {
+					sctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+					samples[sec-1] = cfg.Sample(sctx)
+					cancel()
+				}
+				if cfg.Progress != nil && sec >= 2 {
+					mu.Lock()
+					line := progressLine(rs, sec-2, cfg, samples[sec-2])
+					mu.Unlock()
+					fmt.Fprintln(cfg.Progress, line)
+				}
+				if now.Sub(start) > total+cfg.Timeout+time.Second {
+					return
+				}
+			}
+		}
+	}()
+	for r := range results {
+		res := classify(r, start, cfg)
+		mu.Lock()
+		rs = append(rs, res)
+		mu.Unlock()
+	}
+	atk.Stop()
+	<-sampleDone
+	return report(cfg, rs, samples), nil
+}
+
+// targeter draws users and kinds.
+type targeter struct {
+	cfg  Config
+	mu   sync.Mutex
+	rnd  *rand.Rand
+	sum  float64
+	urls []string
+}
+
+func newTargeter(cfg Config) *targeter {
+	t := &targeter{cfg: cfg, rnd: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))}
+	base := strings.TrimRight(cfg.Target, "/")
+	for i, k := range cfg.Mix {
+		t.sum += k.Share
+		sep := "?"
+		if strings.Contains(k.Path, "?") {
+			sep = "&"
+		}
+		// The kind travels in the URL so that its answer can be told.
+		t.urls = append(t.urls, base+k.Path+sep+"_lk="+strconv.Itoa(i))
+	}
+	return t
+}
+
+func (t *targeter) next(tgt *vegeta.Target) error {
+	t.mu.Lock()
+	u := t.rnd.Float64() * t.sum
+	user := t.rnd.IntN(t.cfg.Users)
+	t.mu.Unlock()
+	i := len(t.cfg.Mix) - 1
+	for j, k := range t.cfg.Mix {
+		if u < k.Share {
+			i = j
+			break
+		}
+		u -= k.Share
+	}
+	k := t.cfg.Mix[i]
+	tgt.Method, tgt.URL, tgt.Body = k.Method, t.urls[i], k.Body
+	h := http.Header{}
+	for name, v := range k.Header {
+		h[name] = v
+	}
+	h.Set(signals.PriorityHeader, k.Class.String())
+	h.Set(UserHeader, "u"+strconv.Itoa(user))
+	tgt.Header = h
+	return nil
+}
+
+// phases paces phases in sequence, open loop: each phase's requests are
+// sent at its rate whatever the answers do.
+type phases []Phase
+
+var _ vegeta.Pacer = phases(nil)
+
+func phasePacer(ps []Phase) vegeta.Pacer { return phases(ps) }
+
+// due returns the requests due by elapsed time t.
+func (ps phases) due(t time.Duration) float64 {
+	var h float64
+	for _, p := range ps {
+		if t <= 0 {
+			break
+		}
+		d := min(t, p.Duration)
+		h += p.Rate * d.Seconds()
+		t -= d
+	}
+	return h
+}
+
+func (ps phases) total() time.Duration {
+	var t time.Duration
+	for _, p := range ps {
+		t += p.Duration
+	}
+	return t
+}
+
+// Pace implements vegeta.Pacer.
+func (ps phases) Pace(elapsed time.Duration, hits uint64) (time.Duration, bool) {
+	total := ps.total()
+	if elapsed >= total {
+		return 0, true
+	}
+	if float64(hits) < ps.due(elapsed) {
+		return 0, false
+	}
+	// When is request hits+1 due?
+	want := float64(hits + 1)
+	var t time.Duration
+	var h float64
+	for _, p := range ps {
+		n := p.Rate * p.Duration.Seconds()
+		if p.Rate > 0 && h+n >= want {
+			at := t + time.Duration((want-h)/p.Rate*float64(time.Second))
+			return max(at-elapsed, time.Microsecond), false
+		}
+		h += n
+		t += p.Duration
+	}
+	return total - elapsed, false
+}
+
+// Rate implements vegeta.Pacer.
+func (ps phases) Rate(elapsed time.Duration) float64 {
+	for _, p := range ps {
+		if elapsed < p.Duration {
+			return p.Rate
+		}
+		elapsed -= p.Duration
+	}
+	return 0
+}
+
+// problem is the part of an application/problem+json body we read.
+type problem struct {
+	Reason string `json:"reason"`
+}
+
+func classify(r *vegeta.Result, start time.Time, cfg Config) result {
+	res := result{sent: r.Timestamp.Sub(start), latency: r.Latency, code: r.Code}
+	if i := strings.LastIndex(r.URL, "_lk="); i >= 0 {
+		if k, err := strconv.Atoi(r.URL[i+4:]); err == nil && k < len(cfg.Mix) {
+			res.kind = uint8(k)
+		}
+	}
+	switch {
+	case r.Code == 0 && strings.Contains(r.Error, "Client.Timeout"):
+		res.timeout = true
+	case r.Code == 0:
+		res.errored = true
+	case r.Code == http.StatusServiceUnavailable || r.Code == http.StatusTooManyRequests:
+		var p problem
+		res.reason = uint8(signals.NumReasons) + 1 // unknown
+		if strings.HasPrefix(r.Headers.Get("Content-Type"), "application/problem+json") && json.Unmarshal(r.Body, &p) == nil {
+			for i := range signals.Reason(signals.NumReasons) {
+				if i.String() == p.Reason {
+					res.reason = uint8(i) + 1
+				}
+			}
+		}
+	case r.Code/100 == 2 && cfg.Optional != nil:
+		on, all := cfg.Optional(r.Body)
+		res.optOn, res.optAll = uint8(min(on, 255)), uint8(min(all, 255))
+	}
+	return res
+}
+
+// ok reports whether an answer counts as good: a 2xx within the timeout.
+func (r result) ok() bool { return r.code/100 == 2 && !r.timeout }
+
+// refusedName names a refusal reason index.
+func refusedName(i int) string {
+	if i < int(signals.NumReasons) {
+		return signals.Reason(i).String()
+	}
+	return "other"
+}
+
+// p99 returns the 99th percentile of ds, or 0.
+func quantile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	slices.Sort(ds)
+	return ds[int(math.Ceil(q*float64(len(ds))))-1]
+}
+
+func progressLine(rs []result, sec int, cfg Config, sample map[string]float64) string {
+	var sent, ok, refused, timeouts, crit, critOK int
+	var lat []time.Duration
+	for _, r := range rs {
+		if int(r.sent/time.Second) != sec {
+			continue
+		}
+		sent++
+		switch {
+		case r.ok():
+			ok++
+			lat = append(lat, r.latency)
+		case r.reason > 0:
+			refused++
+		case r.timeout:
+			timeouts++
+		}
+		if cfg.Mix[r.kind].Class == signals.Critical {
+			crit++
+			if r.ok() {
+				critOK++
+			}
+		}
+	}
+	line := fmt.Sprintf("%4ds  sent %5d  ok %5d  refused %5d  timeouts %4d  p99 %5dms", sec, sent, ok, refused, timeouts, quantile(lat, 0.99).Milliseconds())
+	if crit > 0 {
+		line += fmt.Sprintf("  critical %5.1f%%", 100*float64(critOK)/float64(crit))
+	}
+	keys := make([]string, 0, len(sample))
+	for k := range sample {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		line += fmt.Sprintf("  %s %.4g", k, sample[k])
+	}
+	return line
+}

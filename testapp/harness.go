@@ -1,0 +1,193 @@
+package testapp
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/brownout/brownout/load"
+	"github.com/brownout/brownout/signals"
+)
+
+// AppFlags are the flags of the app process (ServeMain) for cfg and stack.
+func AppFlags(cfg Config, stack Stack) []string {
+	cfg = cfg.withDefaults()
+	var parts []string
+	for _, p := range cfg.Parts {
+		parts = append(parts, p.Name+"="+p.Cost.String())
+	}
+	args := []string{"--listen", "127.0.0.1:0", "--stack", string(stack), "--workers", strconv.Itoa(cfg.Workers),
+		"--page", cfg.Page.String(), "--parts", strings.Join(parts, ",")}
+	if cfg.Exponential {
+		args = append(args, "--exponential")
+	}
+	if c := cfg.Contention; c.Alpha != 0 || c.Beta != 0 {
+		args = append(args, "--contention", fmt.Sprintf("%g,%g", c.Alpha, c.Beta))
+	}
+	return args
+}
+
+// ServeMain is the app process: it parses AppFlags, serves, and prints
+// "listening ADDR" on stdout once it listens. It returns when ctx is done.
+func ServeMain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("app", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	listen := fs.String("listen", "127.0.0.1:0", "address")
+	stack := fs.String("stack", "brownout", "none, shed, failsafe or brownout")
+	workers := fs.Int("workers", 4, "hidden concurrency")
+	page := fs.Duration("page", 6*time.Millisecond, "a page's mandatory work")
+	parts := fs.String("parts", "recommendations=2.5ms,reviews=1.5ms", "optional parts, name=cost,…")
+	exp := fs.Bool("exponential", false, "exponential costs instead of exact ones")
+	cont := fs.String("contention", "", "database-like contention alpha,beta")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	st, err := ParseStack(*stack)
+	if err != nil {
+		return err
+	}
+	ps, err := ParseParts(*parts)
+	if err != nil {
+		return err
+	}
+	cfg := Config{Workers: *workers, Page: *page, Parts: ps, Exponential: *exp}
+	if *cont != "" {
+		if cfg.Contention.Alpha, cfg.Contention.Beta, err = ParseContention(*cont); err != nil {
+			return err
+		}
+	}
+	return Serve(ctx, ServeConfig{Listen: *listen, App: cfg, Stack: st, Ready: func(addr string) {
+		fmt.Fprintln(stdout, "listening", addr)
+	}})
+}
+
+// HarnessConfig is one run of the real-HTTP harness: an app process behind
+// a stack on loopback, and open-loop load from this process.
+type HarnessConfig struct {
+	App    Config
+	Stack  Stack
+	Phases []load.Phase
+	// Critical is the share of critical requests. Default 0.3.
+	Critical float64
+	Users    int
+	Seed     uint64
+	// Timeout is the clients' timeout. Default 1 s.
+	Timeout time.Duration
+	// Skip: see load.Config. Default 5 s.
+	Skip     time.Duration
+	Progress io.Writer
+	// Command returns the command that runs ServeMain with args in a new
+	// process (the harness re-executes its own binary).
+	Command func(ctx context.Context, args []string) *exec.Cmd
+}
+
+// HarnessResult is a run's report and what it cost.
+type HarnessResult struct {
+	Report *load.Report
+	// AllOn and AllOff are the app's capacity in pages/s with every
+	// optional part on and off.
+	AllOn, AllOff float64
+	// AppCPU and LoadCPU are the CPU time of the app process and of this
+	// one over the run; Wall its length.
+	AppCPU, LoadCPU, Wall time.Duration
+}
+
+// RunHarness starts the app process, sends the load, and stops the app.
+func RunHarness(ctx context.Context, cfg HarnessConfig) (*HarnessResult, error) {
+	if cfg.Command == nil {
+		return nil, errors.New("testapp: harness: no command to start the app")
+	}
+	if cfg.Critical <= 0 {
+		cfg.Critical = 0.3
+	}
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	cmd := cfg.Command(actx, AppFlags(cfg.App, cfg.Stack))
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 10 * time.Second
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("testapp: harness: start the app: %w", err)
+	}
+	defer func() {
+		cancel() // SIGTERM: the app shuts down…
+		cmd.Wait()
+	}()
+	addr, err := readAddr(out)
+	if err != nil {
+		return nil, err
+	}
+	base := "http://" + addr
+	client := &http.Client{Timeout: time.Second}
+	sample := func(ctx context.Context) map[string]float64 {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+StatsPath, nil)
+		resp, err := client.Do(req)
+		if err != nil {
+			return nil
+		}
+		defer resp.Body.Close()
+		var l Live
+		if json.NewDecoder(resp.Body).Decode(&l) != nil {
+			return nil
+		}
+		m := map[string]float64{"limit": l.Limit, "inflight": l.InFlight, "queued": float64(l.Queued), "shed": l.Shed}
+		for f, v := range l.Levels {
+			m[f] = v
+		}
+		return m
+	}
+	res := &HarnessResult{}
+	res.AllOn, res.AllOff = cfg.App.Capacity()
+	appCPU0, _ := load.ProcessCPU(cmd.Process.Pid)
+	selfCPU0 := load.SelfCPU()
+	start := time.Now()
+	rep, err := load.Run(ctx, load.Config{
+		Target: base, Phases: cfg.Phases, Users: cfg.Users, Seed: cfg.Seed, Timeout: cfg.Timeout, Skip: cfg.Skip,
+		Progress: cfg.Progress, Sample: sample, Optional: optionalParts,
+		Mix: []load.Kind{{Name: "critical", Share: cfg.Critical, Class: signals.Critical, Path: "/page"},
+			{Name: "default", Share: 1 - cfg.Critical, Class: signals.Default, Path: "/page"}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	res.Wall = time.Since(start)
+	appCPU1, _ := load.ProcessCPU(cmd.Process.Pid)
+	res.AppCPU, res.LoadCPU = appCPU1-appCPU0, load.SelfCPU()-selfCPU0
+	res.Report = rep
+	return res, nil
+}
+
+func readAddr(r io.Reader) (string, error) {
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		if addr, ok := strings.CutPrefix(sc.Text(), "listening "); ok {
+			go io.Copy(io.Discard, r)
+			return addr, nil
+		}
+	}
+	return "", errors.New("testapp: harness: the app exited before listening")
+}
+
+// optionalParts counts the optional parts a page served.
+func optionalParts(body []byte) (served, offered int) {
+	var pg page
+	if json.Unmarshal(body, &pg) != nil {
+		return 0, 0
+	}
+	return len(pg.Sections), len(pg.Sections) + len(pg.Dimmed)
+}

@@ -1,0 +1,97 @@
+package testapp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"time"
+)
+
+// StatsPath is where a served app reports its state, for the harness.
+const StatsPath = "/debug/brownout"
+
+// Live is the state a served app reports at StatsPath.
+type Live struct {
+	// The gate (shed stacks) or failsafe-go's limiter.
+	Limit, Admitting, InFlight float64
+	Queued                     int
+	// The controller's published levels and shed level, and its reason.
+	Levels     map[string]float64
+	Shed       float64
+	Mode       string
+	Reason     string
+	Generation uint64
+	App        Stats
+}
+
+// Read returns p's live state.
+func (p *Protected) Read() Live {
+	l := Live{App: p.App.Stats(), Levels: map[string]float64{}}
+	switch {
+	case p.Shedder != nil:
+		st := p.Shedder.Stats()
+		l.Limit, l.Admitting, l.InFlight = st.Limit, st.Admitting, st.InFlight
+		l.Queued = st.Queued[0] + st.Queued[1] + st.Queued[2]
+	case p.Limiter != nil:
+		l.Limit, l.InFlight, l.Queued = float64(p.Limiter.Limit()), float64(p.Limiter.Inflight()), p.Limiter.Queued()
+		l.Admitting = l.Limit
+	}
+	if p.Controller != nil {
+		st := p.Controller.Status()
+		for _, f := range st.Features {
+			l.Levels[f.Name] = f.Level
+		}
+		l.Shed, l.Mode, l.Reason, l.Generation = st.Shed, st.Mode.String(), st.Reason, st.Generation
+	}
+	return l
+}
+
+// ServeConfig configures Serve.
+type ServeConfig struct {
+	// Listen is the address, e.g. 127.0.0.1:0.
+	Listen string
+	App    Config
+	Stack  Stack
+	// Ready, when set, receives the bound address once the server listens.
+	Ready func(addr string)
+}
+
+// Serve runs cfg's app behind its stack until ctx is done: every path but
+// StatsPath is a page.
+func Serve(ctx context.Context, cfg ServeConfig) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	p, err := Build(ctx, cfg.App, cfg.Stack)
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+StatsPath, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(p.Read())
+	})
+	mux.Handle("/", p.Handler)
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	if cfg.Ready != nil {
+		cfg.Ready(ln.Addr().String())
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer scancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return nil
+}
