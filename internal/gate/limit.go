@@ -103,20 +103,20 @@ func (c LimitConfig) withDefaults() LimitConfig {
 }
 
 const (
-	windowMin     = 16  // completions per window: twice the limit, within these bounds…
-	windowMax     = 256
-	windowRTTs    = 2   // …and this many latencies, so that a change shows
-	cohortMin     = 24  // tickets a probe admits and waits for: the limit, within
-	cohortMax     = 128 // these bounds (two rounds of half the limit)…
-	probeMinimum  = 6   // …or, at its time limit, this many of them
-	capRTTs       = 4   // a cohort sample counts at most this many baselines
-	probeMax      = time.Second
-	probeMaxRTTs  = 8  // the time limit: probeMax or this many latencies
-	probeDuty     = 20 // probes take at most 1/probeDuty of the time
-	maxGrow       = 1.5
-	minTrigger    = time.Second // between probes triggered by a jump
-	drift         = 1.2         // the limit this far from the baseline's: probe again…
-	nearKnee      = 1.25        // …upwards only with latency this much above the baseline
+	windowMin    = 16 // completions per window: twice the limit, within these bounds…
+	windowMax    = 256
+	windowRTTs   = 2   // …and this many latencies, so that a change shows
+	cohortMin    = 24  // tickets a probe admits and waits for: the limit, within
+	cohortMax    = 128 // these bounds (two rounds of half the limit)…
+	probeMinimum = 6   // …or, at its time limit, this many of them
+	capRTTs      = 4   // a cohort sample counts at most this many baselines
+	probeMax     = time.Second
+	probeMaxRTTs = 8  // the time limit: probeMax or this many latencies
+	probeDuty    = 20 // probes take at most 1/probeDuty of the time
+	maxGrow      = 1.5
+	minTrigger   = time.Second // between probes triggered by a jump
+	drift        = 1.2         // the limit this far from the baseline's: probe again…
+	nearKnee     = 1.25        // …upwards only with latency this much above the baseline
 )
 
 // gain is the share of the way to the ratio's target a window moves the
