@@ -127,6 +127,26 @@ type Config struct {
 	// the default class. Critical is never shed. Default 2; a negative
 	// value turns the cascade off.
 	MaxShed float64
+	// RoomSignal is the share of arrivals that found no room at the
+	// admission gate since the last period (default signals.GateBusy,
+	// which package shed provides). Under RoomBelow the gate has room:
+	// refusals counted by DimOnly targets (reject.ratio, over a window)
+	// describe an overload that is over and are not counted, and the
+	// cascade unwinds — refusing at the door only helps a gate that is
+	// full, and latency over target with room at the gate is the app's own
+	// service time, which shedding does not lower. The cascade starts only
+	// at or above SaturatedAt. Without the signal the gate counts as full
+	// (as when there is no gate to ask).
+	RoomSignal signals.Key
+	// RoomBelow: see RoomSignal. Default 0.05.
+	RoomBelow float64
+	// SaturatedAt: see RoomSignal. Default 0.25.
+	SaturatedAt float64
+	// UnshedRate is how fast the cascade unwinds once it no longer helps
+	// (latency under target, room at the gate), in shed level per
+	// second; when the offered load falls below the load mark it ends at
+	// once. Default 1: a full cascade (2) ends within 2 s.
+	UnshedRate float64
 	// Logger receives level changes. Default: discard.
 	Logger *slog.Logger
 }
@@ -150,6 +170,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.LoadSignal == 0 {
 		c.LoadSignal = signals.ArrivalRate
 	}
+	if c.RoomSignal == 0 {
+		c.RoomSignal = signals.GateBusy
+	}
+	def(&c.RoomBelow, 0.05)
+	def(&c.SaturatedAt, 0.25)
+	def(&c.UnshedRate, 1)
 	if c.ProbeAfter == 0 {
 		c.ProbeAfter = 30 * time.Second
 	}
@@ -190,11 +216,17 @@ func (c Config) withDefaults() (Config, error) {
 	if c.LoadSignal >= signals.NumKeys {
 		bad("load signal %d unknown", c.LoadSignal)
 	}
+	if c.RoomSignal >= signals.NumKeys {
+		bad("room signal %d unknown", c.RoomSignal)
+	}
+	if !(0 < c.RoomBelow && c.RoomBelow <= c.SaturatedAt && c.SaturatedAt <= 1) {
+		bad("gate room: want 0 < room below (%v) ≤ saturated at (%v) ≤ 1", c.RoomBelow, c.SaturatedAt)
+	}
 	if c.Hold < 0 || c.CascadeHold < 0 || c.ProbeAfter < 0 {
 		bad("hold times must not be negative")
 	}
 	for name, v := range map[string]float64{"down gain": c.DownGain, "up gain": c.UpGain, "max rise": c.MaxRise,
-		"quantum": c.Quantum, "proportional gain": c.Proportional, "load margin": c.LoadMargin, "probe rise": c.ProbeRise, "cascade gain": c.CascadeGain} {
+		"quantum": c.Quantum, "proportional gain": c.Proportional, "load margin": c.LoadMargin, "probe rise": c.ProbeRise, "cascade gain": c.CascadeGain, "unshed rate": c.UnshedRate} {
 		if !(v > 0) || math.IsInf(v, 0) {
 			bad("%s %v: want a positive number", name, v)
 		}

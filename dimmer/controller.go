@@ -65,6 +65,8 @@ type controllerState struct {
 	readings []Reading
 	pressure float64
 	presOK   bool
+	busy     float64 // the room signal, when busyOK
+	busyOK   bool
 	mode     Mode
 	why      why
 	at       time.Time
@@ -92,8 +94,11 @@ const (
 	whyCascade
 	whyDim
 	whyFloor
+	whyFloorRoom
 	whyHoldUnder
 	whyUnshed
+	whyUnshedRoom
+	whyUnshedLoad
 	whyFull
 	whyBrighten
 	whyProbe
@@ -206,7 +211,9 @@ func notify(subs []chan *State, st *State) {
 // pressure reads the targets from s into the readings and returns the
 // largest pressure, and the largest over the targets that may drive the
 // cascade. A snapshot older than StaleAfter periods counts as no snapshot.
-func (c *Controller) pressure(now time.Time, s signals.Snapshot) (p, cascade float64, ok bool, top int) {
+// With room at the gate, DimOnly targets are read but not counted (their
+// refusals are an overload that is over).
+func (c *Controller) pressure(now time.Time, s signals.Snapshot, room bool) (p, cascade float64, ok bool, top int) {
 	old := !s.Time.IsZero() && now.Sub(s.Time) >= time.Duration(c.cfg.StaleAfter)*c.cfg.Tick
 	for i, t := range c.cfg.Targets {
 		v, present := s.Get(t.Signal)
@@ -217,6 +224,10 @@ func (c *Controller) pressure(now time.Time, s signals.Snapshot) (p, cascade flo
 		}
 		pr := v / t.Target
 		c.mu.readings[i].Pressure = pr
+		if room && t.DimOnly {
+			c.mu.readings[i].Discounted = true
+			continue
+		}
 		if !ok || pr > p {
 			p, ok, top = pr, true, i
 		}
@@ -236,7 +247,14 @@ func (c *Controller) step(now time.Time, s signals.Snapshot) (*State, bool) {
 		m.started, m.lastFresh = true, now
 	}
 	c.expirePins(now)
-	p, pc, ok, top := c.pressure(now, s)
+	busy, busyOK := s.Get(cfg.RoomSignal)
+	if busy < 0 || busy > 1 {
+		busyOK = false // not a share: ignore it
+	}
+	room := busyOK && busy < cfg.RoomBelow
+	saturated := !busyOK || busy >= cfg.SaturatedAt
+	m.busy, m.busyOK = busy, busyOK
+	p, pc, ok, top := c.pressure(now, s, room)
 	m.pressure, m.presOK, m.at = p, ok, now
 	m.mode = Auto
 	switch {
@@ -256,7 +274,7 @@ func (c *Controller) step(now time.Time, s signals.Snapshot) (*State, bool) {
 		if !loadOK || load < 0 {
 			load = -1
 		}
-		m.why = c.control(now, p, pc, top, load)
+		m.why = c.control(now, p, pc, top, load, room, saturated)
 	}
 	if m.shadow && m.mode == Auto {
 		m.mode = Shadow
@@ -275,8 +293,9 @@ func (c *Controller) step(now time.Time, s signals.Snapshot) (*State, bool) {
 
 // control applies the law for one period: p is the pressure, pc the
 // pressure of the targets that may drive the cascade, load the offered
-// load (negative when unknown).
-func (c *Controller) control(now time.Time, p, pc float64, top int, load float64) why {
+// load (negative when unknown); room and saturated say whether the
+// admission gate has room and whether it is full.
+func (c *Controller) control(now time.Time, p, pc float64, top int, load float64, room, saturated bool) why {
 	m := &c.mu
 	cfg := &c.cfg
 	dt := cfg.Tick.Seconds()
@@ -293,9 +312,37 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 		if m.loadMark == 0 {
 			m.loadMark = load
 		}
+		if m.loadMark > 0 && load > m.loadMark*(1+cfg.LoadMargin) {
+			// The load rose while dimmed: the overload is heavier than
+			// the one that forced dimming. Probing waits ProbeAfter from
+			// now, not from the last dimming step.
+			m.lastDim = now
+		}
 		m.loadMark += markWeight * (load - m.loadMark)
 	}
 	w := why{top: top, load: load, mark: m.loadMark}
+
+	if b < 0 {
+		// Shedding. It stops as soon as it no longer helps: at once when
+		// the load that forced it has gone, quickly when latency is back
+		// under target or the gate has room (then latency over target is
+		// the app's own service time, which refusing does not lower).
+		up, unwind := cfg.UnshedRate*dt, true
+		switch {
+		case load >= 0 && m.loadMark > 0 && load < m.loadMark*(1-cfg.LoadMargin):
+			m.brightness, w.kind = 0, whyUnshedLoad
+		case room:
+			m.brightness, w.kind = min(b+up, 0), whyUnshedRoom
+		case pc < 1:
+			m.brightness, w.kind = min(b+up, 0), whyUnshed
+		default:
+			unwind = false
+		}
+		if unwind {
+			m.overSince, m.underSince = time.Time{}, time.Time{}
+			return w
+		}
+	}
 
 	switch {
 	case p >= cfg.High:
@@ -309,10 +356,15 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 			return w
 		}
 		// Every feature at its floor: the cascade, only when pressure
-		// stays over CascadeAt.
+		// stays over CascadeAt and the gate is full.
 		if pc < cfg.CascadeAt || b <= -cfg.MaxShed {
 			m.overSince = time.Time{}
 			w.kind = whyFloor
+			return w
+		}
+		if !saturated {
+			m.overSince = time.Time{}
+			w.kind = whyFloorRoom
 			return w
 		}
 		if m.overSince.IsZero() {
@@ -341,14 +393,6 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 			return w
 		}
 		up := min(cfg.UpGain*(-e)*dt, cfg.MaxRise*dt)
-		if b < 0 {
-			// Shedding and pressure low: shedding overshot. Refused
-			// requests still count as offered load, so the load mark
-			// says nothing here; pressure alone decides.
-			m.brightness = min(b+min(cfg.CascadeGain*(-e)*dt, up), 0)
-			w.kind = whyUnshed
-			return w
-		}
 		if m.loadMark > 0 && load >= 0 && load > m.loadMark*(1-cfg.LoadMargin) {
 			// The load that forced dimming is still here.
 			if now.Sub(m.lastDim) < cfg.ProbeAfter {
@@ -375,6 +419,25 @@ func (m *controllerState) markDim(now time.Time, _ float64) { m.lastDim = now }
 
 // markWeight is the weight of the newest load in the load mark's EWMA.
 const markWeight = 0.3
+
+// action maps the last step's why to what the law did, and its cause.
+// Callers hold the lock.
+func (c *Controller) action() (Action, signals.Key, bool) {
+	w := c.mu.why
+	var a Action
+	switch w.kind {
+	case whyDim:
+		a = Dim
+	case whyCascade:
+		a = Shed
+	case whyBrighten, whyProbe, whyUnshed, whyUnshedRoom, whyUnshedLoad:
+		a = Brighten
+	}
+	if w.kind < whyCascade || w.kind == whyUnshedLoad || w.top >= len(c.mu.readings) {
+		return a, 0, false
+	}
+	return a, c.mu.readings[w.top].Signal, true
+}
 
 // reason formats the last step's why. Callers hold the lock.
 func (c *Controller) reason() string {
@@ -404,7 +467,14 @@ func (c *Controller) reason() string {
 	case whyHoldUnder:
 		r = fmt.Sprintf("%s: under %.0f%% of target for %s of %s, holding", sig, 100*cfg.Low, w.held.Round(time.Millisecond), cfg.Hold)
 	case whyUnshed:
-		r = fmt.Sprintf("%s: recovering, shedding %s", sig, shedName(-m.brightness))
+		r = fmt.Sprintf("%s: back under target, unwinding the cascade: shedding %s", sig, shedName(-m.brightness))
+	case whyUnshedRoom:
+		r = fmt.Sprintf("%s, but the gate has room (%.0f%% of arrivals waited): shedding does not lower this latency, unwinding: shedding %s",
+			sig, 100*m.busy, shedName(-m.brightness))
+	case whyUnshedLoad:
+		r = fmt.Sprintf("load %.4g/s fell below the %.4g/s that forced shedding: shedding nothing", w.load, w.mark)
+	case whyFloorRoom:
+		r = fmt.Sprintf("%s: every feature at its floor, but the gate has room (%.0f%% of arrivals waited): not shedding", sig, 100*m.busy)
 	case whyFull:
 		r = sig + ": full brightness"
 	case whyBrighten:
@@ -551,6 +621,9 @@ func (c *Controller) same(old *State) bool {
 	if old == nil || old.Mode != m.mode || old.Shed != c.shedLevel() {
 		return false
 	}
+	if a, k, ok := c.action(); a != old.Action || ok != old.CauseOK || (ok && k != old.Cause) {
+		return false
+	}
 	lv := c.levels()
 	nf, ns := len(c.cfg.Features), len(c.cfg.Segments)
 	for i := range old.Features {
@@ -583,6 +656,7 @@ func (c *Controller) compose(reason string, gen uint64) *State {
 		index:    make(map[string]int, nf),
 		segIndex: make(map[string]int, ns),
 	}
+	st.Action, st.Cause, st.CauseOK = c.action()
 	for j, sg := range c.cfg.Segments {
 		st.segIndex[sg.Name] = j
 	}
@@ -684,6 +758,7 @@ func (c *Controller) UnpinAt(now time.Time, feature string) (*State, error) {
 func (c *Controller) FreezeAt(now time.Time, reason string) *State {
 	c.mu.Lock()
 	c.mu.frozen, c.mu.freezeWhy = true, reason
+	c.mu.why = why{kind: whyFrozen}
 	c.mu.Unlock()
 	return c.republish(now, "frozen by operator: "+reason)
 }

@@ -266,11 +266,20 @@ func TestQuantizedChangesAndSubscribers(t *testing.T) {
 		t.Fatalf("a second state queued: generation %d", st.Generation)
 	default:
 	}
-	// A step that changes nothing publishes nothing.
+	// From dimming to holding in the band is a change of action: it is
+	// published, with the same levels. Then a step that changes nothing a
+	// reader acts on — not the action, not its cause, not a level —
+	// publishes nothing, though the numbers in its reason differ.
 	st := c.State()
 	now := t0.Add(20 * time.Second)
-	again := c.Step(now, snap(now, 0.78, 100)) // in the band
-	assert.Same(t, st, again)
+	hold := c.Step(now, snap(now, 0.78, 100)) // in the band
+	assert.Equal(t, st.Generation+1, hold.Generation)
+	assert.Equal(t, Hold, hold.Action)
+	assert.Equal(t, st.Features[0].Level, hold.Features[0].Level)
+	now = now.Add(time.Second)
+	again := c.Step(now, snap(now, 0.8, 100))
+	assert.Same(t, hold, again)
+	assert.Contains(t, c.Status().Reason, "800ms", "Status has this tick's readings")
 }
 
 func TestConfigErrors(t *testing.T) {
@@ -372,4 +381,114 @@ func TestReasonReadsWell(t *testing.T) {
 	st := c.Step(t0.Add(time.Second), snap(t0.Add(time.Second), 1.3, 100))
 	assert.Equal(t, "latency.p99 1.3s > 1s target: dimming recommendations", st.Reason)
 	assert.False(t, strings.Contains(st.Reason, "%!"))
+}
+
+// gateSnap is snap with the admission gate's room signal.
+func gateSnap(now time.Time, p99, rate, busy float64) signals.Snapshot {
+	s := snap(now, p99, rate)
+	s.Set(signals.GateBusy, busy)
+	return s
+}
+
+// The cascade refuses only while refusing helps: when the gate is full,
+// never while it has room; it unwinds when latency is back under target,
+// when the gate has room (and says why), and at once when the load that
+// forced it has gone.
+func TestCascadeOnlyWhileItHelps(t *testing.T) {
+	c, _ := New(testConfig())
+	now := t0
+	step := func(p99, rate, busy float64) *State {
+		now = now.Add(time.Second)
+		return c.Step(now, gateSnap(now, p99, rate, busy))
+	}
+	var st *State
+	for range 10 {
+		st = step(3, 100, 0.01) // runaway latency, but the gate has room: slow pages
+	}
+	assert.Equal(t, 0.0, st.Brightness, "features dim: cheaper pages do lower latency")
+	assert.Equal(t, 0.0, st.Shed, "refusing at the door would not")
+	assert.Contains(t, c.Status().Reason, "the gate has room")
+
+	for range 8 {
+		st = step(3, 100, 0.6) // the gate is full
+	}
+	require.Greater(t, st.Shed, 0.0, "a full gate and runaway latency: shedding")
+	shedding := st.Shed
+
+	st = step(3, 100, 0.02) // room again, latency still high
+	assert.InDelta(t, max(shedding-1, 0), st.Shed, 1e-9, "unwinds at UnshedRate")
+	assert.Contains(t, st.Reason, "shedding does not lower this latency")
+	assert.Equal(t, Brighten, st.Action)
+	st = step(3, 100, 0.02)
+	assert.Equal(t, 0.0, st.Shed, "gone within two periods")
+
+	// Shedding again; then the load that forced it goes: at once.
+	for range 8 {
+		st = step(3, 100, 0.6)
+	}
+	require.Greater(t, st.Shed, 0.0)
+	st = step(3, 50, 0.6)
+	assert.Equal(t, 0.0, st.Shed, "the load fell below the mark: shedding stops in one period")
+	assert.Contains(t, st.Reason, "fell below")
+
+	// And back under target with the gate still busy: unwinds too.
+	for range 8 {
+		st = step(3, 100, 0.6)
+	}
+	require.Greater(t, st.Shed, 0.0)
+	for range 2 {
+		st = step(0.9, 100, 0.6)
+	}
+	assert.Equal(t, 0.0, st.Shed, "latency under target: no reason to refuse")
+
+	// Without the gate's signal (no gate to ask), the cascade works on
+	// latency alone, as before.
+	c2, _ := New(testConfig())
+	for i := range 10 {
+		at := t0.Add(time.Duration(i+1) * time.Second)
+		st = c2.Step(at, snap(at, 3, 100))
+	}
+	assert.Greater(t, st.Shed, 0.0)
+}
+
+// A DimOnly target (refusals over a window) is not counted while the gate
+// has room: its refusals belong to an overload that is over.
+func TestDimOnlyDiscountedWithRoom(t *testing.T) {
+	cfg := testConfig()
+	cfg.Targets = []Target{{Signal: signals.LatencyP99, Target: 1}, {Signal: signals.RejectRatio, Target: 0.05, DimOnly: true}}
+	c, _ := New(cfg)
+	s := gateSnap(t0, 0.2, 100, 0.5)
+	s.Set(signals.RejectRatio, 0.3)
+	st := c.Step(t0, s)
+	assert.Less(t, st.Brightness, 1.0, "a full gate refusing 30 %%: dim")
+	s = gateSnap(t0.Add(time.Second), 0.2, 100, 0)
+	s.Set(signals.RejectRatio, 0.3)
+	c.Step(t0.Add(time.Second), s)
+	st = c.Status()
+	assert.InDelta(t, 0.2, st.Pressure, 1e-9, "room: only latency counts")
+	assert.True(t, st.Signals[1].Discounted)
+	assert.False(t, st.Signals[0].Discounted)
+}
+
+// A state is published when the action or its cause changes, never for
+// the numbers in the reason alone.
+func TestPublishOnActionOrCause(t *testing.T) {
+	cfg := testConfig()
+	cfg.Targets = append(cfg.Targets, Target{Signal: signals.RejectRatio, Target: 0.05, DimOnly: true})
+	c, _ := New(cfg)
+	now := t0
+	step := func(p99, reject float64) *State {
+		now = now.Add(time.Second)
+		s := snap(now, p99, 100)
+		s.Set(signals.RejectRatio, reject)
+		return c.Step(now, s)
+	}
+	first := step(0.78, 0) // in the band: hold, latency
+	for _, p := range []float64{0.79, 0.8, 0.81, 0.77} {
+		assert.Same(t, first, step(p, 0), "hold on latency with other numbers: nothing new")
+	}
+	byRefusals := step(0.5, 0.04) // in the band on refusals: same action, other cause
+	assert.Equal(t, first.Generation+1, byRefusals.Generation)
+	assert.Equal(t, signals.RejectRatio, byRefusals.Cause)
+	assert.Equal(t, Hold, byRefusals.Action)
 }

@@ -31,8 +31,11 @@
 //
 //	p ≥ High (dim):       b ← b − DownGain·e·dt − Proportional·max(e − e_prev, 0)
 //	                      stopping at 0 (every feature at its floor)
-//	at the floor:         only while p ≥ CascadeAt for CascadeHold:
+//	at the floor:         only while p ≥ CascadeAt for CascadeHold and the
+//	                      admission gate is full (RoomSignal ≥ SaturatedAt):
 //	                      b ← b − CascadeGain·e·dt, down to −MaxShed
+//	shedding:             load below the load mark: b ← 0 at once;
+//	                      room at the gate, or p < 1: b ← b + UnshedRate·dt
 //	Low ≤ p < High:       hold (the integrator is frozen: no windup)
 //	p < Low for Hold:     b ← b + min(UpGain·(−e)·dt, MaxRise·dt), up to 1;
 //	                      while shedding, CascadeGain instead of UpGain
@@ -50,7 +53,8 @@
 // rate.arrival; the load mark). While the load stays within LoadMargin of
 // the mark, the cause of the dimming is still there: the controller holds,
 // and after ProbeAfter it probes upwards at ProbeRise (capacity may have
-// come back). When the load falls below the margin it brightens at full
+// come back); a load that rises further while dimmed restarts that
+// wait. When the load falls below the margin it brightens at full
 // speed. Without a load signal, brightening follows pressure alone.
 //
 // Parameters and defaults (see [Config]):
@@ -71,6 +75,9 @@
 //	CascadeHold   3 s      …held this long
 //	CascadeGain   0.2      shed level per second per unit of error
 //	MaxShed       2        sheddable, then default
+//	RoomBelow     0.05     gate.busy under this: the gate has room
+//	SaturatedAt   0.25     gate.busy at or over this: the gate is full
+//	UnshedRate    1/s      how fast the cascade unwinds
 //	Quantum       0.01     published levels are rounded to 1 %
 //	StaleAfter    3        periods without a signal before "stale"
 //
@@ -82,7 +89,16 @@
 // CascadeAt sits above target on purpose: an admission layer whose queue is
 // bounded in time under the latency target (package shed) holds p99 near
 // target by refusing the excess itself, and shedding whole classes on top of
-// it only loses goodput. The cascade is for latency running away.
+// it only loses goodput. The cascade is for latency running away, and only
+// while refusing helps: package shed reports gate.busy, the share of
+// arrivals that found no room at its gate since the last period. With room
+// at the gate, latency over target is the app's own service time (slow
+// pages, a slow dependency): dimming features lowers it, refusing users at
+// the door does not, so the cascade does not start and, if running,
+// unwinds — and the reason says so. The windowed refusal ratio of DimOnly
+// targets is not counted either while the gate has room: those refusals
+// belong to an overload that is over. Without gate.busy (no gate to ask)
+// the cascade works on latency alone.
 //
 // Feed the controller a latency window of about five periods (5 × 1 s): a
 // windowed p99 forgets a slow burst only when the burst leaves the window,
@@ -105,8 +121,11 @@
 // # Publishing
 //
 // Levels are quantized (Quantum) and a new immutable [State] is published
-// only when something a reader acts on changes (a level, the shed level, a
-// mode), with a growing Generation and a readable Reason such as
+// only when something a reader acts on changes — a level, the shed level,
+// a mode, or what the law does ([Action]: dim, hold, brighten, shed) and
+// which signal drives it (Cause) — never for the numbers in the reason
+// alone, so that generations, ETags and change events stay meaningful. It
+// carries a growing Generation and a readable Reason such as
 // "latency.p99 1.3s > 1s target: dimming recommendations". Request paths
 // read it with [Controller.State], one atomic load. [Controller.Subscribe]
 // delivers the newest state to each subscriber through a one-slot channel:

@@ -62,6 +62,33 @@ type Reading struct {
 	Target   float64
 	Pressure float64
 	Missing  bool
+	// Discounted: read but not counted in the pressure — a DimOnly
+	// target while the admission gate has room (see Config.RoomSignal).
+	Discounted bool
+}
+
+// Action is what the law did in a step.
+type Action uint8
+
+const (
+	// Hold: levels stay (in the band, waiting, at the floor, stale,
+	// frozen, full).
+	Hold Action = iota
+	// Dim: features dim.
+	Dim
+	// Brighten: features brighten, or the cascade unwinds.
+	Brighten
+	// Shed: the cascade refuses more at the door.
+	Shed
+)
+
+var actionNames = [...]string{"hold", "dim", "brighten", "shed"}
+
+func (a Action) String() string {
+	if int(a) < len(actionNames) {
+		return actionNames[a]
+	}
+	return "action?"
 }
 
 // State is what the controller decided at one step. States are immutable
@@ -88,6 +115,14 @@ type State struct {
 	// Reason says in words why the state is what it is, e.g.
 	// "latency.p99 1.3s > 1s target: dimming recommendations".
 	Reason string
+	// Action is what the law did, and Cause the signal that drove it
+	// (CauseOK false when none did: no signal, frozen, an operator). A
+	// state is published when a level, the shed level or the mode
+	// changes, or the action or its cause does — never for the numbers
+	// in Reason alone; Controller.Status has the current readings.
+	Action  Action
+	Cause   signals.Key
+	CauseOK bool
 
 	index    map[string]int
 	segIndex map[string]int

@@ -18,9 +18,9 @@ type Config struct {
 	MaxWait [signals.NumClasses]time.Duration
 	// Target and Interval are CoDel's, as Facebook's "Fail at Scale"
 	// applies it to request queues: a class queue that has not been empty
-	// for an Interval is standing; then a request may wait only Target,
-	// and the queue is served newest first (adaptive LIFO) until it
-	// empties. Defaults 100 ms and 500 ms: a queue of ~10 ms requests
+	// for an Interval and whose oldest request has waited over Target is
+	// standing; then a request may wait only Target, and the queue is
+	// served newest first (adaptive LIFO). Defaults 100 ms and 500 ms: a queue of ~10 ms requests
 	// that stays busy for half a second is an overload, not a burst, and
 	// the excess is refused within 100 ms instead of waiting its class's
 	// MaxWait.
@@ -90,26 +90,31 @@ const (
 // by the measured throughput (limit ÷ seconds per cost unit), exceeds its
 // class's allowed wait: then it is refused at the door, cheaply, instead of
 // timing out later. The allowed wait is MaxWait, or CoDel's Target while the
-// class's queue is standing — it has not been empty for an Interval, as
-// Facebook's "Fail at Scale" puts CoDel for request queues; a standing
-// queue is also served newest first, so that under overload fresh requests
-// succeed and stale ones are dropped (adaptive LIFO). Requests whose
-// deadline has passed are dropped before they start.
+// class's queue is standing — it has not been empty for an Interval (as
+// Facebook's "Fail at Scale" puts CoDel for request queues) and its oldest
+// request has waited longer than Target — and stays standing until it
+// empties (CoDel's dropping state); a standing queue is also served newest
+// first, so that under overload fresh requests succeed and stale ones are
+// dropped (adaptive LIFO). Requests whose deadline has passed are dropped
+// before they start.
 //
-// Why emptiness and not RFC 8289's minimum sojourn: served newest first, a
-// queue's freshest request always has a small sojourn, so the minimum says
-// "not standing" at once and the queue flips back to FIFO and MaxWait; it
-// empties only when the overload is over.
+// Why emptiness and the oldest request, not RFC 8289's minimum sojourn:
+// served newest first, a queue's freshest request always has a small
+// sojourn, so the minimum says "not standing" at once and the queue flips
+// back to FIFO and MaxWait; it empties only when the overload is over. The
+// oldest request's age keeps a busy but healthy queue (80 % load) out of
+// it.
 //
 // A Gate's methods must be serialized (package shed's Shedder holds a
 // mutex), except the lock-free fast path taken around them: TryAdmit and
 // Release, on the atomic in-flight cost, queued count and the limit's
 // accumulators.
 type Gate struct {
-	cfg    Config
-	limit  *limiter
-	queues [signals.NumClasses]deque
-	since  [signals.NumClasses]time.Time // since when the class's queue has not been empty; zero while empty
+	cfg      Config
+	limit    *limiter
+	queues   [signals.NumClasses]deque
+	since    [signals.NumClasses]time.Time // since when the class's queue has not been empty; zero while empty
+	standing [signals.NumClasses]bool      // CoDel's dropping state, until the queue empties
 
 	inflight atomic.Int64 // cost in flight, in micro-units
 	queued   atomic.Int32 // tickets queued, all classes
@@ -158,10 +163,16 @@ func (g *Gate) Waiting() bool { return g.queued.Load() > 0 }
 // Queued returns how many requests of class c wait.
 func (g *Gate) Queued(c signals.Class) int { return g.queues[c].len() }
 
-// Standing reports whether class c's queue is standing: it has not been
-// empty for at least an Interval.
+// Standing reports whether class c's queue is standing: it became so when
+// it had not been empty for an Interval and its oldest request had waited
+// longer than Target, and it stays so until it empties.
 func (g *Gate) Standing(c signals.Class, now time.Time) bool {
-	return g.queues[c].len() > 0 && !g.since[c].IsZero() && now.Sub(g.since[c]) >= g.cfg.Interval
+	q := &g.queues[c]
+	if !g.standing[c] && q.len() > 0 && !g.since[c].IsZero() && now.Sub(g.since[c]) >= g.cfg.Interval &&
+		now.Sub(q.front().Arrival) > g.cfg.Target {
+		g.standing[c] = true
+	}
+	return g.standing[c]
 }
 
 // allowed is the wait class c may have now, and the reason for exceeding it.
@@ -336,7 +347,7 @@ func (g *Gate) remove(c signals.Class, t *Ticket, _ time.Time) {
 	}
 	t.queued = false
 	if g.queues[c].len() == 0 {
-		g.since[c] = time.Time{} // an empty queue is not standing
+		g.since[c], g.standing[c] = time.Time{}, false // an empty queue is not standing
 	}
 }
 

@@ -123,11 +123,11 @@ func TestGateCoDelAdaptiveLIFO(t *testing.T) {
 	// From 100 ms it is standing: requests older than Target (50 ms) are
 	// dropped, and the newest is served first.
 	arrive(70, 140)
-	require.True(t, g.Standing(signals.Default, at(140)))
+	require.True(t, g.Standing(signals.Default, at(145)))
 	require.NotEmpty(t, d.got)
 	for i, why := range d.got {
 		assert.Equal(t, signals.ReasonCoDel, why)
-		assert.Greater(t, at(140).Sub(d.ts[i].Arrival), 50*time.Millisecond, "only requests past the target are dropped")
+		assert.Greater(t, at(145).Sub(d.ts[i].Arrival), 50*time.Millisecond, "only requests past the target are dropped")
 	}
 	assert.Equal(t, at(140), step(145).Arrival, "newest first while standing")
 	// Still standing until the queue empties: whatever waits is served

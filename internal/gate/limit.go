@@ -106,7 +106,7 @@ const (
 	windowMin    = 16 // completions per window: twice the limit, within these bounds…
 	windowMax    = 256
 	windowRTTs   = 2   // …and this many latencies, so that a change shows
-	cohortMin    = 24  // tickets a probe admits and waits for: the limit, within
+	cohortMin    = 48  // tickets a probe admits and waits for: the limit, within
 	cohortMax    = 128 // these bounds (two rounds of half the limit)…
 	probeMinimum = 6   // …or, at its time limit, this many of them
 	capRTTs      = 4   // a cohort sample counts at most this many baselines
@@ -283,10 +283,10 @@ func (l *limiter) update(now time.Time) {
 	next := l.limit
 	switch {
 	case l.ratio > tol:
+		// Work queues inside the app: move the queue to the gate, where
+		// it is ordered by priority and bounded in time — whether or not
+		// the limit was reached.
 		next = l.limit * max(1-gain*(1-tol/l.ratio), 0.5)
-		if !full {
-			next = max(next, min(peak, l.limit)) // never below what is in use when it is not the limit that queues
-		}
 	case full:
 		next = l.limit * min(1+gain*(tol/l.ratio-1), maxGrow)
 	}
