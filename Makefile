@@ -6,7 +6,7 @@ FUZZTIME  ?= 10s
 BENCHTIME ?= 1s
 BIN       := bin
 
-.PHONY: help build test race bench fuzz lint demo clean
+.PHONY: help build test e2e bench fuzz lint demo clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -14,9 +14,19 @@ help: ## list the targets
 build: ## build the commands into bin/
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-test: ## vet, then every test with the race detector
+# Timing-sensitive and single-threaded tests skip under -race; they run on
+# their own without it (the real-HTTP ordering test, the lab's acceptance).
+NORACE := ./testapp ./sim
+
+test: ## vet, every test with the race detector, then the lab and real-HTTP tests without it
 	$(GO) vet $(PKGS)
+	$(GO) vet -tags brownout_procpin ./signals
 	$(GO) test -race -count=1 $(PKGS)
+	$(GO) test -race -count=1 -tags brownout_procpin ./signals
+	$(GO) test -count=1 -run 'RealHTTP|Limit' $(NORACE)
+
+e2e: ## the real-HTTP harness on its defaults (brownoutd sim real), one stack after another
+	@for s in none shed failsafe brownout; do $(GO) run ./cmd/brownoutd sim real --quiet --stack $$s || exit 1; done
 
 bench: ## run the benchmarks (BENCHTIME=1s); anchors run beside ours
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS)

@@ -60,12 +60,12 @@ func runEmbedded(t *testing.T, freeze bool) (share float64) {
 		require.NoError(t, api.SetProviderAndWait(ctx, p))
 		flags := api.NewClient()
 
-		s, err := shed.New(shed.Config{Recorder: rec, ShedLevel: func() float64 { return ctl.State().Shed },
-			Gate: shed.GateConfig{Limit: shed.LimitConfig{Initial: 4, Min: 4, Max: 4, Fixed: true},
-				MaxWait: [3]time.Duration{800 * time.Millisecond, 250 * time.Millisecond, 100 * time.Millisecond}, Target: 250 * time.Millisecond, Interval: time.Second}})
+		// The package defaults: the gate is not told the 4 workers.
+		s, err := shed.New(shed.Config{Recorder: rec, ShedLevel: func() float64 { return ctl.State().Shed }})
 		require.NoError(t, err)
 
 		var mu sync.Mutex
+		workers := make(chan struct{}, 4)
 		rnd := rand.New(rand.NewPCG(7, 8))
 		work := func(mean time.Duration) time.Duration {
 			mu.Lock()
@@ -81,7 +81,13 @@ func runEmbedded(t *testing.T, freeze bool) (share float64) {
 			if on, _ := flags.BooleanValue(r.Context(), "reviews", true, ec); on {
 				d += work(1500 * time.Microsecond)
 			}
-			time.Sleep(d) // the gate admits at most 4: one worker each
+			select { // one of 4 workers, given up when the client goes
+			case workers <- struct{}{}:
+			case <-r.Context().Done():
+				return
+			}
+			time.Sleep(d)
+			<-workers
 		})
 		h := s.Middleware(app)
 

@@ -121,7 +121,7 @@ const (
 
 // gain is the share of the way to the ratio's target a window moves the
 // limit.
-var gain = 0.3
+const gain = 0.3
 
 // outside marks a ticket admitted during a probe but not in its cohort:
 // odd, and never a probe's phase in practice.

@@ -1,0 +1,5 @@
+//go:build race
+
+package testapp
+
+const raceEnabled = true
