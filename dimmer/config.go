@@ -100,6 +100,12 @@ type Config struct {
 	// ProbeRise caps brightening while probing, in brightness per second.
 	// Default 0.05.
 	ProbeRise float64
+	// Settle: for this long after a brightening step, pressure between
+	// High and 1 (near target, not over it) holds instead of dimming — the
+	// latency window is still taking in the step's effect, and a windowed
+	// p99 is noisy. Over target it dims at once. Default 5 s, the latency
+	// window recommended for the controller.
+	Settle time.Duration
 	// Features is the ladder. At least one.
 	Features []Feature
 	// Segments are user groups with offset brightness.
@@ -179,6 +185,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.ProbeAfter == 0 {
 		c.ProbeAfter = 30 * time.Second
 	}
+	if c.Settle == 0 {
+		c.Settle = 5 * time.Second
+	}
 	def(&c.Proportional, 0.5)
 	def(&c.MaxRise, 0.25)
 	def(&c.Quantum, 0.01)
@@ -222,7 +231,7 @@ func (c Config) withDefaults() (Config, error) {
 	if !(0 < c.RoomBelow && c.RoomBelow <= c.SaturatedAt && c.SaturatedAt <= 1) {
 		bad("gate room: want 0 < room below (%v) ≤ saturated at (%v) ≤ 1", c.RoomBelow, c.SaturatedAt)
 	}
-	if c.Hold < 0 || c.CascadeHold < 0 || c.ProbeAfter < 0 {
+	if c.Hold < 0 || c.CascadeHold < 0 || c.ProbeAfter < 0 || c.Settle < 0 {
 		bad("hold times must not be negative")
 	}
 	for name, v := range map[string]float64{"down gain": c.DownGain, "up gain": c.UpGain, "max rise": c.MaxRise,

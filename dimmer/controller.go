@@ -50,6 +50,7 @@ type controllerState struct {
 	underSince time.Time // pressure under Low since; zero when not
 	loadMark   float64   // offered load at the last dimming step; 0 if none
 	lastDim    time.Time // when the last dimming step was
+	lastRise   time.Time // when the last brightening step was
 	overSince  time.Time // cascade pressure held since; zero when not
 	lastFresh  time.Time
 	started    bool
@@ -104,6 +105,8 @@ const (
 	whyProbe
 	whyLoadHeld
 	whyBand
+	whySettle
+	whyNearAtLowerLoad
 )
 
 // New checks cfg and returns a controller at full brightness.
@@ -348,6 +351,21 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 	case p >= cfg.High:
 		m.underSince = time.Time{}
 		step := cfg.DownGain*e*dt + cfg.Proportional*max(rise, 0)
+		settling := !m.lastRise.IsZero() && now.Sub(m.lastRise) < cfg.Settle
+		fallen := m.loadMark > 0 && load >= 0 && load < m.loadMark*(1-cfg.LoadMargin)
+		if b > 0 && p < 1 && (settling || fallen) {
+			// Near target, not over it, within a latency window of our
+			// own brightening (its effect, and the window's noise, are
+			// still settling in), or at a load well below the one that
+			// forced dimming (this is that load's own operating point,
+			// not a new overload): hold. Over target it dims at once.
+			m.overSince = time.Time{}
+			w.kind = whySettle
+			if fallen && !settling {
+				w.kind = whyNearAtLowerLoad
+			}
+			return w
+		}
 		if b > 0 {
 			w.kind, w.feature = whyDim, c.dimming(b)
 			m.brightness = max(b-step, 0) // the floor stops the features
@@ -403,6 +421,7 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 			w.kind = whyProbe
 		}
 		m.brightness = min(b+up, 1)
+		m.lastRise = now
 		w.feature = c.dimming(m.brightness)
 		if w.kind != whyProbe {
 			w.kind = whyBrighten
@@ -485,6 +504,10 @@ func (c *Controller) reason() string {
 		r = fmt.Sprintf("%s, but load %.4g/s is still near the %.4g/s that forced dimming: holding", sig, w.load, w.mark)
 	case whyBand:
 		r = fmt.Sprintf("%s: within %.0f–%.0f%% of target, holding", sig, 100*cfg.Low, 100*cfg.High)
+	case whySettle:
+		r = fmt.Sprintf("%s: near target after brightening, holding while it settles", sig)
+	case whyNearAtLowerLoad:
+		r = fmt.Sprintf("%s, near target at load %.4g/s, well under the %.4g/s that forced dimming: holding", sig, w.load, w.mark)
 	}
 	if m.mode == Shadow {
 		r = "shadow (nothing applied): " + r

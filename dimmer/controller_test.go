@@ -492,3 +492,44 @@ func TestPublishOnActionOrCause(t *testing.T) {
 	assert.Equal(t, signals.RejectRatio, byRefusals.Cause)
 	assert.Equal(t, Hold, byRefusals.Action)
 }
+
+// Near target but not over it, the controller holds instead of dimming
+// while its own brightening settles in the latency window, and at a load
+// well under the one that forced dimming; over target it dims at once.
+func TestNearTargetHolds(t *testing.T) {
+	c, _ := New(testConfig())
+	now := t0
+	step := func(p99, rate float64) *State {
+		now = now.Add(time.Second)
+		return c.Step(now, snap(now, p99, rate))
+	}
+	step(0.95, 150) // near overload at 150/s: dim a little
+	var st *State
+	for range 10 {
+		st = step(0.3, 150) // calm, same load: held by the load mark
+	}
+	require.Less(t, st.Brightness, 1.0)
+	b := st.Brightness
+	st = step(0.9, 80) // load fell to 80/s; near target
+	assert.Equal(t, b, st.Brightness, "near target at a much lower load: hold")
+	assert.Contains(t, c.Status().Reason, "near target at load 80/s")
+	st = step(1.2, 80)
+	assert.Less(t, st.Brightness, b, "over target: dim at once")
+
+	// After brightening: near target holds for Settle.
+	c, _ = New(testConfig())
+	now = t0
+	step(0.95, -1) // no load signal: pressure alone
+	for range 6 { // under Low for Hold, then one brightening step
+		st = step(0.3, -1)
+	}
+	require.Equal(t, Brighten, c.Status().Action)
+	b = st.Brightness
+	st = step(0.9, -1)
+	assert.Equal(t, b, st.Brightness, "just brightened: near target holds while it settles")
+	assert.Contains(t, c.Status().Reason, "settles")
+	for range 5 {
+		st = step(0.9, -1)
+	}
+	assert.Less(t, st.Brightness, b, "settled, still near target: dims")
+}

@@ -30,7 +30,9 @@
 // with hysteresis zones and anti-windup. Per period of dt seconds:
 //
 //	p ≥ High (dim):       b ← b − DownGain·e·dt − Proportional·max(e − e_prev, 0)
-//	                      stopping at 0 (every feature at its floor)
+//	                      stopping at 0 (every feature at its floor); but
+//	                      hold while p < 1 within Settle of a brightening
+//	                      step, or at a load well under the load mark
 //	at the floor:         only while p ≥ CascadeAt for CascadeHold and the
 //	                      admission gate is full (RoomSignal ≥ SaturatedAt):
 //	                      b ← b − CascadeGain·e·dt, down to −MaxShed
@@ -71,6 +73,7 @@
 //	LoadMargin    0.2      load drop that counts as "the cause is gone"
 //	ProbeAfter    30 s     then probe although the load stayed
 //	ProbeRise     0.05/s   cap on probing
+//	Settle        5 s      near target after brightening: hold this long
 //	CascadeAt     1.5      pressure that starts shedding at the floor…
 //	CascadeHold   3 s      …held this long
 //	CascadeGain   0.2      shed level per second per unit of error
@@ -103,6 +106,13 @@
 // Feed the controller a latency window of about five periods (5 × 1 s): a
 // windowed p99 forgets a slow burst only when the burst leaves the window,
 // and a 10 s window delays brightening by up to 10 s.
+//
+// Near the target but not over it (High ≤ p < 1), a windowed p99 is
+// noisy: at 80 % load with every feature on it wanders around 85 % of the
+// target on its own. So the controller does not dim there within Settle
+// of its own brightening (the window is still taking the step in), nor at
+// a load well below the load mark (the overload's cause is gone; this is
+// the new load's operating point). Over the target it dims at once.
 //
 // # Proven in the lab
 //

@@ -191,3 +191,36 @@ func optionalParts(body []byte) (served, offered int) {
 	}
 	return len(pg.Sections), len(pg.Sections) + len(pg.Dimmed)
 }
+
+// Recovery reads the seconds after phase i ends: after how long no
+// request was refused any more (by the gate or the cascade; the harness
+// sets no rate limit), and after how long every optional part's level was
+// back at 1 and stayed there. -1 when it did not happen before the run
+// ended.
+func (r *HarnessResult) Recovery(i int, parts []Part) (refusalsStop, fullAfter int) {
+	end := 0
+	for _, p := range r.Report.Phases[:i+1] {
+		end = int(p.To / time.Second)
+	}
+	secs := r.Report.Seconds
+	refusalsStop, fullAfter = -1, -1
+	for s := len(secs) - 1; s >= end; s-- {
+		if secs[s].Refused > 0 {
+			break
+		}
+		refusalsStop = s - end
+	}
+	for s := len(secs) - 1; s >= end; s-- {
+		full := secs[s].Sample != nil
+		for _, p := range parts {
+			if v, ok := secs[s].Sample[p.Name]; !ok || v < 1 {
+				full = false
+			}
+		}
+		if !full {
+			break
+		}
+		fullAfter = s - end
+	}
+	return refusalsStop, fullAfter
+}

@@ -35,7 +35,9 @@ func runReal(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	parts := fs.String("parts", "recommendations=2.5ms,reviews=1.5ms", "optional parts and their cost, name=duration,…")
 	exp := fs.Bool("exponential", false, "draw costs from an exponential distribution instead of holding them exactly")
 	cont := fs.String("contention", "", "database-like contention alpha,beta: service time × (1 + alpha·(n−1) + beta·n·(n−1)) with n in service")
-	phases := fs.String("phases", "", "offered load, rate:duration,… (default 0.75× the all-on capacity for 20 s, 2× the all-off capacity for 40 s, 0.75× for 30 s)")
+	phases := fs.String("phases", "", "offered load, rate:duration,… (default: --calm × the all-on capacity for 20 s, --spike × the all-off capacity for 40 s, --calm × the all-on capacity for 30 s)")
+	spike := fs.Float64("spike", 2, "the spike, in multiples of the all-off capacity (without --phases)")
+	calm := fs.Float64("calm", 0.75, "the load before and after the spike, in multiples of the all-on capacity (without --phases)")
 	critical := fs.Float64("critical", 0.3, "share of critical requests")
 	users := fs.Int("users", 5000, "distinct users (X-User-ID)")
 	seed := fs.Uint64("seed", 1, "seed of the users and the mix")
@@ -74,14 +76,16 @@ func runReal(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return usagef("sim real: --critical %v: want 0 ≤ share < 1", *critical)
 	case *timeout <= 0:
 		return usagef("sim real: --timeout %s: want a positive duration", *timeout)
+	case !(*spike > 0 && *spike <= 20) || !(*calm >= 0 && *calm <= 20):
+		return usagef("sim real: --spike %v, --calm %v: want multiples between 0 and 20", *spike, *calm)
 	case *format != "table" && *format != "json":
 		return usagef("sim real: --format %q: want table or json", *format)
 	}
 	on, off := cfg.Capacity()
 	var phs []load.Phase
 	if *phases == "" {
-		phs = []load.Phase{{Name: "before", Rate: 0.75 * on, Duration: 20 * time.Second},
-			{Name: "spike", Rate: 2 * off, Duration: 40 * time.Second}, {Name: "after", Rate: 0.75 * on, Duration: 30 * time.Second}}
+		phs = []load.Phase{{Name: "before", Rate: *calm * on, Duration: 20 * time.Second},
+			{Name: "spike", Rate: *spike * off, Duration: 40 * time.Second}, {Name: "after", Rate: *calm * on, Duration: 30 * time.Second}}
 	} else if phs, err = load.ParsePhases(*phases); err != nil {
 		return usageError{err.Error()}
 	}
@@ -112,6 +116,14 @@ func runReal(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := res.Report.WriteTable(stdout); err != nil {
 		return err
 	}
+	if len(phs) >= 2 && st != testapp.Unprotected {
+		ps := cfg.Parts
+		if ps == nil {
+			ps = testapp.Default().Parts
+		}
+		stop, full := res.Recovery(len(phs)-2, ps)
+		fmt.Fprintf(stdout, "after the last load change: refusals stopped after %s, every optional part back to full after %s\n", secondsOrNever(stop), secondsOrNever(full))
+	}
 	fmt.Fprintf(stdout, "cpu: app %.1f s, load generator %.1f s over %.0f s (%.0f%% and %.0f%% of one core)\n",
 		res.AppCPU.Seconds(), res.LoadCPU.Seconds(), res.Wall.Seconds(),
 		100*res.AppCPU.Seconds()/res.Wall.Seconds(), 100*res.LoadCPU.Seconds()/res.Wall.Seconds())
@@ -122,6 +134,13 @@ func runReal(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 	}
 	return nil
+}
+
+func secondsOrNever(s int) string {
+	if s < 0 {
+		return "never (within the run)"
+	}
+	return fmt.Sprintf("%d s", s)
 }
 
 // runRealApp is the app process of "sim real" (not for people).
