@@ -520,7 +520,7 @@ func TestNearTargetHolds(t *testing.T) {
 	c, _ = New(testConfig())
 	now = t0
 	step(0.95, -1) // no load signal: pressure alone
-	for range 6 { // under Low for Hold, then one brightening step
+	for range 6 {  // under Low for Hold, then one brightening step
 		st = step(0.3, -1)
 	}
 	require.Equal(t, Brighten, c.Status().Action)
