@@ -148,6 +148,13 @@ type Config struct {
 	RoomBelow float64
 	// SaturatedAt: see RoomSignal. Default 0.25.
 	SaturatedAt float64
+	// Headroom: with room at the gate and its utilization
+	// (signals.GateUtilization, cost in flight ÷ limit) under this, the
+	// gate would take twice the work per request, so the controller
+	// brightens although the load that forced dimming is still there (a
+	// dim caused by a transient — a cold start, a burst — not by the
+	// load). Default 0.5.
+	Headroom float64
 	// UnshedRate is how fast the cascade unwinds once it no longer helps
 	// (latency under target, room at the gate), in shed level per
 	// second; when the offered load falls below the load mark it ends at
@@ -182,6 +189,7 @@ func (c Config) withDefaults() (Config, error) {
 	def(&c.RoomBelow, 0.05)
 	def(&c.SaturatedAt, 0.25)
 	def(&c.UnshedRate, 1)
+	def(&c.Headroom, 0.5)
 	if c.ProbeAfter == 0 {
 		c.ProbeAfter = 30 * time.Second
 	}
@@ -227,6 +235,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.RoomSignal >= signals.NumKeys {
 		bad("room signal %d unknown", c.RoomSignal)
+	}
+	if !(c.Headroom > 0 && c.Headroom <= 1) {
+		bad("headroom %v: want 0 < headroom ≤ 1", c.Headroom)
 	}
 	if !(0 < c.RoomBelow && c.RoomBelow <= c.SaturatedAt && c.SaturatedAt <= 1) {
 		bad("gate room: want 0 < room below (%v) ≤ saturated at (%v) ≤ 1", c.RoomBelow, c.SaturatedAt)

@@ -256,6 +256,10 @@ func (c *Controller) step(now time.Time, s signals.Snapshot) (*State, bool) {
 	}
 	room := busyOK && busy < cfg.RoomBelow
 	saturated := !busyOK || busy >= cfg.SaturatedAt
+	// Headroom: room at the gate and at most half its limit in use —
+	// twice the work per request would still fit.
+	util, utilOK := s.Get(signals.GateUtilization)
+	headroom := room && utilOK && util >= 0 && util < cfg.Headroom
 	m.busy, m.busyOK = busy, busyOK
 	p, pc, ok, top := c.pressure(now, s, room)
 	m.pressure, m.presOK, m.at = p, ok, now
@@ -277,7 +281,7 @@ func (c *Controller) step(now time.Time, s signals.Snapshot) (*State, bool) {
 		if !loadOK || load < 0 {
 			load = -1
 		}
-		m.why = c.control(now, p, pc, top, load, room, saturated)
+		m.why = c.control(now, p, pc, top, load, room, saturated, headroom)
 	}
 	if m.shadow && m.mode == Auto {
 		m.mode = Shadow
@@ -297,8 +301,9 @@ func (c *Controller) step(now time.Time, s signals.Snapshot) (*State, bool) {
 // control applies the law for one period: p is the pressure, pc the
 // pressure of the targets that may drive the cascade, load the offered
 // load (negative when unknown); room and saturated say whether the
-// admission gate has room and whether it is full.
-func (c *Controller) control(now time.Time, p, pc float64, top int, load float64, room, saturated bool) why {
+// admission gate has room and whether it is full, headroom whether it
+// would take twice the work in flight.
+func (c *Controller) control(now time.Time, p, pc float64, top int, load float64, room, saturated, headroom bool) why {
 	m := &c.mu
 	cfg := &c.cfg
 	dt := cfg.Tick.Seconds()
@@ -411,8 +416,9 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 			return w
 		}
 		up := min(cfg.UpGain*(-e)*dt, cfg.MaxRise*dt)
-		if m.loadMark > 0 && load >= 0 && load > m.loadMark*(1-cfg.LoadMargin) {
-			// The load that forced dimming is still here.
+		if m.loadMark > 0 && load >= 0 && load > m.loadMark*(1-cfg.LoadMargin) && !headroom {
+			// The load that forced dimming is still here (and the gate
+			// does not show room for twice the work in flight).
 			if now.Sub(m.lastDim) < cfg.ProbeAfter {
 				w.kind = whyLoadHeld
 				return w

@@ -149,7 +149,7 @@ func (g *Gate) Ratio() (ratio, base float64) { return g.limit.ratio, g.limit.bas
 // algorithms); adaptation stops.
 func (g *Gate) SetLimit(v float64) {
 	g.limit.external = true
-	g.limit.probing = false
+	g.limit.probing, g.limit.cold = false, false
 	g.limit.set(v)
 	g.limit.adm.Store(micro(g.limit.limit))
 }
@@ -165,10 +165,12 @@ func (g *Gate) Queued(c signals.Class) int { return g.queues[c].len() }
 
 // Standing reports whether class c's queue is standing: it became so when
 // it had not been empty for an Interval and its oldest request had waited
-// longer than Target, and it stays so until it empties.
+// longer than Target, and it stays so until it empties. Not while the
+// limit is in its slow start: a queue that the growing limit is about to
+// drain is not an overload.
 func (g *Gate) Standing(c signals.Class, now time.Time) bool {
 	q := &g.queues[c]
-	if !g.standing[c] && q.len() > 0 && !g.since[c].IsZero() && now.Sub(g.since[c]) >= g.cfg.Interval &&
+	if !g.standing[c] && !g.limit.cold && q.len() > 0 && !g.since[c].IsZero() && now.Sub(g.since[c]) >= g.cfg.Interval &&
 		now.Sub(q.front().Arrival) > g.cfg.Target {
 		g.standing[c] = true
 	}
@@ -199,8 +201,13 @@ func (g *Gate) tryAdmit(t *Ticket, now time.Time) bool {
 		}
 		if g.inflight.CompareAndSwap(cur, cur+u) {
 			t.Start, t.phase, t.queued = now, phase, false
-			if phase&1 == 1 && g.limit.cohort.Add(1) > g.limit.cohortSize.Load() {
-				t.phase = outside // a probe's, but past its cohort
+			if phase&1 == 1 {
+				if g.limit.cohort.Add(1) > g.limit.cohortSize.Load() {
+					t.phase = outside // a probe's, but past its cohort
+				} else {
+					g.limit.cohortT.Add(now.UnixNano())
+					g.limit.cohortC.Add(u)
+				}
 			}
 			return true
 		}
@@ -251,7 +258,9 @@ func (g *Gate) Arrive(now time.Time, t *Ticket, drop func(*Ticket, signals.Reaso
 		return Admitted, 0
 	}
 	// The time bound: refuse now what would wait too long.
-	if unit := g.limit.unit(); unit > 0 {
+	// (Not while the limit is in its slow start: the throughput it
+	// estimates from is about to double.)
+	if unit := g.limit.unit(); unit > 0 && !g.limit.cold {
 		ahead := t.Cost
 		for i := signals.Class(0); i <= c; i++ {
 			ahead += g.queues[i].cost

@@ -83,7 +83,7 @@ type LimitConfig struct {
 
 func (c LimitConfig) withDefaults() LimitConfig {
 	if c.Initial <= 0 {
-		c.Initial = 4
+		c.Initial = 8
 	}
 	if c.Min <= 0 {
 		c.Min = 1
@@ -103,20 +103,24 @@ func (c LimitConfig) withDefaults() LimitConfig {
 }
 
 const (
-	windowMin    = 16 // completions per window: twice the limit, within these bounds…
-	windowMax    = 256
+	windowMin    = 16  // completions per window: twice the limit, within these bounds…
+	windowMax    = 256 //
 	windowRTTs   = 2   // …and this many latencies, so that a change shows
 	cohortMin    = 48  // tickets a probe admits and waits for: the limit, within
 	cohortMax    = 128 // these bounds (two rounds of half the limit)…
 	probeMinimum = 6   // …or, at its time limit, this many of them
 	capRTTs      = 4   // a cohort sample counts at most this many baselines
 	probeMax     = time.Second
-	probeMaxRTTs = 8  // the time limit: probeMax or this many latencies
-	probeDuty    = 20 // probes take at most 1/probeDuty of the time
-	maxGrow      = 1.5
+	probeMaxRTTs = 8           // the time limit: probeMax or this many latencies
+	probeDuty    = 20          // probes take at most 1/probeDuty of the time
+	maxGrow      = 1.5         // the most a window grows the limit, which it does
+	flat         = 1.15        // with a ratio under this twice running or at a cold start,
+	coldMin      = 4           // whose windows need only this many completions
 	minTrigger   = time.Second // between probes triggered by a jump
 	drift        = 1.2         // the limit this far from the baseline's: probe again…
 	nearKnee     = 1.25        // …upwards only with latency this much above the baseline
+	halving      = 1.8         // at a cold start, a probe ratio this near 2: halve
+	coldCohort   = 16          // a cold start's probes admit at least this many
 )
 
 // gain is the share of the way to the ratio's target a window moves the
@@ -164,6 +168,9 @@ type limiter struct {
 	win        acc           // completions admitted at the limit
 	probe      acc           // completions of the current probe's cohort
 	cohort     atomic.Int64  // tickets admitted during the current probe
+	cohortT    atomic.Int64  // Σ admission times (unix ns) of the cohort…
+	cohortC    atomic.Int64  // …and Σ costs (micro-units)
+	doneT      atomic.Int64  // Σ admission times of the cohort members done
 	cohortSize atomic.Int64  // the current probe's cohort
 	cap        atomic.Int64  // nanoseconds per cost unit a cohort sample counts at most; 0: none
 	winN       atomic.Int64  // completions a window needs
@@ -175,6 +182,13 @@ type limiter struct {
 	ratio       float64 // the last window's recent/base
 	external    bool    // the limit is set from outside (SetLimit)
 	settle      bool    // the next window is the refill after a probe: discard it
+	cold        bool    // no sign of the knee yet: slow start
+	flatRun     int     // windows in a row with flat latency and the limit in use
+	kneeRun     int     // windows in a row with latency near the knee
+	windows     int     // windows since the last probe
+	last        float64 // the last window's seconds per cost unit
+	reprobe     bool    // a cold start halved: probe again
+	highRun     int     // cold start: windows in a row at about twice the baseline
 	baseAt      float64 // the limit whose half the baseline was measured at
 	probing     bool
 	probeStart  time.Time
@@ -186,7 +200,9 @@ type limiter struct {
 
 func newLimiter(cfg LimitConfig) *limiter {
 	cfg = cfg.withDefaults()
-	l := &limiter{cfg: cfg, rng: 0x9e3779b97f4a7c15}
+	// The first window is discarded (settle): the first completions of a
+	// fresh process are its shortest requests.
+	l := &limiter{cfg: cfg, rng: 0x9e3779b97f4a7c15, cold: !cfg.Fixed, settle: true}
 	l.set(cfg.Initial)
 	return l
 }
@@ -206,6 +222,7 @@ func (l *limiter) record(t *Ticket, now time.Time, cur int64) bool {
 			lat = min(lat, time.Duration(float64(c)*t.Cost))
 		}
 		l.probe.add(lat, micro(t.Cost))
+		l.doneT.Add(t.Start.UnixNano())
 	}
 	for {
 		p := l.peak.Load()
@@ -270,16 +287,40 @@ func (l *limiter) update(now time.Time) {
 		return
 	}
 	l.recent = smooth(l.recent, per)
+	l.last = per
+	l.windows++
 	if l.external {
 		return
 	}
-	if l.base <= 0 {
-		// A provisional baseline: a limit this low is usually below the
-		// knee, where R(L) = R(L/2). Probes correct it near the knee.
-		l.base, l.baseAt = per, l.limit
+	if l.base <= 0 || l.reprobe {
+		// No baseline yet, or a cold start that just halved: measure it
+		// at half the limit once R(L) has been seen twice.
+		if l.windows >= 2 {
+			l.startProbe(now)
+		}
+		return
 	}
 	tol := l.cfg.Tolerance
 	l.ratio = per / l.base
+	switch {
+	case l.cold && l.ratio >= halving:
+		// A cold start above the knee: latency about doubled since half
+		// the limit, twice running, puts both past it. Halve, and measure
+		// again after two windows.
+		if l.highRun++; l.highRun >= 2 {
+			l.highRun, l.kneeRun = 0, 0
+			l.set(l.limit / 2)
+			l.reprobe, l.windows = true, 0
+			return
+		}
+	case l.ratio > nearKnee:
+		l.highRun = 0
+		if l.kneeRun++; l.kneeRun >= 2 {
+			l.cold = false // the knee is near, twice running: slow start is over
+		}
+	default:
+		l.highRun, l.kneeRun = 0, 0
+	}
 	next := l.limit
 	switch {
 	case l.ratio > tol:
@@ -287,8 +328,18 @@ func (l *limiter) update(now time.Time) {
 		// it is ordered by priority and bounded in time — whether or not
 		// the limit was reached.
 		next = l.limit * max(1-gain*(1-tol/l.ratio), 0.5)
+	case full && l.ratio < flat && (l.cold || l.flatRun > 0):
+		// Latency flat with the limit in use, at a cold start or two
+		// windows running (capacity came back): far below the knee. Grow
+		// by half, a slow start.
+		next = l.limit * maxGrow
 	case full:
 		next = l.limit * min(1+gain*(tol/l.ratio-1), maxGrow)
+	}
+	if full && l.ratio < flat {
+		l.flatRun++
+	} else {
+		l.flatRun = 0
 	}
 	l.set(next)
 	if Trace != nil {
@@ -310,7 +361,11 @@ func (l *limiter) set(v float64) {
 		return
 	}
 	l.limit = min(max(v, l.cfg.Min), l.cfg.Max)
-	l.winN.Store(int64(min(max(math.Round(2*l.limit), windowMin), windowMax)))
+	lo := float64(windowMin)
+	if l.cold {
+		lo = coldMin // slow start: small windows, fast growth
+	}
+	l.winN.Store(int64(min(max(math.Round(2*l.limit), lo), windowMax)))
 	if !l.probing {
 		l.adm.Store(micro(l.limit))
 	}
@@ -321,10 +376,34 @@ func (l *limiter) startProbe(now time.Time) {
 	l.probing, l.probeStart = true, now
 	l.probe.take()
 	l.cohort.Store(0)
-	l.cohortSize.Store(int64(min(max(math.Round(l.limit), cohortMin), cohortMax)))
+	l.cohortT.Store(0)
+	l.cohortC.Store(0)
+	l.doneT.Store(0)
+	lo := float64(cohortMin)
+	if l.cold {
+		lo = coldCohort // telling 1 from 2 takes fewer samples than telling 1.5 from 1.6
+	}
+	l.cohortSize.Store(int64(min(max(math.Round(l.limit), lo), cohortMax)))
 	l.phase.Add(1) // odd: tickets admitted from now on are the probe's
 	l.adm.Store(micro(max(l.limit/2, min(l.cfg.Min, l.limit))))
 	l.due.Store(now.UnixNano())
+}
+
+// cohortLatency takes the probe's cohort: seconds per cost unit, counting
+// the members still running at now with the time they have run so far —
+// at the time limit, leaving them out would keep only the shortest jobs.
+func (l *limiter) cohortLatency(now time.Time) (per float64, n int64) {
+	admitted := min(l.cohort.Load(), l.cohortSize.Load())
+	sumT, sumC, doneT := l.cohortT.Load(), l.cohortC.Load(), l.doneT.Load()
+	done, lat, cost := l.probe.n.Swap(0), l.probe.lat.Swap(0), l.probe.cost.Swap(0)
+	if running := admitted - done; running > 0 {
+		lat += running*now.UnixNano() - (sumT - doneT)
+		cost = max(sumC, cost)
+	}
+	if admitted == 0 || cost <= 0 {
+		return 0, 0
+	}
+	return float64(lat) / 1e9 / (float64(cost) / 1e6), admitted
 }
 
 // endProbe ends the probe when its cohort is done or its time is up, and
@@ -342,11 +421,20 @@ func (l *limiter) endProbe(now time.Time) {
 	// When to look again: after ProbeEvery, or sooner while the baseline
 	// is not settled.
 	soon := time.Duration(-1)
-	if per, n := l.probe.take(); n >= probeMinimum && per > 0 {
-		// Halfway in log space: one noisy cohort moves the baseline by
-		// at most the square root of its error, and a new regime (the
-		// service got slower or faster) is followed within two probes.
-		if l.base <= 0 {
+	l.reprobe = false
+	if per, n := l.cohortLatency(now); n >= probeMinimum && per > 0 {
+		// At a cold start, compare with the last window at the limit:
+		// latency about doubled between L/2 and L puts both past the
+		// knee; somewhat higher puts the knee between them.
+		coldHalve := l.cold && !l.external && l.last > 0 && l.last/per >= halving
+		if l.cold && !coldHalve && l.last > 0 && l.last/per > nearKnee {
+			l.cold = false
+		}
+		// Otherwise the baseline moves halfway in log space: one noisy
+		// cohort moves it by at most the square root of its error, and a
+		// new regime (the service got slower or faster) is followed
+		// within two probes.
+		if l.base <= 0 || l.cold || coldHalve {
 			l.base, soon = per, minTrigger // a first look: confirm it soon
 		} else {
 			if per > 1.25*l.base || per < l.base/1.25 {
@@ -356,6 +444,12 @@ func (l *limiter) endProbe(now time.Time) {
 		}
 		l.cap.Store(int64(capRTTs * l.base * 1e9))
 		l.baseAt = l.limit
+		if coldHalve {
+			// A cold start above the knee: halve, and measure again at
+			// once (after two windows at the new limit).
+			l.set(l.limit / 2)
+			l.reprobe = true
+		}
 	}
 	if Trace != nil {
 		Trace(now, fmt.Sprintf("probe end n=%d el=%v", n, el), l.limit, l.ratio, l.base, l.recent)
@@ -366,7 +460,7 @@ func (l *limiter) endProbe(now time.Time) {
 	l.win.take()
 	l.full.Store(false)
 	l.peak.Store(0)
-	l.windowStart, l.lastProbe, l.settle = now, now, true
+	l.windowStart, l.lastProbe, l.settle, l.windows = now, now, true, 0
 	// ±25 % so that probes do not lock onto a period in the load, and at
 	// most 1/probeDuty of the time spent probing once settled.
 	l.rng ^= l.rng << 13
