@@ -533,3 +533,27 @@ func TestNearTargetHolds(t *testing.T) {
 	}
 	assert.Less(t, st.Brightness, b, "settled, still near target: dims")
 }
+
+// With the load that forced dimming still there, the controller holds —
+// unless the gate shows room for twice the work in flight (a dim caused by
+// a transient, such as a cold start).
+func TestHeadroomBrightensDespiteTheLoadMark(t *testing.T) {
+	run := func(util float64) float64 {
+		c, _ := New(testConfig())
+		now := t0
+		var st *State
+		for i := range 12 {
+			now = now.Add(time.Second)
+			p99 := 0.3
+			if i < 2 {
+				p99 = 2 // a burst at 150/s
+			}
+			s := gateSnap(now, p99, 150, 0)
+			s.Set(signals.GateUtilization, util)
+			st = c.Step(now, s)
+		}
+		return st.Brightness
+	}
+	assert.Greater(t, run(0.3), 0.5, "a third of the gate in use: brighten after Hold")
+	assert.Equal(t, 0.0, run(0.9), "the gate nearly full: the load mark holds")
+}

@@ -8,7 +8,7 @@ import (
 )
 
 // LimitConfig configures the adaptive concurrency limit, in cost units in
-// flight. The zero value is adaptive from 4, between 1 and 1000, holding
+// flight. The zero value is adaptive from 8, between 1 and 1000, holding
 // where latency is 1.6 × what it is at half the limit, re-measured about
 // every 5 s.
 //
@@ -24,19 +24,23 @@ import (
 //	ratio = R(L) / R(L/2)          seconds per cost unit, admission to end
 //
 // A probe measures the baseline R(L/2): for a moment the gate admits only
-// L/2, and the first L tickets admitted then (24 to 128) are waited for —
-// all of them, since the first to finish would be the shortest jobs — with
-// each sample capped at 4 baselines so that a few long jobs cannot swing
-// it; the baseline moves halfway (in log space) to each probe's result.
+// L/2, and the first L tickets admitted then (48 to 128; 16 at a cold
+// start) are waited for — all of them, since the first to finish would be
+// the shortest jobs (at the probe's time limit, those still running count
+// with the time they have run) — with each sample capped at 4 baselines so
+// that a few long jobs cannot swing it; the baseline moves halfway (in log
+// space) to each probe's result.
 // Probes run every ProbeEvery (±25 %, and at most 5 % of the time), and
 // sooner (at least 1 s apart) while the baseline is unsettled, when the
 // limit has moved more than 20 % from where the baseline was measured, or
 // when the ratio jumps out of [1/Tolerance, 2·Tolerance]. Between probes,
-// windows of at least 32 completions and two latencies measure R(L), and
-// the limit moves multiplicatively towards the ratio Tolerance:
+// windows of twice the limit in completions (16 to 256) and at least two
+// latencies measure R(L), and the limit moves multiplicatively towards the
+// ratio Tolerance:
 //
-//	ratio > Tolerance:              L ← L · max(1 − ½(1 − Tolerance/ratio), ½)
-//	ratio < Tolerance, L in use:    L ← L · min(1 + ½(Tolerance/ratio − 1), 1.5)
+//	ratio > Tolerance:              L ← L · max(1 − 0.3(1 − Tolerance/ratio), ½)
+//	ratio < 1.15, in use, twice:    L ← 1.5 L   (far below the knee)
+//	ratio < Tolerance, L in use:    L ← L · min(1 + 0.3(Tolerance/ratio − 1), 1.5)
 //	otherwise:                      hold
 //
 // For W workers the ratio is 1 while L ≤ W and L/W above it (Little's law:
@@ -46,10 +50,9 @@ import (
 // for moderate contention, so the limit settles near N*. The ratio is
 // Little's law read both ways: X(L)/X(L/2) = 2/ratio, so Tolerance 1.6
 // means "grow while doubling the work in flight still adds at least 25 %
-// throughput". The limit starts low and grows by up to half per window:
-// from below, the ratio is 1 and says so at once; from above, a baseline
-// measured past the knee is itself queueing, and only probes at a lower
-// limit correct it, a fifth at a time.
+// throughput". From below, the ratio is 1 and says so at once; from above,
+// a baseline measured past the knee is itself queueing, and only probes at
+// a lower limit correct it, a fifth at a time (halving at a cold start).
 //
 // Why a baseline measured at half the limit, and not a long-run average
 // (Netflix's Gradient2, failsafe-go's adaptive limiter) or the minimum
@@ -62,12 +65,17 @@ import (
 // a probe or two, and reads a slow dependency (latency that does not
 // depend on concurrency: ratio 1) as no reason to refuse.
 //
+// A cold start begins at Initial (8) and measures the baseline first;
+// while latency about doubles between L/2 and L (the limit is far above the
+// knee) it halves, while latency stays flat it grows by half per window,
+// and it ends when latency rises near the knee. Until then the gate
+// neither refuses on estimated waits nor runs CoDel: a queue that the
+// growing limit is about to drain is not an overload.
+//
 // The limit grows only while it is in use (an arrival found no room in the
-// window): an idle service learns nothing about its capacity. When it is
-// not in use it never falls below the cost in flight.
+// window): an idle service learns nothing about its capacity.
 type LimitConfig struct {
-	// Initial limit. Default 4: the limit finds the knee faster from
-	// below than from above.
+	// Initial limit. Default 8 (see the cold start above).
 	Initial float64
 	// Min and Max bound the limit. Default 1 and 1000.
 	Min, Max float64
