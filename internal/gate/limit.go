@@ -197,6 +197,7 @@ type limiter struct {
 	last        float64 // the last window's seconds per cost unit
 	reprobe     bool    // a cold start halved: probe again
 	highRun     int     // cold start: windows in a row at about twice the baseline
+	prevFull    bool    // the window before this one found the limit in use
 	baseAt      float64 // the limit whose half the baseline was measured at
 	probing     bool
 	probeStart  time.Time
@@ -358,7 +359,13 @@ func (l *limiter) update(now time.Time) {
 	// below it, latency is flat and a probe tells nothing new).
 	jump := l.ratio > 2*tol || l.ratio < 1/tol || l.limit < l.baseAt/drift ||
 		(l.limit > drift*l.baseAt && l.ratio > nearKnee)
-	if !now.Before(l.nextProbe) || (jump && now.Sub(l.lastProbe) >= minTrigger) {
+	// Only while the limit is in use (this window or the one before): a
+	// probe halves what the gate admits, which a load near capacity but
+	// under the limit would feel as an overload, and with the limit
+	// unused there is nothing to decide.
+	used := full || l.prevFull
+	l.prevFull = full
+	if used && (!now.Before(l.nextProbe) || (jump && now.Sub(l.lastProbe) >= minTrigger)) {
 		l.startProbe(now)
 	}
 }
