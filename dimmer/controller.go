@@ -190,6 +190,10 @@ func (c *Controller) Step(now time.Time, s signals.Snapshot) *State {
 		}
 	}
 	c.mu.Unlock()
+	if changed { // never log under the lock: a slow handler would stall every reader of Status
+		c.cfg.Logger.Info("dimmer: levels changed", "generation", st.Generation, "brightness", st.Brightness,
+			"shed", st.Shed, "mode", st.Mode.String(), "action", st.Action.String(), "reason", st.Reason)
+	}
 	notify(subs, st)
 	return st
 }
@@ -265,6 +269,12 @@ func (c *Controller) step(now time.Time, s signals.Snapshot) (*State, bool) {
 	m.pressure, m.presOK, m.at = p, ok, now
 	m.mode = Auto
 	switch {
+	case m.frozen:
+		// The operator's freeze holds, signal or not.
+		if ok {
+			m.lastFresh = now
+		}
+		m.mode, m.why = Frozen, why{kind: whyFrozen}
 	case !ok:
 		// Nothing measured: hold; after StaleAfter periods, say so.
 		m.underSince, m.overSince = time.Time{}, time.Time{}
@@ -272,9 +282,6 @@ func (c *Controller) step(now time.Time, s signals.Snapshot) (*State, bool) {
 		if now.Sub(m.lastFresh) >= time.Duration(cfg.StaleAfter)*cfg.Tick {
 			m.mode, m.why.kind = Stale, whyStale
 		}
-	case m.frozen:
-		m.lastFresh = now
-		m.mode, m.why = Frozen, why{kind: whyFrozen}
 	default:
 		m.lastFresh = now
 		load, loadOK := s.Get(cfg.LoadSignal)
@@ -293,8 +300,6 @@ func (c *Controller) step(now time.Time, s signals.Snapshot) (*State, bool) {
 	m.gen++
 	st := c.compose(c.reason(), m.gen)
 	c.state.Store(st)
-	cfg.Logger.Info("dimmer: levels changed", "generation", st.Generation, "brightness", st.Brightness,
-		"shed", st.Shed, "mode", st.Mode.String(), "reason", st.Reason)
 	return st, true
 }
 

@@ -230,13 +230,20 @@ func TestOperatorsPinFreezeShadow(t *testing.T) {
 	st = c.Step(now.Add(70*time.Second), snap(now.Add(70*time.Second), 5, 10))
 	assert.Equal(t, 1.0, st.Features[0].Level, "frozen: overload changes nothing")
 	assert.Equal(t, gen, st.Generation)
+	for i := 72; i < 80; i++ { // ticks without any signal: the freeze and its reason stay
+		at := now.Add(time.Duration(i) * time.Second)
+		st = c.Step(at, signals.Snapshot{Time: at})
+	}
+	assert.Equal(t, Frozen, st.Mode, "no signal does not undo the operator's freeze")
+	assert.Contains(t, st.Reason, "sale starts")
+	assert.Equal(t, gen, st.Generation, "no spurious change is published")
 	st = c.UnfreezeAt(now)
 	assert.Equal(t, Auto, st.Mode)
 
 	st = c.SetShadowAt(now, true)
 	assert.Equal(t, Shadow, st.Mode)
 	assert.Contains(t, st.Reason, "shadow mode on")
-	st = c.Step(now.Add(71*time.Second), snap(now.Add(71*time.Second), 5, 10))
+	st = c.Step(now.Add(81*time.Second), snap(now.Add(81*time.Second), 5, 10))
 	assert.Equal(t, Shadow, st.Mode)
 	assert.Equal(t, 1.0, st.Features[0].Level, "shadow: nothing applied")
 	assert.Less(t, st.Features[0].Computed, 1.0, "shadow: the computed level is reported")
