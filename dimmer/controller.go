@@ -158,14 +158,15 @@ func (c *Controller) Subscribe() (<-chan *State, func()) {
 // Run steps the controller every Tick with a snapshot from src, until ctx is
 // done. A source error is logged; its snapshot (with the failed signals
 // missing) is still used, so that the controller goes stale only when no
-// signal arrives.
+// signal arrives. Run returns only when ctx ends, and then returns ctx's
+// error.
 func (c *Controller) Run(ctx context.Context, src Source) error {
 	t := time.NewTicker(c.cfg.Tick)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return ctx.Err()
 		case now := <-t.C:
 			sctx, cancel := context.WithTimeout(ctx, c.cfg.Tick)
 			snap, err := src.Snapshot(sctx, now)

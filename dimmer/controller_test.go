@@ -322,7 +322,7 @@ func TestRunStepsEveryTick(t *testing.T) {
 		assert.Equal(t, 3, src.calls)
 		assert.Less(t, c.State().Brightness, 1.0)
 		cancel()
-		assert.NoError(t, <-done)
+		assert.ErrorIs(t, <-done, context.Canceled)
 	})
 }
 

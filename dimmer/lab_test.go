@@ -53,7 +53,7 @@ func TestLabStep(t *testing.T) {
 	const up, down = 30, 60 // the step: 80 → 150 at 30 s, back to 80 at 60 s
 	target := sim.BrownoutTarget
 	for seed := uint32(1); seed <= seeds; seed++ {
-		cfg := sim.BrownoutLab(sim.BrownoutStep, brownout())
+		cfg := sim.BrownoutLab(sim.BrownoutStep(), brownout())
 		cfg.Seed = seed
 		res := sim.Run(cfg)
 		secs := res.Seconds
@@ -105,7 +105,7 @@ func directionChanges(secs []sim.Second) int {
 // so that a change of the law shows up in review as a changed trace. Run
 // `go test ./dimmer -run Golden -update` to accept a deliberate change.
 func TestLabGoldenTraces(t *testing.T) {
-	for name, load := range map[string]sim.Profile{"load150": sim.Constant(150), "load200": sim.Constant(200), "step": sim.BrownoutStep} {
+	for name, load := range map[string]sim.Profile{"load150": sim.Constant(150), "load200": sim.Constant(200), "step": sim.BrownoutStep()} {
 		t.Run(name, func(t *testing.T) {
 			cfg := sim.BrownoutLab(load, brownout())
 			cfg.Seed = 1
@@ -126,6 +126,6 @@ func TestLabGoldenTraces(t *testing.T) {
 // BenchmarkLabStep: one 90 s step run of the lab with the controller.
 func BenchmarkLabStep(b *testing.B) {
 	for b.Loop() {
-		sim.Run(sim.BrownoutLab(sim.BrownoutStep, brownout()))
+		sim.Run(sim.BrownoutLab(sim.BrownoutStep(), brownout()))
 	}
 }

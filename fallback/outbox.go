@@ -522,14 +522,15 @@ func (o *Outbox) fail(ctx context.Context, c claimed, cause error) error {
 }
 
 // Run drains until ctx is done: claims, sends at the pace, waits Poll when
-// nothing is due or the breaker is open. It returns nil when ctx ends.
+// nothing is due or the breaker is open. Drain errors are logged, not
+// returned: Run returns only when ctx ends, and then returns ctx's error.
 func (o *Outbox) Run(ctx context.Context, send Sender) error {
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return ctx.Err()
 		case <-t.C:
 		}
 		n, err := o.DrainOnce(ctx, send)

@@ -63,6 +63,18 @@ func TestOutboxIsTransactional(t *testing.T) {
 	assert.ErrorContains(t, err, "letters, digits and underscores")
 }
 
+// TestOutboxRunReturnsCtxErr: Run ends only with its context, and says so.
+func TestOutboxRunReturnsCtxErr(t *testing.T) {
+	db := openTestDB(t)
+	defer db.Close()
+	o, err := NewOutbox(context.Background(), db, OutboxConfig{})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err = o.Run(ctx, func(context.Context, Message) error { return nil })
+	assert.ErrorIs(t, err, context.Canceled)
+}
+
 func TestOutboxDrainPaceOrderAndDeadLetters(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		db := openTestDB(t)

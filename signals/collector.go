@@ -31,9 +31,12 @@ const (
 	MetricClamped       = "brownout_samples_clamped_total"
 )
 
-// DefaultBuckets are the classic bucket bounds (seconds) of the exported
-// histograms: web latencies from 1 ms to a minute.
-var DefaultBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
+// DefaultBuckets returns the classic bucket bounds (seconds) of the
+// exported histograms: web latencies from 1 ms to a minute. Each call
+// returns a new slice.
+func DefaultBuckets() []float64 {
+	return []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
+}
 
 // NativeSchema is the schema of the exported native histograms: 16 buckets
 // per power of two, growth factor 2^(1/16) ≈ 1.044.
@@ -77,7 +80,7 @@ var _ prometheus.Collector = (*Collector)(nil)
 func NewCollector(rec *Recorder, opts CollectorOpts) *Collector {
 	b := opts.Buckets
 	if len(b) == 0 {
-		b = DefaultBuckets
+		b = DefaultBuckets()
 	}
 	now := opts.Now
 	if now == nil {

@@ -115,3 +115,13 @@ func TestNativeIndex(t *testing.T) {
 	assert.Equal(t, []int64{3, -2, 1}, deltas)
 	assert.True(t, strings.HasPrefix(MetricLatency, "brownout_"))
 }
+
+// TestDefaultBucketsAreCopies: changing the returned slice changes neither
+// the next call nor a collector made afterwards.
+func TestDefaultBucketsAreCopies(t *testing.T) {
+	b := DefaultBuckets()
+	want := append([]float64(nil), b...)
+	b[0], b[len(b)-1] = 7, 0
+	assert.Equal(t, want, DefaultBuckets())
+	assert.Equal(t, want, NewCollector(NewRecorder(Config{}), CollectorOpts{}).buckets)
+}

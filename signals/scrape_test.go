@@ -29,12 +29,12 @@ type instance struct {
 
 func newInstance(t *testing.T, native, textOnly bool) *instance {
 	in := &instance{reg: prometheus.NewRegistry()}
-	opts := prometheus.HistogramOpts{Name: MetricLatency, Help: "h", Buckets: DefaultBuckets}
+	opts := prometheus.HistogramOpts{Name: MetricLatency, Help: "h", Buckets: DefaultBuckets()}
 	if native {
 		opts.NativeHistogramBucketFactor = 1.05
 	}
 	in.lat = prometheus.NewHistogram(opts)
-	in.sojourn = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: MetricSojourn, Help: "h", Buckets: DefaultBuckets}, []string{"class"})
+	in.sojourn = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: MetricSojourn, Help: "h", Buckets: DefaultBuckets()}, []string{"class"})
 	in.arrived = prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricArrived, Help: "h"}, []string{"class"})
 	in.inFlight = prometheus.NewGauge(prometheus.GaugeOpts{Name: MetricInFlight, Help: "h"})
 	in.reg.MustRegister(in.lat, in.sojourn, in.arrived, in.inFlight)

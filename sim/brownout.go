@@ -26,25 +26,27 @@ func (b Controller) Step(now time.Time, s signals.Snapshot) Dim {
 	return Dim{Level: sum / w, Shed: st.Shed}
 }
 
-// BrownoutFeatures are the lab's optional parts as dimmer features:
-// recommendations dim first, then reviews.
-var BrownoutFeatures = []dimmer.Feature{
-	{Name: "recommendations", Rank: 0, Cost: 0.25},
-	{Name: "reviews", Rank: 1, Cost: 0.15},
+// BrownoutFeatures returns the lab's optional parts as dimmer features:
+// recommendations dim first, then reviews. Each call returns a new slice.
+func BrownoutFeatures() []dimmer.Feature {
+	return []dimmer.Feature{
+		{Name: "recommendations", Rank: 0, Cost: 0.25},
+		{Name: "reviews", Rank: 1, Cost: 0.15},
+	}
 }
 
 // BrownoutConfig is the controller the lab's brownout scenarios use: p99
-// latency against target, and refusals for overload against 3 % of
-// arrivals (the admission layer holds latency near its bounds by refusing:
-// those refusals are pressure the latency cannot show); the package
-// defaults otherwise.
+// latency against target, and the share of arrivals refused for overload
+// against 5 %, DimOnly (the admission layer holds latency near its bounds
+// by refusing: those refusals are pressure the latency cannot show); the
+// package defaults otherwise.
 func BrownoutConfig(target time.Duration) dimmer.Config {
 	return dimmer.Config{
 		Targets: []dimmer.Target{
 			{Signal: signals.LatencyP99, Target: target.Seconds()},
 			{Signal: signals.RejectRatio, Target: 0.05, DimOnly: true},
 		},
-		Features: BrownoutFeatures,
+		Features: BrownoutFeatures(),
 	}
 }
 
@@ -58,28 +60,39 @@ func NewController(cfg dimmer.Config) Dimmer {
 	return Controller{C: c}
 }
 
-// The brownout lab of the dimmer's acceptance: capacity 100 req/s with every
-// optional part on, optional parts 40 % of every page's cost, 30 % critical
-// (the rest default), client timeout 1 s, p99 target 300 ms.
-var (
-	BrownoutMix = []ClassMix{
+// BrownoutTarget is the brownout lab's p99 target.
+const BrownoutTarget = 300 * time.Millisecond
+
+// BrownoutMix returns the traffic of the brownout lab of the dimmer's
+// acceptance: capacity 100 req/s with every optional part on, optional parts
+// 40 % of every page's cost, 30 % critical (the rest default), client
+// timeout 1 s, p99 target [BrownoutTarget]. Each call returns a new slice.
+func BrownoutMix() []ClassMix {
+	return []ClassMix{
 		{Class: signals.Critical, Share: 0.3, Cost: 0.6, Optional: 0.4},
 		{Class: signals.Default, Share: 0.7, Cost: 0.6, Optional: 0.4},
 	}
-	BrownoutTarget = 300 * time.Millisecond
-	// BrownoutStep is 80 req/s, 150 from 30 s to 60 s, then 80 again.
-	BrownoutStep = Steps{At: []time.Duration{0, 30 * time.Second, 60 * time.Second}, Rates: []float64{80, 150, 80}}
-)
+}
 
-// BrownoutLab is one run of the brownout lab. Shedding is the sources'
-// priority policy counted in cost: critical requests are refused only when
-// 50 units of work are inside, the others at 25 (250 ms of work, under the
-// 300 ms target, so that admission holds latency near target and the
-// controller's cascade stays the last resort). The controller reads a 5 s
-// window (see package dimmer on window length).
+// BrownoutStep returns the brownout lab's step: 80 req/s, 150 from 30 s to
+// 60 s, then 80 again. Each call returns new slices.
+func BrownoutStep() Steps {
+	return Steps{At: []time.Duration{0, 30 * time.Second, 60 * time.Second}, Rates: []float64{80, 150, 80}}
+}
+
+// BrownoutLab is one run of the brownout lab. Admission is package shed's
+// gate ([NewShed]) with its adaptive limit, told nothing about the server:
+// a critical request may wait 800 ms for a slot, the others 250 ms, and a
+// queue that stays busy for a second (CoDel's interval) with its oldest
+// request over 250 ms (CoDel's target, under the 300 ms p99 target) lets
+// requests wait only 250 ms, newest first — so that admission holds latency
+// near target and the controller's cascade stays the last resort. A request
+// admitted but still waiting for the worker leaves when its client gives up
+// (Server.CancelWaiting). The controller reads a 5 s window (see package
+// dimmer on window length).
 func BrownoutLab(load Profile, d Dimmer) Config {
 	return Config{
-		Duration: 90 * time.Second, Load: load, Mix: BrownoutMix, Dimmer: d,
+		Duration: 90 * time.Second, Load: load, Mix: BrownoutMix(), Dimmer: d,
 		Admission: NewShed(shed.GateConfig{MaxWait: [signals.NumClasses]time.Duration{800 * time.Millisecond, 250 * time.Millisecond, 100 * time.Millisecond}, Target: 250 * time.Millisecond, Interval: time.Second}),
 		Server:    Server{CancelWaiting: true},
 		Signals:   signals.Config{Latency: signals.WindowConfig{Slices: 5}},

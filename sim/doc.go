@@ -5,7 +5,7 @@
 //
 // # The sources' simulators
 //
-// [Seeds] holds ports of the three JavaScript simulators the sources quote
+// [Seeds] returns ports of the three JavaScript simulators the sources quote
 // (overload policies, CoDel vs tail drop, the retry storm). They print byte
 // for byte what the JavaScript prints: the same Mulberry32 generator, the
 // same order of draws, V8's logarithm (fdlibm's, [jsLog]; Go's math.Log
@@ -30,9 +30,12 @@
 //   - clients: a timeout and a [RetryPolicy] (immediate, backoff with full
 //     jitter, a retry budget);
 //   - policies: an [Admission] (admission control and queue discipline: the
-//     sources' [Limits] and [CoDel], and package shed) and a [Dimmer] (the
-//     brownout controller; [Static] until package dimmer) that steps every
-//     Tick on a real signals.Recorder fed in virtual time.
+//     sources' [Limits] and [CoDel], and package shed's gate, [NewShed],
+//     whose adaptive limit is told nothing about the server's workers;
+//     [NewShedFixed] is the fixed-limit reference) and a [Dimmer] (the
+//     brownout controller: package dimmer's, through [NewController], or
+//     fixed levels with [Static]) that steps every Tick on a real
+//     signals.Recorder fed in virtual time.
 //
 // [Run] returns a per-second series ([Second]: arrivals, good answers,
 // refusals by class, drops, p99, sojourn, dimmer level, optional share) and

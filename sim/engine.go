@@ -9,8 +9,11 @@ import (
 	"github.com/brownout/brownout/signals"
 )
 
-// Epoch is virtual time zero. Policies see time.Time values Epoch + t.
-var Epoch = time.Date(2026, 11, 11, 0, 0, 0, 0, time.UTC)
+// Epoch returns virtual time zero, 2026-11-11 00:00 UTC. Policies see
+// time.Time values Epoch() + t.
+func Epoch() time.Time { return epoch }
+
+var epoch = time.Date(2026, 11, 11, 0, 0, 0, 0, time.UTC)
 
 // Config is one run of the lab. Zero fields take the documented defaults.
 type Config struct {
@@ -264,8 +267,8 @@ func newEngine(cfg Config) *engine {
 		r.record(e.rec)
 		e.gateRecords = true
 	}
-	e.rec.Snapshot(Epoch) // start the recorder's windows at zero
-	e.dim = cfg.Dimmer.Step(Epoch, signals.Snapshot{Time: Epoch})
+	e.rec.Snapshot(epoch) // start the recorder's windows at zero
+	e.dim = cfg.Dimmer.Step(epoch, signals.Snapshot{Time: epoch})
 	e.schedule(e.gap(), evNew, nil)
 	e.schedule(cfg.Tick, evTick, nil)
 	return e
@@ -276,7 +279,7 @@ func (e *engine) schedule(at time.Duration, k evKind, r *Request) {
 	e.q.push(event{at: at, seq: e.seq, kind: k, r: r})
 }
 
-func (e *engine) vt(d time.Duration) time.Time { return Epoch.Add(d) }
+func (e *engine) vt(d time.Duration) time.Time { return epoch.Add(d) }
 
 func (e *engine) sec() *Second { return e.secAt(e.now) }
 

@@ -10,8 +10,9 @@ import (
 	"time"
 )
 
-// Formats lists the output formats of WriteCases.
-var Formats = []string{"table", "csv", "json"}
+// Formats lists the output formats of WriteCases. Each call returns a new
+// slice.
+func Formats() []string { return []string{"table", "csv", "json"} }
 
 // WriteCases writes a scenario's results: "table" prints one summary line
 // per case (and, with series, each case's seconds), "csv" one row per case
@@ -27,7 +28,7 @@ func WriteCases(w io.Writer, format string, cases []Case, series bool) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(cases)
 	}
-	return fmt.Errorf("sim: unknown format %q (want one of %s)", format, strings.Join(Formats, ", "))
+	return fmt.Errorf("sim: unknown format %q (want one of %s)", format, strings.Join(Formats(), ", "))
 }
 
 func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }

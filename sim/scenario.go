@@ -2,7 +2,6 @@ package sim
 
 import (
 	"fmt"
-	"slices"
 	"sort"
 	"time"
 
@@ -54,11 +53,12 @@ func (s Scenario) Run(o Options) []Case {
 	return out
 }
 
+// scenarios is the registry, filled by this package's init and read-only
+// afterwards: Lookup returns copies.
 var scenarios = map[string]Scenario{}
 
-// Register adds a scenario (packages that provide policies add theirs).
-// It panics on a duplicate name.
-func Register(s Scenario) {
+// register adds a scenario. It panics on a duplicate name.
+func register(s Scenario) {
 	if _, dup := scenarios[s.Name]; dup {
 		panic("sim: scenario " + s.Name + " registered twice")
 	}
@@ -84,11 +84,11 @@ func ScenarioNames() []string {
 	return n
 }
 
-// SweepLoads are the sources' loads against capacity 100.
-var SweepLoads = []float64{50, 80, 100, 120, 150, 200}
+// sweepLoads are the sources' loads against capacity 100.
+var sweepLoads = []float64{50, 80, 100, 120, 150, 200}
 
-// SeedPolicies are the sources' three server policies.
-var SeedPolicies = []struct {
+// seedPolicies are the sources' three server policies.
+var seedPolicies = []struct {
 	Name string
 	New  func() Admission
 }{
@@ -97,39 +97,43 @@ var SeedPolicies = []struct {
 	{"priority shedding", func() Admission { return PriorityLimits(50, 20) }},
 }
 
-// SaleMix is the 11.11 shop's traffic: checkout and payment are critical
-// and have no optional parts; product pages (default) and the feed
+// SaleMix returns the 11.11 shop's traffic: checkout and payment are
+// critical and have no optional parts; product pages (default) and the feed
 // (sheddable) spend 40 % of their cost on optional parts (recommendations,
-// reviews).
-var SaleMix = []ClassMix{
-	{Class: signals.Critical, Share: 0.3, Cost: 1},
-	{Class: signals.Default, Share: 0.5, Cost: 0.6, Optional: 0.4},
-	{Class: signals.Sheddable, Share: 0.2, Cost: 0.6, Optional: 0.4},
+// reviews). Each call returns a new slice.
+func SaleMix() []ClassMix {
+	return []ClassMix{
+		{Class: signals.Critical, Share: 0.3, Cost: 1},
+		{Class: signals.Default, Share: 0.5, Cost: 0.6, Optional: 0.4},
+		{Class: signals.Sheddable, Share: 0.2, Cost: 0.6, Optional: 0.4},
+	}
 }
 
-// SaleLoad is the 11.11 midnight spike: 60 req/s before midnight (t = 60 s),
-// 250 req/s at the stroke, decaying with a half-life of a minute towards
-// 120 req/s.
-var SaleLoad = Midnight{Base: 60, Peak: 250, After: 120, At: 60 * time.Second, HalfLife: 60 * time.Second}
+// SaleLoad returns the 11.11 midnight spike: 60 req/s before midnight
+// (t = 60 s), 250 req/s at the stroke, decaying with a half-life of a minute
+// towards 120 req/s.
+func SaleLoad() Midnight {
+	return Midnight{Base: 60, Peak: 250, After: 120, At: 60 * time.Second, HalfLife: 60 * time.Second}
+}
 
 func init() {
-	Register(Scenario{
+	register(Scenario{
 		Name: "overload-sweep", About: "load 50..200 req/s against capacity 100: the sources' three server policies and package shed",
 		Duration: 30 * time.Second,
 		cases: func(o Options) []caseSpec {
 			var cs []caseSpec
-			for _, p := range SeedPolicies {
-				for _, load := range SweepLoads {
+			for _, p := range seedPolicies {
+				for _, load := range sweepLoads {
 					cs = append(cs, caseSpec{p.Name, load, Config{Load: Constant(load), Admission: p.New()}})
 				}
 			}
-			for _, load := range SweepLoads {
+			for _, load := range sweepLoads {
 				cs = append(cs, caseSpec{"shed (package shed)", load, Config{Load: Constant(load), Admission: NewShed(shed.GateConfig{})}})
 			}
 			return cs
 		},
 	})
-	Register(Scenario{
+	register(Scenario{
 		Name: "burst", About: "80 req/s with a burst to 200 from 2 s to 5 s: tail drop vs CoDel (target 50 ms, interval 100 ms) vs package shed",
 		Duration: 12 * time.Second,
 		cases: func(o Options) []caseSpec {
@@ -142,7 +146,7 @@ func init() {
 			return []caseSpec{{"tail-drop", 80, mk(false)}, {"CoDel-like", 80, mk(true)}, {"shed (package shed)", 80, withShed}}
 		},
 	})
-	Register(Scenario{
+	register(Scenario{
 		Name: "capacity-dip", About: "70 req/s, capacity halved from 30 s to 60 s: client retry policies and the retry storm",
 		Duration: 240 * time.Second,
 		cases: func(o Options) []caseSpec {
@@ -160,12 +164,12 @@ func init() {
 			}
 		},
 	})
-	Register(Scenario{
+	register(Scenario{
 		Name: "sale", About: "the 11.11 midnight spike (60 → 250 req/s, decaying to 120) with optional page sections",
 		Duration: 300 * time.Second,
 		cases: func(o Options) []caseSpec {
 			mk := func(d Dimmer) Config {
-				return Config{Load: SaleLoad, Mix: slices.Clone(SaleMix), Dimmer: d,
+				return Config{Load: SaleLoad(), Mix: SaleMix(), Dimmer: d,
 					Admission: &Limits{Limit: [signals.NumClasses]float64{50, 25, 25}, CountCost: true},
 					Signals:   signals.Config{Latency: signals.WindowConfig{Slices: 5}}}
 			}
@@ -176,7 +180,7 @@ func init() {
 			}
 		},
 	})
-	Register(Scenario{
+	register(Scenario{
 		Name: "dependency-slowdown", About: "checkout calls an SMS provider that goes from 200 ms to 30 s for 30 s: no timeout vs timeout vs timeout + breaker",
 		Duration: 90 * time.Second,
 		cases: func(o Options) []caseSpec {
@@ -195,7 +199,7 @@ func init() {
 			}
 		},
 	})
-	Register(Scenario{
+	register(Scenario{
 		Name: "brownout", About: "capacity 100 (optional parts on), optional 40 % of cost, 30 % critical, p99 target 300 ms: shedding alone vs brownout + shedding at 150, 200 and a step 80→150→80",
 		Duration: 90 * time.Second,
 		cases: func(o Options) []caseSpec {
@@ -207,7 +211,7 @@ func init() {
 			}{
 				{"", 150, Constant(150)},
 				{"", 200, Constant(200)},
-				{"step 80→150→80: ", 0, BrownoutStep},
+				{"step 80→150→80: ", 0, BrownoutStep()},
 			} {
 				cs = append(cs,
 					caseSpec{l.name + "priority shedding", l.load, BrownoutLab(l.p, Static(1))},

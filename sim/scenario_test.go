@@ -38,7 +38,7 @@ func TestScenarioGolden(t *testing.T) {
 func TestFormats(t *testing.T) {
 	s, _ := Lookup("burst")
 	cases := s.Run(Options{Seed: 2})
-	for _, f := range Formats {
+	for _, f := range Formats() {
 		var b bytes.Buffer
 		require.NoError(t, WriteCases(&b, f, cases, false), f)
 		assert.NotEmpty(t, b.String(), f)

@@ -15,14 +15,20 @@ import (
 // same draws from the generator — rather than running on the lab's engine,
 // because any reordering of draws changes every number.
 
-// Seeds lists the ported simulators by the name `brownoutd sim seed` takes.
-var Seeds = map[string]struct {
+// SeedSimulator is one ported simulator.
+type SeedSimulator struct {
 	About string
 	Run   func(io.Writer) error
-}{
-	"overload": {"overload-policies.js: unbounded queue vs fail fast vs priority shedding, load 50–200 on capacity 100", SeedOverload},
-	"codel":    {"codel-vs-taildrop.js: a 3 s burst at 200 req/s into a 100 req/s server, tail drop vs CoDel", SeedCoDel},
-	"retry":    {"retry-storm.js: a capacity dip under four client retry policies", SeedRetry},
+}
+
+// Seeds returns the ported simulators by the name `brownoutd sim seed`
+// takes. Each call returns a new map.
+func Seeds() map[string]SeedSimulator {
+	return map[string]SeedSimulator{
+		"overload": {"overload-policies.js: unbounded queue vs fail fast vs priority shedding, load 50–200 on capacity 100", SeedOverload},
+		"codel":    {"codel-vs-taildrop.js: a 3 s burst at 200 req/s into a 100 req/s server, tail drop vs CoDel", SeedCoDel},
+		"retry":    {"retry-storm.js: a capacity dip under four client retry policies", SeedRetry},
+	}
 }
 
 // SeedOverload ports overload-policies.js.

@@ -21,14 +21,14 @@ func TestSeedsByteIdentical(t *testing.T) {
 			want, err := os.ReadFile(filepath.Join("testdata", "seeds", file))
 			require.NoError(t, err)
 			var got bytes.Buffer
-			require.NoError(t, Seeds[name].Run(&got))
+			require.NoError(t, Seeds()[name].Run(&got))
 			assert.Equal(t, string(want), got.String(), "output of %s differs from the JavaScript's", file)
 		})
 	}
 }
 
 func BenchmarkSeeds(b *testing.B) {
-	for name, s := range Seeds {
+	for name, s := range Seeds() {
 		b.Run(name, func(b *testing.B) {
 			for b.Loop() {
 				s.Run(io.Discard)

@@ -22,13 +22,14 @@ func simUsage(w io.Writer) {
 
 Seeds:
 `)
+	seeds := sim.Seeds()
 	var names []string
-	for n := range sim.Seeds {
+	for n := range seeds {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fmt.Fprintf(w, "  %-16s %s\n", n, sim.Seeds[n].About)
+		fmt.Fprintf(w, "  %-16s %s\n", n, seeds[n].About)
 	}
 	fmt.Fprint(w, "\nScenarios:\n")
 	for _, n := range sim.ScenarioNames() {
@@ -51,7 +52,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			simUsage(stderr)
 			return usagef("sim seed: want exactly one name")
 		}
-		s, ok := sim.Seeds[args[1]]
+		s, ok := sim.Seeds()[args[1]]
 		if !ok {
 			return usagef("sim seed: unknown seed simulator %q", args[1])
 		}
@@ -73,7 +74,7 @@ func runScenario(_ context.Context, args []string, stdout, stderr io.Writer) err
 	name := fs.String("scenario", "", "scenario to run (see brownoutd sim --help)")
 	seed := fs.Uint("seed", 1, "random seed; the same seed gives the same run")
 	dur := fs.Duration("duration", 0, "length of each run (default: the scenario's)")
-	format := fs.String("format", "table", "output format: "+strings.Join(sim.Formats, ", "))
+	format := fs.String("format", "table", "output format: "+strings.Join(sim.Formats(), ", "))
 	series := fs.Bool("series", false, "with table: also print each case's per-second series")
 	fs.Usage = func() { simUsage(stderr); fmt.Fprintln(stderr, "\nFlags:"); fs.PrintDefaults() }
 	if err := fs.Parse(args); err != nil {
@@ -91,8 +92,8 @@ func runScenario(_ context.Context, args []string, stdout, stderr io.Writer) err
 		return usagef("sim run: --seed %d does not fit in 32 bits", *seed)
 	case *dur < 0 || (*dur > 0 && *dur < time.Second) || *dur > 24*time.Hour:
 		return usagef("sim run: --duration %s: want between 1s and 24h", *dur)
-	case !slices.Contains(sim.Formats, *format):
-		return usagef("sim run: --format %q: want one of %s", *format, strings.Join(sim.Formats, ", "))
+	case !slices.Contains(sim.Formats(), *format):
+		return usagef("sim run: --format %q: want one of %s", *format, strings.Join(sim.Formats(), ", "))
 	}
 	sc, err := sim.Lookup(*name)
 	if err != nil {
