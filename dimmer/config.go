@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"sort"
 	"time"
 
@@ -272,7 +273,7 @@ func (c Config) withDefaults() (Config, error) {
 		bad("no features")
 	}
 	seen := map[string]bool{}
-	c.Features = append([]Feature(nil), c.Features...)
+	c = c.clone() // the controller never shares the caller's slices
 	for i := range c.Features {
 		f := &c.Features[i]
 		def(&f.Cost, 1)
@@ -308,4 +309,12 @@ func (c Config) withDefaults() (Config, error) {
 		return a.Value/a.Cost < b.Value/b.Cost
 	})
 	return c, nil
+}
+
+// clone returns c with slices of its own.
+func (c Config) clone() Config {
+	c.Targets = slices.Clone(c.Targets)
+	c.Features = slices.Clone(c.Features)
+	c.Segments = slices.Clone(c.Segments)
+	return c
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -129,9 +130,13 @@ func New(cfg Config) (*Controller, error) {
 	return c, nil
 }
 
-// Config returns the configuration with defaults filled in and the features
-// in ladder order.
-func (c *Controller) Config() Config { return c.cfg }
+// Config returns a copy of the configuration with defaults filled in and
+// the features in ladder order; changing it does not change the controller.
+func (c *Controller) Config() Config { return c.cfg.clone() }
+
+// ShedLevel returns the published cascade level (State.Shed) from the
+// state's own copy: one atomic load, for shed.Config.ShedLevel.
+func (c *Controller) ShedLevel() float64 { return c.state.Load().core.shed }
 
 // State returns the published state. It is one atomic load and does not
 // allocate: call it on the request path.
@@ -623,8 +628,8 @@ func (c *Controller) levels() []float64 {
 			}
 		case (m.mode == Stale || m.mode == Frozen) && old != nil:
 			// Hold what was published.
-			out[i] = old.Features[i].Level
-			copy(seg, old.Features[i].Segments)
+			out[i] = old.core.levels[i]
+			copy(seg, old.core.levels[nf+i*ns:nf+(i+1)*ns])
 		default:
 			out[i] = c.quantize(c.ladder(i, m.brightness))
 			for j := range seg {
@@ -643,7 +648,7 @@ func (c *Controller) shedLevel() float64 {
 		return 0
 	case Stale, Frozen:
 		if old := c.state.Load(); old != nil {
-			return old.Shed
+			return old.core.shed
 		}
 	}
 	return c.quantize(max(-m.brightness, 0))
@@ -653,28 +658,25 @@ func (c *Controller) shedLevel() float64 {
 // on. It does not allocate.
 func (c *Controller) same(old *State) bool {
 	m := &c.mu
-	if old == nil || old.Mode != m.mode || old.Shed != c.shedLevel() {
+	if old == nil {
 		return false
 	}
-	if a, k, ok := c.action(); a != old.Action || ok != old.CauseOK || (ok && k != old.Cause) {
+	o := &old.core // never the exported fields: a caller may have changed them
+	if o.mode != m.mode || o.shed != c.shedLevel() {
+		return false
+	}
+	if a, k, ok := c.action(); a != o.action || ok != o.causeOK || (ok && k != o.cause) {
 		return false
 	}
 	lv := c.levels()
-	nf, ns := len(c.cfg.Features), len(c.cfg.Segments)
-	for i := range old.Features {
-		f := &old.Features[i]
+	for i, f := range c.cfg.Features {
 		_, pinned := m.pins[f.Name]
 		// Computed counts too: in shadow mode it is what observers watch.
-		if f.Level != lv[i] || f.Computed != c.quantize(c.ladder(i, m.brightness)) || (f.Pin != nil) != pinned {
+		if o.computed[i] != c.quantize(c.ladder(i, m.brightness)) || o.pinned[i] != pinned {
 			return false
 		}
-		for j, v := range f.Segments {
-			if v != lv[nf+i*ns+j] {
-				return false
-			}
-		}
 	}
-	return true
+	return slices.Equal(o.levels, lv)
 }
 
 // compose builds a state with generation gen. Callers hold the lock (or
@@ -686,23 +688,33 @@ func (c *Controller) compose(reason string, gen uint64) *State {
 	st := &State{
 		Generation: gen, Time: m.at, Mode: m.mode, Brightness: c.quantize(m.brightness),
 		Pressure: m.pressure, PressureOK: m.presOK, Shed: c.shedLevel(),
-		Signals: append([]Reading(nil), m.readings...), Reason: reason,
+		Signals: slices.Clone(m.readings), Reason: reason,
 		Features: make([]FeatureState, nf),
 		index:    make(map[string]int, nf),
 		segIndex: make(map[string]int, ns),
+		segNames: make([]string, ns),
 	}
 	st.Action, st.Cause, st.CauseOK = c.action()
+	st.core = stateCore{
+		gen: gen, mode: m.mode, shed: st.Shed, reason: reason,
+		action: st.Action, cause: st.Cause, causeOK: st.CauseOK,
+		levels: slices.Clone(lv), computed: make([]float64, nf),
+		modes: make([]Mode, nf), pinned: make([]bool, nf), pinReason: make([]string, nf), names: make([]string, nf),
+	}
 	for j, sg := range c.cfg.Segments {
 		st.segIndex[sg.Name] = j
+		st.segNames[j] = sg.Name
 	}
 	for i, f := range c.cfg.Features {
 		fs := FeatureState{
 			Name: f.Name, Level: lv[i], Computed: c.quantize(c.ladder(i, m.brightness)), Floor: f.Floor, Mode: m.mode,
-			Segments: append([]float64(nil), lv[nf+i*ns:nf+(i+1)*ns]...),
+			Segments: slices.Clone(lv[nf+i*ns : nf+(i+1)*ns]),
 		}
 		if pin, ok := m.pins[f.Name]; ok {
 			fs.Mode, fs.Pin = Override, &pin
+			st.core.pinned[i], st.core.pinReason[i] = true, pin.Reason
 		}
+		st.core.computed[i], st.core.modes[i], st.core.names[i] = fs.Computed, fs.Mode, f.Name
 		st.Features[i] = fs
 		st.index[f.Name] = i
 	}

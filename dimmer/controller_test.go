@@ -564,3 +564,63 @@ func TestHeadroomBrightensDespiteTheLoadMark(t *testing.T) {
 	assert.Greater(t, run(0.3), 0.5, "a third of the gate in use: brighten after Hold")
 	assert.Equal(t, 0.0, run(0.9), "the gate nearly full: the load mark holds")
 }
+
+func TestConfigAndStateCannotBeChangedFromOutside(t *testing.T) {
+	in := testConfig()
+	c, err := New(in)
+	require.NoError(t, err)
+	in.Features[0].Cost, in.Targets[0].Target, in.Segments[0].Offset = 99, 99, 0.9
+	got := c.Config()
+	got.Features[0].Cost, got.Targets[0].Target, got.Segments[0].Name = 42, 42, "x"
+	cfg := c.Config()
+	assert.Equal(t, 1.0, cfg.Features[0].Cost, "neither New's argument nor Config's result is shared")
+	assert.Equal(t, 1.0, cfg.Targets[0].Target)
+	assert.Equal(t, "vip", cfg.Segments[0].Name)
+	assert.Equal(t, 0.3, cfg.Segments[0].Offset)
+
+	st := script(t, c, 2, 2, 2)[2] // dimmed
+	_, err = c.PinAt(t0.Add(3*time.Second), "reviews", 0.4, time.Hour, "db migration")
+	require.NoError(t, err)
+	c.FreezeAt(t0.Add(3*time.Second), "sale")
+	st = c.Step(t0.Add(4*time.Second), snap(t0.Add(4*time.Second), 2, -1)) // the first frozen tick
+	require.False(t, st.Tampered())
+	gen, recs, vip := st.Generation, st.Features[0].Level, st.Features[0].Segments[0]
+	i, _ := st.FeatureIndex("reviews")
+
+	// Change every exported field a reader might touch.
+	st.Generation, st.Mode, st.Shed, st.Reason = 0, Auto, 2, "changed"
+	for k := range st.Features {
+		f := &st.Features[k]
+		f.Name, f.Level, f.Computed, f.Mode = "x", 0.123, 0.123, Shadow
+		f.Segments[0] = 0.456
+		if f.Pin != nil {
+			f.Pin.Reason, f.Pin.Level = "<script>", 1
+		}
+	}
+	assert.True(t, st.Tampered())
+	assert.Equal(t, gen, st.Seq())
+	assert.Equal(t, Frozen, st.StateMode())
+	assert.Equal(t, 0.0, c.ShedLevel())
+	lv, ok := c.State().Level("recommendations", "")
+	assert.True(t, ok)
+	assert.Equal(t, recs, lv, "Level reads the state's own copy")
+	lv, _ = c.State().Level("recommendations", "vip")
+	assert.Equal(t, vip, lv)
+	why, pinned := st.PinReason(i)
+	assert.True(t, pinned)
+	assert.Equal(t, "db migration", why)
+	assert.Equal(t, Override, st.FeatureMode(i))
+	assert.Equal(t, 0.4, st.LevelAt(i, -1))
+
+	// Frozen holds what was published, not what a caller wrote; and the
+	// next steps publish nothing new.
+	for k := 5; k < 9; k++ {
+		at := t0.Add(time.Duration(k) * time.Second)
+		next := c.Step(at, snap(at, 2, -1))
+		assert.Same(t, st, next, "a changed field is not a change: nothing new is published")
+		assert.Equal(t, gen, next.Seq())
+	}
+	st = c.UnfreezeAt(t0.Add(9 * time.Second))
+	assert.Equal(t, recs, st.Features[0].Level, "unfrozen from the published levels")
+	assert.False(t, st.Tampered())
+}

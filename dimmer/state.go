@@ -91,8 +91,15 @@ func (a Action) String() string {
 	return "action?"
 }
 
-// State is what the controller decided at one step. States are immutable
-// once published; share them freely.
+// State is what the controller decided at one step; share it freely.
+//
+// Its exported fields are a copy made for reading and display. What
+// decides anything — the levels, modes and pins behind Level, LevelAt,
+// FeatureMode and PinReason, the shed level behind Controller.ShedLevel,
+// what the controller compares the next step with, what the provider
+// evaluates — is a private copy taken when the state was composed. A
+// caller that changes an exported field therefore changes only what it
+// reads itself; Tampered reports whether anyone did.
 type State struct {
 	// Generation grows by one with every published change.
 	Generation uint64
@@ -126,6 +133,25 @@ type State struct {
 
 	index    map[string]int
 	segIndex map[string]int
+	segNames []string
+	core     stateCore
+}
+
+// stateCore is State's private copy of what decides anything.
+type stateCore struct {
+	gen       uint64
+	mode      Mode
+	shed      float64
+	reason    string
+	action    Action
+	cause     signals.Key
+	causeOK   bool
+	names     []string
+	levels    []float64 // each feature's level, then each feature's segment levels
+	computed  []float64
+	modes     []Mode
+	pinned    []bool
+	pinReason []string
 }
 
 // Feature returns the named feature's state.
@@ -145,13 +171,75 @@ func (s *State) Level(feature, segment string) (float64, bool) {
 	if !ok {
 		return 0, false
 	}
-	f := &s.Features[i]
+	j := -1
 	if segment != "" {
-		if j, ok := s.segIndex[segment]; ok {
-			return f.Segments[j], true
+		if k, ok := s.segIndex[segment]; ok {
+			j = k
 		}
 	}
-	return f.Level, true
+	return s.LevelAt(i, j), true
+}
+
+// LevelAt returns the published level of feature i (an index in Features)
+// for segment j (an index in the controller's segments; −1 for everyone).
+func (s *State) LevelAt(i, j int) float64 {
+	if j < 0 {
+		return s.core.levels[i]
+	}
+	nf, ns := len(s.core.names), len(s.segNames)
+	return s.core.levels[nf+i*ns+j]
+}
+
+// NumFeatures returns the number of features; NumSegments the number of
+// segments each feature has levels for.
+func (s *State) NumFeatures() int { return len(s.core.names) }
+
+// NumSegments: see NumFeatures.
+func (s *State) NumSegments() int { return len(s.segNames) }
+
+// FeatureName returns the name of feature i.
+func (s *State) FeatureName(i int) string { return s.core.names[i] }
+
+// FeatureMode returns the mode of feature i: Override while pinned, else
+// the state's mode.
+func (s *State) FeatureMode(i int) Mode { return s.core.modes[i] }
+
+// PinReason returns the operator's reason for feature i's pin, and false
+// when it is not pinned.
+func (s *State) PinReason(i int) (string, bool) { return s.core.pinReason[i], s.core.pinned[i] }
+
+// Seq returns the state's generation (the Generation field as published).
+func (s *State) Seq() uint64 { return s.core.gen }
+
+// StateMode returns the state's mode (the Mode field as published).
+func (s *State) StateMode() Mode { return s.core.mode }
+
+// Why returns the state's reason (the Reason field as published).
+func (s *State) Why() string { return s.core.reason }
+
+// Tampered reports whether an exported field no longer holds what was
+// published: a caller changed this shared state. It allocates nothing and
+// is meant for tests and debug endpoints.
+func (s *State) Tampered() bool {
+	c := &s.core
+	if s.Generation != c.gen || s.Mode != c.mode || s.Shed != c.shed || s.Reason != c.reason ||
+		s.Action != c.action || s.Cause != c.cause || s.CauseOK != c.causeOK || len(s.Features) != len(c.names) {
+		return true
+	}
+	ns := len(s.segNames)
+	for i := range s.Features {
+		f := &s.Features[i]
+		if f.Name != c.names[i] || f.Level != s.LevelAt(i, -1) || f.Computed != c.computed[i] || f.Mode != c.modes[i] ||
+			(f.Pin != nil) != c.pinned[i] || (f.Pin != nil && f.Pin.Reason != c.pinReason[i]) || len(f.Segments) != ns {
+			return true
+		}
+		for j, v := range f.Segments {
+			if v != s.LevelAt(i, j) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // ShedShare returns the share of class c's requests to refuse at the door
@@ -179,12 +267,10 @@ func (s *State) SegmentIndex(name string) (int, bool) {
 	return j, ok
 }
 
-// SegmentName returns the name of segment j.
+// SegmentName returns the name of segment j ("" when there is none).
 func (s *State) SegmentName(j int) string {
-	for name, k := range s.segIndex {
-		if k == j {
-			return name
-		}
+	if j < 0 || j >= len(s.segNames) {
+		return ""
 	}
-	return ""
+	return s.segNames[j]
 }

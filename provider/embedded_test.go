@@ -61,7 +61,7 @@ func runEmbedded(t *testing.T, freeze bool) (share float64) {
 		flags := api.NewClient()
 
 		// The package defaults: the gate is not told the 4 workers.
-		s, err := shed.New(shed.Config{Recorder: rec, ShedLevel: func() float64 { return ctl.State().Shed }})
+		s, err := shed.New(shed.Config{Recorder: rec, ShedLevel: ctl.ShedLevel})
 		require.NoError(t, err)
 
 		var mu sync.Mutex

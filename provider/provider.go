@@ -104,7 +104,7 @@ func (p *Provider) Hooks() []openfeature.Hook { return nil }
 // BooleanEvaluation answers "<feature>": on for this user or not.
 func (p *Provider) BooleanEvaluation(_ context.Context, flag string, def bool, fc openfeature.FlattenedContext) openfeature.BoolResolutionDetail {
 	st := p.src.State()
-	f, ok := st.Feature(flag)
+	f, ok := st.FeatureIndex(flag)
 	if !ok {
 		return openfeature.BoolResolutionDetail{Value: def, ProviderResolutionDetail: p.notFound(st, flag, "a boolean")}
 	}
@@ -141,7 +141,7 @@ func (p *Provider) BooleanEvaluation(_ context.Context, flag string, def bool, f
 func (p *Provider) FloatEvaluation(_ context.Context, flag string, def float64, fc openfeature.FlattenedContext) openfeature.FloatResolutionDetail {
 	st := p.src.State()
 	name, isLevel := strings.CutSuffix(flag, LevelSuffix)
-	f, ok := st.Feature(name)
+	f, ok := st.FeatureIndex(name)
 	if !isLevel || !ok {
 		return openfeature.FloatResolutionDetail{Value: def, ProviderResolutionDetail: p.notFound(st, flag, "a float")}
 	}
@@ -190,15 +190,16 @@ func (p *Provider) notFound(st *dimmer.State, flag, asked string) openfeature.Pr
 	}
 }
 
-// segment returns the index of the user's segment (−1 for none) and the
-// level for it.
-func (p *Provider) segment(st *dimmer.State, f *dimmer.FeatureState, fc openfeature.FlattenedContext) (int, float64) {
+// segment returns the index of the user's segment (−1 for none) and
+// feature i's level for it. It reads the state's private copy (LevelAt),
+// never the exported fields a caller could have changed.
+func (p *Provider) segment(st *dimmer.State, i int, fc openfeature.FlattenedContext) (int, float64) {
 	if name, ok := fc[p.segKey].(string); ok && name != "" {
 		if j, ok := st.SegmentIndex(name); ok {
-			return j, f.Segments[j]
+			return j, st.LevelAt(i, j)
 		}
 	}
-	return -1, f.Level
+	return -1, st.LevelAt(i, -1)
 }
 
 // EventChannel implements openfeature.EventHandler. It returns the same
@@ -241,8 +242,8 @@ func (p *Provider) Shutdown() {
 func (p *Provider) follow(ctx context.Context, last *dimmer.State, ch <-chan *dimmer.State, unsubscribe func(), done chan struct{}) {
 	defer close(done)
 	defer unsubscribe()
-	stale := last.Mode == dimmer.Stale
-	if stale && !p.emit(ctx, openfeature.ProviderStale, "signals stale: "+last.Reason, nil) {
+	stale := last.StateMode() == dimmer.Stale
+	if stale && !p.emit(ctx, openfeature.ProviderStale, "signals stale: "+last.Why(), nil) {
 		return
 	}
 	for {
@@ -250,21 +251,21 @@ func (p *Provider) follow(ctx context.Context, last *dimmer.State, ch <-chan *di
 		case <-ctx.Done():
 			return
 		case st := <-ch:
-			if st.Generation <= last.Generation {
+			if st.Seq() <= last.Seq() {
 				continue
 			}
-			if now := st.Mode == dimmer.Stale; now != stale {
+			if now := st.StateMode() == dimmer.Stale; now != stale {
 				stale = now
-				kind, msg := openfeature.ProviderReady, "signals back: "+st.Reason
+				kind, msg := openfeature.ProviderReady, "signals back: "+st.Why()
 				if stale {
-					kind, msg = openfeature.ProviderStale, "signals stale: "+st.Reason
+					kind, msg = openfeature.ProviderStale, "signals stale: "+st.Why()
 				}
 				if !p.emit(ctx, kind, msg, nil) {
 					return
 				}
 			}
 			if changed := changedFlags(last, st); len(changed) > 0 {
-				if !p.emit(ctx, openfeature.ProviderConfigChange, st.Reason, changed) {
+				if !p.emit(ctx, openfeature.ProviderConfigChange, st.Why(), changed) {
 					return
 				}
 			}
@@ -289,23 +290,26 @@ func (p *Provider) emit(ctx context.Context, kind openfeature.EventType, msg str
 // mode or pin changed.
 func changedFlags(a, b *dimmer.State) []string {
 	var out []string
-	for i := range b.Features {
-		fb := &b.Features[i]
-		fa, ok := a.Feature(fb.Name)
-		if ok && fa.Level == fb.Level && fa.Mode == fb.Mode && (fa.Pin == nil) == (fb.Pin == nil) && equal(fa.Segments, fb.Segments) {
+	for i := range b.NumFeatures() {
+		name := b.FeatureName(i)
+		if k, ok := a.FeatureIndex(name); ok && sameFeature(a, k, b, i) {
 			continue
 		}
-		out = append(out, fb.Name, fb.Name+LevelSuffix)
+		out = append(out, name, name+LevelSuffix)
 	}
 	return out
 }
 
-func equal(a, b []float64) bool {
-	if len(a) != len(b) {
+// sameFeature reports whether feature k of a and feature i of b answer
+// alike: level, segment levels, mode and pin.
+func sameFeature(a *dimmer.State, k int, b *dimmer.State, i int) bool {
+	_, pa := a.PinReason(k)
+	_, pb := b.PinReason(i)
+	if a.FeatureMode(k) != b.FeatureMode(i) || pa != pb || a.LevelAt(k, -1) != b.LevelAt(i, -1) {
 		return false
 	}
-	for i := range a {
-		if a[i] != b[i] {
+	for j := range b.NumSegments() {
+		if a.LevelAt(k, j) != b.LevelAt(i, j) {
 			return false
 		}
 	}
@@ -323,13 +327,12 @@ type metaCache struct {
 	md [][][2]openfeature.FlagMetadata
 }
 
-func (p *Provider) metadata(st *dimmer.State, f *dimmer.FeatureState, seg int, sticky bool) openfeature.FlagMetadata {
+func (p *Provider) metadata(st *dimmer.State, i, seg int, sticky bool) openfeature.FlagMetadata {
 	c := p.meta.Load()
 	if c == nil || c.st != st {
 		c = buildMeta(st)
 		p.meta.Store(c) // racing builders store equal caches
 	}
-	i, _ := st.FeatureIndex(f.Name)
 	s := 0
 	if sticky {
 		s = 1
@@ -338,25 +341,21 @@ func (p *Provider) metadata(st *dimmer.State, f *dimmer.FeatureState, seg int, s
 }
 
 func buildMeta(st *dimmer.State) *metaCache {
-	c := &metaCache{gen: st.Generation, st: st, md: make([][][2]openfeature.FlagMetadata, len(st.Features))}
-	for i := range st.Features {
-		f := &st.Features[i]
-		c.md[i] = make([][2]openfeature.FlagMetadata, len(f.Segments)+1)
-		for j := -1; j < len(f.Segments); j++ {
-			level := f.Level
-			if j >= 0 {
-				level = f.Segments[j]
-			}
+	c := &metaCache{gen: st.Seq(), st: st, md: make([][][2]openfeature.FlagMetadata, st.NumFeatures())}
+	for i := range st.NumFeatures() {
+		nseg := st.NumSegments()
+		c.md[i] = make([][2]openfeature.FlagMetadata, nseg+1)
+		for j := -1; j < nseg; j++ {
 			for s, sticky := range [2]bool{false, true} {
 				md := openfeature.FlagMetadata{
-					"level":      level,
-					"generation": int64(st.Generation),
-					"mode":       f.Mode.String(),
-					"reason":     st.Reason,
+					"level":      st.LevelAt(i, j),
+					"generation": int64(st.Seq()),
+					"mode":       st.FeatureMode(i).String(),
+					"reason":     st.Why(),
 					"sticky":     sticky,
 				}
-				if f.Pin != nil {
-					md["reason"] = f.Pin.Reason
+				if why, pinned := st.PinReason(i); pinned {
+					md["reason"] = why
 				}
 				if j >= 0 {
 					md["segment"] = st.SegmentName(j)

@@ -317,3 +317,31 @@ func BenchmarkSDKClient(b *testing.B) {
 	b.Run("memprovider-parallel", func(b *testing.B) { run(b, mem(true), true) })
 	b.Run("brownout-parallel", func(b *testing.B) { run(b, ours(), true) })
 }
+
+// A caller that changes the shared State's exported fields changes nothing
+// the provider answers: it evaluates from the state's private copy.
+func TestChangedStateFieldsChangeNoAnswer(t *testing.T) {
+	c := newController(t)
+	p, err := New(c, Options{})
+	require.NoError(t, err)
+	ctx := context.Background()
+	st := dimTo(c, t0.Add(time.Second), 0.95)
+	lvl, vip := st.Features[0].Level, st.Features[0].Segments[0]
+	before := p.BooleanEvaluation(ctx, "recommendations", false, fc("user-7"))
+
+	st.Generation, st.Reason, st.Mode = 99, "changed", dimmer.Frozen
+	for i := range st.Features {
+		st.Features[i].Level, st.Features[i].Mode = 1, dimmer.Override
+		st.Features[i].Segments[0] = 0
+	}
+	require.True(t, st.Tampered())
+	f := p.FloatEvaluation(ctx, "recommendations.level", -1, fc("user-1"))
+	assert.Equal(t, lvl, f.Value)
+	assert.Equal(t, "auto", f.FlagMetadata["mode"])
+	assert.Contains(t, f.FlagMetadata["reason"], "dimming recommendations")
+	assert.Equal(t, int64(st.Seq()), f.FlagMetadata["generation"])
+	v := p.FloatEvaluation(ctx, "recommendations.level", -1, fc("user-1", "segment", "vip"))
+	assert.Equal(t, vip, v.Value)
+	after := p.BooleanEvaluation(ctx, "recommendations", false, fc("user-7"))
+	assert.Equal(t, before.Value, after.Value)
+}

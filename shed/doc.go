@@ -18,17 +18,20 @@
 //  3. The brownout cascade (Config.ShedLevel, from package dimmer): a share
 //     of the sheddable, then the default clients, sticky per client key,
 //     is refused; critical never.
-//  4. The [Gate]: a deadline already passed is refused at no cost; a
+//  4. The gate: a deadline already passed is refused at no cost; a
 //     request starts at once when nothing waits and the cost in flight is
-//     under the adaptive concurrency limit ([LimitConfig], a gradient
-//     limit after Netflix's Gradient2); otherwise it queues in its class's
-//     queue — unless its estimated wait (the cost queued ahead ÷ measured
-//     throughput) exceeds what its class may wait: queues are bounded in
-//     time, K ≈ μ × wait, not in requests. Queues are served strictly by
-//     priority. CoDel (RFC 8289) watches each queue: when every request
-//     started for an Interval had waited longer than Target, the queue is
-//     standing; then requests may wait only Target and the newest are
-//     served first (adaptive LIFO, as in Facebook's Fail at Scale), FIFO
+//     under the adaptive concurrency limit ([LimitConfig]: it finds the
+//     hidden bottleneck — a worker pool, a database — by comparing latency
+//     at the limit with latency at half the limit, re-measured in short
+//     probes; the model is on LimitConfig); otherwise it queues in its
+//     class's queue — unless its estimated wait (the cost queued ahead ÷
+//     measured throughput) exceeds what its class may wait: queues are
+//     bounded in time, K ≈ μ × wait, not in requests. Queues are served
+//     strictly by priority. CoDel (RFC 8289) watches the queues: when they
+//     have not been empty for an Interval and the oldest request has waited
+//     longer than Target, the queue is standing until it next empties;
+//     meanwhile requests may wait only Target and the newest are served
+//     first (adaptive LIFO, as in Facebook's Fail at Scale), FIFO
 //     otherwise. Requests whose deadline passes while queued are dropped
 //     before they start.
 //
@@ -57,7 +60,9 @@
 //	MaxWait        critical 800 ms, default 300 ms, sheddable 100 ms
 //	CoDel          target 100 ms, interval 500 ms (web requests of ~10 ms
 //	               with variable service times; 50/100 for regular ones)
-//	Limit          adaptive from 20, between 1 and 1000 cost units
+//	Limit          adaptive from 8, between 1 and 1000 cost units, held
+//	               where latency is 1.6 × latency at half the limit,
+//	               re-measured about every 5 s while the limit is in use
 //	Rate limit     off; when on: 10 burst, 2/s, X-User-ID else client IP
 //	Retry-After    1 s on 503
 //
@@ -68,20 +73,20 @@
 //
 // # Lab
 //
-// The [Gate] never blocks and takes the time as an argument, so package
-// sim runs this exact code in virtual time (sim.NewShed); the README has
-// its results beside the sources' tables.
+// The gate (internal/gate) never blocks and takes the time as an argument,
+// so package sim runs this exact code in virtual time (sim.NewShed, with
+// the adaptive limit told nothing about the server); the README has its
+// results beside the sources' tables and on real HTTP.
 //
 // # Usage
 //
 //	s, _ := shed.New(shed.Config{
 //		Recorder:  rec,                                     // signals
-//		ShedLevel: func() float64 { return ctl.State().Shed }, // dimmer
+//		ShedLevel: ctl.ShedLevel,                           // dimmer
 //		RateLimit: &shed.RateLimitConfig{},
 //	})
 //	http.ListenAndServe(addr, s.Middleware(app))
 //	client := &http.Client{Transport: shed.Propagate{Next: &shed.Throttle{}}}
 //
-// A Shedder is safe for concurrent use; the Gate is not (the Shedder
-// serializes it).
+// A Shedder is safe for concurrent use.
 package shed

@@ -78,7 +78,7 @@ var _ prometheus.Collector = (*Collector)(nil)
 
 // NewCollector returns a collector for rec.
 func NewCollector(rec *Recorder, opts CollectorOpts) *Collector {
-	b := opts.Buckets
+	b := slices.Clone(opts.Buckets) // never the caller's slice
 	if len(b) == 0 {
 		b = DefaultBuckets()
 	}
@@ -95,7 +95,7 @@ func NewCollector(rec *Recorder, opts CollectorOpts) *Collector {
 		latency:      d(MetricLatency, "Time from the start of a request's work to its end."),
 		sojourn:      d(MetricSojourn, "Time a request waited in an admission queue before its work started.", "class"),
 		sojournMin:   d(MetricSojournMin, "Minimum queue sojourn over the last CoDel interval (absent when the interval saw no request).", "class"),
-		standing:     d(MetricStanding, "1 while the class's queue has stood above its sojourn target for an interval.", "class"),
+		standing:     d(MetricStanding, "1 while the class's queue is standing (CoDel): the admission gate's own decision where one is registered, else sojourn above target for an interval.", "class"),
 		inFlight:     d(MetricInFlight, "Requests whose work has started and not ended."),
 		arrived:      d(MetricArrived, "Requests that arrived.", "class"),
 		completed:    d(MetricCompleted, "Requests whose work ended.", "class"),
@@ -128,6 +128,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- c.histogram(c.latency, n, sum, count)
 	})
 	clamped := r.latency.Clamped()
+	gr, gated := r.Gate()
 	for cl := range Class(NumClasses) {
 		sj := r.sojourn[cl]
 		sj.w.Cumulative(now, func(n *[NumBuckets]uint64, sum float64, count uint64) {
@@ -137,6 +138,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		st := sj.Stats(now)
 		if st.MinOK {
 			ch <- prometheus.MustNewConstMetric(c.sojournMin, prometheus.GaugeValue, st.Min.Seconds(), cl.String())
+		}
+		if gated { // the gate decides; the tracker only estimates
+			st.Standing = gr.Standing[cl]
 		}
 		ch <- prometheus.MustNewConstMetric(c.standing, prometheus.GaugeValue, b2f(st.Standing), cl.String())
 	}
@@ -154,7 +158,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(c.clamp, prometheus.CounterValue, float64(clamped), "duration")
-	if g, ok := r.Gate(); ok {
+	if g := gr; gated {
 		ch <- prometheus.MustNewConstMetric(c.gateLimit, prometheus.GaugeValue, g.Limit)
 		ch <- prometheus.MustNewConstMetric(c.gateInFlight, prometheus.GaugeValue, g.InFlight)
 		ch <- prometheus.MustNewConstMetric(c.gateQueued, prometheus.GaugeValue, float64(g.Queued))

@@ -125,3 +125,33 @@ func TestDefaultBucketsAreCopies(t *testing.T) {
 	assert.Equal(t, want, DefaultBuckets())
 	assert.Equal(t, want, NewCollector(NewRecorder(Config{}), CollectorOpts{}).buckets)
 }
+
+// With a gate registered, standing is the gate's CoDel decision — in the
+// snapshot and in brownout_queue_standing — whatever the sojourn tracker
+// estimates; one source of truth.
+func TestStandingIsTheGatesDecision(t *testing.T) {
+	rec := NewRecorder(Config{})
+	now := t0
+	for i := range 40 { // every request waits 300 ms for 4 s: the tracker says standing
+		at := now.Add(time.Duration(i) * 100 * time.Millisecond)
+		rec.Arrive(Default)
+		rec.Queued(Default, 300*time.Millisecond, at)
+	}
+	now = now.Add(4 * time.Second)
+	require.True(t, rec.Snapshot(now).Standing, "no gate: the tracker's estimate")
+
+	var gate GateReading
+	rec.SetGate(func() GateReading { return gate })
+	assert.False(t, rec.Snapshot(now).Standing, "the gate says no queue stands")
+	c := NewCollector(rec, CollectorOpts{Now: func() time.Time { return now }})
+	txt, err := testutil.CollectAndFormat(c, expfmt.TypeTextPlain, MetricStanding)
+	require.NoError(t, err)
+	assert.Contains(t, string(txt), `brownout_queue_standing{class="default"} 0`)
+
+	gate.Standing[Sheddable] = true
+	assert.True(t, rec.Snapshot(now).Standing)
+	txt, err = testutil.CollectAndFormat(c, expfmt.TypeTextPlain, MetricStanding)
+	require.NoError(t, err)
+	assert.Contains(t, string(txt), `brownout_queue_standing{class="sheddable"} 1`)
+	assert.Contains(t, string(txt), `brownout_queue_standing{class="default"} 0`)
+}

@@ -45,10 +45,14 @@ type Recorder struct {
 }
 
 // GateReading is an admission gate at one moment: its concurrency limit
-// and the cost in flight (in cost units), and the requests queued.
+// and the cost in flight (in cost units), the requests queued, and whether
+// each class's queue is standing by the gate's own CoDel decision. While a
+// gate is registered, its Standing is what snapshots and the Collector
+// report (the gate decides; the sojourn trackers only estimate).
 type GateReading struct {
 	Limit, InFlight float64
 	Queued          int
+	Standing        [NumClasses]bool
 }
 
 // SetGate registers the admission gate whose reading snapshots and the
@@ -146,8 +150,12 @@ func (r *Recorder) Snapshot(now time.Time) Snapshot {
 		s.SetDuration(LatencyMean, lat.Mean)
 		s.SetDuration(LatencyMax, lat.Max)
 	}
-	for _, sj := range r.sojourn {
+	gr, gated := r.Gate()
+	for cl, sj := range r.sojourn {
 		st := sj.Stats(now)
+		if gated {
+			st.Standing = gr.Standing[cl]
+		}
 		s.Standing = s.Standing || st.Standing
 		if st.MinOK {
 			setMax(&s, SojournMin, st.Min.Seconds())
@@ -159,7 +167,7 @@ func (r *Recorder) Snapshot(now time.Time) Snapshot {
 	}
 	s.Set(InFlight, float64(r.counters.InFlight()))
 
-	if g, ok := r.Gate(); ok {
+	if g := gr; gated {
 		s.Set(GateLimit, g.Limit)
 		s.Set(GateQueued, float64(g.Queued))
 		if g.Limit > 0 {

@@ -6,27 +6,37 @@ import (
 	"time"
 )
 
+// The CoDel defaults, one source for the whole module: package shed's gate
+// decides on them whether a queue is standing, and a Sojourn tracker
+// reports standing and sojourn.min on them. CoDel's 5 ms / 100 ms suit
+// network packets; web requests whose work takes ~10 ms with variable
+// service times are better served by 100 ms of acceptable standing wait,
+// over an interval of about one worst-case request.
+const (
+	DefaultCoDelTarget   = 100 * time.Millisecond
+	DefaultCoDelInterval = 500 * time.Millisecond
+)
+
 // SojournConfig shapes a Sojourn tracker. The zero value means a 10 × 1 s
-// window, target 50 ms and interval 100 ms.
+// window and the CoDel defaults (target 100 ms, interval 500 ms).
 type SojournConfig struct {
 	// Window shapes the histogram of sojourn times (for p99 and max).
 	Window WindowConfig
-	// Target is the acceptable standing sojourn. CoDel's 5 ms suits network
-	// packets; web requests whose work takes ~10 ms are better served by
-	// ~50 ms. Default 50 ms.
+	// Target is the acceptable standing sojourn. Default
+	// DefaultCoDelTarget.
 	Target time.Duration
 	// Interval is how long the sojourn must stay above Target before the
-	// queue counts as standing: about one worst-case service time. Default
-	// 100 ms.
+	// queue counts as standing, and the span sojourn.min is taken over.
+	// Default DefaultCoDelInterval.
 	Interval time.Duration
 }
 
 func (c SojournConfig) withDefaults() SojournConfig {
 	if c.Target <= 0 {
-		c.Target = 50 * time.Millisecond
+		c.Target = DefaultCoDelTarget
 	}
 	if c.Interval <= 0 {
-		c.Interval = 100 * time.Millisecond
+		c.Interval = DefaultCoDelInterval
 	}
 	return c
 }

@@ -33,7 +33,7 @@ func Embedded(ctx context.Context, app http.Handler) (http.Handler, *dimmer.Cont
 	go ctl.Run(ctx, dimmer.Local(rec))
 	p, _ := provider.New(ctl, provider.Options{})
 	openfeature.SetProviderAndWait(p)
-	s, _ := shed.New(shed.Config{Recorder: rec, ShedLevel: func() float64 { return ctl.State().Shed }})
+	s, _ := shed.New(shed.Config{Recorder: rec, ShedLevel: ctl.ShedLevel})
 	handler := s.Middleware(app) // app asks flags per user; http.ListenAndServe(addr, handler)
 	// README:end
 	return handler, ctl, s

@@ -20,10 +20,13 @@ type Config struct {
 	// applies it to request queues: a class queue that has not been empty
 	// for an Interval and whose oldest request has waited over Target is
 	// standing; then a request may wait only Target, and the queue is
-	// served newest first (adaptive LIFO). Defaults 100 ms and 500 ms: a queue of ~10 ms requests
-	// that stays busy for half a second is an overload, not a burst, and
-	// the excess is refused within 100 ms instead of waiting its class's
-	// MaxWait.
+	// served newest first (adaptive LIFO). Defaults
+	// signals.DefaultCoDelTarget and DefaultCoDelInterval (100 ms and
+	// 500 ms): a queue of ~10 ms requests that stays busy for half a
+	// second is an overload, not a burst, and the excess is refused within
+	// 100 ms instead of waiting its class's MaxWait. The gate reports its
+	// standing decision to the signals recorder (GateReading.Standing), so
+	// brownout_queue_standing is this decision.
 	Target, Interval time.Duration
 	// Limit is the adaptive concurrency limit, in cost units.
 	Limit LimitConfig
@@ -37,10 +40,10 @@ func (c Config) withDefaults() Config {
 		}
 	}
 	if c.Target <= 0 {
-		c.Target = 100 * time.Millisecond
+		c.Target = signals.DefaultCoDelTarget
 	}
 	if c.Interval <= 0 {
-		c.Interval = 500 * time.Millisecond
+		c.Interval = signals.DefaultCoDelInterval
 	}
 	return c
 }
