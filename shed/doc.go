@@ -13,8 +13,13 @@
 //     class, never raise it); unknown is default.
 //  2. Per-client rate limit (optional, [RateLimitConfig]): a token bucket
 //     (burst 10, 2/s) or a sliding-window counter, keyed by an
-//     authenticated user id header, else the client IP. 429 with
-//     Retry-After and X-RateLimit-Limit/-Remaining/-Reset.
+//     authenticated user id header, else the client IP: the connection's,
+//     or, when it comes from a load balancer in Config.TrustedProxies,
+//     the address forwarded in Config.ProxyHeader (X-Forwarded-For or RFC
+//     7239 Forwarded), read from the right past the trusted hops; other
+//     peers' headers are ignored. Config.ClientKey may choose the key
+//     instead; the cascade uses the same one ([Shedder.ClientKey]). 429
+//     with Retry-After and X-RateLimit-Limit/-Remaining/-Reset.
 //  3. The brownout cascade (Config.ShedLevel, from package dimmer): a share
 //     of the sheddable, then the default clients, sticky per client key,
 //     is refused; critical never.
@@ -63,7 +68,7 @@
 //	Limit          adaptive from 8, between 1 and 1000 cost units, held
 //	               where latency is 1.6 × latency at half the limit,
 //	               re-measured about every 5 s while the limit is in use
-//	Rate limit     off; when on: 10 burst, 2/s, X-User-ID else client IP
+//	Rate limit     off; when on: 10 burst, 2/s, X-User-ID else client IP (no proxy trusted)
 //	Retry-After    1 s on 503
 //
 // Put the admission bounds under the latency objective (MaxWait and

@@ -3,9 +3,11 @@ package shed
 import (
 	"container/list"
 	"errors"
+	"fmt"
 	"math"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,7 +18,8 @@ import (
 
 // RateLimitConfig limits each client. The zero value is a token bucket of
 // burst 10 refilled at 2 per second, keyed by the X-User-ID header, else the
-// client's IP address.
+// client's IP address (see Config.TrustedProxies behind a load balancer, and
+// Config.ClientKey to choose the key yourself).
 type RateLimitConfig struct {
 	// SlidingWindow switches from a token bucket to a sliding-window
 	// counter: at most Burst requests per Window, the previous window
@@ -30,8 +33,10 @@ type RateLimitConfig struct {
 	Window time.Duration
 	// KeyHeader names the header that carries an authenticated user id,
 	// set by an auth layer in front (the client must not be able to set
-	// it). Default "X-User-ID". Without it the key is the client's IP from
-	// the connection (RemoteAddr); proxies' X-Forwarded-For is not trusted.
+	// it). Default "X-User-ID". Without it the key is the client's IP
+	// address: the connection's (RemoteAddr), or, when the connection
+	// comes from one of Config.TrustedProxies, the address they forwarded.
+	// The cascade's sticky shedding uses the same key.
 	KeyHeader string
 	// MaxClients bounds the clients remembered; the least recently seen
 	// are forgotten (and start with a full allowance). Default 65536.
@@ -67,20 +72,394 @@ func (c RateLimitConfig) withDefaults() (RateLimitConfig, error) {
 	return c, nil
 }
 
-// clientKey returns the rate-limit and shedding key of a request.
-func clientKey(r *http.Request, cfg *RateLimitConfig) string {
-	h := "X-User-ID"
-	if cfg != nil && cfg.KeyHeader != "" {
-		h = cfg.KeyHeader
+// ParseProxies parses a comma-separated list of trusted proxies for
+// Config.TrustedProxies: CIDR prefixes ("10.0.0.0/8", "fd00::/8") and
+// single addresses ("127.0.0.1", "::1"), spaces around the commas allowed,
+// empty entries skipped. A prefix's host bits are masked off ("10.1.2.3/8"
+// is 10.0.0.0/8). An entry that is neither, or has an IPv6 zone, is an
+// error naming the entry and its position.
+func ParseProxies(s string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for i, e := range strings.Split(s, ",") {
+		e = strings.TrimSpace(e)
+		if e == "" {
+			continue
+		}
+		var p netip.Prefix
+		var err error
+		if strings.Contains(e, "/") {
+			p, err = netip.ParsePrefix(e)
+		} else {
+			var a netip.Addr
+			if a, err = netip.ParseAddr(e); err == nil {
+				if a.Zone() != "" {
+					err = errors.New("an address with an IPv6 zone")
+				}
+				p = netip.PrefixFrom(a, a.BitLen())
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("shed: trusted proxies: entry %d, %q, is not an IP address or CIDR prefix: %w", i+1, e, err)
+		}
+		out = append(out, canonicalPrefix(p))
 	}
-	if v := r.Header.Get(h); v != "" {
-		return "u:" + v
+	return out, nil
+}
+
+// canonicalPrefix masks p and writes an IPv4-mapped prefix as IPv4:
+// addresses are unmapped before they are matched.
+func canonicalPrefix(p netip.Prefix) netip.Prefix {
+	if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
+		p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
+	}
+	return p.Masked()
+}
+
+// keyer computes a request's client key: the one key of the rate limits
+// and the cascade.
+type keyer struct {
+	custom  func(*http.Request) string
+	header  string   // the authenticated user id header, canonical
+	proxies *proxies // nil: the connection's address, no header read
+}
+
+func newKeyer(cfg *Config) (keyer, error) {
+	k := keyer{custom: cfg.ClientKey, header: "X-User-ID"}
+	if cfg.RateLimit != nil && cfg.RateLimit.KeyHeader != "" {
+		k.header = cfg.RateLimit.KeyHeader
+	}
+	k.header = http.CanonicalHeaderKey(k.header) // looked up without Get's copy
+	var err error
+	k.proxies, err = newProxies(cfg.TrustedProxies, cfg.ProxyHeader)
+	return k, err
+}
+
+// key returns r's client key: Config.ClientKey's, else "u:" and the user id
+// header, else "ip:" and the client's address.
+func (k *keyer) key(r *http.Request) string {
+	if k.custom != nil {
+		if v := k.custom(r); v != "" {
+			return v
+		}
+	}
+	if vs := r.Header[k.header]; len(vs) > 0 && vs[0] != "" {
+		return "u:" + vs[0]
+	}
+	if k.proxies != nil {
+		if peer, ok := peerAddr(r.RemoteAddr); ok {
+			if a := k.proxies.clientAddr(peer, r.Header[k.proxies.header]); a != peer {
+				var buf [3 + 46]byte // "ip:" and the longest IPv6 text
+				return string(a.AppendTo(append(buf[:0], "ip:"...)))
+			}
+		}
 	}
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		host = r.RemoteAddr
 	}
 	return "ip:" + host
+}
+
+// peerAddr parses a RemoteAddr ("192.0.2.1:1234", "[2001:db8::1]:1234" or
+// a bare address) to an unmapped address without zone.
+func peerAddr(remote string) (netip.Addr, bool) {
+	var a netip.Addr
+	if ap, err := netip.ParseAddrPort(remote); err == nil {
+		a = ap.Addr()
+	} else if a, err = netip.ParseAddr(remote); err != nil {
+		return netip.Addr{}, false
+	}
+	return a.WithZone("").Unmap(), true
+}
+
+// proxies finds the client's address behind trusted proxies.
+type proxies struct {
+	trusted   []netip.Prefix // canonical
+	header    string         // canonical header name
+	forwarded bool           // header is RFC 7239's Forwarded
+}
+
+func newProxies(trusted []netip.Prefix, header string) (*proxies, error) {
+	if header == "" {
+		header = "X-Forwarded-For"
+	}
+	for i := 0; i < len(header); i++ {
+		if !isTchar(header[i]) {
+			return nil, fmt.Errorf("shed: proxy header %q is not a header name", header)
+		}
+	}
+	if len(trusted) == 0 {
+		return nil, nil
+	}
+	p := &proxies{trusted: make([]netip.Prefix, len(trusted)), header: http.CanonicalHeaderKey(header)}
+	p.forwarded = p.header == "Forwarded"
+	for i, t := range trusted {
+		if !t.IsValid() {
+			return nil, fmt.Errorf("shed: trusted proxies: entry %d, %v, is not a valid prefix", i+1, t)
+		}
+		p.trusted[i] = canonicalPrefix(t)
+	}
+	return p, nil
+}
+
+func (p *proxies) trust(a netip.Addr) bool {
+	for _, t := range p.trusted {
+		if t.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// clientAddr returns the client's address for a request from peer (an
+// unmapped address without zone) carrying the proxy header's lines. From a
+// trusted peer it walks the list from the right, skipping trusted proxies:
+// the first untrusted address is the client; an entry that is not an
+// address stops the walk at the last trusted hop (the peer when it is the
+// rightmost); a list of trusted proxies only gives its leftmost. From an
+// untrusted peer, or without the header, it is the peer.
+func (p *proxies) clientAddr(peer netip.Addr, lines []string) netip.Addr {
+	if len(lines) == 0 || !p.trust(peer) {
+		return peer
+	}
+	if p.forwarded {
+		return p.forwardedAddr(peer, lines)
+	}
+	return p.listAddr(peer, lines)
+}
+
+// listAddr walks X-Forwarded-For from the right: no quoting there, so the
+// commas split it, and the walk stops at the first untrusted address.
+// Empty list elements are skipped (RFC 9110 §5.6.1).
+func (p *proxies) listAddr(peer netip.Addr, lines []string) netip.Addr {
+	last := peer
+	for i := len(lines) - 1; i >= 0; i-- {
+		rest := lines[i]
+		for {
+			j := strings.LastIndexByte(rest, ',')
+			if e := trimOWS(rest[j+1:]); e != "" {
+				a, ok := parseNode(e, false)
+				if !ok {
+					return last
+				}
+				if !p.trust(a) {
+					return a
+				}
+				last = a
+			}
+			if j < 0 {
+				break
+			}
+			rest = rest[:j]
+		}
+	}
+	return last
+}
+
+// forwardedAddr is the walk from the right over Forwarded's elements, made
+// in one pass from the left (quoted strings can be scanned only forwards):
+// client is the last untrusted address, after the first trusted one after
+// it or after the last malformed element.
+func (p *proxies) forwardedAddr(peer netip.Addr, lines []string) netip.Addr {
+	var client, after netip.Addr
+	for _, s := range lines {
+		for i := 0; i < len(s); {
+			node, ok, found, next := forwardedElement(s, i)
+			i = next
+			if !found {
+				break
+			}
+			var a netip.Addr
+			if ok {
+				a, ok = parseNode(node, true)
+			}
+			switch {
+			case !ok:
+				client, after = netip.Addr{}, netip.Addr{}
+			case !p.trust(a):
+				client, after = a, netip.Addr{}
+			case !after.IsValid():
+				after = a
+			}
+		}
+	}
+	switch {
+	case client.IsValid():
+		return client
+	case after.IsValid():
+		return after
+	}
+	return peer
+}
+
+// forwardedElement scans the element of a Forwarded header line s that
+// starts at or after i (RFC 7239 §4: pairs token=value, the value a token
+// or a quoted string, separated by ";"; elements by ","), skipping empty
+// elements. It returns the element's for= node, ok when the element is
+// well formed with exactly one for= and no escapes in it, found when there
+// was an element, and the index after it. After a syntax error the element
+// ends at the next comma, quoted or not: an unterminated quote cannot
+// swallow the elements proxies appended after it.
+func forwardedElement(s string, i int) (node string, ok, found bool, next int) {
+	n := len(s)
+	bad, haveFor := false, false
+	for {
+		i = skipOWS(s, i)
+		if i >= n {
+			return node, found && haveFor && !bad, found, n
+		}
+		switch s[i] {
+		case ',':
+			if !found {
+				i++
+				continue
+			}
+			return node, haveFor && !bad, true, i + 1
+		case ';':
+			found = true
+			i++
+			continue
+		}
+		found = true
+		j := i
+		for j < n && isTchar(s[j]) {
+			j++
+		}
+		if j == i || j == n || s[j] != '=' {
+			return "", false, true, skipToComma(s, i)
+		}
+		isFor := j-i == 3 && strings.EqualFold(s[i:j], "for")
+		j++
+		var v string
+		if j < n && s[j] == '"' {
+			k, esc := j+1, false
+			for k < n && s[k] != '"' {
+				if s[k] == '\\' {
+					esc = true
+					k++
+				}
+				k++
+			}
+			if k >= n {
+				return "", false, true, skipToComma(s, j)
+			}
+			v = s[j+1 : k]
+			bad = bad || (isFor && esc)
+			j = k + 1
+		} else {
+			k := j
+			// Tolerated unquoted: ':' and brackets, which RFC 7239 wants
+			// quoted (an address still has to parse).
+			for k < n && (isTchar(s[k]) || s[k] == ':' || s[k] == '[' || s[k] == ']') {
+				k++
+			}
+			if k == j {
+				return "", false, true, skipToComma(s, i)
+			}
+			v = s[j:k]
+			j = k
+		}
+		if isFor {
+			bad = bad || haveFor
+			haveFor, node = true, v
+		}
+		i = skipOWS(s, j)
+		if i < n && s[i] != ',' && s[i] != ';' {
+			return "", false, true, skipToComma(s, i)
+		}
+	}
+}
+
+// parseNode parses a forwarded node: an IPv4 address or a bracketed IPv6
+// one, either with an optional port; X-Forwarded-For's (forwarded false)
+// also a bare IPv6 address, Forwarded's (true) also an obfuscated port
+// ("_abc"). "unknown", obfuscated identifiers and zones are not addresses.
+// The address is unmapped.
+func parseNode(v string, forwarded bool) (netip.Addr, bool) {
+	var a netip.Addr
+	var err error
+	port := ""
+	if v != "" && v[0] == '[' {
+		end := strings.IndexByte(v, ']')
+		if end < 0 {
+			return netip.Addr{}, false
+		}
+		if a, err = netip.ParseAddr(v[1:end]); err != nil || !a.Is6() {
+			return netip.Addr{}, false
+		}
+		port = v[end+1:]
+	} else if a, err = netip.ParseAddr(v); err == nil && (a.Is4() || !forwarded) {
+		// a bare address
+	} else {
+		c := strings.IndexByte(v, ':')
+		if c < 0 {
+			return netip.Addr{}, false
+		}
+		if a, err = netip.ParseAddr(v[:c]); err != nil || !a.Is4() {
+			return netip.Addr{}, false
+		}
+		port = v[c:]
+	}
+	if a.Zone() != "" || !validPort(port, forwarded) {
+		return netip.Addr{}, false
+	}
+	return a.Unmap(), true
+}
+
+// validPort reports whether p is empty or ':' and a port: 1 to 5 digits,
+// or with obfuscated, '_' and letters, digits, '.', '_', '-'.
+func validPort(p string, obfuscated bool) bool {
+	if p == "" {
+		return true
+	}
+	if p[0] != ':' || len(p) < 2 {
+		return false
+	}
+	p = p[1:]
+	if obfuscated && p[0] == '_' {
+		for i := 1; i < len(p); i++ {
+			if c := p[i]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+				return false
+			}
+		}
+		return len(p) > 1
+	}
+	if len(p) > 5 {
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		if p[i] < '0' || p[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// isTchar reports whether c may be in an HTTP token (RFC 9110 §5.6.2).
+func isTchar(c byte) bool {
+	switch {
+	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		return true
+	}
+	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+}
+
+func skipOWS(s string, i int) int {
+	for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
+		i++
+	}
+	return i
+}
+
+func trimOWS(s string) string { return strings.Trim(s, " \t") }
+
+// skipToComma returns the index after the first comma at or after i, or
+// len(s).
+func skipToComma(s string, i int) int {
+	if j := strings.IndexByte(s[i:], ','); j >= 0 {
+		return i + j + 1
+	}
+	return len(s)
 }
 
 type rateLimits struct {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -53,6 +54,37 @@ type Config struct {
 	ShedLevel func() float64
 	// RateLimit limits each client; nil means no per-client limit.
 	RateLimit *RateLimitConfig
+	// ClientKey, when set, returns a request's client key, the one key of
+	// both the rate limits and the cascade's sticky shedding, used
+	// verbatim; an empty string falls back to the default key: the
+	// authenticated user id header (RateLimitConfig.KeyHeader, default
+	// X-User-ID), else the client's address (see TrustedProxies).
+	// Shedder.ClientKey returns the key the middleware uses, for
+	// Request.Key when HTTP requests go through Acquire.
+	ClientKey func(*http.Request) string
+	// TrustedProxies are the load balancers and reverse proxies in front of
+	// the server (ParseProxies reads "10.0.0.0/8,127.0.0.1"). Only when a
+	// request's connection (RemoteAddr) comes from one of them is the
+	// client's address read from ProxyHeader: its list is walked from the
+	// right, skipping addresses that are themselves trusted proxies, and
+	// the first untrusted one is the client; an entry that is not an
+	// address (garbage, "unknown", an obfuscated "_hidden") stops the walk
+	// at the last trusted hop. A list of trusted proxies only gives its
+	// leftmost. Requests from any other peer are keyed by the peer's own
+	// address, their headers ignored, so a client cannot choose its key.
+	// Empty (the default): the connection's address, no header is read.
+	TrustedProxies []netip.Prefix
+	// ProxyHeader is the header the trusted proxies append the address of
+	// their peer to: "X-Forwarded-For" (the default; "client, proxy1",
+	// IPv6 bare or "[2001:db8::1]:4711", with or without a port) or
+	// "Forwarded" (RFC 7239's for= parameter: for=192.0.2.60,
+	// for="[2001:db8::1]:4711"). Name the header your outermost proxy
+	// overwrites or appends to: a client can send the other one, and
+	// proxies pass it on untouched. Several header lines are one list, in
+	// order (a quote cannot run from one line into the next). Any header
+	// holding a comma-separated list of addresses works, among them one a
+	// proxy sets to a single address.
+	ProxyHeader string
 	// RetryAfter is the Retry-After sent with 503s. Default 1 s.
 	RetryAfter time.Duration
 	// Failed reports whether an admitted request's status is a failure.
@@ -85,6 +117,7 @@ type Shedder struct {
 	failed    func(int) bool
 	shedLevel func() float64
 	limits    *rateLimits
+	keys      keyer
 	replies   [signals.NumReasons]reply
 	tickets   sync.Pool
 
@@ -115,6 +148,10 @@ func New(cfg Config) (*Shedder, error) {
 	if retry <= 0 {
 		retry = time.Second
 	}
+	var err error
+	if s.keys, err = newKeyer(&cfg); err != nil {
+		return nil, err
+	}
 	if cfg.RateLimit != nil {
 		rl, err := newRateLimits(*cfg.RateLimit)
 		if err != nil {
@@ -130,6 +167,13 @@ func New(cfg Config) (*Shedder, error) {
 	})
 	return s, nil
 }
+
+// ClientKey returns r's client key, the one the middleware's rate limits
+// and cascade use: Config.ClientKey's, else "u:" and the user id header,
+// else "ip:" and the client's address (behind Config.TrustedProxies, the
+// address they forwarded). Give it to Acquire as Request.Key so that a
+// client is shed alike on every path.
+func (s *Shedder) ClientKey(r *http.Request) string { return s.keys.key(r) }
 
 // Recorder returns the recorder the Shedder writes its signals to.
 func (s *Shedder) Recorder() *signals.Recorder { return s.rec }
@@ -309,7 +353,8 @@ type Request struct {
 	// Key identifies the client, for the cascade's sticky shedding (the
 	// same clients are refused while the shed level holds) and nothing
 	// else. Empty: each request draws at random, so that a shed level of
-	// 0.05 still refuses about 5 % of them.
+	// 0.05 still refuses about 5 % of them. For an HTTP request,
+	// Shedder.ClientKey is the key the middleware would use.
 	Key string
 }
 
@@ -472,7 +517,7 @@ func (s *Shedder) Middleware(next http.Handler) http.Handler {
 		deadline, hasDeadline, _ := signals.DeadlineOf(r, now)
 		key := ""
 		if s.limits != nil || s.shedLevel != nil {
-			key = clientKey(r, s.cfg.RateLimit)
+			key = s.keys.key(r)
 		}
 		if s.limits != nil {
 			if ok := s.limits.allow(w.Header(), key, now); !ok {
