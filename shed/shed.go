@@ -163,7 +163,7 @@ func New(cfg Config) (*Shedder, error) {
 	s.tickets.New = func() any { return new(ticket) }
 	s.rec.SetGate(func() signals.GateReading {
 		st := s.Stats()
-		return signals.GateReading{Limit: st.Limit, InFlight: st.InFlight, Queued: st.Queued[0] + st.Queued[1] + st.Queued[2]}
+		return signals.GateReading{Limit: st.Limit, InFlight: st.InFlight, Queued: st.Queued[0] + st.Queued[1] + st.Queued[2], Standing: st.Standing}
 	})
 	return s, nil
 }
@@ -186,8 +186,11 @@ type GateStats struct {
 	Limit, Admitting float64
 	// InFlight is the cost admitted and not done.
 	InFlight float64
-	// Queued is how many requests of each class wait.
-	Queued [signals.NumClasses]int
+	// Queued is how many requests of each class wait, and Standing whether
+	// the class's queue is standing (CoDel: served newest first, waits cut
+	// to the target) — the decision brownout_queue_standing reports.
+	Queued   [signals.NumClasses]int
+	Standing [signals.NumClasses]bool
 	// Ratio is the last latency ratio R(L)/R(L/2) the limit measured (0
 	// before the first) and Baseline the latency per cost unit at half the
 	// limit (0 before the first probe).
@@ -200,8 +203,10 @@ func (s *Shedder) Stats() GateStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var st GateStats
+	now := s.now()
 	for c := range st.Queued {
 		st.Queued[c] = s.gate.Queued(signals.Class(c))
+		st.Standing[c] = s.gate.Standing(signals.Class(c), now)
 	}
 	ratio, base := s.gate.Ratio()
 	st.Limit, st.Admitting, st.InFlight, st.Ratio = s.gate.Limit(), s.gate.Admitting(), s.gate.InFlight(), ratio

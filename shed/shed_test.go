@@ -297,3 +297,31 @@ func TestStrayClassIsContained(t *testing.T) {
 		assert.Equal(t, http.StatusOK, <-done)
 	})
 }
+
+// The gate's CoDel decision is what the recorder reports as standing (and
+// brownout_queue_standing exports): one source of truth.
+func TestStandingReachesTheRecorder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		server := newCPU(4, 10*time.Millisecond)
+		s, err := New(Config{})
+		require.NoError(t, err)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			openLoop(s.Middleware(server), 800, 4*time.Second, [3]float64{0.3, 0.4, 0.3})
+		}()
+		seen := 0
+		for range 40 {
+			time.Sleep(100 * time.Millisecond)
+			synctest.Wait() // everyone blocked: nothing moves between the two reads
+			st := s.Stats()
+			standing := st.Standing[0] || st.Standing[1] || st.Standing[2]
+			assert.Equal(t, standing, s.Recorder().Snapshot(time.Now()).Standing)
+			if standing {
+				seen++
+			}
+		}
+		<-done
+		assert.Positive(t, seen, "2× capacity makes a queue stand")
+	})
+}
