@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/brownout/brownout/sim"
@@ -18,7 +19,7 @@ var update = flag.Bool("update", false, "rewrite the golden traces under testdat
 // capacity 100 req/s with every optional part on, optional parts 40 % of a
 // page's cost, 30 % critical, client timeout 1 s, p99 target 300 ms. Every
 // property must hold for each of several seeds, not on average.
-const seeds = 10
+var seeds = uint32(envInt("LAB_SEEDS", 10))
 
 func brownout() sim.Dimmer { return sim.NewController(sim.BrownoutConfig(sim.BrownoutTarget)) }
 
@@ -128,4 +129,13 @@ func BenchmarkLabStep(b *testing.B) {
 	for b.Loop() {
 		sim.Run(sim.BrownoutLab(sim.BrownoutStep(), brownout()))
 	}
+}
+
+// envInt reads an integer from the environment (LAB_SEEDS=60 go test
+// ./dimmer -run Lab runs the acceptance over more seeds), else def.
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
 }

@@ -23,6 +23,9 @@ import (
 //
 //	ratio = R(L) / R(L/2)          seconds per cost unit, admission to end
 //
+// (each with 100 µs added: differences of microseconds are the
+// scheduler's noise, not a queue)
+//
 // A probe measures the baseline R(L/2): for a moment the gate admits only
 // L/2, and the first L tickets admitted then (48 to 128; 16 at a cold
 // start) are waited for — all of them, since the first to finish would be
@@ -129,7 +132,16 @@ const (
 	nearKnee     = 1.25        // …upwards only with latency this much above the baseline
 	halving      = 1.8         // at a cold start, a probe ratio this near 2: halve
 	coldCohort   = 16          // a cold start's probes admit at least this many
+	// slack is added to both latencies of the ratio (seconds per cost
+	// unit): a difference of a few microseconds between L and L/2 is the
+	// scheduler's noise, not queueing — without it a handler of a few µs
+	// reads ratios of 5–10 from noise alone and the limit collapses to 1 —
+	// while on millisecond work it moves the ratio by a few per cent.
+	slack = 100e-6
 )
+
+// ratioOf is the latency ratio a/b with slack added to both.
+func ratioOf(a, b float64) float64 { return (a + slack) / (b + slack) }
 
 // gain is the share of the way to the ratio's target a window moves the
 // limit.
@@ -310,7 +322,7 @@ func (l *limiter) update(now time.Time) {
 		return
 	}
 	tol := l.cfg.Tolerance
-	l.ratio = per / l.base
+	l.ratio = ratioOf(per, l.base)
 	switch {
 	case l.cold && l.ratio >= halving:
 		// A cold start above the knee: latency about doubled since half
@@ -441,8 +453,8 @@ func (l *limiter) endProbe(now time.Time) {
 		// At a cold start, compare with the last window at the limit:
 		// latency about doubled between L/2 and L puts both past the
 		// knee; somewhat higher puts the knee between them.
-		coldHalve := l.cold && !l.external && l.last > 0 && l.last/per >= halving
-		if l.cold && !coldHalve && l.last > 0 && l.last/per > nearKnee {
+		coldHalve := l.cold && !l.external && l.last > 0 && ratioOf(l.last, per) >= halving
+		if l.cold && !coldHalve && l.last > 0 && ratioOf(l.last, per) > nearKnee {
 			l.cold = false
 		}
 		// Otherwise the baseline moves halfway in log space: one noisy
