@@ -154,7 +154,7 @@ type Config struct {
 	// gate would take twice the work per request, so the controller
 	// brightens although the load that forced dimming is still there (a
 	// dim caused by a transient — a cold start, a burst — not by the
-	// load). Default 0.5.
+	// load), once that has held for Hold. Default 0.5.
 	Headroom float64
 	// UnshedRate is how fast the cascade unwinds once it no longer helps
 	// (latency under target, room at the gate), in shed level per

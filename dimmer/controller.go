@@ -48,6 +48,7 @@ type controllerState struct {
 	sync.Mutex
 	brightness float64
 	prevErr    float64
+	roomSince  time.Time // headroom at the gate since; zero when not
 	underSince time.Time // pressure under Low since; zero when not
 	loadMark   float64   // offered load at the last dimming step; 0 if none
 	lastDim    time.Time // when the last dimming step was
@@ -269,7 +270,16 @@ func (c *Controller) step(now time.Time, s signals.Snapshot) (*State, bool) {
 	// Headroom: room at the gate and at most half its limit in use —
 	// twice the work per request would still fit.
 	util, utilOK := s.Get(signals.GateUtilization)
-	headroom := room && utilOK && util >= 0 && util < cfg.Headroom
+	// It counts once it has held for Hold: a lull of a second in an
+	// overload (the queue drained, nothing in flight) is not headroom.
+	if room && utilOK && util >= 0 && util < cfg.Headroom {
+		if m.roomSince.IsZero() {
+			m.roomSince = now
+		}
+	} else {
+		m.roomSince = time.Time{}
+	}
+	headroom := !m.roomSince.IsZero() && now.Sub(m.roomSince) >= cfg.Hold
 	m.busy, m.busyOK = busy, busyOK
 	p, pc, ok, top := c.pressure(now, s, room)
 	m.pressure, m.presOK, m.at = p, ok, now

@@ -41,7 +41,7 @@ import (
 // latencies measure R(L), and the limit moves multiplicatively towards the
 // ratio Tolerance:
 //
-//	ratio > Tolerance:              L ← L · max(1 − 0.3(1 − Tolerance/ratio), ½)
+//	ratio > Tolerance, L in use:    L ← L · max(1 − 0.3(1 − Tolerance/ratio), ½)
 //	ratio < 1.15, in use, twice:    L ← 1.5 L   (far below the knee)
 //	ratio < Tolerance, L in use:    L ← L · min(1 + 0.3(Tolerance/ratio − 1), 1.5)
 //	otherwise:                      hold
@@ -75,8 +75,10 @@ import (
 // neither refuses on estimated waits nor runs CoDel: a queue that the
 // growing limit is about to drain is not an overload.
 //
-// The limit grows only while it is in use (an arrival found no room in the
-// window): an idle service learns nothing about its capacity.
+// The limit moves, and probes run, only while it is in use (an arrival
+// found no room in this window or the one before): an idle service learns
+// nothing about its capacity, and a baseline measured before the work got
+// dearer (the dimmer brightened) must not shrink a limit nobody reaches.
 type LimitConfig struct {
 	// Initial limit. Default 8 (see the cold start above).
 	Initial float64
@@ -343,11 +345,16 @@ func (l *limiter) update(now time.Time) {
 		l.highRun, l.kneeRun = 0, 0
 	}
 	next := l.limit
+	used := full || l.prevFull
 	switch {
-	case l.ratio > tol:
+	case l.ratio > tol && used:
 		// Work queues inside the app: move the queue to the gate, where
-		// it is ordered by priority and bounded in time — whether or not
-		// the limit was reached.
+		// it is ordered by priority and bounded in time. Only while the
+		// limit is in use: below it, a high ratio is as likely a stale
+		// baseline (the work got dearer per cost unit — the dimmer turned
+		// features back on — since the last probe, and probes wait for
+		// the limit to be in use), and a real knee below the work in
+		// flight fills the limit within a window or two anyway.
 		next = l.limit * max(1-gain*(1-tol/l.ratio), 0.5)
 	case full && l.ratio < flat && (l.cold || l.flatRun > 0):
 		// Latency flat with the limit in use, at a cold start or two
@@ -375,7 +382,6 @@ func (l *limiter) update(now time.Time) {
 	// probe halves what the gate admits, which a load near capacity but
 	// under the limit would feel as an overload, and with the limit
 	// unused there is nothing to decide.
-	used := full || l.prevFull
 	l.prevFull = full
 	if used && (!now.Before(l.nextProbe) || (jump && now.Sub(l.lastProbe) >= minTrigger)) {
 		l.startProbe(now)
