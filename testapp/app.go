@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/brownout/brownout/internal/pool"
 )
 
 // Part is an optional part of a page: a section that the brownout
@@ -100,20 +102,20 @@ func ParseParts(s string) ([]Part, error) {
 //
 // An App is safe for concurrent use.
 type App struct {
-	cfg     Config
-	workers chan struct{}
-	busy    atomic.Int64
-	seq     atomic.Uint64
+	cfg  Config
+	pool *pool.Pool
+	seq  atomic.Uint64
 
 	served, gaveUp atomic.Uint64
-	overshoot      atomic.Int64 // the timer's average lateness, ns
 	partsOn        []atomic.Uint64
 }
 
 // New returns an App.
 func New(cfg Config) *App {
 	cfg = cfg.withDefaults()
-	return &App{cfg: cfg, workers: make(chan struct{}, cfg.Workers), partsOn: make([]atomic.Uint64, len(cfg.Parts))}
+	p := pool.New(cfg.Workers)
+	p.SetContention(cfg.Contention.Alpha, cfg.Contention.Beta)
+	return &App{cfg: cfg, pool: p, partsOn: make([]atomic.Uint64, len(cfg.Parts))}
 }
 
 // Config returns the app's configuration with defaults filled in.
@@ -128,7 +130,7 @@ type Stats struct {
 
 // Stats returns the counts so far.
 func (a *App) Stats() Stats {
-	st := Stats{Served: a.served.Load(), GaveUp: a.gaveUp.Load(), Busy: a.busy.Load(), PartsOn: map[string]uint64{}}
+	st := Stats{Served: a.served.Load(), GaveUp: a.gaveUp.Load(), Busy: a.pool.Busy(), PartsOn: map[string]uint64{}}
 	for i, p := range a.cfg.Parts {
 		st.PartsOn[p.Name] = a.partsOn[i].Load()
 	}
@@ -159,36 +161,14 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			pg.Dimmed = append(pg.Dimmed, p.Name)
 		}
 	}
-	select {
-	case a.workers <- struct{}{}:
-	case <-ctx.Done():
+	if err := a.pool.Do(ctx, cost); err != nil { // the work: not cancelled once started
 		a.gaveUp.Add(1)
 		http.Error(w, "client gone", http.StatusServiceUnavailable)
 		return
 	}
-	n := a.busy.Add(1)
-	if c := a.cfg.Contention; c.Alpha != 0 || c.Beta != 0 {
-		m := float64(n)
-		cost = time.Duration(float64(cost) * (1 + c.Alpha*(m-1) + c.Beta*m*(m-1)))
-	}
-	a.hold(cost) // the work: not cancelled once started
-	a.busy.Add(-1)
-	<-a.workers
 	a.served.Add(1)
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(pg)
-}
-
-// hold holds the worker for d. A timer fires late (tens of µs to a
-// millisecond under load), and the app's capacity is stated in exact costs:
-// so it sleeps d less the timer's average lateness.
-func (a *App) hold(d time.Duration) {
-	late := time.Duration(a.overshoot.Load())
-	want := max(d-late, 0)
-	start := time.Now()
-	time.Sleep(want)
-	got := time.Since(start) - want
-	a.overshoot.Store(int64(late + (got-late)/16))
 }
 
 var rngs = sync.Pool{New: func() any { return rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())) }}

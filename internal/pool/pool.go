@@ -1,0 +1,73 @@
+// Package pool is a bounded pool of simulated workers: the hidden
+// bottleneck of the test app and of the demo shop. Work holds a worker for
+// a service time on a timer (no CPU is burnt), so an app's capacity is
+// known in advance and reachable on a small machine while a load
+// generator runs beside it.
+package pool
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+)
+
+// ErrGone is returned when the caller's context ends while it waits for a
+// worker: a handler waiting on a pool with the request's context gives up
+// when its client goes.
+var ErrGone = errors.New("pool: gave up waiting for a worker")
+
+// Pool is a set of workers. It is safe for concurrent use.
+type Pool struct {
+	slots     chan struct{}
+	busy      atomic.Int64
+	overshoot atomic.Int64 // the timer's average lateness, ns
+	alpha     float64
+	beta      float64
+}
+
+// New returns a pool of n workers (at least 1).
+func New(n int) *Pool { return &Pool{slots: make(chan struct{}, max(n, 1))} }
+
+// SetContention makes work that starts with m in service (itself
+// included) take 1 + alpha·(m−1) + beta·m·(m−1) times as long, as a
+// database's does (the universal scalability law). Call it before use.
+func (p *Pool) SetContention(alpha, beta float64) { p.alpha, p.beta = alpha, beta }
+
+// Workers returns the pool's size.
+func (p *Pool) Workers() int { return cap(p.slots) }
+
+// Busy returns the workers busy now.
+func (p *Pool) Busy() int64 { return p.busy.Load() }
+
+// Do waits for a worker (or ctx's end: ErrGone), holds it for d (scaled
+// by the contention at its start; work is not cancelled once started) and
+// releases it.
+func (p *Pool) Do(ctx context.Context, d time.Duration) error {
+	select {
+	case p.slots <- struct{}{}:
+	case <-ctx.Done():
+		return ErrGone
+	}
+	n := p.busy.Add(1)
+	if p.alpha != 0 || p.beta != 0 {
+		m := float64(n)
+		d = time.Duration(float64(d) * (1 + p.alpha*(m-1) + p.beta*m*(m-1)))
+	}
+	p.hold(d)
+	p.busy.Add(-1)
+	<-p.slots
+	return nil
+}
+
+// hold sleeps for d. A timer fires late (tens of µs to a millisecond under
+// load), and capacity is stated in exact costs: so it sleeps d less the
+// timer's average lateness.
+func (p *Pool) hold(d time.Duration) {
+	late := time.Duration(p.overshoot.Load())
+	want := max(d-late, 0)
+	start := time.Now()
+	time.Sleep(want)
+	got := time.Since(start) - want
+	p.overshoot.Store(int64(late + (got-late)/16))
+}
