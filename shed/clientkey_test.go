@@ -2,6 +2,7 @@ package shed
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -440,4 +441,41 @@ func FuzzClientAddr(f *testing.F) {
 			t.Fatalf("clientAddr(%v, %q) = %v, the walk from the right finds %v", peer, lines, got, want)
 		}
 	})
+}
+
+func TestClientAddrAndRateLimiterPerAddress(t *testing.T) {
+	proxies, err := ParseProxies("127.0.0.1")
+	require.NoError(t, err)
+	s, err := New(Config{TrustedProxies: proxies})
+	require.NoError(t, err)
+	req := func(user, xff string) *http.Request {
+		r := httptest.NewRequest(http.MethodGet, "/deals", nil)
+		r.RemoteAddr = "127.0.0.1:5555"
+		r.Header.Set("X-User-ID", user)
+		r.Header.Set("X-Forwarded-For", xff)
+		return r
+	}
+	assert.Equal(t, "203.0.113.9", s.ClientAddr(req("u1", "203.0.113.9")).String())
+	assert.Equal(t, "u:u1", s.ClientKey(req("u1", "203.0.113.9")), "the user id still comes first for the key")
+	spoof := req("u1", "203.0.113.9")
+	spoof.RemoteAddr = "198.51.100.7:1"
+	assert.Equal(t, "198.51.100.7", s.ClientAddr(spoof).String(), "an untrusted peer's header is ignored")
+
+	// A bot rotating user ids from one address is held by the address.
+	rl, err := NewRateLimiter(RateLimitConfig{Rate: 1, Burst: 5})
+	require.NoError(t, err)
+	now := time.Unix(1_800_000_000, 0)
+	allowed := 0
+	for i := range 50 {
+		r := req(fmt.Sprintf("bot-%d", i), "203.0.113.66")
+		if rl.Allow(nil, "ip:"+s.ClientAddr(r).String(), now) {
+			allowed++
+		}
+	}
+	assert.Equal(t, 5, allowed, "the address's burst, whatever the user ids")
+	h := http.Header{}
+	assert.True(t, rl.Allow(h, "ip:203.0.113.1", now), "another address has its own bucket")
+	assert.Equal(t, "5", h.Get("X-Ratelimit-Limit"))
+	_, err = NewRateLimiter(RateLimitConfig{Burst: -1})
+	assert.Error(t, err)
 }

@@ -160,6 +160,47 @@ func (k *keyer) key(r *http.Request) string {
 	return "ip:" + host
 }
 
+// addr returns r's client address: the connection's, or the one trusted
+// proxies forwarded. The zero Addr when RemoteAddr does not parse.
+func (k *keyer) addr(r *http.Request) netip.Addr {
+	peer, ok := peerAddr(r.RemoteAddr)
+	if !ok {
+		return netip.Addr{}
+	}
+	if k.proxies != nil {
+		return k.proxies.clientAddr(peer, r.Header[k.proxies.header])
+	}
+	return peer
+}
+
+// RateLimiter is a per-key rate limit on its own — a token bucket or a
+// sliding window per client key, the least recently seen forgotten past
+// MaxClients — for limits the Shedder's one does not cover: a route of its
+// own (a flash deal), or a second key (the client's address beside its
+// user id, so that a bot rotating user ids from one address is held too).
+// It is safe for concurrent use.
+type RateLimiter struct{ l *rateLimits }
+
+// NewRateLimiter returns a limiter; cfg's zero fields take
+// RateLimitConfig's defaults (KeyHeader is not used: the caller gives the
+// key).
+func NewRateLimiter(cfg RateLimitConfig) (*RateLimiter, error) {
+	l, err := newRateLimits(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &RateLimiter{l: l}, nil
+}
+
+// Allow takes one request of key at now, and writes X-RateLimit-Limit,
+// -Remaining, -Reset (and Retry-After when refused) to h when h is not nil.
+func (rl *RateLimiter) Allow(h http.Header, key string, now time.Time) bool {
+	if h == nil {
+		h = http.Header{}
+	}
+	return rl.l.allow(h, key, now)
+}
+
 // peerAddr parses a RemoteAddr ("192.0.2.1:1234", "[2001:db8::1]:1234" or
 // a bare address) to an unmapped address without zone.
 func peerAddr(remote string) (netip.Addr, bool) {

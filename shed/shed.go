@@ -175,6 +175,12 @@ func New(cfg Config) (*Shedder, error) {
 // client is shed alike on every path.
 func (s *Shedder) ClientKey(r *http.Request) string { return s.keys.key(r) }
 
+// ClientAddr returns r's client address: the connection's, or, when it
+// comes from one of Config.TrustedProxies, the address they forwarded (the
+// zero Addr when RemoteAddr does not parse). With a RateLimiter keyed on
+// it, limits hold per address as well as per user.
+func (s *Shedder) ClientAddr(r *http.Request) netip.Addr { return s.keys.addr(r) }
+
 // Recorder returns the recorder the Shedder writes its signals to.
 func (s *Shedder) Recorder() *signals.Recorder { return s.rec }
 
