@@ -36,6 +36,42 @@ type Kind struct {
 	Body []byte
 	// Header is added to the request.
 	Header http.Header
+
+	// Make, when set, builds each request of the kind: its path (relative
+	// to Config.Target; "" keeps Path), body and header replace Path, Body
+	// and Header. It is called from several goroutines at once; r.Rand is
+	// the request's own, seeded from Config.Seed and r.Seq, so the same
+	// seed makes the same requests.
+	Make func(r Req) (path string, body []byte, header http.Header)
+	// Users, when set, picks the kind's user and client address instead of
+	// the draw from Config.Users and Config.Addr (an empty addr falls back
+	// to Config.Addr), e.g. a bot that rotates user ids from one address.
+	// It is called from several goroutines at once, with the request's own
+	// r.
+	Users func(r *rand.Rand) (user int, addr string)
+	// Retry, when set, makes the kind's clients retry failed requests.
+	Retry *Retry
+}
+
+// Req is one logical request of a kind, for Kind.Make.
+type Req struct {
+	// Seq numbers the run's logical requests from 0 (sent as _lr=<seq>).
+	Seq uint64
+	// User is the request's user (X-User-ID u<User>).
+	User int
+	// Rand is the request's own source of randomness.
+	Rand *rand.Rand
+}
+
+// Event is a change made at a moment of the run, e.g. "SMS provider slow"
+// at 30 s.
+type Event struct {
+	// At is the offset from the start of the run.
+	At   time.Duration
+	Name string
+	// Do makes the change, in its own goroutine. Its ctx is done when the
+	// run ends, and Run waits for Do to return.
+	Do func(ctx context.Context)
 }
 
 // Phase is a stretch of constant offered load.
@@ -89,10 +125,20 @@ type Config struct {
 	// Optional, when set, reads an answer's body and returns how many
 	// optional parts it served and could have served.
 	Optional func(body []byte) (served, offered int)
+	// Addr, when set, gives each user its client address, sent as
+	// X-Forwarded-For (for a server that trusts the generator as its
+	// proxy). Called from several goroutines at once.
+	Addr func(user int) string
+	// Events are run at their offsets from the start (see Event), while
+	// the run lasts; each is logged to Progress as "event: <name>".
+	Events []Event
 }
 
-// UserHeader carries the user id.
-const UserHeader = "X-User-ID"
+// UserHeader carries the user id; ForwardedHeader the client address.
+const (
+	UserHeader      = "X-User-ID"
+	ForwardedHeader = "X-Forwarded-For"
+)
 
 func (c *Config) withDefaults() error {
 	if c.Target == "" {
@@ -116,6 +162,19 @@ func (c *Config) withDefaults() error {
 		}
 		if !(c.Mix[i].Share > 0) {
 			return fmt.Errorf("load: kind %q: share must be positive", c.Mix[i].Name)
+		}
+		if rt := c.Mix[i].Retry; rt != nil {
+			if rt.Backoff < 0 || rt.Cap < 0 || !(rt.Budget >= 0) || math.IsInf(rt.Budget, 0) {
+				return fmt.Errorf("load: kind %q: retry: negative backoff, cap or budget", c.Mix[i].Name)
+			}
+		}
+	}
+	if len(c.Mix) > 255 {
+		return errors.New("load: more than 255 kinds")
+	}
+	for _, e := range c.Events {
+		if e.Do == nil {
+			return fmt.Errorf("load: event %q: no Do", e.Name)
 		}
 	}
 	if c.Users <= 0 {
@@ -141,6 +200,8 @@ type result struct {
 	errored bool
 	optOn   uint8
 	optAll  uint8
+	attempt uint8  // 0: the first
+	seq     uint64 // the logical request
 }
 
 // Run sends cfg's load and returns its report. It stops early when ctx is
@@ -153,26 +214,46 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	for _, p := range cfg.Phases {
 		total += p.Duration
 	}
-	targeter := newTargeter(cfg)
+	s := newSched(cfg, total)
+	targeter := newTargeter(cfg, s)
 	atk := vegeta.NewAttacker(vegeta.Timeout(cfg.Timeout), vegeta.KeepAlive(true), vegeta.Workers(64),
 		vegeta.MaxBody(64<<10), vegeta.Redirects(vegeta.NoFollow))
+	progress := cfg.Progress
+	if progress != nil {
+		progress = &syncWriter{w: progress}
+	}
 	start := time.Now()
-	results := atk.Attack(targeter.next, phasePacer(cfg.Phases), total, "load")
+	var results <-chan *vegeta.Result
+	if s == nil {
+		results = atk.Attack(targeter.next, phasePacer(cfg.Phases), total, "load")
+	} else {
+		// Retries are paced by their due times, outside the phases' count;
+		// the pacer ends the attack once no retry can come.
+		results = atk.Attack(targeter.next, &retryPacer{ph: phases(cfg.Phases), total: total, s: s}, 0, "load")
+	}
 
 	secs := int(math.Ceil(total.Seconds()))
 	samples := make([]map[string]float64, secs+1)
 	var mu sync.Mutex
 	var rs []result
+	attackDone := make(chan struct{})
 	sampleDone := make(chan struct{})
 	go func() {
 		defer close(sampleDone)
 		tick := time.NewTicker(time.Second)
 		defer tick.Stop()
-		for i := 0; ; i++ {
+		done := attackDone
+		for {
 			select {
 			case <-ctx.Done():
 				atk.Stop()
+				s.stop()
 				return
+			case <-done:
+				if progress == nil && cfg.Sample == nil {
+					return // nothing more to tick for
+				}
+				done = nil
 			case now := <-tick.C:
 				sec := int(now.Sub(start) / time.Second)
 				if cfg.Sample != nil && sec-1 >= 0 && sec-1 <= secs {
@@ -180,55 +261,98 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 					samples[sec-1] = cfg.Sample(sctx)
 					cancel()
 				}
-				if cfg.Progress != nil && sec >= 2 {
+				if progress != nil && sec >= 2 {
+					var sample map[string]float64
+					if sec-2 < len(samples) {
+						sample = samples[sec-2]
+					}
 					mu.Lock()
-					line := progressLine(rs, sec-2, cfg, samples[sec-2])
+					line := progressLine(rs, sec-2, cfg, sample)
 					mu.Unlock()
-					fmt.Fprintln(cfg.Progress, line)
+					fmt.Fprintln(progress, line)
 				}
-				if now.Sub(start) > total+cfg.Timeout+time.Second {
+				// Every second of the phases sampled and printed, every
+				// answer in.
+				if done == nil && sec >= secs+1 {
 					return
 				}
 			}
 		}
 	}()
+	runCtx, cancelRun := context.WithCancel(ctx)
+	defer cancelRun()
+	ev := startEvents(runCtx, cfg.Events, start, attackDone, progress)
+
 	for r := range results {
 		res := classify(r, start, cfg)
+		if s != nil {
+			s.settle(&res, r.Headers, time.Since(start))
+		}
 		mu.Lock()
 		rs = append(rs, res)
 		mu.Unlock()
 	}
 	atk.Stop()
+	close(attackDone)
 	<-sampleDone
-	return report(cfg, rs, samples), nil
+	cancelRun()
+	marks := ev.wait()
+	rep := report(cfg, rs, samples)
+	rep.Events = marks
+	return rep, nil
+}
+
+// syncWriter serialises the progress lines and the event lines.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.w.Write(p)
 }
 
 // targeter draws users and kinds.
 type targeter struct {
 	cfg  Config
+	s    *sched // nil: no kind retries
 	mu   sync.Mutex
 	rnd  *rand.Rand
+	seq  uint64
 	sum  float64
-	urls []string
+	pre  []string // base+Path+sep+"_lr=", per kind
+	post []string // "&_lk=<kind>"
 }
 
-func newTargeter(cfg Config) *targeter {
-	t := &targeter{cfg: cfg, rnd: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))}
-	base := strings.TrimRight(cfg.Target, "/")
+func newTargeter(cfg Config, s *sched) *targeter {
+	t := &targeter{cfg: cfg, s: s, rnd: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))}
 	for i, k := range cfg.Mix {
 		t.sum += k.Share
-		sep := "?"
-		if strings.Contains(k.Path, "?") {
-			sep = "&"
-		}
-		// The kind travels in the URL so that its answer can be told.
-		t.urls = append(t.urls, base+k.Path+sep+"_lk="+strconv.Itoa(i))
+		// The kind and the logical request travel in the URL so that
+		// their answers can be told.
+		t.pre = append(t.pre, t.prefix(k.Path))
+		t.post = append(t.post, "&_lk="+strconv.Itoa(i))
 	}
 	return t
 }
 
+func (t *targeter) prefix(path string) string {
+	sep := "?"
+	if strings.Contains(path, "?") {
+		sep = "&"
+	}
+	return strings.TrimRight(t.cfg.Target, "/") + path + sep + "_lr="
+}
+
 func (t *targeter) next(tgt *vegeta.Target) error {
+	if t.s != nil && t.s.take(tgt) {
+		return nil // a retry that is due
+	}
 	t.mu.Lock()
+	seq := t.seq
+	t.seq++
 	u := t.rnd.Float64() * t.sum
 	user := t.rnd.IntN(t.cfg.Users)
 	t.mu.Unlock()
@@ -240,15 +364,40 @@ func (t *targeter) next(tgt *vegeta.Target) error {
 		}
 		u -= k.Share
 	}
-	k := t.cfg.Mix[i]
-	tgt.Method, tgt.URL, tgt.Body = k.Method, t.urls[i], k.Body
-	h := http.Header{}
-	for name, v := range k.Header {
+	k := &t.cfg.Mix[i]
+	var rr *rand.Rand
+	if k.Make != nil || k.Users != nil {
+		rr = rand.New(rand.NewPCG(t.cfg.Seed^0xda3e39cb94b95bdb, seq))
+	}
+	var addr string
+	if k.Users != nil {
+		user, addr = k.Users(rr)
+	}
+	if addr == "" && t.cfg.Addr != nil {
+		addr = t.cfg.Addr(user)
+	}
+	pre, body, hdr := t.pre[i], k.Body, k.Header
+	if k.Make != nil {
+		var path string
+		path, body, hdr = k.Make(Req{Seq: seq, User: user, Rand: rr})
+		if path != "" {
+			pre = t.prefix(path)
+		}
+	}
+	tgt.Method, tgt.URL, tgt.Body = k.Method, pre+strconv.FormatUint(seq, 10)+t.post[i], body
+	h := make(http.Header, len(hdr)+3)
+	for name, v := range hdr {
 		h[name] = v
 	}
 	h.Set(signals.PriorityHeader, k.Class.String())
 	h.Set(UserHeader, "u"+strconv.Itoa(user))
+	if addr != "" {
+		h.Set(ForwardedHeader, addr)
+	}
 	tgt.Header = h
+	if t.s != nil {
+		t.s.add(seq, i, tgt)
+	}
 	return nil
 }
 
@@ -307,6 +456,22 @@ func (ps phases) Pace(elapsed time.Duration, hits uint64) (time.Duration, bool) 
 	return total - elapsed, false
 }
 
+// at returns when request n (from 1) is due; the end when never.
+func (ps phases) at(n uint64) time.Duration {
+	want := float64(n)
+	var t time.Duration
+	var h float64
+	for _, p := range ps {
+		c := p.Rate * p.Duration.Seconds()
+		if p.Rate > 0 && h+c >= want {
+			return t + time.Duration((want-h)/p.Rate*float64(time.Second))
+		}
+		h += c
+		t += p.Duration
+	}
+	return t
+}
+
 // Rate implements vegeta.Pacer.
 func (ps phases) Rate(elapsed time.Duration) float64 {
 	for _, p := range ps {
@@ -328,6 +493,9 @@ func classify(r *vegeta.Result, start time.Time, cfg Config) result {
 	if i := strings.LastIndex(r.URL, "_lk="); i >= 0 {
 		if k, err := strconv.Atoi(r.URL[i+4:]); err == nil && k < len(cfg.Mix) {
 			res.kind = uint8(k)
+		}
+		if j := strings.LastIndex(r.URL[:i], "_lr="); j >= 0 {
+			res.seq, _ = strconv.ParseUint(strings.TrimSuffix(r.URL[j+4:i], "&"), 10, 64)
 		}
 	}
 	switch {
@@ -373,13 +541,16 @@ func quantile(ds []time.Duration, q float64) time.Duration {
 }
 
 func progressLine(rs []result, sec int, cfg Config, sample map[string]float64) string {
-	var sent, ok, refused, timeouts, crit, critOK int
+	var sent, ok, refused, timeouts, retries, crit, critOK int
 	var lat []time.Duration
 	for _, r := range rs {
 		if int(r.sent/time.Second) != sec {
 			continue
 		}
 		sent++
+		if r.attempt > 0 {
+			retries++
+		}
 		switch {
 		case r.ok():
 			ok++
@@ -399,6 +570,9 @@ func progressLine(rs []result, sec int, cfg Config, sample map[string]float64) s
 	line := fmt.Sprintf("%4ds  sent %5d  ok %5d  refused %5d  timeouts %4d  p99 %5dms", sec, sent, ok, refused, timeouts, quantile(lat, 0.99).Milliseconds())
 	if crit > 0 {
 		line += fmt.Sprintf("  critical %5.1f%%", 100*float64(critOK)/float64(crit))
+	}
+	if retries > 0 {
+		line += fmt.Sprintf("  retries %d", retries)
 	}
 	keys := make([]string, 0, len(sample))
 	for k := range sample {

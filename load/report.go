@@ -15,17 +15,21 @@ import (
 type Report struct {
 	Phases  []PhaseReport `json:"phases"`
 	Seconds []Second      `json:"seconds"`
+	// Events as they happened (Config.Events).
+	Events []EventMark `json:"events,omitempty"`
 }
 
 // PhaseReport is one phase, measured without its first Skip.
 type PhaseReport struct {
 	Name string `json:"name"`
 	// Offered is the requested rate; Sent what the generator achieved
-	// (requests per second). Valid: Sent ≥ 98 % of Offered — a run counts
-	// only then.
+	// (requests per second, retries included). Valid: the new requests
+	// sent (Sent − Retries) ≥ 98 % of Offered — a run counts only then.
 	Offered float64 `json:"offered"`
 	Sent    float64 `json:"sent"`
 	Valid   bool    `json:"valid"`
+	// Retries per second (Kind.Retry), part of Sent.
+	Retries float64 `json:"retries,omitempty"`
 	// Goodput: 2xx answers within the timeout, per second.
 	Goodput float64 `json:"goodput"`
 	// CriticalOK: the share of critical requests answered 2xx in time.
@@ -47,6 +51,32 @@ type PhaseReport struct {
 	Samples map[string]Summary `json:"samples,omitempty"`
 	From    time.Duration      `json:"from_ns"` // measured from…
 	To      time.Duration      `json:"to_ns"`   // …to, since the start
+	// Kinds reports each kind of the mix, by Kind.Name.
+	Kinds map[string]KindReport `json:"kinds,omitempty"`
+}
+
+// KindReport is one kind over a phase (measured without its first Skip).
+// Attempts count in the phase they were sent in; logical requests (a first
+// attempt and its retries) in the phase of their first attempt.
+type KindReport struct {
+	// Sent: attempts, retries included. Requests: logical requests.
+	Sent     int `json:"sent"`
+	Requests int `json:"requests"`
+	// OK: logical requests answered 2xx within the timeout on any
+	// attempt; Success is OK / Requests (0 without requests).
+	OK      int     `json:"ok"`
+	Success float64 `json:"success"`
+	// Retries: attempts after the first.
+	Retries int `json:"retries"`
+	// P50 and P99 of the attempts answered 2xx within the timeout.
+	P50 time.Duration `json:"p50_ns"`
+	P99 time.Duration `json:"p99_ns"`
+	// Refused attempts per second, by reason (as PhaseReport.Refused).
+	Refused map[string]float64 `json:"refused"`
+	// Timeouts and Errors (connection errors, other non-2xx statuses):
+	// attempts.
+	Timeouts int `json:"timeouts"`
+	Errors   int `json:"errors"`
 }
 
 // Summary of a sampled value over a phase.
@@ -61,6 +91,7 @@ type Second struct {
 	OK       int                `json:"ok"`
 	Refused  int                `json:"refused"`
 	Timeouts int                `json:"timeouts"`
+	Retries  int                `json:"retries,omitempty"` // part of Sent
 	P99      time.Duration      `json:"p99_ns"`
 	Critical float64            `json:"critical_ok"` // -1: no critical request
 	Sample   map[string]float64 `json:"sample,omitempty"`
@@ -68,12 +99,25 @@ type Second struct {
 
 func report(cfg Config, rs []result, samples []map[string]float64) *Report {
 	rep := &Report{}
+	// The logical requests answered in time, on any attempt.
+	var last uint64
+	for _, r := range rs {
+		last = max(last, r.seq)
+	}
+	okSeq := make([]bool, last+1)
+	for _, r := range rs {
+		if r.ok() {
+			okSeq[r.seq] = true
+		}
+	}
 	var at time.Duration
 	for _, p := range cfg.Phases {
 		skip := min(max(cfg.Skip, 0), p.Duration/2)
 		from, to := at+skip, at+p.Duration
 		at += p.Duration
-		rep.Phases = append(rep.Phases, phaseReport(cfg, p, rs, from, to, samples))
+		pr := phaseReport(cfg, p, rs, from, to, samples)
+		pr.Kinds = kindReports(cfg, rs, from, to, okSeq)
+		rep.Phases = append(rep.Phases, pr)
 	}
 	secs := 0
 	for _, p := range cfg.Phases {
@@ -88,6 +132,9 @@ func report(cfg Config, rs []result, samples []map[string]float64) *Report {
 				continue
 			}
 			sec.Sent++
+			if r.attempt > 0 {
+				sec.Retries++
+			}
 			switch {
 			case r.ok():
 				sec.OK++
@@ -119,13 +166,16 @@ func report(cfg Config, rs []result, samples []map[string]float64) *Report {
 func phaseReport(cfg Config, p Phase, rs []result, from, to time.Duration, samples []map[string]float64) PhaseReport {
 	pr := PhaseReport{Name: p.Name, Offered: p.Rate, Refused: map[string]float64{}, Optional: -1, From: from, To: to}
 	el := (to - from).Seconds()
-	var ok, crit, critOK, sent, timeouts, errs, optOn, optAll int
+	var ok, crit, critOK, sent, retries, timeouts, errs, optOn, optAll int
 	var lat, refLat []time.Duration
 	for _, r := range rs {
 		if r.sent < from || r.sent >= to {
 			continue
 		}
 		sent++
+		if r.attempt > 0 {
+			retries++
+		}
 		c := cfg.Mix[r.kind].Class
 		if c == signals.Critical {
 			crit++
@@ -148,8 +198,8 @@ func phaseReport(cfg Config, p Phase, rs []result, from, to time.Duration, sampl
 			errs++
 		}
 	}
-	pr.Sent = float64(sent) / el
-	pr.Valid = p.Rate == 0 || pr.Sent >= 0.98*p.Rate
+	pr.Sent, pr.Retries = float64(sent)/el, float64(retries)/el
+	pr.Valid = p.Rate == 0 || float64(sent-retries)/el >= 0.98*p.Rate
 	pr.Goodput = float64(ok) / el
 	if crit > 0 {
 		pr.CriticalOK = float64(critOK) / float64(crit)
@@ -176,6 +226,58 @@ func phaseReport(cfg Config, p Phase, rs []result, from, to time.Duration, sampl
 		}
 	}
 	return pr
+}
+
+func kindReports(cfg Config, rs []result, from, to time.Duration, okSeq []bool) map[string]KindReport {
+	el := (to - from).Seconds()
+	type acc struct {
+		KindReport
+		lat []time.Duration
+	}
+	accs := map[string]*acc{}
+	for _, k := range cfg.Mix {
+		if accs[k.Name] == nil {
+			accs[k.Name] = &acc{KindReport: KindReport{Refused: map[string]float64{}}}
+		}
+	}
+	for _, r := range rs {
+		if r.sent < from || r.sent >= to {
+			continue
+		}
+		a := accs[cfg.Mix[r.kind].Name]
+		a.Sent++
+		if r.attempt == 0 {
+			a.Requests++
+			if okSeq[r.seq] {
+				a.OK++
+			}
+		} else {
+			a.Retries++
+		}
+		switch {
+		case r.ok():
+			a.lat = append(a.lat, r.latency)
+		case r.reason > 0:
+			a.Refused[refusedName(int(r.reason)-1)]++
+		case r.timeout:
+			a.Timeouts++
+		default:
+			a.Errors++
+		}
+	}
+	out := make(map[string]KindReport, len(accs))
+	for name, a := range accs {
+		k := a.KindReport
+		if k.Requests > 0 {
+			k.Success = float64(k.OK) / float64(k.Requests)
+		}
+		k.P50, k.P99 = quantile(a.lat, 0.5), quantile(a.lat, 0.99)
+		for r, v := range k.Refused {
+			k.Refused[r] = v / el
+		}
+		out[name] = k
+	}
+	return out
 }
 
 // WriteTable writes the phases as a table a person reads.
@@ -213,6 +315,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 			s := p.Samples[k]
 			fmt.Fprintf(&b, "       %s: min %.4g, median %.4g, max %.4g\n", k, s.Min, s.Median, s.Max)
 		}
+		writeKinds(&b, p.Kinds)
+	}
+	for _, e := range r.Events {
+		fmt.Fprintf(&b, "event at %5.1fs: %s\n", e.At.Seconds(), e.Name)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -223,4 +329,33 @@ func (r *Report) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(r)
+}
+
+// writeKinds writes a phase's kinds, a line each.
+func writeKinds(b *strings.Builder, kinds map[string]KindReport) {
+	names := make([]string, 0, len(kinds))
+	for k := range kinds {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		k := kinds[name]
+		ok := "-"
+		if k.Requests > 0 {
+			ok = fmt.Sprintf("%.1f%%", 100*k.Success)
+		}
+		var more []string
+		for r, v := range k.Refused {
+			more = append(more, fmt.Sprintf("%s %.0f/s", r, v))
+		}
+		slices.Sort(more)
+		if k.Timeouts > 0 {
+			more = append(more, fmt.Sprintf("timeouts %d", k.Timeouts))
+		}
+		if k.Errors > 0 {
+			more = append(more, fmt.Sprintf("errors %d", k.Errors))
+		}
+		fmt.Fprintf(b, "       %-12s %6d req %7s ok %6d sent %5d retries  p50 %dms p99 %dms  %s\n", name, k.Requests, ok, k.Sent, k.Retries,
+			k.P50.Milliseconds(), k.P99.Milliseconds(), strings.Join(more, ", "))
+	}
 }
