@@ -8,6 +8,7 @@ package pool
 import (
 	"context"
 	"errors"
+	"math"
 	"sync/atomic"
 	"time"
 )
@@ -24,6 +25,7 @@ type Pool struct {
 	overshoot atomic.Int64 // the timer's average lateness, ns
 	alpha     float64
 	beta      float64
+	slowdown  atomic.Uint64 // math.Float64bits of the work multiplier; 0: 1
 }
 
 // New returns a pool of n workers (at least 1).
@@ -33,6 +35,23 @@ func New(n int) *Pool { return &Pool{slots: make(chan struct{}, max(n, 1))} }
 // included) take 1 + alpha·(m−1) + beta·m·(m−1) times as long, as a
 // database's does (the universal scalability law). Call it before use.
 func (p *Pool) SetContention(alpha, beta float64) { p.alpha, p.beta = alpha, beta }
+
+// SetSlowdown multiplies all work started from now on by f (≥ 1 halves
+// capacity at 2: a noisy neighbour, a degraded disk); 1 restores it.
+func (p *Pool) SetSlowdown(f float64) {
+	if !(f > 0) || math.IsInf(f, 0) {
+		f = 1
+	}
+	p.slowdown.Store(math.Float64bits(f))
+}
+
+// Slowdown returns the work multiplier in force.
+func (p *Pool) Slowdown() float64 {
+	if b := p.slowdown.Load(); b != 0 {
+		return math.Float64frombits(b)
+	}
+	return 1
+}
 
 // Workers returns the pool's size.
 func (p *Pool) Workers() int { return cap(p.slots) }
@@ -50,6 +69,9 @@ func (p *Pool) Do(ctx context.Context, d time.Duration) error {
 		return ErrGone
 	}
 	n := p.busy.Add(1)
+	if f := p.Slowdown(); f != 1 {
+		d = time.Duration(float64(d) * f)
+	}
 	if p.alpha != 0 || p.beta != 0 {
 		m := float64(n)
 		d = time.Duration(float64(d) * (1 + p.alpha*(m-1) + p.beta*m*(m-1)))

@@ -43,3 +43,16 @@ func TestContentionScalesWork(t *testing.T) {
 		assert.Equal(t, 15*time.Millisecond, time.Since(start))
 	})
 }
+
+func TestSlowdown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := New(1)
+		assert.Equal(t, 1.0, p.Slowdown())
+		p.SetSlowdown(2)
+		start := time.Now()
+		p.Do(context.Background(), 10*time.Millisecond)
+		assert.Equal(t, 20*time.Millisecond, time.Since(start))
+		p.SetSlowdown(-3) // nonsense: back to 1
+		assert.Equal(t, 1.0, p.Slowdown())
+	})
+}
