@@ -4,72 +4,17 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"net"
-	"os"
-	"os/exec"
-	"os/user"
-	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
+	"github.com/brownout/brownout/internal/pgtest"
 	_ "github.com/jackc/pgx/v5/stdlib" // driver "pgx"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// startPostgres runs a throwaway PostgreSQL server on 127.0.0.1 in a temp
-// directory and returns a DSN. It skips only where the PostgreSQL binaries
-// are absent and CI is not set (.ci/run sets it, and installs them);
-// wherever the binaries are present, failing to start the server is a
-// test failure, not a skip.
-func startPostgres(t *testing.T) string {
-	t.Helper()
-	matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
-	if len(matches) == 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatal("postgres: no initdb under /usr/lib/postgresql in CI (.ci/run installs postgresql)")
-		}
-		t.Skip("postgres: no initdb under /usr/lib/postgresql (apt-get install postgresql)")
-	}
-	bin := filepath.Dir(matches[len(matches)-1])
-	dir, err := os.MkdirTemp("", "brownout-pg-")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	var prefix []string
-	if os.Geteuid() == 0 { // initdb refuses to run as root
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			t.Fatalf("postgres: running as root and there is no postgres user to run initdb as: %v", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		require.NoError(t, os.Chown(dir, uid, gid))
-		prefix = []string{"runuser", "-u", "postgres", "--"}
-	}
-	run := func(args ...string) {
-		cmd := exec.Command(append(prefix, args...)[0], append(prefix, args...)[1:]...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("postgres: %v: %v\n%s", args, err, out)
-		}
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	data := filepath.Join(dir, "data")
-	run(filepath.Join(bin, "initdb"), "-D", data, "-A", "trust", "-U", "postgres", "--no-sync")
-	run(filepath.Join(bin, "pg_ctl"), "-D", data, "-l", filepath.Join(dir, "log"), "-w", "-o",
-		fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -k %s -c fsync=off", port, dir), "start")
-	t.Cleanup(func() {
-		exec.Command(append(prefix, filepath.Join(bin, "pg_ctl"), "-D", data, "-m", "immediate", "stop")[0],
-			append(prefix, filepath.Join(bin, "pg_ctl"), "-D", data, "-m", "immediate", "stop")[1:]...).Run()
-	})
-	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
-}
-
 func TestOutboxPostgres(t *testing.T) {
-	dsn := startPostgres(t)
+	dsn := pgtest.Start(t)
 	open := func() (*sql.DB, error) { return sql.Open("pgx", dsn) }
 	db, err := open()
 	require.NoError(t, err)

@@ -1,0 +1,348 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/brownout/brownout/fallback"
+	"github.com/jackc/pgx/v5/pgconn"
+	_ "github.com/jackc/pgx/v5/stdlib" // driver "pgx"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// Errors the store returns, wrapped with details: test them with
+// errors.Is.
+var (
+	// ErrNotFound: no product (or order) with that id.
+	ErrNotFound = errors.New("store: not found")
+	// ErrBadInput: a request the store refuses before touching the data:
+	// an empty user, a quantity outside 1..MaxQty, no items, too many
+	// items, a cart line that would exceed MaxQty, a missing pay callback.
+	ErrBadInput = errors.New("store: bad input")
+	// ErrOutOfStock: a checkout asked for more units than are left. Nothing
+	// was written and nobody was charged.
+	ErrOutOfStock = errors.New("store: out of stock")
+	// ErrIdempotencyConflict: the checkout's idempotency key was already
+	// used by another user or for other items. Nothing was written and
+	// nobody was charged.
+	ErrIdempotencyConflict = errors.New("store: idempotency key reused for another request")
+)
+
+// Limits on the input.
+const (
+	// MaxQty is the largest quantity of one product in a checkout or a
+	// cart line; the smallest is 1.
+	MaxQty = 10
+	// MaxItems is the largest number of distinct products in a checkout.
+	MaxItems = 20
+	// MaxKeyLen bounds the length, in bytes, of a user id and of an
+	// idempotency key.
+	MaxKeyLen = 200
+)
+
+// Store is the shop's data: the product catalogue with its stock, carts,
+// orders and idempotency keys, in SQLite or PostgreSQL. Make it with Open.
+// It is safe for concurrent use.
+type Store struct {
+	db *sql.DB
+	pg bool
+	q  queries
+	// write is the process-local writer slot for SQLite: one writing
+	// transaction at a time takes it, in arrival order, instead of polling
+	// the file lock (SQLite has one writer anyway). The BEGIN IMMEDIATE
+	// behind it still orders writers across processes and against the
+	// outbox's drainers. Nil on PostgreSQL.
+	write chan struct{}
+	ids   idGen
+}
+
+// Open opens the shop's database, creates its tables if they do not
+// exist and seeds the Catalogue if there are no products yet.
+//
+// A dsn starting with postgres:// or postgresql:// is a PostgreSQL
+// connection string (driver pgx; at most 32 open connections, all kept
+// when idle, which DB().SetMaxOpenConns and SetMaxIdleConns change). Anything else is the path of an SQLite
+// file, created if missing, opened with OpenSQLite's settings (WAL, a 5 s
+// busy timeout, synchronous NORMAL) and with every writing transaction
+// begun IMMEDIATE, so that it takes the write lock at BEGIN rather than
+// failing to upgrade a read later (see the package documentation).
+// ":memory:" is refused: each pooled connection would get its own empty
+// database.
+func Open(ctx context.Context, dsn string) (*Store, error) {
+	kind, src, err := parseDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{pg: kind == kindPostgres}
+	driver := "sqlite"
+	if s.pg {
+		driver = "pgx"
+	} else {
+		s.write = make(chan struct{}, 1)
+	}
+	s.db, err = sql.Open(driver, src)
+	if err != nil {
+		return nil, fmt.Errorf("store: open: %w", err)
+	}
+	if s.pg {
+		s.db.SetMaxOpenConns(32)
+		s.db.SetMaxIdleConns(32) // database/sql keeps 2: a burst would reconnect
+	}
+	s.q = newQueries(s.pg)
+	if err := s.migrate(ctx); err != nil {
+		s.db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// DB is the store's database handle, for the outbox that shares it:
+// fallback.NewOutbox(ctx, s.DB(), fallback.OutboxConfig{Dialect: s.Dialect()}).
+func (s *Store) DB() *sql.DB { return s.db }
+
+// Dialect is the outbox dialect of the store's database: fallback.SQLite
+// or fallback.Postgres.
+func (s *Store) Dialect() fallback.Dialect {
+	if s.pg {
+		return fallback.Postgres
+	}
+	return fallback.SQLite
+}
+
+// Close closes the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+type dsnKind uint8
+
+const (
+	kindSQLite dsnKind = iota
+	kindPostgres
+)
+
+// parseDSN tells PostgreSQL URLs from SQLite paths and, for a path,
+// returns the modernc DSN: a file: URI (the path with %, ? and #
+// escaped, so that it cannot be read as URI syntax) with OpenSQLite's
+// pragmas and _txlock=immediate.
+func parseDSN(dsn string) (dsnKind, string, error) {
+	for _, scheme := range []string{"postgres://", "postgresql://"} {
+		if len(dsn) >= len(scheme) && strings.EqualFold(dsn[:len(scheme)], scheme) {
+			return kindPostgres, dsn, nil
+		}
+	}
+	switch {
+	case dsn == "":
+		return 0, "", fmt.Errorf("store: open: %w: empty dsn", ErrBadInput)
+	case dsn == ":memory:":
+		return 0, "", fmt.Errorf("store: open: %w: an in-memory SQLite database is per connection; give a file path", ErrBadInput)
+	case strings.IndexByte(dsn, 0) >= 0:
+		return 0, "", fmt.Errorf("store: open: %w: NUL in the path", ErrBadInput)
+	}
+	path := filepath.Clean(dsn) // also turns a leading // (a URI authority) into /
+	var b strings.Builder
+	b.WriteString("file:")
+	for i := 0; i < len(path); i++ {
+		switch c := path[i]; c {
+		case '%', '?', '#':
+			fmt.Fprintf(&b, "%%%02X", c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	// The same pragmas as fallback.OpenSQLite, and BEGIN IMMEDIATE for
+	// every transaction that is not read-only.
+	b.WriteString("?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=synchronous(NORMAL)&_txlock=immediate")
+	return kindSQLite, b.String(), nil
+}
+
+// queries are the store's statements, written with ? and numbered for
+// PostgreSQL.
+type queries struct {
+	product, products, productStock                   string
+	cartAdd, cartList, cartClear                      string
+	keyGet, keyClaim, take                            string
+	orderInsert, itemInsert, orderGet, orderItems     string
+	statsOrders, statsProducts, seedCount, seedInsert string
+}
+
+func newQueries(pg bool) queries {
+	q := queries{
+		product:      `SELECT id, name, price_cents, stock, flash FROM shop_products WHERE id = ?`,
+		products:     `SELECT id, name, price_cents, stock, flash FROM shop_products ORDER BY id`,
+		productStock: `SELECT stock FROM shop_products WHERE id = ?`,
+		cartAdd: `INSERT INTO shop_cart (user_id, product_id, qty) VALUES (?, ?, ?)
+			ON CONFLICT (user_id, product_id) DO UPDATE SET qty = shop_cart.qty + excluded.qty
+			WHERE shop_cart.qty + excluded.qty <= ` + strconv.Itoa(MaxQty),
+		cartList:  `SELECT product_id, qty FROM shop_cart WHERE user_id = ? ORDER BY product_id`,
+		cartClear: `DELETE FROM shop_cart WHERE user_id = ?`,
+		keyGet:    `SELECT user_id, request, order_id FROM shop_idempotency WHERE idem_key = ?`,
+		keyClaim:  `INSERT INTO shop_idempotency (idem_key, user_id, request, order_id, created_at) VALUES (?, ?, ?, ?, ?)`,
+		// The conditional decrement: it never takes stock below zero, and
+		// returns the price the order is charged at.
+		take:        `UPDATE shop_products SET stock = stock - ? WHERE id = ? AND stock >= ? RETURNING price_cents`,
+		orderInsert: `INSERT INTO shop_orders (id, user_id, total_cents, payment_ref, idem_key, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
+		itemInsert:  `INSERT INTO shop_order_items (order_id, product_id, qty, price_cents) VALUES (?, ?, ?, ?)`,
+		orderGet:    `SELECT id, user_id, total_cents, payment_ref, idem_key, created_at FROM shop_orders WHERE id = ?`,
+		orderItems:  `SELECT product_id, qty, price_cents FROM shop_order_items WHERE order_id = ? ORDER BY product_id`,
+		statsOrders: `SELECT COUNT(*), CAST(COALESCE(SUM(total_cents), 0) AS BIGINT) FROM shop_orders`,
+		statsProducts: `SELECT p.id, p.initial_stock, p.stock, CAST(COALESCE(SUM(i.qty), 0) AS BIGINT)
+			FROM shop_products p LEFT JOIN shop_order_items i ON i.product_id = p.id
+			GROUP BY p.id, p.initial_stock, p.stock ORDER BY p.id`,
+		seedCount: `SELECT COUNT(*) FROM shop_products`,
+		seedInsert: `INSERT INTO shop_products (id, name, price_cents, stock, initial_stock, flash) VALUES (?, ?, ?, ?, ?, ?)
+			ON CONFLICT (id) DO NOTHING`,
+	}
+	if pg {
+		for _, p := range []*string{&q.product, &q.products, &q.productStock, &q.cartAdd, &q.cartList, &q.cartClear,
+			&q.keyGet, &q.keyClaim, &q.take, &q.orderInsert, &q.itemInsert, &q.orderGet, &q.orderItems,
+			&q.statsOrders, &q.statsProducts, &q.seedCount, &q.seedInsert} {
+			*p = numbered(*p)
+		}
+	}
+	return q
+}
+
+// numbered rewrites ? placeholders as $1, $2, … for PostgreSQL.
+func numbered(s string) string {
+	var b strings.Builder
+	n := 0
+	for _, r := range s {
+		if r == '?' {
+			n++
+			b.WriteString("$" + strconv.Itoa(n))
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// schema is the same SQL on both databases. Stock can never be negative:
+// the conditional UPDATE never tries, and the CHECK refuses it anyway.
+var schema = []string{
+	`CREATE TABLE IF NOT EXISTS shop_products (
+		id BIGINT PRIMARY KEY,
+		name TEXT NOT NULL,
+		price_cents BIGINT NOT NULL CHECK (price_cents > 0),
+		stock BIGINT NOT NULL CHECK (stock >= 0),
+		initial_stock BIGINT NOT NULL,
+		flash INTEGER NOT NULL DEFAULT 0)`,
+	`CREATE TABLE IF NOT EXISTS shop_cart (
+		user_id TEXT NOT NULL,
+		product_id BIGINT NOT NULL REFERENCES shop_products (id),
+		qty INTEGER NOT NULL CHECK (qty BETWEEN 1 AND 10),
+		PRIMARY KEY (user_id, product_id))`,
+	`CREATE TABLE IF NOT EXISTS shop_orders (
+		id TEXT PRIMARY KEY,
+		user_id TEXT NOT NULL,
+		total_cents BIGINT NOT NULL,
+		payment_ref TEXT NOT NULL,
+		idem_key TEXT NOT NULL DEFAULT '',
+		created_at BIGINT NOT NULL)`,
+	`CREATE TABLE IF NOT EXISTS shop_order_items (
+		order_id TEXT NOT NULL REFERENCES shop_orders (id),
+		product_id BIGINT NOT NULL REFERENCES shop_products (id),
+		qty INTEGER NOT NULL CHECK (qty > 0),
+		price_cents BIGINT NOT NULL,
+		PRIMARY KEY (order_id, product_id))`,
+	`CREATE INDEX IF NOT EXISTS shop_order_items_product ON shop_order_items (product_id)`,
+	// The key is claimed before the payment, so before its order exists:
+	// the reference is checked at commit.
+	`CREATE TABLE IF NOT EXISTS shop_idempotency (
+		idem_key TEXT PRIMARY KEY,
+		user_id TEXT NOT NULL,
+		request TEXT NOT NULL,
+		order_id TEXT NOT NULL REFERENCES shop_orders (id) DEFERRABLE INITIALLY DEFERRED,
+		created_at BIGINT NOT NULL)`,
+}
+
+// migrate creates the tables and seeds the catalogue, in one
+// transaction (serialized between processes on PostgreSQL by an advisory
+// lock, on SQLite by BEGIN IMMEDIATE).
+func (s *Store) migrate(ctx context.Context) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: create schema: %w", err)
+	}
+	defer tx.Rollback()
+	if s.pg {
+		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(7541110111)`); err != nil {
+			return fmt.Errorf("store: create schema: %w", err)
+		}
+	}
+	for _, ddl := range schema {
+		if _, err := tx.ExecContext(ctx, ddl); err != nil {
+			return fmt.Errorf("store: create schema: %w", err)
+		}
+	}
+	var n int64
+	if err := tx.QueryRowContext(ctx, s.q.seedCount).Scan(&n); err != nil {
+		return fmt.Errorf("store: seed: %w", err)
+	}
+	if n == 0 {
+		for _, p := range Catalogue() {
+			flash := 0
+			if p.Flash {
+				flash = 1
+			}
+			if _, err := tx.ExecContext(ctx, s.q.seedInsert, p.ID, p.Name, p.PriceCents, p.Stock, p.Stock, flash); err != nil {
+				return fmt.Errorf("store: seed: %w", err)
+			}
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("store: create schema: %w", err)
+	}
+	return nil
+}
+
+// lock takes the SQLite writer slot; on PostgreSQL it does nothing.
+func (s *Store) lock(ctx context.Context) error {
+	if s.write == nil {
+		return nil
+	}
+	select {
+	case s.write <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *Store) unlock() {
+	if s.write != nil {
+		<-s.write
+	}
+}
+
+// isUniqueViolation reports a unique or primary key violation.
+func isUniqueViolation(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code == "23505"
+	}
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		return se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || se.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY
+	}
+	return false
+}
+
+// isRetryable reports an error after which the whole transaction may run
+// again: a PostgreSQL serialization failure or deadlock, SQLite busy.
+func isRetryable(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code == "40001" || pe.Code == "40P01"
+	}
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		return se.Code()&0xff == sqlite3.SQLITE_BUSY
+	}
+	return false
+}

@@ -1,0 +1,514 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/brownout/brownout/fallback"
+	"github.com/brownout/brownout/internal/pgtest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The behaviour tests run on both databases: TestSQLite always,
+// TestPostgres on a server it starts (internal/pgtest: skipped without
+// the PostgreSQL binaries, a failure in CI). Each subtest gets a fresh
+// database from newDB.
+type newDB func(t *testing.T) (dsn string)
+
+func TestSQLite(t *testing.T) {
+	suite(t, func(t *testing.T) string { return filepath.Join(t.TempDir(), "shop.db") })
+}
+
+func TestPostgres(t *testing.T) {
+	dsn := pgtest.Start(t)
+	admin, err := sql.Open("pgx", dsn)
+	require.NoError(t, err)
+	defer admin.Close()
+	n := 0
+	suite(t, func(t *testing.T) string {
+		n++
+		name := fmt.Sprintf("shop_%d", n)
+		_, err := admin.Exec("CREATE DATABASE " + name)
+		require.NoError(t, err)
+		u, err := url.Parse(dsn)
+		require.NoError(t, err)
+		u.Path = "/" + name
+		return u.String()
+	})
+}
+
+func suite(t *testing.T, db newDB) {
+	t.Run("Catalogue", func(t *testing.T) { testCatalogue(t, db(t)) })
+	t.Run("Reopen", func(t *testing.T) { testReopen(t, db(t)) })
+	t.Run("Cart", func(t *testing.T) { testCart(t, db(t)) })
+	t.Run("LastUnits", func(t *testing.T) { testLastUnits(t, db(t)) })
+	t.Run("MultiItem", func(t *testing.T) { testMultiItem(t, db(t)) })
+	t.Run("IdempotentRetries", func(t *testing.T) { testIdempotentRetries(t, db(t)) })
+	t.Run("IdempotencyConflict", func(t *testing.T) { testConflict(t, db(t)) })
+	t.Run("PaymentFailure", func(t *testing.T) { testPaymentFailure(t, db(t)) })
+	t.Run("OutOfStock", func(t *testing.T) { testOutOfStock(t, db(t)) })
+	t.Run("BadInput", func(t *testing.T) { testBadInput(t, db(t)) })
+	t.Run("CallerGoneAfterPayment", func(t *testing.T) { testCallerGone(t, db(t)) })
+}
+
+func open(t *testing.T, dsn string) *Store {
+	t.Helper()
+	s, err := Open(t.Context(), dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// exec runs a test's own SQL, written with ?.
+func exec(t *testing.T, s *Store, query string, args ...any) {
+	t.Helper()
+	if s.pg {
+		query = numbered(query)
+	}
+	_, err := s.DB().Exec(query, args...)
+	require.NoError(t, err)
+}
+
+// warm opens n connections and leaves them idle in the pool, so that
+// concurrent checkouts start together rather than one connection setup
+// apart (PostgreSQL forks a backend for each).
+func warm(t *testing.T, s *Store, n int) {
+	t.Helper()
+	conns := make([]*sql.Conn, n)
+	for i := range conns {
+		c, err := s.DB().Conn(t.Context())
+		require.NoError(t, err)
+		require.NoError(t, c.PingContext(t.Context()))
+		conns[i] = c
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+}
+
+func outbox(t *testing.T, s *Store) *fallback.Outbox {
+	t.Helper()
+	o, err := fallback.NewOutbox(t.Context(), s.DB(), fallback.OutboxConfig{Dialect: s.Dialect()})
+	require.NoError(t, err)
+	return o
+}
+
+// sms enqueues the order's SMS in the checkout's transaction.
+func sms(o *fallback.Outbox) EnqueueFunc {
+	return func(ctx context.Context, tx *sql.Tx, orderID string) error {
+		return o.Enqueue(ctx, tx, fallback.Message{Key: "sms-" + orderID, Topic: "sms", Payload: []byte("thanks for " + orderID)})
+	}
+}
+
+func queued(t *testing.T, o *fallback.Outbox) int {
+	t.Helper()
+	st, err := o.Stats(t.Context())
+	require.NoError(t, err)
+	return st.Depth
+}
+
+// payer counts its calls and charges.
+type payer struct {
+	calls atomic.Int64
+	cents atomic.Int64
+	delay time.Duration
+}
+
+func (p *payer) pay(ctx context.Context, tx *sql.Tx, amount int64) (string, error) {
+	n := p.calls.Add(1)
+	p.cents.Add(amount)
+	if p.delay > 0 {
+		time.Sleep(p.delay)
+	}
+	return fmt.Sprintf("pay-%d", n), nil
+}
+
+func stats(t *testing.T, s *Store) Stats {
+	t.Helper()
+	st, err := s.Stats(t.Context())
+	require.NoError(t, err)
+	require.NoError(t, st.Check())
+	return st
+}
+
+func stock(t *testing.T, s *Store, id int64) int64 {
+	t.Helper()
+	p, err := s.Product(t.Context(), id)
+	require.NoError(t, err)
+	return p.Stock
+}
+
+func testCatalogue(t *testing.T, dsn string) {
+	s := open(t, dsn)
+	ps, err := s.Products(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, Catalogue(), ps)
+	require.Len(t, ps, CatalogueSize)
+	p, err := s.Product(t.Context(), 1)
+	require.NoError(t, err)
+	assert.Equal(t, Product{ID: 1, Name: "Flash deal: Aurora Phone", PriceCents: 24899, Stock: FlashStock, Flash: true}, p)
+	p, err = s.Product(t.Context(), 12)
+	require.NoError(t, err)
+	assert.Equal(t, Product{ID: 12, Name: "Nimbus Earbuds", PriceCents: 8599, Stock: RegularStock}, p)
+	_, err = s.Product(t.Context(), 999)
+	assert.ErrorIs(t, err, ErrNotFound)
+	st := stats(t, s)
+	assert.Zero(t, st.Orders)
+	assert.Len(t, st.Products, CatalogueSize)
+	assert.Equal(t, ProductStats{Initial: FlashStock, Stock: FlashStock}, st.Products[1])
+}
+
+// Opening again creates nothing and seeds nothing: the sales stay.
+func testReopen(t *testing.T, dsn string) {
+	a := open(t, dsn)
+	var p payer
+	_, created, err := a.Checkout(t.Context(), CheckoutRequest{User: "u", Items: []Item{{1, 3}}}, p.pay, nil)
+	require.NoError(t, err)
+	require.True(t, created)
+	b := open(t, dsn)
+	assert.EqualValues(t, 97, stock(t, b, 1))
+	st := stats(t, b)
+	assert.EqualValues(t, 1, st.Orders)
+	assert.Equal(t, ProductStats{Initial: 100, Stock: 97, Sold: 3}, st.Products[1])
+}
+
+func testCart(t *testing.T, dsn string) {
+	s := open(t, dsn)
+	ctx := t.Context()
+	require.NoError(t, s.AddToCart(ctx, "ann", 7, 2))
+	require.NoError(t, s.AddToCart(ctx, "ann", 3, 1))
+	require.NoError(t, s.AddToCart(ctx, "ann", 7, 8)) // 10: the most
+	require.NoError(t, s.AddToCart(ctx, "bob", 7, 1))
+	assert.ErrorIs(t, s.AddToCart(ctx, "ann", 7, 1), ErrBadInput, "an 11th unit in the line")
+	cart, err := s.Cart(ctx, "ann")
+	require.NoError(t, err)
+	assert.Equal(t, []Item{{3, 1}, {7, 10}}, cart)
+	require.NoError(t, s.ClearCart(ctx, "ann"))
+	cart, err = s.Cart(ctx, "ann")
+	require.NoError(t, err)
+	assert.Empty(t, cart)
+	cart, err = s.Cart(ctx, "bob")
+	require.NoError(t, err)
+	assert.Equal(t, []Item{{7, 1}}, cart)
+	assert.EqualValues(t, RegularStock, stock(t, s, 7), "a cart reserves nothing")
+}
+
+// 50 goroutines × 3 units of a flash deal with 100 units: exactly 33
+// orders, 1 unit left, 33 payments and 33 SMS; the 17 others are
+// ErrOutOfStock and paid nothing.
+func testLastUnits(t *testing.T, dsn string) {
+	s := open(t, dsn)
+	o := outbox(t, s)
+	var p payer
+	const buyers, qty = 50, 3
+	warm(t, s, 32)
+	var created, sold atomic.Int64
+	errs := make(chan error, buyers)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range buyers {
+		wg.Go(func() {
+			<-start
+			req := CheckoutRequest{User: fmt.Sprintf("u%d", i), Items: []Item{{1, qty}}, IdempotencyKey: fmt.Sprintf("k%d", i)}
+			ord, ok, err := s.Checkout(t.Context(), req, p.pay, sms(o))
+			if err != nil {
+				errs <- err
+				return
+			}
+			if ok {
+				created.Add(1)
+				sold.Add(ord.Items[0].Qty)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		assert.ErrorIs(t, err, ErrOutOfStock)
+	}
+	assert.EqualValues(t, 33, created.Load())
+	assert.EqualValues(t, 99, sold.Load())
+	assert.EqualValues(t, 33, p.calls.Load(), "payments")
+	assert.EqualValues(t, 33*Catalogue()[0].PriceCents*qty, p.cents.Load())
+	assert.EqualValues(t, 1, stock(t, s, 1))
+	st := stats(t, s)
+	assert.EqualValues(t, 33, st.Orders)
+	assert.EqualValues(t, 99, st.Units)
+	assert.EqualValues(t, 33*Catalogue()[0].PriceCents*qty, st.RevenueCents)
+	assert.Equal(t, ProductStats{Initial: 100, Stock: 1, Sold: 99}, st.Products[1])
+	assert.Equal(t, 33, queued(t, o), "one SMS an order")
+}
+
+// Checkouts of two flash deals listed in opposite orders: no deadlock,
+// exactly the stock sold.
+func testMultiItem(t *testing.T, dsn string) {
+	s := open(t, dsn)
+	var p payer
+	const buyers = 60
+	warm(t, s, 32)
+	var created atomic.Int64
+	var wg sync.WaitGroup
+	for i := range buyers {
+		wg.Go(func() {
+			items := []Item{{2, 2}, {3, 2}}
+			if i%2 == 1 {
+				items = []Item{{3, 2}, {2, 2}}
+			}
+			_, ok, err := s.Checkout(t.Context(), CheckoutRequest{User: fmt.Sprintf("u%d", i), Items: items}, p.pay, nil)
+			if err != nil {
+				assert.ErrorIs(t, err, ErrOutOfStock)
+				return
+			}
+			if ok {
+				created.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	assert.EqualValues(t, 50, created.Load())
+	assert.EqualValues(t, 50, p.calls.Load())
+	st := stats(t, s)
+	assert.Equal(t, ProductStats{Initial: 100, Stock: 0, Sold: 100}, st.Products[2])
+	assert.Equal(t, ProductStats{Initial: 100, Stock: 0, Sold: 100}, st.Products[3])
+}
+
+// The same key from 10 goroutines at once, with a slow payment: one
+// order, one payment, one SMS; every caller gets that order.
+func testIdempotentRetries(t *testing.T, dsn string) {
+	s := open(t, dsn)
+	o := outbox(t, s)
+	p := payer{delay: 100 * time.Millisecond}
+	const retries = 10
+	warm(t, s, retries+1)
+	cat := Catalogue()
+	req := CheckoutRequest{User: "ann", Items: []Item{{4, 2}, {9, 1}}, IdempotencyKey: "ann-cart-1"}
+	ids := make([]string, retries)
+	var created atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range retries {
+		wg.Go(func() {
+			<-start
+			ord, ok, err := s.Checkout(t.Context(), req, p.pay, sms(o))
+			if !assert.NoError(t, err) {
+				return
+			}
+			ids[i] = ord.ID
+			if ok {
+				created.Add(1)
+			}
+			assert.Equal(t, "pay-1", ord.PaymentRef)
+			assert.Equal(t, []OrderItem{{4, 2, cat[3].PriceCents}, {9, 1, cat[8].PriceCents}}, ord.Items)
+		})
+	}
+	close(start)
+	wg.Wait()
+	assert.EqualValues(t, 1, created.Load(), "orders created")
+	assert.EqualValues(t, 1, p.calls.Load(), "payments")
+	for _, id := range ids {
+		assert.Equal(t, ids[0], id)
+	}
+	// A later retry, items in another order: the same order, no charge.
+	ord, ok, err := s.Checkout(t.Context(), CheckoutRequest{User: "ann", Items: []Item{{9, 1}, {4, 1}, {4, 1}}, IdempotencyKey: "ann-cart-1"}, p.pay, sms(o))
+	require.NoError(t, err)
+	assert.False(t, ok)
+	assert.Equal(t, ids[0], ord.ID)
+	assert.Equal(t, "ann-cart-1", ord.IdempotencyKey)
+	assert.EqualValues(t, 1, p.calls.Load(), "payments")
+	assert.EqualValues(t, FlashStock-2, stock(t, s, 4))
+	st := stats(t, s)
+	assert.EqualValues(t, 1, st.Orders)
+	assert.Equal(t, 1, queued(t, o))
+	got, err := s.Order(t.Context(), ids[0])
+	require.NoError(t, err)
+	assert.Equal(t, ord, got)
+	_, err = s.Order(t.Context(), "o-nope")
+	assert.ErrorIs(t, err, ErrNotFound)
+}
+
+func testConflict(t *testing.T, dsn string) {
+	s := open(t, dsn)
+	o := outbox(t, s)
+	var p payer
+	ctx := t.Context()
+	first, ok, err := s.Checkout(ctx, CheckoutRequest{User: "ann", Items: []Item{{1, 1}}, IdempotencyKey: "k"}, p.pay, sms(o))
+	require.NoError(t, err)
+	require.True(t, ok)
+	for name, req := range map[string]CheckoutRequest{
+		"another user":     {User: "bob", Items: []Item{{1, 1}}, IdempotencyKey: "k"},
+		"another product":  {User: "ann", Items: []Item{{2, 1}}, IdempotencyKey: "k"},
+		"another quantity": {User: "ann", Items: []Item{{1, 2}}, IdempotencyKey: "k"},
+		"one more item":    {User: "ann", Items: []Item{{1, 1}, {2, 1}}, IdempotencyKey: "k"},
+	} {
+		_, ok, err := s.Checkout(ctx, req, p.pay, sms(o))
+		assert.ErrorIs(t, err, ErrIdempotencyConflict, name)
+		assert.False(t, ok, name)
+	}
+	assert.EqualValues(t, 1, p.calls.Load(), "payments")
+	assert.EqualValues(t, FlashStock-1, stock(t, s, 1))
+	assert.EqualValues(t, FlashStock, stock(t, s, 2))
+	assert.EqualValues(t, 1, stats(t, s).Orders)
+	assert.Equal(t, 1, queued(t, o))
+	again, ok, err := s.Checkout(ctx, CheckoutRequest{User: "ann", Items: []Item{{1, 1}}, IdempotencyKey: "k"}, p.pay, sms(o))
+	require.NoError(t, err)
+	assert.False(t, ok)
+	assert.Equal(t, first, again)
+}
+
+// A declined payment, or a failure after it, leaves stock, orders and
+// outbox as they were, and the key free for a retry.
+func testPaymentFailure(t *testing.T, dsn string) {
+	s := open(t, dsn)
+	o := outbox(t, s)
+	ctx := t.Context()
+	req := CheckoutRequest{User: "ann", Items: []Item{{1, 2}, {10, 1}}, IdempotencyKey: "k"}
+	declined := errors.New("card declined")
+	var calls atomic.Int64
+	decline := func(ctx context.Context, tx *sql.Tx, amount int64) (string, error) {
+		calls.Add(1)
+		// Whatever was written in the transaction goes too.
+		require.NoError(t, o.Enqueue(ctx, tx, fallback.Message{Key: "written-before-decline", Payload: []byte("x")}))
+		return "", declined
+	}
+	_, ok, err := s.Checkout(ctx, req, decline, sms(o))
+	assert.ErrorIs(t, err, declined)
+	assert.False(t, ok)
+	check := func(what string) {
+		t.Helper()
+		assert.EqualValues(t, FlashStock, stock(t, s, 1), what)
+		assert.EqualValues(t, RegularStock, stock(t, s, 10), what)
+		st := stats(t, s)
+		assert.Zero(t, st.Orders, what)
+		assert.Zero(t, st.Units, what)
+		assert.Zero(t, queued(t, o), what)
+	}
+	check("declined")
+	assert.EqualValues(t, 1, calls.Load())
+
+	// The SMS written, then the enqueue fails: all rolled back.
+	var p payer
+	broken := func(ctx context.Context, tx *sql.Tx, id string) error {
+		if err := sms(o)(ctx, tx, id); err != nil {
+			return err
+		}
+		return errors.New("outbox full")
+	}
+	_, ok, err = s.Checkout(ctx, req, p.pay, broken)
+	assert.ErrorContains(t, err, "outbox full")
+	assert.ErrorContains(t, err, "after payment \"pay-1\"")
+	assert.False(t, ok)
+	check("enqueue failed")
+
+	// The retry with the same key goes through: one order, one SMS.
+	ord, ok, err := s.Checkout(ctx, req, p.pay, sms(o))
+	require.NoError(t, err)
+	assert.True(t, ok)
+	assert.Equal(t, "pay-2", ord.PaymentRef)
+	assert.EqualValues(t, FlashStock-2, stock(t, s, 1))
+	assert.Equal(t, 1, queued(t, o))
+	assert.EqualValues(t, 1, stats(t, s).Orders)
+}
+
+func testOutOfStock(t *testing.T, dsn string) {
+	s := open(t, dsn)
+	var p payer
+	exec(t, s, `UPDATE shop_products SET stock = 2, initial_stock = 2 WHERE id = ?`, 5)
+	// The first product is taken, the second is short: both roll back.
+	_, ok, err := s.Checkout(t.Context(), CheckoutRequest{User: "ann", Items: []Item{{20, 1}, {5, 3}}}, p.pay, nil)
+	assert.ErrorIs(t, err, ErrOutOfStock)
+	assert.ErrorContains(t, err, "product 5: 2 left, want 3")
+	assert.False(t, ok)
+	assert.Zero(t, p.calls.Load())
+	assert.EqualValues(t, RegularStock, stock(t, s, 20))
+	_, ok, err = s.Checkout(t.Context(), CheckoutRequest{User: "ann", Items: []Item{{5, 2}}}, p.pay, nil)
+	require.NoError(t, err)
+	assert.True(t, ok)
+	_, _, err = s.Checkout(t.Context(), CheckoutRequest{User: "ann", Items: []Item{{5, 1}}}, p.pay, nil)
+	assert.ErrorIs(t, err, ErrOutOfStock)
+	assert.Equal(t, ProductStats{Initial: 2, Sold: 2}, stats(t, s).Products[5])
+}
+
+func testBadInput(t *testing.T, dsn string) {
+	s := open(t, dsn)
+	o := outbox(t, s)
+	var p payer
+	ctx := t.Context()
+	for name, req := range map[string]CheckoutRequest{
+		"quantity 0":           {User: "ann", Items: []Item{{1, 0}}},
+		"quantity -1":          {User: "ann", Items: []Item{{1, -1}}},
+		"quantity 11":          {User: "ann", Items: []Item{{1, 11}}},
+		"11 in two lines":      {User: "ann", Items: []Item{{1, 6}, {1, 5}}},
+		"no items":             {User: "ann"},
+		"21 items":             {User: "ann", Items: make21()},
+		"no user":              {Items: []Item{{1, 1}}},
+		"product 0":            {User: "ann", Items: []Item{{0, 1}}},
+		"idempotency key long": {User: "ann", Items: []Item{{1, 1}}, IdempotencyKey: strings.Repeat("k", MaxKeyLen+1)},
+	} {
+		_, ok, err := s.Checkout(ctx, req, p.pay, sms(o))
+		assert.ErrorIs(t, err, ErrBadInput, name)
+		assert.False(t, ok, name)
+	}
+	_, _, err := s.Checkout(ctx, CheckoutRequest{User: "ann", Items: []Item{{1, 1}}}, nil, nil)
+	assert.ErrorIs(t, err, ErrBadInput, "no pay function")
+	// An unknown product after a known one: not found, nothing kept.
+	_, ok, err := s.Checkout(ctx, CheckoutRequest{User: "ann", Items: []Item{{1, 1}, {999, 1}}, IdempotencyKey: "k"}, p.pay, sms(o))
+	assert.ErrorIs(t, err, ErrNotFound)
+	assert.False(t, ok)
+	assert.Zero(t, p.calls.Load())
+	assert.EqualValues(t, FlashStock, stock(t, s, 1))
+	assert.Zero(t, stats(t, s).Orders)
+	assert.Zero(t, queued(t, o))
+
+	assert.ErrorIs(t, s.AddToCart(ctx, "ann", 1, 0), ErrBadInput)
+	assert.ErrorIs(t, s.AddToCart(ctx, "ann", 1, 11), ErrBadInput)
+	assert.ErrorIs(t, s.AddToCart(ctx, "", 1, 1), ErrBadInput)
+	assert.ErrorIs(t, s.AddToCart(ctx, "ann", 999, 1), ErrNotFound)
+	cart, err := s.Cart(ctx, "ann")
+	require.NoError(t, err)
+	assert.Empty(t, cart)
+}
+
+func make21() []Item {
+	items := make([]Item, MaxItems+1)
+	for i := range items {
+		items[i] = Item{int64(i + 1), 1}
+	}
+	return items
+}
+
+// The caller's context ends while the payment succeeds (the client went
+// away): the charged customer still gets the order and the SMS.
+func testCallerGone(t *testing.T, dsn string) {
+	s := open(t, dsn)
+	o := outbox(t, s)
+	ctx, cancel := context.WithCancel(t.Context())
+	pay := func(context.Context, *sql.Tx, int64) (string, error) {
+		cancel()
+		return "pay-gone", nil
+	}
+	ord, ok, err := s.Checkout(ctx, CheckoutRequest{User: "ann", Items: []Item{{1, 1}}, IdempotencyKey: "k"}, pay, sms(o))
+	require.NoError(t, err)
+	assert.True(t, ok)
+	got, err := s.Order(t.Context(), ord.ID)
+	require.NoError(t, err)
+	assert.Equal(t, "pay-gone", got.PaymentRef)
+	assert.Equal(t, 1, queued(t, o))
+
+	// Gone before the payment: nothing happens.
+	var p payer
+	_, _, err = s.Checkout(ctx, CheckoutRequest{User: "bob", Items: []Item{{1, 1}}}, p.pay, sms(o))
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.Zero(t, p.calls.Load())
+	assert.EqualValues(t, FlashStock-1, stock(t, s, 1))
+}

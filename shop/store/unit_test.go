@@ -1,0 +1,197 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestOrderIDs(t *testing.T) {
+	var g idGen
+	now := time.Now()
+	format := regexp.MustCompile(`^o-[0-9a-f]{14}-[0-9a-f]{12}$`)
+	prev := ""
+	for i := range 10000 {
+		at := now
+		if i%3 == 0 {
+			at = now.Add(-time.Second) // a clock step back
+		}
+		id := g.next(at)
+		require.Regexp(t, format, id)
+		require.Greater(t, id, prev, "ids increase")
+		prev = id
+	}
+	// Concurrent: all distinct.
+	seen := sync.Map{}
+	var dup atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 1000 {
+				if _, loaded := seen.LoadOrStore(g.next(time.Now()), true); loaded {
+					dup.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	assert.Zero(t, dup.Load())
+	// Ids of later times sort later, across generators.
+	var h idGen
+	assert.Less(t, h.next(now), h.next(now.Add(time.Microsecond)))
+}
+
+func TestNormalize(t *testing.T) {
+	items, canon, err := normalize(CheckoutRequest{User: "u", Items: []Item{{9, 1}, {4, 1}, {4, 2}}})
+	require.NoError(t, err)
+	assert.Equal(t, []Item{{4, 3}, {9, 1}}, items)
+	assert.Equal(t, "4x3,9x1", canon)
+	in := []Item{{2, 1}, {1, 1}}
+	_, _, err = normalize(CheckoutRequest{User: "u", Items: in})
+	require.NoError(t, err)
+	assert.Equal(t, []Item{{2, 1}, {1, 1}}, in, "the caller's slice is not changed")
+}
+
+func TestParseDSN(t *testing.T) {
+	for _, tc := range []struct {
+		dsn, want string
+		pg        bool
+	}{
+		{dsn: "postgres://u@h/db", want: "postgres://u@h/db", pg: true},
+		{dsn: "PostgreSQL://u@h/db?sslmode=disable", want: "PostgreSQL://u@h/db?sslmode=disable", pg: true},
+		{dsn: "shop.db", want: "file:shop.db?"},
+		{dsn: "/tmp/a b/shop?.db", want: "file:/tmp/a b/shop%3F.db?"},
+		{dsn: "//x/100%#1", want: "file:/x/100%25%231?"},
+		{dsn: "postgres:/x", want: "file:postgres:/x?"},
+	} {
+		kind, got, err := parseDSN(tc.dsn)
+		require.NoError(t, err, tc.dsn)
+		assert.Equal(t, tc.pg, kind == kindPostgres, tc.dsn)
+		if tc.pg {
+			assert.Equal(t, tc.want, got)
+			continue
+		}
+		assert.True(t, strings.HasPrefix(got, tc.want), "%s: %s", tc.dsn, got)
+		assert.Contains(t, got, "_txlock=immediate")
+		assert.Contains(t, got, "journal_mode(WAL)")
+		assert.Contains(t, got, "busy_timeout(5000)")
+	}
+	for _, bad := range []string{"", ":memory:", "a\x00b"} {
+		_, _, err := parseDSN(bad)
+		assert.ErrorIs(t, err, ErrBadInput, "%q", bad)
+	}
+}
+
+// A path with URI syntax in it opens the file of that name.
+func TestSQLiteOddPath(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "50% off?#1.db")
+	s, err := Open(t.Context(), path)
+	require.NoError(t, err)
+	defer s.Close()
+	assert.FileExists(t, path)
+}
+
+func TestStatsCheck(t *testing.T) {
+	assert.NoError(t, Stats{Products: map[int64]ProductStats{1: {100, 1, 99}, 2: {5, 5, 0}}}.Check())
+	err := Stats{Products: map[int64]ProductStats{1: {100, 0, 101}, 2: {5, 5, 0}, 3: {5, -1, 6}, 4: {5, 4, 0}}}.Check()
+	require.Error(t, err)
+	assert.Equal(t, "store: product 1: initial 100, sold 101, stock 0\nstore: product 3: initial 5, sold 6, stock -1\nstore: product 4: initial 5, sold 0, stock 4", err.Error())
+}
+
+// Every writing transaction on SQLite begins IMMEDIATE: it holds the
+// write lock from BEGIN, so a second writer waits at its BEGIN (here
+// with a 100 ms busy timeout: fails there) instead of failing later to
+// upgrade; read-only transactions still begin at once.
+func TestSQLiteBeginImmediate(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "shop.db")
+	s := open(t, path)
+	tx, err := s.DB().BeginTx(t.Context(), nil)
+	require.NoError(t, err)
+	defer tx.Rollback()
+	_, dsn, err := parseDSN(path)
+	require.NoError(t, err)
+	other, err := sql.Open("sqlite", strings.Replace(dsn, "busy_timeout(5000)", "busy_timeout(100)", 1))
+	require.NoError(t, err)
+	defer other.Close()
+	ro, err := other.BeginTx(t.Context(), &sql.TxOptions{ReadOnly: true})
+	require.NoError(t, err, "a reader begins while a writer holds the lock")
+	var n int
+	require.NoError(t, ro.QueryRow(`SELECT COUNT(*) FROM shop_products`).Scan(&n))
+	assert.Equal(t, CatalogueSize, n)
+	ro.Rollback()
+	begun := time.Now()
+	_, err = other.BeginTx(t.Context(), nil)
+	require.Error(t, err, "a second writer cannot begin")
+	assert.True(t, isRetryable(err), "SQLITE_BUSY: %v", err)
+	assert.GreaterOrEqual(t, time.Since(begun), 90*time.Millisecond, "it waited for the lock")
+}
+
+// Two handles on one file, as two processes would have: their checkouts
+// meet only in SQLite's lock, and still never oversell.
+func TestSQLiteTwoHandles(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "shop.db")
+	a, b := open(t, path), open(t, path)
+	var p payer
+	var created atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 50 {
+		s := a
+		if i%2 == 1 {
+			s = b
+		}
+		wg.Go(func() {
+			_, ok, err := s.Checkout(t.Context(), CheckoutRequest{User: fmt.Sprintf("u%d", i), Items: []Item{{1, 3}},
+				IdempotencyKey: fmt.Sprintf("k%d", i)}, p.pay, nil)
+			if err != nil {
+				assert.ErrorIs(t, err, ErrOutOfStock)
+				return
+			}
+			if ok {
+				created.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	assert.EqualValues(t, 33, created.Load())
+	assert.EqualValues(t, 33, p.calls.Load())
+	assert.Equal(t, ProductStats{Initial: 100, Stock: 1, Sold: 99}, stats(t, a).Products[1])
+}
+
+// A context that ends while a checkout waits for SQLite's writer slot
+// ends the wait.
+func TestSQLiteWaitEndsWithContext(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "shop.db"))
+	inPay := make(chan struct{})
+	release := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := s.Checkout(context.Background(), CheckoutRequest{User: "a", Items: []Item{{1, 1}}},
+			func(context.Context, *sql.Tx, int64) (string, error) {
+				close(inPay)
+				<-release
+				return "ref", nil
+			}, nil)
+		done <- err
+	}()
+	<-inPay
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	var p payer
+	_, _, err := s.Checkout(ctx, CheckoutRequest{User: "b", Items: []Item{{1, 1}}}, p.pay, nil)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Zero(t, p.calls.Load())
+	close(release)
+	require.NoError(t, <-done)
+	assert.EqualValues(t, FlashStock-1, stock(t, s, 1))
+}
