@@ -1,0 +1,211 @@
+package shop
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"time"
+)
+
+// Protect selects what stands in front of the shop's workers.
+type Protect string
+
+const (
+	// None is the baseline, defined exactly: the same worker pool behind an
+	// unbounded FIFO (handlers wait for a worker as long as their client
+	// does), every section on, dependencies called directly with no
+	// guard, the SMS sent inline in the checkout request. A baseline, not
+	// a straw man: it is what a shop without this project looks like.
+	None Protect = "none"
+	// ShedOnly is the whole stack with the controller frozen at full
+	// brightness: admission control, guards, stale cache and outbox, but
+	// no dimming.
+	ShedOnly Protect = "shed"
+	// Brownout is the whole stack: the controller dims the optional
+	// sections before the shedder refuses anyone.
+	Brownout Protect = "brownout"
+)
+
+// Protections lists them, weakest first.
+func Protections() []Protect { return []Protect{None, ShedOnly, Brownout} }
+
+// ParseProtect parses a protection name.
+func ParseProtect(s string) (Protect, error) {
+	for _, p := range Protections() {
+		if string(p) == s {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("shop: unknown protection %q (known: none, shed, brownout)", s)
+}
+
+// Costs are the worker time each piece of work holds a worker for: the
+// shop's real, bounded capacity, independent of the machine's CPU.
+type Costs struct {
+	// Page is a product page's mandatory part: details, price, stock.
+	Page time.Duration
+	// Recommendations, Reviews and Gallery are the optional sections.
+	Recommendations, Reviews, Gallery time.Duration
+	// Cart and Checkout are the critical writes' work (besides the
+	// database transaction itself).
+	Cart, Checkout time.Duration
+	// Deal is the flash-deal lookup, Beacon an analytics beacon.
+	Deal, Beacon time.Duration
+}
+
+// DefaultCosts: a page of 6 ms, recommendations 4 ms (the expensive
+// section), reviews 1.5 ms, gallery 1 ms; cart 2 ms, checkout 4 ms, deal
+// 1 ms, beacon 0.2 ms.
+func DefaultCosts() Costs {
+	return Costs{
+		Page: 6 * time.Millisecond, Recommendations: 4 * time.Millisecond,
+		Reviews: 1500 * time.Microsecond, Gallery: time.Millisecond,
+		Cart: 2 * time.Millisecond, Checkout: 4 * time.Millisecond,
+		Deal: time.Millisecond, Beacon: 200 * time.Microsecond,
+	}
+}
+
+func (c Costs) withDefaults() Costs {
+	d := DefaultCosts()
+	for _, f := range []struct{ v, def *time.Duration }{
+		{&c.Page, &d.Page}, {&c.Recommendations, &d.Recommendations}, {&c.Reviews, &d.Reviews},
+		{&c.Gallery, &d.Gallery}, {&c.Cart, &d.Cart}, {&c.Checkout, &d.Checkout}, {&c.Deal, &d.Deal}, {&c.Beacon, &d.Beacon},
+	} {
+		if *f.v <= 0 {
+			*f.v = *f.def
+		}
+	}
+	return c
+}
+
+// sections returns the optional sections' costs in shed order (the first
+// dims first).
+func (c Costs) sections() []time.Duration {
+	return []time.Duration{c.Recommendations, c.Reviews, c.Gallery}
+}
+
+// Sections names the optional sections of a product page, in the order
+// the controller dims them.
+func Sections() []string { return []string{"recommendations", "reviews", "gallery"} }
+
+// Mix is the sale's traffic: the share of requests of each kind.
+type Mix struct {
+	Product, Cart, Checkout, Deal, Beacon float64
+}
+
+// SaleMix is the 11.11 traffic (Mix, by kind of work): 72 % product
+// pages, 8 % add-to-cart, 5 % checkouts, 7 % flash-deal lookups (the bot
+// among them), 8 % beacons.
+func SaleMix() Mix { return Mix{Product: 0.72, Cart: 0.08, Checkout: 0.05, Deal: 0.07, Beacon: 0.08} }
+
+// Capacity is what the shop's workers can do.
+type Capacity struct {
+	Workers int
+	// PagesOn and PagesOff are product pages per second with every
+	// section on, and with every section off.
+	PagesOn, PagesOff float64
+	// MixOn and MixOff are requests per second of the sale's mix, with
+	// sections on and off.
+	MixOn, MixOff float64
+	// UnitOn and UnitOff are the mean worker time of a request of the mix.
+	UnitOn, UnitOff time.Duration
+}
+
+// CapacityOf returns the nominal capacity of workers with costs c for mix m.
+func CapacityOf(workers int, c Costs, m Mix) Capacity {
+	c = c.withDefaults()
+	on := c.Page
+	for _, d := range c.sections() {
+		on += d
+	}
+	sum := m.Product + m.Cart + m.Checkout + m.Deal + m.Beacon
+	rest := m.Cart*float64(c.Cart) + m.Checkout*float64(c.Checkout) + m.Deal*float64(c.Deal) + m.Beacon*float64(c.Beacon)
+	unitOn := time.Duration((m.Product*float64(on) + rest) / sum)
+	unitOff := time.Duration((m.Product*float64(c.Page) + rest) / sum)
+	w := float64(workers)
+	return Capacity{
+		Workers: workers,
+		PagesOn: w / on.Seconds(), PagesOff: w / c.Page.Seconds(),
+		MixOn: w / unitOn.Seconds(), MixOff: w / unitOff.Seconds(),
+		UnitOn: unitOn, UnitOff: unitOff,
+	}
+}
+
+// String says it in one line.
+func (c Capacity) String() string {
+	return fmt.Sprintf("%d workers: %.0f product pages/s with every section on, %.0f with them off; the sale's mix %.0f req/s on, %.0f off (%.2f / %.2f ms of worker time a request)",
+		c.Workers, c.PagesOn, c.PagesOff, c.MixOn, c.MixOff, float64(c.UnitOn)/1e6, float64(c.UnitOff)/1e6)
+}
+
+// Config shapes a Shop. The zero value runs on embedded defaults.
+type Config struct {
+	// Protect selects the protection. Default Brownout.
+	Protect Protect
+	// Workers is the hidden worker pool (never told to the shedder: its
+	// adaptive limit finds it). Default 4.
+	Workers int
+	// Costs of each piece of work. Zero fields take DefaultCosts.
+	Costs Costs
+	// DB is a PostgreSQL URL (postgres://…) or a SQLite file path.
+	// Default: shop.db under StateDir.
+	DB string
+	// StateDir holds the SQLite database. Default: a directory under the
+	// user cache dir.
+	StateDir string
+	// Payment, SMS and Recs are the dependencies' base URLs. Empty: the
+	// shop starts its own simulated ones on 127.0.0.1.
+	Payment, SMS, Recs string
+	// SMSRate is the SMS provider's contract, messages per second for the
+	// fleet. Default 500.
+	SMSRate float64
+	// TrustedProxies send X-Forwarded-For. Default 127.0.0.1 and ::1: the
+	// sale's load generator plays the load balancer, giving each simulated
+	// user its own address.
+	TrustedProxies []netip.Prefix
+	// LatencyTarget is the controller's p99 target. Default 300 ms.
+	LatencyTarget time.Duration
+	// Logger. Default: discard.
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Protect == "" {
+		c.Protect = Brownout
+	}
+	if _, err := ParseProtect(string(c.Protect)); err != nil {
+		return c, err
+	}
+	if c.Workers == 0 {
+		c.Workers = 4
+	}
+	if c.Workers < 0 || c.Workers > 4096 {
+		return c, errors.New("shop: workers must be between 1 and 4096")
+	}
+	c.Costs = c.Costs.withDefaults()
+	if c.SMSRate == 0 {
+		c.SMSRate = 500
+	}
+	if !(c.SMSRate > 0) {
+		return c, errors.New("shop: the SMS contract rate must be positive")
+	}
+	if c.TrustedProxies == nil {
+		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32"), netip.MustParsePrefix("::1/128")}
+	}
+	if c.LatencyTarget == 0 {
+		c.LatencyTarget = 300 * time.Millisecond
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c, nil
+}
+
+// Capacity returns the shop's nominal capacity for the sale's mix.
+func (c Config) Capacity() Capacity {
+	w := c.Workers
+	if w <= 0 {
+		w = 4
+	}
+	return CapacityOf(w, c.Costs, SaleMix())
+}

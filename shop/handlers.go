@@ -1,0 +1,476 @@
+package shop
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/open-feature/go-sdk/openfeature"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/brownout/brownout/fallback"
+	"github.com/brownout/brownout/internal/pool"
+	"github.com/brownout/brownout/shop/store"
+)
+
+// UserHeader carries the user: what an auth layer in front sets. It is
+// the OpenFeature targeting key and the rate-limit key.
+const UserHeader = "X-User-ID"
+
+// GenerationHeader carries the controller's generation on product pages.
+const GenerationHeader = "X-Brownout-Generation"
+
+// sessionCookie keys anonymous browsing: the targeting key of a visitor
+// without X-User-ID.
+const sessionCookie = "brownout_session"
+
+// routes builds the HTTP surface: echo for the API and the storefront,
+// behind the shedder when there is one; /metrics and /healthz beside it,
+// never shed.
+func (s *Shop) routes() http.Handler {
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.RouteNotFound("/*", echoNotFound)
+	e.HTTPErrorHandler = func(err error, c echo.Context) {
+		var he *echo.HTTPError
+		code := http.StatusInternalServerError
+		if errors.As(err, &he) {
+			code = he.Code
+		}
+		if !c.Response().Committed {
+			problem(c.Response(), code, "error", fmt.Sprint(err))
+		}
+	}
+	e.GET("/api/products/:id", s.product)
+	e.GET("/", s.storefront)
+	e.POST("/api/cart", s.cart)
+	e.POST("/api/checkout", s.checkout)
+	e.GET("/api/deals/flash", s.deals)
+	e.POST("/api/beacon", s.beacon)
+
+	var api http.Handler = e
+	if s.shedder != nil {
+		api = s.shedder.Middleware(s.routesMW(e))
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Write([]byte("ok\n"))
+	})
+	s.demo(mux)
+	mux.Handle("/", api)
+	return mux
+}
+
+// Section is one optional part of a product page as served.
+type Section struct {
+	// Status is "present", "stale" (served from the cache), "dimmed" (off
+	// for this request) or "unavailable" (on, but its dependency failed
+	// with nothing cached).
+	Status string   `json:"status"`
+	Items  []string `json:"items,omitempty"`
+}
+
+// Product is a product as the API shows it.
+type Product struct {
+	ID         int64  `json:"id"`
+	Name       string `json:"name"`
+	PriceCents int64  `json:"price_cents"`
+	Stock      int64  `json:"stock"`
+	Flash      bool   `json:"flash,omitempty"`
+}
+
+func view(p store.Product) Product {
+	return Product{ID: p.ID, Name: p.Name, PriceCents: p.PriceCents, Stock: p.Stock, Flash: p.Flash}
+}
+
+// Page is a product page.
+type Page struct {
+	Product  Product            `json:"product"`
+	Sections map[string]Section `json:"sections"`
+	// Dimmed lists the sections dimmed for this request.
+	Dimmed []string `json:"dimmed"`
+	// Generation is the controller's (0 without one).
+	Generation uint64 `json:"generation"`
+}
+
+// user returns the request's user and whether it came from X-User-ID; a
+// visitor without one is keyed by a session cookie (set when missing).
+func (s *Shop) user(c echo.Context) (string, bool) {
+	if u := c.Request().Header.Get(UserHeader); u != "" {
+		return u, true
+	}
+	if ck, err := c.Cookie(sessionCookie); err == nil && ck.Value != "" && len(ck.Value) <= 64 {
+		return "s:" + ck.Value, false
+	}
+	id := newID()
+	c.SetCookie(&http.Cookie{Name: sessionCookie, Value: id, Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode, MaxAge: 86400})
+	return "s:" + id, false
+}
+
+func newID() string {
+	var b [12]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// page builds a product page for user: the flags decide the sections, the
+// recommendation engine is called (through its guard and the stale cache
+// when protected), and a worker does the page's work.
+func (s *Shop) page(ctx context.Context, id int64, user string) (Page, int, error) {
+	p, err := s.store.Product(ctx, id)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return Page{}, http.StatusNotFound, fmt.Errorf("no product %d", id)
+		}
+		return Page{}, http.StatusInternalServerError, err
+	}
+	pg := Page{Product: view(p), Sections: make(map[string]Section, 3), Dimmed: []string{}}
+	work := s.cfg.Costs.Page
+	costs := s.cfg.Costs.sections()
+	ec := openfeature.NewEvaluationContext(user, nil)
+	for i, name := range Sections() {
+		on := true
+		if s.flags != nil {
+			on, _ = s.flags.BooleanValue(ctx, name, true, ec)
+		}
+		if !on {
+			pg.Sections[name] = Section{Status: "dimmed"}
+			pg.Dimmed = append(pg.Dimmed, name)
+			s.counts.dimmed[i].Add(1)
+			continue
+		}
+		sec := Section{Status: "present"}
+		if name == "recommendations" {
+			sec = s.recommend(ctx, id)
+		} else {
+			sec.Items = []string{fmt.Sprintf("%s of %s", name, p.Name)}
+		}
+		switch sec.Status {
+		case "present":
+			s.counts.present[i].Add(1)
+		case "stale":
+			s.counts.stale[i].Add(1)
+		default:
+			s.counts.unavailable[i].Add(1)
+		}
+		if sec.Status != "unavailable" {
+			work += costs[i]
+		}
+		pg.Sections[name] = sec
+	}
+	if s.ctl != nil {
+		pg.Generation = s.ctl.State().Seq()
+	}
+	if err := s.pool.Do(ctx, work); err != nil {
+		return Page{}, http.StatusServiceUnavailable, err
+	}
+	s.counts.pages.Add(1)
+	return pg, http.StatusOK, nil
+}
+
+// recommend calls the recommendation engine: under protection through its
+// guard and the stale cache (a fresh answer for 10 s, a stale one while
+// the engine fails), else directly.
+func (s *Shop) recommend(ctx context.Context, id int64) Section {
+	key := strconv.FormatInt(id, 10)
+	if s.cache == nil {
+		items, err := s.recs.Get(ctx, key, "")
+		if err != nil {
+			return Section{Status: "unavailable"}
+		}
+		return Section{Status: "present", Items: items}
+	}
+	items, res, err := s.cache.Get(ctx, key, func(ctx context.Context) ([]string, error) {
+		return fallback.Call(ctx, s.recsG, func(ctx context.Context) ([]string, error) { return s.recs.Get(ctx, key, "") })
+	})
+	switch {
+	case err != nil:
+		return Section{Status: "unavailable"}
+	case res.Stale:
+		return Section{Status: "stale", Items: items}
+	}
+	return Section{Status: "present", Items: items}
+}
+
+func (s *Shop) product(c echo.Context) error {
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil || id <= 0 {
+		problem(c.Response(), http.StatusBadRequest, "bad-product-id", fmt.Sprintf("product id %q: want a positive integer", c.Param("id")))
+		return nil
+	}
+	user, _ := s.user(c)
+	pg, status, err := s.page(c.Request().Context(), id, user)
+	if err != nil {
+		problem(c.Response(), status, "product", err.Error())
+		return nil
+	}
+	c.Response().Header().Set(GenerationHeader, strconv.FormatUint(pg.Generation, 10))
+	c.Response().Header().Set("Cache-Control", "no-store")
+	return c.JSON(http.StatusOK, pg)
+}
+
+// cartRequest is POST /api/cart's body.
+type cartRequest struct {
+	Product int64 `json:"product"`
+	Qty     int64 `json:"qty"`
+}
+
+func (s *Shop) cart(c echo.Context) error {
+	w, r := c.Response(), c.Request()
+	user := r.Header.Get(UserHeader)
+	if user == "" {
+		problem(w, http.StatusUnauthorized, "no-user", errNoUser.Error())
+		return nil
+	}
+	var req cartRequest
+	if status, err := decode(w, r, &req); err != nil {
+		problem(w, status, "bad-body", err.Error())
+		return nil
+	}
+	if err := s.pool.Do(r.Context(), s.cfg.Costs.Cart); err != nil {
+		problem(w, http.StatusServiceUnavailable, "gone", err.Error())
+		return nil
+	}
+	if err := s.store.AddToCart(r.Context(), user, req.Product, req.Qty); err != nil {
+		status, typ := storeStatus(err)
+		problem(w, status, typ, err.Error())
+		return nil
+	}
+	return c.JSON(http.StatusCreated, map[string]any{"product": req.Product, "qty": req.Qty})
+}
+
+// checkoutRequest is POST /api/checkout's body.
+type checkoutRequest struct {
+	Items []struct {
+		Product int64 `json:"product"`
+		Qty     int64 `json:"qty"`
+	} `json:"items"`
+}
+
+// CheckoutResponse is POST /api/checkout's answer.
+type CheckoutResponse struct {
+	Order      string `json:"order"`
+	TotalCents int64  `json:"total_cents"`
+	// Replayed: the Idempotency-Key had already bought this order.
+	Replayed bool `json:"replayed,omitempty"`
+}
+
+// IdempotencyHeader makes a checkout safe to retry.
+const IdempotencyHeader = "Idempotency-Key"
+
+func (s *Shop) checkout(c echo.Context) error {
+	w, r := c.Response(), c.Request()
+	ctx := r.Context()
+	user := r.Header.Get(UserHeader)
+	if user == "" {
+		problem(w, http.StatusUnauthorized, "no-user", errNoUser.Error())
+		return nil
+	}
+	var body checkoutRequest
+	if status, err := decode(w, r, &body); err != nil {
+		problem(w, status, "bad-body", err.Error())
+		return nil
+	}
+	req := store.CheckoutRequest{User: user, IdempotencyKey: r.Header.Get(IdempotencyHeader)}
+	for _, it := range body.Items {
+		req.Items = append(req.Items, store.Item{ProductID: it.Product, Qty: it.Qty})
+	}
+	if err := s.pool.Do(ctx, s.cfg.Costs.Checkout); err != nil {
+		problem(w, http.StatusServiceUnavailable, "gone", err.Error())
+		return nil
+	}
+	payKey := req.IdempotencyKey
+	if payKey == "" {
+		payKey = newID()
+	}
+	// The charge is authorized before the transaction, idempotently (a
+	// retry with the same key gets the same charge), and recorded in it:
+	// the transaction holds the database's write lock (all of it, on
+	// SQLite) for milliseconds, not for a call to the gateway. Prices
+	// are read first; the transaction checks the total it computes
+	// against the one charged.
+	amount, status, err := s.amount(ctx, req.Items)
+	if err != nil {
+		problem(w, status, "bad-input", err.Error())
+		return nil
+	}
+	charge := func(ctx context.Context) (string, error) { return s.pay.Charge(ctx, "checkout-"+payKey, amount, "pay-"+payKey) }
+	var ref string
+	if s.payG == nil {
+		ref, err = charge(ctx)
+	} else {
+		ref, err = fallback.Call(ctx, s.payG, charge)
+	}
+	if err != nil {
+		status, typ := storeStatus(err)
+		problem(w, status, typ, "payment: "+err.Error())
+		return nil
+	}
+	pay := func(_ context.Context, _ *sql.Tx, total int64) (string, error) {
+		if total != amount {
+			return "", fmt.Errorf("%w: the prices changed during checkout (%d charged, %d due)", store.ErrBadInput, amount, total)
+		}
+		return ref, nil
+	}
+	enqueue := func(ctx context.Context, tx *sql.Tx, orderID string) error {
+		if s.box == nil {
+			return nil // None sends inline, after the commit
+		}
+		m, _ := json.Marshal(smsMessage{To: phone(user), Body: confirmation(orderID)})
+		return s.box.Enqueue(ctx, tx, fallback.Message{Key: "sms-" + orderID, Topic: smsTopic, Payload: m})
+	}
+	o, created, err := s.store.Checkout(ctx, req, pay, enqueue)
+	if err != nil {
+		// Authorized, but no order: the charge is to be voided (the
+		// gateway keeps it under its idempotency key; a retry with the
+		// same key reuses it).
+		s.counts.unmatched.Add(1)
+		status, typ := storeStatus(err)
+		problem(w, status, typ, err.Error())
+		return nil
+	}
+	if !created {
+		s.counts.replays.Add(1)
+		return c.JSON(http.StatusOK, CheckoutResponse{Order: o.ID, TotalCents: o.TotalCents, Replayed: true})
+	}
+	s.counts.orders.Add(1)
+	if s.box == nil {
+		// The baseline sends the confirmation in the request, as a shop
+		// without an outbox does: a slow provider makes checkout slow, and
+		// a failed send is a lost SMS.
+		s.counts.smsInline.Add(1)
+		if err := s.sms.Send(ctx, phone(user), confirmation(o.ID), "sms-"+o.ID); err != nil {
+			s.counts.smsInlineErr.Add(1)
+		}
+	}
+	return c.JSON(http.StatusCreated, CheckoutResponse{Order: o.ID, TotalCents: o.TotalCents})
+}
+
+// amount prices items at the catalogue's prices.
+func (s *Shop) amount(ctx context.Context, items []store.Item) (int64, int, error) {
+	if len(items) == 0 || len(items) > store.MaxItems {
+		return 0, http.StatusBadRequest, fmt.Errorf("a checkout has 1 to %d items", store.MaxItems)
+	}
+	var total int64
+	for _, it := range items {
+		if it.Qty < 1 || it.Qty > store.MaxQty {
+			return 0, http.StatusBadRequest, fmt.Errorf("product %d: quantity %d: want 1 to %d", it.ProductID, it.Qty, store.MaxQty)
+		}
+		p, err := s.store.Product(ctx, it.ProductID)
+		if err != nil {
+			status, _ := storeStatus(err)
+			return 0, status, fmt.Errorf("product %d: %w", it.ProductID, err)
+		}
+		total += p.PriceCents * it.Qty
+	}
+	return total, 0, nil
+}
+
+// smsMessage is an outbox payload.
+type smsMessage struct {
+	To   string `json:"to"`
+	Body string `json:"body"`
+}
+
+// sendSMS is the outbox's sender: through the SMS guard, with the
+// message's key, so that a resend after a timeout is absorbed by the
+// provider.
+func (s *Shop) sendSMS(ctx context.Context, m fallback.Message) error {
+	var msg smsMessage
+	if err := json.Unmarshal(m.Payload, &msg); err != nil {
+		return fmt.Errorf("shop: sms %s: bad payload: %w", m.Key, err)
+	}
+	_, err := fallback.Call(ctx, s.smsG, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, s.sms.Send(ctx, msg.To, msg.Body, m.Key)
+	})
+	return err
+}
+
+// phone is a user's (made-up, stable) phone number.
+func phone(user string) string {
+	h := fnv.New64a()
+	h.Write([]byte(user))
+	return fmt.Sprintf("+8801%09d", h.Sum64()%1_000_000_000)
+}
+
+func confirmation(order string) string {
+	return "11.11: your order " + order + " is confirmed. Thank you!"
+}
+
+// storeStatus maps a store error to a status and a problem type.
+func storeStatus(err error) (int, string) {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return http.StatusNotFound, "not-found"
+	case errors.Is(err, store.ErrBadInput):
+		return http.StatusBadRequest, "bad-input"
+	case errors.Is(err, store.ErrOutOfStock):
+		return http.StatusConflict, "out-of-stock"
+	case errors.Is(err, store.ErrIdempotencyConflict):
+		return http.StatusUnprocessableEntity, "idempotency-conflict"
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.Is(err, pool.ErrGone):
+		return http.StatusServiceUnavailable, "gone"
+	case errors.Is(err, fallback.ErrTimeout), errors.Is(err, fallback.ErrOpen), errors.Is(err, fallback.ErrFull):
+		return http.StatusServiceUnavailable, "payment-unavailable"
+	}
+	return http.StatusBadGateway, "upstream"
+}
+
+// deals answers the flash deals: sheddable, and held per user and per
+// address (a bot rotating user ids from one address is held by the
+// address).
+func (s *Shop) deals(c echo.Context) error {
+	w, r := c.Response(), c.Request()
+	if s.byUser != nil {
+		now := time.Now()
+		okUser := s.byUser.Allow(w.Header(), s.shedder.ClientKey(r), now)
+		okAddr := s.byAddr.Allow(http.Header{}, "ip:"+s.shedder.ClientAddr(r).String(), now)
+		if !okUser || !okAddr {
+			s.counts.dealsRefused.Add(1)
+			if w.Header().Get("Retry-After") == "" {
+				w.Header().Set("Retry-After", "1")
+			}
+			problem(w, http.StatusTooManyRequests, "rate-limited", "too many flash-deal lookups from this client")
+			return nil
+		}
+	}
+	if err := s.pool.Do(r.Context(), s.cfg.Costs.Deal); err != nil {
+		problem(w, http.StatusServiceUnavailable, "gone", err.Error())
+		return nil
+	}
+	out := make([]Product, 0, store.FlashDeals)
+	for id := int64(1); id <= store.FlashDeals; id++ {
+		p, err := s.store.Product(r.Context(), id)
+		if err != nil {
+			return err
+		}
+		out = append(out, view(p))
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// beacon takes an analytics beacon: sheddable, and cheap.
+func (s *Shop) beacon(c echo.Context) error {
+	w, r := c.Response(), c.Request()
+	var v map[string]any
+	if status, err := decode(w, r, &v); err != nil {
+		problem(w, status, "bad-body", err.Error())
+		return nil
+	}
+	if err := s.pool.Do(r.Context(), s.cfg.Costs.Beacon); err != nil {
+		problem(w, http.StatusServiceUnavailable, "gone", err.Error())
+		return nil
+	}
+	return c.NoContent(http.StatusNoContent)
+}

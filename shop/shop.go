@@ -1,0 +1,313 @@
+package shop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/open-feature/go-sdk/openfeature"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/brownout/brownout/dimmer"
+	"github.com/brownout/brownout/fallback"
+	"github.com/brownout/brownout/internal/pool"
+	"github.com/brownout/brownout/provider"
+	"github.com/brownout/brownout/shed"
+	"github.com/brownout/brownout/shop/deps"
+	"github.com/brownout/brownout/shop/store"
+	"github.com/brownout/brownout/signals"
+)
+
+// Shop is the 11.11 shop: a JSON API and a storefront page over a store,
+// three dependencies and a bounded worker pool, behind the protection its
+// Config selects.
+type Shop struct {
+	cfg   Config
+	store *store.Store
+	pool  *pool.Pool
+
+	// The dependencies: simulated ones the shop started (nil when their
+	// URLs were given), and the clients.
+	Payment *deps.PaymentGateway
+	SMS     *deps.SMSProvider
+	Recs    *deps.RecsEngine
+	servers []*deps.Server
+	pay     deps.PaymentClient
+	sms     deps.SMSClient
+	recs    deps.RecsClient
+
+	// The protection; nil under None.
+	rec     *signals.Recorder
+	ctl     *dimmer.Controller
+	shedder *shed.Shedder
+	flags   *openfeature.Client
+	payG    *fallback.Guard
+	smsG    *fallback.Guard
+	recsG   *fallback.Guard
+	cache   *fallback.Cache[[]string]
+	box     *fallback.Outbox
+	byUser  *shed.RateLimiter // the flash deal, per user…
+	byAddr  *shed.RateLimiter // …and per address
+
+	reg      *prometheus.Registry
+	routesMW func(http.Handler) http.Handler // shed.Routes' service-time observer
+	handler  http.Handler
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+
+	counts counts
+}
+
+// counts are what the shop served, for reports and tests.
+type counts struct {
+	pages                   atomic.Int64
+	present, stale, dimmed  [3]atomic.Int64 // by section
+	unavailable             [3]atomic.Int64 // on, but the dependency failed and nothing was cached
+	orders, replays         atomic.Int64
+	smsInline, smsInlineErr atomic.Int64 // None: sent in the request
+	dealsRefused            atomic.Int64
+	unmatched               atomic.Int64 // charged, then the order failed: to void
+}
+
+// smsTopic is the outbox topic of order confirmations.
+const smsTopic = "sms"
+
+var domains atomic.Int64
+
+// New opens the store, starts the dependencies (unless their URLs are
+// given) and builds the protection. Close releases everything.
+func New(ctx context.Context, cfg Config) (_ *Shop, err error) {
+	cfg, err = cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if cfg.DB == "" {
+		if cfg.StateDir == "" {
+			dir, err := os.UserCacheDir()
+			if err != nil {
+				dir = os.TempDir()
+			}
+			cfg.StateDir = filepath.Join(dir, "brownout", "shop")
+		}
+		if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
+			return nil, fmt.Errorf("shop: state dir: %w", err)
+		}
+		cfg.DB = filepath.Join(cfg.StateDir, "shop.db")
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s := &Shop{cfg: cfg, pool: pool.New(cfg.Workers), cancel: cancel}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	if s.store, err = store.Open(ctx, cfg.DB); err != nil {
+		return nil, err
+	}
+	if err := s.startDeps(); err != nil {
+		return nil, err
+	}
+	s.reg = prometheus.NewRegistry()
+	s.reg.MustRegister(collectors.NewGoCollector())
+	if cfg.Protect != None {
+		if err := s.protect(ctx); err != nil {
+			return nil, err
+		}
+	}
+	s.handler = s.routes()
+	return s, nil
+}
+
+// startDeps starts the simulated dependencies whose URLs were not given.
+func (s *Shop) startDeps() error {
+	hc := &http.Client{Transport: &http.Transport{
+		Proxy:               nil,
+		DialContext:         (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
+		MaxIdleConns:        1024,
+		MaxIdleConnsPerHost: 512,
+		IdleConnTimeout:     30 * time.Second,
+	}}
+	urls := [3]*string{&s.cfg.Payment, &s.cfg.SMS, &s.cfg.Recs}
+	if *urls[0] == "" {
+		s.Payment = deps.NewPaymentGateway(deps.Options{})
+		srv, err := s.Payment.Start("127.0.0.1:0")
+		if err != nil {
+			return fmt.Errorf("shop: payment gateway: %w", err)
+		}
+		s.servers, *urls[0] = append(s.servers, srv), srv.URL
+	}
+	if *urls[1] == "" {
+		s.SMS = deps.NewSMSProvider(deps.Options{})
+		if err := s.SMS.UpdateFault(func(f *deps.SMSFault) { f.Rate = s.cfg.SMSRate }); err != nil {
+			return fmt.Errorf("shop: sms provider: %w", err)
+		}
+		srv, err := s.SMS.Start("127.0.0.1:0")
+		if err != nil {
+			return fmt.Errorf("shop: sms provider: %w", err)
+		}
+		s.servers, *urls[1] = append(s.servers, srv), srv.URL
+	}
+	if *urls[2] == "" {
+		ids := make([]string, store.CatalogueSize)
+		for i := range ids {
+			ids[i] = strconv.Itoa(i + 1)
+		}
+		s.Recs = deps.NewRecsEngine(deps.Options{}, ids)
+		srv, err := s.Recs.Start("127.0.0.1:0")
+		if err != nil {
+			return fmt.Errorf("shop: recommendation engine: %w", err)
+		}
+		s.servers, *urls[2] = append(s.servers, srv), srv.URL
+	}
+	s.pay = deps.PaymentClient{BaseURL: s.cfg.Payment, HTTP: hc}
+	s.sms = deps.SMSClient{BaseURL: s.cfg.SMS, HTTP: hc}
+	s.recs = deps.RecsClient{BaseURL: s.cfg.Recs, HTTP: hc}
+	return nil
+}
+
+// protect builds the stack of this project's packages, configured as a
+// user would — routes, classes, costs, targets — and never told the size
+// of the worker pool.
+func (s *Shop) protect(ctx context.Context) error {
+	cfg := s.cfg
+	s.rec = signals.NewRecorder(signals.Config{Latency: signals.WindowConfig{Slices: 5}})
+	features := make([]dimmer.Feature, 0, 3)
+	for i, name := range Sections() {
+		features = append(features, dimmer.Feature{Name: name, Rank: i, Cost: cfg.Costs.sections()[i].Seconds() * 1000})
+	}
+	var err error
+	s.ctl, err = dimmer.New(dimmer.Config{
+		Targets: []dimmer.Target{
+			{Signal: signals.LatencyP99, Target: cfg.LatencyTarget.Seconds()},
+			{Signal: signals.RejectRatio, Target: 0.05, DimOnly: true},
+		},
+		Features: features,
+		Logger:   cfg.Logger,
+	})
+	if err != nil {
+		return err
+	}
+	if cfg.Protect == ShedOnly {
+		s.ctl.Freeze("shedding only: the comparison run")
+	}
+	s.wg.Go(func() { s.ctl.Run(ctx, dimmer.Local(s.rec)) })
+	p, err := provider.New(s.ctl, provider.Options{})
+	if err != nil {
+		return err
+	}
+	domain := "shop-" + strconv.FormatInt(domains.Add(1), 10)
+	if err := openfeature.SetNamedProviderAndWait(domain, p); err != nil {
+		return err
+	}
+	s.flags = openfeature.NewClient(domain)
+
+	routes, err := shed.NewRoutes(
+		shed.Route{Pattern: "GET /api/products/{id}", Class: signals.Default, Cost: 1},
+		shed.Route{Pattern: "GET /{$}", Class: signals.Default, Cost: 1},
+		shed.Route{Pattern: "POST /api/cart", Class: signals.Critical, Cost: 0.3},
+		shed.Route{Pattern: "POST /api/checkout", Class: signals.Critical, Cost: 0.6},
+		shed.Route{Pattern: "GET /api/deals/flash", Class: signals.Sheddable, Cost: 0.1},
+		shed.Route{Pattern: "POST /api/beacon", Class: signals.Sheddable, Cost: 0.05},
+	)
+	if err != nil {
+		return err
+	}
+	s.shedder, err = shed.New(shed.Config{
+		Recorder:       s.rec,
+		ShedLevel:      s.ctl.ShedLevel,
+		Classify:       routes.Classify,
+		Cost:           routes.Cost,
+		TrustedProxies: cfg.TrustedProxies,
+		// Ordinary users browse at well under a page a second; this holds
+		// a client that does not.
+		RateLimit: &shed.RateLimitConfig{Rate: 10, Burst: 30},
+	})
+	if err != nil {
+		return err
+	}
+	if s.byUser, err = shed.NewRateLimiter(shed.RateLimitConfig{Rate: 1, Burst: 5}); err != nil {
+		return err
+	}
+	if s.byAddr, err = shed.NewRateLimiter(shed.RateLimitConfig{Rate: 2, Burst: 10}); err != nil {
+		return err
+	}
+
+	budget := fallback.NewRetryBudget(0.1, 10)
+	if s.payG, err = fallback.New(fallback.Config{Name: "payment", MaxConcurrent: 128, Budget: budget}); err != nil {
+		return err
+	}
+	// The SMS guard answers the outbox's sends: one attempt (the outbox
+	// retries), a fixed timeout under its lease.
+	if s.smsG, err = fallback.New(fallback.Config{Name: "sms", MaxConcurrent: 256, MaxAttempts: 1, Timeout: time.Second}); err != nil {
+		return err
+	}
+	if s.recsG, err = fallback.New(fallback.Config{Name: "recommendations", MaxConcurrent: 128, MaxAttempts: 1}); err != nil {
+		return err
+	}
+	s.cache = fallback.NewCache[[]string](fallback.CacheConfig{Fresh: 10 * time.Second, MaxStale: 10 * time.Minute})
+	s.box, err = fallback.NewOutbox(ctx, s.store.DB(), fallback.OutboxConfig{
+		Dialect: s.store.Dialect(), Rate: cfg.SMSRate, Burst: 20, Lease: 10 * time.Second,
+		Allow: s.smsG.Allows, Logger: cfg.Logger,
+	})
+	if err != nil {
+		return err
+	}
+	s.wg.Go(func() { s.box.Run(ctx, s.sendSMS) })
+
+	s.reg.MustRegister(signals.NewCollector(s.rec, signals.CollectorOpts{}))
+	s.reg.MustRegister(fallback.NewCollector([]*fallback.Guard{s.payG, s.smsG, s.recsG}, map[string]*fallback.Outbox{smsTopic: s.box}))
+	s.routesMW = routes.Middleware
+	return nil
+}
+
+// Handler returns the shop's HTTP handler: /metrics and /healthz beside
+// the protected API and storefront.
+func (s *Shop) Handler() http.Handler { return s.handler }
+
+// Controller returns the embedded controller (nil under None).
+func (s *Shop) Controller() *dimmer.Controller { return s.ctl }
+
+// Shedder returns the admission control (nil under None).
+func (s *Shop) Shedder() *shed.Shedder { return s.shedder }
+
+// Store returns the shop's store.
+func (s *Shop) Store() *store.Store { return s.store }
+
+// Config returns the configuration with defaults filled in.
+func (s *Shop) Config() Config { return s.cfg }
+
+// Capacity returns the shop's nominal capacity.
+func (s *Shop) Capacity() Capacity { return s.cfg.Capacity() }
+
+// Close stops the controller, the outbox drainer and the dependencies
+// the shop started, and closes the store.
+func (s *Shop) Close() error {
+	s.cancel()
+	s.wg.Wait()
+	for _, srv := range s.servers {
+		srv.Close()
+	}
+	var err error
+	if s.store != nil {
+		err = s.store.Close()
+	}
+	return err
+}
+
+// echoNotFound answers unknown routes with problem+json.
+func echoNotFound(c echo.Context) error {
+	problem(c.Response(), http.StatusNotFound, "not-found", "no such route: "+c.Request().Method+" "+c.Request().URL.Path)
+	return nil
+}
+
+var errNoUser = errors.New("this route needs the X-User-ID header: the user an auth layer in front identified")

@@ -1,0 +1,172 @@
+package shop
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func newShop(t *testing.T, p Protect) (*Shop, *httptest.Server) {
+	t.Helper()
+	s, err := New(context.Background(), Config{Protect: p, StateDir: t.TempDir()})
+	require.NoError(t, err)
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(func() {
+		srv.Close()
+		s.Close()
+	})
+	return s, srv
+}
+
+type call struct {
+	method, path, body string
+	header             map[string]string
+}
+
+func send(t *testing.T, srv *httptest.Server, c call) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(c.method, srv.URL+c.path, strings.NewReader(c.body))
+	require.NoError(t, err)
+	if c.body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range c.header {
+		req.Header.Set(k, v)
+	}
+	resp, err := srv.Client().Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp, b
+}
+
+func TestBadInputWritesNothing(t *testing.T) {
+	s, srv := newShop(t, Brownout)
+	u := map[string]string{UserHeader: "u1"}
+	big := `{"items":[` + strings.Repeat(`{"product":7,"qty":1},`, 2000) + `{"product":7,"qty":1}]}`
+	for _, c := range []struct {
+		call
+		status int
+	}{
+		{call{"POST", "/api/checkout", `{"items":[{"product":7,"qty":1}]}`, nil}, 401},
+		{call{"POST", "/api/cart", `{"product":7,"qty":1}`, nil}, 401},
+		{call{"POST", "/api/checkout", `{"items":[{"product":7,"qty":1}`, u}, 400},
+		{call{"POST", "/api/checkout", `{"items":[{"product":7,"qty":1}]}{}`, u}, 400},
+		{call{"POST", "/api/checkout", `{"items":[{"product":7,"qty":1}],"coupon":"x"}`, u}, 400},
+		{call{"POST", "/api/checkout", `{"items":[{"product":9999,"qty":1}]}`, u}, 404},
+		{call{"POST", "/api/checkout", `{"items":[{"product":7,"qty":0}]}`, u}, 400},
+		{call{"POST", "/api/checkout", `{"items":[]}`, u}, 400},
+		{call{"POST", "/api/checkout", ``, u}, 400},
+		{call{"POST", "/api/checkout", big, u}, 413},
+		{call{"POST", "/api/cart", `{"product":"seven","qty":1}`, u}, 400},
+		{call{"POST", "/api/cart", `{"product":9999,"qty":1}`, u}, 404},
+		{call{"GET", "/api/products/abc", "", nil}, 400},
+		{call{"GET", "/api/products/9999", "", nil}, 404},
+		{call{"GET", "/nowhere", "", nil}, 404},
+	} {
+		resp, b := send(t, srv, c.call)
+		assert.Equal(t, c.status, resp.StatusCode, "%s %s %.60s: %s", c.method, c.path, c.body, b)
+		assert.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"), "%s %s", c.method, c.path)
+		var p struct{ Detail string }
+		assert.NoError(t, json.Unmarshal(b, &p))
+		assert.NotEmpty(t, p.Detail, "a clear error")
+	}
+	rep, err := s.Report(context.Background(), time.Time{})
+	require.NoError(t, err)
+	assert.Zero(t, rep.Orders, "no order row")
+	assert.Zero(t, rep.Queued, "no SMS written")
+	st, err := s.store.Stats(context.Background())
+	require.NoError(t, err)
+	assert.Zero(t, st.Orders)
+}
+
+func TestCheckoutOnceWithItsSMS(t *testing.T) {
+	s, srv := newShop(t, Brownout)
+	c := call{"POST", "/api/checkout", `{"items":[{"product":12,"qty":2}]}`, map[string]string{UserHeader: "u7", IdempotencyHeader: "k-1"}}
+	resp, b := send(t, srv, c)
+	require.Equal(t, http.StatusCreated, resp.StatusCode, "%s", b)
+	var first CheckoutResponse
+	require.NoError(t, json.Unmarshal(b, &first))
+	resp, b = send(t, srv, c)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", b)
+	var again CheckoutResponse
+	require.NoError(t, json.Unmarshal(b, &again))
+	assert.Equal(t, first.Order, again.Order, "a retry with the key gets the same order")
+	assert.True(t, again.Replayed)
+
+	// The SMS goes out through the outbox, once.
+	require.Eventually(t, func() bool { return s.SMS.Delivered("sms-"+first.Order) == 1 }, 10*time.Second, 20*time.Millisecond)
+	rep, err := s.Report(context.Background(), time.Time{})
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), rep.Orders)
+	assert.Equal(t, int64(1), rep.Delivered)
+	assert.Zero(t, rep.Lost)
+	assert.True(t, rep.StockOK)
+}
+
+func TestProductPage(t *testing.T) {
+	s, srv := newShop(t, Brownout)
+	resp, b := send(t, srv, call{"GET", "/api/products/7", "", map[string]string{UserHeader: "u1"}})
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var pg Page
+	require.NoError(t, json.Unmarshal(b, &pg))
+	assert.Equal(t, int64(7), pg.Product.ID)
+	assert.Len(t, pg.Sections, 3)
+	assert.Equal(t, "present", pg.Sections["recommendations"].Status)
+	assert.Empty(t, pg.Dimmed)
+	assert.Equal(t, fmt.Sprint(s.ctl.State().Seq()), resp.Header.Get(GenerationHeader))
+
+	// Pinned off, the section is dimmed for everyone, and said so.
+	_, err := s.ctl.Pin("recommendations", 0, time.Minute, "test")
+	require.NoError(t, err)
+	_, b = send(t, srv, call{"GET", "/api/products/7", "", map[string]string{UserHeader: "u1"}})
+	require.NoError(t, json.Unmarshal(b, &pg))
+	assert.Equal(t, []string{"recommendations"}, pg.Dimmed)
+	assert.Equal(t, "dimmed", pg.Sections["recommendations"].Status)
+
+	// Anonymous browsing works on a session cookie; the storefront shows
+	// the same page as HTML, operator text escaped.
+	resp, b = send(t, srv, call{"GET", "/?id=7", "", nil})
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Contains(t, resp.Header.Get("Set-Cookie"), sessionCookie)
+	assert.Contains(t, string(b), "Switched off for now")
+}
+
+func TestBotHeldByItsAddress(t *testing.T) {
+	_, srv := newShop(t, Brownout)
+	ok := 0
+	for i := range 40 {
+		resp, _ := send(t, srv, call{"GET", "/api/deals/flash", "", map[string]string{UserHeader: fmt.Sprintf("bot-%d", i), "X-Forwarded-For": "198.51.100.66"}})
+		if resp.StatusCode == http.StatusOK {
+			ok++
+		} else {
+			assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+			assert.NotEmpty(t, resp.Header.Get("Retry-After"))
+		}
+	}
+	assert.LessOrEqual(t, ok, 10, "rotating user ids from one address: held by the address")
+	for i := range 20 { // ordinary users, each from its own address, are not refused
+		resp, _ := send(t, srv, call{"GET", "/api/deals/flash", "", map[string]string{UserHeader: fmt.Sprintf("u-%d", i), "X-Forwarded-For": fmt.Sprintf("10.0.0.%d", i+1)}})
+		assert.Equal(t, http.StatusOK, resp.StatusCode)
+	}
+}
+
+func TestNoneSendsInline(t *testing.T) {
+	s, srv := newShop(t, None)
+	resp, b := send(t, srv, call{"POST", "/api/checkout", `{"items":[{"product":12,"qty":1}]}`, map[string]string{UserHeader: "u7"}})
+	require.Equal(t, http.StatusCreated, resp.StatusCode, "%s", b)
+	var o CheckoutResponse
+	require.NoError(t, json.Unmarshal(b, &o))
+	assert.Equal(t, 1, s.SMS.Delivered("sms-"+o.Order), "sent in the request: delivered before the answer")
+	assert.Nil(t, s.Controller())
+}

@@ -1,0 +1,55 @@
+package shop
+
+import (
+	_ "embed"
+	"html/template"
+	"net/http"
+	"strconv"
+
+	"github.com/labstack/echo/v4"
+)
+
+//go:embed storefront.html
+var storefrontHTML string
+
+// storefrontTmpl renders a product page as HTML; html/template escapes
+// everything that came from data.
+var storefrontTmpl = template.Must(template.New("storefront").Funcs(template.FuncMap{
+	"price": func(cents int64) string { return strconv.FormatInt(cents/100, 10) + "." + pad2(cents%100) },
+}).Parse(storefrontHTML))
+
+func pad2(n int64) string {
+	if n < 10 {
+		return "0" + strconv.FormatInt(n, 10)
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// storefront renders product ?id= (default 1) with its sections, so that
+// the dimming is visible in a browser.
+func (s *Shop) storefront(c echo.Context) error {
+	id := int64(1)
+	if v := c.QueryParam("id"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			problem(c.Response(), http.StatusBadRequest, "bad-product-id", "id: want a positive integer")
+			return nil
+		}
+		id = n
+	}
+	user, _ := s.user(c)
+	pg, status, err := s.page(c.Request().Context(), id, user)
+	if err != nil {
+		problem(c.Response(), status, "product", err.Error())
+		return nil
+	}
+	w := c.Response()
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set(GenerationHeader, strconv.FormatUint(pg.Generation, 10))
+	w.WriteHeader(http.StatusOK)
+	return storefrontTmpl.Execute(w, struct {
+		Page
+		Order []string
+	}{pg, Sections()})
+}
