@@ -54,7 +54,7 @@ type SaleReport struct {
 	// DealsRefused by the flash deal's per-user and per-address limits.
 	DealsRefused int64 `json:"deals_refused"`
 	// StockOK: no product sold more than its stock (Stats.Check).
-	StockOK bool   `json:"stock_ok"`
+	StockOK  bool   `json:"stock_ok"`
 	StockErr string `json:"stock_err,omitempty"`
 }
 

@@ -305,7 +305,9 @@ func (s *Shop) checkout(c echo.Context) error {
 		problem(w, status, "bad-input", err.Error())
 		return nil
 	}
-	charge := func(ctx context.Context) (string, error) { return s.pay.Charge(ctx, "checkout-"+payKey, amount, "pay-"+payKey) }
+	charge := func(ctx context.Context) (string, error) {
+		return s.pay.Charge(ctx, "checkout-"+payKey, amount, "pay-"+payKey)
+	}
 	var ref string
 	if s.payG == nil {
 		ref, err = charge(ctx)

@@ -52,10 +52,10 @@ const (
 
 // SaleResult is one sale against one shop.
 type SaleResult struct {
-	Protect  Protect     `json:"protect"`
-	Capacity Capacity    `json:"capacity"`
+	Protect  Protect      `json:"protect"`
+	Capacity Capacity     `json:"capacity"`
 	Load     *load.Report `json:"load"`
-	Shop     SaleReport  `json:"shop"`
+	Shop     SaleReport   `json:"shop"`
 }
 
 // timeline returns the phases and events for a total duration d and a

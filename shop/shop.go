@@ -62,8 +62,8 @@ type Shop struct {
 	reg      *prometheus.Registry
 	routesMW func(http.Handler) http.Handler // shed.Routes' service-time observer
 	handler  http.Handler
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
 
 	counts counts
 }
