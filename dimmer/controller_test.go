@@ -578,11 +578,11 @@ func TestConfigAndStateCannotBeChangedFromOutside(t *testing.T) {
 	assert.Equal(t, "vip", cfg.Segments[0].Name)
 	assert.Equal(t, 0.3, cfg.Segments[0].Offset)
 
-	st := script(t, c, 2, 2, 2)[2] // dimmed
+	script(t, c, 2, 2, 2) // dimmed
 	_, err = c.PinAt(t0.Add(3*time.Second), "reviews", 0.4, time.Hour, "db migration")
 	require.NoError(t, err)
 	c.FreezeAt(t0.Add(3*time.Second), "sale")
-	st = c.Step(t0.Add(4*time.Second), snap(t0.Add(4*time.Second), 2, -1)) // the first frozen tick
+	st := c.Step(t0.Add(4*time.Second), snap(t0.Add(4*time.Second), 2, -1)) // the first frozen tick
 	require.False(t, st.Tampered())
 	gen, recs, vip := st.Generation, st.Features[0].Level, st.Features[0].Segments[0]
 	i, _ := st.FeatureIndex("reviews")

@@ -48,7 +48,8 @@ func TestAcquireShedsAShare(t *testing.T) {
 	sticky := 0
 	for i := range 500 {
 		key := "user-" + strconv.Itoa(i)
-		if admitted(key) != admitted(key) {
+		first := admitted(key)
+		if second := admitted(key); first != second {
 			sticky++
 		}
 	}

@@ -104,7 +104,6 @@ func ParseParts(s string) ([]Part, error) {
 type App struct {
 	cfg  Config
 	pool *pool.Pool
-	seq  atomic.Uint64
 
 	served, gaveUp atomic.Uint64
 	partsOn        []atomic.Uint64
