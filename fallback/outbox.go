@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -64,6 +66,12 @@ type OutboxConfig struct {
 	Batch int
 	// Poll is the wait when nothing is due. Default 200 ms.
 	Poll time.Duration
+	// Concurrency is how many sends one drainer has in flight at once:
+	// sends start at the pace, and a provider that takes its time to
+	// answer must not slow the drain below Rate. Default Rate × 200 ms
+	// (at least 1): a provider answering within 200 ms is paced by Rate,
+	// not by its latency.
+	Concurrency int
 	// Allow, when set, is asked before each send: typically the guard's
 	// Allows, so that the drain waits while the provider's breaker is open.
 	Allow func() bool
@@ -175,6 +183,9 @@ func NewOutbox(ctx context.Context, db *sql.DB, cfg OutboxConfig) (*Outbox, erro
 	}
 	if cfg.Poll <= 0 {
 		cfg.Poll = 200 * time.Millisecond
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = max(1, int(math.Ceil(cfg.Rate*0.2)))
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -400,54 +411,91 @@ func (o *Outbox) DrainOnce(ctx context.Context, send Sender) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("fallback: outbox: claim: %w", err)
 	}
-	sent := 0
-	for i, c := range batch {
+	// Sends start at the pace, up to Concurrency in flight; each records
+	// its own outcome under its claim.
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		sent  int
+		first error
+	)
+	slots := make(chan struct{}, o.cfg.Concurrency)
+	finish := func() (int, error) {
+		wg.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		return sent, first
+	}
+	record := func(err error) {
+		mu.Lock()
+		if err == nil {
+			sent++
+		} else if first == nil {
+			first = err
+		}
+		mu.Unlock()
+	}
+	for i := range batch {
 		if err := o.pace(ctx); err != nil {
 			o.releaseAll(batch[i:])
+			n, ferr := finish()
 			if ctx.Err() != nil {
-				return sent, nil
+				return n, nil
 			}
-			return sent, err
+			return n, errors.Join(err, ferr)
+		}
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			o.releaseAll(batch[i:])
+			n, _ := finish()
+			return n, nil
 		}
 		if o.cfg.Allow != nil && !o.cfg.Allow() {
+			<-slots
 			o.releaseAll(batch[i:])
-			return sent, nil
+			return finish()
 		}
 		now := o.cfg.Now()
-		if now.After(c.until.Add(-o.cfg.Lease / 2)) {
+		if now.After(batch[i].until.Add(-o.cfg.Lease / 2)) {
 			held, err := o.renew(ctx, batch[i:], now)
 			if !held {
+				<-slots
 				o.releaseAll(batch[i:])
-				return sent, err
+				n, ferr := finish()
+				return n, errors.Join(err, ferr)
 			}
-			c = batch[i]
 		}
-		// A send must not outlive its lease: after it, another drainer
-		// may send the message too.
-		sctx, cancel := context.WithTimeout(ctx, c.until.Sub(now))
-		err := send(sctx, c.m)
-		cancel()
-		if err != nil {
-			o.failed.Add(1)
-			if ctx.Err() != nil {
-				o.releaseAll(batch[i:])
-				return sent, nil
+		c := batch[i]
+		wg.Go(func() {
+			defer func() { <-slots }()
+			// A send must not outlive its lease: after it, another drainer
+			// may send the message too.
+			sctx, cancel := context.WithTimeout(ctx, c.until.Sub(now))
+			err := send(sctx, c.m)
+			cancel()
+			if err != nil {
+				o.failed.Add(1)
+				if ctx.Err() != nil {
+					o.releaseAll([]claimed{c})
+					return
+				}
+				if err := o.fail(ctx, c, err); err != nil {
+					record(err)
+				}
+				return
 			}
-			if err := o.fail(ctx, c, err); err != nil {
-				return sent, err
+			if err := o.done(ctx, c); err != nil {
+				record(err)
+				return
 			}
-			continue
-		}
-		if err := o.done(ctx, c); err != nil {
-			return sent, err
-		}
-		o.sent.Add(1)
-		sent++
+			o.sent.Add(1)
+			record(nil)
+		})
 	}
-	return sent, nil
+	return finish()
 }
 
-// fencedOut counts a write that found the row under another claim.
 func (o *Outbox) fencedOut(res sql.Result, c claimed, what string) {
 	if n, err := res.RowsAffected(); err == nil && n == 0 {
 		o.fenced.Add(1)

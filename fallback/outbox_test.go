@@ -567,3 +567,54 @@ func TestOutboxPaceIsShared(t *testing.T) {
 		})
 	}
 }
+
+// A provider that takes 200 ms to answer must not slow the drain below the
+// contract: sends overlap (Concurrency), their starts paced by Rate.
+func TestOutboxDrainIsNotBoundByLatency(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		db := openTestDB(t)
+		defer db.Close()
+		const rate, n = 200.0, 400
+		o, err := NewOutbox(context.Background(), db, OutboxConfig{Rate: rate, Burst: 1})
+		require.NoError(t, err)
+		for i := range n {
+			require.NoError(t, checkout(context.Background(), db, o, fmt.Sprintf("%04d", i), time.Time{}, false))
+		}
+		var mu sync.Mutex
+		inFlight, most, sent := 0, 0, 0
+		send := func(ctx context.Context, m Message) error {
+			mu.Lock()
+			inFlight++
+			most = max(most, inFlight)
+			mu.Unlock()
+			time.Sleep(200 * time.Millisecond)
+			mu.Lock()
+			inFlight--
+			sent++
+			mu.Unlock()
+			return nil
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		start := time.Now()
+		done := make(chan struct{})
+		go func() { o.Run(ctx, send); close(done) }()
+		for {
+			time.Sleep(100 * time.Millisecond)
+			mu.Lock()
+			s := sent
+			mu.Unlock()
+			if s == n || time.Since(start) > time.Minute {
+				break
+			}
+		}
+		took := time.Since(start)
+		cancel()
+		<-done
+		assert.Equal(t, n, sent)
+		// Paced at 200/s: 2 s, plus the last send's 200 ms (and the polls);
+		// one at a time it would take 80 s.
+		assert.Less(t, took, 3*time.Second, "drained in %v", took)
+		assert.LessOrEqual(t, most, 40, "Rate × 200 ms in flight")
+		t.Logf("%d messages at 200 ms each drained in %v, at most %d in flight", n, took, most)
+	})
+}
