@@ -417,9 +417,13 @@ func (g *Guard) count(err error) {
 	}
 }
 
-// Allows reports whether the breaker lets calls through now (closed or
-// half-open): an outbox drain sends only then.
-func (g *Guard) Allows() bool { return !g.breaker.IsOpen() }
+// Allows reports whether the breaker lets calls through now: closed,
+// half-open, or open with its delay over (the next call is a trial; the
+// breaker moves to half-open only when a call tries it, so a drain that
+// asked IsOpen alone would wait for ever once nothing else calls).
+func (g *Guard) Allows() bool {
+	return !g.breaker.IsOpen() || g.breaker.RemainingDelay() <= 0
+}
 
 // Status is a guard's counters and breaker state.
 type Status struct {

@@ -63,8 +63,14 @@ func TestBreakerOpensAndRecovers(t *testing.T) {
 		assert.ErrorIs(t, err, ErrOpen)
 		assert.Zero(t, time.Since(begin), "open: refused at once")
 
-		time.Sleep(30 * time.Second) // half-open: 3 trials
-		for range 3 {
+		time.Sleep(29 * time.Second)
+		assert.False(t, g.Allows(), "open, within its delay")
+		time.Sleep(time.Second)
+		// The delay is over: a caller that asks before calling (an outbox
+		// drain, with nothing else calling) must be let through to make the
+		// trial — the breaker itself moves to half-open only on a call.
+		assert.True(t, g.Allows(), "the delay is over: a trial may go")
+		for range 3 { // half-open: 3 trials
 			_, err := Call(context.Background(), g, sleepCall(10*time.Millisecond, nil))
 			require.NoError(t, err)
 		}
