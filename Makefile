@@ -16,14 +16,14 @@ build: ## build the commands into bin/
 
 # Timing-sensitive and single-threaded tests skip under -race; they run on
 # their own without it (the real-HTTP ordering test, the lab's acceptance).
-NORACE := ./testapp ./sim
+NORACE := ./testapp ./sim ./shop
 
 test: ## vet, every test with the race detector, then the lab and real-HTTP tests without it
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags brownout_procpin ./signals
 	$(GO) test -race -count=1 $(PKGS)
 	$(GO) test -race -count=1 -tags brownout_procpin ./signals
-	$(GO) test -count=1 -run 'RealHTTP|Limit' $(NORACE)
+	$(GO) test -count=1 -run 'RealHTTP|Limit|SaleOrdering' $(NORACE)
 
 e2e: ## the real-HTTP harness on its defaults (brownoutd sim real), one stack after another
 	@for s in none shed failsafe brownout; do $(GO) run ./cmd/brownoutd sim real --quiet --stack $$s || exit 1; done
@@ -43,8 +43,8 @@ lint: ## gofmt check, go vet and staticcheck (pinned)
 	$(GO) vet $(PKGS)
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 $(PKGS)
 
-demo: ## run the main job on embedded defaults
-	$(GO) run ./cmd/brownoutd sim run --scenario sale
+demo: ## the 11.11 sale against the shop: unprotected, shedding only, brownout (a fresh shop each)
+	$(GO) run ./cmd/shop-demo sale --compare --quiet
 
 clean: ## remove build output and test caches
 	rm -rf $(BIN)

@@ -1,0 +1,76 @@
+package shop
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestSaleOrdering is the shop's short end-to-end run on real HTTP: the
+// sale's timeline squeezed into 16 s against a fresh shop per protection,
+// the three compared by orderings only (no timing thresholds: a shared
+// 2-core machine), and the dimmed sections back once the load drops. It
+// runs outside the race detector (make test runs it on its own).
+func TestSaleOrdering(t *testing.T) {
+	if raceEnabled {
+		t.Skip("timing-sensitive: make test runs it without -race")
+	}
+	if testing.Short() {
+		t.Skip("a 1-minute real-HTTP run")
+	}
+	results := map[Protect]*SaleResult{}
+	for _, p := range Protections() {
+		s, err := New(context.Background(), Config{Protect: p, StateDir: t.TempDir()})
+		require.NoError(t, err)
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		srv := &http.Server{Handler: s.Handler()}
+		go srv.Serve(ln)
+		res, err := Sale(context.Background(), SaleConfig{Target: "http://" + ln.Addr().String(), Duration: 16 * time.Second, Settle: 3 * time.Second})
+		srv.Close()
+		require.NoError(t, err)
+		if p == Brownout {
+			// The load has dropped (recovery at 50 %): the controller
+			// brightens back within the run's last seconds or soon after.
+			require.Eventually(t, func() bool {
+				st := s.Controller().State()
+				for i := range st.NumFeatures() {
+					if st.LevelAt(i, -1) < 1 {
+						return false
+					}
+				}
+				return true
+			}, 20*time.Second, 100*time.Millisecond, "every section back after the load dropped")
+		}
+		s.Close()
+		results[p] = res
+	}
+	midnight := func(p Protect) (goodput, checkout float64) {
+		for _, ph := range results[p].Load.Phases {
+			if ph.Name == PhaseMidnight {
+				ok, _, _ := Checkout(ph)
+				return ph.Goodput, ok
+			}
+		}
+		t.Fatalf("%s: no midnight phase", p)
+		return 0, 0
+	}
+	gb, cb := midnight(Brownout)
+	gs, cs := midnight(ShedOnly)
+	gn, cn := midnight(None)
+	t.Logf("midnight goodput: brownout %.0f/s, shed %.0f/s, none %.0f/s; checkout ok %.1f%%, %.1f%%, %.1f%%", gb, gs, gn, 100*cb, 100*cs, 100*cn)
+	assert.Greater(t, gb, gs, "dimming serves more than shedding alone")
+	assert.Greater(t, gs, gn, "shedding serves more than nothing")
+	assert.GreaterOrEqual(t, cb, cs, "checkouts: brownout at least as good as shedding alone")
+	assert.Greater(t, cb, cn, "checkouts: brownout better than nothing")
+	for _, p := range []Protect{ShedOnly, Brownout} {
+		sh := results[p].Shop
+		assert.True(t, sh.StockOK, "%s: %s", p, sh.StockErr)
+		assert.Zero(t, sh.Twice, "%s: no SMS delivered twice", p)
+	}
+}
