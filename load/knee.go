@@ -50,7 +50,8 @@ type Knee struct {
 	// three times the unloaded p99, or goodput under 95 % of the rate);
 	// −1 when no step got there.
 	At int
-	// Capacity is the highest goodput measured (μ, requests per second);
+	// Capacity (μ, requests per second) is the most a saturated step
+	// served (goodput under 95 % of its rate), else the most any served;
 	// Base the p50 of the lightest step (the service time, unloaded).
 	Capacity float64
 	Base     time.Duration
@@ -137,11 +138,23 @@ func (k *Knee) analyse() {
 	}
 	k.Base = k.Steps[0].P50
 	base99 := k.Steps[0].P99
+	// μ is what a saturated step serves (goodput under 95 % of its rate):
+	// a step just past the knee may still serve its whole rate for a few
+	// seconds while its queue grows. Without a saturated step, the most
+	// any step served.
+	var best, saturated float64
 	for i, s := range k.Steps {
-		k.Capacity = max(k.Capacity, s.Goodput)
+		best = max(best, s.Goodput)
+		if s.Goodput < 0.95*s.Rate {
+			saturated = max(saturated, s.Goodput)
+		}
 		if k.At < 0 && i > 0 && (s.P99 >= 3*base99 || s.Goodput < 0.95*s.Rate) {
 			k.At = i
 		}
+	}
+	k.Capacity = best
+	if saturated > 0 {
+		k.Capacity = saturated
 	}
 	before := len(k.Steps) - 1
 	if k.At > 0 {

@@ -19,10 +19,18 @@ func TestKneeAnalysis(t *testing.T) {
 	}}
 	k.analyse()
 	assert.Equal(t, 3, k.At, "p99 three times the unloaded one")
-	assert.Equal(t, 395.0, k.Capacity)
+	assert.Equal(t, 395.0, k.Capacity, "what the saturated steps served")
 	assert.Equal(t, 10*ms, k.Base)
 	assert.Equal(t, [3]int{40, 119, 316}, k.Suggest.QueueBound)
 	assert.InDelta(t, 3.95, k.Suggest.Concurrency, 1e-9, "Little's law: μ × service time")
+	transient := &Knee{At: -1, Steps: []KneeStep{
+		{Rate: 300, Goodput: 300, P50: 64 * ms, P99: 67 * ms},
+		{Rate: 350, Goodput: 350, P50: 439 * ms, P99: 665 * ms}, // the queue still absorbing
+		{Rate: 400, Goodput: 316.7, P50: 1532 * ms, P99: 1991 * ms},
+	}}
+	transient.analyse()
+	assert.Equal(t, 1, transient.At)
+	assert.Equal(t, 316.7, transient.Capacity, "a step serving its rate while its queue grows is not the capacity")
 	assert.Equal(t, 100*ms, k.Suggest.P99Target, "1.5 × 40 ms, rounded up to 50 ms")
 	assert.Equal(t, 60*ms, k.Suggest.Timeout)
 	var b bytes.Buffer
