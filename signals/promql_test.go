@@ -116,7 +116,7 @@ func TestPromQLSourceAgainstRealPrometheus(t *testing.T) {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		snap, err = src.Snapshot(ctx, time.Now())
-		if snap.Has(LatencyP99) && snap.Has(ArrivalRate) {
+		if snap.Has(LatencyP99) && snap.Has(LatencyP50) && snap.Has(ArrivalRate) {
 			break
 		}
 		if time.Now().After(deadline) {
