@@ -48,8 +48,10 @@ type SaleReport struct {
 	// Sections served: by section, the share of product pages that got it
 	// (present or stale), and the stale share.
 	Sections map[string]SectionShare `json:"sections"`
-	// Unmatched: checkouts charged whose order then failed (the charge is
-	// to be voided).
+	// Voided: checkouts charged whose order then failed (out of stock),
+	// the charge given back; Unmatched: those whose void failed too — a
+	// customer charged without an order.
+	Voided    int64 `json:"voided"`
 	Unmatched int64 `json:"unmatched"`
 	// DealsRefused by the flash deal's per-user and per-address limits.
 	DealsRefused int64 `json:"deals_refused"`
@@ -67,7 +69,7 @@ type SectionShare struct {
 func (s *Shop) Report(ctx context.Context, since time.Time) (SaleReport, error) {
 	r := SaleReport{Orders: s.counts.orders.Load(), Replays: s.counts.replays.Load(),
 		Inline: s.counts.smsInline.Load(), InlineFailed: s.counts.smsInlineErr.Load(),
-		DealsRefused: s.counts.dealsRefused.Load(), Unmatched: s.counts.unmatched.Load(), Sections: map[string]SectionShare{}}
+		DealsRefused: s.counts.dealsRefused.Load(), Unmatched: s.counts.unmatched.Load(), Voided: s.counts.voided.Load(), Sections: map[string]SectionShare{}}
 	for i, name := range Sections() {
 		p, st, d, u := s.counts.present[i].Load(), s.counts.stale[i].Load(), s.counts.dimmed[i].Load(), s.counts.unavailable[i].Load()
 		if n := float64(p + st + d + u); n > 0 {

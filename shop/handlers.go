@@ -334,10 +334,11 @@ func (s *Shop) checkout(c echo.Context) error {
 	}
 	o, created, err := s.store.Checkout(ctx, req, pay, enqueue)
 	if err != nil {
-		// Authorized, but no order: the charge is to be voided (the
-		// gateway keeps it under its idempotency key; a retry with the
-		// same key reuses it).
-		s.counts.unmatched.Add(1)
+		// Charged, but no order: give the money back. A retry with the
+		// same key gets the same (voided) charge from the gateway and
+		// fails the same way, or, the stock being back, voids nothing
+		// twice: voiding is idempotent.
+		s.void(ref)
 		status, typ := storeStatus(err)
 		problem(w, status, typ, err.Error())
 		return nil
@@ -357,6 +358,25 @@ func (s *Shop) checkout(c echo.Context) error {
 		}
 	}
 	return c.JSON(http.StatusCreated, CheckoutResponse{Order: o.ID, TotalCents: o.TotalCents})
+}
+
+// void gives a charge back, through the payment guard when there is one;
+// a charge that could not be voided is counted (unmatched).
+func (s *Shop) void(ref string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var err error
+	if s.payG != nil {
+		_, err = fallback.Call(ctx, s.payG, func(ctx context.Context) (struct{}, error) { return struct{}{}, s.pay.Void(ctx, ref) })
+	} else {
+		err = s.pay.Void(ctx, ref)
+	}
+	if err != nil {
+		s.counts.unmatched.Add(1)
+		s.cfg.Logger.Warn("shop: void failed: the customer was charged without an order", "charge", ref, "err", err)
+		return
+	}
+	s.counts.voided.Add(1)
 }
 
 // amount prices items at the catalogue's prices.

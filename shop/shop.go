@@ -76,7 +76,8 @@ type counts struct {
 	orders, replays         atomic.Int64
 	smsInline, smsInlineErr atomic.Int64 // None: sent in the request
 	dealsRefused            atomic.Int64
-	unmatched               atomic.Int64 // charged, then the order failed: to void
+	unmatched               atomic.Int64 // charged, the order failed, and the void failed too
+	voided                  atomic.Int64 // charged, the order failed, charge voided
 }
 
 // smsTopic is the outbox topic of order confirmations.
@@ -223,12 +224,12 @@ func (s *Shop) protect(ctx context.Context) error {
 		return err
 	}
 	s.shedder, err = shed.New(shed.Config{
-		Recorder:       s.rec,
-		ShedLevel:      s.ctl.ShedLevel,
-		Classify:       routes.Classify,
+		Recorder:  s.rec,
+		ShedLevel: s.ctl.ShedLevel,
+		Classify:  routes.Classify,
 		// Declared costs, not corrected by service time: a checkout waits
 		// 30 ms on the payment gateway, which costs the workers nothing.
-		Cost: declaredCost,
+		Cost:           declaredCost,
 		TrustedProxies: cfg.TrustedProxies,
 		// Ordinary users browse at well under a page a second; this holds
 		// a client that does not.

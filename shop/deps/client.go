@@ -95,6 +95,11 @@ func (c PaymentClient) Charge(ctx context.Context, order string, amountCents int
 	return out.ID, nil
 }
 
+// Void gives charge id back (idempotent: voiding twice is fine).
+func (c PaymentClient) Void(ctx context.Context, id string) error {
+	return call(ctx, c.HTTP, http.MethodPost, c.BaseURL+"/v1/charges/"+url.PathEscape(id)+"/void", nil, "", "payment void", nil)
+}
+
 // SMSClient calls an SMSProvider.
 type SMSClient struct {
 	// BaseURL is the provider's, e.g. Server.URL.

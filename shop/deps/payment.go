@@ -26,6 +26,7 @@ type PaymentGateway struct {
 	charges map[string]*charge // by idempotency key
 
 	requests, made, amount, replayed, failed, invalid, conflicts atomic.Int64
+	voided, voidedAmount                                         atomic.Int64
 }
 
 // charge is one charge made, or being made, under a key.
@@ -35,6 +36,7 @@ type charge struct {
 	amount int64
 	done   chan struct{} // closed once made (ok) or abandoned
 	ok     bool
+	voided bool // under PaymentGateway.mu
 }
 
 // ChargeRequest is the body of POST /v1/charges.
@@ -77,6 +79,10 @@ type PaymentStats struct {
 	// with 409 (a key reused for another order or amount).
 	Invalid   int64 `json:"invalid"`
 	Conflicts int64 `json:"conflicts"`
+	// Voided is the charges voided (each once), VoidedCents their total:
+	// money taken for an order that did not happen, given back.
+	Voided      int64 `json:"voided"`
+	VoidedCents int64 `json:"voided_cents"`
 }
 
 // NewPaymentGateway returns a payment gateway with DefaultPaymentFault.
@@ -84,6 +90,7 @@ func NewPaymentGateway(opts Options) *PaymentGateway {
 	p := &PaymentGateway{opts: opts.withDefaults(), mux: http.NewServeMux(), life: newLifetime(), charges: map[string]*charge{}}
 	p.knobs = newKnobs(DefaultPaymentFault(), Fault.Validate, decodeFault, nil)
 	p.mux.HandleFunc("POST /v1/charges", p.charge)
+	p.mux.HandleFunc("POST /v1/charges/{id}/void", p.void)
 	p.knobs.route(p.mux, func() any { return p.Stats() })
 	return p
 }
@@ -116,6 +123,7 @@ func (p *PaymentGateway) Stats() PaymentStats {
 	return PaymentStats{
 		Requests: p.requests.Load(), Charges: p.made.Load(), AmountCents: p.amount.Load(),
 		Replayed: p.replayed.Load(), Failed: p.failed.Load(), Invalid: p.invalid.Load(), Conflicts: p.conflicts.Load(),
+		Voided: p.voided.Load(), VoidedCents: p.voidedAmount.Load(),
 	}
 }
 
@@ -234,4 +242,44 @@ func (p *PaymentGateway) abandon(key string, c *charge) {
 		p.mu.Unlock()
 	}
 	close(c.done)
+}
+
+// void gives a charge back: POST /v1/charges/{id}/void, after the
+// dependency's latency. Voiding twice is answered 200 and counted once;
+// an unknown id is a 404.
+func (p *PaymentGateway) void(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	f := p.knobs.get()
+	if err := p.opts.Sleep(r.Context(), f.Delay()); err != nil {
+		return // the client went away: nothing was voided
+	}
+	p.mu.Lock()
+	var found *charge
+	for _, c := range p.charges {
+		if c.id != id {
+			continue
+		}
+		select {
+		case <-c.done: // made (or abandoned): ok is settled
+			if c.ok {
+				found = c
+			}
+		default: // still being made: nothing to void yet
+		}
+		break
+	}
+	first := found != nil && !found.voided
+	if first {
+		found.voided = true
+	}
+	p.mu.Unlock()
+	if found == nil {
+		writeProblem(w, http.StatusNotFound, "unknown-charge", "no charge "+id)
+		return
+	}
+	if first {
+		p.voided.Add(1)
+		p.voidedAmount.Add(found.amount)
+	}
+	writeJSON(w, http.StatusOK, Charge{ID: found.id, Order: found.order, AmountCents: found.amount, Replayed: !first})
 }
