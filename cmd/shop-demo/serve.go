@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/brownout/brownout/shop"
@@ -21,9 +23,24 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	db := fs.String("db", "", "database: postgres://… for PostgreSQL, or an SQLite file path (default: shop.db in --state)")
 	protect := fs.String("protect", "brownout", "protection: none (the baseline), shed (shedding only), brownout")
 	workers := fs.Int("workers", 4, "the hidden worker pool (never told to the shedder)")
+	payment := fs.String("payment", "", "the payment gateway's base URL, http(s)://HOST:PORT[/PATH] (default: the shop starts its own simulated one)")
+	sms := fs.String("sms", "", "the SMS provider's base URL, http(s)://HOST:PORT[/PATH] (default: the shop starts its own simulated one)")
+	recs := fs.String("recs", "", "the recommendation engine's base URL, http(s)://HOST:PORT[/PATH] (default: the shop starts its own simulated one)")
 	verbose := fs.Bool("v", false, "log the controller's changes")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), "Usage: shop-demo serve [flags]\n\nRuns the 11.11 shop on embedded defaults: the JSON API, the storefront at /,\n/metrics and /healthz, with its simulated payment gateway, SMS provider and\nrecommendation engine on their own 127.0.0.1 ports.\n\nFlags:\n")
+		fmt.Fprint(fs.Output(), `Usage: shop-demo serve [flags]
+
+Runs the 11.11 shop on embedded defaults: the JSON API, the storefront at /,
+/metrics and /healthz, with its simulated payment gateway, SMS provider and
+recommendation engine on their own 127.0.0.1 ports. --payment, --sms and
+--recs use dependencies running elsewhere instead (e.g. ones that must
+outlive the shop); the shop calls their API paths (/v1/charges,
+/v1/messages, /v1/recommendations) under the URL given, and the sale's
+fault knobs are their /admin/fault. The sale report's SMS delivery counts
+are only known with the shop's own SMS provider.
+
+Flags:
+`)
 		fs.PrintDefaults()
 	}
 	if err := parse(fs, args, stderr); err != nil {
@@ -34,6 +51,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usageError{err.Error()}
 	}
 	cfg := shop.Config{Protect: p, Workers: *workers, StateDir: *state, DB: *db}
+	for _, d := range []struct {
+		flag string
+		in   *string
+		out  *string
+	}{{"payment", payment, &cfg.Payment}, {"sms", sms, &cfg.SMS}, {"recs", recs, &cfg.Recs}} {
+		if *d.out, err = baseURL(d.flag, *d.in); err != nil {
+			return err
+		}
+	}
 	if *verbose {
 		cfg.Logger = slog.New(slog.NewTextHandler(stderr, nil))
 	}
@@ -64,4 +90,34 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	return nil
+}
+
+// baseURL checks a dependency's --flag: empty (the shop starts its own),
+// or an absolute http or https URL with a host and no query, fragment or
+// credentials (the shop prints it and shows it at /api/demo/deps). A
+// trailing slash is dropped: the clients append their paths to it.
+func baseURL(flag, raw string) (string, error) {
+	if raw == "" {
+		return "", nil
+	}
+	bad := func(why string) error {
+		return usagef("serve: --%s %q: %s (want an absolute URL such as http://127.0.0.1:9090)", flag, raw, why)
+	}
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return "", bad("not a URL")
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "", bad("the scheme must be http or https")
+	case u.Opaque != "" || u.Host == "" || u.Hostname() == "":
+		return "", bad("no host")
+	case u.User != nil:
+		return "", bad("credentials in the URL are not supported")
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		return "", bad("no query or fragment: the shop appends its API paths")
+	}
+	if port := u.Port(); port == "" && strings.HasSuffix(u.Host, ":") {
+		return "", bad("empty port")
+	}
+	return strings.TrimRight(u.String(), "/"), nil
 }
