@@ -1,7 +1,7 @@
 // Command shop-demo is the 11.11 flash-sale shop, protected by this
 // project's packages, and the traffic that tests it:
 //
-//	shop-demo serve [--listen ADDR] [--state DIR] [--db URL] [--protect none|shed|brownout]
+//	shop-demo serve [--listen ADDR] [--state DIR] [--db URL] [--protect none|shed|brownout] [--payment URL] [--sms URL] [--recs URL]
 //	shop-demo sale  [--target URL] [--compare] [--json] [--quiet] [--scale X] [--duration D]
 //	shop-demo knee  --target URL [--from R] [--step R] [--steps N] [--hold D]
 //
