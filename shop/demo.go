@@ -148,7 +148,7 @@ func (s *Shop) demo(mux *http.ServeMux) {
 		writeJSON(w, http.StatusOK, map[string]any{
 			"protect": s.cfg.Protect, "generation": st.Seq(), "mode": st.StateMode().String(),
 			"reason": st.Reason, "levels": levels, "shed": st.Shed, "gate": s.shedder.Stats(),
-			"busy_workers": s.pool.Busy(),
+			"busy_workers": s.pool.Busy(), "worked_seconds": s.pool.Worked().Seconds(),
 		})
 	})
 	mux.HandleFunc("GET /api/demo/report", func(w http.ResponseWriter, r *http.Request) {

@@ -26,6 +26,7 @@ type Pool struct {
 	alpha     float64
 	beta      float64
 	slowdown  atomic.Uint64 // math.Float64bits of the work multiplier; 0: 1
+	worked    atomic.Int64  // ns of work held, all workers
 }
 
 // New returns a pool of n workers (at least 1).
@@ -53,6 +54,11 @@ func (p *Pool) Slowdown() float64 {
 	return 1
 }
 
+// Worked returns the work held so far, all workers together: its
+// increase over an interval ÷ (Workers × the interval) is the pool's
+// utilization.
+func (p *Pool) Worked() time.Duration { return time.Duration(p.worked.Load()) }
+
 // Workers returns the pool's size.
 func (p *Pool) Workers() int { return cap(p.slots) }
 
@@ -76,7 +82,9 @@ func (p *Pool) Do(ctx context.Context, d time.Duration) error {
 		m := float64(n)
 		d = time.Duration(float64(d) * (1 + p.alpha*(m-1) + p.beta*m*(m-1)))
 	}
+	start := time.Now()
 	p.hold(d)
+	p.worked.Add(int64(time.Since(start)))
 	p.busy.Add(-1)
 	<-p.slots
 	return nil

@@ -25,6 +25,7 @@ func TestPoolBoundsConcurrencyAndGivesUp(t *testing.T) {
 		assert.ErrorIs(t, p.Do(ctx, time.Millisecond), ErrGone, "no worker within the caller's deadline")
 		wg.Wait()
 		assert.Equal(t, 20*time.Millisecond, time.Since(start), "4 jobs of 10 ms on 2 workers")
+		assert.Equal(t, 40*time.Millisecond, p.Worked(), "the work held, all workers")
 		assert.Equal(t, int64(0), p.Busy())
 	})
 }
