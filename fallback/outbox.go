@@ -11,11 +11,11 @@ import (
 	"math/rand/v2"
 	"regexp"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/brownout/brownout/internal/sqlq"
 )
 
 // Dialect is the SQL flavour of an outbox's database.
@@ -266,19 +266,7 @@ func NewOutbox(ctx context.Context, db *sql.DB, cfg OutboxConfig) (*Outbox, erro
 
 // numbered rewrites ? placeholders as $1, $2, … for PostgreSQL.
 func (q queries) numbered() queries {
-	f := func(s string) string {
-		var b strings.Builder
-		n := 0
-		for _, r := range s {
-			if r == '?' {
-				n++
-				b.WriteString("$" + strconv.Itoa(n))
-				continue
-			}
-			b.WriteRune(r)
-		}
-		return b.String()
-	}
+	f := sqlq.Numbered
 	for _, p := range []*string{&q.enqueue, &q.doneKey, &q.done, &q.claimID, &q.claim, &q.renew, &q.release,
 		&q.retry, &q.kill, &q.pace, &q.depth} {
 		*p = f(*p)

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/brownout/brownout/fallback"
+	"github.com/brownout/brownout/internal/sqlq"
 	"github.com/jackc/pgx/v5/pgconn"
 	_ "github.com/jackc/pgx/v5/stdlib" // driver "pgx"
 	"modernc.org/sqlite"
@@ -208,19 +209,7 @@ func newQueries(pg bool) queries {
 }
 
 // numbered rewrites ? placeholders as $1, $2, … for PostgreSQL.
-func numbered(s string) string {
-	var b strings.Builder
-	n := 0
-	for _, r := range s {
-		if r == '?' {
-			n++
-			b.WriteString("$" + strconv.Itoa(n))
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
+func numbered(s string) string { return sqlq.Numbered(s) }
 
 // schema is the same SQL on both databases. Stock can never be negative:
 // the conditional UPDATE never tries, and the CHECK refuses it anyway.
