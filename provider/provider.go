@@ -18,6 +18,10 @@ import (
 // "recommendations.level".
 const LevelSuffix = ".level"
 
+// FeaturesFlag is the object flag that answers every feature at once:
+// {"recommendations": true, "reviews": false, …} for this user.
+const FeaturesFlag = "brownout.features"
+
 // Source is what a provider evaluates against: a *dimmer.Controller in the
 // same process, or a follower of brownoutd.
 type Source interface {
@@ -164,19 +168,57 @@ func (p *Provider) IntEvaluation(_ context.Context, flag string, def int64, _ op
 	return openfeature.IntResolutionDetail{Value: def, ProviderResolutionDetail: p.notFound(p.src.State(), flag, "an integer")}
 }
 
-// ObjectEvaluation implements openfeature.FeatureProvider; brownout serves
-// no object flags.
-func (p *Provider) ObjectEvaluation(_ context.Context, flag string, def any, _ openfeature.FlattenedContext) openfeature.InterfaceResolutionDetail {
-	return openfeature.InterfaceResolutionDetail{Value: def, ProviderResolutionDetail: p.notFound(p.src.State(), flag, "an object")}
+// ObjectEvaluation answers FeaturesFlag: every feature's boolean answer
+// for this user at once, as a map[string]any of feature name to bool —
+// one SDK evaluation where a page would make one per feature. Each
+// feature's answer is the one its boolean flag gives (same bucket, same
+// segment, same counters). Other keys are not object flags.
+func (p *Provider) ObjectEvaluation(_ context.Context, flag string, def any, fc openfeature.FlattenedContext) openfeature.InterfaceResolutionDetail {
+	st := p.src.State()
+	if flag != FeaturesFlag {
+		return openfeature.InterfaceResolutionDetail{Value: def, ProviderResolutionDetail: p.notFound(st, flag, "an object")}
+	}
+	key, _ := fc[openfeature.TargetingKey].(string)
+	sticky := key != ""
+	if !sticky && p.strict {
+		return openfeature.InterfaceResolutionDetail{Value: def, ProviderResolutionDetail: openfeature.ProviderResolutionDetail{
+			ResolutionError: openfeature.NewTargetingKeyMissingResolutionError("brownout: " + flag + " is split per user: set a targeting key"),
+			Reason:          openfeature.ErrorReason,
+		}}
+	}
+	out := make(map[string]any, st.NumFeatures())
+	for i := range st.NumFeatures() {
+		name := st.FeatureName(i)
+		_, level := p.segment(st, i, fc)
+		var on bool
+		if sticky {
+			on = On(name, key, level)
+		} else {
+			on = rand.Float64() < level
+		}
+		c := p.flagCounts(name)
+		if on {
+			c.on.Inc()
+		} else {
+			c.off.Inc()
+		}
+		out[name] = on
+	}
+	return openfeature.InterfaceResolutionDetail{Value: out, ProviderResolutionDetail: openfeature.ProviderResolutionDetail{
+		Reason: openfeature.SplitReason, Variant: "split", FlagMetadata: p.allMetadata(st, sticky),
+	}}
 }
 
 // notFound tells an unknown key (FLAG_NOT_FOUND) from a known key asked as
 // the wrong type (TYPE_MISMATCH).
 func (p *Provider) notFound(st *dimmer.State, flag, asked string) openfeature.ProviderResolutionDetail {
 	name, isLevel := strings.CutSuffix(flag, LevelSuffix)
-	if _, ok := st.Feature(name); ok {
+	if _, ok := st.Feature(name); ok || flag == FeaturesFlag {
 		want := "a boolean"
-		if isLevel {
+		switch {
+		case flag == FeaturesFlag:
+			want = "an object"
+		case isLevel:
 			want = "a float"
 		}
 		return openfeature.ProviderResolutionDetail{
@@ -325,6 +367,20 @@ type metaCache struct {
 	st  *dimmer.State
 	// by feature, then segment+1 (0: no segment), then sticky (0 false, 1 true)
 	md [][][2]openfeature.FlagMetadata
+	// FeaturesFlag's, by sticky
+	all [2]openfeature.FlagMetadata
+}
+
+func (p *Provider) allMetadata(st *dimmer.State, sticky bool) openfeature.FlagMetadata {
+	c := p.meta.Load()
+	if c == nil || c.st != st {
+		c = buildMeta(st)
+		p.meta.Store(c)
+	}
+	if sticky {
+		return c.all[1]
+	}
+	return c.all[0]
 }
 
 func (p *Provider) metadata(st *dimmer.State, i, seg int, sticky bool) openfeature.FlagMetadata {
@@ -363,6 +419,9 @@ func buildMeta(st *dimmer.State) *metaCache {
 				c.md[i][j+1][s] = md
 			}
 		}
+	}
+	for s, sticky := range [2]bool{false, true} {
+		c.all[s] = openfeature.FlagMetadata{"generation": int64(st.Seq()), "reason": st.Why(), "sticky": sticky}
 	}
 	return c
 }

@@ -111,6 +111,8 @@ func TestErrorsAndMissingKey(t *testing.T) {
 		{"string", p.StringEvaluation(ctx, "reviews", "x", fc("u")).ProviderResolutionDetail, openfeature.TypeMismatchCode},
 		{"int", p.IntEvaluation(ctx, "reviews", 1, fc("u")).ProviderResolutionDetail, openfeature.TypeMismatchCode},
 		{"object", p.ObjectEvaluation(ctx, "nope", nil, fc("u")).ProviderResolutionDetail, openfeature.FlagNotFoundCode},
+		{"bool as object", p.ObjectEvaluation(ctx, "reviews", nil, fc("u")).ProviderResolutionDetail, openfeature.TypeMismatchCode},
+		{"features as bool", p.BooleanEvaluation(ctx, FeaturesFlag, true, fc("u")).ProviderResolutionDetail, openfeature.TypeMismatchCode},
 	} {
 		assert.Equal(t, tc.code, tc.res.ResolutionDetail().ErrorCode, tc.name)
 		assert.Equal(t, openfeature.ErrorReason, tc.res.Reason, tc.name)
@@ -126,6 +128,48 @@ func TestErrorsAndMissingKey(t *testing.T) {
 	strict, _ := New(c, Options{RequireTargetingKey: true})
 	r = strict.BooleanEvaluation(ctx, "recommendations", false, fc(""))
 	assert.Equal(t, openfeature.TargetingKeyMissingCode, r.ResolutionDetail().ErrorCode)
+	o := strict.ObjectEvaluation(ctx, FeaturesFlag, "def", fc(""))
+	assert.Equal(t, openfeature.TargetingKeyMissingCode, o.ResolutionDetail().ErrorCode)
+	assert.Equal(t, "def", o.Value)
+}
+
+// TestFeaturesFlag: the object flag gives each user the answers of the
+// boolean flags, segment included, counts like them, and reaches apps
+// through the SDK as a map.
+func TestFeaturesFlag(t *testing.T) {
+	c := newController(t)
+	p, err := New(c, Options{})
+	require.NoError(t, err)
+	ctx := context.Background()
+	dimTo(c, t0.Add(time.Second), 0.95)
+	before := p.Evaluations()
+	for i := range 2000 {
+		for _, attrs := range [][]string{nil, {"segment", "vip"}} {
+			key := "user-" + strconv.Itoa(i)
+			all := p.ObjectEvaluation(ctx, FeaturesFlag, nil, fc(key, attrs...))
+			require.NoError(t, all.Error())
+			m, ok := all.Value.(map[string]any)
+			require.True(t, ok, "%T", all.Value)
+			require.Len(t, m, 2)
+			for _, name := range []string{"recommendations", "reviews"} {
+				assert.Equal(t, p.BooleanEvaluation(ctx, name, !m[name].(bool), fc(key, attrs...)).Value, m[name], "%s %s %v", name, key, attrs)
+			}
+		}
+	}
+	after := p.Evaluations()
+	for _, name := range []string{"recommendations", "reviews"} {
+		n := after[name]["on"] + after[name]["off"] - before[name]["on"] - before[name]["off"]
+		assert.Equal(t, uint64(8000), n, "%s: 4000 object and 4000 boolean answers counted", name)
+	}
+
+	api := isolated.NewAPI()
+	require.NoError(t, api.SetProviderAndWait(ctx, p))
+	defer api.Shutdown(ctx)
+	d, err := api.NewClient().ObjectValueDetails(ctx, FeaturesFlag, nil, openfeature.NewEvaluationContext("user-7", nil))
+	require.NoError(t, err)
+	assert.Equal(t, openfeature.SplitReason, d.Reason)
+	assert.Equal(t, true, d.FlagMetadata["sticky"])
+	assert.Contains(t, d.Value, "recommendations")
 }
 
 func TestOverrideModeAndMetrics(t *testing.T) {

@@ -81,7 +81,7 @@ func TestThrottleHonoursRetryAfter(t *testing.T) {
 
 func TestPropagateClassAndDeadline(t *testing.T) {
 	be := &fakeRT{status: 200}
-	ctx := context.WithValue(context.Background(), ctxKey{}, &requestInfo{class: signals.Sheddable})
+	ctx := context.WithValue(context.Background(), ctxKey{}, signals.Sheddable)
 	deadline := t0.Add(1500 * time.Millisecond)
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
@@ -130,6 +130,9 @@ func TestRoutes(t *testing.T) {
 	}
 	assert.Less(t, rt.Cost(s), 100.0)
 	assert.Greater(t, rt.Cost(rec), 0.0)
+	assert.Equal(t, 100.0, rt.DeclaredCost(s), "the declared cost stays as declared")
+	assert.Equal(t, 2.0, rt.DeclaredCost(rec))
+	assert.Equal(t, 1.0, rt.DeclaredCost(httptest.NewRequest(http.MethodGet, "/other", nil)))
 	assert.Equal(t, 1.0, rt.Cost(httptest.NewRequest(http.MethodGet, "/other", nil)))
 	_, err = NewRoutes(Route{Pattern: "GET /a"}, Route{Pattern: "GET /a"})
 	assert.Error(t, err, "duplicate patterns")

@@ -32,7 +32,11 @@
 //     class's queue — unless its estimated wait (the cost queued ahead ÷
 //     measured throughput) exceeds what its class may wait: queues are
 //     bounded in time, K ≈ μ × wait, not in requests. Queues are served
-//     strictly by priority. CoDel (RFC 8289) watches the queues: when they
+//     by priority, strictly but for an assured share of the admitted cost
+//     for the lower classes ([GateConfig].Assured; sheddable 5 % by
+//     default): under a long overload the cheap sheddable requests — an
+//     analytics beacon costs 1/30 of a page — would otherwise starve and
+//     be refused to save work worth next to nothing. CoDel (RFC 8289) watches the queues: when they
 //     have not been empty for an Interval and the oldest request has waited
 //     longer than Target, the queue is standing until it next empties;
 //     meanwhile requests may wait only Target and the newest are served

@@ -41,6 +41,14 @@ type RateLimitConfig struct {
 	// MaxClients bounds the clients remembered; the least recently seen
 	// are forgotten (and start with a full allowance). Default 65536.
 	MaxClients int
+	// HeadersOnRefusal sends X-RateLimit-Limit/-Remaining/-Reset only
+	// with refusals (which always carry them and Retry-After), not on
+	// every admitted answer: for sites whose clients are browsers, which
+	// read none of them. It saves writing three headers a request (about
+	// 0.8 µs on this project's 2-core machine: the answer's header map
+	// outgrows its first group). Default: on every answer, for API
+	// clients that pace themselves by them.
+	HeadersOnRefusal bool
 }
 
 func (c RateLimitConfig) withDefaults() (RateLimitConfig, error) {
@@ -504,10 +512,11 @@ func skipToComma(s string, i int) int {
 }
 
 type rateLimits struct {
-	cfg RateLimitConfig
-	mu  sync.Mutex
-	m   map[string]*list.Element // of *client
-	lru list.List                // front: most recently seen
+	cfg   RateLimitConfig
+	limit string // X-RateLimit-Limit's value
+	mu    sync.Mutex
+	m     map[string]*list.Element // of *client
+	lru   list.List                // front: most recently seen
 }
 
 type client struct {
@@ -523,7 +532,7 @@ func newRateLimits(cfg RateLimitConfig) (*rateLimits, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &rateLimits{cfg: cfg, m: map[string]*list.Element{}}, nil
+	return &rateLimits{cfg: cfg, limit: strconv.Itoa(cfg.Burst), m: map[string]*list.Element{}}, nil
 }
 
 // allow takes one request of client key at now and writes the
@@ -544,11 +553,19 @@ func (l *rateLimits) allow(h http.Header, key string, now time.Time) bool {
 		retry = time.Duration(max(1-tokens, 0) / l.cfg.Rate * float64(time.Second))
 	}
 	l.mu.Unlock()
-	h["X-Ratelimit-Limit"] = []string{strconv.Itoa(l.cfg.Burst)}
-	h["X-Ratelimit-Remaining"] = []string{strconv.Itoa(remaining)}
-	h["X-Ratelimit-Reset"] = []string{strconv.Itoa(ceilSeconds(reset))}
+	if ok && l.cfg.HeadersOnRefusal {
+		return true
+	}
+	// One backing array for the values (each slice capped at its own
+	// element, so an Add to one header cannot reach the next).
+	v := make([]string, 4)
+	v[0], v[1], v[2] = l.limit, strconv.Itoa(remaining), strconv.Itoa(ceilSeconds(reset))
+	h["X-Ratelimit-Limit"] = v[0:1:1]
+	h["X-Ratelimit-Remaining"] = v[1:2:2]
+	h["X-Ratelimit-Reset"] = v[2:3:3]
 	if !ok {
-		h["Retry-After"] = []string{strconv.Itoa(max(ceilSeconds(retry), 1))}
+		v[3] = strconv.Itoa(max(ceilSeconds(retry), 1))
+		h["Retry-After"] = v[3:4:4]
 	}
 	return ok
 }

@@ -107,6 +107,23 @@ func (rt *Routes) Classify(r *http.Request) signals.Class {
 	return c
 }
 
+// DeclaredCost returns the request's cost as the table declares it (times
+// Scale), never corrected by service time: for routes whose time is spent
+// waiting on something that costs the server nothing (a payment gateway's
+// 30 ms), where measured time would overstate their cost. It needs no
+// Middleware.
+func (rt *Routes) DeclaredCost(r *http.Request) float64 {
+	i, ok := rt.match(r)
+	if !ok {
+		return 1
+	}
+	cost := rt.routes[i].Cost
+	if scale := rt.routes[i].Scale; scale != nil {
+		cost *= max(scale(r), 0)
+	}
+	return max(cost, 0.01)
+}
+
 // Cost returns the request's estimated cost.
 func (rt *Routes) Cost(r *http.Request) float64 {
 	i, ok := rt.match(r)

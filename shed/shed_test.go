@@ -217,9 +217,10 @@ func TestDeadlineAndClientGone(t *testing.T) {
 }
 
 func TestRateLimitHeaders(t *testing.T) {
-	for _, window := range []bool{false, true} {
+	for _, tc := range []struct{ window, quiet bool }{{false, false}, {true, false}, {false, true}} {
+		window := tc.window
 		synctest.Test(t, func(t *testing.T) {
-			s, err := New(Config{RateLimit: &RateLimitConfig{SlidingWindow: window}})
+			s, err := New(Config{RateLimit: &RateLimitConfig{SlidingWindow: window, HeadersOnRefusal: tc.quiet}})
 			require.NoError(t, err)
 			h := s.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 			do := func(user string) *httptest.ResponseRecorder {
@@ -232,12 +233,17 @@ func TestRateLimitHeaders(t *testing.T) {
 			for i := range 10 {
 				rec := do("alice")
 				require.Equal(t, 200, rec.Code, "burst request %d", i)
-				assert.Equal(t, "10", rec.Header().Get("X-RateLimit-Limit"))
+				if tc.quiet {
+					assert.Empty(t, rec.Header().Get("X-RateLimit-Limit"), "only with refusals")
+				} else {
+					assert.Equal(t, "10", rec.Header().Get("X-RateLimit-Limit"))
+				}
 			}
 			rec := do("alice")
 			assert.Equal(t, http.StatusTooManyRequests, rec.Code)
 			assert.NotEmpty(t, rec.Header().Get("Retry-After"))
 			assert.Equal(t, "0", rec.Header().Get("X-RateLimit-Remaining"))
+			assert.Equal(t, "10", rec.Header().Get("X-RateLimit-Limit"))
 			assert.NotEmpty(t, rec.Header().Get("X-RateLimit-Reset"))
 			assert.Equal(t, 200, do("bob").Code, "limits are per client")
 			// The bucket refills at 2/s; the window's previous 10 requests

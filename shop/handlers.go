@@ -19,6 +19,7 @@ import (
 
 	"github.com/brownout/brownout/fallback"
 	"github.com/brownout/brownout/internal/pool"
+	"github.com/brownout/brownout/provider"
 	"github.com/brownout/brownout/shop/store"
 )
 
@@ -57,10 +58,7 @@ func (s *Shop) routes() http.Handler {
 	e.GET("/api/deals/flash", s.deals)
 	e.POST("/api/beacon", s.beacon)
 
-	var api http.Handler = e
-	if s.shedder != nil {
-		api = s.shedder.Middleware(s.routesMW(e))
-	}
+	api := s.guard(e)
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -138,13 +136,9 @@ func (s *Shop) page(ctx context.Context, id int64, user string) (Page, int, erro
 	pg := Page{Product: view(p), Sections: make(map[string]Section, 3), Dimmed: []string{}}
 	work := s.cfg.Costs.Page
 	costs := s.cfg.Costs.sections()
-	ec := openfeature.NewEvaluationContext(user, nil)
+	on := s.sectionsOn(ctx, user)
 	for i, name := range Sections() {
-		on := true
-		if s.flags != nil {
-			on, _ = s.flags.BooleanValue(ctx, name, true, ec)
-		}
-		if !on {
+		if !on[i] {
 			pg.Sections[name] = Section{Status: "dimmed"}
 			pg.Dimmed = append(pg.Dimmed, name)
 			s.counts.dimmed[i].Add(1)
@@ -177,6 +171,33 @@ func (s *Shop) page(ctx context.Context, id int64, user string) (Page, int, erro
 	}
 	s.counts.pages.Add(1)
 	return pg, http.StatusOK, nil
+}
+
+// sectionsOn evaluates the sections' flags for user, all of them in one
+// evaluation of the provider's features flag (one SDK evaluation where
+// three would cost three times its ~1.5 µs); all on when unprotected. A
+// section the answer lacks stays on: the flags' default.
+func (s *Shop) sectionsOn(ctx context.Context, user string) [3]bool {
+	on := [3]bool{true, true, true}
+	if s.flags == nil {
+		return on
+	}
+	v, _ := s.flags.ObjectValue(ctx, provider.FeaturesFlag, nil, openfeature.NewEvaluationContext(user, nil))
+	m, _ := v.(map[string]any)
+	for i, name := range Sections() {
+		if b, ok := m[name].(bool); ok {
+			on[i] = b
+		}
+	}
+	return on
+}
+
+// guard wraps the API in the admission control; unprotected, it returns h.
+func (s *Shop) guard(h http.Handler) http.Handler {
+	if s.shedder == nil {
+		return h
+	}
+	return s.shedder.Middleware(h)
 }
 
 // recommend calls the recommendation engine: under protection through its

@@ -59,11 +59,10 @@ type Shop struct {
 	byUser  *shed.RateLimiter // the flash deal, per user…
 	byAddr  *shed.RateLimiter // …and per address
 
-	reg      *prometheus.Registry
-	routesMW func(http.Handler) http.Handler // shed.Routes' service-time observer
-	handler  http.Handler
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
+	reg     *prometheus.Registry
+	handler http.Handler
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
 
 	counts counts
 }
@@ -212,13 +211,16 @@ func (s *Shop) protect(ctx context.Context) error {
 	}
 	s.flags = openfeature.NewClient(domain)
 
+	// Costs relative to a product page's mandatory part, as declared from
+	// the shop's own figures.
+	rel := func(d time.Duration) float64 { return d.Seconds() / cfg.Costs.Page.Seconds() }
 	routes, err := shed.NewRoutes(
 		shed.Route{Pattern: "GET /api/products/{id}", Class: signals.Default, Cost: 1},
 		shed.Route{Pattern: "GET /{$}", Class: signals.Default, Cost: 1},
-		shed.Route{Pattern: "POST /api/cart", Class: signals.Critical, Cost: 0.3},
-		shed.Route{Pattern: "POST /api/checkout", Class: signals.Critical, Cost: 0.6},
-		shed.Route{Pattern: "GET /api/deals/flash", Class: signals.Sheddable, Cost: 0.1},
-		shed.Route{Pattern: "POST /api/beacon", Class: signals.Sheddable, Cost: 0.05},
+		shed.Route{Pattern: "POST /api/cart", Class: signals.Critical, Cost: rel(cfg.Costs.Cart)},
+		shed.Route{Pattern: "POST /api/checkout", Class: signals.Critical, Cost: rel(cfg.Costs.Checkout)},
+		shed.Route{Pattern: "GET /api/deals/flash", Class: signals.Sheddable, Cost: rel(cfg.Costs.Deal)},
+		shed.Route{Pattern: "POST /api/beacon", Class: signals.Sheddable, Cost: rel(cfg.Costs.Beacon)},
 	)
 	if err != nil {
 		return err
@@ -229,11 +231,12 @@ func (s *Shop) protect(ctx context.Context) error {
 		Classify:  routes.Classify,
 		// Declared costs, not corrected by service time: a checkout waits
 		// 30 ms on the payment gateway, which costs the workers nothing.
-		Cost:           declaredCost,
+		Cost:           routes.DeclaredCost,
 		TrustedProxies: cfg.TrustedProxies,
 		// Ordinary users browse at well under a page a second; this holds
-		// a client that does not.
-		RateLimit: &shed.RateLimitConfig{Rate: 10, Burst: 30},
+		// a client that does not. Browsers read no X-RateLimit headers:
+		// they come with refusals only.
+		RateLimit: &shed.RateLimitConfig{Rate: 10, Burst: 30, HeadersOnRefusal: true},
 	})
 	if err != nil {
 		return err
@@ -269,7 +272,6 @@ func (s *Shop) protect(ctx context.Context) error {
 
 	s.reg.MustRegister(signals.NewCollector(s.rec, signals.CollectorOpts{}))
 	s.reg.MustRegister(fallback.NewCollector([]*fallback.Guard{s.payG, s.smsG, s.recsG}, map[string]*fallback.Outbox{smsTopic: s.box}))
-	s.routesMW = routes.Middleware
 	return nil
 }
 
@@ -314,19 +316,3 @@ func echoNotFound(c echo.Context) error {
 }
 
 var errNoUser = errors.New("this route needs the X-User-ID header: the user an auth layer in front identified")
-
-// declaredCost is a request's worker time relative to a product page's
-// mandatory part: what the shop's routes table declares, kept as declared.
-func declaredCost(r *http.Request) float64 {
-	switch p := r.URL.Path; {
-	case r.Method == http.MethodPost && p == "/api/checkout":
-		return 0.7
-	case r.Method == http.MethodPost && p == "/api/cart":
-		return 0.35
-	case p == "/api/deals/flash":
-		return 0.2
-	case p == "/api/beacon":
-		return 0.05
-	}
-	return 1
-}

@@ -30,6 +30,16 @@ type Config struct {
 	Target, Interval time.Duration
 	// Limit is the adaptive concurrency limit, in cost units.
 	Limit LimitConfig
+	// Assured is the share of the admitted cost that each class is
+	// assured while higher classes queue: strict priority would starve a
+	// lower class for as long as an overload lasts, and refuse its cheap
+	// requests (a 0.4 ms analytics beacon) to save work worth next to
+	// nothing. A class earns credit on every admission of another class's
+	// request (at most one unit banked) and jumps the
+	// queue when its credit covers its next request. Default: sheddable
+	// 5 %, none for the others; a negative share turns it off. A class
+	// whose demand is above its share still gets only its share.
+	Assured [signals.NumClasses]float64
 }
 
 func (c Config) withDefaults() Config {
@@ -44,6 +54,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Interval <= 0 {
 		c.Interval = signals.DefaultCoDelInterval
+	}
+	if c.Assured[signals.Sheddable] == 0 {
+		c.Assured[signals.Sheddable] = 0.05
+	}
+	for i, v := range c.Assured {
+		c.Assured[i] = min(max(v, 0), 0.5)
 	}
 	return c
 }
@@ -86,7 +102,8 @@ const (
 // policy package sim runs in virtual time: it never blocks and never reads
 // a clock; every method takes the time.
 //
-// Requests of three classes queue separately, served strictly by priority.
+// Requests of three classes queue separately, served strictly by priority
+// but for the lower classes' assured shares (Config.Assured).
 // A request is admitted at once when nothing waits and the cost in flight
 // leaves room under the adaptive limit. Otherwise it queues — unless its
 // estimated wait, the cost queued ahead of it (its class and higher) divided
@@ -118,6 +135,8 @@ type Gate struct {
 	queues   [signals.NumClasses]deque
 	since    [signals.NumClasses]time.Time // since when the class's queue has not been empty; zero while empty
 	standing [signals.NumClasses]bool      // CoDel's dropping state, until the queue empties
+
+	credit [signals.NumClasses]float64 // assured shares' credit, cost units
 
 	inflight atomic.Int64 // cost in flight, in micro-units
 	queued   atomic.Int32 // tickets queued, all classes
@@ -269,6 +288,11 @@ func (g *Gate) Arrive(now time.Time, t *Ticket, drop func(*Ticket, signals.Reaso
 			ahead += g.queues[i].cost
 		}
 		est := time.Duration(ahead * unit / max(g.Admitting(), 1e-6) * float64(time.Second))
+		if share := g.cfg.Assured[c]; share > 0 {
+			// Its share serves the class's own queue meanwhile.
+			own := (g.queues[c].cost + t.Cost) * unit / max(share*g.Admitting(), 1e-6)
+			est = min(est, time.Duration(own*float64(time.Second)))
+		}
 		if wait, why := g.allowed(c, now); est > wait {
 			return Refused, why
 		}
@@ -287,27 +311,62 @@ func (g *Gate) Arrive(now time.Time, t *Ticket, drop func(*Ticket, signals.Reaso
 // way.
 func (g *Gate) Next(now time.Time, drop func(*Ticket, signals.Reason)) *Ticket {
 	g.sweep(now, drop)
+	// An assured share first: a class whose credit covers its next
+	// request goes ahead of the higher classes — its newest request, which
+	// has the most of its time left (the older ones would mostly be
+	// served near their wait bound).
 	for c := range g.queues {
-		q := &g.queues[c]
-		for q.len() > 0 {
-			standing := g.Standing(signals.Class(c), now)
-			var t *Ticket
-			if standing {
-				t = q.back() // adaptive LIFO
-			} else {
-				t = q.front()
+		if g.cfg.Assured[c] <= 0 {
+			continue
+		}
+		t := g.head(signals.Class(c), now, true, drop)
+		if t == nil || g.credit[c] < min(t.Cost, 1) {
+			continue
+		}
+		if !g.tryAdmit(t, now) {
+			return nil
+		}
+		g.remove(signals.Class(c), t, now)
+		g.credit[c] -= t.Cost
+		return t
+	}
+	for c := range g.queues {
+		t := g.head(signals.Class(c), now, false, drop)
+		if t == nil {
+			continue
+		}
+		if !g.tryAdmit(t, now) {
+			return nil // strict priority: nothing lower jumps ahead
+		}
+		g.remove(signals.Class(c), t, now)
+		for k, share := range g.cfg.Assured {
+			if k != c && share > 0 {
+				// share/(1−share) of the others' cost is share of the total
+				g.credit[k] = min(g.credit[k]+share/(1-share)*t.Cost, 1)
 			}
-			if !t.Deadline.IsZero() && !now.Before(t.Deadline) {
-				g.remove(signals.Class(c), t, now)
-				drop(t, signals.ReasonDeadline)
-				continue
-			}
-			if !g.tryAdmit(t, now) {
-				return nil // strict priority: nothing lower jumps ahead
-			}
-			g.remove(signals.Class(c), t, now)
+		}
+		return t
+	}
+	return nil
+}
+
+// head returns the request class c would admit next — the oldest, or the
+// newest while the queue is standing or when asked for it — dropping those
+// whose deadline has passed; nil when the queue is empty.
+func (g *Gate) head(c signals.Class, now time.Time, newest bool, drop func(*Ticket, signals.Reason)) *Ticket {
+	q := &g.queues[c]
+	for q.len() > 0 {
+		var t *Ticket
+		if newest || g.Standing(c, now) {
+			t = q.back() // adaptive LIFO
+		} else {
+			t = q.front()
+		}
+		if t.Deadline.IsZero() || now.Before(t.Deadline) {
 			return t
 		}
+		g.remove(c, t, now)
+		drop(t, signals.ReasonDeadline)
 	}
 	return nil
 }

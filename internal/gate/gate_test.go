@@ -161,3 +161,54 @@ func TestGateDeadlines(t *testing.T) {
 	assert.Nil(t, g.Next(now, d.drop), "the only waiter's deadline passed: dropped before it starts")
 	assert.Equal(t, []signals.Reason{signals.ReasonDeadline}, d.got)
 }
+
+// TestGateAssuredShare: under a standing overload of the default class,
+// sheddable requests get their assured share of the admitted cost — not
+// none (strict priority's starvation), not more — and with the share
+// turned off they get nothing.
+func TestGateAssuredShare(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		share float64
+		want  float64
+	}{{"default 5 %", 0, 0.05}, {"20 %", 0.2, 0.2}, {"off", -1, 0}} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := fixed(4)
+			cfg.Assured[signals.Sheddable] = tc.share
+			cfg.MaxWait = [3]time.Duration{time.Hour, time.Hour, time.Hour}
+			cfg.Target, cfg.Interval = time.Hour, time.Hour
+			g := New(cfg)
+			var d drops
+			now := t0
+			var running []*Ticket
+			admitted := map[signals.Class]float64{}
+			arrive := func(c signals.Class, cost float64) {
+				tk := &Ticket{Class: c, Cost: cost, Arrival: now}
+				if dec, _ := g.Arrive(now, tk, d.drop); dec == Admitted {
+					running = append(running, tk)
+					admitted[c] += cost
+				}
+			}
+			for range 5000 {
+				// Always more default work queued than the gate can take,
+				// and a trickle of cheap sheddable requests.
+				for i := 0; i < 20 && g.Queued(signals.Default) < 20; i++ {
+					arrive(signals.Default, 1)
+				}
+				if g.Queued(signals.Sheddable) < 20 {
+					arrive(signals.Sheddable, 0.05)
+				}
+				now = now.Add(time.Millisecond)
+				g.Done(now, running[0])
+				running = running[1:]
+				for tk := g.Next(now, d.drop); tk != nil; tk = g.Next(now, d.drop) {
+					running = append(running, tk)
+					admitted[tk.Class] += tk.Cost
+				}
+			}
+			require.Positive(t, g.Queued(signals.Default), "the overload held")
+			share := admitted[signals.Sheddable] / (admitted[signals.Sheddable] + admitted[signals.Default])
+			assert.InDelta(t, tc.want, share, 0.01, "sheddable's share of the admitted cost")
+		})
+	}
+}
