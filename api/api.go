@@ -1,0 +1,302 @@
+package api
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/brownout/brownout/dimmer"
+	"github.com/brownout/brownout/provider"
+	"github.com/brownout/brownout/signals"
+)
+
+// Version is the version of the JSON bodies this package writes ("v").
+const Version = 1
+
+// maxBody bounds every request body this package reads.
+const maxBody = 64 << 10
+
+// Config configures an API.
+type Config struct {
+	// Controller is the controller served. Required.
+	Controller *dimmer.Controller
+	// Provider evaluates flags for OFREP. Default: a provider.New of the
+	// Controller (its evaluation counters then count OFREP's answers).
+	Provider *provider.Provider
+	// OperatorTokens are the named bearer tokens allowed to write
+	// (overrides, freeze, shadow): name → token; the name is the "who" of
+	// the audit line. With none, writes are refused unless Loopback.
+	OperatorTokens map[string]string
+	// EvalTokens, when any is set, are required on OFREP evaluations (as
+	// Authorization: Bearer or X-API-Key).
+	EvalTokens map[string]string
+	// PushTokens are required on POST /v1/signals when any is set.
+	PushTokens map[string]string
+	// Defaults are what apps should fall back to per feature when they
+	// cannot reach the daemon (true: fail open), shown in /v1/state.
+	Defaults map[string]bool
+	// Loopback: the server listens on loopback addresses only, so that
+	// writes without a configured token are allowed (as "local").
+	Loopback bool
+	// Push, when set, serves POST /v1/signals (a signals.PushSource).
+	Push http.Handler
+	// Sources reports the signal sources' health for /v1/state.
+	Sources func() []signals.SourceHealth
+	// StateDir, when set, keeps the operators' overrides, freeze and
+	// shadow in StateDir/operator.json across restarts.
+	StateDir string
+	// History is how much per-tick history /v1/history keeps. Default
+	// and minimum 15 minutes.
+	History time.Duration
+	// EventStreams are advertised in the OFREP bulk answer (for example
+	// the daemon's OFREP event stream).
+	EventStreams []EventStream
+	// Registerer, when set, receives the API's metrics.
+	Registerer prometheus.Registerer
+	// Logger receives the audit lines. Default: discard.
+	Logger *slog.Logger
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+// EventStream is an OFREP eventStreams entry.
+type EventStream struct {
+	Type               string `json:"type"`
+	URL                string `json:"url,omitempty"`
+	InactivityDelaySec int    `json:"inactivityDelaySec,omitempty"`
+}
+
+// API is the HTTP surface of a controller: OFREP evaluation, the state,
+// history and events, the operators' writes and the push source. It is
+// plain net/http (Handler), mounted by brownoutd and by the shop's
+// embedded mode alike.
+type API struct {
+	cfg   Config
+	ctl   *dimmer.Controller
+	prov  *provider.Provider
+	boot  int64 // boot epoch, in ETags and event ids
+	now   func() time.Time
+	log   *slog.Logger
+	mux   *http.ServeMux
+	store *opStore
+
+	hist    *history
+	events  *eventLog
+	metrics *metrics
+
+	tokens   atomic.Pointer[tokenSet]
+	defaults atomic.Pointer[map[string]bool]
+
+	mu struct {
+		sync.Mutex
+		frozen       bool
+		freezeReason string
+		shadow       bool
+	}
+}
+
+// New returns the API of cfg.Controller and restores the operators'
+// state from cfg.StateDir (a corrupt file is reported, moved aside and
+// ignored: never fatal).
+func New(cfg Config) (*API, error) {
+	if cfg.Controller == nil {
+		return nil, errors.New("api: no controller")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.History < 15*time.Minute {
+		cfg.History = 15 * time.Minute
+	}
+	for _, ts := range []map[string]string{cfg.OperatorTokens, cfg.EvalTokens, cfg.PushTokens} {
+		for name, tok := range ts {
+			if tok == "" {
+				return nil, fmt.Errorf("api: token %q is empty", name)
+			}
+		}
+	}
+	a := &API{cfg: cfg, ctl: cfg.Controller, prov: cfg.Provider, now: cfg.Now, log: cfg.Logger}
+	a.SetTokens(cfg.OperatorTokens, cfg.EvalTokens, cfg.PushTokens)
+	a.SetDefaults(cfg.Defaults)
+	a.boot = a.now().UnixNano()
+	if a.prov == nil {
+		p, err := provider.New(cfg.Controller, provider.Options{})
+		if err != nil {
+			return nil, err
+		}
+		a.prov = p
+	}
+	tick := cfg.Controller.Config().Tick
+	a.hist = newHistory(int(cfg.History/tick) + 1)
+	a.events = newEventLog(1000)
+	a.metrics = newMetrics(a)
+	if cfg.Registerer != nil {
+		if err := cfg.Registerer.Register(a.metrics); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.StateDir != "" {
+		a.store = &opStore{path: cfg.StateDir + "/operator.json"}
+		if err := a.restore(); err != nil {
+			return nil, err
+		}
+	}
+	a.routes()
+	return a, nil
+}
+
+// tokenSet is the tokens in force.
+type tokenSet struct{ operator, eval, push map[string]string }
+
+// SetTokens replaces the tokens (a configuration reload).
+func (a *API) SetTokens(operator, eval, push map[string]string) {
+	a.tokens.Store(&tokenSet{operator, eval, push})
+}
+
+// SetDefaults replaces the features' fallback defaults shown in the state.
+func (a *API) SetDefaults(d map[string]bool) { a.defaults.Store(&d) }
+
+// Note records an event that is not an operator's write (a reload).
+func (a *API) Note(kind, what string) {
+	a.events.add(Event{Time: a.now(), Kind: kind, What: what})
+}
+
+// Save writes the operators' state to the state directory now (at
+// shutdown; every accepted write already saved it).
+func (a *API) Save() { a.save() }
+
+// Handler returns the API's routes: /ofrep/v1/…, /v1/….
+func (a *API) Handler() http.Handler { return a.mux }
+
+// Boot returns the boot epoch (Unix nanoseconds) in the API's ETags.
+func (a *API) Boot() int64 { return a.boot }
+
+func (a *API) routes() {
+	m := http.NewServeMux()
+	m.HandleFunc("POST /ofrep/v1/evaluate/flags/{key}", a.counted("single", a.evalOne))
+	m.HandleFunc("POST /ofrep/v1/evaluate/flags", a.counted("bulk", a.evalBulk))
+	m.HandleFunc("GET /v1/state", a.getState)
+	m.HandleFunc("GET /v1/history", a.getHistory)
+	m.HandleFunc("GET /v1/events", a.getEvents)
+	m.HandleFunc("PUT /v1/features/{name}/override", a.write(a.putOverride))
+	m.HandleFunc("DELETE /v1/features/{name}/override", a.write(a.deleteOverride))
+	m.HandleFunc("POST /v1/freeze", a.write(a.postFreeze))
+	m.HandleFunc("POST /v1/unfreeze", a.write(a.postUnfreeze))
+	m.HandleFunc("PUT /v1/shadow", a.write(a.putShadow))
+	if a.cfg.Push != nil {
+		m.Handle("/v1/signals", a.pushAuth(a.cfg.Push))
+	}
+	a.mux = m
+}
+
+// token finds the name of the token r carries among toks: Authorization:
+// Bearer, or X-API-Key. Constant-time over every configured token.
+func token(r *http.Request, toks map[string]string) (string, bool) {
+	got := r.Header.Get("X-API-Key")
+	if h := r.Header.Get("Authorization"); h != "" {
+		scheme, rest, ok := strings.Cut(h, " ")
+		if ok && strings.EqualFold(scheme, "Bearer") {
+			got = strings.TrimSpace(rest)
+		}
+	}
+	who, found := "", false
+	for name, tok := range toks {
+		if subtle.ConstantTimeCompare([]byte(got), []byte(tok)) == 1 {
+			who, found = name, true
+		}
+	}
+	return who, found && got != ""
+}
+
+// write wraps an operator write: a named token, or loopback without any.
+func (a *API) write(h func(w http.ResponseWriter, r *http.Request, who string)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		who := "local"
+		switch {
+		case len(a.tokens.Load().operator) > 0:
+			name, ok := token(r, a.tokens.Load().operator)
+			if !ok {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="brownout operator"`)
+				problem(w, http.StatusUnauthorized, "unauthorized", "writes need an operator token (Authorization: Bearer …)")
+				return
+			}
+			who = name
+		case !a.cfg.Loopback:
+			problem(w, http.StatusForbidden, "no-operator-token", "no operator token is configured and the server does not listen on loopback only: writes are off")
+			return
+		}
+		h(w, r, who)
+	}
+}
+
+func (a *API) pushAuth(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if toks := a.tokens.Load().push; len(toks) > 0 {
+			if _, ok := token(r, toks); !ok {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="brownout push"`)
+				problem(w, http.StatusUnauthorized, "unauthorized", "pushes need a push token (Authorization: Bearer …)")
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// problem writes an application/problem+json answer (RFC 9457).
+func problem(w http.ResponseWriter, status int, typ, detail string) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(struct {
+		Type   string `json:"type"`
+		Title  string `json:"title"`
+		Status int    `json:"status"`
+		Detail string `json:"detail"`
+	}{"https://brownout.dev/problems/" + typ, http.StatusText(status), status, detail})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+// decode reads one JSON value of at most maxBody bytes into v, unknown
+// fields refused (operator bodies: a typo must not pass silently).
+func decode(w http.ResponseWriter, r *http.Request, v any, strict bool) (int, error) {
+	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
+		return http.StatusUnsupportedMediaType, fmt.Errorf("content type %q: want application/json", ct)
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	if strict {
+		dec.DisallowUnknownFields()
+	}
+	if err := dec.Decode(v); err != nil {
+		var tooBig *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooBig):
+			return http.StatusRequestEntityTooLarge, fmt.Errorf("body over %d bytes", maxBody)
+		case errors.Is(err, io.EOF):
+			return http.StatusBadRequest, errors.New("empty body: want a JSON object")
+		}
+		return http.StatusBadRequest, fmt.Errorf("body: %v", err)
+	}
+	if dec.More() {
+		return http.StatusBadRequest, errors.New("body: more than one JSON value")
+	}
+	return 0, nil
+}

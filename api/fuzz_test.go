@@ -1,0 +1,65 @@
+package api
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// FuzzOFREPBody: whatever the body, an evaluation answers 200, 400, 404
+// or 413 with OFREP's shape, and never panics.
+func FuzzOFREPBody(f *testing.F) {
+	for _, s := range []string{`{"context":{"targetingKey":"u1"}}`, `{"context":{"targetingKey":7}}`, `{"context":null}`, `[]`, `{"context":{"segment":"vip"}}`, "\x00"} {
+		f.Add("recommendations", s)
+	}
+	a, err := New(Config{Controller: newController(f)})
+	if err != nil {
+		f.Fatal(err)
+	}
+	h := a.Handler()
+	f.Fuzz(func(t *testing.T, key, body string) {
+		for _, path := range []string{"/ofrep/v1/evaluate/flags/" + strings.ReplaceAll(key, "/", "_"), "/ofrep/v1/evaluate/flags"} {
+			req, err := http.NewRequest(http.MethodPost, "http://x"+path, strings.NewReader(body))
+			if err != nil {
+				return // not a URL: the server would not route it either
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			switch rec.Code {
+			case 200, 400, 404, 413, 301, 307, 308:
+			default:
+				t.Fatalf("%s %q: status %d: %s", path, body, rec.Code, rec.Body)
+			}
+		}
+	})
+}
+
+// FuzzOverrideBody: a rejected override changes nothing.
+func FuzzOverrideBody(f *testing.F) {
+	for _, s := range []string{`{"level":0.5,"ttl":"10m","reason":"x"}`, `{"level":2}`, `{"level":-0}`, `{"ttl":"1ns","level":0}`, `null`} {
+		f.Add(s)
+	}
+	ctl := newController(f)
+	a, err := New(Config{Controller: ctl, Loopback: true})
+	if err != nil {
+		f.Fatal(err)
+	}
+	h := a.Handler()
+	f.Fuzz(func(t *testing.T, body string) {
+		gen := ctl.State().Generation
+		req := httptest.NewRequest(http.MethodPut, "/v1/features/reviews/override", strings.NewReader(body))
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		switch rec.Code {
+		case 200:
+			ctl.Unpin("reviews")
+		case 400, 413, 415:
+			if ctl.State().Generation != gen {
+				t.Fatalf("%q refused (%d) but the state changed", body, rec.Code)
+			}
+		default:
+			t.Fatalf("%q: status %d", body, rec.Code)
+		}
+	})
+}

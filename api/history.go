@@ -1,0 +1,192 @@
+package api
+
+import (
+	"context"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/brownout/brownout/dimmer"
+	"github.com/brownout/brownout/signals"
+)
+
+// Point is one control tick in /v1/history.
+type Point struct {
+	Time       time.Time          `json:"t"`
+	Pressure   *float64           `json:"pressure"`
+	Readings   map[string]float64 `json:"readings"`
+	Levels     map[string]float64 `json:"levels"`
+	Shed       float64            `json:"shed"`
+	ShedRate   *float64           `json:"shed_rate"`
+	Goodput    *float64           `json:"goodput"`
+	Throughput *float64           `json:"throughput"`
+	Mode       string             `json:"mode"`
+	Generation uint64             `json:"generation"`
+}
+
+// history is a ring of points, and the tick lag's recent values.
+type history struct {
+	mu   sync.Mutex
+	ring []Point
+	next int
+	full bool
+	lags []float64 // seconds, ring of the last 1000
+	lagN uint64
+}
+
+func newHistory(n int) *history {
+	return &history{ring: make([]Point, n), lags: make([]float64, 0, 1000)}
+}
+
+func (h *history) add(p Point, lag time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ring[h.next] = p
+	h.next++
+	if h.next == len(h.ring) {
+		h.next, h.full = 0, true
+	}
+	if len(h.lags) < cap(h.lags) {
+		h.lags = append(h.lags, lag.Seconds())
+	} else {
+		h.lags[h.lagN%uint64(cap(h.lags))] = lag.Seconds()
+	}
+	h.lagN++
+}
+
+// since returns the points after t, oldest first.
+func (h *history) since(t time.Time) []Point {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []Point
+	n := h.next
+	if h.full {
+		n = len(h.ring)
+	}
+	for i := range n {
+		j := i
+		if h.full {
+			j = (h.next + i) % len(h.ring)
+		}
+		if p := h.ring[j]; p.Time.After(t) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (h *history) lagP99() float64 {
+	h.mu.Lock()
+	l := slices.Clone(h.lags)
+	h.mu.Unlock()
+	if len(l) == 0 {
+		return 0
+	}
+	slices.Sort(l)
+	return l[int(math.Ceil(0.99*float64(len(l))))-1]
+}
+
+func (h *history) ticks() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.lagN
+}
+
+// Run is the control loop with its record: every Tick it takes a
+// snapshot from src (bounded by the tick), steps the controller, and
+// keeps the tick — readings, levels, shed level and rate, goodput,
+// throughput — for /v1/history, the events of the state's changes for
+// /v1/events, and how late the tick ran. It returns ctx's error when ctx
+// ends. Use it instead of Controller.Run.
+func (a *API) Run(ctx context.Context, src dimmer.Source) error {
+	tick := a.ctl.Config().Tick
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	sub, stop := a.ctl.Subscribe()
+	defer stop()
+	prev := a.ctl.State()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case st := <-sub:
+			a.noteChange(prev, st)
+			prev = st
+		case sched := <-t.C:
+			start := time.Now()
+			lag := start.Sub(sched)
+			sctx, cancel := context.WithTimeout(ctx, tick)
+			snap, err := src.Snapshot(sctx, sched)
+			cancel()
+			if err != nil {
+				a.log.Warn("brownout: signals", "err", err)
+			}
+			st := a.ctl.Step(sched, snap)
+			a.record(sched, snap, st, lag)
+		}
+	}
+}
+
+// Record keeps one tick for /v1/history (Run calls it; an embedding that
+// steps the controller itself may call it after each Step).
+func (a *API) Record(now time.Time, snap signals.Snapshot, st *dimmer.State, lag time.Duration) {
+	a.record(now, snap, st, lag)
+}
+
+func (a *API) record(now time.Time, snap signals.Snapshot, st *dimmer.State, lag time.Duration) {
+	p := Point{Time: now, Readings: map[string]float64{}, Levels: map[string]float64{}, Shed: st.Shed,
+		Mode: st.Mode.String(), Generation: st.Generation}
+	status := a.ctl.Status()
+	p.Pressure = num(status.Pressure, status.PressureOK)
+	for _, r := range status.Signals {
+		if !r.Missing {
+			p.Readings[r.Signal.String()] = r.Value
+		}
+	}
+	for i := range st.NumFeatures() {
+		p.Levels[st.FeatureName(i)] = st.LevelAt(i, -1)
+	}
+	get := func(k signals.Key) *float64 { v, ok := snap.Get(k); return num(v, ok) }
+	p.ShedRate, p.Goodput, p.Throughput = get(signals.RejectRate), get(signals.Goodput), get(signals.Throughput)
+	a.hist.add(p, lag)
+}
+
+func (a *API) getHistory(w http.ResponseWriter, r *http.Request) {
+	since, err := parseSince(r.URL.Query().Get("since"), a.now())
+	if err != nil {
+		problem(w, http.StatusBadRequest, "bad-since", err.Error())
+		return
+	}
+	pts := a.hist.since(since)
+	if pts == nil {
+		pts = []Point{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"v": Version, "tick": a.ctl.Config().Tick.String(), "points": pts})
+}
+
+// parseSince reads ?since=: RFC 3339, Unix milliseconds, or a duration
+// back from now ("5m"); empty is everything kept.
+func parseSince(s string, now time.Time) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	if ms, err := strconv.ParseInt(s, 10, 64); err == nil && ms >= 0 {
+		return time.UnixMilli(ms), nil
+	}
+	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
+		return now.Add(-d), nil
+	}
+	return time.Time{}, &sinceError{s}
+}
+
+type sinceError struct{ s string }
+
+func (e *sinceError) Error() string {
+	return "since " + strconv.Quote(e.s) + ": want RFC 3339 time, Unix milliseconds or a duration back from now (5m)"
+}

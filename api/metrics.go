@@ -1,0 +1,80 @@
+package api
+
+import (
+	"strconv"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the API's own: OFREP answers by endpoint and status, the
+// control tick's lag.
+type metrics struct {
+	a      *API
+	mu     sync.Mutex
+	ofrepN map[[2]string]uint64
+}
+
+func newMetrics(a *API) *metrics { return &metrics{a: a, ofrepN: map[[2]string]uint64{}} }
+
+func (m *metrics) ofrep(endpoint string, status int) {
+	k := [2]string{endpoint, strconv.Itoa(status)}
+	m.mu.Lock()
+	m.ofrepN[k]++
+	m.mu.Unlock()
+}
+
+var ofrepDesc = prometheus.NewDesc("brownout_ofrep_requests_total",
+	"OFREP evaluation requests answered, by endpoint (single, bulk) and HTTP status.", []string{"endpoint", "status"}, nil)
+
+var (
+	levelDesc = prometheus.NewDesc("brownout_feature_level", "Each feature's published level: the share of users who get it.", []string{"feature"}, nil)
+	fmodeDesc = prometheus.NewDesc("brownout_feature_mode", "1 for each feature's current mode (auto, override, shadow, stale, frozen, …).", []string{"feature", "mode"}, nil)
+	pressDesc = prometheus.NewDesc("brownout_pressure", "The controller's pressure: the largest value/target over the present signals.", nil, nil)
+	modeDesc  = prometheus.NewDesc("brownout_mode", "1 for the controller's current mode.", []string{"mode"}, nil)
+	shedDesc  = prometheus.NewDesc("brownout_shed_level", "The cascade's shed level, 0 to 2.", nil, nil)
+	genDesc   = prometheus.NewDesc("brownout_generation", "The published state's generation.", nil, nil)
+	readDesc  = prometheus.NewDesc("brownout_signal", "The controller's readings of its target signals (absent while missing).", []string{"signal"}, nil)
+	srcDesc   = prometheus.NewDesc("brownout_source_up", "1 when the signal source's last read succeeded.", []string{"source"}, nil)
+	lagDesc   = prometheus.NewDesc("brownout_tick_lag_p99_seconds", "p99 of how late the last 1000 control ticks ran.", nil, nil)
+)
+
+func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{ofrepDesc, levelDesc, fmodeDesc, pressDesc, modeDesc, shedDesc, genDesc, readDesc, srcDesc, lagDesc} {
+		ch <- d
+	}
+}
+
+func (m *metrics) Collect(ch chan<- prometheus.Metric) {
+	m.mu.Lock()
+	for k, n := range m.ofrepN {
+		ch <- prometheus.MustNewConstMetric(ofrepDesc, prometheus.CounterValue, float64(n), k[0], k[1])
+	}
+	m.mu.Unlock()
+	st := m.a.ctl.Status()
+	for _, f := range st.Features {
+		ch <- prometheus.MustNewConstMetric(levelDesc, prometheus.GaugeValue, f.Level, f.Name)
+		ch <- prometheus.MustNewConstMetric(fmodeDesc, prometheus.GaugeValue, 1, f.Name, f.Mode.String())
+	}
+	if st.PressureOK {
+		ch <- prometheus.MustNewConstMetric(pressDesc, prometheus.GaugeValue, st.Pressure)
+	}
+	ch <- prometheus.MustNewConstMetric(modeDesc, prometheus.GaugeValue, 1, st.Mode.String())
+	ch <- prometheus.MustNewConstMetric(shedDesc, prometheus.GaugeValue, st.Shed)
+	ch <- prometheus.MustNewConstMetric(genDesc, prometheus.GaugeValue, float64(st.Generation))
+	for _, r := range st.Signals {
+		if !r.Missing {
+			ch <- prometheus.MustNewConstMetric(readDesc, prometheus.GaugeValue, r.Value, r.Signal.String())
+		}
+	}
+	if m.a.cfg.Sources != nil {
+		for _, s := range m.a.cfg.Sources() {
+			up := 0.0
+			if s.OK {
+				up = 1
+			}
+			ch <- prometheus.MustNewConstMetric(srcDesc, prometheus.GaugeValue, up, s.Name)
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(lagDesc, prometheus.GaugeValue, m.a.hist.lagP99())
+}

@@ -1,0 +1,282 @@
+package api
+
+import (
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/brownout/brownout/signals"
+)
+
+// StateJSON is GET /v1/state's body (version 1).
+type StateJSON struct {
+	V          int                    `json:"v"`
+	Boot       int64                  `json:"boot"`
+	Generation uint64                 `json:"generation"`
+	Time       time.Time              `json:"time"`
+	Mode       string                 `json:"mode"`
+	Frozen     bool                   `json:"frozen"`
+	Shadow     bool                   `json:"shadow"`
+	Brightness float64                `json:"brightness"`
+	Pressure   *float64               `json:"pressure"`
+	Shed       float64                `json:"shed"`
+	Action     string                 `json:"action"`
+	Cause      string                 `json:"cause,omitempty"`
+	Reason     string                 `json:"reason"`
+	Features   []FeatureJSON          `json:"features"`
+	Signals    []ReadingJSON          `json:"signals"`
+	Sources    []signals.SourceHealth `json:"sources"`
+	Tick       TickJSON               `json:"tick"`
+}
+
+// FeatureJSON is one feature in StateJSON.
+type FeatureJSON struct {
+	Name     string             `json:"name"`
+	Level    float64            `json:"level"`
+	Computed float64            `json:"computed"`
+	Floor    float64            `json:"floor"`
+	Mode     string             `json:"mode"`
+	Default  bool               `json:"default"`
+	Override *OverrideJSON      `json:"override,omitempty"`
+	Segments map[string]float64 `json:"segments,omitempty"`
+}
+
+// OverrideJSON is an operator's override.
+type OverrideJSON struct {
+	Level  float64   `json:"level"`
+	Until  time.Time `json:"until"`
+	Reason string    `json:"reason"`
+}
+
+// ReadingJSON is one pressure signal in StateJSON.
+type ReadingJSON struct {
+	Signal     string   `json:"signal"`
+	Value      *float64 `json:"value"`
+	Target     float64  `json:"target"`
+	Pressure   *float64 `json:"pressure"`
+	Missing    bool     `json:"missing,omitempty"`
+	Discounted bool     `json:"discounted,omitempty"`
+}
+
+// TickJSON reports the control loop's schedule.
+type TickJSON struct {
+	Period string  `json:"period"`
+	LagP99 float64 `json:"lag_p99_seconds"`
+	Ticks  uint64  `json:"ticks"`
+}
+
+func num(v float64, ok bool) *float64 {
+	if !ok || math.IsNaN(v) || math.IsInf(v, 0) {
+		return nil
+	}
+	return &v
+}
+
+// State returns the controller's state as /v1/state shows it.
+func (a *API) State() StateJSON {
+	st := a.ctl.Status()
+	cfg := a.ctl.Config()
+	a.mu.Lock()
+	frozen, shadow := a.mu.frozen, a.mu.shadow
+	a.mu.Unlock()
+	out := StateJSON{V: Version, Boot: a.boot, Generation: st.Generation, Time: st.Time, Mode: st.Mode.String(),
+		Frozen: frozen, Shadow: shadow, Brightness: st.Brightness, Pressure: num(st.Pressure, st.PressureOK),
+		Shed: st.Shed, Action: st.Action.String(), Reason: st.Reason,
+		Features: []FeatureJSON{}, Signals: []ReadingJSON{}, Sources: []signals.SourceHealth{}}
+	if st.CauseOK {
+		out.Cause = st.Cause.String()
+	}
+	for _, f := range st.Features {
+		def, ok := (*a.defaults.Load())[f.Name]
+		fj := FeatureJSON{Name: f.Name, Level: f.Level, Computed: f.Computed, Floor: f.Floor, Mode: f.Mode.String(), Default: def || !ok}
+		if f.Pin != nil {
+			fj.Override = &OverrideJSON{Level: f.Pin.Level, Until: f.Pin.Until, Reason: f.Pin.Reason}
+		}
+		if len(cfg.Segments) > 0 && len(f.Segments) == len(cfg.Segments) {
+			fj.Segments = map[string]float64{}
+			for i, sg := range cfg.Segments {
+				fj.Segments[sg.Name] = f.Segments[i]
+			}
+		}
+		out.Features = append(out.Features, fj)
+	}
+	for _, r := range st.Signals {
+		out.Signals = append(out.Signals, ReadingJSON{Signal: r.Signal.String(), Value: num(r.Value, !r.Missing),
+			Target: r.Target, Pressure: num(r.Pressure, !r.Missing), Missing: r.Missing, Discounted: r.Discounted})
+	}
+	if a.cfg.Sources != nil {
+		out.Sources = append(out.Sources, a.cfg.Sources()...)
+	}
+	out.Tick = TickJSON{Period: cfg.Tick.String(), LagP99: a.hist.lagP99(), Ticks: a.hist.ticks()}
+	return out
+}
+
+func (a *API) getState(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, a.State())
+}
+
+// overrideRequest is PUT /v1/features/{name}/override's body.
+type overrideRequest struct {
+	Level *float64 `json:"level"`
+	// TTL is a Go duration ("10m"); default 1h, at most 7 days.
+	TTL    string `json:"ttl"`
+	Reason string `json:"reason"`
+}
+
+// MaxTTL bounds an override's time to live.
+const MaxTTL = 7 * 24 * time.Hour
+
+func (a *API) putOverride(w http.ResponseWriter, r *http.Request, who string) {
+	name := r.PathValue("name")
+	var req overrideRequest
+	if status, err := decode(w, r, &req, true); err != nil {
+		problem(w, status, "bad-body", err.Error())
+		return
+	}
+	if req.Level == nil {
+		problem(w, http.StatusBadRequest, "bad-override", `"level" is required: the share of users who get the feature, 0 to 1`)
+		return
+	}
+	lvl := *req.Level
+	if math.IsNaN(lvl) || lvl < 0 || lvl > 1 {
+		problem(w, http.StatusBadRequest, "bad-override", fmt.Sprintf("level %v: want 0 to 1", lvl))
+		return
+	}
+	ttl := time.Hour
+	if req.TTL != "" {
+		d, err := time.ParseDuration(req.TTL)
+		if err != nil {
+			problem(w, http.StatusBadRequest, "bad-override", fmt.Sprintf("ttl %q: want a duration such as 10m or 2h", req.TTL))
+			return
+		}
+		if d <= 0 || d > MaxTTL {
+			problem(w, http.StatusBadRequest, "bad-override", fmt.Sprintf("ttl %v: want more than 0 and at most %v", d, MaxTTL))
+			return
+		}
+		ttl = d
+	}
+	if len(req.Reason) > 500 {
+		problem(w, http.StatusBadRequest, "bad-override", "reason: at most 500 bytes")
+		return
+	}
+	reason := req.Reason
+	if reason == "" {
+		reason = "override by " + who
+	}
+	now := a.now()
+	st, err := a.ctl.PinAt(now, name, lvl, ttl, reason)
+	if err != nil {
+		problem(w, http.StatusNotFound, "unknown-feature", err.Error())
+		return
+	}
+	a.audit(now, who, "override", name, fmt.Sprintf("level %.2f for %v", lvl, ttl), reason)
+	a.save()
+	writeJSON(w, http.StatusOK, map[string]any{"v": Version, "generation": st.Generation, "feature": name, "level": lvl, "until": now.Add(ttl), "reason": reason})
+}
+
+func (a *API) deleteOverride(w http.ResponseWriter, r *http.Request, who string) {
+	name := r.PathValue("name")
+	now := a.now()
+	st, err := a.ctl.UnpinAt(now, name)
+	if err != nil {
+		problem(w, http.StatusNotFound, "unknown-feature", err.Error())
+		return
+	}
+	a.audit(now, who, "release", name, "override released", "")
+	a.save()
+	writeJSON(w, http.StatusOK, map[string]any{"v": Version, "generation": st.Generation, "feature": name})
+}
+
+type reasonRequest struct {
+	Reason string `json:"reason"`
+}
+
+// optionalBody decodes an optional JSON body (an empty one is fine).
+func optionalBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	if r.ContentLength == 0 {
+		return true
+	}
+	if status, err := decode(w, r, v, true); err != nil {
+		problem(w, status, "bad-body", err.Error())
+		return false
+	}
+	return true
+}
+
+func (a *API) postFreeze(w http.ResponseWriter, r *http.Request, who string) {
+	var req reasonRequest
+	if !optionalBody(w, r, &req) {
+		return
+	}
+	if len(req.Reason) > 500 {
+		problem(w, http.StatusBadRequest, "bad-body", "reason: at most 500 bytes")
+		return
+	}
+	if req.Reason == "" {
+		req.Reason = "frozen by " + who
+	}
+	now := a.now()
+	st := a.ctl.FreezeAt(now, req.Reason)
+	a.mu.Lock()
+	a.mu.frozen, a.mu.freezeReason = true, req.Reason
+	a.mu.Unlock()
+	a.audit(now, who, "freeze", "", "every level frozen", req.Reason)
+	a.save()
+	writeJSON(w, http.StatusOK, map[string]any{"v": Version, "generation": st.Generation, "frozen": true})
+}
+
+func (a *API) postUnfreeze(w http.ResponseWriter, r *http.Request, who string) {
+	var req reasonRequest
+	if !optionalBody(w, r, &req) {
+		return
+	}
+	now := a.now()
+	st := a.ctl.UnfreezeAt(now)
+	a.mu.Lock()
+	a.mu.frozen, a.mu.freezeReason = false, ""
+	a.mu.Unlock()
+	a.audit(now, who, "unfreeze", "", "levels follow the law again", req.Reason)
+	a.save()
+	writeJSON(w, http.StatusOK, map[string]any{"v": Version, "generation": st.Generation, "frozen": false})
+}
+
+type shadowRequest struct {
+	On     *bool  `json:"on"`
+	Reason string `json:"reason"`
+}
+
+func (a *API) putShadow(w http.ResponseWriter, r *http.Request, who string) {
+	var req shadowRequest
+	if status, err := decode(w, r, &req, true); err != nil {
+		problem(w, status, "bad-body", err.Error())
+		return
+	}
+	if req.On == nil {
+		problem(w, http.StatusBadRequest, "bad-body", `"on" is required: true or false`)
+		return
+	}
+	now := a.now()
+	st := a.ctl.SetShadowAt(now, *req.On)
+	a.mu.Lock()
+	a.mu.shadow = *req.On
+	a.mu.Unlock()
+	a.audit(now, who, "shadow", "", "shadow "+strconv.FormatBool(*req.On), req.Reason)
+	a.save()
+	writeJSON(w, http.StatusOK, map[string]any{"v": Version, "generation": st.Generation, "shadow": *req.On})
+}
+
+// audit logs an accepted change and records it as an event.
+func (a *API) audit(now time.Time, who, kind, feature, what, reason string) {
+	a.log.Info("brownout: operator change", "who", who, "what", kind, "feature", feature, "detail", what, "reason", reason)
+	a.events.add(Event{Time: now, Kind: kind, Feature: feature, Who: who, What: what, Reason: reason})
+}
+
+// Frozen reports whether the operators froze the levels (through this
+// API, or restored at start).
+func (a *API) Frozen() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.mu.frozen
+}

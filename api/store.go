@@ -1,0 +1,137 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// opFile is what survives a restart: the operators' overrides, freeze
+// and shadow, with the overrides' ends in wall time.
+type opFile struct {
+	V            int          `json:"v"`
+	Frozen       bool         `json:"frozen"`
+	FreezeReason string       `json:"freeze_reason,omitempty"`
+	Shadow       bool         `json:"shadow"`
+	Overrides    []opOverride `json:"overrides"`
+}
+
+type opOverride struct {
+	Feature string    `json:"feature"`
+	Level   float64   `json:"level"`
+	Until   time.Time `json:"until"`
+	Reason  string    `json:"reason"`
+}
+
+type opStore struct {
+	mu   sync.Mutex
+	path string
+}
+
+// write replaces the file atomically: a temporary file in the same
+// directory, synced, renamed over it, and the directory synced.
+func (s *opStore) write(f opFile) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	dir := filepath.Dir(s.path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, ".operator-*.json")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(append(b, '\n')); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), s.path); err != nil {
+		return err
+	}
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// save writes the operators' state; a failure is logged, never fatal.
+func (a *API) save() {
+	if a.store == nil {
+		return
+	}
+	f := opFile{V: Version, Overrides: []opOverride{}}
+	a.mu.Lock()
+	f.Frozen, f.FreezeReason, f.Shadow = a.mu.frozen, a.mu.freezeReason, a.mu.shadow
+	a.mu.Unlock()
+	for _, ft := range a.ctl.Status().Features {
+		if ft.Pin != nil {
+			f.Overrides = append(f.Overrides, opOverride{Feature: ft.Name, Level: ft.Pin.Level, Until: ft.Pin.Until, Reason: ft.Pin.Reason})
+		}
+	}
+	if err := a.store.write(f); err != nil {
+		a.log.Error("brownout: saving the operators' state", "path", a.store.path, "err", err)
+	}
+}
+
+// restore applies the saved operators' state. A file that cannot be read
+// as one is moved aside (reported), and the controller starts without it.
+func (a *API) restore() error {
+	b, err := os.ReadFile(a.store.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("api: state file: %w", err)
+	}
+	var f opFile
+	if err := json.Unmarshal(b, &f); err != nil || f.V != Version {
+		why := fmt.Sprintf("version %d, want %d", f.V, Version)
+		if err != nil {
+			why = err.Error()
+		}
+		aside := a.store.path + ".corrupt-" + a.now().UTC().Format("20060102T150405")
+		if mvErr := os.Rename(a.store.path, aside); mvErr != nil {
+			return fmt.Errorf("api: state file %s is corrupt (%s) and cannot be moved aside: %w", a.store.path, why, mvErr)
+		}
+		a.log.Error("brownout: the operators' state file is corrupt; moved aside, starting without it", "path", a.store.path, "aside", aside, "err", why)
+		return nil
+	}
+	now := a.now()
+	for _, o := range f.Overrides {
+		left := o.Until.Sub(now)
+		if left <= 0 {
+			continue
+		}
+		if _, err := a.ctl.PinAt(now, o.Feature, o.Level, left, o.Reason); err != nil {
+			a.log.Warn("brownout: a saved override was dropped", "feature", o.Feature, "err", err)
+		}
+	}
+	if f.Frozen {
+		a.ctl.FreezeAt(now, f.FreezeReason)
+	}
+	if f.Shadow {
+		a.ctl.SetShadowAt(now, true)
+	}
+	a.mu.Lock()
+	a.mu.frozen, a.mu.freezeReason, a.mu.shadow = f.Frozen, f.FreezeReason, f.Shadow
+	a.mu.Unlock()
+	return nil
+}
