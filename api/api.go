@@ -272,7 +272,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(v)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // an API, not a page: reasons stay readable (pages render them as text)
+	enc.Encode(v)
 }
 
 // decode reads one JSON value of at most maxBody bytes into v, unknown

@@ -67,6 +67,9 @@ type TickJSON struct {
 	Ticks  uint64  `json:"ticks"`
 }
 
+// round drops float noise from a quantized level (0.47000000000000003).
+func round(v float64) float64 { return math.Round(v*1e6) / 1e6 }
+
 func num(v float64, ok bool) *float64 {
 	if !ok || math.IsNaN(v) || math.IsInf(v, 0) {
 		return nil
@@ -90,14 +93,14 @@ func (a *API) State() StateJSON {
 	}
 	for _, f := range st.Features {
 		def, ok := (*a.defaults.Load())[f.Name]
-		fj := FeatureJSON{Name: f.Name, Level: f.Level, Computed: f.Computed, Floor: f.Floor, Mode: f.Mode.String(), Default: def || !ok}
+		fj := FeatureJSON{Name: f.Name, Level: round(f.Level), Computed: round(f.Computed), Floor: f.Floor, Mode: f.Mode.String(), Default: def || !ok}
 		if f.Pin != nil {
 			fj.Override = &OverrideJSON{Level: f.Pin.Level, Until: f.Pin.Until, Reason: f.Pin.Reason}
 		}
 		if len(cfg.Segments) > 0 && len(f.Segments) == len(cfg.Segments) {
 			fj.Segments = map[string]float64{}
 			for i, sg := range cfg.Segments {
-				fj.Segments[sg.Name] = f.Segments[i]
+				fj.Segments[sg.Name] = round(f.Segments[i])
 			}
 		}
 		out.Features = append(out.Features, fj)
