@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/brownout/brownout/signals"
@@ -50,6 +51,41 @@ type Feature struct {
 type Segment struct {
 	Name   string
 	Offset float64
+}
+
+// Cap is a scheduled ceiling on a feature's level: feed-forward dimming
+// for a load that is known in advance (the 11.11 midnight sale). During
+// the window [From, From+For) the feature's published level is at most
+// Max; under that the law still works (pressure dims it further). From is
+// a time.Time, so the caller chooses the zone: 23:59:30 on 11 November in
+// Asia/Dhaka is time.Date(2026, 11, 11, 23, 59, 30, 0, dhaka).
+//
+// The zero value is not a valid entry: From, a positive For and a Reason
+// are required.
+type Cap struct {
+	// Feature is the feature capped; empty caps every feature.
+	Feature string
+	// Max is the highest level published during the window, in [0, 1]
+	// (quantized like every level). A Max under the feature's Floor wins
+	// over the Floor.
+	Max float64
+	// From opens the window.
+	From time.Time
+	// For is the window's length; positive.
+	For time.Duration
+	// Reason says why, e.g. "11.11 midnight: pre-dim recommendations"; it
+	// is shown in the state's reason and in flag metadata while the cap
+	// binds. Required.
+	Reason string
+}
+
+// Until returns the end of the window (From+For), the first instant the
+// cap no longer applies.
+func (p Cap) Until() time.Time { return p.From.Add(p.For) }
+
+// ActiveAt reports whether now falls in the window [From, From+For).
+func (p Cap) ActiveAt(now time.Time) bool {
+	return !now.Before(p.From) && now.Before(p.Until())
 }
 
 // Config configures a Controller. Features and Targets are required; every
@@ -161,6 +197,12 @@ type Config struct {
 	// second; when the offered load falls below the load mark it ends at
 	// once. Default 1: a full cascade (2) ends within 2 s.
 	UnshedRate float64
+	// Schedule holds scheduled caps (feed-forward dimming), evaluated at
+	// each Step's now. Where several apply to a feature at once, the lowest
+	// Max wins (the first declared on a tie). An operator's pin beats a
+	// cap, and a freeze holds levels as published; see the package
+	// documentation ("Scheduled caps").
+	Schedule []Cap
 	// Logger receives level changes. Default: discard.
 	Logger *slog.Logger
 }
@@ -297,6 +339,22 @@ func (c Config) withDefaults() (Config, error) {
 		}
 		segSeen[s.Name] = true
 	}
+	for i := range c.Schedule {
+		p := &c.Schedule[i]
+		p.Reason = strings.TrimSpace(p.Reason)
+		switch {
+		case p.Feature != "" && !seen[p.Feature]:
+			bad("schedule[%d]: unknown feature %q", i, p.Feature)
+		case !(p.Max >= 0 && p.Max <= 1):
+			bad("schedule[%d] (%s): max %v: want 0 ≤ max ≤ 1", i, p.target(), p.Max)
+		case p.From.IsZero():
+			bad("schedule[%d] (%s): no start (From)", i, p.target())
+		case p.For <= 0:
+			bad("schedule[%d] (%s): for %s: want a positive duration", i, p.target(), p.For)
+		case p.Reason == "":
+			bad("schedule[%d] (%s): a reason is required", i, p.target())
+		}
+	}
 	if len(errs) > 0 {
 		return c, errors.Join(errs...)
 	}
@@ -316,5 +374,14 @@ func (c Config) clone() Config {
 	c.Targets = slices.Clone(c.Targets)
 	c.Features = slices.Clone(c.Features)
 	c.Segments = slices.Clone(c.Segments)
+	c.Schedule = slices.Clone(c.Schedule)
 	return c
+}
+
+// target names what a cap applies to, for messages.
+func (p Cap) target() string {
+	if p.Feature == "" {
+		return "every feature"
+	}
+	return p.Feature
 }

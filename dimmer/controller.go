@@ -3,6 +3,7 @@ package dimmer
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math"
 	"slices"
 	"strings"
@@ -55,6 +56,7 @@ type controllerState struct {
 	lastRise   time.Time // when the last brightening step was
 	overSince  time.Time // cascade pressure held since; zero when not
 	lastFresh  time.Time
+	dimmed     bool // the law dimmed since it was last at full brightness
 	started    bool
 	frozen     bool
 	freezeWhy  string
@@ -74,6 +76,13 @@ type controllerState struct {
 	why      why
 	at       time.Time
 	levels   []float64 // scratch: per feature, then per feature × segment
+
+	// The scheduled caps as of the last evaluation (see schedule).
+	caps     []float64 // per feature: the lowest active cap, quantized; 1 when none
+	capBy    []int     // per feature: the schedule entry of caps; −1 when none
+	binds    []bool    // per feature: the cap holds the published level down (set by levels)
+	active   []bool    // per schedule entry: its window is open
+	relayout bool      // Reconfigure changed the features: match held levels by name
 }
 
 // why is the reason for a step, kept as data so that a step that changes
@@ -94,6 +103,7 @@ const (
 	whyNoSignal
 	whyStale
 	whyFrozen
+	whyReconfigured
 	whyCascade
 	whyDim
 	whyFloor
@@ -109,6 +119,7 @@ const (
 	whyBand
 	whySettle
 	whyNearAtLowerLoad
+	whyCapped
 )
 
 // New checks cfg and returns a controller at full brightness.
@@ -125,15 +136,40 @@ func New(cfg Config) (*Controller, error) {
 	for i, t := range cfg.Targets {
 		c.mu.readings[i] = Reading{Signal: t.Signal, Target: t.Target, Missing: true}
 	}
-	c.mu.levels = make([]float64, len(cfg.Features)*(1+len(cfg.Segments)))
+	c.sizeScratch()
 	c.mu.gen = 1
 	c.state.Store(c.compose("starting at full brightness", 1))
 	return c, nil
 }
 
+// sizeScratch makes the per-step scratch slices for c.cfg. Callers hold
+// the lock (or own c).
+func (c *Controller) sizeScratch() {
+	m := &c.mu
+	nf := len(c.cfg.Features)
+	m.levels = make([]float64, nf*(1+len(c.cfg.Segments)))
+	m.caps, m.capBy, m.binds = make([]float64, nf), make([]int, nf), make([]bool, nf)
+	m.active = make([]bool, len(c.cfg.Schedule))
+	for i := range m.caps {
+		m.caps[i], m.capBy[i] = 1, -1
+	}
+}
+
 // Config returns a copy of the configuration with defaults filled in and
 // the features in ladder order; changing it does not change the controller.
-func (c *Controller) Config() Config { return c.cfg.clone() }
+func (c *Controller) Config() Config {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cfg.clone()
+}
+
+// runConfig returns what Run reads of the configuration, which
+// Reconfigure may change.
+func (c *Controller) runConfig() (time.Duration, *slog.Logger) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cfg.Tick, c.cfg.Logger
+}
 
 // ShedLevel returns the published cascade level (State.Shed) from the
 // state's own copy: one atomic load, for shed.Config.ShedLevel.
@@ -164,23 +200,29 @@ func (c *Controller) Subscribe() (<-chan *State, func()) {
 // Run steps the controller every Tick with a snapshot from src, until ctx is
 // done. A source error is logged; its snapshot (with the failed signals
 // missing) is still used, so that the controller goes stale only when no
-// signal arrives. Run returns only when ctx ends, and then returns ctx's
-// error.
+// signal arrives. A Tick changed by Reconfigure takes effect after the
+// next step. Run returns only when ctx ends, and then returns ctx's error.
 func (c *Controller) Run(ctx context.Context, src Source) error {
-	t := time.NewTicker(c.cfg.Tick)
+	tick, log := c.runConfig()
+	t := time.NewTicker(tick)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case now := <-t.C:
-			sctx, cancel := context.WithTimeout(ctx, c.cfg.Tick)
+			sctx, cancel := context.WithTimeout(ctx, tick)
 			snap, err := src.Snapshot(sctx, now)
 			cancel()
 			if err != nil {
-				c.cfg.Logger.Warn("dimmer: signals", "err", err)
+				log.Warn("dimmer: signals", "err", err)
 			}
 			c.Step(now, snap)
+			var next time.Duration
+			if next, log = c.runConfig(); next != tick {
+				tick = next
+				t.Reset(tick)
+			}
 		}
 	}
 }
@@ -196,9 +238,10 @@ func (c *Controller) Step(now time.Time, s signals.Snapshot) *State {
 			subs = append(subs, ch)
 		}
 	}
+	log := c.cfg.Logger
 	c.mu.Unlock()
 	if changed { // never log under the lock: a slow handler would stall every reader of Status
-		c.cfg.Logger.Info("dimmer: levels changed", "generation", st.Generation, "brightness", st.Brightness,
+		log.Info("dimmer: levels changed", "generation", st.Generation, "brightness", st.Brightness,
 			"shed", st.Shed, "mode", st.Mode.String(), "action", st.Action.String(), "reason", st.Reason)
 	}
 	notify(subs, st)
@@ -261,6 +304,7 @@ func (c *Controller) step(now time.Time, s signals.Snapshot) (*State, bool) {
 		m.started, m.lastFresh = true, now
 	}
 	c.expirePins(now)
+	c.schedule(now)
 	busy, busyOK := s.Get(cfg.RoomSignal)
 	if busy < 0 || busy > 1 {
 		busyOK = false // not a share: ignore it
@@ -331,8 +375,20 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 	e := p - cfg.Setpoint
 	rise := e - m.prevErr
 	m.prevErr = e
+	ceil := c.ceiling()
+	if m.brightness > ceil {
+		// A scheduled cap holds the levels down: the integrator tracks
+		// what is published instead of winding up above it, so that
+		// dimming acts at once and the end of the window brightens
+		// from the cap at the law's pace. From full brightness the
+		// cap is no dimming of the law's: its episode is over.
+		if m.brightness >= 1 {
+			m.dimmed, m.loadMark = false, 0
+		}
+		m.brightness = ceil
+	}
 	b := m.brightness
-	if b < 1 && load >= 0 && load >= m.loadMark*(1-cfg.LoadMargin) {
+	if b < 1 && m.dimmed && load >= 0 && load >= m.loadMark*(1-cfg.LoadMargin) {
 		// Dimmed, and the load has not dropped: follow it with an EWMA
 		// (weight markWeight). An average, not a maximum: a windowed rate
 		// is noisy, and a mark inflated by noise would make ordinary load
@@ -431,8 +487,12 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 			w.kind = whyHoldUnder
 			return w
 		}
-		if b >= 1 {
-			m.loadMark = 0 // the episode is over
+		if b >= ceil {
+			if ceil < 1 {
+				w.kind = whyCapped // the law would brighten; a scheduled cap holds it
+				return w
+			}
+			m.loadMark, m.dimmed = 0, false // the episode is over
 			w.kind = whyFull
 			return w
 		}
@@ -447,7 +507,7 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 			up = min(up, cfg.ProbeRise*dt)
 			w.kind = whyProbe
 		}
-		m.brightness = min(b+up, 1)
+		m.brightness = min(b+up, ceil)
 		m.lastRise = now
 		w.feature = c.dimming(m.brightness)
 		if w.kind != whyProbe {
@@ -461,7 +521,7 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 }
 
 // markDim remembers when the last dimming step was.
-func (m *controllerState) markDim(now time.Time, _ float64) { m.lastDim = now }
+func (m *controllerState) markDim(now time.Time, _ float64) { m.lastDim, m.dimmed = now, true }
 
 // markWeight is the weight of the newest load in the load mark's EWMA.
 const markWeight = 0.3
@@ -504,6 +564,8 @@ func (c *Controller) reason() string {
 		r = fmt.Sprintf("no signal for %s: stale, holding levels", w.held.Round(time.Millisecond))
 	case whyFrozen:
 		r = "frozen by operator: " + m.freezeWhy
+	case whyReconfigured:
+		r = "configuration reloaded"
 	case whyCascade:
 		r = fmt.Sprintf("%s with every feature at its floor: shedding %s", sig, shedName(-m.brightness))
 	case whyDim:
@@ -535,6 +597,11 @@ func (c *Controller) reason() string {
 		r = fmt.Sprintf("%s: near target after brightening, holding while it settles", sig)
 	case whyNearAtLowerLoad:
 		r = fmt.Sprintf("%s, near target at load %.4g/s, well under the %.4g/s that forced dimming: holding", sig, w.load, w.mark)
+	case whyCapped:
+		r = sig + ": at the scheduled cap, holding"
+	}
+	if sr := c.scheduleReason(); sr != "" {
+		r = sr + "; " + r
 	}
 	if m.mode == Shadow {
 		r = "shadow (nothing applied): " + r
@@ -616,7 +683,11 @@ func (c *Controller) quantize(v float64) float64 {
 }
 
 // levels fills m.levels with what the current mode publishes: per feature,
-// then per feature and segment. Callers hold the lock.
+// then per feature and segment; and m.binds with whether a scheduled cap
+// holds each feature down. Precedence: a pin, then shadow mode (nothing
+// applied), then a freeze (levels held as published), then the scheduled
+// caps over the law (or over the levels held while stale). Callers hold
+// the lock.
 func (c *Controller) levels() []float64 {
 	m := &c.mu
 	old := c.state.Load()
@@ -625,29 +696,168 @@ func (c *Controller) levels() []float64 {
 	for i, f := range c.cfg.Features {
 		seg := out[nf+i*ns : nf+(i+1)*ns]
 		pin, pinned := m.pins[f.Name]
+		m.binds[i] = false
 		switch {
 		case pinned:
 			out[i] = pin.Level
 			for j := range seg {
 				seg[j] = pin.Level
 			}
+			continue
 		case m.mode == Shadow:
 			out[i] = 1
 			for j := range seg {
 				seg[j] = 1
 			}
-		case (m.mode == Stale || m.mode == Frozen) && old != nil:
-			// Hold what was published.
-			out[i] = old.core.levels[i]
-			copy(seg, old.core.levels[nf+i*ns:nf+(i+1)*ns])
+			continue
+		case (m.mode == Stale || m.mode == Frozen) && c.held(old, i, &out[i], seg):
+			// Hold what was published; while stale a cap still applies
+			// (it only lowers levels).
+			if m.mode == Frozen {
+				continue
+			}
 		default:
 			out[i] = c.quantize(c.ladder(i, m.brightness))
 			for j := range seg {
 				seg[j] = c.quantize(c.ladder(i, m.brightness+c.cfg.Segments[j].Offset))
 			}
 		}
+		if m.capBy[i] < 0 {
+			continue
+		}
+		cp := m.caps[i]
+		m.binds[i] = out[i] >= cp
+		out[i] = min(out[i], cp)
+		for j := range seg {
+			seg[j] = min(seg[j], cp)
+		}
 	}
 	return out
+}
+
+// held copies feature i's published levels from old into lv and seg and
+// reports whether old had the feature. After a Reconfigure changed the
+// features or segments it matches them by name; a new segment holds what
+// its users got before, the feature's level for everyone.
+func (c *Controller) held(old *State, i int, lv *float64, seg []float64) bool {
+	if old == nil {
+		return false
+	}
+	if !c.mu.relayout {
+		nf, ns := len(c.cfg.Features), len(c.cfg.Segments)
+		*lv = old.core.levels[i]
+		copy(seg, old.core.levels[nf+i*ns:nf+(i+1)*ns])
+		return true
+	}
+	k, ok := old.index[c.cfg.Features[i].Name]
+	if !ok {
+		return false
+	}
+	*lv = old.LevelAt(k, -1)
+	for j, sg := range c.cfg.Segments {
+		seg[j] = *lv
+		if kj, ok := old.segIndex[sg.Name]; ok {
+			seg[j] = old.LevelAt(k, kj)
+		}
+	}
+	return true
+}
+
+// computed is feature i's level by the law under the scheduled caps
+// (FeatureState.Computed).
+func (c *Controller) computed(i int) float64 {
+	return min(c.quantize(c.ladder(i, c.mu.brightness)), c.mu.caps[i])
+}
+
+// featureMode is feature i's mode; levels must have run. Callers hold the
+// lock.
+func (c *Controller) featureMode(i int, pinned bool) Mode {
+	switch {
+	case pinned:
+		return Override
+	case c.mu.binds[i]:
+		return Scheduled
+	}
+	return c.mu.mode
+}
+
+// schedule evaluates the scheduled caps at now into m.caps, m.capBy and
+// m.active. It does not allocate. Callers hold the lock (or own c).
+func (c *Controller) schedule(now time.Time) {
+	m := &c.mu
+	for i := range m.caps {
+		m.caps[i], m.capBy[i] = 1, -1
+	}
+	for k, p := range c.cfg.Schedule {
+		m.active[k] = p.ActiveAt(now)
+		if !m.active[k] {
+			continue
+		}
+		mx := c.quantize(p.Max)
+		for i, f := range c.cfg.Features {
+			if (p.Feature == "" || p.Feature == f.Name) && (m.capBy[i] < 0 || mx < m.caps[i]) {
+				m.caps[i], m.capBy[i] = mx, k
+			}
+		}
+	}
+}
+
+// ceiling is the highest brightness the scheduled caps let act: above it
+// no published level moves. Going down the ladder, a capped feature's
+// stretch is dead above its cap; a feature capped at or under its floor
+// is dead throughout, and the next one decides. The law's brightness is
+// kept at or under the ceiling (anti-windup). Callers hold the lock.
+func (c *Controller) ceiling() float64 {
+	m := &c.mu
+	top := 1.0
+	for i, f := range c.cfg.Features {
+		if m.capBy[i] < 0 || m.caps[i] >= 1 {
+			break
+		}
+		lo, hi := c.span(i)
+		if cp := m.caps[i]; cp > f.Floor {
+			return lo + cp*(hi-lo)
+		}
+		top = lo
+	}
+	return top
+}
+
+// scheduleReason describes the schedule for the state's reason: the caps
+// that bind, those active but not binding, and those that started or
+// ended since the last published state. Callers hold the lock.
+func (c *Controller) scheduleReason() string {
+	m := &c.mu
+	if len(c.cfg.Schedule) == 0 {
+		return ""
+	}
+	c.levels() // m.binds
+	old := c.state.Load()
+	var parts []string
+	for k, p := range c.cfg.Schedule {
+		was := old != nil && len(old.core.active) == len(m.active) && old.core.active[k]
+		if !m.active[k] {
+			if was {
+				parts = append(parts, fmt.Sprintf("scheduled cap ended (%s)", p.Reason))
+			}
+			continue
+		}
+		var bound []string
+		for i, f := range c.cfg.Features {
+			if m.capBy[i] == k && m.binds[i] {
+				bound = append(bound, f.Name)
+			}
+		}
+		until := p.Until().Format("Jan 2 15:04:05 MST")
+		if len(bound) > 0 {
+			parts = append(parts, fmt.Sprintf("%s capped at %.0f%% until %s by schedule: %s",
+				strings.Join(bound, ", "), 100*c.quantize(p.Max), until, p.Reason))
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("scheduled cap of %s at %.0f%% until %s not binding (%s)",
+			p.target(), 100*c.quantize(p.Max), until, p.Reason))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // shedLevel is the shed level the current mode publishes.
@@ -672,7 +882,7 @@ func (c *Controller) same(old *State) bool {
 		return false
 	}
 	o := &old.core // never the exported fields: a caller may have changed them
-	if o.mode != m.mode || o.shed != c.shedLevel() {
+	if o.mode != m.mode || o.shed != c.shedLevel() || len(o.names) != len(c.cfg.Features) || !slices.Equal(o.active, m.active) {
 		return false
 	}
 	if a, k, ok := c.action(); a != o.action || ok != o.causeOK || (ok && k != o.cause) {
@@ -682,7 +892,7 @@ func (c *Controller) same(old *State) bool {
 	for i, f := range c.cfg.Features {
 		_, pinned := m.pins[f.Name]
 		// Computed counts too: in shadow mode it is what observers watch.
-		if o.computed[i] != c.quantize(c.ladder(i, m.brightness)) || o.pinned[i] != pinned {
+		if o.computed[i] != c.computed(i) || o.pinned[i] != pinned || o.modes[i] != c.featureMode(i, pinned) {
 			return false
 		}
 	}
@@ -710,19 +920,26 @@ func (c *Controller) compose(reason string, gen uint64) *State {
 		action: st.Action, cause: st.Cause, causeOK: st.CauseOK,
 		levels: slices.Clone(lv), computed: make([]float64, nf),
 		modes: make([]Mode, nf), pinned: make([]bool, nf), pinReason: make([]string, nf), names: make([]string, nf),
+		capReason: make([]string, nf), active: slices.Clone(m.active),
 	}
 	for j, sg := range c.cfg.Segments {
 		st.segIndex[sg.Name] = j
 		st.segNames[j] = sg.Name
 	}
 	for i, f := range c.cfg.Features {
+		pin, pinned := m.pins[f.Name]
 		fs := FeatureState{
-			Name: f.Name, Level: lv[i], Computed: c.quantize(c.ladder(i, m.brightness)), Floor: f.Floor, Mode: m.mode,
+			Name: f.Name, Level: lv[i], Computed: c.computed(i), Floor: f.Floor, Mode: c.featureMode(i, pinned),
 			Segments: slices.Clone(lv[nf+i*ns : nf+(i+1)*ns]),
 		}
-		if pin, ok := m.pins[f.Name]; ok {
-			fs.Mode, fs.Pin = Override, &pin
+		if pinned {
+			fs.Pin = &pin
 			st.core.pinned[i], st.core.pinReason[i] = true, pin.Reason
+		}
+		if fs.Mode == Scheduled {
+			p := c.cfg.Schedule[m.capBy[i]]
+			fs.Cap = &p
+			st.core.capReason[i] = p.Reason
 		}
 		st.core.computed[i], st.core.modes[i], st.core.names[i] = fs.Computed, fs.Mode, f.Name
 		st.Features[i] = fs
@@ -752,6 +969,17 @@ func (c *Controller) expirePins(now time.Time) {
 // subscribers.
 func (c *Controller) republish(now time.Time, reason string) *State {
 	c.mu.Lock()
+	st, subs, log := c.publish(now, reason)
+	c.mu.Unlock()
+	log.Info("dimmer: operator", "generation", st.Generation, "reason", reason)
+	notify(subs, st)
+	return st
+}
+
+// publish publishes a new state at now with reason, and returns it with
+// the subscribers to tell and the logger to log to once the lock is
+// released. Callers hold the lock.
+func (c *Controller) publish(now time.Time, reason string) (*State, []chan *State, *slog.Logger) {
 	m := &c.mu
 	switch {
 	case m.frozen:
@@ -762,6 +990,7 @@ func (c *Controller) republish(now time.Time, reason string) *State {
 		m.mode = Auto
 	}
 	c.expirePins(now)
+	c.schedule(now)
 	m.at = now
 	m.gen++
 	st := c.compose(reason, m.gen)
@@ -770,16 +999,22 @@ func (c *Controller) republish(now time.Time, reason string) *State {
 	for _, ch := range m.subs {
 		subs = append(subs, ch)
 	}
-	c.mu.Unlock()
-	c.cfg.Logger.Info("dimmer: operator", "generation", st.Generation, "reason", reason)
-	notify(subs, st)
-	return st
+	return st, subs, c.cfg.Logger
+}
+
+// hasFeature reports whether the configuration has the named feature.
+// Callers hold the lock.
+func (c *Controller) hasFeature(name string) bool {
+	return slices.ContainsFunc(c.cfg.Features, func(f Feature) bool { return f.Name == name })
 }
 
 // PinAt pins feature's level until now+ttl, with a reason shown in the
-// state and in flag metadata.
+// state and in flag metadata. A pin beats a scheduled cap.
 func (c *Controller) PinAt(now time.Time, feature string, level float64, ttl time.Duration, reason string) (*State, error) {
-	if _, ok := c.State().Feature(feature); !ok {
+	c.mu.Lock()
+	known := c.hasFeature(feature)
+	c.mu.Unlock()
+	if !known {
 		return nil, fmt.Errorf("dimmer: pin: unknown feature %q", feature)
 	}
 	if !(level >= 0 && level <= 1) {
@@ -793,9 +1028,16 @@ func (c *Controller) PinAt(now time.Time, feature string, level float64, ttl tim
 		return nil, fmt.Errorf("dimmer: pin %s: a reason is required", feature)
 	}
 	c.mu.Lock()
+	if !c.hasFeature(feature) { // a Reconfigure removed it meanwhile
+		c.mu.Unlock()
+		return nil, fmt.Errorf("dimmer: pin: unknown feature %q", feature)
+	}
 	c.mu.pins[feature] = Pin{Level: c.quantize(level), Until: now.Add(ttl), Reason: reason}
+	st, subs, log := c.publish(now, fmt.Sprintf("%s pinned at %.0f%% for %s: %s", feature, 100*level, ttl, reason))
 	c.mu.Unlock()
-	return c.republish(now, fmt.Sprintf("%s pinned at %.0f%% for %s: %s", feature, 100*level, ttl, reason)), nil
+	log.Info("dimmer: operator", "generation", st.Generation, "reason", st.Reason)
+	notify(subs, st)
+	return st, nil
 }
 
 // UnpinAt removes a pin; the law takes the feature back.
@@ -861,3 +1103,79 @@ func (c *Controller) Unfreeze() *State { return c.UnfreezeAt(time.Now()) }
 
 // SetShadow is SetShadowAt(time.Now(), …).
 func (c *Controller) SetShadow(on bool) *State { return c.SetShadowAt(time.Now(), on) }
+
+// Reconfigure is ReconfigureAt(time.Now(), cfg).
+func (c *Controller) Reconfigure(cfg Config) error { return c.ReconfigureAt(time.Now(), cfg) }
+
+// ReconfigureAt replaces the configuration at now, for a reload (brownoutd
+// calls it on SIGHUP). It checks cfg exactly as New does; on error it
+// returns the error and changes nothing.
+//
+// What the controller has learnt stays: the brightness (the integrator,
+// and with it the shed level, clamped to the new MaxShed), the load mark
+// and the hold timers, the freeze and shadow mode, and the operators'
+// pins on features that still exist. A pin on a removed feature is
+// dropped, with a warning on the new cfg.Logger. Levels come from the new
+// ladder at the kept brightness: at full brightness a new feature starts
+// at full level (1); while dimmed it gets the level its place in the
+// ladder says — the brightness is the law's estimate of how much optional
+// work the service can afford, and a reload does not change the load.
+// While frozen or stale, features and segments that existed keep their
+// published levels. The new Schedule is evaluated at now, and its caps
+// steer the law from the next Step. A new state is published
+// (Generation grows) and subscribers are told.
+func (c *Controller) ReconfigureAt(now time.Time, cfg Config) error {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	m := &c.mu
+	c.cfg = cfg
+	var dropped []string
+	for name := range m.pins {
+		if !c.hasFeature(name) {
+			dropped = append(dropped, name)
+		}
+	}
+	slices.Sort(dropped)
+	droppedPins := make([]Pin, len(dropped))
+	for i, name := range dropped {
+		droppedPins[i] = m.pins[name]
+		delete(m.pins, name)
+	}
+	// Readings of signals still targeted carry over, against their new
+	// targets, until the next step reads them afresh.
+	readings := make([]Reading, len(cfg.Targets))
+	for i, t := range cfg.Targets {
+		readings[i] = Reading{Signal: t.Signal, Target: t.Target, Missing: true}
+		for _, o := range m.readings {
+			if o.Signal == t.Signal && !o.Missing {
+				readings[i].Value, readings[i].Missing, readings[i].Pressure = o.Value, false, o.Value/t.Target
+				break
+			}
+		}
+	}
+	m.readings = readings
+	m.brightness = max(m.brightness, -cfg.MaxShed)
+	c.sizeScratch()
+	if !m.frozen {
+		m.why = why{kind: whyReconfigured} // the last step's indices may not fit the new config
+	}
+	reason := fmt.Sprintf("configuration reloaded: %d features, %d targets, %d scheduled caps",
+		len(cfg.Features), len(cfg.Targets), len(cfg.Schedule))
+	if len(dropped) > 0 {
+		reason += "; pins dropped on removed features: " + strings.Join(dropped, ", ")
+	}
+	m.relayout = true // held levels (frozen, stale) are matched by name
+	st, subs, log := c.publish(now, reason)
+	m.relayout = false
+	c.mu.Unlock()
+	for i, name := range dropped {
+		log.Warn("dimmer: reconfigure: pin dropped, the feature was removed", "feature", name,
+			"level", droppedPins[i].Level, "until", droppedPins[i].Until, "reason", droppedPins[i].Reason)
+	}
+	log.Info("dimmer: reconfigured", "generation", st.Generation, "reason", reason)
+	notify(subs, st)
+	return nil
+}

@@ -20,9 +20,14 @@ const (
 	Stale
 	// Frozen: an operator froze every level.
 	Frozen
+	// Scheduled: a scheduled cap (Config.Schedule) decides a feature's
+	// level — it binds: the law, or the level held while stale, would
+	// publish the cap or more. Only a feature's mode is Scheduled, never
+	// a state's.
+	Scheduled
 )
 
-var modeNames = [...]string{"auto", "override", "shadow", "stale", "frozen"}
+var modeNames = [...]string{"auto", "override", "shadow", "stale", "frozen", "scheduled"}
 
 func (m Mode) String() string {
 	if int(m) < len(modeNames) {
@@ -44,12 +49,16 @@ type FeatureState struct {
 	// Level is the published level: the share of users who get the
 	// feature, quantized.
 	Level float64
-	// Computed is the level the law computed (differs from Level in
-	// shadow mode, under a pin, while frozen).
+	// Computed is the level the law computed, under the scheduled caps
+	// (differs from Level in shadow mode, under a pin, while frozen or
+	// stale).
 	Computed float64
 	Floor    float64
 	Mode     Mode
 	Pin      *Pin // nil unless pinned
+	// Cap is the scheduled cap that decides the level (Mode Scheduled);
+	// nil otherwise — also for a cap that is active but not binding.
+	Cap *Cap
 	// Segments holds the published level for each of the controller's
 	// segments, in Config order.
 	Segments []float64
@@ -152,6 +161,8 @@ type stateCore struct {
 	modes     []Mode
 	pinned    []bool
 	pinReason []string
+	capReason []string // the binding cap's reason; "" when none binds
+	active    []bool   // per schedule entry: its window is open
 }
 
 // Feature returns the named feature's state.
@@ -200,13 +211,20 @@ func (s *State) NumSegments() int { return len(s.segNames) }
 // FeatureName returns the name of feature i.
 func (s *State) FeatureName(i int) string { return s.core.names[i] }
 
-// FeatureMode returns the mode of feature i: Override while pinned, else
-// the state's mode.
+// FeatureMode returns the mode of feature i: Override while pinned,
+// Scheduled while a scheduled cap holds it down, else the state's mode.
 func (s *State) FeatureMode(i int) Mode { return s.core.modes[i] }
 
 // PinReason returns the operator's reason for feature i's pin, and false
 // when it is not pinned.
 func (s *State) PinReason(i int) (string, bool) { return s.core.pinReason[i], s.core.pinned[i] }
+
+// CapReason returns the reason of the scheduled cap that holds feature i
+// down (its mode is Scheduled), and false when none does.
+func (s *State) CapReason(i int) (string, bool) {
+	r := s.core.capReason[i]
+	return r, r != ""
+}
 
 // Seq returns the state's generation (the Generation field as published).
 func (s *State) Seq() uint64 { return s.core.gen }
@@ -230,7 +248,8 @@ func (s *State) Tampered() bool {
 	for i := range s.Features {
 		f := &s.Features[i]
 		if f.Name != c.names[i] || f.Level != s.LevelAt(i, -1) || f.Computed != c.computed[i] || f.Mode != c.modes[i] ||
-			(f.Pin != nil) != c.pinned[i] || (f.Pin != nil && f.Pin.Reason != c.pinReason[i]) || len(f.Segments) != ns {
+			(f.Pin != nil) != c.pinned[i] || (f.Pin != nil && f.Pin.Reason != c.pinReason[i]) ||
+			(f.Cap != nil) != (c.capReason[i] != "") || (f.Cap != nil && f.Cap.Reason != c.capReason[i]) || len(f.Segments) != ns {
 			return true
 		}
 		for j, v := range f.Segments {

@@ -40,8 +40,9 @@
 // checkout).
 //
 // Flag metadata carries level, generation, mode (auto, override, shadow,
-// stale, frozen), reason (e.g. "latency.p99 1.3s > 1s target: dimming
-// recommendations", or an operator's pin reason) and sticky. The metadata
+// stale, frozen, scheduled), reason (e.g. "latency.p99 1.3s > 1s target:
+// dimming recommendations", an operator's pin reason, or the reason of the
+// scheduled cap that holds the feature down) and sticky. The metadata
 // maps are built once per published state and shared, read-only, by every
 // evaluation of it, so evaluating does not allocate.
 //

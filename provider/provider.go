@@ -412,6 +412,8 @@ func buildMeta(st *dimmer.State) *metaCache {
 				}
 				if why, pinned := st.PinReason(i); pinned {
 					md["reason"] = why
+				} else if why, capped := st.CapReason(i); capped {
+					md["reason"] = why // the scheduled cap's, as a pin's
 				}
 				if j >= 0 {
 					md["segment"] = st.SegmentName(j)

@@ -192,6 +192,38 @@ func TestOverrideModeAndMetrics(t *testing.T) {
 	assert.Equal(t, uint64(1), p.Evaluations()["recommendations.level"]["level"])
 }
 
+func TestScheduledMode(t *testing.T) {
+	c, err := dimmer.New(dimmer.Config{
+		Targets:  []dimmer.Target{{Signal: signals.LatencyP99, Target: 1}},
+		Features: []dimmer.Feature{{Name: "recommendations"}, {Name: "reviews", Rank: 1}},
+		Schedule: []dimmer.Cap{{Feature: "recommendations", Max: 0.5, From: t0, For: time.Minute, Reason: "11.11 midnight: pre-dim"}},
+	})
+	require.NoError(t, err)
+	p, err := New(c, Options{})
+	require.NoError(t, err)
+	ctx := context.Background()
+	dimTo(c, t0.Add(-time.Second), 0.1)
+	r := p.FloatEvaluation(ctx, "recommendations.level", 0, fc("u"))
+	assert.Equal(t, 1.0, r.Value)
+	assert.Equal(t, "auto", r.FlagMetadata["mode"])
+
+	st := dimTo(c, t0, 0.1) // the window opens
+	r = p.FloatEvaluation(ctx, "recommendations.level", 0, fc("u"))
+	assert.Equal(t, 0.5, r.Value)
+	assert.Equal(t, "scheduled", r.FlagMetadata["mode"])
+	assert.Equal(t, "11.11 midnight: pre-dim", r.FlagMetadata["reason"])
+	assert.Equal(t, int64(st.Generation), r.FlagMetadata["generation"])
+	b := p.BooleanEvaluation(ctx, "recommendations", false, fc("u"))
+	assert.Equal(t, "scheduled", b.FlagMetadata["mode"])
+	rv := p.BooleanEvaluation(ctx, "reviews", false, fc("u"))
+	assert.Equal(t, "auto", rv.FlagMetadata["mode"], "only the capped feature")
+
+	dimTo(c, t0.Add(time.Minute), 0.1) // closed
+	r = p.FloatEvaluation(ctx, "recommendations.level", 0, fc("u"))
+	assert.Equal(t, "auto", r.FlagMetadata["mode"])
+	assert.Contains(t, r.FlagMetadata["reason"], "scheduled cap ended (11.11 midnight: pre-dim)")
+}
+
 func TestEventsChangesStaleAndShutdown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newController(t)

@@ -1,0 +1,5 @@
+//go:build !race
+
+package dimmer_test
+
+const raceEnabled = false

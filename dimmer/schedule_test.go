@@ -1,0 +1,318 @@
+package dimmer
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/brownout/brownout/signals"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// dhaka is Asia/Dhaka's offset (no daylight saving there), fixed so that
+// the test needs no zone database.
+var dhaka = time.FixedZone("+06", 6*60*60)
+
+// saleEve is 23:59:30 on 11 November in Dhaka: 17:59:30 UTC.
+var saleEve = time.Date(2026, 11, 11, 23, 59, 30, 0, dhaka)
+
+// capConfig is testConfig (recommendations dim first, on brightness
+// 0.5–1; reviews on 0–0.5) with recommendations capped at 20 % for two
+// minutes from saleEve.
+func capConfig() Config {
+	cfg := testConfig()
+	cfg.Schedule = []Cap{{Feature: "recommendations", Max: 0.2, From: saleEve, For: 2 * time.Minute, Reason: "11.11 midnight: pre-dim"}}
+	return cfg
+}
+
+// stepper steps c at explicit instants.
+type stepper struct {
+	c *Controller
+}
+
+func (s stepper) at(now time.Time, p99, rate float64) *State {
+	return s.c.Step(now, snap(now, p99, rate))
+}
+
+func level(t *testing.T, st *State, feature string) float64 {
+	t.Helper()
+	f, ok := st.Feature(feature)
+	require.True(t, ok, feature)
+	return f.Level
+}
+
+func mode(t *testing.T, st *State, feature string) Mode {
+	t.Helper()
+	i, ok := st.FeatureIndex(feature)
+	require.True(t, ok, feature)
+	return st.FeatureMode(i)
+}
+
+func TestScheduleCapsOnlyInsideTheWindow(t *testing.T) {
+	c, err := New(capConfig())
+	require.NoError(t, err)
+	s := stepper{c}
+	from := saleEve.UTC() // Step's now may be in any zone
+	assert.Equal(t, time.Date(2026, 11, 11, 17, 59, 30, 0, time.UTC), from)
+
+	var st *State
+	for i := 10; i > 0; i-- { // quiet, before the window
+		st = s.at(from.Add(-time.Duration(i)*time.Second), 0.1, 100)
+	}
+	assert.Equal(t, 1.0, level(t, st, "recommendations"), "before the window: no cap")
+	assert.Equal(t, Auto, mode(t, st, "recommendations"))
+	gen := st.Generation
+
+	st = s.at(from, 0.1, 100)
+	assert.Equal(t, gen+1, st.Generation, "the window opening publishes a state; the signals did not change")
+	assert.Equal(t, 0.2, level(t, st, "recommendations"), "inside the window: at most the cap")
+	vip, _ := st.Level("recommendations", "vip")
+	assert.Equal(t, 0.2, vip, "a cap applies to every segment")
+	assert.Equal(t, 1.0, level(t, st, "reviews"), "other features are not capped")
+	assert.Equal(t, Scheduled, mode(t, st, "recommendations"))
+	assert.Equal(t, "scheduled", mode(t, st, "recommendations").String())
+	assert.Equal(t, Auto, mode(t, st, "reviews"))
+	f, _ := st.Feature("recommendations")
+	require.NotNil(t, f.Cap)
+	assert.Equal(t, "11.11 midnight: pre-dim", f.Cap.Reason)
+	i, _ := st.FeatureIndex("recommendations")
+	why, ok := st.CapReason(i)
+	assert.True(t, ok)
+	assert.Equal(t, "11.11 midnight: pre-dim", why)
+	assert.Contains(t, st.Why(), "recommendations capped at 20% until Nov 12 00:01:30 +06 by schedule: 11.11 midnight: pre-dim")
+	assert.InDelta(t, 0.6, st.Brightness, 1e-9, "anti-windup: the integrator sits at the cap, not above it")
+	assert.False(t, st.Tampered())
+
+	// Quiet all through the window: nothing changes, nothing is published,
+	// and the integrator does not wind up.
+	gen = st.Generation
+	for d := time.Second; d < 2*time.Minute; d += time.Second {
+		st = s.at(from.Add(d), 0.1, 100)
+	}
+	assert.Equal(t, gen, st.Generation)
+	assert.InDelta(t, 0.6, st.Brightness, 1e-9)
+	assert.Contains(t, c.Status().Reason, "at the scheduled cap")
+
+	// The window closes: a new state, and the level rises at the law's
+	// pace (MaxRise 0.25 of brightness a second), not in one jump.
+	b := st.Brightness
+	var rec []float64
+	for d := 2 * time.Minute; d < 2*time.Minute+5*time.Second; d += time.Second {
+		st = s.at(from.Add(d), 0.1, 100)
+		if d == 2*time.Minute {
+			assert.Equal(t, gen+1, st.Generation, "the window closing publishes a state")
+			assert.Contains(t, st.Reason, "scheduled cap ended (11.11 midnight: pre-dim)")
+			assert.Equal(t, Auto, mode(t, st, "recommendations"))
+		}
+		assert.LessOrEqual(t, st.Brightness-b, 0.25+1e-9, "at most MaxRise a second")
+		b = st.Brightness
+		rec = append(rec, level(t, st, "recommendations"))
+	}
+	assert.InDeltaSlice(t, []float64{0.7, 1, 1, 1, 1}, rec, 1e-9, "0.2 → 0.7 → 1: recommendations span half the brightness")
+}
+
+func TestScheduleFeedbackDimsBelowTheCap(t *testing.T) {
+	c, _ := New(capConfig())
+	s := stepper{c}
+	now := saleEve
+	st := s.at(now, 0.1, 100)
+	require.Equal(t, 0.2, level(t, st, "recommendations"))
+
+	// Pressure over High: the law dims at once from the cap (no dead band
+	// between the law's level and the cap), and further than the cap.
+	now = now.Add(time.Second)
+	st = s.at(now, 0.86, 100)
+	assert.Less(t, level(t, st, "recommendations"), 0.2, "feedback dims below the cap in the first step")
+	assert.Equal(t, Auto, mode(t, st, "recommendations"), "the law decides, not the cap")
+	f, _ := st.Feature("recommendations")
+	assert.Nil(t, f.Cap)
+	assert.Contains(t, st.Reason, "scheduled cap of recommendations at 20% until Nov 12 00:01:30 +06 not binding")
+	assert.Contains(t, st.Reason, "dimming recommendations")
+	for range 3 {
+		now = now.Add(time.Second)
+		st = s.at(now, 3, 100)
+	}
+	assert.Equal(t, 0.0, level(t, st, "recommendations"))
+	assert.Equal(t, 0.0, level(t, st, "reviews"), "far over target: the next feature dims too")
+
+	// The overload ends (and its load with it): the law brightens back,
+	// but not past the cap while the window lasts.
+	for range 15 {
+		now = now.Add(time.Second)
+		st = s.at(now, 0.1, 10)
+	}
+	assert.Equal(t, 1.0, level(t, st, "reviews"))
+	assert.Equal(t, 0.2, level(t, st, "recommendations"))
+	assert.Equal(t, Scheduled, mode(t, st, "recommendations"))
+	assert.InDelta(t, 0.6, st.Brightness, 1e-9)
+}
+
+// Without the anti-windup the first steps of an overload would only move
+// the law's brightness through the stretch the cap hides.
+func TestScheduleDimsAsFastAsWithoutIt(t *testing.T) {
+	run := func(cfg Config) float64 {
+		c, _ := New(cfg)
+		s := stepper{c}
+		s.at(saleEve, 0.78, 100) // in the band
+		return level(t, s.at(saleEve.Add(time.Second), 0.86, 100), "recommendations")
+	}
+	free, capped := run(testConfig()), run(capConfig())
+	assert.Less(t, free, 1.0)
+	assert.Less(t, capped, 0.2)
+	assert.Less(t, capped, free, "the cap starts the law lower")
+}
+
+func TestSchedulePinBeatsCap(t *testing.T) {
+	c, _ := New(capConfig())
+	s := stepper{c}
+	st := s.at(saleEve, 0.1, 100)
+	require.Equal(t, Scheduled, mode(t, st, "recommendations"))
+
+	st, err := c.PinAt(saleEve.Add(time.Second), "recommendations", 0.8, time.Minute, "marketing wants them on")
+	require.NoError(t, err)
+	assert.Equal(t, 0.8, level(t, st, "recommendations"), "a pin beats the schedule")
+	assert.Equal(t, Override, mode(t, st, "recommendations"))
+	f, _ := st.Feature("recommendations")
+	assert.Nil(t, f.Cap)
+	st = s.at(saleEve.Add(2*time.Second), 0.1, 100)
+	assert.Equal(t, 0.8, level(t, st, "recommendations"))
+	assert.Equal(t, Override, mode(t, st, "recommendations"))
+	assert.Less(t, st.Features[0].Computed, 0.8, "Computed is the law under the cap")
+
+	st, err = c.UnpinAt(saleEve.Add(3*time.Second), "recommendations")
+	require.NoError(t, err)
+	assert.Equal(t, 0.2, level(t, st, "recommendations"), "unpinned: the schedule again")
+	assert.Equal(t, Scheduled, mode(t, st, "recommendations"))
+}
+
+func TestScheduleEveryFeatureAndOverlaps(t *testing.T) {
+	cfg := testConfig()
+	cfg.Schedule = []Cap{
+		{Max: 0.5, From: saleEve, For: time.Minute, Reason: "sale: everything at half"},
+		{Feature: "reviews", Max: 0.3, From: saleEve.Add(10 * time.Second), For: time.Minute, Reason: "reviews DB migration"},
+	}
+	c, err := New(cfg)
+	require.NoError(t, err)
+	s := stepper{c}
+	st := s.at(saleEve, 0.1, 100)
+	assert.Equal(t, 0.5, level(t, st, "recommendations"))
+	assert.Equal(t, 0.5, level(t, st, "reviews"), "an entry without a feature caps every feature")
+	assert.Equal(t, Scheduled, mode(t, st, "reviews"))
+	assert.InDelta(t, 0.75, st.Brightness, 1e-9, "the first feature's cap sets the ceiling")
+
+	st = s.at(saleEve.Add(10*time.Second), 0.1, 100)
+	assert.Equal(t, 0.3, level(t, st, "reviews"), "the lowest cap wins")
+	f, _ := st.Feature("reviews")
+	require.NotNil(t, f.Cap)
+	assert.Equal(t, "reviews DB migration", f.Cap.Reason)
+	assert.Contains(t, st.Reason, "reviews capped at 30%")
+	assert.Contains(t, st.Reason, "recommendations capped at 50%")
+}
+
+func TestScheduleStartAndEndPublishEvenWhenNotBinding(t *testing.T) {
+	cfg := testConfig()
+	cfg.Schedule = []Cap{{Feature: "recommendations", Max: 0.9, From: saleEve.Add(10 * time.Second), For: 5 * time.Second, Reason: "rehearsal"}}
+	c, _ := New(cfg)
+	s := stepper{c}
+	var gens []uint64
+	var st *State
+	for i := range 20 {
+		p99 := 0.78 // in the band: the law holds
+		if i < 3 {
+			p99 = 3 // dim hard first
+		}
+		st = s.at(saleEve.Add(time.Duration(i)*time.Second), p99, 100)
+		gens = append(gens, st.Generation)
+		if i == 10 {
+			assert.Contains(t, st.Reason, "scheduled cap of recommendations at 90% until Nov 11 23:59:45 +06 not binding (rehearsal)")
+			assert.Equal(t, Auto, mode(t, st, "recommendations"))
+		}
+		if i == 15 {
+			assert.Contains(t, st.Reason, "scheduled cap ended (rehearsal)")
+		}
+	}
+	assert.Equal(t, gens[4], gens[9], "holding in the band: nothing published")
+	assert.Equal(t, gens[9]+1, gens[10], "the window opened")
+	assert.Equal(t, gens[10], gens[14])
+	assert.Equal(t, gens[14]+1, gens[15], "the window closed")
+	assert.Equal(t, gens[15], gens[19])
+}
+
+func TestScheduleWhileStaleOrFrozen(t *testing.T) {
+	cfg := capConfig()
+	cfg.Schedule[0].From = saleEve.Add(10 * time.Second)
+	cfg.Schedule[0].For = 10 * time.Second
+	c, _ := New(cfg)
+	s := stepper{c}
+	s.at(saleEve, 0.1, 100)
+	var st *State
+	for i := 1; i < 25; i++ { // no signal from here on
+		at := saleEve.Add(time.Duration(i) * time.Second)
+		st = c.Step(at, signals.Snapshot{Time: at})
+		switch {
+		case i == 9:
+			require.Equal(t, Stale, st.Mode)
+			assert.Equal(t, 1.0, level(t, st, "recommendations"))
+		case i == 10:
+			assert.Equal(t, 0.2, level(t, st, "recommendations"), "stale: the cap still applies (it only lowers)")
+			assert.Equal(t, Scheduled, mode(t, st, "recommendations"))
+			assert.Equal(t, Stale, st.StateMode())
+		case i == 20:
+			assert.Equal(t, 0.2, level(t, st, "recommendations"), "stale: the window's end does not brighten blind")
+			assert.Equal(t, Stale, mode(t, st, "recommendations"))
+		}
+	}
+
+	c, _ = New(cfg)
+	s = stepper{c}
+	st = c.FreezeAt(saleEve, "hands off")
+	gen := st.Generation
+	st = s.at(saleEve.Add(10*time.Second), 0.1, 100)
+	assert.Equal(t, gen+1, st.Generation, "the window opening is published")
+	assert.Equal(t, 1.0, level(t, st, "recommendations"), "a freeze holds levels as published")
+	assert.Equal(t, Frozen, mode(t, st, "recommendations"))
+	st = c.UnfreezeAt(saleEve.Add(11 * time.Second))
+	assert.Equal(t, 0.2, level(t, st, "recommendations"), "unfrozen inside the window: capped")
+}
+
+func TestScheduleConfigErrors(t *testing.T) {
+	ok := Cap{Feature: "reviews", Max: 0.5, From: saleEve, For: time.Minute, Reason: "fine"}
+	cases := map[string]Cap{
+		`schedule[1]: unknown feature "nope"`:                        {Feature: "nope", Max: 0.5, From: saleEve, For: time.Minute, Reason: "x"},
+		"schedule[1] (reviews): max 1.5: want 0 ≤ max ≤ 1":           {Feature: "reviews", Max: 1.5, From: saleEve, For: time.Minute, Reason: "x"},
+		"schedule[1] (every feature): max -0.1":                      {Max: -0.1, From: saleEve, For: time.Minute, Reason: "x"},
+		"schedule[1] (reviews): max NaN":                             {Feature: "reviews", Max: math.NaN(), From: saleEve, For: time.Minute, Reason: "x"},
+		"schedule[1] (reviews): for 0s: want a positive duration":    {Feature: "reviews", Max: 0.5, From: saleEve, Reason: "x"},
+		"schedule[1] (reviews): for -1m0s: want a positive duration": {Feature: "reviews", Max: 0.5, From: saleEve, For: -time.Minute, Reason: "x"},
+		"schedule[1] (reviews): no start":                            {Feature: "reviews", Max: 0.5, For: time.Minute, Reason: "x"},
+		"schedule[1] (recommendations): a reason is required":        {Feature: "recommendations", Max: 0.5, From: saleEve, For: time.Minute, Reason: "  "},
+	}
+	for want, bad := range cases {
+		cfg := testConfig()
+		cfg.Schedule = []Cap{ok, bad}
+		_, err := New(cfg)
+		assert.ErrorContains(t, err, "dimmer: "+want)
+	}
+	cfg := testConfig()
+	cfg.Schedule = []Cap{ok}
+	_, err := New(cfg)
+	assert.NoError(t, err)
+}
+
+func TestCapWindow(t *testing.T) {
+	p := Cap{From: saleEve, For: time.Minute}
+	for _, tc := range []struct {
+		at   time.Time
+		want bool
+	}{
+		{saleEve.Add(-time.Nanosecond), false},
+		{saleEve, true},
+		{saleEve.UTC(), true},
+		{saleEve.Add(time.Minute - time.Nanosecond), true},
+		{saleEve.Add(time.Minute), false},
+	} {
+		assert.Equal(t, tc.want, p.ActiveAt(tc.at), "at %s", tc.at)
+	}
+	assert.Equal(t, saleEve.Add(time.Minute), p.Until())
+}
