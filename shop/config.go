@@ -169,6 +169,11 @@ type Config struct {
 	TrustedProxies []netip.Prefix
 	// LatencyTarget is the controller's p99 target. Default 300 ms.
 	LatencyTarget time.Duration
+	// OperatorTokens allow writes to the embedded controller's operator
+	// API (/v1/…): name → token. Without any, writes are allowed only when
+	// Loopback says the shop listens on loopback only.
+	OperatorTokens map[string]string
+	Loopback       bool
 	// Logger. Default: discard.
 	Logger *slog.Logger
 }

@@ -66,6 +66,10 @@ func (s *Shop) routes() http.Handler {
 		w.Write([]byte("ok\n"))
 	})
 	s.demo(mux)
+	if s.api != nil {
+		mux.Handle("/ofrep/", s.api.Handler())
+		mux.Handle("/v1/", s.api.Handler())
+	}
 	mux.Handle("/", api)
 	return mux
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/brownout/brownout/api"
 	"github.com/brownout/brownout/dimmer"
 	"github.com/brownout/brownout/fallback"
 	"github.com/brownout/brownout/internal/pool"
@@ -49,6 +50,7 @@ type Shop struct {
 	// The protection; nil under None.
 	rec     *signals.Recorder
 	ctl     *dimmer.Controller
+	api     *api.API
 	shedder *shed.Shedder
 	flags   *openfeature.Client
 	payG    *fallback.Guard
@@ -200,11 +202,18 @@ func (s *Shop) protect(ctx context.Context) error {
 	if cfg.Protect == ShedOnly {
 		s.ctl.Freeze("shedding only: the comparison run")
 	}
-	s.wg.Go(func() { s.ctl.Run(ctx, dimmer.Local(s.rec)) })
-	p, err := provider.New(s.ctl, provider.Options{})
+	p, err := provider.New(s.ctl, provider.Options{Registerer: s.reg})
 	if err != nil {
 		return err
 	}
+	// The controller's HTTP surface, the same package brownoutd mounts:
+	// OFREP, state, history, events, the operators' writes.
+	s.api, err = api.New(api.Config{Controller: s.ctl, Provider: p, OperatorTokens: cfg.OperatorTokens,
+		Loopback: cfg.Loopback, Registerer: s.reg, Logger: cfg.Logger})
+	if err != nil {
+		return err
+	}
+	s.wg.Go(func() { s.api.Run(ctx, dimmer.Local(s.rec)) })
 	domain := "shop-" + strconv.FormatInt(domains.Add(1), 10)
 	if err := openfeature.SetNamedProviderAndWait(domain, p); err != nil {
 		return err
@@ -284,6 +293,9 @@ func (s *Shop) Controller() *dimmer.Controller { return s.ctl }
 
 // Shedder returns the admission control (nil under None).
 func (s *Shop) Shedder() *shed.Shedder { return s.shedder }
+
+// API returns the embedded controller's HTTP surface (nil under None).
+func (s *Shop) API() *api.API { return s.api }
 
 // Store returns the shop's store.
 func (s *Shop) Store() *store.Store { return s.store }

@@ -170,3 +170,28 @@ func TestNoneSendsInline(t *testing.T) {
 	assert.Equal(t, 1, s.SMS.Delivered("sms-"+o.Order), "sent in the request: delivered before the answer")
 	assert.Nil(t, s.Controller())
 }
+
+// TestEmbeddedAPI: the shop mounts the controller's API package, as
+// brownoutd does: OFREP answers with the in-process provider's bucket,
+// the state reads, and writes need a token (the test's server is not
+// declared loopback-only).
+func TestEmbeddedAPI(t *testing.T) {
+	_, srv := newShop(t, Brownout)
+	resp, err := http.Post(srv.URL+"/ofrep/v1/evaluate/flags/recommendations", "application/json", strings.NewReader(`{"context":{"targetingKey":"u1"}}`))
+	require.NoError(t, err)
+	var ev map[string]any
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&ev))
+	resp.Body.Close()
+	assert.Equal(t, 200, resp.StatusCode)
+	assert.Equal(t, true, ev["value"], "full brightness")
+	resp, err = http.Get(srv.URL + "/v1/state")
+	require.NoError(t, err)
+	var st map[string]any
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&st))
+	resp.Body.Close()
+	assert.Len(t, st["features"], 3)
+	resp, err = http.Post(srv.URL+"/v1/freeze", "application/json", nil)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, 403, resp.StatusCode)
+}

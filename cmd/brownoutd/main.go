@@ -1,5 +1,7 @@
-// Command brownoutd is the brownout daemon. Today it carries the lab:
+// Command brownoutd is the brownout daemon:
 //
+//	brownoutd serve [--config FILE] [--listen ADDR] …
+//	brownoutd check-config FILE
 //	brownoutd sim seed overload|codel|retry
 //	brownoutd sim run --scenario NAME [--seed N] [--duration D] [--format table|csv|json] [--series]
 //
@@ -42,7 +44,9 @@ func usagef(format string, a ...any) error { return usageError{fmt.Sprintf(forma
 const usage = `brownoutd — dimmer, not dark
 
 Usage:
-  brownoutd sim …     run the deterministic lab (brownoutd sim --help)
+  brownoutd serve [flags]         the controller as a service: OFREP, operator API, /metrics (brownoutd serve --help)
+  brownoutd check-config FILE     check a YAML configuration; every error with its line and field path
+  brownoutd sim …                 run the deterministic lab (brownoutd sim --help)
 `
 
 // run is the whole command behind main, so that tests can call it.
@@ -54,6 +58,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch args[0] {
 	case "sim":
 		return runSim(ctx, args[1:], stdout, stderr)
+	case "serve":
+		return runServe(ctx, args[1:], stdout, stderr)
+	case "check-config":
+		return runCheckConfig(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -31,7 +31,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprint(fs.Output(), `Usage: shop-demo serve [flags]
 
 Runs the 11.11 shop on embedded defaults: the JSON API, the storefront at /,
-/metrics and /healthz, with its simulated payment gateway, SMS provider and
+/metrics and /healthz, the embedded controller's OFREP (/ofrep/v1/…) and
+operator API (/v1/state, /v1/history, /v1/events, overrides, freeze,
+shadow; writes without a token on a loopback listener only), with its simulated payment gateway, SMS provider and
 recommendation engine on their own 127.0.0.1 ports. --payment, --sms and
 --recs use dependencies running elsewhere instead (e.g. ones that must
 outlive the shop); the shop calls their API paths (/v1/charges,
@@ -50,7 +52,9 @@ Flags:
 	if err != nil {
 		return usageError{err.Error()}
 	}
-	cfg := shop.Config{Protect: p, Workers: *workers, StateDir: *state, DB: *db}
+	// The embedded controller's operator API (/v1/…) takes writes without
+	// a token only on a loopback listener.
+	cfg := shop.Config{Protect: p, Workers: *workers, StateDir: *state, DB: *db, Loopback: loopback(*listen)}
 	for _, d := range []struct {
 		flag string
 		in   *string
@@ -90,6 +94,16 @@ Flags:
 		return err
 	}
 	return nil
+}
+
+// loopback reports whether addr listens on loopback only.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return host == "localhost" || (ip != nil && ip.IsLoopback())
 }
 
 // baseURL checks a dependency's --flag: empty (the shop starts its own),

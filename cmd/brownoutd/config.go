@@ -1,0 +1,473 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/brownout/brownout/dimmer"
+	"github.com/brownout/brownout/signals"
+)
+
+// fileConfig is brownoutd's YAML configuration (see brownoutd.example.yaml).
+type fileConfig struct {
+	Listen   string        `yaml:"listen"`
+	StateDir string        `yaml:"state_dir"`
+	Tick     duration      `yaml:"tick"`
+	Law      lawConfig     `yaml:"law"`
+	Targets  []targetCfg   `yaml:"targets"`
+	Features []featureCfg  `yaml:"features"`
+	Segments []segmentCfg  `yaml:"segments"`
+	Schedule []scheduleCfg `yaml:"schedule"`
+	Sources  sourcesCfg    `yaml:"sources"`
+	Auth     authCfg       `yaml:"auth"`
+	TLS      tlsCfg        `yaml:"tls"`
+}
+
+type lawConfig struct {
+	High         float64  `yaml:"high"`
+	Low          float64  `yaml:"low"`
+	Hold         duration `yaml:"hold"`
+	DownGain     float64  `yaml:"down_gain"`
+	UpGain       float64  `yaml:"up_gain"`
+	Proportional float64  `yaml:"proportional"`
+	MaxRise      float64  `yaml:"max_rise"`
+	ProbeAfter   duration `yaml:"probe_after"`
+	ProbeRise    float64  `yaml:"probe_rise"`
+	Quantum      float64  `yaml:"quantum"`
+	StaleAfter   int      `yaml:"stale_after"`
+	MaxShed      float64  `yaml:"max_shed"`
+}
+
+type targetCfg struct {
+	Signal string `yaml:"signal"`
+	// Target: a duration ("300ms") for latency and sojourn signals, a
+	// number otherwise.
+	Target  string `yaml:"target"`
+	DimOnly bool   `yaml:"dim_only"`
+}
+
+type featureCfg struct {
+	Name  string  `yaml:"name"`
+	Rank  *int    `yaml:"rank"`
+	Cost  float64 `yaml:"cost"`
+	Value float64 `yaml:"value"`
+	Floor float64 `yaml:"floor"`
+	// Default is what an app should fall back to when it cannot reach the
+	// daemon: true fails open, false fails closed.
+	Default *bool `yaml:"default"`
+}
+
+type segmentCfg struct {
+	Name   string  `yaml:"name"`
+	Offset float64 `yaml:"offset"`
+}
+
+type scheduleCfg struct {
+	Feature string   `yaml:"feature"`
+	From    string   `yaml:"from"`
+	Zone    string   `yaml:"zone"`
+	For     duration `yaml:"for"`
+	Max     *float64 `yaml:"max"`
+	Reason  string   `yaml:"reason"`
+}
+
+type sourcesCfg struct {
+	Push   *pushCfg   `yaml:"push"`
+	Scrape *scrapeCfg `yaml:"scrape"`
+	PromQL *promqlCfg `yaml:"promql"`
+}
+
+type pushCfg struct {
+	Window duration `yaml:"window"`
+	Expire duration `yaml:"expire"`
+}
+
+type scrapeCfg struct {
+	Targets []string `yaml:"targets"`
+	Window  duration `yaml:"window"`
+	Timeout duration `yaml:"timeout"`
+}
+
+type promqlCfg struct {
+	URL     string            `yaml:"url"`
+	Range   string            `yaml:"range"`
+	Queries map[string]string `yaml:"queries"`
+	Timeout duration          `yaml:"timeout"`
+}
+
+type authCfg struct {
+	// Files of "name token" lines (or "name: token"); # comments.
+	OperatorTokensFile string `yaml:"operator_tokens_file"`
+	EvalTokensFile     string `yaml:"eval_tokens_file"`
+	PushTokensFile     string `yaml:"push_tokens_file"`
+}
+
+type tlsCfg struct {
+	Cert string `yaml:"cert"`
+	Key  string `yaml:"key"`
+}
+
+// duration is a time.Duration written as "1s", "300ms".
+type duration time.Duration
+
+func (d *duration) UnmarshalYAML(n *yaml.Node) error {
+	var s string
+	if err := n.Decode(&s); err != nil {
+		return err
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("%q: want a duration such as 500ms, 10s or 5m", s)
+	}
+	*d = duration(v)
+	return nil
+}
+
+// defaultFeatures are the shop's optional sections, in shed order.
+var defaultFeatures = []string{"recommendations", "reviews", "gallery"}
+
+// config is the daemon's resolved configuration.
+type config struct {
+	Listen   string
+	StateDir string
+	TLS      tlsCfg
+	Dimmer   dimmer.Config
+	Defaults map[string]bool
+	Push     *pushCfg
+	Scrape   *scrapeCfg
+	PromQL   *promqlCfg
+	Auth     authCfg
+	// Tokens, read from the auth files.
+	OperatorTokens, EvalTokens, PushTokens map[string]string
+}
+
+// configError is every problem in a configuration, each with its line
+// and field path.
+type configError struct {
+	file string
+	errs []string
+}
+
+func (e *configError) Error() string {
+	return fmt.Sprintf("%s: %d error(s):\n  %s", e.file, len(e.errs), strings.Join(e.errs, "\n  "))
+}
+
+// lines maps a field path ("features[1].floor") to its line in the file.
+type lines map[string]int
+
+func index(n *yaml.Node, path string, out lines) {
+	if n.Kind == yaml.DocumentNode {
+		for _, c := range n.Content {
+			index(c, path, out)
+		}
+		return
+	}
+	out[path] = n.Line
+	switch n.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			p := n.Content[i].Value
+			if path != "" {
+				p = path + "." + p
+			}
+			index(n.Content[i+1], p, out)
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			index(c, path+"["+strconv.Itoa(i)+"]", out)
+		}
+	}
+}
+
+// parseConfig reads a YAML configuration: unknown fields are errors, and
+// every error is reported with its line and field path. An empty input is
+// the defaults.
+func parseConfig(name string, data []byte) (*config, error) {
+	var fc fileConfig
+	ln := lines{}
+	ce := &configError{file: name}
+	if len(bytes.TrimSpace(data)) > 0 {
+		var root yaml.Node
+		if err := yaml.Unmarshal(data, &root); err != nil {
+			return nil, &configError{file: name, errs: []string{yamlMsg(err)}}
+		}
+		index(&root, "", ln)
+		dec := yaml.NewDecoder(bytes.NewReader(data))
+		dec.KnownFields(true)
+		if err := dec.Decode(&fc); err != nil && !errors.Is(err, io.EOF) {
+			var te *yaml.TypeError
+			if errors.As(err, &te) {
+				for _, e := range te.Errors {
+					ce.errs = append(ce.errs, unknownField(e, ln))
+				}
+			} else {
+				ce.errs = append(ce.errs, yamlMsg(err))
+			}
+		}
+	}
+	at := func(path, format string, a ...any) {
+		l := ln[path]
+		for p := path; l == 0 && p != ""; {
+			i := strings.LastIndexAny(p, ".[")
+			if i < 0 {
+				break
+			}
+			p = p[:i]
+			l = ln[p]
+		}
+		ce.errs = append(ce.errs, fmt.Sprintf("line %d: %s: %s", l, path, fmt.Sprintf(format, a...)))
+	}
+	c := resolve(&fc, at)
+	if len(ce.errs) > 0 {
+		sort.SliceStable(ce.errs, func(i, j int) bool { return lineOf(ce.errs[i]) < lineOf(ce.errs[j]) })
+		return nil, ce
+	}
+	return c, nil
+}
+
+// unknownField rewrites yaml's "line 4: field colour not found in type
+// main.featureCfg" as "line 4: features[0].colour: unknown field".
+func unknownField(msg string, ln lines) string {
+	var line int
+	var field string
+	if n, _ := fmt.Sscanf(msg, "line %d: field %s not found in type", &line, &field); n != 2 {
+		return msg
+	}
+	best := ""
+	for p, l := range ln {
+		if l == line && (p == field || strings.HasSuffix(p, "."+field)) && (best == "" || p < best) {
+			best = p
+		}
+	}
+	if best == "" {
+		best = field
+	}
+	return fmt.Sprintf("line %d: %s: unknown field", line, best)
+}
+
+func lineOf(s string) int {
+	if rest, ok := strings.CutPrefix(s, "line "); ok {
+		n, _ := strconv.Atoi(strings.SplitN(rest, ":", 2)[0])
+		return n
+	}
+	return 0
+}
+
+func yamlMsg(err error) string { return strings.TrimPrefix(err.Error(), "yaml: ") }
+
+// resolve turns a parsed file into a config, reporting problems to at.
+func resolve(fc *fileConfig, at func(path, format string, a ...any)) *config {
+	c := &config{Listen: fc.Listen, StateDir: fc.StateDir, TLS: fc.TLS, Auth: fc.Auth, Defaults: map[string]bool{},
+		Push: fc.Sources.Push, Scrape: fc.Sources.Scrape, PromQL: fc.Sources.PromQL}
+	if c.Listen == "" {
+		c.Listen = "127.0.0.1:8080"
+	} else if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		at("listen", "%q: want host:port", c.Listen)
+	}
+	if (c.TLS.Cert == "") != (c.TLS.Key == "") {
+		at("tls", "cert and key go together")
+	}
+	d := dimmer.Config{Tick: time.Duration(fc.Tick), High: fc.Law.High, Low: fc.Law.Low, Hold: time.Duration(fc.Law.Hold),
+		DownGain: fc.Law.DownGain, UpGain: fc.Law.UpGain, Proportional: fc.Law.Proportional, MaxRise: fc.Law.MaxRise,
+		ProbeAfter: time.Duration(fc.Law.ProbeAfter), ProbeRise: fc.Law.ProbeRise, Quantum: fc.Law.Quantum,
+		StaleAfter: fc.Law.StaleAfter, MaxShed: fc.Law.MaxShed}
+	if d.Tick != 0 && d.Tick < 100*time.Millisecond {
+		at("tick", "%v: at least 100ms", d.Tick)
+	}
+	for name, v := range map[string]float64{"law.high": d.High, "law.low": d.Low, "law.down_gain": d.DownGain, "law.up_gain": d.UpGain,
+		"law.proportional": d.Proportional, "law.max_rise": d.MaxRise, "law.probe_rise": d.ProbeRise, "law.quantum": d.Quantum} {
+		if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+			at(name, "%v: must not be negative", v)
+		}
+	}
+	if d.High != 0 && d.Low != 0 && d.Low >= d.High {
+		at("law.low", "%v: must be below law.high (%v)", d.Low, d.High)
+	}
+	if d.Quantum > 0.5 {
+		at("law.quantum", "%v: at most 0.5", d.Quantum)
+	}
+	for i, t := range fc.Targets {
+		p := fmt.Sprintf("targets[%d]", i)
+		k, err := signals.ParseKey(t.Signal)
+		if err != nil {
+			at(p+".signal", "%q: not a signal (latency.p99, sojourn.p99, reject.ratio, error.ratio, …)", t.Signal)
+			continue
+		}
+		v, err := targetValue(k, t.Target)
+		if err != nil {
+			at(p+".target", "%v", err)
+			continue
+		}
+		d.Targets = append(d.Targets, dimmer.Target{Signal: k, Target: v, DimOnly: t.DimOnly})
+	}
+	if len(fc.Targets) == 0 {
+		d.Targets = []dimmer.Target{{Signal: signals.LatencyP99, Target: 0.3}, {Signal: signals.RejectRatio, Target: 0.05, DimOnly: true}}
+	}
+	seen := map[string]bool{}
+	for i, f := range fc.Features {
+		p := fmt.Sprintf("features[%d]", i)
+		switch {
+		case f.Name == "":
+			at(p+".name", "required")
+		case seen[f.Name]:
+			at(p+".name", "%q: declared twice", f.Name)
+		case strings.ContainsAny(f.Name, " \t/\\?#%") || strings.HasSuffix(f.Name, ".level") || f.Name == "brownout.features":
+			at(p+".name", "%q: a flag key (no spaces, /, ?, #, %%; not ending in .level; not brownout.features)", f.Name)
+		}
+		seen[f.Name] = true
+		if f.Floor < 0 || f.Floor >= 1 || math.IsNaN(f.Floor) {
+			at(p+".floor", "%v: want 0 ≤ floor < 1", f.Floor)
+		}
+		if f.Cost < 0 || math.IsNaN(f.Cost) {
+			at(p+".cost", "%v: must not be negative", f.Cost)
+		}
+		if f.Value < 0 || math.IsNaN(f.Value) {
+			at(p+".value", "%v: must not be negative", f.Value)
+		}
+		rank := i
+		if f.Rank != nil {
+			rank = *f.Rank
+		}
+		d.Features = append(d.Features, dimmer.Feature{Name: f.Name, Rank: rank, Floor: f.Floor, Cost: f.Cost, Value: f.Value})
+		def := true
+		if f.Default != nil {
+			def = *f.Default
+		}
+		c.Defaults[f.Name] = def
+	}
+	if len(fc.Features) == 0 {
+		for i, n := range defaultFeatures {
+			d.Features = append(d.Features, dimmer.Feature{Name: n, Rank: i})
+			c.Defaults[n] = true
+		}
+	}
+	for i, s := range fc.Segments {
+		p := fmt.Sprintf("segments[%d]", i)
+		if s.Name == "" {
+			at(p+".name", "required")
+		}
+		if s.Offset < -1 || s.Offset > 1 || math.IsNaN(s.Offset) {
+			at(p+".offset", "%v: want −1 to 1", s.Offset)
+		}
+		d.Segments = append(d.Segments, dimmer.Segment{Name: s.Name, Offset: s.Offset})
+	}
+	schedule(fc, &d, seen, at)
+	if c.Push == nil && c.Scrape == nil && c.PromQL == nil {
+		c.Push = &pushCfg{}
+	}
+	if c.Scrape != nil {
+		if len(c.Scrape.Targets) == 0 {
+			at("sources.scrape.targets", "at least one /metrics URL")
+		}
+		for i, t := range c.Scrape.Targets {
+			if !strings.HasPrefix(t, "http://") && !strings.HasPrefix(t, "https://") {
+				at(fmt.Sprintf("sources.scrape.targets[%d]", i), "%q: want an http(s) URL", t)
+			}
+		}
+	}
+	if c.PromQL != nil {
+		if !strings.HasPrefix(c.PromQL.URL, "http://") && !strings.HasPrefix(c.PromQL.URL, "https://") {
+			at("sources.promql.url", "%q: want Prometheus' http(s) base URL", c.PromQL.URL)
+		}
+		for k := range c.PromQL.Queries {
+			if _, err := signals.ParseKey(k); err != nil {
+				at("sources.promql.queries."+k, "not a signal")
+			}
+		}
+	}
+	n := 0
+	for _, on := range []bool{c.Push != nil, c.Scrape != nil, c.PromQL != nil} {
+		if on {
+			n++
+		}
+	}
+	if n > 1 {
+		at("sources", "choose one of push, scrape and promql")
+	}
+	c.Dimmer = d
+	return c
+}
+
+// targetValue reads a target: a duration for latency and sojourn signals
+// (in seconds for the controller), a number otherwise.
+func targetValue(k signals.Key, s string) (float64, error) {
+	name := k.String()
+	if strings.HasPrefix(name, "latency.") || strings.HasPrefix(name, "sojourn.") {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			return 0, fmt.Errorf("%q: want a positive duration such as 300ms for %s", s, name)
+		}
+		return d.Seconds(), nil
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || !(v > 0) || math.IsInf(v, 0) {
+		return 0, fmt.Errorf("%q: want a positive number for %s", s, name)
+	}
+	return v, nil
+}
+
+// readTokens reads a tokens file: "name token" or "name: token" per line,
+// # comments and blank lines ignored.
+func readTokens(path string) (map[string]string, error) {
+	if path == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for i, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		f := strings.Fields(strings.Replace(line, ":", " ", 1))
+		if len(f) != 2 {
+			return nil, fmt.Errorf("%s:%d: want \"name token\"", path, i+1)
+		}
+		if len(f[1]) < 16 {
+			return nil, fmt.Errorf("%s:%d: token of %s: at least 16 characters", path, i+1, f[0])
+		}
+		if _, dup := out[f[0]]; dup {
+			return nil, fmt.Errorf("%s:%d: %s named twice", path, i+1, f[0])
+		}
+		out[f[0]] = f[1]
+	}
+	return out, nil
+}
+
+// runCheckConfig is `brownoutd check-config FILE`.
+func runCheckConfig(args []string, stdout, stderr io.Writer) error {
+	if len(args) != 1 || strings.HasPrefix(args[0], "-") {
+		fmt.Fprintln(stderr, "Usage: brownoutd check-config FILE\n\nReports every error in a YAML configuration with its line and field path; unknown fields are errors.")
+		if len(args) == 1 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
+			return nil
+		}
+		return usagef("check-config: want one file")
+	}
+	b, err := os.ReadFile(args[0])
+	if err != nil {
+		return err
+	}
+	c, err := parseConfig(args[0], b)
+	if err != nil {
+		return err
+	}
+	if _, err := dimmer.New(c.Dimmer); err != nil {
+		return fmt.Errorf("%s: %w", args[0], err)
+	}
+	fmt.Fprintf(stdout, "%s: ok (features %s)\n", args[0], featureNames(c.Dimmer))
+	return nil
+}

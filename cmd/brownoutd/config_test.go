@@ -1,0 +1,144 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/brownout/brownout/dimmer"
+)
+
+// TestExampleConfig keeps the commented example valid.
+func TestExampleConfig(t *testing.T) {
+	b, err := os.ReadFile("brownoutd.example.yaml")
+	require.NoError(t, err)
+	c, err := parseConfig("brownoutd.example.yaml", b)
+	require.NoError(t, err)
+	_, err = dimmer.New(c.Dimmer)
+	require.NoError(t, err)
+	assert.Equal(t, "127.0.0.1:8080", c.Listen)
+	assert.Len(t, c.Dimmer.Features, 3)
+	assert.Equal(t, 0.3, c.Dimmer.Targets[0].Target)
+	require.Len(t, c.Dimmer.Schedule, 1)
+	dhaka, _ := time.LoadLocation("Asia/Dhaka")
+	assert.True(t, c.Dimmer.Schedule[0].From.Equal(time.Date(2026, 11, 11, 23, 59, 30, 0, dhaka)))
+	assert.NotNil(t, c.Push)
+}
+
+func TestDefaultsWithoutConfig(t *testing.T) {
+	c, err := parseConfig("(defaults)", nil)
+	require.NoError(t, err)
+	assert.Equal(t, "127.0.0.1:8080", c.Listen)
+	assert.Equal(t, []string{"recommendations", "reviews", "gallery"}, strings.Split(featureNames(c.Dimmer), ", "))
+	assert.NotNil(t, c.Push, "the push source by default")
+	_, err = dimmer.New(c.Dimmer)
+	require.NoError(t, err)
+}
+
+// TestConfigErrors: every error, with its line and field path.
+func TestConfigErrors(t *testing.T) {
+	src := `listen: 127.0.0.1:8080
+tick: 1s
+targets:
+  - signal: latency.p98
+    target: 300ms
+  - signal: latency.p99
+    target: fast
+features:
+  - name: recommendations
+    floor: 1.5
+  - name: recommendations
+    colour: blue
+law:
+  high: 0.5
+  low: 0.7
+schedule:
+  - feature: nope
+    from: "tomorrow"
+    for: 10m
+    max: 0.5
+sources:
+  scrape:
+    targets: [ftp://x]
+`
+	_, err := parseConfig("bad.yaml", []byte(src))
+	require.Error(t, err)
+	msg := err.Error()
+	for _, want := range []string{
+		"line 4: targets[0].signal",
+		"line 7: targets[1].target",
+		"line 10: features[0].floor",
+		"line 11: features[1].name",
+		"line 12: features[1].colour: unknown field",
+		"line 15: law.low",
+		"line 17: schedule[0].feature",
+		"line 18: schedule[0].from",
+		"sources.scrape.targets[0]",
+	} {
+		assert.Contains(t, msg, want)
+	}
+	_, err = parseConfig("bad.yaml", []byte("tick: [1"))
+	assert.ErrorContains(t, err, "line 1")
+	_, err = parseConfig("bad.yaml", []byte("tick: soon"))
+	assert.ErrorContains(t, err, "want a duration")
+}
+
+// TestPrecedence: flags over environment over file over defaults.
+func TestPrecedence(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "b.yaml")
+	require.NoError(t, os.WriteFile(file, []byte("listen: 127.0.0.1:7001\ntick: 2s\nstate_dir: "+dir+"\n"), 0o644))
+	env := map[string]string{"BROWNOUTD_CONFIG": file, "BROWNOUTD_LISTEN": "127.0.0.1:7002"}
+	getenv := func(k string) string { return env[k] }
+
+	f := serveFlags{}
+	c, _, err := f.settings(getenv, map[string]bool{})
+	require.NoError(t, err)
+	assert.Equal(t, "127.0.0.1:7002", c.Listen, "environment over file")
+	assert.Equal(t, 2*time.Second, c.Dimmer.Tick, "file over defaults")
+
+	f = serveFlags{listen: "127.0.0.1:7003", tick: "500ms"}
+	c, _, err = f.settings(getenv, map[string]bool{"listen": true, "tick": true})
+	require.NoError(t, err)
+	assert.Equal(t, "127.0.0.1:7003", c.Listen, "flags over environment")
+	assert.Equal(t, 500*time.Millisecond, c.Dimmer.Tick)
+
+	f = serveFlags{tick: "5ms"}
+	_, _, err = f.settings(getenv, map[string]bool{"tick": true})
+	assert.ErrorContains(t, err, "at least 100ms")
+}
+
+func TestTokensFile(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "tokens")
+	require.NoError(t, os.WriteFile(p, []byte("# operators\nalice: 0123456789abcdef0123\nbob 0123456789abcdef9999\n"), 0o600))
+	toks, err := readTokens(p)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"alice": "0123456789abcdef0123", "bob": "0123456789abcdef9999"}, toks)
+	require.NoError(t, os.WriteFile(p, []byte("alice short\n"), 0o600))
+	_, err = readTokens(p)
+	assert.ErrorContains(t, err, "at least 16")
+}
+
+// FuzzConfig: whatever the file says, parsing never panics, and a config
+// it accepts makes a controller.
+func FuzzConfig(f *testing.F) {
+	b, _ := os.ReadFile("brownoutd.example.yaml")
+	f.Add(b)
+	f.Add([]byte("features: [{name: a, floor: 0.5}]\ntargets: [{signal: error.ratio, target: '0.1'}]"))
+	f.Add([]byte("tick: 100ms\nlaw: {high: 2, low: 1}"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := parseConfig("fuzz.yaml", data)
+		if err != nil {
+			return
+		}
+		if _, err := dimmer.New(c.Dimmer); err != nil && !strings.Contains(err.Error(), "dimmer") {
+			t.Fatalf("accepted config, controller refused oddly: %v", err)
+		}
+	})
+}

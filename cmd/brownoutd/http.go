@@ -1,0 +1,36 @@
+package main
+
+import (
+	"net/http"
+	"sync/atomic"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/brownout/brownout/api"
+)
+
+// server is brownoutd's echo server over the API package.
+type server struct {
+	*echo.Echo
+	ready atomic.Bool
+}
+
+func newEcho(a *api.API, reg *prometheus.Registry) *server {
+	s := &server{Echo: echo.New()}
+	e := s.Echo
+	e.HideBanner, e.HidePort = true, true
+	h := echo.WrapHandler(a.Handler())
+	e.Any("/ofrep/*", h)
+	e.Any("/v1/*", h)
+	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
+	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") })
+	e.GET("/readyz", func(c echo.Context) error {
+		if !s.ready.Load() {
+			return c.String(http.StatusServiceUnavailable, "starting\n")
+		}
+		return c.String(http.StatusOK, "ready\n")
+	})
+	return s
+}

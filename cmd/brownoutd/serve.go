@@ -1,0 +1,326 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/brownout/brownout/api"
+	"github.com/brownout/brownout/dimmer"
+	"github.com/brownout/brownout/provider"
+	"github.com/brownout/brownout/signals"
+)
+
+const serveUsage = `Usage: brownoutd serve [flags]
+
+Runs the controller as a service: reads the fleet's signals (push by
+default: apps POST /v1/signals), serves levels over OFREP
+(/ofrep/v1/evaluate/flags[/{key}]) and the operator API (/v1/state,
+/v1/history, /v1/events, /v1/features/{name}/override, /v1/freeze,
+/v1/unfreeze, /v1/shadow), /metrics, /healthz, /readyz.
+
+With no configuration it runs on embedded defaults: 127.0.0.1:8080, the
+push source, the features recommendations, reviews, gallery (in that shed
+order), latency.p99 target 300ms. Settings: flags over BROWNOUTD_*
+environment variables over the YAML file over the defaults. SIGHUP reloads
+the file: an invalid one keeps the running configuration (and says why).
+
+Flags:
+`
+
+// serveFlags are serve's flags; each has a BROWNOUTD_* variable.
+type serveFlags struct {
+	config, listen, stateDir, tick       string
+	operatorTokens, evalTokens, pushToks string
+	tlsCert, tlsKey                      string
+}
+
+func (f *serveFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.config, "config", "", "YAML configuration file (env BROWNOUTD_CONFIG)")
+	fs.StringVar(&f.listen, "listen", "", "address to listen on, host:port (env BROWNOUTD_LISTEN; default 127.0.0.1:8080)")
+	fs.StringVar(&f.stateDir, "state-dir", "", "directory for the operators' overrides, freeze and shadow (env BROWNOUTD_STATE_DIR; default under the user cache dir)")
+	fs.StringVar(&f.tick, "tick", "", "control period, e.g. 1s (env BROWNOUTD_TICK)")
+	fs.StringVar(&f.operatorTokens, "operator-tokens", "", "file of named operator tokens, \"name token\" per line (env BROWNOUTD_OPERATOR_TOKENS); without any, writes only on a loopback listener")
+	fs.StringVar(&f.evalTokens, "eval-tokens", "", "file of tokens required on OFREP evaluations (env BROWNOUTD_EVAL_TOKENS); default open")
+	fs.StringVar(&f.pushToks, "push-tokens", "", "file of tokens required on POST /v1/signals (env BROWNOUTD_PUSH_TOKENS); default open")
+	fs.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate file (env BROWNOUTD_TLS_CERT); or terminate TLS in front")
+	fs.StringVar(&f.tlsKey, "tls-key", "", "TLS key file (env BROWNOUTD_TLS_KEY)")
+}
+
+// settings resolves the configuration: flags over environment over file
+// over defaults. set lists the flags given on the command line.
+func (f *serveFlags) settings(getenv func(string) string, set map[string]bool) (*config, string, error) {
+	pick := func(flagName, flagVal, env string) string {
+		if set[flagName] {
+			return flagVal
+		}
+		return getenv(env)
+	}
+	file := pick("config", f.config, "BROWNOUTD_CONFIG")
+	var data []byte
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, file, err
+		}
+		data = b
+	}
+	c, err := parseConfig(fileName(file), data)
+	if err != nil {
+		return nil, file, err
+	}
+	if v := pick("listen", f.listen, "BROWNOUTD_LISTEN"); v != "" {
+		if _, _, err := net.SplitHostPort(v); err != nil {
+			return nil, file, fmt.Errorf("listen %q: want host:port", v)
+		}
+		c.Listen = v
+	}
+	if v := pick("state-dir", f.stateDir, "BROWNOUTD_STATE_DIR"); v != "" {
+		c.StateDir = v
+	}
+	if v := pick("tick", f.tick, "BROWNOUTD_TICK"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 100*time.Millisecond {
+			return nil, file, fmt.Errorf("tick %q: want a duration of at least 100ms", v)
+		}
+		c.Dimmer.Tick = d
+	}
+	for _, t := range []struct {
+		flag, val, env string
+		dst            *string
+	}{
+		{"operator-tokens", f.operatorTokens, "BROWNOUTD_OPERATOR_TOKENS", &c.Auth.OperatorTokensFile},
+		{"eval-tokens", f.evalTokens, "BROWNOUTD_EVAL_TOKENS", &c.Auth.EvalTokensFile},
+		{"push-tokens", f.pushToks, "BROWNOUTD_PUSH_TOKENS", &c.Auth.PushTokensFile},
+		{"tls-cert", f.tlsCert, "BROWNOUTD_TLS_CERT", &c.TLS.Cert},
+		{"tls-key", f.tlsKey, "BROWNOUTD_TLS_KEY", &c.TLS.Key},
+	} {
+		if v := pick(t.flag, t.val, t.env); v != "" {
+			*t.dst = v
+		}
+	}
+	if (c.TLS.Cert == "") != (c.TLS.Key == "") {
+		return nil, file, errors.New("tls: cert and key go together")
+	}
+	if c.StateDir == "" {
+		dir, err := os.UserCacheDir()
+		if err != nil {
+			dir = os.TempDir()
+		}
+		c.StateDir = filepath.Join(dir, "brownout", "brownoutd")
+	}
+	if c.OperatorTokens, err = readTokens(c.Auth.OperatorTokensFile); err != nil {
+		return nil, file, err
+	}
+	if c.EvalTokens, err = readTokens(c.Auth.EvalTokensFile); err != nil {
+		return nil, file, err
+	}
+	if c.PushTokens, err = readTokens(c.Auth.PushTokensFile); err != nil {
+		return nil, file, err
+	}
+	return c, file, nil
+}
+
+func fileName(f string) string {
+	if f == "" {
+		return "(defaults)"
+	}
+	return f
+}
+
+// loopback reports whether addr listens on loopback only.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// source is a signal source with its health.
+type source interface {
+	dimmer.Source
+	Health() signals.SourceHealth
+}
+
+func buildSource(c *config) (source, *signals.PushSource, error) {
+	switch {
+	case c.Scrape != nil:
+		s, err := signals.NewScrapeSource(signals.ScrapeConfig{Targets: c.Scrape.Targets, Window: time.Duration(c.Scrape.Window), Timeout: time.Duration(c.Scrape.Timeout)})
+		return s, nil, err
+	case c.PromQL != nil:
+		cfg := signals.PromQLConfig{Address: c.PromQL.URL, Timeout: time.Duration(c.PromQL.Timeout)}
+		if c.PromQL.Range != "" || len(c.PromQL.Queries) > 0 {
+			rng := c.PromQL.Range
+			if rng == "" {
+				rng = "1m"
+			}
+			cfg.Queries = signals.DefaultQueries(rng)
+			for k, q := range c.PromQL.Queries {
+				key, _ := signals.ParseKey(k)
+				cfg.Queries[key] = q
+			}
+		}
+		s, err := signals.NewPromQLSource(cfg)
+		return s, nil, err
+	}
+	p := signals.NewPushSource(signals.PushConfig{Window: time.Duration(c.Push.Window), Expire: time.Duration(c.Push.Expire)})
+	return p, p, nil
+}
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var f serveFlags
+	f.register(fs)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), serveUsage)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stdout)
+			fs.Usage()
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("serve: unexpected argument %q", fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	c, file, err := f.settings(os.Getenv, set)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	c.Dimmer.Logger = log
+	ctl, err := dimmer.New(c.Dimmer)
+	if err != nil {
+		return err
+	}
+	src, push, err := buildSource(c)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	prov, err := provider.New(ctl, provider.Options{Registerer: reg})
+	if err != nil {
+		return err
+	}
+	acfg := api.Config{Controller: ctl, Provider: prov, OperatorTokens: c.OperatorTokens, EvalTokens: c.EvalTokens,
+		PushTokens: c.PushTokens, Loopback: loopback(c.Listen), StateDir: c.StateDir, Registerer: reg, Logger: log,
+		Defaults: c.Defaults, Sources: func() []signals.SourceHealth { return []signals.SourceHealth{src.Health()} }}
+	if push != nil {
+		acfg.Push = push
+	}
+	a, err := api.New(acfg)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", c.Listen)
+	if err != nil {
+		return err
+	}
+	e := newEcho(a, reg)
+	srv := &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	scheme := "http"
+	if c.TLS.Cert != "" {
+		scheme = "https"
+	}
+	fmt.Fprintf(stdout, "brownoutd: serving on %s://%s (config %s; features %s; state %s)\n", scheme, ln.Addr(), fileName(file), featureNames(c.Dimmer), c.StateDir)
+	if len(c.OperatorTokens) == 0 && !loopback(c.Listen) {
+		log.Warn("brownoutd: no operator token and not on loopback: operator writes are refused")
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	loopDone := make(chan struct{})
+	go func() {
+		defer close(loopDone)
+		a.Run(ctx, src)
+	}()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				reload(ctl, a, &f, set, log)
+			}
+		}
+	}()
+	serveErr := make(chan error, 1)
+	go func() {
+		if c.TLS.Cert != "" {
+			serveErr <- srv.ServeTLS(ln, c.TLS.Cert, c.TLS.Key)
+		} else {
+			serveErr <- srv.Serve(ln)
+		}
+	}()
+	e.ready.Store(true)
+	select {
+	case err := <-serveErr:
+		cancel()
+		<-loopDone
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("brownoutd: shutting down")
+	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer scancel()
+	err = srv.Shutdown(sctx)
+	cancel()
+	<-loopDone
+	a.Save()
+	return err
+}
+
+// reload applies the configuration file again (SIGHUP): an invalid one
+// keeps the running configuration and says why.
+func reload(ctl *dimmer.Controller, a *api.API, f *serveFlags, set map[string]bool, log *slog.Logger) {
+	c, file, err := f.settings(os.Getenv, set)
+	if err != nil {
+		log.Error("brownoutd: reload refused, keeping the running configuration", "config", fileName(file), "err", err)
+		return
+	}
+	c.Dimmer.Logger = log
+	if err := ctl.Reconfigure(c.Dimmer); err != nil {
+		log.Error("brownoutd: reload refused, keeping the running configuration", "config", fileName(file), "err", err)
+		return
+	}
+	a.SetTokens(c.OperatorTokens, c.EvalTokens, c.PushTokens)
+	a.SetDefaults(c.Defaults)
+	a.Note("reload", "configuration reloaded from "+fileName(file))
+	log.Info("brownoutd: configuration reloaded", "config", fileName(file), "features", featureNames(c.Dimmer))
+}
+
+func featureNames(d dimmer.Config) string {
+	var n []string
+	for _, f := range d.Features {
+		n = append(n, f.Name)
+	}
+	return strings.Join(n, ", ")
+}

@@ -1,0 +1,199 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/brownout/brownout/signals"
+)
+
+// syncBuffer is an io.Writer safe for the daemon's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// eventually polls cond every 50 ms for at most d.
+func eventually(t *testing.T, d time.Duration, cond func() bool, msg string) {
+	t.Helper()
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatal("timed out: " + msg)
+}
+
+func getJSON(t *testing.T, url string) map[string]any {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var m map[string]any
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&m))
+	return m
+}
+
+func send(t *testing.T, method, url, token, body string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
+}
+
+// TestServe runs `brownoutd serve` on 127.0.0.1: an app pushes its
+// signals, the daemon evaluates over OFREP, an operator overrides, SIGHUP
+// reloads a changed file (the override stays) and refuses a broken one,
+// and SIGTERM's context ends it with the state saved.
+func TestServe(t *testing.T) {
+	dir := t.TempDir()
+	opTok, pushTok := "operator-secret-0123456789", "push-secret-0123456789"
+	write := func(name, s string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(s), 0o600))
+		return p
+	}
+	cfg := write("brownoutd.yaml", `tick: 100ms
+features:
+  - {name: recommendations}
+  - {name: reviews}
+  - {name: gallery}
+auth:
+  operator_tokens_file: `+write("ops", "alice "+opTok+"\n")+`
+  push_tokens_file: `+write("push", "shop "+pushTok+"\n")+`
+`)
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errs syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--state-dir", dir, "--config", cfg}, &out, &errs)
+	}()
+	re := regexp.MustCompile(`serving on (http://[0-9.:]+)`)
+	var base string
+	eventually(t, 10*time.Second, func() bool {
+		m := re.FindStringSubmatch(out.String())
+		if m != nil {
+			base = m[1]
+		}
+		return m != nil
+	}, "the daemon prints its URL")
+	eventually(t, 5*time.Second, func() bool {
+		resp, err := http.Get(base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil && resp.StatusCode == 200
+	}, "ready")
+
+	// An app pushes its signals: slow answers.
+	rec := signals.NewRecorder(signals.Config{})
+	p, err := signals.NewPusher(rec, signals.PusherConfig{URL: base + "/v1/signals", Instance: "shop-1", Interval: 100 * time.Millisecond, Token: pushTok})
+	require.NoError(t, err)
+	pctx, pcancel := context.WithCancel(ctx)
+	go p.Run(pctx)
+	stopLoad := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-stopLoad:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+			now := time.Now()
+			rec.Arrive(signals.Default)
+			rec.Done(signals.Default, now.Add(-900*time.Millisecond), now, false, time.Time{})
+		}
+	}()
+	eventually(t, 10*time.Second, func() bool {
+		st := getJSON(t, base+"/v1/state")
+		src := st["sources"].([]any)[0].(map[string]any)
+		return src["ok"] == true && st["features"].([]any)[0].(map[string]any)["level"].(float64) < 1
+	}, "the pushed latency dims recommendations")
+	assert.Equal(t, 401, send(t, "POST", base+"/v1/signals", "", `{"v":1,"instance":"x"}`).StatusCode, "pushes need the push token")
+
+	resp := send(t, "POST", base+"/ofrep/v1/evaluate/flags/reviews", "", `{"context":{"targetingKey":"u1"}}`)
+	assert.Equal(t, 200, resp.StatusCode)
+
+	assert.Equal(t, 401, send(t, "PUT", base+"/v1/features/reviews/override", "", `{"level":0.3}`).StatusCode)
+	assert.Equal(t, 200, send(t, "PUT", base+"/v1/features/reviews/override", opTok, `{"level":0.3,"ttl":"1h","reason":"war room"}`).StatusCode)
+
+	// SIGHUP with gallery removed and a schedule added: applied, the
+	// override kept.
+	write("brownoutd.yaml", `tick: 100ms
+features:
+  - {name: recommendations}
+  - {name: reviews}
+schedule:
+  - {feature: recommendations, from: "2020-01-01 00:00", for: 87600h, max: 0.2, reason: "long sale"}
+auth:
+  operator_tokens_file: `+filepath.Join(dir, "ops")+`
+  push_tokens_file: `+filepath.Join(dir, "push")+`
+`)
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
+	eventually(t, 5*time.Second, func() bool { return len(getJSON(t, base+"/v1/state")["features"].([]any)) == 2 }, "reloaded")
+	st := getJSON(t, base+"/v1/state")
+	rv := st["features"].([]any)[1].(map[string]any)
+	assert.Equal(t, 0.3, rv["level"], "the override survived the reload")
+	assert.LessOrEqual(t, st["features"].([]any)[0].(map[string]any)["level"].(float64), 0.2, "the schedule caps")
+
+	// A broken file: refused, the running configuration kept.
+	write("brownoutd.yaml", "features: [{name: a, floor: 7}]\n")
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
+	eventually(t, 5*time.Second, func() bool { return strings.Contains(errs.String(), "reload refused") }, "the refusal is logged")
+	assert.Len(t, getJSON(t, base+"/v1/state")["features"].([]any), 2)
+
+	resp, err = http.Get(base + "/metrics")
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, m := range []string{"brownout_feature_level", "brownout_ofrep_requests_total", "brownout_source_up", "brownout_flag_evaluations_total"} {
+		assert.Contains(t, string(b), m)
+	}
+
+	close(stopLoad)
+	pcancel()
+	cancel()
+	select {
+	case err := <-done:
+		assert.NoError(t, err)
+	case <-time.After(15 * time.Second):
+		t.Fatal("no graceful shutdown")
+	}
+	saved, err := os.ReadFile(filepath.Join(dir, "operator.json"))
+	require.NoError(t, err)
+	assert.Contains(t, string(saved), "war room")
+}
