@@ -183,24 +183,7 @@ func b2f(b bool) float64 {
 // histogram converts cumulative log-linear counts into a metric with classic
 // and native buckets.
 func (c *Collector) histogram(desc *prometheus.Desc, n *[NumBuckets]uint64, sumNs float64, count uint64, labels ...string) prometheus.Metric {
-	classic := make([]uint64, len(c.buckets))
-	native := map[int]uint64{}
-	var zero uint64
-	for i, k := range n {
-		if k == 0 {
-			continue
-		}
-		if i == 0 {
-			zero += k // clamped non-positive durations
-		}
-		mid := bucketMid(i) / 1e9
-		if j, _ := slices.BinarySearch(c.buckets, mid); j < len(classic) {
-			classic[j] += k
-		}
-		if i > 0 {
-			native[nativeIndex(mid)] += k
-		}
-	}
+	classic, native, zero := exportBuckets(n, c.buckets)
 	h := &dto.Histogram{
 		SampleCount:      proto.Uint64(count),
 		SampleSum:        proto.Float64(sumNs / 1e9),
@@ -226,6 +209,33 @@ func (c *Collector) histogram(desc *prometheus.Desc, n *[NumBuckets]uint64, sumN
 		return prometheus.NewInvalidMetric(desc, err)
 	}
 	return constHistogram{Metric: base, h: h}
+}
+
+// exportBuckets converts cumulative log-linear counts into classic buckets
+// (a count per bound of bounds, not cumulative; values above the last bound
+// are in none) and native buckets at NativeSchema, with the zero bucket
+// apart. Each log-linear bucket is credited whole to the bucket holding its
+// midpoint. Collector and Pusher both export through it, so that a scrape
+// and a push of the same Recorder carry the same buckets.
+func exportBuckets(n *[NumBuckets]uint64, bounds []float64) (classic []uint64, native map[int]uint64, zero uint64) {
+	classic = make([]uint64, len(bounds))
+	native = map[int]uint64{}
+	for i, k := range n {
+		if k == 0 {
+			continue
+		}
+		if i == 0 {
+			zero += k // clamped non-positive durations
+		}
+		mid := bucketMid(i) / 1e9
+		if j, _ := slices.BinarySearch(bounds, mid); j < len(classic) {
+			classic[j] += k
+		}
+		if i > 0 {
+			native[nativeIndex(mid)] += k
+		}
+	}
+	return classic, native, zero
 }
 
 // nativeIndex returns the native-histogram bucket of x > 0 at NativeSchema:

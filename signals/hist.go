@@ -152,10 +152,11 @@ func (h *hist) reduce(s int32) {
 	h.pos, h.schema = p, s
 }
 
-// sub returns h − old. ok is false when a count went down (the process
-// restarted); the caller then uses h alone.
+// sub returns h − old. ok is false when a count or the sum went down (the
+// process restarted: durations never lower the sum); the caller then uses h
+// alone.
 func (h hist) sub(old hist) (d hist, ok bool) {
-	if !slices.Equal(h.bounds, old.bounds) || h.count < old.count {
+	if !slices.Equal(h.bounds, old.bounds) || h.count < old.count || h.sum < old.sum {
 		return hist{}, false
 	}
 	d = h.clone()

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/api"
@@ -71,6 +72,11 @@ type PromQLSource struct {
 	cfg  PromQLConfig
 	api  v1.API
 	keys []Key // sorted, for stable messages
+
+	mu struct {
+		sync.Mutex
+		health health
+	}
 }
 
 // NewPromQLSource checks cfg and returns a source.
@@ -120,7 +126,18 @@ func (s *PromQLSource) Snapshot(ctx context.Context, now time.Time) (Snapshot, e
 		}
 		snap.Set(k, v)
 	}
-	return snap, errors.Join(errs...)
+	err := errors.Join(errs...)
+	s.mu.Lock()
+	s.mu.health.record(now, err)
+	s.mu.Unlock()
+	return snap, err
+}
+
+// Health reports the last Snapshot: OK when every query answered.
+func (s *PromQLSource) Health() SourceHealth {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.health.report(s.Name())
 }
 
 func (s *PromQLSource) query(ctx context.Context, q string, now time.Time) (float64, error) {

@@ -46,7 +46,7 @@ type ScrapeConfig struct {
 // quantiles are computed from the summed buckets — native buckets when every
 // target has them, else classic ones with linear interpolation, as PromQL's
 // histogram_quantile. The first Snapshot has no history and reports only the
-// gauges.
+// gauges. PushSource computes its fleet with the same code (fleet.go).
 //
 // A target that fails (timeout, non-2xx, unparsable body, a metric missing,
 // of the wrong type or not finite) is left out of the metrics it could not
@@ -59,16 +59,15 @@ type ScrapeSource struct {
 	cfg    ScrapeConfig
 	client *http.Client
 
-	mu      sync.Mutex
-	history map[string][]scrapeEntry
+	mu struct {
+		sync.Mutex
+		history map[string]series // by target
+		health  health
+		targets map[string]InstanceHealth
+	}
 }
 
-type scrapeEntry struct {
-	at time.Time
-	st targetState
-}
-
-// targetState is what one exposition says.
+// targetState is what one exposition (or one push, see pushwire.go) says.
 type targetState struct {
 	parsed              bool // the body was read and parsed
 	latency, sojourn    hist
@@ -107,7 +106,10 @@ func NewScrapeSource(cfg ScrapeConfig) (*ScrapeSource, error) {
 	if c == nil {
 		c = &http.Client{}
 	}
-	return &ScrapeSource{cfg: cfg, client: c, history: map[string][]scrapeEntry{}}, nil
+	s := &ScrapeSource{cfg: cfg, client: c}
+	s.mu.history = map[string]series{}
+	s.mu.targets = map[string]InstanceHealth{}
+	return s, nil
 }
 
 // Name describes the source for messages.
@@ -135,166 +137,44 @@ func (s *ScrapeSource) Snapshot(ctx context.Context, now time.Time) (Snapshot, e
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	snap := Snapshot{Time: now, Window: s.cfg.Window, Source: s.Name()}
-	var errs []error
-	var lat, soj hist
-	var latOK, sojOK bool
-	var rates [4]float64 // arrival, throughput, goodput, reject
-	var failed, completed, overload, arrived float64
-	var noRoom, atGate float64
-	var gate GateReading
-	var gateOK bool
+	f := fleet{snap: &snap}
 	for i, t := range s.cfg.Targets {
 		r := res[i]
+		th := s.mu.targets[t]
+		th.Name, th.OK, th.LastError = t, r.err == nil, ""
 		if r.err != nil {
-			errs = append(errs, r.err)
+			f.errs = append(f.errs, r.err)
+			th.LastError = r.err.Error()
 		}
-		st := r.st
-		if st.hasInFlight {
-			setSum(&snap, InFlight, st.inFlight)
+		if r.st.parsed {
+			th.LastSeen = now
+			h := s.mu.history[t]
+			h.add(reading{at: now, st: r.st}, s.cfg.Window)
+			s.mu.history[t] = h
+			f.add("scrape "+t, h)
 		}
-		if st.hasSojMin {
-			setMax(&snap, SojournMin, st.sojournMin)
-		}
-		if st.hasGate {
-			gate.Limit += st.gate.Limit
-			gate.InFlight += st.gate.InFlight
-			gate.Queued += st.gate.Queued
-			gateOK = true
-		}
-		snap.Standing = snap.Standing || st.standing
-
-		if !st.parsed {
-			continue
-		}
-		// A family absent from a good earlier read had not been created
-		// yet (client_golang vectors appear lazily): its base is zero.
-		base, prev, ok := s.remember(t, now, st)
-		if !ok {
-			continue // first read of this target: no delta yet
-		}
-		if st.hasClasses {
-			// gate.busy: since the previous read, as the Recorder does.
-			for c := range st.classes {
-				d := st.classes[c]
-				if d.Arrived >= prev.st.classes[c].Arrived {
-					d = d.sub(prev.st.classes[c])
-				}
-				noRoom += float64(d.NoRoom())
-				atGate += float64(d.AtGate())
-			}
-		}
-		el := now.Sub(base.at).Seconds()
-		if st.hasLat {
-			if err := mergeDelta(&lat, st.latency, base.st.latency); err != nil {
-				errs = append(errs, fmt.Errorf("signals: scrape %s: %s: %w", t, MetricLatency, err))
-			} else {
-				latOK = true
-			}
-		}
-		if st.hasSoj {
-			if err := mergeDelta(&soj, st.sojourn, base.st.sojourn); err != nil {
-				errs = append(errs, fmt.Errorf("signals: scrape %s: %s: %w", t, MetricSojourn, err))
-			} else {
-				sojOK = true
-			}
-		}
-		if st.hasClasses && el > 0 {
-			snap.ClassesOK = true
-			for c := range st.classes {
-				d := st.classes[c]
-				if d.Arrived >= base.st.classes[c].Arrived && d.Completed >= base.st.classes[c].Completed {
-					d = d.sub(base.st.classes[c])
-				} // else the target restarted: its counts are the delta
-				snap.Classes[c].add(d)
-				rates[0] += float64(d.Arrived) / el
-				rates[1] += float64(d.Completed) / el
-				rates[2] += float64(d.Good) / el
-				rates[3] += float64(d.RejectedTotal()) / el
-				failed += float64(d.Failed)
-				completed += float64(d.Completed)
-				overload += float64(d.Overload())
-				arrived += float64(d.Arrived)
-			}
-		}
+		s.mu.targets[t] = th
 	}
-	if latOK {
-		setQuantiles(&snap, lat, LatencyP50, LatencyP90, LatencyP99, LatencyP999)
-		if lat.count > 0 {
-			snap.Set(LatencyMean, lat.sum/lat.count)
-		}
-	}
-	if sojOK {
-		if v, ok := soj.quantile(0.99); ok {
-			snap.Set(SojournP99, v)
-		}
-	}
-	if snap.ClassesOK {
-		for i, k := range []Key{ArrivalRate, Throughput, Goodput, RejectRate} {
-			snap.Set(k, rates[i])
-		}
-		if completed > 0 {
-			snap.Set(ErrorRatio, failed/completed)
-		}
-		if arrived > 0 {
-			snap.Set(RejectRatio, overload/arrived)
-		}
-		if atGate > 0 {
-			snap.Set(GateBusy, min(noRoom/atGate, 1))
-		}
-	}
-	if gateOK {
-		snap.Set(GateLimit, gate.Limit)
-		snap.Set(GateQueued, float64(gate.Queued))
-		if gate.Limit > 0 {
-			snap.Set(GateUtilization, gate.InFlight/gate.Limit)
-		}
-	}
-	return snap, errors.Join(errs...)
+	f.finish()
+	err := errors.Join(f.errs...)
+	s.mu.health.record(now, err)
+	return snap, err
 }
 
-func setSum(s *Snapshot, k Key, v float64) {
-	old, _ := s.Get(k)
-	s.Set(k, old+v)
-}
-
-func setQuantiles(s *Snapshot, h hist, keys ...Key) {
-	for i, q := range []float64{0.5, 0.9, 0.99, 0.999} {
-		if v, ok := h.quantile(q); ok {
-			s.Set(keys[i], v)
+// Health reports the last Snapshot: OK when it had no error, and each
+// target's last scrape.
+func (s *ScrapeSource) Health() SourceHealth {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := s.mu.health.report(s.Name())
+	for _, t := range s.cfg.Targets {
+		if th, ok := s.mu.targets[t]; ok {
+			h.Instances = append(h.Instances, th)
+		} else {
+			h.Instances = append(h.Instances, InstanceHealth{Name: t})
 		}
 	}
-}
-
-func mergeDelta(into *hist, cur, old hist) error {
-	d, ok := cur.sub(old)
-	if !ok {
-		d = cur // restarted, or its buckets changed: its counts since then
-	}
-	return into.add(d)
-}
-
-// remember stores st as target t's read at now and returns the read a
-// Window before (or the oldest kept) and the previous read. ok is false if
-// there is none.
-func (s *ScrapeSource) remember(t string, now time.Time, st targetState) (base, prev scrapeEntry, ok bool) {
-	h := s.history[t]
-	if len(h) > 0 {
-		prev = h[len(h)-1]
-	}
-	// Keep the newest read at or before now−Window and everything after.
-	cut := now.Add(-s.cfg.Window)
-	keep := 0
-	for i, e := range h {
-		if !e.at.After(cut) {
-			keep = i
-		}
-	}
-	h = h[keep:]
-	if len(h) > 0 {
-		base, ok = h[0], true
-	}
-	s.history[t] = append(h, scrapeEntry{at: now, st: st})
-	return base, prev, ok
+	return h
 }
 
 // scrape fetches and parses one target.

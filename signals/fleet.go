@@ -1,0 +1,214 @@
+package signals
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// The fleet computation, shared by ScrapeSource and PushSource: both keep,
+// per instance, the readings of the last Window (a reading is a scrape of
+// the instance's /metrics or a push of the same numbers), and a Snapshot
+// sums them over the instances that are alive.
+
+// reading is what one instance said at one time.
+type reading struct {
+	// at is when the source read or received it, by the source's clock.
+	at time.Time
+	// clock is the instance's own time of the reading and run the start of
+	// the run that made it (pushes that carry them; zero otherwise).
+	// Within one run the instance's clock times its counts better than
+	// arrival does (a stalled receiver bunches arrivals up).
+	clock, run time.Time
+	st         targetState
+}
+
+// series is the recent readings of one instance, oldest first: the newest
+// reading at or before a Window before the latest, and every one after.
+type series []reading
+
+// add appends r and drops the readings no window ending at r needs.
+func (s *series) add(r reading, window time.Duration) {
+	h := *s
+	cut := r.at.Add(-window)
+	keep := 0
+	for i, e := range h {
+		if !e.at.After(cut) {
+			keep = i
+		}
+	}
+	*s = append(slices.Delete(h, 0, keep), r)
+}
+
+// elapsed returns the seconds between two readings of one instance: by the
+// instance's clock when both come from the same run and carry it, else by
+// the source's.
+func elapsed(base, last reading) float64 {
+	if !base.clock.IsZero() && last.clock.After(base.clock) && base.run.Equal(last.run) {
+		return last.clock.Sub(base.clock).Seconds()
+	}
+	return last.at.Sub(base.at).Seconds()
+}
+
+// fleet sums the signals of a fleet's instances into one Snapshot.
+//
+// Gauges (in flight, the gate, the minimum sojourn, standing queues) come
+// from each instance's latest reading: in flight and the gate are summed,
+// the minimum sojourn is the worst instance's, a queue stands if it stands
+// anywhere. Counts and histograms are cumulative, so each instance
+// contributes the difference between its latest reading and the oldest of
+// its series (a Window before). A count that went down means the instance
+// restarted, and as in Prometheus that is a reset, not a negative
+// increase: the instance's new counts are its increase (for histograms:
+// when any bucket or the sum went down, or the bucket layout changed).
+// What the old process counted within the window is lost, so its rates
+// read low for one Window after a restart. Quantiles are
+// computed from the summed buckets — p99s cannot be averaged — native
+// buckets when every instance has them, else classic ones with linear
+// interpolation, as PromQL's histogram_quantile. Rates divide each
+// instance's increase by its own elapsed time. An instance with a single
+// reading gives only its gauges.
+//
+// gate.busy is computed from the latest two readings, not the window: the
+// controller needs to know that the gate has room now (as Recorder does).
+type fleet struct {
+	snap                                 *Snapshot
+	errs                                 []error
+	lat, soj                             hist
+	latOK, sojOK                         bool
+	rates                                [4]float64 // arrival, throughput, goodput, reject
+	failed, completed, overload, arrived float64
+	noRoom, atGate                       float64
+	gate                                 GateReading
+	gateOK                               bool
+}
+
+// add takes one instance's series; name starts its errors ("scrape
+// http://…", "push shop-1").
+func (f *fleet) add(name string, s series) {
+	if len(s) == 0 {
+		return
+	}
+	snap := f.snap
+	last := s[len(s)-1]
+	st := last.st
+	if st.hasInFlight {
+		setSum(snap, InFlight, st.inFlight)
+	}
+	if st.hasSojMin {
+		setMax(snap, SojournMin, st.sojournMin)
+	}
+	if st.hasGate {
+		f.gate.Limit += st.gate.Limit
+		f.gate.InFlight += st.gate.InFlight
+		f.gate.Queued += st.gate.Queued
+		f.gateOK = true
+	}
+	snap.Standing = snap.Standing || st.standing
+	if len(s) < 2 {
+		return // first reading: no difference yet
+	}
+	// A family absent from an earlier reading had not been created yet
+	// (client_golang vectors appear lazily): its base is zero.
+	base, prev := s[0], s[len(s)-2]
+	if st.hasClasses {
+		for c := range st.classes {
+			d := st.classes[c]
+			if d.Arrived >= prev.st.classes[c].Arrived {
+				d = d.sub(prev.st.classes[c])
+			}
+			f.noRoom += float64(d.NoRoom())
+			f.atGate += float64(d.AtGate())
+		}
+	}
+	if st.hasLat {
+		if err := mergeDelta(&f.lat, st.latency, base.st.latency); err != nil {
+			f.errs = append(f.errs, fmt.Errorf("signals: %s: %s: %w", name, MetricLatency, err))
+		} else {
+			f.latOK = true
+		}
+	}
+	if st.hasSoj {
+		if err := mergeDelta(&f.soj, st.sojourn, base.st.sojourn); err != nil {
+			f.errs = append(f.errs, fmt.Errorf("signals: %s: %s: %w", name, MetricSojourn, err))
+		} else {
+			f.sojOK = true
+		}
+	}
+	if el := elapsed(base, last); st.hasClasses && el > 0 {
+		snap.ClassesOK = true
+		for c := range st.classes {
+			d := st.classes[c]
+			if d.Arrived >= base.st.classes[c].Arrived && d.Completed >= base.st.classes[c].Completed {
+				d = d.sub(base.st.classes[c])
+			} // else the instance restarted: its counts are the increase
+			snap.Classes[c].add(d)
+			f.rates[0] += float64(d.Arrived) / el
+			f.rates[1] += float64(d.Completed) / el
+			f.rates[2] += float64(d.Good) / el
+			f.rates[3] += float64(d.RejectedTotal()) / el
+			f.failed += float64(d.Failed)
+			f.completed += float64(d.Completed)
+			f.overload += float64(d.Overload())
+			f.arrived += float64(d.Arrived)
+		}
+	}
+}
+
+// finish sets the signals computed from the sums.
+func (f *fleet) finish() {
+	snap := f.snap
+	if f.latOK {
+		setQuantiles(snap, f.lat, LatencyP50, LatencyP90, LatencyP99, LatencyP999)
+		if f.lat.count > 0 {
+			snap.Set(LatencyMean, f.lat.sum/f.lat.count)
+		}
+	}
+	if f.sojOK {
+		if v, ok := f.soj.quantile(0.99); ok {
+			snap.Set(SojournP99, v)
+		}
+	}
+	if snap.ClassesOK {
+		for i, k := range []Key{ArrivalRate, Throughput, Goodput, RejectRate} {
+			snap.Set(k, f.rates[i])
+		}
+		if f.completed > 0 {
+			snap.Set(ErrorRatio, f.failed/f.completed)
+		}
+		if f.arrived > 0 {
+			snap.Set(RejectRatio, f.overload/f.arrived)
+		}
+		if f.atGate > 0 {
+			snap.Set(GateBusy, min(f.noRoom/f.atGate, 1))
+		}
+	}
+	if f.gateOK {
+		snap.Set(GateLimit, f.gate.Limit)
+		snap.Set(GateQueued, float64(f.gate.Queued))
+		if f.gate.Limit > 0 {
+			snap.Set(GateUtilization, f.gate.InFlight/f.gate.Limit)
+		}
+	}
+}
+
+func setSum(s *Snapshot, k Key, v float64) {
+	old, _ := s.Get(k)
+	s.Set(k, old+v)
+}
+
+func setQuantiles(s *Snapshot, h hist, keys ...Key) {
+	for i, q := range []float64{0.5, 0.9, 0.99, 0.999} {
+		if v, ok := h.quantile(q); ok {
+			s.Set(keys[i], v)
+		}
+	}
+}
+
+func mergeDelta(into *hist, cur, old hist) error {
+	d, ok := cur.sub(old)
+	if !ok {
+		d = cur // restarted, or its buckets changed: its counts since then
+	}
+	return into.add(d)
+}

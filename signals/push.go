@@ -1,0 +1,303 @@
+package signals
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+)
+
+// ErrNoInstances is wrapped by PushSource.Snapshot's error when no
+// instance is live: the snapshot is empty, and the controller holds (then
+// goes stale) as with any source that gives no signal.
+var ErrNoInstances = errors.New("signals: push: no live instance")
+
+// PushConfig configures a PushSource. The zero value is usable.
+type PushConfig struct {
+	// Window is how far back deltas look: quantiles and rates describe the
+	// last Window, as ScrapeConfig.Window. Default 10 s.
+	Window time.Duration
+	// Expire drops an instance from the fleet when it has not pushed for
+	// this long (a crashed or partitioned instance stops counting). Set it
+	// to about 3 × the interval the instances push at; the default, 15 s,
+	// is generous for the Pusher's 1 s and tolerates pauses of a few
+	// pushes. An expired instance is still listed by Health, not OK, for
+	// 10 × Expire, then forgotten.
+	Expire time.Duration
+	// MaxBody bounds a push's size; a larger one gets 413. Default 1 MiB
+	// (a Recorder's push is a few KiB).
+	MaxBody int64
+	// MaxInstances bounds how many instances the source keeps (live ones
+	// and expired ones still listed); a push from a new instance beyond it
+	// gets 503. Default 1000.
+	MaxInstances int
+	// Now returns the current time, used as a push's arrival time.
+	// Default time.Now.
+	Now func() time.Time
+}
+
+func (c PushConfig) withDefaults() PushConfig {
+	if c.Window <= 0 {
+		c.Window = 10 * time.Second
+	}
+	if c.Expire <= 0 {
+		c.Expire = 15 * time.Second
+	}
+	if c.MaxBody <= 0 {
+		c.MaxBody = 1 << 20
+	}
+	if c.MaxInstances <= 0 {
+		c.MaxInstances = 1000
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// PushSource receives the signals of a fleet from its instances, for apps
+// that cannot be scraped: each instance POSTs its Recorder's cumulative
+// state (a Pusher does it every second) to ServeHTTP, and Snapshot merges
+// the live instances exactly as ScrapeSource merges its targets — the same
+// code: sums across instances, quantiles from the merged histograms (not
+// averaged p99s), rates over the Window, counter resets as in Prometheus.
+//
+// A push is checked whole before it is applied: a refused one (4xx, or
+// 503 past MaxInstances, with an application/problem+json body saying what
+// is wrong) changes no signal.
+// Pushes of one run of an instance (same "start") are ordered by their
+// "time": a late one is refused with 409, and so is a push from a run that
+// started before the one pushing now (two processes sharing an instance
+// id). ServeHTTP does no authentication; mount it behind your own.
+//
+// A PushSource must be made with NewPushSource. It is safe for concurrent
+// use.
+type PushSource struct {
+	cfg PushConfig
+
+	mu struct {
+		sync.Mutex
+		instances map[string]*pushInstance
+		health    health
+	}
+}
+
+// pushInstance is what the source knows of one instance.
+type pushInstance struct {
+	reads      series    // nil while expired
+	seen       time.Time // arrival of the last accepted push
+	run, clock time.Time // its start and time
+	lastError  string    // the instance's last refused push
+}
+
+var _ http.Handler = (*PushSource)(nil)
+
+// NewPushSource returns a source with no instance.
+func NewPushSource(cfg PushConfig) *PushSource {
+	s := &PushSource{cfg: cfg.withDefaults()}
+	s.mu.instances = map[string]*pushInstance{}
+	return s
+}
+
+// Name describes the source for messages.
+func (s *PushSource) Name() string { return "push" }
+
+// ServeHTTP takes one push: POST, Content-Type application/json (or
+// none), a version-1 body. It answers 204 when the push was applied, 405
+// (with Allow) for other methods, 413 over MaxBody, 415 for another media
+// type, 400 for a body that is malformed or invalid, 409 for a late push
+// or a duplicate instance id, and 503 when MaxInstances is reached; every
+// refusal has an application/problem+json body.
+func (s *PushSource) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeProblem(w, &pushProblem{http.StatusMethodNotAllowed, "method", r.Method + " is not allowed: push with POST"})
+		return
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+			p := &pushProblem{http.StatusUnsupportedMediaType, "media-type", fmt.Sprintf("Content-Type %q: want application/json", truncate(ct))}
+			s.refuse("", p)
+			writeProblem(w, p)
+			return
+		}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody))
+	if err != nil {
+		p := &pushProblem{http.StatusBadRequest, "malformed", "reading the body: " + err.Error()}
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			p = &pushProblem{http.StatusRequestEntityTooLarge, "too-large", fmt.Sprintf("the body is over %d bytes", s.cfg.MaxBody)}
+		}
+		s.refuse("", p)
+		writeProblem(w, p)
+		return
+	}
+	if err := s.push(body); err != nil {
+		p, ok := errors.AsType[*pushProblem](err)
+		if !ok { // cannot happen: every refusal is a problem
+			p = &pushProblem{http.StatusBadRequest, "invalid", err.Error()}
+		}
+		writeProblem(w, p)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// push applies one body at the source's Now; its error, a *pushProblem,
+// says why it was refused.
+func (s *PushSource) push(body []byte) error {
+	p, err := decodePush(body)
+	if err != nil {
+		s.refuse(p.instance, err)
+		return err
+	}
+	if err := s.apply(s.cfg.Now(), p); err != nil {
+		s.refuse(p.instance, err)
+		return err
+	}
+	return nil
+}
+
+// refuse records a refused push in the source's health, and in the
+// instance's when the source knows it. Nothing else changes.
+func (s *PushSource) refuse(instance string, err error) {
+	now := s.cfg.Now()
+	msg := err.Error()
+	if instance != "" {
+		msg = fmt.Sprintf("%s (instance %q)", msg, instance)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.health.fail(now, msg)
+	if in, ok := s.mu.instances[instance]; ok {
+		in.lastError = err.Error()
+	}
+}
+
+// apply adds a checked push that arrived at now.
+func (s *PushSource) apply(now time.Time, p pushed) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in := s.mu.instances[p.instance]
+	if in == nil {
+		if len(s.mu.instances) >= s.cfg.MaxInstances {
+			s.expire(now)
+		}
+		if len(s.mu.instances) >= s.cfg.MaxInstances {
+			return &pushProblem{http.StatusServiceUnavailable, "too-many-instances", fmt.Sprintf(
+				"instance %q is new and the source already keeps %d instances; silent ones are forgotten %s after their last push",
+				p.instance, len(s.mu.instances), 10*s.cfg.Expire)}
+		}
+		in = &pushInstance{}
+		s.mu.instances[p.instance] = in
+	} else if now.Sub(in.seen) >= s.cfg.Expire {
+		in.reads = nil
+	}
+	if in.reads != nil { // live: check the order
+		switch {
+		case !p.run.IsZero() && !in.run.IsZero() && p.run.Before(in.run):
+			return &pushProblem{http.StatusConflict, "duplicate-instance", fmt.Sprintf(
+				"instance %q: a run that started later (%s) is pushing under this id, and this one started %s: give each process its own instance id",
+				p.instance, in.run.Format(time.RFC3339Nano), p.run.Format(time.RFC3339Nano))}
+		case p.run.Equal(in.run) && !p.clock.IsZero() && !in.clock.IsZero() && !p.clock.After(in.clock):
+			return &pushProblem{http.StatusConflict, "stale", fmt.Sprintf(
+				"instance %q: time %s is not after the last accepted push's %s: a late or repeated push",
+				p.instance, p.clock.Format(time.RFC3339Nano), in.clock.Format(time.RFC3339Nano))}
+		}
+	}
+	in.reads.add(reading{at: now, clock: p.clock, run: p.run, st: p.st}, s.cfg.Window)
+	in.seen, in.run, in.clock, in.lastError = now, p.run, p.clock, ""
+	s.mu.health.lastSuccess = now
+	return nil
+}
+
+// expire drops the history of the instances silent for Expire and forgets
+// those silent for 10 × Expire. Callers hold s.mu.
+func (s *PushSource) expire(now time.Time) {
+	for id, in := range s.mu.instances {
+		switch silent := now.Sub(in.seen); {
+		case silent >= 10*s.cfg.Expire:
+			delete(s.mu.instances, id)
+		case silent >= s.cfg.Expire:
+			in.reads = nil
+		}
+	}
+}
+
+// Snapshot merges the signals of the instances live at now (see
+// ScrapeSource for the computation). With none, the snapshot is empty and
+// the error wraps ErrNoInstances.
+func (s *PushSource) Snapshot(_ context.Context, now time.Time) (Snapshot, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	snap := Snapshot{Time: now, Window: s.cfg.Window, Source: s.Name()}
+	s.expire(now)
+	live := s.live()
+	if len(live) == 0 {
+		return snap, fmt.Errorf("%w: none pushed in the last %s", ErrNoInstances, s.cfg.Expire)
+	}
+	f := fleet{snap: &snap}
+	for _, id := range live {
+		f.add("push "+id, s.mu.instances[id].reads)
+	}
+	f.finish()
+	return snap, errors.Join(f.errs...)
+}
+
+// live returns the ids of the live instances, sorted so that sums are
+// computed in the same order every time. Callers hold s.mu and have
+// called expire.
+func (s *PushSource) live() []string {
+	var ids []string
+	for id, in := range s.mu.instances {
+		if in.reads != nil {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// Health reports the instances at the source's Now: OK when at least one
+// is live; each instance with its last accepted push.
+func (s *PushSource) Health() SourceHealth {
+	now := s.cfg.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.expire(now)
+	h := s.mu.health.report(s.Name())
+	h.OK = false
+	ids := make([]string, 0, len(s.mu.instances))
+	for id := range s.mu.instances {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		in := s.mu.instances[id]
+		live := in.reads != nil
+		h.OK = h.OK || live
+		h.Instances = append(h.Instances, InstanceHealth{Name: id, OK: live, LastSeen: in.seen, LastError: in.lastError})
+	}
+	return h
+}
+
+// writeProblem is the source's one error writer: an
+// application/problem+json body (RFC 9457).
+func writeProblem(w http.ResponseWriter, p *pushProblem) {
+	h := w.Header()
+	h.Set("Content-Type", "application/problem+json")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(p.status)
+	json.NewEncoder(w).Encode(struct {
+		Type   string `json:"type"`
+		Title  string `json:"title"`
+		Status int    `json:"status"`
+		Detail string `json:"detail"`
+	}{"urn:brownout:push:" + p.kind, pushTitles[p.kind], p.status, p.detail})
+}

@@ -1,0 +1,606 @@
+package signals
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+// clock is a settable time for a PushSource.
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time { return c.t }
+
+func newPushSource(c *clock) *PushSource {
+	return NewPushSource(PushConfig{Now: c.now})
+}
+
+// body encodes rec as a Pusher would, with the instance's clock at now.
+func body(t testing.TB, rec *Recorder, instance string, start, now time.Time) []byte {
+	t.Helper()
+	b := pushOf(rec, now, DefaultBuckets())
+	b.V, b.Instance = 1, instance
+	b.Start, b.Time = start.Format(time.RFC3339Nano), now.Format(time.RFC3339Nano)
+	out, err := json.Marshal(b)
+	require.NoError(t, err)
+	return out
+}
+
+// post sends a body to src and returns the response.
+func post(src http.Handler, body []byte) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(http.MethodPost, "/v1/signals", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	w := httptest.NewRecorder()
+	src.ServeHTTP(w, req)
+	return w
+}
+
+func mustPush(t *testing.T, src http.Handler, body []byte) {
+	t.Helper()
+	w := post(src, body)
+	require.Equal(t, http.StatusNoContent, w.Code, "push refused: %s", w.Body)
+}
+
+// serve records n requests of class c lasting d (every k-th one slow
+// instead, when k > 0), each having queued q.
+func serve(rec *Recorder, now time.Time, c Class, n int, d time.Duration, k int, slow time.Duration) {
+	for i := range n {
+		rec.Arrive(c)
+		rec.Queued(c, time.Millisecond, now)
+		s := rec.Start(now)
+		dd := d
+		if k > 0 && i%k == k-1 {
+			dd = slow
+		}
+		rec.Done(c, s, s.Add(dd), false, time.Time{})
+	}
+}
+
+// goldenRecorder is a small, fixed activity: three classes, a gate, a few
+// slow, failed and refused requests.
+func goldenRecorder() *Recorder {
+	rec := NewRecorder(Config{})
+	rec.SetGate(func() GateReading {
+		return GateReading{Limit: 8, InFlight: 3, Queued: 1, Standing: [NumClasses]bool{Sheddable: true}}
+	})
+	for i := range 30 {
+		c := Class(i % 3)
+		rec.Arrive(c)
+		if i%10 == 9 {
+			rec.Reject(c, ReasonCoDel)
+			continue
+		}
+		rec.Queued(c, time.Duration(i%4)*time.Millisecond, t0)
+		s := rec.Start(t0)
+		d := 20 * time.Millisecond
+		if i%15 == 0 {
+			d = 400 * time.Millisecond
+		}
+		rec.Done(c, s, s.Add(d), i%8 == 0, time.Time{})
+	}
+	rec.Start(t0) // two requests still in flight
+	rec.Start(t0)
+	return rec
+}
+
+// numberPairs puts the [a, b] pairs of an indented body on one line.
+var numberPairs = regexp.MustCompile(`\[\s*(-?[0-9.e+-]+),\s*(-?[0-9.e+-]+)\s*\]`)
+
+func normalise(t *testing.T, body []byte) []byte {
+	t.Helper()
+	var compact, out bytes.Buffer
+	require.NoError(t, json.Compact(&compact, body))
+	require.NoError(t, json.Indent(&out, compact.Bytes(), "", "  "))
+	return append(numberPairs.ReplaceAll(out.Bytes(), []byte("[$1, $2]")), '\n')
+}
+
+// TestPushGolden pins the wire format: a Recorder's push, normalised,
+// is testdata/push_v1.json, and that file decodes into the Recorder's
+// numbers.
+func TestPushGolden(t *testing.T) {
+	const golden = "testdata/push_v1.json"
+	start := t0.Add(-time.Hour)
+	at := t0.Add(600 * time.Millisecond) // the CoDel interval after the requests: sojourn_min is known
+	got := normalise(t, body(t, goldenRecorder(), "shop-1", start, at))
+	if *update {
+		require.NoError(t, os.WriteFile(golden, got, 0o644))
+	}
+	want, err := os.ReadFile(golden)
+	require.NoError(t, err)
+	assert.Equal(t, string(normalise(t, want)), string(got), "the wire format changed: if on purpose, go test ./signals -run TestPushGolden -update (and think of v)")
+
+	p, err := decodePush(want)
+	require.NoError(t, err)
+	assert.Equal(t, "shop-1", p.instance)
+	assert.True(t, p.run.Equal(start), "start %v", p.run)
+	assert.True(t, p.clock.Equal(at), "time %v", p.clock)
+	st := p.st
+	assert.Equal(t, 27.0, st.latency.count, "27 requests done")
+	assert.True(t, st.latency.native, "native buckets")
+	assert.Equal(t, 2.0, st.inFlight)
+	assert.Equal(t, GateReading{Limit: 8, InFlight: 3, Queued: 1}, st.gate)
+	assert.True(t, st.standing, "the gate says the sheddable queue stands")
+	assert.Equal(t, uint64(10), st.classes[Critical].Arrived)
+	assert.Equal(t, uint64(1), st.classes[Sheddable].Rejected[ReasonCoDel])
+	assert.Equal(t, 27.0, st.sojourn.count, "sojourn summed over the classes")
+	assert.True(t, st.hasSojMin)
+	p99, ok := st.latency.quantile(0.99)
+	require.True(t, ok)
+	assert.InEpsilon(t, 0.400, p99, 0.05)
+}
+
+// TestPushSourceMergedP99: two instances push; the fleet's p99 is the p99
+// of the merged histogram, not an average of the instances' p99s.
+func TestPushSourceMergedP99(t *testing.T) {
+	c := &clock{t: t0}
+	src := newPushSource(c)
+	a, b := NewRecorder(Config{}), NewRecorder(Config{})
+	start := t0.Add(-time.Minute)
+	mustPush(t, src, body(t, a, "a", start, c.t))
+	mustPush(t, src, body(t, b, "b", start, c.t))
+	snap, err := src.Snapshot(context.Background(), c.t)
+	require.NoError(t, err)
+	assert.False(t, snap.Has(LatencyP99), "one push each: no difference yet")
+
+	// a: 1000 fast. b: 960 fast and 40 slow (4 %). Merged: 40 slow in
+	// 2000 (2 %), so the p99 is slow; the instances' p99s are 10 ms and
+	// 500 ms, averaging 255 ms.
+	all := NewWindow(WindowConfig{})
+	all.Summary(c.t)
+	serve(a, c.t, Default, 1000, 10*time.Millisecond, 0, 0)
+	serve(b, c.t, Default, 1000, 10*time.Millisecond, 25, 500*time.Millisecond)
+	for i := range 2000 {
+		d := 10 * time.Millisecond
+		if i >= 1000 && (i-1000)%25 == 24 {
+			d = 500 * time.Millisecond
+		}
+		all.Record(d)
+	}
+	c.t = c.t.Add(5 * time.Second)
+	bodyA, bodyB := body(t, a, "a", start, c.t), body(t, b, "b", start, c.t)
+	mustPush(t, src, bodyA)
+	mustPush(t, src, bodyB)
+	snap, err = src.Snapshot(context.Background(), c.t)
+	require.NoError(t, err)
+	got, ok := snap.Get(LatencyP99)
+	require.True(t, ok)
+
+	// The p99 of the two instances' histograms merged by hand.
+	var merged hist
+	for _, pair := range [][2][]byte{{body(t, NewRecorder(Config{}), "a", start, t0), bodyA}, {body(t, NewRecorder(Config{}), "b", start, t0), bodyB}} {
+		old, err := decodePush(pair[0])
+		require.NoError(t, err)
+		cur, err := decodePush(pair[1])
+		require.NoError(t, err)
+		d, ok := cur.st.latency.sub(old.st.latency)
+		require.True(t, ok)
+		require.NoError(t, merged.add(d))
+	}
+	want, _ := merged.quantile(0.99)
+	assert.Equal(t, want, got, "the fleet p99 is the merged histogram's")
+	exact, _ := all.Quantile(c.t, 0.99)
+	assert.InEpsilon(t, exact.Seconds(), got, 0.05, "and the p99 of every sample: %v", exact)
+	assert.Greater(t, got, 0.4, "not the average of the instances' p99s (255 ms)")
+
+	arr, _ := snap.Get(ArrivalRate)
+	assert.InDelta(t, 400, arr, 1e-9, "2000 arrivals in 5 s")
+	inf, _ := snap.Get(InFlight)
+	assert.Equal(t, 0.0, inf)
+	sp99, ok := snap.Get(SojournP99)
+	require.True(t, ok)
+	assert.InEpsilon(t, 0.001, sp99, 0.05)
+	assert.Equal(t, "push", snap.Source)
+}
+
+// TestPushSourceExpire: an instance that goes silent leaves the fleet
+// after Expire; with none left, Snapshot fails with ErrNoInstances.
+func TestPushSourceExpire(t *testing.T) {
+	c := &clock{t: t0}
+	src := NewPushSource(PushConfig{Now: c.now, Expire: 5 * time.Second})
+	a, b := NewRecorder(Config{}), NewRecorder(Config{})
+	a.Start(t0) // a has 1 in flight, b 2
+	b.Start(t0)
+	b.Start(t0)
+	start := t0.Add(-time.Minute)
+	for i := range 10 {
+		if i < 3 { // a pushes until t0+2s
+			mustPush(t, src, body(t, a, "a", start, c.t))
+		}
+		mustPush(t, src, body(t, b, "b", start, c.t))
+		c.t = c.t.Add(time.Second)
+	}
+	// Now t0+10s; a last pushed at t0+2s, b at t0+9s.
+	inFlight := func(now time.Time) (float64, error) {
+		snap, err := src.Snapshot(context.Background(), now)
+		v, _ := snap.Get(InFlight)
+		return v, err
+	}
+	v, err := inFlight(t0.Add(6 * time.Second))
+	require.NoError(t, err)
+	assert.Equal(t, 3.0, v, "both live at t0+6s")
+	v, err = inFlight(t0.Add(7 * time.Second))
+	require.NoError(t, err)
+	assert.Equal(t, 2.0, v, "a expired 5 s after its last push")
+
+	h := src.Health()
+	assert.True(t, h.OK)
+	require.Len(t, h.Instances, 2)
+	assert.Equal(t, InstanceHealth{Name: "a", OK: false, LastSeen: t0.Add(2 * time.Second)}, h.Instances[0])
+	assert.Equal(t, InstanceHealth{Name: "b", OK: true, LastSeen: t0.Add(9 * time.Second)}, h.Instances[1])
+	assert.Equal(t, t0.Add(9*time.Second), h.LastSuccess)
+
+	// a comes back: its history is gone, so its first push gives only
+	// gauges.
+	mustPush(t, src, body(t, a, "a", start, c.t))
+	v, err = inFlight(c.t)
+	require.NoError(t, err)
+	assert.Equal(t, 3.0, v)
+
+	// Everyone silent.
+	c.t = c.t.Add(5 * time.Second)
+	snap, err := src.Snapshot(context.Background(), c.t)
+	require.ErrorIs(t, err, ErrNoInstances)
+	assert.True(t, snap.Empty(), "no instance, no signal: %v", snap)
+	assert.False(t, src.Health().OK)
+	assert.Len(t, src.Health().Instances, 2, "expired instances are still listed")
+	c.t = c.t.Add(50 * time.Second)
+	assert.Empty(t, src.Health().Instances, "and forgotten after 10 × Expire")
+}
+
+// TestPushSourceCounterReset: an instance restarts, its counters go down;
+// that is a reset, as in Prometheus, never a negative rate.
+func TestPushSourceCounterReset(t *testing.T) {
+	c := &clock{t: t0}
+	src := newPushSource(c)
+	old := NewRecorder(Config{})
+	serve(old, t0, Default, 5000, 900*time.Millisecond, 0, 0)
+	mustPush(t, src, body(t, old, "a", t0.Add(-time.Hour), c.t))
+	c.t = c.t.Add(2 * time.Second)
+	mustPush(t, src, body(t, old, "a", t0.Add(-time.Hour), c.t))
+
+	// The process restarts: a new Recorder and a new run, fewer counts.
+	c.t = c.t.Add(2 * time.Second)
+	fresh := NewRecorder(Config{})
+	serve(fresh, c.t, Default, 100, 10*time.Millisecond, 0, 0)
+	mustPush(t, src, body(t, fresh, "a", c.t.Add(-time.Second), c.t))
+
+	snap, err := src.Snapshot(context.Background(), c.t)
+	require.NoError(t, err)
+	p99, ok := snap.Get(LatencyP99)
+	require.True(t, ok)
+	assert.InEpsilon(t, 0.010, p99, 0.05, "counts since the restart")
+	arr, ok := snap.Get(ArrivalRate)
+	require.True(t, ok)
+	assert.InDelta(t, 100.0/4, arr, 1e-9, "the new counts over the window, not a negative rate")
+	assert.Equal(t, uint64(100), snap.Classes[Default].Arrived)
+}
+
+// TestPushSourceOrder: pushes of one run are ordered by their time; a run
+// older than the one pushing is another process under the same id.
+func TestPushSourceOrder(t *testing.T) {
+	c := &clock{t: t0}
+	src := newPushSource(c)
+	rec := NewRecorder(Config{})
+	start := t0.Add(-time.Minute)
+	mustPush(t, src, body(t, rec, "a", start, t0))
+	late := body(t, rec, "a", start, t0.Add(-time.Millisecond))
+	serve(rec, t0, Default, 10, time.Millisecond, 0, 0)
+	c.t = t0.Add(time.Second)
+	mustPush(t, src, body(t, rec, "a", start, c.t))
+	before, _ := src.Snapshot(context.Background(), c.t)
+
+	for _, tc := range []struct {
+		name, kind, detail string
+		body               []byte
+	}{
+		{"late", "stale", "is not after the last accepted push's", late},
+		{"repeated", "stale", "a late or repeated push", body(t, rec, "a", start, c.t)},
+		{"older run", "duplicate-instance", "give each process its own instance id", body(t, rec, "a", start.Add(-time.Second), c.t.Add(time.Second))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := post(src, tc.body)
+			assert.Equal(t, http.StatusConflict, w.Code)
+			p := problemOf(t, w)
+			assert.Equal(t, "urn:brownout:push:"+tc.kind, p.Type)
+			assert.Contains(t, p.Detail, tc.detail)
+			after, _ := src.Snapshot(context.Background(), c.t)
+			assert.Equal(t, before, after, "a refused push changes nothing")
+		})
+	}
+	h := src.Health()
+	assert.Equal(t, uint64(3), h.Errors)
+	assert.Contains(t, h.LastError, `instance "a"`)
+	assert.Contains(t, h.Instances[0].LastError, "give each process its own instance id")
+
+	// A newer run is accepted (a restart), and clears the instance's error.
+	mustPush(t, src, body(t, rec, "a", start.Add(time.Second), c.t.Add(time.Second)))
+	assert.Empty(t, src.Health().Instances[0].LastError)
+}
+
+type problem struct {
+	Type, Title, Detail string
+	Status              int
+}
+
+func problemOf(t *testing.T, w *httptest.ResponseRecorder) problem {
+	t.Helper()
+	assert.Equal(t, "application/problem+json", w.Header().Get("Content-Type"))
+	var p problem
+	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &p), "body %s", w.Body)
+	assert.Equal(t, w.Code, p.Status)
+	assert.NotEmpty(t, p.Title)
+	return p
+}
+
+// TestPushBadBodies: every refusal says exactly what is wrong, and changes
+// nothing.
+func TestPushBadBodies(t *testing.T) {
+	hist := func(s string) string { return `{"v":1,"instance":"x","latency":` + s + `}` }
+	class := func(s string) string { return `{"v":1,"instance":"x","classes":{"default":` + s + `}}` }
+	for _, tc := range []struct {
+		name, body, kind, detail string
+	}{
+		{"empty", "  ", "malformed", "empty body"},
+		{"truncated", `{"v":1,"instance":"x"`, "malformed", "malformed JSON"},
+		{"trailing data", `{"v":1,"instance":"x"} {}`, "malformed", "malformed JSON at byte"},
+		{"not an object", `[1,2]`, "malformed", "the body is a JSON array: want an object"},
+		{"no version", `{"instance":"x"}`, "version", `"v" missing: this server reads version 1`},
+		{"version 2", `{"v":2,"instance":"x","latency":[1,2,3]}`, "version", "version 2 is not supported: this server reads version 1"},
+		{"version string", `{"v":"1","instance":"x"}`, "version", `"v" is "1": want the number 1`},
+		{"no instance", `{"v":1}`, "invalid", `"instance" missing`},
+		{"instance spaces", `{"v":1,"instance":" x"}`, "invalid", "leading or trailing space"},
+		{"instance control", `{"v":1,"instance":"x\u0007"}`, "invalid", "control character"},
+		{"instance long", `{"v":1,"instance":"` + strings.Repeat("x", 129) + `"}`, "invalid", "129 bytes long: at most 128"},
+		{"instance number", `{"v":1,"instance":7}`, "invalid", "instance: number is not a string"},
+		{"bad time", `{"v":1,"instance":"x","time":"yesterday"}`, "invalid", `"time" "yesterday" is not an RFC 3339 time`},
+		{"bad start", `{"v":1,"instance":"x","start":"2026-13-01T00:00:00Z"}`, "invalid", `"start"`},
+		{"NaN", hist(`{"count":NaN}`), "malformed", "JSON has no NaN or Infinity"},
+		{"Infinity", hist(`{"count":1,"sum":-Infinity}`), "malformed", "JSON has no NaN or Infinity"},
+		{"huge", hist(`{"count":1e999}`), "invalid", "latency.count: number 1e999 is out of range"},
+		{"negative count", hist(`{"count":-1}`), "invalid", "latency.count: -1 is negative"},
+		{"fractional count", hist(`{"count":1.5}`), "invalid", "latency.count: 1.5 is not a whole number"},
+		{"too large count", hist(`{"count":1e17}`), "invalid", "latency.count: 1e+17 is too large"},
+		{"negative sum", hist(`{"count":1,"sum":-0.5}`), "invalid", "latency.sum: -0.5 is negative"},
+		{"bounds not ascending", hist(`{"count":3,"buckets":[[0.1,1],[0.05,2]]}`), "invalid",
+			"latency.buckets[1]: upper bound 0.05 is not above the previous bucket's 0.1: bounds must ascend"},
+		{"equal bounds", hist(`{"count":3,"buckets":[[0.1,1],[0.1,2]]}`), "invalid", "latency.buckets[1]: upper bound 0.1 is not above"},
+		{"negative bound", hist(`{"count":3,"buckets":[[-1,1]]}`), "invalid", "latency.buckets[0]: upper bound -1 is negative"},
+		{"counts not cumulative", hist(`{"count":3,"buckets":[[0.1,2],[0.2,1]]}`), "invalid",
+			"latency.buckets[1]: cumulative count 1 is below the previous bucket's 2"},
+		{"bucket triple", hist(`{"count":3,"buckets":[[0.1,2,3]]}`), "invalid", "latency.buckets[0]: want [upper bound, cumulative count], got 3 numbers"},
+		{"bucket string", hist(`{"count":3,"buckets":[[0.1,"2"]]}`), "invalid", "latency.buckets: string is not a number"},
+		{"count below buckets", hist(`{"count":1,"buckets":[[0.1,2]]}`), "invalid", "latency.count: 1 is below the last bucket's cumulative count 2"},
+		{"schema", hist(`{"count":1,"native":{"schema":9}}`), "invalid", "latency.native.schema: 9 is not a native-histogram schema"},
+		{"schema fraction", hist(`{"count":1,"native":{"schema":4.5}}`), "invalid", "latency.native.schema: number 4.5 is not a whole number"},
+		{"native order", hist(`{"count":3,"native":{"schema":4,"buckets":[[5,1],[5,1]]}}`), "invalid",
+			"latency.native.buckets[1]: index 5 is not above the previous bucket's 5: indices must ascend"},
+		{"native index", hist(`{"count":3,"native":{"schema":0,"buckets":[[5000,1]]}}`), "invalid", "index 5000 is out of range at schema 0"},
+		{"native fraction", hist(`{"count":3,"native":{"schema":0,"buckets":[[1.5,1]]}}`), "invalid", "index 1.5 is not a whole number"},
+		{"native total", hist(`{"count":3,"native":{"schema":0,"zero":2,"buckets":[[1,2]]}}`), "invalid",
+			"latency.native: the buckets hold 4 observations, more than count 3"},
+		{"class count", class(`{"arrived":-1}`), "invalid", "classes.default.arrived: -1 is negative"},
+		{"class rejected", class(`{"rejected":{"codel":0.5}}`), "invalid", "classes.default.rejected.codel: 0.5 is not a whole number"},
+		{"class sojourn", class(`{"sojourn":{"count":-2}}`), "invalid", "classes.default.sojourn.count: -2 is negative"},
+		{"class sojourn min", class(`{"sojourn_min":-0.1}`), "invalid", "classes.default.sojourn_min: -0.1 is negative"},
+		{"sojourn bounds differ", `{"v":1,"instance":"x","classes":{"critical":{"sojourn":{"count":1,"buckets":[[0.1,1]]}},"default":{"sojourn":{"count":1,"buckets":[[0.2,1]]}}}}`,
+			"invalid", "classes.default.sojourn: bucket bounds differ from the other classes'"},
+		{"gate", `{"v":1,"instance":"x","gate":{"limit":-1}}`, "invalid", "gate.limit: -1 is negative"},
+		{"gate queued", `{"v":1,"instance":"x","gate":{"limit":1,"queued":0.5}}`, "invalid", "gate.queued: 0.5 is not a whole number"},
+		{"in flight", `{"v":1,"instance":"x","in_flight":"3"}`, "invalid", "in_flight: string is not a number"},
+		{"in flight negative", `{"v":1,"instance":"x","in_flight":-3}`, "invalid", "in_flight: -3 is negative"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &clock{t: t0}
+			src := newPushSource(c)
+			rec := NewRecorder(Config{})
+			mustPush(t, src, body(t, rec, "x", t0, t0))
+			serve(rec, t0, Default, 10, time.Millisecond, 0, 0)
+			c.t = t0.Add(time.Second)
+			mustPush(t, src, body(t, rec, "x", t0, c.t))
+			before, err := src.Snapshot(context.Background(), c.t)
+			require.NoError(t, err)
+			require.True(t, before.Has(LatencyP99))
+
+			w := post(src, []byte(tc.body))
+			assert.Equal(t, http.StatusBadRequest, w.Code)
+			p := problemOf(t, w)
+			assert.Equal(t, "urn:brownout:push:"+tc.kind, p.Type)
+			assert.Contains(t, p.Detail, tc.detail)
+
+			after, err := src.Snapshot(context.Background(), c.t)
+			require.NoError(t, err)
+			assert.Equal(t, before, after, "a refused push changes nothing")
+			h := src.Health()
+			assert.Equal(t, uint64(1), h.Errors)
+			assert.Contains(t, h.LastError, tc.detail)
+		})
+	}
+}
+
+func TestPushHTTP(t *testing.T) {
+	src := NewPushSource(PushConfig{MaxBody: 1 << 10})
+	srv := httptest.NewServer(src)
+	t.Cleanup(srv.Close)
+
+	resp, err := http.Get(srv.URL)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode)
+	assert.Equal(t, "POST", resp.Header.Get("Allow"))
+	assert.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
+
+	for _, tc := range []struct {
+		name, ct, body string
+		status         int
+		kind           string
+	}{
+		{"too large", "application/json", `{"v":1,"instance":"x","pad":"` + strings.Repeat("x", 2<<10) + `"}`, http.StatusRequestEntityTooLarge, "too-large"},
+		{"media type", "text/plain", `{"v":1,"instance":"x"}`, http.StatusUnsupportedMediaType, "media-type"},
+		{"ok with charset", "application/json; charset=utf-8", `{"v":1,"instance":"x","unknown":{"future":[1,2]}}`, http.StatusNoContent, ""},
+		{"ok without type", "", `{"v":1,"instance":"y"}`, http.StatusNoContent, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(tc.body))
+			require.NoError(t, err)
+			if tc.ct != "" {
+				req.Header.Set("Content-Type", tc.ct)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			assert.Equal(t, tc.status, resp.StatusCode)
+			if tc.kind != "" {
+				var p problem
+				require.NoError(t, json.NewDecoder(resp.Body).Decode(&p))
+				assert.Equal(t, "urn:brownout:push:"+tc.kind, p.Type)
+				assert.Equal(t, tc.status, p.Status)
+			}
+		})
+	}
+	h := src.Health()
+	assert.Equal(t, uint64(2), h.Errors, "the two refused pushes")
+	assert.Len(t, h.Instances, 2)
+	assert.True(t, h.OK)
+}
+
+func TestPushSourceMaxInstances(t *testing.T) {
+	c := &clock{t: t0}
+	src := NewPushSource(PushConfig{Now: c.now, MaxInstances: 2, Expire: time.Second})
+	for _, id := range []string{"a", "b"} {
+		mustPush(t, src, []byte(`{"v":1,"instance":"`+id+`"}`))
+	}
+	w := post(src, []byte(`{"v":1,"instance":"c"}`))
+	assert.Equal(t, http.StatusServiceUnavailable, w.Code)
+	assert.Equal(t, "urn:brownout:push:too-many-instances", problemOf(t, w).Type)
+	mustPush(t, src, []byte(`{"v":1,"instance":"a"}`)) // known instances still push
+	c.t = c.t.Add(10 * time.Second)                    // a and b forgotten
+	mustPush(t, src, []byte(`{"v":1,"instance":"c"}`))
+}
+
+// FuzzPushBody: no body panics the decoder, a refusal is problem+json
+// and changes nothing, and an accepted body gives finite signals.
+func FuzzPushBody(f *testing.F) {
+	rec := goldenRecorder()
+	f.Add(body(f, rec, "shop-1", t0, t0.Add(time.Second)))
+	f.Add([]byte(`{"v":1,"instance":"x","latency":{"count":3,"sum":1,"buckets":[[0.1,1],[0.2,2]],"native":{"schema":4,"zero":0,"buckets":[[-50,1],[-30,2]]}}}`))
+	f.Add([]byte(`{"v":1,"instance":"x","classes":{"default":{"arrived":5,"completed":1,"rejected":{"codel":1}}},"gate":{"limit":1}}`))
+	f.Add([]byte(`{"v":2}`))
+	f.Add([]byte(`{"v":1,"instance":"shop-1","time":"2026-11-11T00:00:00Z","start":"2026-11-11T00:00:00Z"}`))
+	f.Add([]byte(`{"v":1,"instance":"x","latency":{"count":1,"native":{"schema":-4,"buckets":[[63,1]]}}}`))
+	// Two instances with two pushes each: the state a refusal must keep.
+	start := t0.Add(-time.Hour)
+	r := NewRecorder(Config{})
+	var setup [][]byte
+	for _, id := range []string{"shop-1", "x"} {
+		setup = append(setup, body(f, r, id, start, t0))
+	}
+	serve(r, t0, Default, 100, 3*time.Millisecond, 10, 30*time.Millisecond)
+	for _, id := range []string{"shop-1", "x"} {
+		setup = append(setup, body(f, r, id, start, t0.Add(time.Second)))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c := &clock{t: t0}
+		src := newPushSource(c)
+		for i, s := range setup {
+			c.t = t0.Add(time.Duration(i/2) * time.Second)
+			mustPush(t, src, s)
+		}
+		c.t = t0.Add(2 * time.Second)
+		before, _ := src.Snapshot(context.Background(), c.t)
+		instances := func() string {
+			var s strings.Builder
+			for _, in := range src.Health().Instances {
+				fmt.Fprintf(&s, "%s %v %v;", in.Name, in.OK, in.LastSeen)
+			}
+			return s.String()
+		}
+		was := instances()
+
+		w := post(src, b)
+		after, _ := src.Snapshot(context.Background(), c.t)
+		if w.Code != http.StatusNoContent {
+			if w.Header().Get("Content-Type") != "application/problem+json" {
+				t.Fatalf("refusal %d without problem+json", w.Code)
+			}
+			if after != before || instances() != was {
+				t.Fatalf("refused push (%d %s) changed the state:\n%v\n%v", w.Code, w.Body, before, after)
+			}
+			return
+		}
+		for k := range NumKeys {
+			if v, ok := after.Get(k); ok && v < 0 {
+				t.Fatalf("%s = %v after an accepted push", k, v)
+			}
+		}
+	})
+}
+
+// TestPushAndScrapeAgree: the same Recorders, scraped through Collector or
+// pushed, give the same fleet snapshot — one computation, one export.
+func TestPushAndScrapeAgree(t *testing.T) {
+	now := t0
+	c := &clock{t: now}
+	push := newPushSource(c)
+	var recs []*Recorder
+	var urls []string
+	for i := range 2 {
+		rec := NewRecorder(Config{})
+		rec.SetGate(func() GateReading { return GateReading{Limit: 10, InFlight: float64(3 + i), Queued: i} })
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(NewCollector(rec, CollectorOpts{Now: func() time.Time { return now }}))
+		srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		t.Cleanup(srv.Close)
+		recs, urls = append(recs, rec), append(urls, srv.URL)
+	}
+	scrape, err := NewScrapeSource(ScrapeConfig{Targets: urls})
+	require.NoError(t, err)
+	start := t0.Add(-time.Hour)
+	read := func() (Snapshot, Snapshot) {
+		c.t = now
+		for i, rec := range recs {
+			mustPush(t, push, body(t, rec, fmt.Sprint("shop-", i), start, now))
+		}
+		ps, err := push.Snapshot(context.Background(), now)
+		require.NoError(t, err)
+		ss, err := scrape.Snapshot(context.Background(), now)
+		require.NoError(t, err)
+		ps.Source, ss.Source = "", ""
+		return ps, ss
+	}
+	ps, ss := read()
+	assert.Equal(t, ss, ps, "first read: gauges only")
+	for step := range 12 {
+		for i, rec := range recs {
+			serve(rec, now, Class(step%3), 100*(i+1), time.Duration(5+step)*time.Millisecond, 20-i*10, 300*time.Millisecond)
+			rec.Reject(Sheddable, ReasonCoDel)
+		}
+		now = now.Add(time.Second)
+		ps, ss = read()
+		require.True(t, ps.Has(LatencyP99))
+		assert.Equal(t, ss, ps, "step %d:\npush   %v\nscrape %v", step, ps, ss)
+	}
+}
+
+func TestHistSubSumDown(t *testing.T) {
+	old := hist{count: 2, sum: 1, bounds: []float64{math.Inf(1)}, classic: []float64{2}}
+	cur := hist{count: 3, sum: 0.5, bounds: []float64{math.Inf(1)}, classic: []float64{3}}
+	_, ok := cur.sub(old)
+	assert.False(t, ok, "a sum of durations that went down is a reset")
+}

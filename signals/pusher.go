@@ -1,0 +1,250 @@
+package signals
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// PusherConfig configures a Pusher. URL and Instance are required.
+type PusherConfig struct {
+	// URL is the PushSource's endpoint, e.g.
+	// http://brownoutd:8080/v1/signals.
+	URL string
+	// Instance names this process in the fleet (its host or pod name):
+	// unique, at most 128 bytes, no control characters.
+	Instance string
+	// Interval is the time between pushes. Default 1 s.
+	Interval time.Duration
+	// Timeout bounds one push. Default 2 s.
+	Timeout time.Duration
+	// Token, when set, is sent as Authorization: Bearer <Token>.
+	Token string
+	// Client sends the pushes. Default: a client with no overall timeout
+	// (each push is bounded by Timeout).
+	Client *http.Client
+	// Buckets are the classic bucket bounds in seconds, ascending, as
+	// CollectorOpts.Buckets; every instance of a fleet must use the same.
+	// Default DefaultBuckets.
+	Buckets []float64
+	// MaxBackoff caps the wait after failures. Default 30 s.
+	MaxBackoff time.Duration
+	// Logger receives failures (the first of a run of them) and
+	// recoveries. Default: discard.
+	Logger *slog.Logger
+}
+
+// Pusher sends a Recorder's signals to a PushSource, for apps the daemon
+// cannot scrape. Every Interval it reads the Recorder's cumulative state —
+// the numbers Collector exports — and POSTs it with a Timeout; the request
+// path is never involved (the Recorder's writers do not wait for readers).
+//
+// After a failed push it waits Interval × 2^failures, capped at MaxBackoff,
+// jittered between half and all of it (so that a fleet does not retry in
+// step), and at least the server's Retry-After (within MaxBackoff); a
+// success returns to Interval. Nothing is lost while pushes fail: the state is cumulative, so
+// the next push that arrives carries everything.
+//
+// Each push carries the Pusher's start and a time that, within one
+// Pusher, never goes back (it follows the monotonic clock), so that the
+// source can order pushes and time the counts of one run.
+//
+// A Pusher must be made with NewPusher. It is safe for concurrent use; run
+// one Run per Pusher.
+type Pusher struct {
+	rec   *Recorder
+	cfg   PusherConfig
+	start time.Time
+
+	mu struct {
+		sync.Mutex
+		stats PusherStats
+	}
+}
+
+// PusherStats counts a Pusher's pushes; a plain value.
+type PusherStats struct {
+	// Pushed and Failed count the pushes accepted and failed.
+	Pushed, Failed uint64
+	// LastSuccess is when a push last succeeded; LastError and LastErrorAt
+	// describe the last failure (kept after recovery).
+	LastSuccess, LastErrorAt time.Time
+	LastError                string
+}
+
+// NewPusher checks cfg and returns a Pusher of rec's signals.
+func NewPusher(rec *Recorder, cfg PusherConfig) (*Pusher, error) {
+	if rec == nil {
+		return nil, errors.New("signals: pusher: no recorder")
+	}
+	u, err := url.Parse(cfg.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("signals: pusher: URL %q is not an http(s) URL", truncate(cfg.URL))
+	}
+	if err := checkInstance(cfg.Instance); err != nil {
+		return nil, fmt.Errorf("signals: pusher: %w", err)
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = time.Second
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 2 * time.Second
+	}
+	if cfg.Client == nil {
+		cfg.Client = &http.Client{}
+	}
+	cfg.Buckets = slices.Clone(cfg.Buckets)
+	if len(cfg.Buckets) == 0 {
+		cfg.Buckets = DefaultBuckets()
+	}
+	if !slices.IsSorted(cfg.Buckets) {
+		return nil, errors.New("signals: pusher: buckets are not ascending")
+	}
+	if cfg.MaxBackoff <= 0 {
+		cfg.MaxBackoff = 30 * time.Second
+	}
+	cfg.MaxBackoff = max(cfg.MaxBackoff, cfg.Interval)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Pusher{rec: rec, cfg: cfg, start: time.Now()}, nil
+}
+
+// Run pushes now and then every Interval (backing off after failures)
+// until ctx is done, and returns ctx's error.
+func (p *Pusher) Run(ctx context.Context) error {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	fails := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		began := time.Now()
+		err := p.Push(ctx)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		wait := p.cfg.Interval
+		if err != nil {
+			fails++
+			wait = p.backoff(fails, err)
+			if fails == 1 {
+				p.cfg.Logger.Warn("signals: push failed; backing off", "url", p.cfg.URL, "err", err, "retry_in", wait.Round(time.Millisecond))
+			}
+		} else if fails > 0 {
+			p.cfg.Logger.Info("signals: push recovered", "url", p.cfg.URL, "failures", fails)
+			fails = 0
+		}
+		t.Reset(max(wait-time.Since(began), 0))
+	}
+}
+
+// backoff returns the wait after the fails-th failure in a row.
+func (p *Pusher) backoff(fails int, err error) time.Duration {
+	d := p.cfg.MaxBackoff
+	if fails < 30 {
+		d = min(p.cfg.Interval<<fails, p.cfg.MaxBackoff)
+	}
+	d = d/2 + rand.N(d/2+1) // jitter: between half and all of it
+	if se, ok := errors.AsType[*pushStatusError](err); ok && se.retryAfter > d {
+		d = min(se.retryAfter, p.cfg.MaxBackoff)
+	}
+	return d
+}
+
+// pushStatusError is a push the server answered with a non-2xx status.
+type pushStatusError struct {
+	url        string
+	status     string
+	detail     string
+	retryAfter time.Duration
+}
+
+func (e *pushStatusError) Error() string {
+	if e.detail == "" {
+		return fmt.Sprintf("signals: push to %s: HTTP %s", e.url, e.status)
+	}
+	return fmt.Sprintf("signals: push to %s: HTTP %s: %s", e.url, e.status, e.detail)
+}
+
+// Push sends the Recorder's state once, now.
+func (p *Pusher) Push(ctx context.Context) error {
+	err := p.push(ctx)
+	now := time.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := &p.mu.stats
+	if err != nil {
+		st.Failed++
+		st.LastError, st.LastErrorAt = err.Error(), now
+	} else {
+		st.Pushed++
+		st.LastSuccess = now
+	}
+	return err
+}
+
+func (p *Pusher) push(ctx context.Context) error {
+	now := time.Now()
+	b := pushOf(p.rec, now, p.cfg.Buckets)
+	b.V, b.Instance = pushVersion, p.cfg.Instance
+	b.Start = p.start.UTC().Format(time.RFC3339Nano)
+	// start plus the monotonic time since: never back within this Pusher,
+	// whatever the wall clock does.
+	b.Time = p.start.Add(now.Sub(p.start)).UTC().Format(time.RFC3339Nano)
+	body, err := json.Marshal(b)
+	if err != nil {
+		return fmt.Errorf("signals: push: encode: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.cfg.URL, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("signals: push to %s: %w", p.cfg.URL, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if p.cfg.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+p.cfg.Token)
+	}
+	resp, err := p.cfg.Client.Do(req)
+	if err != nil {
+		return fmt.Errorf("signals: push to %s: %w", p.cfg.URL, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 == 2 {
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 4096)) // reuse the connection
+		return nil
+	}
+	se := &pushStatusError{url: p.cfg.URL, status: resp.Status}
+	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
+		se.retryAfter = time.Duration(s) * time.Second
+	}
+	var prob struct {
+		Detail string `json:"detail"`
+	}
+	if raw, _ := io.ReadAll(io.LimitReader(resp.Body, 4096)); json.Unmarshal(raw, &prob) == nil {
+		se.detail = prob.Detail
+	}
+	return se
+}
+
+// Stats returns the Pusher's counts.
+func (p *Pusher) Stats() PusherStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.mu.stats
+}

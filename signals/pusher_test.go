@@ -1,0 +1,249 @@
+package signals
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestPusherEndToEnd: two Pushers post their Recorders to an httptest
+// server of a PushSource; the source's snapshot is the fleet's.
+func TestPusherEndToEnd(t *testing.T) {
+	c := &clock{t: t0}
+	src := newPushSource(c)
+	var mu sync.Mutex
+	var auth []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		auth = append(auth, r.Header.Get("Authorization"))
+		mu.Unlock()
+		src.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+
+	recs := []*Recorder{NewRecorder(Config{}), NewRecorder(Config{})}
+	var pushers []*Pusher
+	for i, id := range []string{"shop-1", "shop-2"} {
+		p, err := NewPusher(recs[i], PusherConfig{URL: srv.URL + "/v1/signals", Instance: id, Token: "s3cret"})
+		require.NoError(t, err)
+		pushers = append(pushers, p)
+	}
+	ctx := context.Background()
+	pushAll := func() {
+		for _, p := range pushers {
+			require.NoError(t, p.Push(ctx))
+		}
+	}
+	pushAll()
+	now := time.Now() // the Recorders' clock; the source's is c
+	serve(recs[0], now, Default, 500, 10*time.Millisecond, 0, 0)
+	serve(recs[1], now, Critical, 500, 10*time.Millisecond, 10, 300*time.Millisecond)
+	recs[1].Start(now)
+	c.t = c.t.Add(2 * time.Second)
+	pushAll()
+
+	snap, err := src.Snapshot(ctx, c.t)
+	require.NoError(t, err)
+	p99, ok := snap.Get(LatencyP99)
+	require.True(t, ok)
+	assert.InEpsilon(t, 0.300, p99, 0.05, "50 slow of 1000: the p99 is slow")
+	p50, _ := snap.Get(LatencyP50)
+	assert.InEpsilon(t, 0.010, p50, 0.05)
+	assert.Equal(t, uint64(500), snap.Classes[Default].Arrived)
+	assert.Equal(t, uint64(500), snap.Classes[Critical].Arrived)
+	inf, _ := snap.Get(InFlight)
+	assert.Equal(t, 1.0, inf)
+	arr, ok := snap.Get(ArrivalRate)
+	require.True(t, ok)
+	assert.Greater(t, arr, 0.0, "timed by the instances' own clocks")
+
+	for _, a := range auth {
+		assert.Equal(t, "Bearer s3cret", a)
+	}
+	for _, p := range pushers {
+		st := p.Stats()
+		assert.Equal(t, uint64(2), st.Pushed)
+		assert.Zero(t, st.Failed)
+	}
+	h := src.Health()
+	assert.True(t, h.OK)
+	require.Len(t, h.Instances, 2)
+	assert.Equal(t, "shop-1", h.Instances[0].Name)
+	assert.Equal(t, c.t, h.Instances[0].LastSeen)
+}
+
+func TestNewPusherRejectsBadConfig(t *testing.T) {
+	rec := NewRecorder(Config{})
+	for _, tc := range []struct {
+		name string
+		cfg  PusherConfig
+		want string
+	}{
+		{"no URL", PusherConfig{Instance: "x"}, "not an http(s) URL"},
+		{"ftp", PusherConfig{URL: "ftp://x/", Instance: "x"}, "not an http(s) URL"},
+		{"no instance", PusherConfig{URL: "http://x/"}, `"instance" missing`},
+		{"buckets", PusherConfig{URL: "http://x/", Instance: "x", Buckets: []float64{1, 0.5}}, "not ascending"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := NewPusher(rec, tc.cfg)
+			assert.ErrorContains(t, err, tc.want)
+		})
+	}
+	_, err := NewPusher(nil, PusherConfig{URL: "http://x/", Instance: "x"})
+	assert.ErrorContains(t, err, "no recorder")
+}
+
+// pipeListener is an in-memory network for synctest bubbles, where real
+// sockets are not durably blocking: a listener whose connections are
+// net.Pipe ends, and a dialer for the client's end.
+type pipeListener struct {
+	conns chan net.Conn
+	done  chan struct{}
+	once  sync.Once
+}
+
+func newPipeListener() *pipeListener {
+	return &pipeListener{conns: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (l *pipeListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *pipeListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *pipeListener) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 80} }
+
+func (l *pipeListener) dial(ctx context.Context, _, _ string) (net.Conn, error) {
+	client, server := net.Pipe()
+	select {
+	case l.conns <- server:
+		return client, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// TestPusherRunBacksOff runs a Pusher against an httptest server of a
+// PushSource in a synctest bubble: it pushes every Interval, backs off
+// with jitter while the server fails (honouring Retry-After), and comes
+// back to Interval when it recovers.
+func TestPusherRunBacksOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := NewPushSource(PushConfig{})
+		var mu sync.Mutex
+		var attempts []time.Time
+		failing, retryAfter := false, ""
+		l := newPipeListener()
+		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			attempts = append(attempts, time.Now())
+			fail, ra := failing, retryAfter
+			mu.Unlock()
+			if fail {
+				w.Header().Set("Retry-After", ra)
+				writeProblem(w, &pushProblem{http.StatusServiceUnavailable, "too-many-instances", "busy"})
+				return
+			}
+			src.ServeHTTP(w, r)
+		}))
+		srv.Listener = l
+		srv.Start()
+		defer srv.Close()
+		tr := &http.Transport{DialContext: l.dial}
+		defer tr.CloseIdleConnections()
+
+		rec := NewRecorder(Config{})
+		p, err := NewPusher(rec, PusherConfig{URL: srv.URL + "/v1/signals", Instance: "shop-1",
+			Client: &http.Client{Transport: tr}, MaxBackoff: 8 * time.Second})
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error)
+		go func() { done <- p.Run(ctx) }()
+
+		set := func(fail bool, ra string) {
+			mu.Lock()
+			failing, retryAfter = fail, ra
+			mu.Unlock()
+		}
+		gaps := func() []time.Duration {
+			mu.Lock()
+			defer mu.Unlock()
+			var out []time.Duration
+			for i := 1; i < len(attempts); i++ {
+				out = append(out, attempts[i].Sub(attempts[i-1]))
+			}
+			attempts = attempts[len(attempts)-1:]
+			return out
+		}
+
+		time.Sleep(3500 * time.Millisecond) // fake time: pushes at 0, 1, 2, 3 s
+		synctest.Wait()
+		assert.Equal(t, []time.Duration{time.Second, time.Second, time.Second}, gaps())
+		_, err = src.Snapshot(ctx, time.Now())
+		require.NoError(t, err)
+		assert.Equal(t, uint64(4), p.Stats().Pushed)
+
+		set(true, "")
+		time.Sleep(30 * time.Second)
+		synctest.Wait()
+		g := gaps()
+		require.GreaterOrEqual(t, len(g), 4)
+		for i, want := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second} {
+			// The gap before attempt i+1 follows i failures: Interval×2^i
+			// capped at MaxBackoff, jittered to [½, 1] of it.
+			if i == 0 {
+				assert.Equal(t, want, g[0], "the first failure came on schedule")
+				continue
+			}
+			assert.GreaterOrEqual(t, g[i], want/2, "gap %d", i)
+			assert.LessOrEqual(t, g[i], want, "gap %d", i)
+		}
+		for _, d := range g[4:] {
+			assert.LessOrEqual(t, d, 8*time.Second, "MaxBackoff caps the wait")
+		}
+		st := p.Stats()
+		assert.Equal(t, uint64(len(g)), st.Failed)
+		assert.Contains(t, st.LastError, "HTTP 503 Service Unavailable: busy")
+
+		set(true, "7") // Retry-After: at least 7 s
+		time.Sleep(40 * time.Second)
+		synctest.Wait()
+		for _, d := range gaps()[1:] {
+			assert.GreaterOrEqual(t, d, 7*time.Second)
+		}
+
+		set(false, "")
+		time.Sleep(20 * time.Second)
+		synctest.Wait()
+		g = gaps()
+		require.NotEmpty(t, g)
+		for _, d := range g[1:] {
+			assert.Equal(t, time.Second, d, "back to Interval after a success")
+		}
+		snap, err := src.Snapshot(ctx, time.Now())
+		require.NoError(t, err)
+		assert.True(t, snap.ClassesOK)
+
+		cancel()
+		assert.ErrorIs(t, <-done, context.Canceled)
+	})
+}

@@ -1,0 +1,481 @@
+package signals
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// The push wire format, version 1 (doc.go shows a body). It carries the
+// numbers Collector exports on /metrics, cumulative, and decodes into the
+// targetState a scrape parses into, so that the fleet computation is the
+// same for both.
+
+// pushVersion is the wire format's version this package writes and reads.
+const pushVersion = 1
+
+// maxInstanceLen bounds an instance id.
+const maxInstanceLen = 128
+
+// pushBody is one push. Counts are JSON numbers (whole, non-negative),
+// durations seconds. Every field but v and instance is optional; decoders
+// ignore fields they do not know.
+type pushBody struct {
+	V        int    `json:"v"`
+	Instance string `json:"instance"`
+	// Time is the instance's clock when it read its Recorder; Start is when
+	// its pusher started (a new Start is a new run). RFC 3339.
+	Time     string               `json:"time,omitempty"`
+	Start    string               `json:"start,omitempty"`
+	InFlight *float64             `json:"in_flight,omitempty"`
+	Gate     *pushGate            `json:"gate,omitempty"`
+	Latency  *pushHist            `json:"latency,omitempty"`
+	Classes  map[string]pushClass `json:"classes,omitempty"`
+}
+
+type pushGate struct {
+	Limit    float64 `json:"limit"`
+	InFlight float64 `json:"in_flight"`
+	Queued   float64 `json:"queued"`
+}
+
+// pushHist is a cumulative histogram: classic buckets as [upper bound,
+// cumulative count] pairs with the +Inf bucket implied by Count, and
+// optionally native buckets.
+type pushHist struct {
+	Count   float64     `json:"count"`
+	Sum     float64     `json:"sum"`
+	Buckets [][]float64 `json:"buckets,omitempty"`
+	Native  *pushNative `json:"native,omitempty"`
+}
+
+// pushNative holds native-histogram buckets as [index, count] pairs
+// (counts per bucket, not cumulative) in ascending index; bucket i holds
+// (2^((i−1)/2^schema), 2^(i/2^schema)], as in Prometheus. Zero counts the
+// observations of 0 (durations that were not positive).
+type pushNative struct {
+	Schema  int32       `json:"schema"`
+	Zero    float64     `json:"zero"`
+	Buckets [][]float64 `json:"buckets,omitempty"`
+}
+
+type pushClass struct {
+	Arrived   float64 `json:"arrived"`
+	Completed float64 `json:"completed"`
+	Failed    float64 `json:"failed"`
+	Good      float64 `json:"good"`
+	Waited    float64 `json:"waited"`
+	// Rejected counts refusals by reason name; absent reasons are zero.
+	Rejected   map[string]float64 `json:"rejected,omitempty"`
+	Sojourn    *pushHist          `json:"sojourn,omitempty"`
+	SojournMin *float64           `json:"sojourn_min,omitempty"`
+	Standing   bool               `json:"standing"`
+}
+
+// pushOf reads rec at now as Collector does: cumulative histograms with
+// the classic bounds given and native buckets at NativeSchema, gauges and
+// counters. The caller fills in V, Instance, Time and Start.
+func pushOf(rec *Recorder, now time.Time, bounds []float64) pushBody {
+	var b pushBody
+	rec.latency.Cumulative(now, func(n *[NumBuckets]uint64, sum float64, count uint64) {
+		b.Latency = pushHistOf(n, sum, count, bounds)
+	})
+	inFlight := float64(max(rec.counters.InFlight(), 0)) // shards read one by one may add up below zero
+	b.InFlight = &inFlight
+	gr, gated := rec.Gate()
+	if gated {
+		b.Gate = &pushGate{Limit: gr.Limit, InFlight: gr.InFlight, Queued: float64(gr.Queued)}
+	}
+	counts := rec.counters.Load()
+	b.Classes = make(map[string]pushClass, NumClasses)
+	for cl := range Class(NumClasses) {
+		cc := counts[cl]
+		pc := pushClass{Arrived: float64(cc.Arrived), Completed: float64(cc.Completed), Failed: float64(cc.Failed),
+			Good: float64(cc.Good), Waited: float64(cc.Waited)}
+		for why, n := range cc.Rejected {
+			if n > 0 {
+				if pc.Rejected == nil {
+					pc.Rejected = map[string]float64{}
+				}
+				pc.Rejected[reasonNames[why]] = float64(n)
+			}
+		}
+		sj := rec.sojourn[cl]
+		sj.w.Cumulative(now, func(n *[NumBuckets]uint64, sum float64, count uint64) {
+			pc.Sojourn = pushHistOf(n, sum, count, bounds)
+		})
+		st := sj.Stats(now)
+		if st.MinOK {
+			m := st.Min.Seconds()
+			pc.SojournMin = &m
+		}
+		pc.Standing = st.Standing
+		if gated { // the gate decides; the tracker only estimates
+			pc.Standing = gr.Standing[cl]
+		}
+		b.Classes[cl.String()] = pc
+	}
+	return b
+}
+
+func pushHistOf(n *[NumBuckets]uint64, sumNs float64, count uint64, bounds []float64) *pushHist {
+	classic, native, zero := exportBuckets(n, bounds)
+	h := &pushHist{Count: float64(count), Sum: sumNs / 1e9, Native: &pushNative{Schema: NativeSchema, Zero: float64(zero)}}
+	var cum uint64
+	for j, ub := range bounds {
+		cum += classic[j]
+		h.Buckets = append(h.Buckets, []float64{ub, float64(cum)})
+	}
+	idx := make([]int, 0, len(native))
+	for i := range native {
+		idx = append(idx, i)
+	}
+	slices.Sort(idx)
+	for _, i := range idx {
+		h.Native.Buckets = append(h.Native.Buckets, []float64{float64(i), float64(native[i])})
+	}
+	return h
+}
+
+// pushed is a decoded, checked push.
+type pushed struct {
+	instance   string
+	clock, run time.Time
+	st         targetState
+}
+
+// pushProblem is why a push was refused: an HTTP status, the last part of
+// the problem type (urn:brownout:push:<kind>) and a detail that says
+// exactly what is wrong.
+type pushProblem struct {
+	status int
+	kind   string
+	detail string
+}
+
+func (e *pushProblem) Error() string { return "signals: push refused: " + e.detail }
+
+var pushTitles = map[string]string{
+	"method":             "Method not allowed",
+	"media-type":         "Unsupported media type",
+	"too-large":          "Push too large",
+	"malformed":          "Malformed JSON",
+	"version":            "Unsupported push version",
+	"invalid":            "Invalid push",
+	"stale":              "Stale push",
+	"duplicate-instance": "Instance id used by another run",
+	"too-many-instances": "Too many instances",
+}
+
+func invalid(format string, args ...any) *pushProblem {
+	return &pushProblem{status: http.StatusBadRequest, kind: "invalid", detail: fmt.Sprintf(format, args...)}
+}
+
+// decodePush parses and checks a body. On error, the returned push still
+// names its instance when the body got that far.
+func decodePush(body []byte) (pushed, error) {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return pushed{}, &pushProblem{http.StatusBadRequest, "malformed", "empty body: want a JSON object"}
+	}
+	// The version first, so that a body of another version is refused for
+	// its version and not for a field whose shape changed.
+	var head struct {
+		V json.RawMessage `json:"v"`
+	}
+	if err := json.Unmarshal(body, &head); err != nil {
+		return pushed{}, jsonProblem(body, err)
+	}
+	if v := string(head.V); v != "1" {
+		var f float64
+		switch {
+		case v == "" || v == "null":
+			return pushed{}, &pushProblem{http.StatusBadRequest, "version", `"v" missing: this server reads version 1`}
+		case json.Unmarshal(head.V, &f) != nil:
+			return pushed{}, &pushProblem{http.StatusBadRequest, "version", fmt.Sprintf(`"v" is %s: want the number 1`, truncate(v))}
+		case f != pushVersion:
+			return pushed{}, &pushProblem{http.StatusBadRequest, "version", fmt.Sprintf("version %s is not supported: this server reads version 1", truncate(v))}
+		}
+	}
+	var b pushBody
+	if err := json.Unmarshal(body, &b); err != nil {
+		return pushed{}, jsonProblem(body, err)
+	}
+	return b.decode()
+}
+
+// jsonProblem explains a json.Unmarshal error.
+func jsonProblem(body []byte, err error) *pushProblem {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		d := fmt.Sprintf("malformed JSON at byte %d: %v", syn.Offset, syn)
+		if at := body[max(min(syn.Offset-1, int64(len(body))), 0):]; bytes.HasPrefix(at, []byte("NaN")) ||
+			bytes.HasPrefix(at, []byte("Inf")) || bytes.HasPrefix(at, []byte("+Inf")) || bytes.HasPrefix(at, []byte("-Inf")) {
+			d += " (JSON has no NaN or Infinity: every value must be a finite number)"
+		}
+		return &pushProblem{http.StatusBadRequest, "malformed", d}
+	case errors.As(err, &typ):
+		want := kindWord(typ.Type)
+		if typ.Field == "" {
+			return &pushProblem{http.StatusBadRequest, "malformed", fmt.Sprintf("the body is a JSON %s: want %s", typ.Value, want)}
+		}
+		if strings.HasPrefix(typ.Value, "number") && want == "a number" {
+			return invalid("%s: %s is out of range", typ.Field, typ.Value)
+		}
+		return invalid("%s: %s is not %s", typ.Field, typ.Value, want)
+	}
+	return &pushProblem{http.StatusBadRequest, "malformed", "malformed JSON: " + err.Error()}
+}
+
+func kindWord(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Float64, reflect.Float32:
+		return "a number"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "a whole number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	}
+	return "an object"
+}
+
+// checkInstance says what is wrong with an instance id.
+func checkInstance(s string) error {
+	switch {
+	case s == "":
+		return errors.New(`"instance" missing: name the pushing instance (e.g. its host or pod name)`)
+	case len(s) > maxInstanceLen:
+		return fmt.Errorf(`"instance" is %d bytes long: at most %d`, len(s), maxInstanceLen)
+	case !utf8.ValidString(s):
+		return errors.New(`"instance" is not valid UTF-8`)
+	case strings.TrimSpace(s) != s:
+		return fmt.Errorf(`"instance" %q has leading or trailing space`, s)
+	case strings.IndexFunc(s, unicode.IsControl) >= 0:
+		return fmt.Errorf(`"instance" %q contains a control character`, s)
+	}
+	return nil
+}
+
+func (b *pushBody) decode() (pushed, error) {
+	var p pushed
+	if err := checkInstance(b.Instance); err != nil {
+		return p, invalid("%v", err)
+	}
+	p.instance = b.Instance
+	for _, t := range []struct {
+		name, v string
+		into    *time.Time
+	}{{"time", b.Time, &p.clock}, {"start", b.Start, &p.run}} {
+		if t.v == "" {
+			continue
+		}
+		v, err := time.Parse(time.RFC3339Nano, t.v)
+		if err != nil {
+			return p, invalid("%q %q is not an RFC 3339 time (e.g. 2026-11-11T00:00:01.25Z)", t.name, truncate(t.v))
+		}
+		*t.into = v
+	}
+	st := &p.st
+	if b.InFlight != nil {
+		if err := checkGauge("in_flight", *b.InFlight); err != nil {
+			return p, err
+		}
+		st.inFlight, st.hasInFlight = *b.InFlight, true
+	}
+	if g := b.Gate; g != nil {
+		for _, c := range []struct {
+			name string
+			v    float64
+		}{{"gate.limit", g.Limit}, {"gate.in_flight", g.InFlight}} {
+			if err := checkGauge(c.name, c.v); err != nil {
+				return p, err
+			}
+		}
+		if err := checkCount("gate.queued", g.Queued); err != nil {
+			return p, err
+		}
+		st.gate = GateReading{Limit: g.Limit, InFlight: g.InFlight, Queued: int(g.Queued)}
+		st.hasGate = true
+	}
+	if b.Latency != nil {
+		h, err := b.Latency.decode("latency")
+		if err != nil {
+			return p, err
+		}
+		st.latency, st.hasLat = h, true
+	}
+	names := make([]string, 0, len(b.Classes))
+	for n := range b.Classes {
+		names = append(names, n)
+	}
+	slices.Sort(names) // the first error is always the same one
+	for _, name := range names {
+		cl := slices.Index(classNames[:], name)
+		if cl < 0 {
+			continue // a class this version does not know
+		}
+		if err := st.readClass(Class(cl), b.Classes[name]); err != nil {
+			return p, err
+		}
+	}
+	st.parsed = true
+	return p, nil
+}
+
+func (st *targetState) readClass(cl Class, c pushClass) error {
+	path := "classes." + cl.String()
+	cc := &st.classes[cl]
+	for _, f := range []struct {
+		name string
+		v    float64
+		into *uint64
+	}{{"arrived", c.Arrived, &cc.Arrived}, {"completed", c.Completed, &cc.Completed}, {"failed", c.Failed, &cc.Failed},
+		{"good", c.Good, &cc.Good}, {"waited", c.Waited, &cc.Waited}} {
+		if err := checkCount(path+"."+f.name, f.v); err != nil {
+			return err
+		}
+		*f.into = uint64(f.v)
+	}
+	for why, n := range c.Rejected {
+		r := slices.Index(reasonNames[:], why)
+		if r < 0 {
+			continue // a reason this version does not know
+		}
+		if err := checkCount(path+".rejected."+why, n); err != nil {
+			return err
+		}
+		cc.Rejected[r] = uint64(n)
+	}
+	st.hasClasses = true
+	if c.Sojourn != nil {
+		h, err := c.Sojourn.decode(path + ".sojourn")
+		if err != nil {
+			return err
+		}
+		if err := st.sojourn.add(h); err != nil {
+			return invalid("%s.sojourn: bucket bounds differ from the other classes'", path)
+		}
+		st.hasSoj = true
+	}
+	if c.SojournMin != nil {
+		if err := checkGauge(path+".sojourn_min", *c.SojournMin); err != nil {
+			return err
+		}
+		st.sojournMin, st.hasSojMin = max(st.sojournMin, *c.SojournMin), true
+	}
+	st.standing = st.standing || c.Standing
+	return nil
+}
+
+// maxCount is the largest count a float64 holds exactly.
+const maxCount = 1 << 53
+
+func checkCount(path string, v float64) error {
+	switch {
+	case v < 0:
+		return invalid("%s: %g is negative", path, v)
+	case v != math.Trunc(v):
+		return invalid("%s: %g is not a whole number", path, v)
+	case v > maxCount:
+		return invalid("%s: %g is too large (over 2^53)", path, v)
+	}
+	return nil
+}
+
+func checkGauge(path string, v float64) error {
+	if v < 0 {
+		return invalid("%s: %g is negative", path, v)
+	}
+	return nil
+}
+
+// decode checks a histogram and converts it.
+func (w *pushHist) decode(path string) (hist, error) {
+	if err := checkCount(path+".count", w.Count); err != nil {
+		return hist{}, err
+	}
+	if err := checkGauge(path+".sum", w.Sum); err != nil {
+		return hist{}, err
+	}
+	h := hist{count: w.Count, sum: w.Sum}
+	prevB, prevC := 0.0, 0.0
+	for i, b := range w.Buckets {
+		p := fmt.Sprintf("%s.buckets[%d]", path, i)
+		if len(b) != 2 {
+			return hist{}, invalid("%s: want [upper bound, cumulative count], got %d numbers", p, len(b))
+		}
+		ub, cum := b[0], b[1]
+		switch {
+		case ub < 0:
+			return hist{}, invalid("%s: upper bound %g is negative", p, ub)
+		case i > 0 && ub <= prevB:
+			return hist{}, invalid("%s: upper bound %g is not above the previous bucket's %g: bounds must ascend", p, ub, prevB)
+		}
+		if err := checkCount(p, cum); err != nil {
+			return hist{}, err
+		}
+		if cum < prevC {
+			return hist{}, invalid("%s: cumulative count %g is below the previous bucket's %g", p, cum, prevC)
+		}
+		h.bounds = append(h.bounds, ub)
+		h.classic = append(h.classic, cum-prevC)
+		prevB, prevC = ub, cum
+	}
+	if prevC > w.Count {
+		return hist{}, invalid("%s.count: %g is below the last bucket's cumulative count %g", path, w.Count, prevC)
+	}
+	h.bounds = append(h.bounds, math.Inf(1))
+	h.classic = append(h.classic, w.Count-prevC)
+	n := w.Native
+	if n == nil {
+		return h, nil
+	}
+	if n.Schema < -4 || n.Schema > 8 {
+		return hist{}, invalid("%s.native.schema: %d is not a native-histogram schema (-4 to 8)", path, n.Schema)
+	}
+	if err := checkCount(path+".native.zero", n.Zero); err != nil {
+		return hist{}, err
+	}
+	h.native, h.schema, h.zero, h.pos = true, n.Schema, n.Zero, make(map[int]float64, len(n.Buckets))
+	limit := 1023 * math.Exp2(float64(n.Schema)) // beyond, a bucket's bounds overflow float64
+	total, prev := n.Zero, 0.0
+	for i, b := range n.Buckets {
+		p := fmt.Sprintf("%s.native.buckets[%d]", path, i)
+		if len(b) != 2 {
+			return hist{}, invalid("%s: want [index, count], got %d numbers", p, len(b))
+		}
+		idx, cnt := b[0], b[1]
+		switch {
+		case idx != math.Trunc(idx):
+			return hist{}, invalid("%s: index %g is not a whole number", p, idx)
+		case math.Abs(idx) > limit:
+			return hist{}, invalid("%s: index %g is out of range at schema %d", p, idx, n.Schema)
+		case i > 0 && idx <= prev:
+			return hist{}, invalid("%s: index %g is not above the previous bucket's %g: indices must ascend", p, idx, prev)
+		}
+		if err := checkCount(p, cnt); err != nil {
+			return hist{}, err
+		}
+		h.pos[int(idx)] = cnt
+		total += cnt
+		prev = idx
+	}
+	if total > w.Count {
+		return hist{}, invalid("%s.native: the buckets hold %g observations, more than count %g", path, total, w.Count)
+	}
+	return h, nil
+}
