@@ -58,8 +58,10 @@ type Config struct {
 	// History is how much per-tick history /v1/history keeps. Default
 	// and minimum 15 minutes.
 	History time.Duration
-	// EventStreams are advertised in the OFREP bulk answer (for example
-	// the daemon's OFREP event stream).
+	// EventStreams are advertised in the OFREP bulk answer. Default: this
+	// API's own OFREP stream, {"type":"sse","endpoint":{"requestUri":
+	// "/ofrep/v1/events"},"inactivityDelaySec":120}; an empty non-nil
+	// slice advertises none.
 	EventStreams []EventStream
 	// Registerer, when set, receives the API's metrics.
 	Registerer prometheus.Registerer
@@ -69,11 +71,19 @@ type Config struct {
 	Now func() time.Time
 }
 
-// EventStream is an OFREP eventStreams entry.
+// EventStream is an OFREP eventStreams entry: a URL, or an endpoint
+// whose origin defaults to the OFREP base URL the client was given.
 type EventStream struct {
-	Type               string `json:"type"`
-	URL                string `json:"url,omitempty"`
-	InactivityDelaySec int    `json:"inactivityDelaySec,omitempty"`
+	Type               string    `json:"type"`
+	URL                string    `json:"url,omitempty"`
+	Endpoint           *Endpoint `json:"endpoint,omitempty"`
+	InactivityDelaySec int       `json:"inactivityDelaySec,omitempty"`
+}
+
+// Endpoint is an EventStream's structured location.
+type Endpoint struct {
+	Origin     string `json:"origin,omitempty"`
+	RequestURI string `json:"requestUri"`
 }
 
 // API is the HTTP surface of a controller: OFREP evaluation, the state,
@@ -96,6 +106,11 @@ type API struct {
 
 	tokens   atomic.Pointer[tokenSet]
 	defaults atomic.Pointer[map[string]bool]
+
+	streams, ofrepStreams *hub
+	closing               chan struct{}
+	closeOnce             sync.Once
+	secret                [32]byte // signs stream tokens; new each boot
 
 	mu struct {
 		sync.Mutex
@@ -131,6 +146,10 @@ func New(cfg Config) (*API, error) {
 	a := &API{cfg: cfg, ctl: cfg.Controller, prov: cfg.Provider, now: cfg.Now, log: cfg.Logger}
 	a.SetTokens(cfg.OperatorTokens, cfg.EvalTokens, cfg.PushTokens)
 	a.SetDefaults(cfg.Defaults)
+	a.streams, a.ofrepStreams, a.closing, a.secret = newHub(), newHub(), make(chan struct{}), newSecret()
+	if a.cfg.EventStreams == nil {
+		a.cfg.EventStreams = []EventStream{{Type: "sse", Endpoint: &Endpoint{RequestURI: "/ofrep/v1/events"}, InactivityDelaySec: 120}}
+	}
 	a.boot = a.now().UnixNano()
 	if a.prov == nil {
 		p, err := provider.New(cfg.Controller, provider.Options{})
@@ -188,6 +207,9 @@ func (a *API) routes() {
 	m := http.NewServeMux()
 	m.HandleFunc("POST /ofrep/v1/evaluate/flags/{key}", a.counted("single", a.evalOne))
 	m.HandleFunc("POST /ofrep/v1/evaluate/flags", a.counted("bulk", a.evalBulk))
+	m.HandleFunc("GET /ofrep/v1/events", a.getOFREPEvents)
+	m.HandleFunc("GET /v1/stream", a.getStream)
+	m.HandleFunc("POST /v1/stream/token", a.postStreamToken)
 	m.HandleFunc("GET /v1/state", a.getState)
 	m.HandleFunc("GET /v1/history", a.getHistory)
 	m.HandleFunc("GET /v1/events", a.getEvents)

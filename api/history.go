@@ -108,6 +108,20 @@ func (a *API) Run(ctx context.Context, src dimmer.Source) error {
 	sub, stop := a.ctl.Subscribe()
 	defer stop()
 	prev := a.ctl.State()
+	// OFREP's refetch events: at most one per ofrepMinInterval.
+	var lastRefetch time.Time
+	var refetchDue <-chan time.Time
+	refetch := func(now time.Time) {
+		if refetchDue != nil {
+			return // one is scheduled and will carry the newest generation
+		}
+		if wait := lastRefetch.Add(ofrepMinInterval).Sub(now); wait > 0 {
+			refetchDue = time.After(wait)
+			return
+		}
+		lastRefetch = now
+		a.ofrepStreams.send(refetchSlot, a.refetchEvent(a.ctl.State().Generation, a.now()))
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -115,6 +129,11 @@ func (a *API) Run(ctx context.Context, src dimmer.Source) error {
 		case st := <-sub:
 			a.noteChange(prev, st)
 			prev = st
+			a.published(st)
+			refetch(time.Now())
+		case <-refetchDue:
+			refetchDue = nil
+			refetch(time.Now())
 		case sched := <-t.C:
 			start := time.Now()
 			lag := start.Sub(sched)
@@ -152,6 +171,7 @@ func (a *API) record(now time.Time, snap signals.Snapshot, st *dimmer.State, lag
 	get := func(k signals.Key) *float64 { v, ok := snap.Get(k); return num(v, ok) }
 	p.ShedRate, p.Goodput, p.Throughput = get(signals.RejectRate), get(signals.Goodput), get(signals.Throughput)
 	a.hist.add(p, lag)
+	a.ticked(p)
 }
 
 func (a *API) getHistory(w http.ResponseWriter, r *http.Request) {

@@ -12,35 +12,47 @@ import (
 
 // StateJSON is GET /v1/state's body (version 1).
 type StateJSON struct {
-	V          int                    `json:"v"`
-	Boot       int64                  `json:"boot"`
-	Generation uint64                 `json:"generation"`
-	Time       time.Time              `json:"time"`
-	Mode       string                 `json:"mode"`
-	Frozen     bool                   `json:"frozen"`
-	Shadow     bool                   `json:"shadow"`
-	Brightness float64                `json:"brightness"`
-	Pressure   *float64               `json:"pressure"`
-	Shed       float64                `json:"shed"`
-	Action     string                 `json:"action"`
-	Cause      string                 `json:"cause,omitempty"`
-	Reason     string                 `json:"reason"`
-	Features   []FeatureJSON          `json:"features"`
-	Signals    []ReadingJSON          `json:"signals"`
-	Sources    []signals.SourceHealth `json:"sources"`
-	Tick       TickJSON               `json:"tick"`
+	V          int       `json:"v"`
+	Boot       int64     `json:"boot"`
+	Generation uint64    `json:"generation"`
+	Time       time.Time `json:"time"`
+	Mode       string    `json:"mode"`
+	Frozen     bool      `json:"frozen"`
+	Shadow     bool      `json:"shadow"`
+	Brightness float64   `json:"brightness"`
+	Pressure   *float64  `json:"pressure"`
+	Shed       float64   `json:"shed"`
+	Action     string    `json:"action"`
+	Cause      string    `json:"cause,omitempty"`
+	Reason     string    `json:"reason"`
+	// SegmentNames lists the segments in order (each feature's segments
+	// map has a level for each).
+	SegmentNames []string               `json:"segment_names"`
+	Features     []FeatureJSON          `json:"features"`
+	Signals      []ReadingJSON          `json:"signals"`
+	Sources      []signals.SourceHealth `json:"sources"`
+	Tick         TickJSON               `json:"tick"`
 }
 
 // FeatureJSON is one feature in StateJSON.
 type FeatureJSON struct {
-	Name     string             `json:"name"`
-	Level    float64            `json:"level"`
-	Computed float64            `json:"computed"`
-	Floor    float64            `json:"floor"`
-	Mode     string             `json:"mode"`
-	Default  bool               `json:"default"`
-	Override *OverrideJSON      `json:"override,omitempty"`
+	Name     string        `json:"name"`
+	Level    float64       `json:"level"`
+	Computed float64       `json:"computed"`
+	Floor    float64       `json:"floor"`
+	Mode     string        `json:"mode"`
+	Default  bool          `json:"default"`
+	Override *OverrideJSON `json:"override,omitempty"`
+	// Cap is the scheduled cap that binds now.
+	Cap      *CapJSON           `json:"cap,omitempty"`
 	Segments map[string]float64 `json:"segments,omitempty"`
+}
+
+// CapJSON is a binding scheduled cap.
+type CapJSON struct {
+	Max    float64   `json:"max"`
+	Until  time.Time `json:"until"`
+	Reason string    `json:"reason"`
 }
 
 // OverrideJSON is an operator's override.
@@ -87,7 +99,10 @@ func (a *API) State() StateJSON {
 	out := StateJSON{V: Version, Boot: a.boot, Generation: st.Generation, Time: st.Time, Mode: st.Mode.String(),
 		Frozen: frozen, Shadow: shadow, Brightness: st.Brightness, Pressure: num(st.Pressure, st.PressureOK),
 		Shed: st.Shed, Action: st.Action.String(), Reason: st.Reason,
-		Features: []FeatureJSON{}, Signals: []ReadingJSON{}, Sources: []signals.SourceHealth{}}
+		Features: []FeatureJSON{}, Signals: []ReadingJSON{}, Sources: []signals.SourceHealth{}, SegmentNames: []string{}}
+	for _, sg := range cfg.Segments {
+		out.SegmentNames = append(out.SegmentNames, sg.Name)
+	}
 	if st.CauseOK {
 		out.Cause = st.Cause.String()
 	}
@@ -96,6 +111,9 @@ func (a *API) State() StateJSON {
 		fj := FeatureJSON{Name: f.Name, Level: round(f.Level), Computed: round(f.Computed), Floor: f.Floor, Mode: f.Mode.String(), Default: def || !ok}
 		if f.Pin != nil {
 			fj.Override = &OverrideJSON{Level: f.Pin.Level, Until: f.Pin.Until, Reason: f.Pin.Reason}
+		}
+		if f.Cap != nil {
+			fj.Cap = &CapJSON{Max: f.Cap.Max, Until: f.Cap.Until(), Reason: f.Cap.Reason}
 		}
 		if len(cfg.Segments) > 0 && len(f.Segments) == len(cfg.Segments) {
 			fj.Segments = map[string]float64{}

@@ -289,6 +289,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case <-ctx.Done():
 	}
 	log.Info("brownoutd: shutting down")
+	a.Shutdown() // a last event on every stream, which then ends
 	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer scancel()
 	err = srv.Shutdown(sctx)

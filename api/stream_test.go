@@ -1,0 +1,237 @@
+package api
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/brownout/brownout/dimmer"
+	"github.com/brownout/brownout/signals"
+)
+
+// sseEvent is one event read from a stream.
+type sseEvent struct{ id, event, data string }
+
+// follow opens a stream and returns its events on a channel (closed when
+// the stream ends).
+func follow(t *testing.T, ctx context.Context, url string, hdr ...string) (<-chan sseEvent, *http.Response) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	require.NoError(t, err)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	ch := make(chan sseEvent, 64)
+	if resp.StatusCode != 200 {
+		resp.Body.Close()
+		close(ch)
+		return ch, resp
+	}
+	go func() {
+		defer close(ch)
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		var ev sseEvent
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case line == "":
+				if ev.event != "" || ev.data != "" {
+					ch <- ev
+				}
+				ev = sseEvent{}
+			case strings.HasPrefix(line, "id: "):
+				ev.id = line[4:]
+			case strings.HasPrefix(line, "event: "):
+				ev.event = line[7:]
+			case strings.HasPrefix(line, "data: "):
+				ev.data = line[6:]
+			}
+		}
+	}()
+	return ch, resp
+}
+
+// next returns the next event of kind within d.
+func next(t *testing.T, ch <-chan sseEvent, kind string, d time.Duration) sseEvent {
+	t.Helper()
+	timeout := time.After(d)
+	for {
+		select {
+		case ev, ok := <-ch:
+			if !ok {
+				t.Fatalf("stream ended before a %q event", kind)
+			}
+			if ev.event == kind {
+				return ev
+			}
+		case <-timeout:
+			t.Fatalf("no %q event within %v", kind, d)
+		}
+	}
+}
+
+func TestStreamStateAndTicks(t *testing.T) {
+	f := newFixture(t, Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch, resp := follow(t, ctx, f.srv.URL+"/v1/stream")
+	require.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
+	first := next(t, ch, "state", 5*time.Second)
+	assert.Equal(t, f.api.eventID(f.ctl.State().Generation), first.id)
+	var st StateJSON
+	require.NoError(t, json.Unmarshal([]byte(first.data), &st))
+	assert.Equal(t, 1, st.V)
+	assert.Len(t, st.Features, 2)
+
+	// A published change arrives, with its generation in the id.
+	s := dim(t, f.ctl)
+	f.api.published(s)
+	ev := next(t, ch, "state", 5*time.Second)
+	assert.Equal(t, f.api.eventID(s.Generation), ev.id)
+	require.NoError(t, json.Unmarshal([]byte(ev.data), &st))
+	assert.Less(t, st.Features[0].Level, 1.0)
+
+	var snap signals.Snapshot
+	snap.Set(signals.LatencyP99, 0.5)
+	snap.Set(signals.Goodput, 42)
+	f.api.record(t0, snap, s, 0)
+	tick := next(t, ch, "tick", 5*time.Second)
+	assert.Contains(t, tick.data, `"goodput":42`)
+	assert.Empty(t, tick.id, "ticks do not move the resume point")
+
+	// Shutdown: a last event, then the stream ends.
+	f.api.Shutdown()
+	next(t, ch, "shutdown", 5*time.Second)
+	for range ch {
+	}
+}
+
+// TestStreamFromRun: the control loop itself publishes to the stream.
+func TestStreamFromRun(t *testing.T) {
+	ctl, err := dimmer.New(dimmer.Config{Tick: 100 * time.Millisecond,
+		Targets:  []dimmer.Target{{Signal: signals.LatencyP99, Target: 1}},
+		Features: []dimmer.Feature{{Name: "recommendations"}}})
+	require.NoError(t, err)
+	f := newFixture(t, Config{Controller: ctl, Now: time.Now})
+	src := sourceFunc(func(ctx context.Context, now time.Time) (signals.Snapshot, error) {
+		var s signals.Snapshot
+		s.Time = now
+		s.Set(signals.LatencyP99, 3)
+		return s, nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go f.api.Run(ctx, src)
+	ch, _ := follow(t, ctx, f.srv.URL+"/v1/stream")
+	next(t, ch, "state", 5*time.Second)
+	next(t, ch, "tick", 5*time.Second)
+	ev := next(t, ch, "state", 5*time.Second)
+	_, gen, ok := parseEventID(ev.id)
+	require.True(t, ok)
+	assert.Positive(t, gen, "a change published by the loop")
+
+	och, _ := follow(t, ctx, f.srv.URL+"/ofrep/v1/events", "Last-Event-ID", "1-0")
+	ref := next(t, och, "message", 5*time.Second)
+	assert.Contains(t, ref.data, `"type":"refetchEvaluation"`)
+}
+
+type sourceFunc func(ctx context.Context, now time.Time) (signals.Snapshot, error)
+
+func (f sourceFunc) Snapshot(ctx context.Context, now time.Time) (signals.Snapshot, error) {
+	return f(ctx, now)
+}
+
+// TestOFREPEventsReplayAndPace: a client back with an older id (or from
+// another boot) gets a refetch at once, one up to date gets none; events
+// come at most once a second however fast the state changes.
+func TestOFREPEventsReplayAndPace(t *testing.T) {
+	ctl, err := dimmer.New(dimmer.Config{Tick: 100 * time.Millisecond,
+		Targets:  []dimmer.Target{{Signal: signals.LatencyP99, Target: 1}},
+		Features: []dimmer.Feature{{Name: "recommendations"}}})
+	require.NoError(t, err)
+	f := newFixture(t, Config{Controller: ctl, Now: time.Now})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	gen := ctl.State().Generation
+	cur, _ := follow(t, ctx, f.srv.URL+"/ofrep/v1/events", "Last-Event-ID", f.api.eventID(gen))
+	old, _ := follow(t, ctx, f.srv.URL+"/ofrep/v1/events", "Last-Event-ID", strconv.FormatInt(f.api.boot-1, 10)+"-"+strconv.FormatUint(gen, 10))
+	ev := next(t, old, "message", 2*time.Second)
+	assert.Equal(t, f.api.eventID(gen), ev.id)
+	var d map[string]any
+	require.NoError(t, json.Unmarshal([]byte(ev.data), &d))
+	assert.Equal(t, f.api.BulkETag(gen), d["etag"])
+	select {
+	case e := <-cur:
+		t.Fatalf("an up-to-date client got %v", e)
+	case <-time.After(300 * time.Millisecond):
+	}
+
+	// The state flips every 50 ms for 2.5 s: at most ~3 refetches.
+	src := sourceFunc(func(ctx context.Context, now time.Time) (signals.Snapshot, error) {
+		var s signals.Snapshot
+		s.Time = now
+		s.Set(signals.LatencyP99, 5)
+		return s, nil
+	})
+	go f.api.Run(ctx, src)
+	stop := time.After(2500 * time.Millisecond)
+	n := 0
+	var last sseEvent
+loop:
+	for {
+		select {
+		case e := <-cur:
+			if e.event == "message" {
+				n++
+				last = e
+			}
+		case <-stop:
+			break loop
+		}
+	}
+	assert.GreaterOrEqual(t, n, 1)
+	assert.LessOrEqual(t, n, 3, "paced to one a second")
+	_, g, _ := parseEventID(last.id)
+	assert.Greater(t, g, gen)
+}
+
+func TestStreamAuth(t *testing.T) {
+	f := newFixture(t, Config{EvalTokens: map[string]string{"app": "eval-token-0123456789"}, Now: time.Now})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, resp := follow(t, ctx, f.srv.URL+"/v1/stream")
+	assert.Equal(t, 401, resp.StatusCode)
+	_, resp = follow(t, ctx, f.srv.URL+"/ofrep/v1/events")
+	assert.Equal(t, 401, resp.StatusCode)
+	_, resp = follow(t, ctx, f.srv.URL+"/v1/stream?token=garbage")
+	assert.Equal(t, 401, resp.StatusCode)
+
+	r, m := f.do(t, "POST", "/v1/stream/token", "")
+	assert.Equal(t, 401, r.StatusCode)
+	r, m = f.do(t, "POST", "/v1/stream/token", "", "Authorization", "Bearer eval-token-0123456789")
+	require.Equal(t, 200, r.StatusCode)
+	tok := m["token"].(string)
+	ch, resp := follow(t, ctx, f.srv.URL+"/v1/stream?token="+tok)
+	require.Equal(t, 200, resp.StatusCode)
+	next(t, ch, "state", 5*time.Second)
+	_, resp = follow(t, ctx, f.srv.URL+"/v1/stream", "X-API-Key", "eval-token-0123456789")
+	assert.Equal(t, 200, resp.StatusCode)
+
+	// Expired.
+	assert.False(t, f.api.checkStreamToken(f.api.streamToken(time.Now().Add(-time.Second))))
+	// Tampered.
+	assert.False(t, f.api.checkStreamToken(tok[:len(tok)-2]+"AA"))
+}

@@ -1,0 +1,558 @@
+package provider
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/brownout/brownout/dimmer"
+)
+
+// RemoteOptions configure a Remote.
+type RemoteOptions struct {
+	// URL is brownoutd's base URL, e.g. http://127.0.0.1:8080. Required.
+	URL string
+	// Token, when set, is sent as Authorization: Bearer (the daemon's
+	// evaluation or operator token).
+	Token string
+	// StaleTTL: after this long without the daemon, every feature falls
+	// back to its default (until then the last-known levels hold, marked
+	// stale). Default 1 minute.
+	StaleTTL time.Duration
+	// Defaults are the features' fallbacks: true fails open (the feature
+	// on), false closed. They override the defaults the daemon publishes;
+	// before the daemon was ever reached (and without StateFile) they
+	// name the features. A feature in neither falls back to on.
+	Defaults map[string]bool
+	// StateFile, when set, keeps the last-known state across restarts of
+	// the app: written on every change, read at start (used while younger
+	// than StaleTTL, else only for the feature names and defaults).
+	StateFile string
+	// ReadTimeout ends a connection on which nothing arrived (not even a
+	// keep-alive) for this long. Default 45 s (three of the daemon's).
+	ReadTimeout time.Duration
+	// MinBackoff and MaxBackoff bound the reconnection delay (exponential,
+	// full jitter). Defaults 100 ms and 10 s.
+	MinBackoff, MaxBackoff time.Duration
+	// Client makes the connections. Default: a client without an overall
+	// timeout (a stream lasts).
+	Client *http.Client
+	// Logger. Default: discard.
+	Logger *slog.Logger
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+// Remote follows brownoutd's /v1/stream and holds the newest state, so
+// that a Provider over it (New(remote, …)) evaluates locally with the
+// in-process code — no network round trip per evaluation, and never a
+// blocked one. While the daemon is away the last-known levels hold with
+// mode stale (the provider emits PROVIDER_STALE); after StaleTTL every
+// feature takes its default; on return the daemon's state (and
+// PROVIDER_READY). A daemon that restarted (another boot epoch in the
+// event ids) is followed even though its generation starts again.
+//
+// Run it with Run; it is safe for concurrent use.
+type Remote struct {
+	o   RemoteOptions
+	log *slog.Logger
+
+	mu struct {
+		sync.Mutex
+		st        *dimmer.State
+		seq       uint64
+		subs      map[chan *dimmer.State]struct{}
+		boot      int64
+		gen       uint64
+		last      *wireState // the daemon's newest, for staleness
+		lastAt    time.Time  // when the daemon was last heard
+		connected bool
+		defaults  map[string]bool
+		names     []string
+	}
+}
+
+var _ Source = (*Remote)(nil)
+
+// wireState is the part of the daemon's state (api.StateJSON, "v": 1)
+// that evaluation needs; other fields are ignored.
+type wireState struct {
+	V            int       `json:"v"`
+	Boot         int64     `json:"boot"`
+	Generation   uint64    `json:"generation"`
+	Time         time.Time `json:"time"`
+	Mode         string    `json:"mode"`
+	Shed         float64   `json:"shed"`
+	Reason       string    `json:"reason"`
+	SegmentNames []string  `json:"segment_names"`
+	Features     []struct {
+		Name     string             `json:"name"`
+		Level    float64            `json:"level"`
+		Computed float64            `json:"computed"`
+		Floor    float64            `json:"floor"`
+		Mode     string             `json:"mode"`
+		Default  *bool              `json:"default"`
+		Segments map[string]float64 `json:"segments"`
+		Override *struct {
+			Level  float64   `json:"level"`
+			Until  time.Time `json:"until"`
+			Reason string    `json:"reason"`
+		} `json:"override"`
+		Cap *struct {
+			Reason string `json:"reason"`
+		} `json:"cap"`
+	} `json:"features"`
+	// SavedAt is set in the state file only.
+	SavedAt time.Time `json:"saved_at,omitzero"`
+}
+
+func (w *wireState) check() error {
+	if w.V != 1 {
+		return fmt.Errorf("state version %d: want 1", w.V)
+	}
+	seen := map[string]bool{}
+	for i, f := range w.Features {
+		if f.Name == "" || seen[f.Name] {
+			return fmt.Errorf("features[%d]: missing or repeated name %q", i, f.Name)
+		}
+		seen[f.Name] = true
+		if !(f.Level >= 0 && f.Level <= 1) {
+			return fmt.Errorf("features[%d] (%s): level %v outside 0..1", i, f.Name, f.Level)
+		}
+	}
+	return nil
+}
+
+// NewRemote returns a follower of the daemon at o.URL, holding the state
+// file's last-known state or the defaults until it connects.
+func NewRemote(o RemoteOptions) (*Remote, error) {
+	if !strings.HasPrefix(o.URL, "http://") && !strings.HasPrefix(o.URL, "https://") {
+		return nil, fmt.Errorf("provider: remote: URL %q: want brownoutd's http(s) base URL", o.URL)
+	}
+	o.URL = strings.TrimSuffix(o.URL, "/")
+	if o.StaleTTL <= 0 {
+		o.StaleTTL = time.Minute
+	}
+	if o.ReadTimeout <= 0 {
+		o.ReadTimeout = 45 * time.Second
+	}
+	if o.MinBackoff <= 0 {
+		o.MinBackoff = 100 * time.Millisecond
+	}
+	if o.MaxBackoff < o.MinBackoff {
+		o.MaxBackoff = max(10*time.Second, o.MinBackoff)
+	}
+	if o.Client == nil {
+		o.Client = &http.Client{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	r := &Remote{o: o, log: o.Logger}
+	r.mu.subs = map[chan *dimmer.State]struct{}{}
+	r.mu.defaults = map[string]bool{}
+	for name, d := range o.Defaults {
+		r.mu.defaults[name] = d
+		r.mu.names = append(r.mu.names, name)
+	}
+	slices.Sort(r.mu.names)
+	if o.StateFile != "" {
+		if w, err := readStateFile(o.StateFile); err != nil {
+			r.log.Warn("provider: remote: last-known state not used", "file", o.StateFile, "err", err)
+		} else if w != nil {
+			r.learn(w)
+			if o.Now().Sub(w.SavedAt) < o.StaleTTL {
+				r.mu.last, r.mu.lastAt = w, w.SavedAt
+				r.publishLocked(r.stale(w, "last-known state from "+o.StateFile))
+				return r, nil
+			}
+		}
+	}
+	r.publishLocked(r.fallback("not yet connected to " + o.URL))
+	return r, nil
+}
+
+// State returns the newest state (an atomic-cheap read under a mutex).
+func (r *Remote) State() *dimmer.State {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.mu.st
+}
+
+// Subscribe delivers the newest state after each change, coalesced.
+func (r *Remote) Subscribe() (<-chan *dimmer.State, func()) {
+	ch := make(chan *dimmer.State, 1)
+	r.mu.Lock()
+	r.mu.subs[ch] = struct{}{}
+	r.mu.Unlock()
+	return ch, func() {
+		r.mu.Lock()
+		delete(r.mu.subs, ch)
+		r.mu.Unlock()
+	}
+}
+
+// Connected reports whether the stream is up.
+func (r *Remote) Connected() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.mu.connected
+}
+
+// publishLocked makes st the newest state, with the next local sequence
+// number (the daemon's generation while it grows, so that instances
+// agree; past it after a daemon restart, so that followers never see a
+// generation go back). Callers hold r.mu (or own r alone).
+func (r *Remote) publishLocked(build func(seq uint64) *dimmer.State) {
+	r.mu.seq++
+	st := build(r.mu.seq)
+	r.mu.seq = st.Generation
+	r.mu.st = st
+	for ch := range r.mu.subs {
+		select {
+		case ch <- st:
+		default:
+			select {
+			case <-ch:
+			default:
+			}
+			select {
+			case ch <- st:
+			default:
+			}
+		}
+	}
+}
+
+// learn takes feature names and published defaults from a state.
+func (r *Remote) learn(w *wireState) {
+	names := make([]string, 0, len(w.Features))
+	for _, f := range w.Features {
+		names = append(names, f.Name)
+		if _, set := r.o.Defaults[f.Name]; !set && f.Default != nil {
+			r.mu.defaults[f.Name] = *f.Default
+		}
+	}
+	r.mu.names = names
+}
+
+// fromWire builds the daemon's state, mode mapped, at sequence seq (or
+// the daemon's generation when larger).
+func fromWire(w *wireState, seq uint64, stale bool, reason string) *dimmer.State {
+	gen := max(seq, w.Generation)
+	mode, _ := dimmer.ParseMode(w.Mode)
+	if stale {
+		mode = dimmer.Stale
+	}
+	fs := make([]dimmer.PublishedFeature, len(w.Features))
+	for i, f := range w.Features {
+		m, _ := dimmer.ParseMode(f.Mode)
+		if stale {
+			m = dimmer.Stale
+		}
+		p := dimmer.PublishedFeature{Name: f.Name, Level: f.Level, Computed: f.Computed, Floor: f.Floor, Mode: m}
+		for _, s := range w.SegmentNames {
+			v, ok := f.Segments[s]
+			if !ok {
+				v = f.Level
+			}
+			p.Segments = append(p.Segments, v)
+		}
+		if f.Override != nil {
+			p.Pin = &dimmer.Pin{Level: f.Override.Level, Until: f.Override.Until, Reason: f.Override.Reason}
+		}
+		if f.Cap != nil {
+			p.CapReason = f.Cap.Reason
+		}
+		fs[i] = p
+	}
+	if reason == "" {
+		reason = w.Reason
+	}
+	return dimmer.Published(gen, w.Time, mode, w.Shed, reason, w.SegmentNames, fs)
+}
+
+// stale holds w's levels, marked stale.
+func (r *Remote) stale(w *wireState, why string) func(uint64) *dimmer.State {
+	return func(seq uint64) *dimmer.State {
+		return fromWire(w, seq, true, "brownoutd unreachable, last-known levels held: "+why)
+	}
+}
+
+// fallback is every known feature at its default, marked stale.
+func (r *Remote) fallback(why string) func(uint64) *dimmer.State {
+	names := append([]string(nil), r.mu.names...)
+	defaults := r.mu.defaults
+	return func(seq uint64) *dimmer.State {
+		fs := make([]dimmer.PublishedFeature, len(names))
+		for i, n := range names {
+			lvl := 1.0
+			if d, ok := defaults[n]; ok && !d {
+				lvl = 0
+			}
+			fs[i] = dimmer.PublishedFeature{Name: n, Level: lvl, Computed: lvl, Mode: dimmer.Stale}
+		}
+		return dimmer.Published(seq, time.Time{}, dimmer.Stale, 0, "brownoutd unreachable, features at their defaults: "+why, nil, fs)
+	}
+}
+
+// Run follows the daemon until ctx ends: connect, read, and on any
+// failure reconnect after an exponential backoff with full jitter; the
+// staleness clock runs meanwhile. It returns ctx's error.
+func (r *Remote) Run(ctx context.Context) error {
+	go r.expire(ctx)
+	attempt := 0
+	for {
+		err := r.connect(ctx)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		r.disconnected(err)
+		if err == errHeard {
+			attempt = 0
+		}
+		attempt++
+		ceil := min(r.o.MaxBackoff, r.o.MinBackoff<<min(attempt, 20))
+		t := time.NewTimer(time.Duration(rand.Int64N(int64(ceil) + 1)))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// expire falls back to the defaults once the daemon has been away for
+// StaleTTL.
+func (r *Remote) expire(ctx context.Context) {
+	t := time.NewTicker(min(max(r.o.StaleTTL/10, 10*time.Millisecond), time.Second))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		r.mu.Lock()
+		if !r.mu.connected && r.mu.last != nil && r.o.Now().Sub(r.mu.lastAt) >= r.o.StaleTTL {
+			r.mu.last = nil
+			r.publishLocked(r.fallback(fmt.Sprintf("no news for %v", r.o.StaleTTL)))
+		}
+		r.mu.Unlock()
+	}
+}
+
+// errHeard: the connection delivered at least one state before it ended
+// (the backoff starts over).
+var errHeard = errors.New("provider: remote: stream ended")
+
+func (r *Remote) disconnected(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	was := r.mu.connected
+	r.mu.connected = false
+	if was {
+		r.mu.lastAt = r.o.Now() // the daemon was there until now: the stale clock starts here
+	}
+	if was && r.mu.last != nil {
+		r.publishLocked(r.stale(r.mu.last, errString(err)))
+	}
+	r.log.Warn("provider: remote: disconnected from brownoutd", "url", r.o.URL, "err", err)
+}
+
+func errString(err error) string {
+	if err == nil || err == errHeard {
+		return "the stream ended"
+	}
+	return err.Error()
+}
+
+// connect reads one connection's events until it fails.
+func (r *Remote) connect(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.o.URL+"/v1/stream", nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	if r.o.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+r.o.Token)
+	}
+	r.mu.Lock()
+	if r.mu.boot != 0 {
+		req.Header.Set("Last-Event-ID", strconv.FormatInt(r.mu.boot, 10)+"-"+strconv.FormatUint(r.mu.gen, 10))
+	}
+	r.mu.Unlock()
+	// The read deadline: no byte for ReadTimeout ends the connection.
+	alive := make(chan struct{}, 1)
+	go func() {
+		t := time.NewTimer(r.o.ReadTimeout)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-alive:
+				t.Reset(r.o.ReadTimeout)
+			case <-t.C:
+				cancel()
+				return
+			}
+		}
+	}()
+	resp, err := r.o.Client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("provider: remote: %s/v1/stream: %s", r.o.URL, resp.Status)
+	}
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
+		return fmt.Errorf("provider: remote: %s/v1/stream: content type %q", r.o.URL, ct)
+	}
+	br := bufio.NewReaderSize(resp.Body, 64<<10)
+	var event, id string
+	var data strings.Builder
+	heard := false
+	for {
+		line, err := readLine(br)
+		if err != nil {
+			if heard {
+				return errHeard
+			}
+			if errors.Is(err, io.EOF) {
+				return errors.New("provider: remote: the stream ended before a state")
+			}
+			return err
+		}
+		select {
+		case alive <- struct{}{}:
+		default:
+		}
+		switch {
+		case line == "":
+			if event == "state" {
+				if err := r.apply(id, data.String()); err != nil {
+					return fmt.Errorf("provider: remote: bad state event: %w", err)
+				}
+				heard = true
+			}
+			event, id = "", ""
+			data.Reset()
+		case strings.HasPrefix(line, ":"):
+		case strings.HasPrefix(line, "event:"):
+			event = strings.TrimSpace(line[6:])
+		case strings.HasPrefix(line, "id:"):
+			id = strings.TrimSpace(line[3:])
+		case strings.HasPrefix(line, "data:"):
+			if data.Len() > 0 {
+				data.WriteByte('\n')
+			}
+			data.WriteString(strings.TrimPrefix(line[5:], " "))
+		}
+	}
+}
+
+// readLine reads one line of at most 4 MiB.
+func readLine(br *bufio.Reader) (string, error) {
+	var b strings.Builder
+	for {
+		part, isPrefix, err := br.ReadLine()
+		if err != nil {
+			return "", err
+		}
+		b.Write(part)
+		if b.Len() > 4<<20 {
+			return "", errors.New("provider: remote: a line over 4 MiB")
+		}
+		if !isPrefix {
+			return b.String(), nil
+		}
+	}
+}
+
+// apply takes a state event: newer than what we hold, or from a daemon
+// that restarted (another boot epoch).
+func (r *Remote) apply(id, data string) error {
+	var w wireState
+	if err := json.Unmarshal([]byte(data), &w); err != nil {
+		return err
+	}
+	if err := w.check(); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	restarted := r.mu.boot != 0 && w.Boot != r.mu.boot
+	if !restarted && r.mu.boot != 0 && w.Generation < r.mu.gen {
+		return nil // an older state of the same daemon
+	}
+	if restarted {
+		r.log.Info("provider: remote: brownoutd restarted", "boot", w.Boot, "generation", w.Generation)
+	}
+	r.mu.boot, r.mu.gen = w.Boot, w.Generation
+	r.mu.last, r.mu.lastAt, r.mu.connected = &w, r.o.Now(), true
+	r.learn(&w)
+	r.publishLocked(func(seq uint64) *dimmer.State { return fromWire(&w, seq, false, "") })
+	if r.o.StateFile != "" {
+		w.SavedAt = r.o.Now()
+		if err := writeStateFile(r.o.StateFile, &w); err != nil {
+			r.log.Warn("provider: remote: saving the last-known state", "file", r.o.StateFile, "err", err)
+		}
+	}
+	return nil
+}
+
+func readStateFile(path string) (*wireState, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var w wireState
+	if err := json.Unmarshal(b, &w); err != nil {
+		return nil, err
+	}
+	return &w, w.check()
+}
+
+func writeStateFile(path string, w *wireState) error {
+	b, err := json.Marshal(w)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".brownout-state-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

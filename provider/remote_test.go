@@ -1,0 +1,232 @@
+package provider_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/open-feature/go-sdk/openfeature"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/brownout/brownout/api"
+	"github.com/brownout/brownout/dimmer"
+	"github.com/brownout/brownout/provider"
+	"github.com/brownout/brownout/signals"
+)
+
+// daemon is a controller behind the api package on a fixed 127.0.0.1
+// address, so that it can be killed and restarted in place.
+type daemon struct {
+	ctl  *dimmer.Controller
+	api  *api.API
+	srv  *http.Server
+	addr string
+}
+
+func startDaemon(t *testing.T, addr string) *daemon {
+	t.Helper()
+	ctl, err := dimmer.New(dimmer.Config{
+		Targets:  []dimmer.Target{{Signal: signals.LatencyP99, Target: 1}},
+		Features: []dimmer.Feature{{Name: "recommendations"}, {Name: "reviews", Rank: 1}},
+		Segments: []dimmer.Segment{{Name: "vip", Offset: 0.2}},
+	})
+	require.NoError(t, err)
+	a, err := api.New(api.Config{Controller: ctl, Defaults: map[string]bool{"reviews": false}})
+	require.NoError(t, err)
+	var ln net.Listener
+	for i := 0; i < 50; i++ { // the old socket may linger a moment
+		if ln, err = net.Listen("tcp", addr); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.NoError(t, err)
+	d := &daemon{ctl: ctl, api: a, srv: &http.Server{Handler: a.Handler()}, addr: ln.Addr().String()}
+	go d.srv.Serve(ln)
+	t.Cleanup(func() { d.kill() })
+	return d
+}
+
+// change publishes a new state and fans it out (as the daemon's loop does).
+func (d *daemon) change(t *testing.T, level float64) *dimmer.State {
+	t.Helper()
+	st, err := d.ctl.Pin("recommendations", level, time.Hour, "test")
+	require.NoError(t, err)
+	d.api.Publish(st)
+	return st
+}
+
+func (d *daemon) kill() {
+	d.api.Shutdown()
+	d.srv.Close()
+}
+
+func waitFor(t *testing.T, d time.Duration, cond func() bool, msg string) {
+	t.Helper()
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatal("timed out: " + msg)
+}
+
+func level(r *provider.Remote, name string) float64 {
+	st := r.State()
+	i, ok := st.FeatureIndex(name)
+	if !ok {
+		return -1
+	}
+	return st.LevelAt(i, -1)
+}
+
+// TestRemoteFollows: the same answers as in-process, for many users and
+// a segment; a daemon killed and restarted (lower generation, another
+// boot) is followed through STALE and READY; after the TTL the defaults.
+func TestRemoteFollows(t *testing.T) {
+	d := startDaemon(t, "127.0.0.1:0")
+	st := d.change(t, 0.37)
+	r, err := provider.NewRemote(provider.RemoteOptions{URL: "http://" + d.addr, StaleTTL: 400 * time.Millisecond,
+		MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go r.Run(ctx)
+	waitFor(t, 5*time.Second, func() bool { return level(r, "recommendations") == 0.37 }, "followed")
+
+	local, _ := provider.New(d.ctl, provider.Options{})
+	remote, _ := provider.New(r, provider.Options{})
+	for i := range 2000 {
+		for _, attrs := range []map[string]any{{}, {"segment": "vip"}} {
+			fc := openfeature.FlattenedContext{openfeature.TargetingKey: "user-" + strconv.Itoa(i)}
+			for k, v := range attrs {
+				fc[k] = v
+			}
+			a := local.BooleanEvaluation(ctx, "recommendations", false, fc)
+			b := remote.BooleanEvaluation(ctx, "recommendations", false, fc)
+			require.Equal(t, a.Value, b.Value, "user %d %v", i, attrs)
+		}
+	}
+	fl := remote.FloatEvaluation(ctx, "recommendations.level", -1, openfeature.FlattenedContext{openfeature.TargetingKey: "u"})
+	assert.Equal(t, "override", fl.FlagMetadata["mode"])
+	assert.Equal(t, "test", fl.FlagMetadata["reason"])
+	assert.EqualValues(t, st.Generation, fl.FlagMetadata["generation"], "the daemon's generation")
+
+	// Through the SDK, with its events.
+	events := make(chan openfeature.EventType, 16)
+	rp, _ := provider.New(r, provider.Options{})
+	require.NoError(t, openfeature.SetNamedProviderAndWait("remote-test", rp))
+	client := openfeature.NewClient("remote-test")
+	for _, kind := range []openfeature.EventType{openfeature.ProviderStale, openfeature.ProviderReady} {
+		cb := func(openfeature.EventDetails) { events <- kind }
+		client.AddHandler(kind, &cb)
+	}
+	<-events // READY on registration
+
+	// Kill the daemon: levels held, STALE; evaluations answer at once.
+	d.kill()
+	waitFor(t, 5*time.Second, func() bool { return !r.Connected() }, "disconnected")
+	assert.Equal(t, openfeature.ProviderStale, <-events)
+	start := time.Now()
+	v, _ := client.FloatValue(ctx, "recommendations.level", -1, openfeature.NewEvaluationContext("u", nil))
+	assert.Equal(t, 0.37, v, "last-known level held")
+	assert.Less(t, time.Since(start), 50*time.Millisecond, "never blocked")
+
+	// After the TTL: the defaults (reviews fails closed, as the daemon said).
+	waitFor(t, 5*time.Second, func() bool { return level(r, "recommendations") == 1 }, "defaults after the TTL")
+	on, _ := client.BooleanValue(ctx, "reviews", true, openfeature.NewEvaluationContext("u", nil))
+	assert.False(t, on, "reviews fails closed")
+
+	// A restarted daemon on the same address, generation starting again.
+	d2 := startDaemon(t, d.addr)
+	d2.change(t, 0.6)
+	waitFor(t, 5*time.Second, func() bool { return level(r, "recommendations") == 0.6 }, "followed after the restart")
+	assert.Equal(t, openfeature.ProviderReady, <-events)
+	assert.Greater(t, r.State().Generation, st.Generation, "local generations never go back")
+}
+
+// TestRemoteColdStart: with the daemon down, evaluations use the defaults
+// at once; the last-known state file is used while fresh; the follower
+// catches up when the daemon appears.
+func TestRemoteColdStart(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	ln.Close() // nobody there
+	file := filepath.Join(t.TempDir(), "brownout-state.json")
+	r, err := provider.NewRemote(provider.RemoteOptions{URL: "http://" + addr, StateFile: file,
+		Defaults: map[string]bool{"recommendations": true, "reviews": false}, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
+	require.NoError(t, err)
+	p, _ := provider.New(r, provider.Options{})
+	start := time.Now()
+	require.NoError(t, openfeature.SetNamedProviderAndWait("cold-test", p))
+	assert.Less(t, time.Since(start), time.Second, "Init is bounded")
+	c := openfeature.NewClient("cold-test")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ec := openfeature.NewEvaluationContext("u", nil)
+	on, _ := c.BooleanValue(ctx, "recommendations", false, ec)
+	assert.True(t, on, "fail open")
+	on, _ = c.BooleanValue(ctx, "reviews", true, ec)
+	assert.False(t, on, "fail closed")
+	go r.Run(ctx)
+
+	d := startDaemon(t, addr)
+	d.change(t, 0.25)
+	waitFor(t, 5*time.Second, func() bool { return level(r, "recommendations") == 0.25 }, "caught up")
+	d.kill()
+
+	// The app restarts with the daemon down: the state file's levels.
+	r2, err := provider.NewRemote(provider.RemoteOptions{URL: "http://" + addr, StateFile: file})
+	require.NoError(t, err)
+	assert.Equal(t, 0.25, level(r2, "recommendations"))
+	assert.Equal(t, dimmer.Stale, r2.State().StateMode())
+}
+
+// TestRemoteBadStreams: garbage and a stalled stream make the follower
+// reconnect (with backoff), never take a bad state, never block.
+func TestRemoteBadStreams(t *testing.T) {
+	var conns atomic.Int32
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /garbage/v1/stream", func(w http.ResponseWriter, r *http.Request) {
+		conns.Add(1)
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "event: state\ndata: {\"v\":1,\"features\":[{\"name\":\"x\",\"level\":7}]}\n\n")
+	})
+	var stalls atomic.Int32
+	mux.HandleFunc("GET /stall/v1/stream", func(w http.ResponseWriter, r *http.Request) {
+		stalls.Add(1)
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	})
+	mux.HandleFunc("GET /html/v1/stream", func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("<html>"))
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := &http.Server{Handler: mux}
+	go srv.Serve(ln)
+	defer srv.Close()
+	base := "http://" + ln.Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for _, path := range []string{"/garbage", "/stall", "/html"} {
+		r, err := provider.NewRemote(provider.RemoteOptions{URL: base + path, ReadTimeout: 100 * time.Millisecond,
+			Defaults: map[string]bool{"x": true}, MinBackoff: 10 * time.Millisecond, MaxBackoff: 40 * time.Millisecond})
+		require.NoError(t, err)
+		go r.Run(ctx)
+		time.Sleep(400 * time.Millisecond)
+		assert.Equal(t, 1.0, level(r, "x"), "%s: the default, not the bad state", path)
+		assert.False(t, r.Connected(), path)
+	}
+	assert.GreaterOrEqual(t, conns.Load(), int32(3), "garbage: reconnected")
+	assert.GreaterOrEqual(t, stalls.Load(), int32(2), "stalled: timed out and reconnected")
+}
