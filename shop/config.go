@@ -174,6 +174,11 @@ type Config struct {
 	// Loopback says the shop listens on loopback only.
 	OperatorTokens map[string]string
 	Loopback       bool
+	// Brownoutd, when set, is the base URL of a brownoutd serving this
+	// shop's levels (fleet mode): the shop follows its stream
+	// (provider.Remote) instead of running a controller of its own, and
+	// the daemon reads the shop's /metrics. BrownoutdToken is sent to it.
+	Brownoutd, BrownoutdToken string
 	// Logger. Default: discard.
 	Logger *slog.Logger
 }

@@ -136,11 +136,14 @@ func (s *Shop) demo(mux *http.ServeMux) {
 		writeJSON(w, http.StatusOK, v)
 	})
 	mux.HandleFunc("GET /api/demo/state", func(w http.ResponseWriter, r *http.Request) {
-		if s.ctl == nil {
+		if s.src == nil {
 			writeJSON(w, http.StatusOK, map[string]any{"protect": s.cfg.Protect})
 			return
 		}
-		st := s.ctl.Status()
+		st := s.src.State()
+		if s.ctl != nil {
+			st = s.ctl.Status()
+		}
 		levels := map[string]float64{}
 		for i := range st.NumFeatures() {
 			levels[st.FeatureName(i)] = st.LevelAt(i, -1)

@@ -167,8 +167,8 @@ func (s *Shop) page(ctx context.Context, id int64, user string) (Page, int, erro
 		}
 		pg.Sections[name] = sec
 	}
-	if s.ctl != nil {
-		pg.Generation = s.ctl.State().Seq()
+	if s.src != nil {
+		pg.Generation = s.src.State().Seq()
 	}
 	if err := s.pool.Do(ctx, work); err != nil {
 		return Page{}, http.StatusServiceUnavailable, err

@@ -49,8 +49,10 @@ type Shop struct {
 
 	// The protection; nil under None.
 	rec     *signals.Recorder
-	ctl     *dimmer.Controller
+	ctl     *dimmer.Controller // embedded mode
 	api     *api.API
+	remote  *provider.Remote // fleet mode (Config.Brownoutd)
+	src     provider.Source  // the levels: ctl or remote
 	shedder *shed.Shedder
 	flags   *openfeature.Client
 	payG    *fallback.Guard
@@ -188,32 +190,53 @@ func (s *Shop) protect(ctx context.Context) error {
 		features = append(features, dimmer.Feature{Name: name, Rank: i, Cost: cfg.Costs.sections()[i].Seconds() * 1000})
 	}
 	var err error
-	s.ctl, err = dimmer.New(dimmer.Config{
-		Targets: []dimmer.Target{
-			{Signal: signals.LatencyP99, Target: cfg.LatencyTarget.Seconds()},
-			{Signal: signals.RejectRatio, Target: 0.05, DimOnly: true},
-		},
-		Features: features,
-		Logger:   cfg.Logger,
-	})
+	shedLevel := func() float64 { return 0 }
+	if cfg.Brownoutd != "" {
+		// Fleet mode: the levels come from brownoutd's stream, evaluated
+		// here with the in-process code; the daemon reads this instance's
+		// /metrics (or its pushes) for its signals.
+		ro := provider.RemoteOptions{URL: cfg.Brownoutd, Token: cfg.BrownoutdToken, Logger: cfg.Logger}
+		if cfg.StateDir != "" {
+			ro.StateFile = filepath.Join(cfg.StateDir, "brownoutd-state.json") // the last-known levels across restarts
+		}
+		r, err := provider.NewRemote(ro)
+		if err != nil {
+			return err
+		}
+		s.remote, s.src = r, r
+		shedLevel = func() float64 { return r.State().Shed }
+		s.wg.Go(func() { r.Run(ctx) })
+	} else {
+		s.ctl, err = dimmer.New(dimmer.Config{
+			Targets: []dimmer.Target{
+				{Signal: signals.LatencyP99, Target: cfg.LatencyTarget.Seconds()},
+				{Signal: signals.RejectRatio, Target: 0.05, DimOnly: true},
+			},
+			Features: features,
+			Logger:   cfg.Logger,
+		})
+		if err != nil {
+			return err
+		}
+		if cfg.Protect == ShedOnly {
+			s.ctl.Freeze("shedding only: the comparison run")
+		}
+		s.src, shedLevel = s.ctl, s.ctl.ShedLevel
+	}
+	p, err := provider.New(s.src, provider.Options{Registerer: s.reg})
 	if err != nil {
 		return err
 	}
-	if cfg.Protect == ShedOnly {
-		s.ctl.Freeze("shedding only: the comparison run")
+	if s.ctl != nil {
+		// The controller's HTTP surface, the same package brownoutd
+		// mounts: OFREP, state, history, events, the operators' writes.
+		s.api, err = api.New(api.Config{Controller: s.ctl, Provider: p, OperatorTokens: cfg.OperatorTokens,
+			Loopback: cfg.Loopback, Registerer: s.reg, Logger: cfg.Logger})
+		if err != nil {
+			return err
+		}
+		s.wg.Go(func() { s.api.Run(ctx, dimmer.Local(s.rec)) })
 	}
-	p, err := provider.New(s.ctl, provider.Options{Registerer: s.reg})
-	if err != nil {
-		return err
-	}
-	// The controller's HTTP surface, the same package brownoutd mounts:
-	// OFREP, state, history, events, the operators' writes.
-	s.api, err = api.New(api.Config{Controller: s.ctl, Provider: p, OperatorTokens: cfg.OperatorTokens,
-		Loopback: cfg.Loopback, Registerer: s.reg, Logger: cfg.Logger})
-	if err != nil {
-		return err
-	}
-	s.wg.Go(func() { s.api.Run(ctx, dimmer.Local(s.rec)) })
 	domain := "shop-" + strconv.FormatInt(domains.Add(1), 10)
 	if err := openfeature.SetNamedProviderAndWait(domain, p); err != nil {
 		return err
@@ -236,7 +259,7 @@ func (s *Shop) protect(ctx context.Context) error {
 	}
 	s.shedder, err = shed.New(shed.Config{
 		Recorder:  s.rec,
-		ShedLevel: s.ctl.ShedLevel,
+		ShedLevel: shedLevel,
 		Classify:  routes.Classify,
 		// Declared costs, not corrected by service time: a checkout waits
 		// 30 ms on the payment gateway, which costs the workers nothing.
@@ -288,11 +311,15 @@ func (s *Shop) protect(ctx context.Context) error {
 // the protected API and storefront.
 func (s *Shop) Handler() http.Handler { return s.handler }
 
-// Controller returns the embedded controller (nil under None).
+// Controller returns the embedded controller (nil under None and in
+// fleet mode).
 func (s *Shop) Controller() *dimmer.Controller { return s.ctl }
 
 // Shedder returns the admission control (nil under None).
 func (s *Shop) Shedder() *shed.Shedder { return s.shedder }
+
+// Remote returns the follower of brownoutd in fleet mode (nil otherwise).
+func (s *Shop) Remote() *provider.Remote { return s.remote }
 
 // API returns the embedded controller's HTTP surface (nil under None).
 func (s *Shop) API() *api.API { return s.api }

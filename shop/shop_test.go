@@ -13,6 +13,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/brownout/brownout/api"
+	"github.com/brownout/brownout/dimmer"
+	"github.com/brownout/brownout/signals"
 )
 
 func newShop(t *testing.T, p Protect) (*Shop, *httptest.Server) {
@@ -194,4 +198,50 @@ func TestEmbeddedAPI(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, 403, resp.StatusCode)
+}
+
+// TestFleetMode: with Brownoutd set, the shop follows the daemon's levels
+// (an operator's override there dims the section here) and keeps serving
+// with the last-known levels when the daemon goes away.
+func TestFleetMode(t *testing.T) {
+	ctl, err := dimmer.New(dimmer.Config{
+		Targets:  []dimmer.Target{{Signal: signals.LatencyP99, Target: 0.3}},
+		Features: []dimmer.Feature{{Name: "recommendations"}, {Name: "reviews", Rank: 1}, {Name: "gallery", Rank: 2}},
+	})
+	require.NoError(t, err)
+	a, err := api.New(api.Config{Controller: ctl})
+	require.NoError(t, err)
+	daemon := httptest.NewServer(a.Handler())
+	s, err := New(context.Background(), Config{Protect: Brownout, StateDir: t.TempDir(), Brownoutd: daemon.URL})
+	require.NoError(t, err)
+	srv := httptest.NewServer(s.Handler())
+	defer func() {
+		srv.Close()
+		s.Close()
+	}()
+	st, err := ctl.Pin("recommendations", 0, time.Hour, "fleet test")
+	require.NoError(t, err)
+	a.Publish(st)
+	page := func() Page {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/api/products/3", nil)
+		req.Header.Set(UserHeader, "u1")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var pg Page
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&pg))
+		return pg
+	}
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if len(page().Dimmed) == 1 {
+			break
+		}
+	}
+	assert.Equal(t, []string{"recommendations"}, page().Dimmed, "the daemon's override, evaluated here")
+	a.Shutdown()
+	daemon.Close()
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end) && s.Remote().Connected(); time.Sleep(20 * time.Millisecond) {
+	}
+	assert.False(t, s.Remote().Connected())
+	assert.Equal(t, []string{"recommendations"}, page().Dimmed, "last-known levels while the daemon is away")
 }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -27,6 +28,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	sms := fs.String("sms", "", "the SMS provider's base URL, http(s)://HOST:PORT[/PATH] (default: the shop starts its own simulated one)")
 	recs := fs.String("recs", "", "the recommendation engine's base URL, http(s)://HOST:PORT[/PATH] (default: the shop starts its own simulated one)")
 	verbose := fs.Bool("v", false, "log the controller's changes")
+	brownoutd := fs.String("brownoutd", "", "fleet mode: follow the levels of the brownoutd at this base URL (http://HOST:PORT) instead of an embedded controller; the daemon reads this shop's /metrics")
+	brownoutdToken := fs.String("brownoutd-token", "", "token sent to --brownoutd (env BROWNOUTD_TOKEN)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: shop-demo serve [flags]
 
@@ -55,6 +58,18 @@ Flags:
 	// The embedded controller's operator API (/v1/…) takes writes without
 	// a token only on a loopback listener.
 	cfg := shop.Config{Protect: p, Workers: *workers, StateDir: *state, DB: *db, Loopback: loopback(*listen)}
+	if *brownoutd != "" {
+		if cfg.Brownoutd, err = baseURL("brownoutd", *brownoutd); err != nil {
+			return err
+		}
+		if p != shop.Brownout {
+			return usageError{"--brownoutd needs --protect brownout"}
+		}
+		cfg.BrownoutdToken = *brownoutdToken
+		if cfg.BrownoutdToken == "" {
+			cfg.BrownoutdToken = os.Getenv("BROWNOUTD_TOKEN")
+		}
+	}
 	for _, d := range []struct {
 		flag string
 		in   *string
@@ -78,6 +93,9 @@ Flags:
 	}
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute}
 	fmt.Fprintf(stdout, "shop-demo: serving http://%s/ (protection %s)\n", ln.Addr(), p)
+	if cfg.Brownoutd != "" {
+		fmt.Fprintf(stdout, "levels from brownoutd at %s (fleet mode)\n", cfg.Brownoutd)
+	}
 	fmt.Fprintf(stdout, "nominal capacity: %s\n", s.Capacity())
 	c := s.Config()
 	fmt.Fprintf(stdout, "dependencies: payment %s, sms %s, recommendations %s\n", c.Payment, c.SMS, c.Recs)
