@@ -151,6 +151,9 @@ func BenchmarkOFREPLoopback(b *testing.B) {
 		frac = f // BROWNOUT_OFREP_P99=0.25: another share of the bare rate
 	}
 	half := rates["bare"] * frac
+	_, bp50, bp99 := openLoop(client, bareURL+"/", half, 10*time.Second)
+	b.Logf("the bare handler at the same rate: p50 %v, p99 %v", bp50, bp99)
+	b.ReportMetric(float64(bp99)/1e6, "bare-p99-ms@half")
 	sent, p50, p99 := openLoop(client, apiURL+"/ofrep/v1/evaluate/flags/recommendations", half, 10*time.Second)
 	b.Logf("open loop at %.0f req/s (%.2f of the bare handler's %.0f): answered %.0f/s, p50 %v, p99 %v (from each request's due time); tick lag p99 %.1f ms over %d ticks",
 		half, frac, rates["bare"], sent, p50, p99, 1000*a.hist.lagP99(), a.hist.ticks())
