@@ -2,6 +2,7 @@ package shed
 
 import (
 	"container/list"
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -49,6 +50,21 @@ type RateLimitConfig struct {
 	// outgrows its first group). Default: on every answer, for API
 	// clients that pace themselves by them.
 	HeadersOnRefusal bool
+	// Store keeps the clients' allowances. Default nil: this process's
+	// memory, the MaxClients most recently seen clients. A store shared by
+	// the instances of a fleet (package shed/redisstore) holds a client to
+	// one allowance across all of them instead of one per instance. When
+	// the store cannot decide (it returns an error: unreachable, slower
+	// than its timeout), this process's memory decides that request, so a
+	// failing store neither refuses nor waves through: each instance
+	// enforces the limit on its own until the store is back. The
+	// semantics (Quota) and the headers are the same whichever decides.
+	Store RateLimitStore
+}
+
+// quota is c's allowance, for a store.
+func (c *RateLimitConfig) quota() Quota {
+	return Quota{SlidingWindow: c.SlidingWindow, Rate: c.Rate, Burst: c.Burst, Window: c.Window}
 }
 
 func (c RateLimitConfig) withDefaults() (RateLimitConfig, error) {
@@ -202,11 +218,19 @@ func NewRateLimiter(cfg RateLimitConfig) (*RateLimiter, error) {
 
 // Allow takes one request of key at now, and writes X-RateLimit-Limit,
 // -Remaining, -Reset (and Retry-After when refused) to h when h is not nil.
+// It is AllowContext with context.Background().
 func (rl *RateLimiter) Allow(h http.Header, key string, now time.Time) bool {
+	return rl.AllowContext(context.Background(), h, key, now)
+}
+
+// AllowContext is Allow with a context for RateLimitConfig.Store (the
+// request's: a store gives up when it is done, and this process's memory
+// decides).
+func (rl *RateLimiter) AllowContext(ctx context.Context, h http.Header, key string, now time.Time) bool {
 	if h == nil {
 		h = http.Header{}
 	}
-	return rl.l.allow(h, key, now)
+	return rl.l.allowContext(ctx, h, key, now)
 }
 
 // peerAddr parses a RemoteAddr ("192.0.2.1:1234", "[2001:db8::1]:1234" or
@@ -511,13 +535,71 @@ func skipToComma(s string, i int) int {
 	return len(s)
 }
 
+// rateLimits is a per-client limit: a store's decisions, or this
+// process's memory's, written as headers.
 type rateLimits struct {
-	cfg   RateLimitConfig
-	limit string // X-RateLimit-Limit's value
-	mu    sync.Mutex
-	m     map[string]*list.Element // of *client
-	lru   list.List                // front: most recently seen
+	limit string         // X-RateLimit-Limit's value
+	quiet bool           // HeadersOnRefusal
+	quota Quota          // given to store
+	store RateLimitStore // nil: mem only
+	mem   *memory
 }
+
+func newRateLimits(cfg RateLimitConfig) (*rateLimits, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &rateLimits{limit: strconv.Itoa(cfg.Burst), quiet: cfg.HeadersOnRefusal, quota: cfg.quota(),
+		store: cfg.Store, mem: newMemory(cfg)}, nil
+}
+
+// allow takes one request of client key at now and writes the
+// X-RateLimit-* headers (and Retry-After when refused) to h. The store,
+// if any, is bounded by its own timeout.
+func (l *rateLimits) allow(h http.Header, key string, now time.Time) bool {
+	return l.allowContext(context.Background(), h, key, now)
+}
+
+// allowContext is allow with a context for the store.
+func (l *rateLimits) allowContext(ctx context.Context, h http.Header, key string, now time.Time) bool {
+	var d RateDecision
+	if l.store != nil {
+		var err error
+		if d, err = l.store.Take(ctx, key, l.quota, now); err != nil {
+			d = l.mem.take(key, now)
+		}
+	} else {
+		d = l.mem.take(key, now)
+	}
+	if d.Allowed && l.quiet {
+		return true
+	}
+	// One backing array for the values (each slice capped at its own
+	// element, so an Add to one header cannot reach the next).
+	v := make([]string, 4)
+	v[0], v[1], v[2] = l.limit, strconv.Itoa(max(d.Remaining, 0)), strconv.Itoa(ceilSeconds(d.Reset))
+	h["X-Ratelimit-Limit"] = v[0:1:1]
+	h["X-Ratelimit-Remaining"] = v[1:2:2]
+	h["X-Ratelimit-Reset"] = v[2:3:3]
+	if !d.Allowed {
+		v[3] = strconv.Itoa(max(ceilSeconds(d.RetryAfter), 1))
+		h["Retry-After"] = v[3:4:4]
+	}
+	return d.Allowed
+}
+
+// memory is the default RateLimitStore: a token bucket (x/time/rate's) or
+// a sliding window per client, the least recently seen forgotten past
+// MaxClients.
+type memory struct {
+	cfg RateLimitConfig
+	mu  sync.Mutex
+	m   map[string]*list.Element // of *client
+	lru list.List                // front: most recently seen
+}
+
+var _ RateLimitStore = (*memory)(nil)
 
 type client struct {
 	key    string
@@ -527,53 +609,41 @@ type client struct {
 	cur, prev int
 }
 
-func newRateLimits(cfg RateLimitConfig) (*rateLimits, error) {
-	cfg, err := cfg.withDefaults()
-	if err != nil {
-		return nil, err
-	}
-	return &rateLimits{cfg: cfg, limit: strconv.Itoa(cfg.Burst), m: map[string]*list.Element{}}, nil
+// newMemory returns a memory for cfg, its defaults applied.
+func newMemory(cfg RateLimitConfig) *memory {
+	return &memory{cfg: cfg, m: map[string]*list.Element{}}
 }
 
-// allow takes one request of client key at now and writes the
-// X-RateLimit-* headers (and Retry-After when refused) to h.
-func (l *rateLimits) allow(h http.Header, key string, now time.Time) bool {
+// Take implements RateLimitStore; it never fails. q is the quota the
+// memory was made with: a memory serves its one limiter.
+func (l *memory) Take(_ context.Context, key string, _ Quota, now time.Time) (RateDecision, error) {
+	return l.take(key, now), nil
+}
+
+// take takes one request of client key at now.
+func (l *memory) take(key string, now time.Time) RateDecision {
+	var d RateDecision
 	l.mu.Lock()
 	c := l.get(key, now)
-	var ok bool
-	var remaining int
-	var reset, retry time.Duration
 	if l.cfg.SlidingWindow {
-		ok, remaining, reset, retry = c.window(now, l.cfg.Burst, l.cfg.Window)
+		d = c.window(now, l.cfg.Burst, l.cfg.Window)
 	} else {
-		ok = c.bucket.AllowN(now, 1)
+		d.Allowed = c.bucket.AllowN(now, 1)
 		tokens := c.bucket.TokensAt(now)
-		remaining = max(int(tokens), 0)
-		reset = time.Duration((float64(l.cfg.Burst) - tokens) / l.cfg.Rate * float64(time.Second))
-		retry = time.Duration(max(1-tokens, 0) / l.cfg.Rate * float64(time.Second))
+		d.Remaining = max(int(tokens), 0)
+		d.Reset = time.Duration((float64(l.cfg.Burst) - tokens) / l.cfg.Rate * float64(time.Second))
+		if !d.Allowed {
+			d.RetryAfter = time.Duration(max(1-tokens, 0) / l.cfg.Rate * float64(time.Second))
+		}
 	}
 	l.mu.Unlock()
-	if ok && l.cfg.HeadersOnRefusal {
-		return true
-	}
-	// One backing array for the values (each slice capped at its own
-	// element, so an Add to one header cannot reach the next).
-	v := make([]string, 4)
-	v[0], v[1], v[2] = l.limit, strconv.Itoa(remaining), strconv.Itoa(ceilSeconds(reset))
-	h["X-Ratelimit-Limit"] = v[0:1:1]
-	h["X-Ratelimit-Remaining"] = v[1:2:2]
-	h["X-Ratelimit-Reset"] = v[2:3:3]
-	if !ok {
-		v[3] = strconv.Itoa(max(ceilSeconds(retry), 1))
-		h["Retry-After"] = v[3:4:4]
-	}
-	return ok
+	return d
 }
 
 func ceilSeconds(d time.Duration) int { return int((d + time.Second - 1) / time.Second) }
 
 // get returns the client's state, remembering it. Callers hold l.mu.
-func (l *rateLimits) get(key string, now time.Time) *client {
+func (l *memory) get(key string, now time.Time) *client {
 	if e, ok := l.m[key]; ok {
 		l.lru.MoveToFront(e)
 		return e.Value.(*client)
@@ -594,7 +664,7 @@ func (l *rateLimits) get(key string, now time.Time) *client {
 // window is the sliding-window counter: the current window's count plus
 // the previous window's, weighted by the share of it still inside the
 // sliding window.
-func (c *client) window(now time.Time, limit int, w time.Duration) (ok bool, remaining int, reset, retry time.Duration) {
+func (c *client) window(now time.Time, limit int, w time.Duration) RateDecision {
 	for el := now.Sub(c.start); el >= w; el = now.Sub(c.start) {
 		if el >= 2*w {
 			c.prev, c.cur = 0, 0
@@ -606,10 +676,10 @@ func (c *client) window(now time.Time, limit int, w time.Duration) (ok bool, rem
 	}
 	frac := 1 - float64(now.Sub(c.start))/float64(w)
 	used := float64(c.prev)*frac + float64(c.cur)
-	reset = w - now.Sub(c.start)
+	reset := w - now.Sub(c.start)
 	if used+1 > float64(limit) {
-		return false, 0, reset, reset
+		return RateDecision{Reset: reset, RetryAfter: reset}
 	}
 	c.cur++
-	return true, max(int(float64(limit)-used-1), 0), reset, 0
+	return RateDecision{Allowed: true, Remaining: max(int(float64(limit)-used-1), 0), Reset: reset}
 }

@@ -1,0 +1,121 @@
+package shed
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// scripted is a RateLimitStore that answers from a script and records
+// what it was asked.
+type scripted struct {
+	answers []scriptedAnswer
+	keys    []string
+	quotas  []Quota
+	ctxs    []context.Context
+}
+
+type scriptedAnswer struct {
+	d   RateDecision
+	err error
+}
+
+func (s *scripted) Take(ctx context.Context, key string, q Quota, now time.Time) (RateDecision, error) {
+	s.keys, s.quotas, s.ctxs = append(s.keys, key), append(s.quotas, q), append(s.ctxs, ctx)
+	a := s.answers[0]
+	s.answers = s.answers[1:]
+	return a.d, a.err
+}
+
+var errDown = errors.New("store down")
+
+func TestStoreDecidesAndMemoryFallsBack(t *testing.T) {
+	store := &scripted{answers: []scriptedAnswer{
+		{d: RateDecision{Allowed: true, Remaining: 7, Reset: 1500 * time.Millisecond}},
+		{d: RateDecision{Remaining: 0, Reset: 4 * time.Second, RetryAfter: 300 * time.Millisecond}},
+		{err: errDown},
+		{err: errDown},
+	}}
+	rl, err := NewRateLimiter(RateLimitConfig{Burst: 2, Store: store})
+	require.NoError(t, err)
+	type ctxKey struct{}
+	ctx := context.WithValue(context.Background(), ctxKey{}, "request")
+	for i, want := range []struct {
+		ok                           bool
+		remaining, reset, retryAfter string
+	}{
+		{true, "7", "2", ""},   // the store's, rounded up
+		{false, "0", "4", "1"}, // Retry-After at least 1 s
+		{true, "1", "1", ""},   // the memory's: a burst of 2 at 2/s
+		{true, "0", "1", ""},   // the memory's
+	} {
+		h := http.Header{}
+		ok := rl.AllowContext(ctx, h, "u:ivan", t0)
+		assert.Equal(t, want.ok, ok, "decision %d", i)
+		assert.Equal(t, "2", h.Get("X-Ratelimit-Limit"), "decision %d: the config's burst", i)
+		assert.Equal(t, want.remaining, h.Get("X-Ratelimit-Remaining"), "decision %d", i)
+		assert.Equal(t, want.reset, h.Get("X-Ratelimit-Reset"), "decision %d", i)
+		assert.Equal(t, want.retryAfter, h.Get("Retry-After"), "decision %d", i)
+	}
+	assert.Equal(t, []string{"u:ivan", "u:ivan", "u:ivan", "u:ivan"}, store.keys, "the key verbatim")
+	assert.Equal(t, Quota{Rate: 2, Burst: 2, Window: 5 * time.Second}, store.quotas[0], "the defaults applied")
+	assert.Equal(t, "request", store.ctxs[0].Value(ctxKey{}), "the caller's context")
+}
+
+func TestStoreBehindTheMiddleware(t *testing.T) {
+	for _, quiet := range []bool{false, true} {
+		store := &scripted{answers: []scriptedAnswer{
+			{d: RateDecision{Allowed: true, Remaining: 1, Reset: time.Second}},
+			{d: RateDecision{Reset: time.Second, RetryAfter: 2500 * time.Millisecond}},
+		}}
+		s, err := New(Config{Now: fixedNow, RateLimit: &RateLimitConfig{SlidingWindow: true, Store: store, HeadersOnRefusal: quiet}})
+		require.NoError(t, err)
+		h := s.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+		req := httptest.NewRequest(http.MethodGet, "/", nil)
+		req.Header.Set("X-User-ID", "judy")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		assert.Equal(t, http.StatusOK, rec.Code)
+		if quiet {
+			assert.Empty(t, rec.Header().Get("X-Ratelimit-Remaining"), "HeadersOnRefusal")
+		} else {
+			assert.Equal(t, "1", rec.Header().Get("X-Ratelimit-Remaining"))
+		}
+		rec = httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		assert.Equal(t, http.StatusTooManyRequests, rec.Code)
+		assert.Equal(t, "3", rec.Header().Get("Retry-After"))
+		assert.Equal(t, "10", rec.Header().Get("X-Ratelimit-Limit"))
+		assert.Equal(t, []string{"u:judy", "u:judy"}, store.keys)
+		assert.True(t, store.quotas[0].SlidingWindow)
+	}
+}
+
+func TestMemoryIsAStore(t *testing.T) {
+	var st RateLimitStore = newMemory(RateLimitConfig{Rate: 1, Burst: 1, MaxClients: 8})
+	d, err := st.Take(context.Background(), "k", Quota{Rate: 1, Burst: 1}, t0)
+	require.NoError(t, err)
+	assert.Equal(t, RateDecision{Allowed: true, Reset: time.Second}, d)
+	d, err = st.Take(context.Background(), "k", Quota{Rate: 1, Burst: 1}, t0.Add(250*time.Millisecond))
+	require.NoError(t, err)
+	assert.Equal(t, RateDecision{Reset: 750 * time.Millisecond, RetryAfter: 750 * time.Millisecond}, d)
+}
+
+// BenchmarkRateLimiter: one decision of the default limiter, this
+// process's memory, headers written.
+func BenchmarkRateLimiter(b *testing.B) {
+	rl, _ := NewRateLimiter(RateLimitConfig{Rate: 1e9, Burst: 1 << 30})
+	h := http.Header{}
+	now := t0
+	b.ReportAllocs()
+	for b.Loop() {
+		rl.Allow(h, "u:kim", now)
+		now = now.Add(time.Microsecond)
+	}
+}
