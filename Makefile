@@ -35,7 +35,7 @@ bench: ## run the benchmarks (BENCHTIME=1s); anchors run beside ours
 fuzz: ## run every fuzz target for FUZZTIME (default 10s) each
 	@set -e; for pkg in $$($(GO) list $(PKGS)); do \
 	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
-	    echo "== $$pkg $$f"; $(GO) test $$pkg -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME); \
+	    echo "== $$pkg $$f"; $(GO) test $$pkg -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 2s; \
 	  done; \
 	done
 

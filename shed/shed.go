@@ -528,7 +528,7 @@ func (s *Shedder) Middleware(next http.Handler) http.Handler {
 			key = s.keys.key(r)
 		}
 		if s.limits != nil {
-			if ok := s.limits.allow(w.Header(), key, now); !ok {
+			if ok := s.limits.allowContext(r.Context(), w.Header(), key, now); !ok {
 				s.rec.Reject(c, signals.ReasonRateLimit)
 				s.replies[signals.ReasonRateLimit].write(w, false)
 				return

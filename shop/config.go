@@ -179,6 +179,10 @@ type Config struct {
 	// (provider.Remote) instead of running a controller of its own, and
 	// the daemon reads the shop's /metrics. BrownoutdToken is sent to it.
 	Brownoutd, BrownoutdToken string
+	// Redis, when set (redis://HOST:PORT[/DB]), keeps the per-client rate
+	// limits in Redis (shed/redisstore), so that a client spread over
+	// several instances is held to one allowance.
+	Redis string
 	// Logger. Default: discard.
 	Logger *slog.Logger
 }

@@ -481,8 +481,8 @@ func (s *Shop) deals(c echo.Context) error {
 	w, r := c.Response(), c.Request()
 	if s.byUser != nil {
 		now := time.Now()
-		okUser := s.byUser.Allow(w.Header(), s.shedder.ClientKey(r), now)
-		okAddr := s.byAddr.Allow(http.Header{}, "ip:"+s.shedder.ClientAddr(r).String(), now)
+		okUser := s.byUser.AllowContext(r.Context(), w.Header(), s.shedder.ClientKey(r), now)
+		okAddr := s.byAddr.AllowContext(r.Context(), http.Header{}, "ip:"+s.shedder.ClientAddr(r).String(), now)
 		if !okUser || !okAddr {
 			s.counts.dealsRefused.Add(1)
 			if w.Header().Get("Retry-After") == "" {

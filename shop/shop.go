@@ -17,6 +17,7 @@ import (
 	"github.com/open-feature/go-sdk/openfeature"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/brownout/brownout/api"
 	"github.com/brownout/brownout/dimmer"
@@ -24,6 +25,7 @@ import (
 	"github.com/brownout/brownout/internal/pool"
 	"github.com/brownout/brownout/provider"
 	"github.com/brownout/brownout/shed"
+	"github.com/brownout/brownout/shed/redisstore"
 	"github.com/brownout/brownout/shop/deps"
 	"github.com/brownout/brownout/shop/store"
 	"github.com/brownout/brownout/signals"
@@ -68,7 +70,21 @@ type Shop struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 
-	counts counts
+	counts  counts
+	closers []func() error
+	stores  storeMetrics // the Redis rate-limit stores, for /metrics
+}
+
+// storeMetrics collects several redisstore.Stores (their metrics share
+// names, told apart by the prefix label), registered once, unchecked.
+type storeMetrics []*redisstore.Store
+
+func (storeMetrics) Describe(chan<- *prometheus.Desc) {}
+
+func (m storeMetrics) Collect(ch chan<- prometheus.Metric) {
+	for _, st := range m {
+		st.Collect(ch)
+	}
 }
 
 // counts are what the shop served, for reports and tests.
@@ -257,6 +273,27 @@ func (s *Shop) protect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Fleet-wide limits: one Redis keeps every instance's allowances.
+	var store func(prefix string) shed.RateLimitStore
+	if cfg.Redis != "" {
+		opt, err := redis.ParseURL(cfg.Redis)
+		if err != nil {
+			return fmt.Errorf("shop: redis %q: %w", cfg.Redis, err)
+		}
+		opt.ContextTimeoutEnabled = true
+		rc := redis.NewClient(opt)
+		s.closers = append(s.closers, rc.Close)
+		store = func(prefix string) shed.RateLimitStore {
+			st, err := redisstore.New(rc, redisstore.Config{Prefix: "shop:" + prefix + ":"})
+			if err != nil {
+				panic(err) // only for a client without ContextTimeoutEnabled, set above
+			}
+			s.stores = append(s.stores, st)
+			return st
+		}
+	} else {
+		store = func(string) shed.RateLimitStore { return nil }
+	}
 	s.shedder, err = shed.New(shed.Config{
 		Recorder:  s.rec,
 		ShedLevel: shedLevel,
@@ -268,15 +305,15 @@ func (s *Shop) protect(ctx context.Context) error {
 		// Ordinary users browse at well under a page a second; this holds
 		// a client that does not. Browsers read no X-RateLimit headers:
 		// they come with refusals only.
-		RateLimit: &shed.RateLimitConfig{Rate: 10, Burst: 30, HeadersOnRefusal: true},
+		RateLimit: &shed.RateLimitConfig{Rate: 10, Burst: 30, HeadersOnRefusal: true, Store: store("client")},
 	})
 	if err != nil {
 		return err
 	}
-	if s.byUser, err = shed.NewRateLimiter(shed.RateLimitConfig{Rate: 1, Burst: 5}); err != nil {
+	if s.byUser, err = shed.NewRateLimiter(shed.RateLimitConfig{Rate: 1, Burst: 5, Store: store("deal-user")}); err != nil {
 		return err
 	}
-	if s.byAddr, err = shed.NewRateLimiter(shed.RateLimitConfig{Rate: 2, Burst: 10}); err != nil {
+	if s.byAddr, err = shed.NewRateLimiter(shed.RateLimitConfig{Rate: 2, Burst: 10, Store: store("deal-addr")}); err != nil {
 		return err
 	}
 
@@ -303,6 +340,9 @@ func (s *Shop) protect(ctx context.Context) error {
 	s.wg.Go(func() { s.box.Run(ctx, s.sendSMS) })
 
 	s.reg.MustRegister(signals.NewCollector(s.rec, signals.CollectorOpts{}))
+	if len(s.stores) > 0 {
+		s.reg.MustRegister(s.stores)
+	}
 	s.reg.MustRegister(fallback.NewCollector([]*fallback.Guard{s.payG, s.smsG, s.recsG}, map[string]*fallback.Outbox{smsTopic: s.box}))
 	return nil
 }
@@ -344,6 +384,9 @@ func (s *Shop) Close() error {
 	var err error
 	if s.store != nil {
 		err = s.store.Close()
+	}
+	for _, c := range s.closers {
+		c()
 	}
 	return err
 }

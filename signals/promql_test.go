@@ -2,13 +2,7 @@ package signals
 
 import (
 	"context"
-	"fmt"
-	"net"
-	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -16,57 +10,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/brownout/brownout/internal/testsrv"
 )
 
 // startPrometheus runs a real Prometheus server on 127.0.0.1 that scrapes
-// target every second, and returns its base URL. It skips the test where
-// the binary is missing, except in CI, where .ci/run installs it.
+// target every second (internal/testsrv).
 func startPrometheus(t *testing.T, target string) string {
 	t.Helper()
-	bin, err := exec.LookPath("prometheus")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("prometheus binary not found in CI: .ci/run must install Debian package prometheus")
-		}
-		t.Skip("prometheus binary not found: apt-get install prometheus (as .ci/run does) to run this test")
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	l.Close()
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "prometheus.yml")
-	require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf(`global:
-  scrape_interval: 1s
-  evaluation_interval: 1s
-scrape_configs:
-  - job_name: app
-    static_configs:
-      - targets: ['%s']
-`, target)), 0o644))
-	cmd := exec.Command(bin, "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+addr, "--log.level=warn")
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	base := "http://" + addr
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get(base + "/-/ready")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return base
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("prometheus at %s not ready after 30 s: %v", base, err)
-		}
-		time.Sleep(100 * time.Millisecond) // polling an external process
-	}
+	return testsrv.StartPrometheus(t, target)
 }
 
 func TestPromQLSourceAgainstRealPrometheus(t *testing.T) {

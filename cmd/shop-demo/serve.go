@@ -30,6 +30,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	verbose := fs.Bool("v", false, "log the controller's changes")
 	brownoutd := fs.String("brownoutd", "", "fleet mode: follow the levels of the brownoutd at this base URL (http://HOST:PORT) instead of an embedded controller; the daemon reads this shop's /metrics")
 	brownoutdToken := fs.String("brownoutd-token", "", "token sent to --brownoutd (env BROWNOUTD_TOKEN)")
+	redisURL := fs.String("redis", "", "keep the per-client rate limits in this Redis (redis://HOST:PORT[/DB]), shared by every instance")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: shop-demo serve [flags]
 
@@ -57,7 +58,7 @@ Flags:
 	}
 	// The embedded controller's operator API (/v1/…) takes writes without
 	// a token only on a loopback listener.
-	cfg := shop.Config{Protect: p, Workers: *workers, StateDir: *state, DB: *db, Loopback: loopback(*listen)}
+	cfg := shop.Config{Protect: p, Workers: *workers, StateDir: *state, DB: *db, Loopback: loopback(*listen), Redis: *redisURL}
 	if *brownoutd != "" {
 		if cfg.Brownoutd, err = baseURL("brownoutd", *brownoutd); err != nil {
 			return err
