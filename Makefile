@@ -17,14 +17,14 @@ build: ## build the commands into bin/
 # Timing-sensitive and single-threaded tests skip under -race; they run on
 # their own without it, one package at a time (the real-HTTP ordering test,
 # the lab's acceptance, the shop's sale).
-NORACE := ./testapp ./sim ./shop
+NORACE := ./testapp ./sim ./shop ./e2e
 
 test: ## vet, every test with the race detector, then the lab and real-HTTP tests without it
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags brownout_procpin ./signals
 	$(GO) test -race -count=1 $(PKGS)
 	$(GO) test -race -count=1 -tags brownout_procpin ./signals
-	$(GO) test -p 1 -count=1 -run 'RealHTTP|Limit|SaleOrdering' $(NORACE)
+	$(GO) test -p 1 -count=1 -run 'RealHTTP|Limit|SaleOrdering|Fleet' $(NORACE)
 
 e2e: ## the real-HTTP harness on its defaults (brownoutd sim real), one stack after another
 	@for s in none shed failsafe brownout; do $(GO) run ./cmd/brownoutd sim real --quiet --stack $$s || exit 1; done
