@@ -116,8 +116,10 @@ func TestKeysExpire(t *testing.T) {
 		maxTTL  time.Duration
 		comment string
 	}{
-		{shed.RateLimitConfig{Rate: 100, Burst: 5}, 10 * time.Millisecond, "full again after 1/rate"},
-		{shed.RateLimitConfig{SlidingWindow: true, Burst: 5, Window: 50 * time.Millisecond}, 100 * time.Millisecond, "both windows past"},
+		// TTLs of a few hundred ms: under -race on a loaded machine a 10 ms
+		// key could be gone before PTTL reads it.
+		{shed.RateLimitConfig{Rate: 4, Burst: 5}, 250 * time.Millisecond, "full again after 1/rate"},
+		{shed.RateLimitConfig{SlidingWindow: true, Burst: 5, Window: 200 * time.Millisecond}, 400 * time.Millisecond, "both windows past"},
 	} {
 		l, _ := instance(t, srv.addr, tc.rl, Config{Prefix: "exp:", Timeout: healthy})
 		require.True(t, l.Allow(nil, "u:erin", time.Now()))
