@@ -315,6 +315,7 @@ func TestHistoryAndEvents(t *testing.T) {
 		s.Set(signals.LatencyP99, 0.2+float64(i)/20)
 		s.Set(signals.Goodput, 100)
 		s.Set(signals.Throughput, 110)
+		s.Set(signals.SojournP99, 0.05)
 		prev := f.ctl.State()
 		st := f.ctl.Step(now, s)
 		f.api.Record(now, s, st, time.Millisecond)
@@ -329,6 +330,8 @@ func TestHistoryAndEvents(t *testing.T) {
 	assert.Equal(t, 100.0, p["goodput"])
 	assert.Contains(t, p["levels"], "recommendations")
 	assert.Contains(t, p["readings"], "latency.p99")
+	assert.InDelta(t, 0.2+30.0/20, p["latency_p99"], 1e-9, "the p99 is charted whether or not it is a target")
+	assert.Equal(t, 0.05, p["sojourn_p99"], "so is the queue's sojourn")
 	resp, _ := f.do(t, "GET", "/v1/history?since=yesterday", "")
 	assert.Equal(t, 400, resp.StatusCode)
 	_, m = f.do(t, "GET", "/v1/events", "")
@@ -339,4 +342,6 @@ func TestHistoryAndEvents(t *testing.T) {
 	assert.True(t, kinds["move"], "a big level move is an event: %v", kinds)
 	_, m = f.do(t, "GET", "/v1/state", "")
 	assert.EqualValues(t, 40, m["tick"].(map[string]any)["ticks"])
+	law := m["law"].(map[string]any)
+	assert.Equal(t, map[string]any{"high": 0.85, "low": 0.7, "setpoint": 0.775, "cascade_at": 1.5, "max_shed": 2.0}, law, "the band the dial draws")
 }

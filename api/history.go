@@ -15,9 +15,13 @@ import (
 
 // Point is one control tick in /v1/history.
 type Point struct {
-	Time       time.Time          `json:"t"`
-	Pressure   *float64           `json:"pressure"`
-	Readings   map[string]float64 `json:"readings"`
+	Time     time.Time          `json:"t"`
+	Pressure *float64           `json:"pressure"`
+	Readings map[string]float64 `json:"readings"`
+	// LatencyP99 and SojournP99 are the snapshot's, whether or not they
+	// are targets (the dial charts both).
+	LatencyP99 *float64           `json:"latency_p99"`
+	SojournP99 *float64           `json:"sojourn_p99"`
 	Levels     map[string]float64 `json:"levels"`
 	Shed       float64            `json:"shed"`
 	ShedRate   *float64           `json:"shed_rate"`
@@ -170,6 +174,7 @@ func (a *API) record(now time.Time, snap signals.Snapshot, st *dimmer.State, lag
 	}
 	get := func(k signals.Key) *float64 { v, ok := snap.Get(k); return num(v, ok) }
 	p.ShedRate, p.Goodput, p.Throughput = get(signals.RejectRate), get(signals.Goodput), get(signals.Throughput)
+	p.LatencyP99, p.SojournP99 = get(signals.LatencyP99), get(signals.SojournP99)
 	a.hist.add(p, lag)
 	a.ticked(p)
 }

@@ -32,6 +32,21 @@ type StateJSON struct {
 	Signals      []ReadingJSON          `json:"signals"`
 	Sources      []signals.SourceHealth `json:"sources"`
 	Tick         TickJSON               `json:"tick"`
+	// Law is where the controller's hysteresis band lies (the dial draws
+	// it on the pressure gauge).
+	Law LawJSON `json:"law"`
+}
+
+// LawJSON is the pressure band of the control law: at or above High the
+// controller dims, under Low (held) it brightens, in between it holds;
+// at its floors, CascadeAt starts shedding, up to MaxShed (negative: the
+// cascade is off).
+type LawJSON struct {
+	High      float64 `json:"high"`
+	Low       float64 `json:"low"`
+	Setpoint  float64 `json:"setpoint"`
+	CascadeAt float64 `json:"cascade_at"`
+	MaxShed   float64 `json:"max_shed"`
 }
 
 // FeatureJSON is one feature in StateJSON.
@@ -131,6 +146,7 @@ func (a *API) State() StateJSON {
 		out.Sources = append(out.Sources, a.cfg.Sources()...)
 	}
 	out.Tick = TickJSON{Period: cfg.Tick.String(), LagP99: a.hist.lagP99(), Ticks: a.hist.ticks()}
+	out.Law = LawJSON{High: round(cfg.High), Low: round(cfg.Low), Setpoint: round(cfg.Setpoint), CascadeAt: round(cfg.CascadeAt), MaxShed: round(cfg.MaxShed)}
 	return out
 }
 
