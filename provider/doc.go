@@ -61,6 +61,20 @@
 // the request path) and exported as brownout_flag_evaluations_total when
 // Options.Registerer is set: "optional content served" is the on share.
 //
+// # Remote
+//
+// For apps that follow brownoutd instead of running a controller,
+// NewRemote returns a Source that follows the daemon's /v1/stream; a
+// Provider over it (New(remote, …)) evaluates locally with the same code —
+// no round trip per evaluation, never a blocked one. While the daemon is
+// away the last-known levels hold, marked stale (PROVIDER_STALE); after
+// RemoteOptions.StaleTTL every feature takes its default (fail open or
+// closed, as the daemon publishes or the options say); the daemon's return
+// is PROVIDER_READY, also after a restart (another boot epoch). Reconnects
+// back off exponentially with full jitter; a stalled or garbled stream is
+// dropped. RemoteOptions.StateFile keeps the last-known levels across app
+// restarts.
+//
 // # Usage
 //
 //	p, _ := provider.New(controller, provider.Options{Registerer: reg})
