@@ -710,7 +710,7 @@ func (c *Controller) levels() []float64 {
 				seg[j] = 1
 			}
 			continue
-		case (m.mode == Stale || m.mode == Frozen) && c.held(old, i, &out[i], seg):
+		case (m.mode == Stale || m.mode == Frozen) && !c.wasPinned(old, i) && c.held(old, i, &out[i], seg):
 			// Hold what was published; while stale a cap still applies
 			// (it only lowers levels).
 			if m.mode == Frozen {
@@ -739,6 +739,21 @@ func (c *Controller) levels() []float64 {
 // reports whether old had the feature. After a Reconfigure changed the
 // features or segments it matches them by name; a new segment holds what
 // its users got before, the feature's level for everyone.
+// wasPinned reports whether feature i was pinned in old: its published
+// level was the operator's, not the law's, so once the pin is gone the
+// law takes the feature back even while stale or frozen (holding the pin's
+// level would keep an incident's override with no end).
+func (c *Controller) wasPinned(old *State, i int) bool {
+	if old == nil {
+		return false
+	}
+	k, ok := i, !c.mu.relayout
+	if !ok {
+		k, ok = old.index[c.cfg.Features[i].Name]
+	}
+	return ok && k < len(old.core.pinned) && old.core.pinned[k]
+}
+
 func (c *Controller) held(old *State, i int, lv *float64, seg []float64) bool {
 	if old == nil {
 		return false

@@ -624,3 +624,39 @@ func TestConfigAndStateCannotBeChangedFromOutside(t *testing.T) {
 	assert.Equal(t, recs, st.Features[0].Level, "unfrozen from the published levels")
 	assert.False(t, st.Tampered())
 }
+
+// TestUnpinWhileStale: an override released (or expired) while the
+// signals are stale gives the feature back to the law; the pin's level is
+// not held with no end.
+func TestUnpinWhileStale(t *testing.T) {
+	c, err := New(Config{Tick: time.Second, Targets: []Target{{Signal: signals.LatencyP99, Target: 1}},
+		Features: []Feature{{Name: "a"}, {Name: "b", Rank: 1}}})
+	require.NoError(t, err)
+	now := time.Date(2026, 11, 11, 0, 0, 0, 0, time.UTC)
+	var fresh signals.Snapshot
+	fresh.Time = now
+	fresh.Set(signals.LatencyP99, 0.2)
+	c.Step(now, fresh)
+	_, err = c.PinAt(now, "b", 0.1, 2*time.Second, "incident")
+	require.NoError(t, err)
+	for range 5 { // no signals: stale
+		now = now.Add(time.Second)
+		c.Step(now, signals.Snapshot{})
+	}
+	st := c.State()
+	require.Equal(t, Stale, st.StateMode())
+	fs, _ := st.Feature("b")
+	assert.Equal(t, 1.0, fs.Level, "the pin expired while stale: back to the law's level")
+	_, err = c.PinAt(now, "a", 0.2, time.Hour, "again")
+	require.NoError(t, err)
+	st, err = c.UnpinAt(now, "a")
+	require.NoError(t, err)
+	fs, _ = st.Feature("a")
+	assert.Equal(t, 1.0, fs.Level, "released while stale: back to the law's level")
+	st = c.FreezeAt(now, "war room")
+	_, err = c.PinAt(now, "a", 0.3, time.Hour, "while frozen")
+	require.NoError(t, err)
+	st, _ = c.UnpinAt(now, "a")
+	fs, _ = st.Feature("a")
+	assert.Equal(t, 1.0, fs.Level, "released while frozen: the held level, not the pin's")
+}
