@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net/http"
 	"strings"
 	"sync"
@@ -104,6 +105,8 @@ type API struct {
 	events  *eventLog
 	metrics *metrics
 
+	saveErrors atomic.Uint64
+
 	tokens   atomic.Pointer[tokenSet]
 	defaults atomic.Pointer[map[string]bool]
 
@@ -169,8 +172,18 @@ func New(cfg Config) (*API, error) {
 	}
 	if cfg.StateDir != "" {
 		a.store = &opStore{path: cfg.StateDir + "/operator.json"}
-		if err := a.restore(); err != nil {
+		if err := a.store.lock(); err != nil {
 			return nil, err
+		}
+		if err := a.restore(); err != nil {
+			a.store.unlock()
+			return nil, err
+		}
+		// Fail at start, not at the first override, on a directory that
+		// cannot be written.
+		if err := a.store.write(a.snapshot()); err != nil {
+			a.store.unlock()
+			return nil, fmt.Errorf("api: state dir %s cannot be written: %w", cfg.StateDir, err)
 		}
 	}
 	a.routes()
@@ -194,8 +207,15 @@ func (a *API) Note(kind, what string) {
 }
 
 // Save writes the operators' state to the state directory now (at
-// shutdown; every accepted write already saved it).
+// shutdown, after a reload; every accepted write already saved it).
 func (a *API) Save() { a.save() }
+
+// Close releases the state directory's lock (after Save, at shutdown).
+func (a *API) Close() {
+	if a.store != nil {
+		a.store.unlock()
+	}
+}
 
 // Handler returns the API's routes: /ofrep/v1/…, /v1/….
 func (a *API) Handler() http.Handler { return a.mux }
@@ -302,14 +322,24 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // decode reads one JSON value of at most maxBody bytes into v, unknown
 // fields refused (operator bodies: a typo must not pass silently).
 func decode(w http.ResponseWriter, r *http.Request, v any, strict bool) (int, error) {
-	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
-		return http.StatusUnsupportedMediaType, fmt.Errorf("content type %q: want application/json", ct)
+	return decodeBody(w, r, v, strict, false)
+}
+
+// decodeBody is decode; optional accepts an empty body (also a chunked one).
+func decodeBody(w http.ResponseWriter, r *http.Request, v any, strict, optional bool) (int, error) {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+			return http.StatusUnsupportedMediaType, fmt.Errorf("content type %q: want application/json (curl: -H 'Content-Type: application/json')", ct)
+		}
 	}
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
 	if strict {
 		dec.DisallowUnknownFields()
 	}
 	if err := dec.Decode(v); err != nil {
+		if optional && errors.Is(err, io.EOF) {
+			return 0, nil
+		}
 		var tooBig *http.MaxBytesError
 		switch {
 		case errors.As(err, &tooBig):

@@ -259,11 +259,17 @@ func TestOperatorWrites(t *testing.T) {
 	assert.Equal(t, "override", ev[0].(map[string]any)["kind"])
 	assert.Equal(t, "freeze", ev[1].(map[string]any)["kind"])
 
+	// One daemon per state dir: a second one is refused while the first
+	// holds it.
+	_, err := New(Config{Controller: newController(t), StateDir: dir})
+	assert.ErrorContains(t, err, "in use by another process")
+
 	// A restart: the override (its end in wall time) and the freeze come back.
+	f.api.Close()
 	f.now = f.now.Add(10 * time.Minute)
 	ctl2 := newController(t)
 	f2 := newFixture(t, Config{Controller: ctl2, StateDir: dir, Now: func() time.Time { return t0.Add(10 * time.Minute) }})
-	_ = f2
+	defer f2.api.Close()
 	fs, ok := ctl2.State().Feature("reviews")
 	require.True(t, ok)
 	assert.Equal(t, 0.25, fs.Level)
@@ -290,6 +296,17 @@ func TestWritesWithoutToken(t *testing.T) {
 	assert.Equal(t, 200, resp.StatusCode, "loopback only: a local operator")
 	_, m = f.do(t, "GET", "/v1/events", "")
 	assert.Equal(t, "local", m["events"].([]any)[0].(map[string]any)["who"])
+}
+
+func TestUnwritableStateDir(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("root writes anywhere")
+	}
+	dir := t.TempDir()
+	require.NoError(t, os.Chmod(dir, 0o500))
+	defer os.Chmod(dir, 0o700)
+	_, err := New(Config{Controller: newController(t), StateDir: dir})
+	assert.Error(t, err, "refused at start, not at the first override")
 }
 
 func TestCorruptStateFile(t *testing.T) {
@@ -344,4 +361,26 @@ func TestHistoryAndEvents(t *testing.T) {
 	assert.EqualValues(t, 40, m["tick"].(map[string]any)["ticks"])
 	law := m["law"].(map[string]any)
 	assert.Equal(t, map[string]any{"high": 0.85, "low": 0.7, "setpoint": 0.775, "cascade_at": 1.5, "max_shed": 2.0}, law, "the band the dial draws")
+}
+
+// TestContentTypesAndEmptyBodies: media types parsed, not prefixed; an
+// empty chunked body is an empty body; "v" may ride along.
+func TestContentTypesAndEmptyBodies(t *testing.T) {
+	f := newFixture(t, Config{Loopback: true})
+	for ct, want := range map[string]int{"application/json": 200, "application/json; charset=utf-8": 200,
+		"APPLICATION/JSON": 200, "application/jsonfoo": 415, "text/plain": 415} {
+		resp, _ := f.do(t, "POST", "/ofrep/v1/evaluate/flags/reviews", `{"context":{"targetingKey":"u"}}`, "Content-Type", ct)
+		assert.Equal(t, want, resp.StatusCode, ct)
+	}
+	req, _ := http.NewRequest(http.MethodPost, f.srv.URL+"/v1/freeze", strings.NewReader(""))
+	req.ContentLength = -1 // chunked, empty
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, 200, resp.StatusCode)
+	resp, m := f.do(t, "PUT", "/v1/features/reviews/override", `{"v":1,"level":0.5}`)
+	assert.Equal(t, 200, resp.StatusCode, "%v", m)
+	assert.Equal(t, true, m["saved"])
+	resp, _ = f.do(t, "PUT", "/v1/shadow", `{"on":true,"reason":"`+strings.Repeat("x", 600)+`"}`)
+	assert.Equal(t, 400, resp.StatusCode, "reasons are bounded everywhere")
 }

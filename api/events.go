@@ -92,5 +92,7 @@ func (a *API) getEvents(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"v": Version, "events": a.events.since(after)})
+	// seq starts again at 1 with every boot: a client that follows by
+	// ?after= compares boot and starts over when it changed.
+	writeJSON(w, http.StatusOK, map[string]any{"v": Version, "boot": a.boot, "events": a.events.since(after)})
 }

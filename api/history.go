@@ -112,6 +112,10 @@ func (a *API) Run(ctx context.Context, src dimmer.Source) error {
 	sub, stop := a.ctl.Subscribe()
 	defer stop()
 	prev := a.ctl.State()
+	// A failing source is logged when its error changes, else once a
+	// minute (not every tick).
+	var lastErr string
+	var lastLog time.Time
 	// OFREP's refetch events: at most one per ofrepMinInterval.
 	var lastRefetch time.Time
 	var refetchDue <-chan time.Time
@@ -144,8 +148,12 @@ func (a *API) Run(ctx context.Context, src dimmer.Source) error {
 			sctx, cancel := context.WithTimeout(ctx, tick)
 			snap, err := src.Snapshot(sctx, sched)
 			cancel()
-			if err != nil {
+			if err != nil && (err.Error() != lastErr || sched.Sub(lastLog) >= time.Minute) {
 				a.log.Warn("brownout: signals", "err", err)
+				lastErr, lastLog = err.Error(), sched
+			} else if err == nil && lastErr != "" {
+				a.log.Info("brownout: signals back")
+				lastErr = ""
 			}
 			st := a.ctl.Step(sched, snap)
 			a.record(sched, snap, st, lag)
@@ -192,8 +200,9 @@ func (a *API) getHistory(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"v": Version, "tick": a.ctl.Config().Tick.String(), "points": pts})
 }
 
-// parseSince reads ?since=: RFC 3339, Unix milliseconds, or a duration
-// back from now ("5m"); empty is everything kept.
+// parseSince reads ?since=: RFC 3339, Unix seconds or milliseconds (told
+// apart by size), or a duration back from now ("5m"); empty is everything
+// kept.
 func parseSince(s string, now time.Time) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, nil
@@ -201,8 +210,11 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
 		return t, nil
 	}
-	if ms, err := strconv.ParseInt(s, 10, 64); err == nil && ms >= 0 {
-		return time.UnixMilli(ms), nil
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil && n >= 0 {
+		if n < 1e11 { // before 1973 in milliseconds, 5138 in seconds: seconds
+			return time.Unix(n, 0), nil
+		}
+		return time.UnixMilli(n), nil
 	}
 	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
 		return now.Add(-d), nil
@@ -213,5 +225,5 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 type sinceError struct{ s string }
 
 func (e *sinceError) Error() string {
-	return "since " + strconv.Quote(e.s) + ": want RFC 3339 time, Unix milliseconds or a duration back from now (5m)"
+	return "since " + strconv.Quote(e.s) + ": want RFC 3339 time, Unix seconds or milliseconds, or a duration back from now (5m)"
 }

@@ -36,11 +36,12 @@ var (
 	genDesc   = prometheus.NewDesc("brownout_generation", "The published state's generation.", nil, nil)
 	readDesc  = prometheus.NewDesc("brownout_signal", "The controller's readings of its target signals (absent while missing).", []string{"signal"}, nil)
 	srcDesc   = prometheus.NewDesc("brownout_source_up", "1 when the signal source's last read succeeded.", []string{"source"}, nil)
+	saveDesc  = prometheus.NewDesc("brownout_state_save_errors_total", "Failed writes of the operators' state file (the change was in force, not on disk).", nil, nil)
 	lagDesc   = prometheus.NewDesc("brownout_tick_lag_p99_seconds", "p99 of how late the last 1000 control ticks ran.", nil, nil)
 )
 
 func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{ofrepDesc, levelDesc, fmodeDesc, pressDesc, modeDesc, shedDesc, genDesc, readDesc, srcDesc, lagDesc} {
+	for _, d := range []*prometheus.Desc{saveDesc, ofrepDesc, levelDesc, fmodeDesc, pressDesc, modeDesc, shedDesc, genDesc, readDesc, srcDesc, lagDesc} {
 		ch <- d
 	}
 }
@@ -77,4 +78,5 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(lagDesc, prometheus.GaugeValue, m.a.hist.lagP99())
+	ch <- prometheus.MustNewConstMetric(saveDesc, prometheus.CounterValue, float64(m.a.saveErrors.Load()))
 }

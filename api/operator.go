@@ -156,6 +156,7 @@ func (a *API) getState(w http.ResponseWriter, r *http.Request) {
 
 // overrideRequest is PUT /v1/features/{name}/override's body.
 type overrideRequest struct {
+	V     int      `json:"v,omitempty"` // bodies may carry the version; 1 or none
 	Level *float64 `json:"level"`
 	// TTL is a Go duration ("10m"); default 1h, at most 7 days.
 	TTL    string `json:"ttl"`
@@ -194,8 +195,7 @@ func (a *API) putOverride(w http.ResponseWriter, r *http.Request, who string) {
 		}
 		ttl = d
 	}
-	if len(req.Reason) > 500 {
-		problem(w, http.StatusBadRequest, "bad-override", "reason: at most 500 bytes")
+	if reasonTooLong(w, req.Reason) {
 		return
 	}
 	reason := req.Reason
@@ -209,8 +209,8 @@ func (a *API) putOverride(w http.ResponseWriter, r *http.Request, who string) {
 		return
 	}
 	a.audit(now, who, "override", name, fmt.Sprintf("level %.2f for %v", lvl, ttl), reason)
-	a.save()
-	writeJSON(w, http.StatusOK, map[string]any{"v": Version, "generation": st.Generation, "feature": name, "level": lvl, "until": now.Add(ttl), "reason": reason})
+	saved := a.save()
+	writeJSON(w, http.StatusOK, map[string]any{"v": Version, "saved": saved, "generation": st.Generation, "feature": name, "level": lvl, "until": now.Add(ttl), "reason": reason})
 }
 
 func (a *API) deleteOverride(w http.ResponseWriter, r *http.Request, who string) {
@@ -222,20 +222,33 @@ func (a *API) deleteOverride(w http.ResponseWriter, r *http.Request, who string)
 		return
 	}
 	a.audit(now, who, "release", name, "override released", "")
-	a.save()
-	writeJSON(w, http.StatusOK, map[string]any{"v": Version, "generation": st.Generation, "feature": name})
+	saved := a.save()
+	writeJSON(w, http.StatusOK, map[string]any{"v": Version, "saved": saved, "generation": st.Generation, "feature": name})
 }
 
 type reasonRequest struct {
+	V      int    `json:"v,omitempty"`
 	Reason string `json:"reason"`
 }
 
-// optionalBody decodes an optional JSON body (an empty one is fine).
+// maxReason bounds what an operator types as a reason.
+const maxReason = 500
+
+func reasonTooLong(w http.ResponseWriter, reason string) bool {
+	if len(reason) > maxReason {
+		problem(w, http.StatusBadRequest, "bad-body", fmt.Sprintf("reason: at most %d bytes", maxReason))
+		return true
+	}
+	return false
+}
+
+// optionalBody decodes an optional JSON body (an empty one is fine, also
+// an empty chunked one).
 func optionalBody(w http.ResponseWriter, r *http.Request, v any) bool {
 	if r.ContentLength == 0 {
 		return true
 	}
-	if status, err := decode(w, r, v, true); err != nil {
+	if status, err := decodeBody(w, r, v, true, true); err != nil {
 		problem(w, status, "bad-body", err.Error())
 		return false
 	}
@@ -247,8 +260,7 @@ func (a *API) postFreeze(w http.ResponseWriter, r *http.Request, who string) {
 	if !optionalBody(w, r, &req) {
 		return
 	}
-	if len(req.Reason) > 500 {
-		problem(w, http.StatusBadRequest, "bad-body", "reason: at most 500 bytes")
+	if reasonTooLong(w, req.Reason) {
 		return
 	}
 	if req.Reason == "" {
@@ -260,13 +272,13 @@ func (a *API) postFreeze(w http.ResponseWriter, r *http.Request, who string) {
 	a.mu.frozen, a.mu.freezeReason = true, req.Reason
 	a.mu.Unlock()
 	a.audit(now, who, "freeze", "", "every level frozen", req.Reason)
-	a.save()
-	writeJSON(w, http.StatusOK, map[string]any{"v": Version, "generation": st.Generation, "frozen": true})
+	saved := a.save()
+	writeJSON(w, http.StatusOK, map[string]any{"v": Version, "saved": saved, "generation": st.Generation, "frozen": true})
 }
 
 func (a *API) postUnfreeze(w http.ResponseWriter, r *http.Request, who string) {
 	var req reasonRequest
-	if !optionalBody(w, r, &req) {
+	if !optionalBody(w, r, &req) || reasonTooLong(w, req.Reason) {
 		return
 	}
 	now := a.now()
@@ -275,11 +287,12 @@ func (a *API) postUnfreeze(w http.ResponseWriter, r *http.Request, who string) {
 	a.mu.frozen, a.mu.freezeReason = false, ""
 	a.mu.Unlock()
 	a.audit(now, who, "unfreeze", "", "levels follow the law again", req.Reason)
-	a.save()
-	writeJSON(w, http.StatusOK, map[string]any{"v": Version, "generation": st.Generation, "frozen": false})
+	saved := a.save()
+	writeJSON(w, http.StatusOK, map[string]any{"v": Version, "saved": saved, "generation": st.Generation, "frozen": false})
 }
 
 type shadowRequest struct {
+	V      int    `json:"v,omitempty"`
 	On     *bool  `json:"on"`
 	Reason string `json:"reason"`
 }
@@ -294,14 +307,17 @@ func (a *API) putShadow(w http.ResponseWriter, r *http.Request, who string) {
 		problem(w, http.StatusBadRequest, "bad-body", `"on" is required: true or false`)
 		return
 	}
+	if reasonTooLong(w, req.Reason) {
+		return
+	}
 	now := a.now()
 	st := a.ctl.SetShadowAt(now, *req.On)
 	a.mu.Lock()
 	a.mu.shadow = *req.On
 	a.mu.Unlock()
 	a.audit(now, who, "shadow", "", "shadow "+strconv.FormatBool(*req.On), req.Reason)
-	a.save()
-	writeJSON(w, http.StatusOK, map[string]any{"v": Version, "generation": st.Generation, "shadow": *req.On})
+	saved := a.save()
+	writeJSON(w, http.StatusOK, map[string]any{"v": Version, "saved": saved, "generation": st.Generation, "shadow": *req.On})
 }
 
 // audit logs an accepted change and records it as an event.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -31,6 +32,34 @@ type opOverride struct {
 type opStore struct {
 	mu   sync.Mutex
 	path string
+	lk   *os.File // the state dir's lock, held while the API lives
+}
+
+// lock takes the state directory for this process: two daemons writing
+// one operator.json would each overwrite the other's overrides.
+func (s *opStore) lock() error {
+	dir := filepath.Dir(s.path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("api: state dir: %w", err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return fmt.Errorf("api: state dir %s: %w", dir, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return fmt.Errorf("api: state dir %s is in use by another process (one daemon per state dir; a standby needs its own): %w", dir, err)
+	}
+	s.lk = f
+	return nil
+}
+
+func (s *opStore) unlock() {
+	if s.lk != nil {
+		syscall.Flock(int(s.lk.Fd()), syscall.LOCK_UN)
+		s.lk.Close()
+		s.lk = nil
+	}
 }
 
 // write replaces the file atomically: a temporary file in the same
@@ -72,11 +101,23 @@ func (s *opStore) write(f opFile) error {
 	return nil
 }
 
-// save writes the operators' state; a failure is logged, never fatal.
-func (a *API) save() {
+// save writes the operators' state; a failure is logged and counted
+// (brownout_state_save_errors_total) and reported (false) to the writer's
+// answer, never fatal: the change is in force, only not on disk.
+func (a *API) save() bool {
 	if a.store == nil {
-		return
+		return true
 	}
+	if err := a.store.write(a.snapshot()); err != nil {
+		a.saveErrors.Add(1)
+		a.log.Error("brownout: saving the operators' state", "path", a.store.path, "err", err)
+		return false
+	}
+	return true
+}
+
+// snapshot is the operators' state as the file keeps it.
+func (a *API) snapshot() opFile {
 	f := opFile{V: Version, Overrides: []opOverride{}}
 	a.mu.Lock()
 	f.Frozen, f.FreezeReason, f.Shadow = a.mu.frozen, a.mu.freezeReason, a.mu.shadow
@@ -86,9 +127,7 @@ func (a *API) save() {
 			f.Overrides = append(f.Overrides, opOverride{Feature: ft.Name, Level: ft.Pin.Level, Until: ft.Pin.Until, Reason: ft.Pin.Reason})
 		}
 	}
-	if err := a.store.write(f); err != nil {
-		a.log.Error("brownout: saving the operators' state", "path", a.store.path, "err", err)
-	}
+	return f
 }
 
 // restore applies the saved operators' state. A file that cannot be read
