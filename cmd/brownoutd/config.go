@@ -443,7 +443,15 @@ func readTokens(path string) (map[string]string, error) {
 		if _, dup := out[f[0]]; dup {
 			return nil, fmt.Errorf("%s:%d: %s named twice", path, i+1, f[0])
 		}
+		for other, tok := range out {
+			if tok == f[1] {
+				return nil, fmt.Errorf("%s:%d: %s has %s's token: each name needs its own (the audit's \"who\")", path, i+1, f[0], other)
+			}
+		}
 		out[f[0]] = f[1]
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no tokens (an empty file would turn the check off: remove the setting instead)", path)
 	}
 	return out, nil
 }
@@ -467,6 +475,19 @@ func runCheckConfig(args []string, stdout, stderr io.Writer) error {
 	}
 	if _, err := dimmer.New(c.Dimmer); err != nil {
 		return fmt.Errorf("%s: %w", args[0], err)
+	}
+	// What serve would refuse at start: token files, TLS files.
+	for _, f := range []string{c.Auth.OperatorTokensFile, c.Auth.EvalTokensFile, c.Auth.PushTokensFile} {
+		if _, err := readTokens(f); err != nil {
+			return fmt.Errorf("%s: auth: %w", args[0], err)
+		}
+	}
+	for _, f := range []string{c.TLS.Cert, c.TLS.Key} {
+		if f != "" {
+			if _, err := os.Stat(f); err != nil {
+				return fmt.Errorf("%s: tls: %w", args[0], err)
+			}
+		}
 	}
 	fmt.Fprintf(stdout, "%s: ok (features %s)\n", args[0], featureNames(c.Dimmer))
 	return nil

@@ -123,6 +123,12 @@ func TestTokensFile(t *testing.T) {
 	require.NoError(t, os.WriteFile(p, []byte("alice short\n"), 0o600))
 	_, err = readTokens(p)
 	assert.ErrorContains(t, err, "at least 16")
+	require.NoError(t, os.WriteFile(p, []byte("alice 0123456789abcdef0123\nbob 0123456789abcdef0123\n"), 0o600))
+	_, err = readTokens(p)
+	assert.ErrorContains(t, err, "its own", "one token, two names: the audit could not tell who")
+	require.NoError(t, os.WriteFile(p, []byte("# nobody\n"), 0o600))
+	_, err = readTokens(p)
+	assert.ErrorContains(t, err, "no tokens")
 }
 
 // FuzzConfig: whatever the file says, parsing never panics, and a config
