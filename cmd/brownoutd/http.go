@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/brownout/brownout/api"
+	"github.com/brownout/brownout/web"
 )
 
 // server is brownoutd's echo server over the API package.
@@ -24,6 +25,11 @@ func newEcho(a *api.API, reg *prometheus.Registry) *server {
 	h := echo.WrapHandler(a.Handler())
 	e.Any("/ofrep/*", h)
 	e.Any("/v1/*", h)
+	// The operator dial at / (its files at /dial.js, /vendor/…); the
+	// routes above and below are longer and win.
+	dial := echo.WrapHandler(web.Handler())
+	e.GET("/*", dial)
+	e.HEAD("/*", dial)
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") })
 	e.GET("/readyz", func(c echo.Context) error {

@@ -31,7 +31,8 @@ Runs the controller as a service: reads the fleet's signals (push by
 default: apps POST /v1/signals), serves levels over OFREP
 (/ofrep/v1/evaluate/flags[/{key}]) and the operator API (/v1/state,
 /v1/history, /v1/events, /v1/features/{name}/override, /v1/freeze,
-/v1/unfreeze, /v1/shadow), /metrics, /healthz, /readyz.
+/v1/unfreeze, /v1/shadow), the operator dial at /, /metrics, /healthz,
+/readyz.
 
 With no configuration it runs on embedded defaults: 127.0.0.1:8080, the
 push source, the features recommendations, reviews, gallery (in that shed
@@ -237,6 +238,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	defer a.Close() // the state dir's lock, after the last Save
 	ln, err := net.Listen("tcp", c.Listen)
 	if err != nil {
 		return err
@@ -248,6 +250,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		scheme = "https"
 	}
 	fmt.Fprintf(stdout, "brownoutd: serving on %s://%s (config %s; features %s; state %s)\n", scheme, ln.Addr(), fileName(file), featureNames(c.Dimmer), c.StateDir)
+	fmt.Fprintf(stdout, "brownoutd: the dial at %s://%s/\n", scheme, ln.Addr())
 	if len(c.OperatorTokens) == 0 && !loopback(c.Listen) {
 		log.Warn("brownoutd: no operator token and not on loopback: operator writes are refused")
 	}
