@@ -21,6 +21,7 @@ import (
 	"github.com/brownout/brownout/internal/pool"
 	"github.com/brownout/brownout/provider"
 	"github.com/brownout/brownout/shop/store"
+	"github.com/brownout/brownout/web"
 )
 
 // UserHeader carries the user: what an auth layer in front sets. It is
@@ -69,6 +70,10 @@ func (s *Shop) routes() http.Handler {
 	if s.api != nil {
 		mux.Handle("/ofrep/", s.api.Handler())
 		mux.Handle("/v1/", s.api.Handler())
+		// The operator dial over the same API; never shed. Its files are
+		// relative, so /dial redirects to /dial/.
+		mux.Handle("GET /dial", http.RedirectHandler("/dial/", http.StatusMovedPermanently))
+		mux.Handle("GET /dial/", http.StripPrefix("/dial", web.Handler()))
 	}
 	mux.Handle("/", api)
 	return mux

@@ -37,7 +37,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 Runs the 11.11 shop on embedded defaults: the JSON API, the storefront at /,
 /metrics and /healthz, the embedded controller's OFREP (/ofrep/v1/…) and
 operator API (/v1/state, /v1/history, /v1/events, overrides, freeze,
-shadow; writes without a token on a loopback listener only), with its simulated payment gateway, SMS provider and
+shadow; writes without a token on a loopback listener only) with the
+operator dial at /dial/, and its simulated payment gateway, SMS provider and
 recommendation engine on their own 127.0.0.1 ports. --payment, --sms and
 --recs use dependencies running elsewhere instead (e.g. ones that must
 outlive the shop); the shop calls their API paths (/v1/charges,
@@ -94,6 +95,9 @@ Flags:
 	}
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute}
 	fmt.Fprintf(stdout, "shop-demo: serving http://%s/ (protection %s)\n", ln.Addr(), p)
+	if s.Controller() != nil { // embedded mode: the API and the dial
+		fmt.Fprintf(stdout, "the dial at http://%s/dial/\n", ln.Addr())
+	}
 	if cfg.Brownoutd != "" {
 		fmt.Fprintf(stdout, "levels from brownoutd at %s (fleet mode)\n", cfg.Brownoutd)
 	}
