@@ -2,7 +2,7 @@
 // project's packages, and the traffic that tests it:
 //
 //	shop-demo serve [--listen ADDR] [--state DIR] [--db URL] [--protect none|shed|brownout] [--payment URL] [--sms URL] [--recs URL]
-//	shop-demo sale  [--target URL] [--compare] [--json] [--quiet] [--scale X] [--duration D]
+//	shop-demo sale  [--target URL] [--compare] [--json] [--quiet] [--scale X] [--duration D] [--dial ADDR]
 //	shop-demo knee  --target URL [--from R] [--step R] [--steps N] [--hold D]
 //
 // `shop-demo COMMAND --help` documents every flag.

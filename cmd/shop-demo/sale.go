@@ -26,6 +26,7 @@ func runSale(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	seed := fs.Uint64("seed", 1, "seed of the users and the mix")
 	workers := fs.Int("workers", 4, "our own shop's hidden worker pool")
 	settle := fs.Duration("settle", 0, "wait after the traffic for the outbox before counting lost SMS (default: until 60 s after the SMS provider recovered)")
+	dialAddr := fs.String("dial", "", "serve the operator dial at this address (host:port), following the brownout run of our own shops; its URL is printed first")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: shop-demo sale [flags]
 
@@ -52,6 +53,18 @@ Flags:
 	if *compare {
 		runs = []string{"none", "shed", "brownout"}
 	}
+	var front *dialFront
+	if *dialAddr != "" {
+		if *target != "" {
+			return usagef("sale: --dial follows our own shops; with --target open the target's /dial/")
+		}
+		var err error
+		if front, err = startDialFront(*dialAddr); err != nil {
+			return err
+		}
+		defer front.close()
+		fmt.Fprintf(stderr, "dial: %s — the brownout run, live; open it now\n", front.url)
+	}
 	var results []*shop.SaleResult
 	for _, name := range runs {
 		p, err := shop.ParseProtect(name)
@@ -62,7 +75,8 @@ Flags:
 		if !*quiet {
 			cfg.Progress = stderr
 		}
-		res, err := saleOnce(ctx, cfg, p, *workers, stderr)
+		front.running(name)
+		res, err := saleOnce(ctx, cfg, p, *workers, stderr, front)
 		if err != nil {
 			return err
 		}
@@ -86,7 +100,7 @@ Flags:
 
 // saleOnce runs the sale against cfg.Target, or against a fresh shop of
 // its own (a temporary state directory, 127.0.0.1:0).
-func saleOnce(ctx context.Context, cfg shop.SaleConfig, p shop.Protect, workers int, stderr io.Writer) (*shop.SaleResult, error) {
+func saleOnce(ctx context.Context, cfg shop.SaleConfig, p shop.Protect, workers int, stderr io.Writer, front *dialFront) (*shop.SaleResult, error) {
 	if cfg.Target != "" {
 		return shop.Sale(ctx, cfg)
 	}
@@ -109,5 +123,9 @@ func saleOnce(ctx context.Context, cfg shop.SaleConfig, p shop.Protect, workers 
 	defer srv.Close()
 	cfg.Target = "http://" + ln.Addr().String()
 	fmt.Fprintf(stderr, "== protection %s: shop at %s; %s\n", p, cfg.Target, s.Capacity())
+	if p == shop.Brownout {
+		front.follow(cfg.Target)
+		defer front.follow("")
+	}
 	return shop.Sale(ctx, cfg)
 }
