@@ -6,7 +6,7 @@ FUZZTIME  ?= 10s
 BENCHTIME ?= 1s
 BIN       := bin
 
-.PHONY: help build test e2e bench fuzz lint demo clean
+.PHONY: help build test e2e bench fuzz lint demo soak clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -16,8 +16,10 @@ build: ## build the commands into bin/
 
 # Timing-sensitive and single-threaded tests skip under -race; they run on
 # their own without it, one package at a time (the real-HTTP ordering test,
-# the lab's acceptance, the shop's sale).
+# the lab's acceptance, the shop's sale; the dial in a headless chromium).
 NORACE := ./testapp ./sim ./shop ./e2e
+SOAK   ?= 15m
+DIAL   ?= 127.0.0.1:8090
 
 test: ## vet, every test with the race detector, then the lab and real-HTTP tests without it
 	$(GO) vet $(PKGS)
@@ -25,6 +27,7 @@ test: ## vet, every test with the race detector, then the lab and real-HTTP test
 	$(GO) test -race -count=1 $(PKGS)
 	$(GO) test -race -count=1 -tags brownout_procpin ./signals
 	$(GO) test -p 1 -count=1 -run 'RealHTTP|Limit|SaleOrdering|Fleet' $(NORACE)
+	$(GO) test -count=1 -run '^TestDial' ./cmd/brownoutd
 
 e2e: ## the real-HTTP harness on its defaults (brownoutd sim real), one stack after another
 	@for s in none shed failsafe brownout; do $(GO) run ./cmd/brownoutd sim real --quiet --stack $$s || exit 1; done
@@ -44,8 +47,11 @@ lint: ## gofmt check, go vet and staticcheck (pinned)
 	$(GO) vet $(PKGS)
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 $(PKGS)
 
-demo: ## the 11.11 sale against the shop: unprotected, shedding only, brownout (a fresh shop each)
-	$(GO) run ./cmd/shop-demo sale --compare --quiet
+demo: ## the 11.11 sale: unprotected, shedding only, brownout (a fresh shop each); the dial follows the brownout run at DIAL (127.0.0.1:8090)/dial/
+	$(GO) run ./cmd/shop-demo sale --compare --quiet --dial $(DIAL)
+
+soak: ## the dial live in headless chromium for SOAK (default 15m) at one update a second; its heap must stay flat
+	BROWNOUT_SOAK=$(SOAK) $(GO) test -count=1 -run '^TestDialSoak$$' -timeout 30m -v ./cmd/brownoutd
 
 clean: ## remove build output and test caches
 	rm -rf $(BIN)
