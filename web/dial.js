@@ -43,7 +43,7 @@
   // S is the page's whole state.
   const S = {
     state: null, boot: 0, gen: -1, evAfter: 0, evCount: 0,
-    es: null, streamOpen: false, lost: false, everLive: false, backoff: 1000,
+    es: null, streamOpen: false, lost: false, everLive: false, restarted: false, reconnecting: false, backoff: 1000,
     retryTimer: 0, pollTimer: 0, evTimer: 0, evBusy: false, evAgain: false,
     stopped: false, streamToken: '', wantToken: false,
     features: [], dials: new Map(), law: null,

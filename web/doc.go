@@ -30,7 +30,8 @@
 // drops the page says so, polls /v1/state and /v1/history every two
 // seconds, and reconnects by itself; a new boot epoch in the state means
 // the daemon restarted, and the page reloads history and events. The
-// API is at /v1/ on the page's origin.
+// API is at /v1/ on the page's origin. A ?label= in the page's URL is
+// shown in its header (shop-demo sale --dial names the run it follows).
 //
 // Everything an operator typed (reasons) is set with textContent, never
 // as HTML, and the handler sends a Content-Security-Policy that allows
