@@ -27,6 +27,9 @@ const Version = 1
 // maxBody bounds every request body this package reads.
 const maxBody = 64 << 10
 
+// bodyTimeout bounds the time a client may take to send a body.
+const bodyTimeout = 10 * time.Second
+
 // Config configures an API.
 type Config struct {
 	// Controller is the controller served. Required.
@@ -331,6 +334,12 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any, strict, optional 
 		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
 			return http.StatusUnsupportedMediaType, fmt.Errorf("content type %q: want application/json (curl: -H 'Content-Type: application/json')", ct)
 		}
+	}
+	// A client that sends its headers and then stalls must not hold the
+	// handler (nor the shutdown) for good: 10 s to send the body.
+	rc := http.NewResponseController(w)
+	if rc.SetReadDeadline(time.Now().Add(bodyTimeout)) == nil {
+		defer rc.SetReadDeadline(time.Time{})
 	}
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
 	if strict {

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"syscall"
 	"time"
@@ -271,7 +272,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			case <-ctx.Done():
 				return
 			case <-hup:
-				reload(ctl, a, &f, set, log)
+				reload(ctl, a, &f, set, c, log)
 			}
 		}
 	}()
@@ -304,11 +305,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 // reload applies the configuration file again (SIGHUP): an invalid one
 // keeps the running configuration and says why.
-func reload(ctl *dimmer.Controller, a *api.API, f *serveFlags, set map[string]bool, log *slog.Logger) {
+func reload(ctl *dimmer.Controller, a *api.API, f *serveFlags, set map[string]bool, running *config, log *slog.Logger) {
 	c, file, err := f.settings(os.Getenv, set)
 	if err != nil {
 		log.Error("brownoutd: reload refused, keeping the running configuration", "config", fileName(file), "err", err)
 		return
+	}
+	if fields := restartOnly(running, c); len(fields) > 0 {
+		log.Warn("brownoutd: these settings take effect at the next restart, not on reload; the running ones stay", "settings", strings.Join(fields, ", "))
+		c.Dimmer.Tick = ctl.Config().Tick
 	}
 	c.Dimmer.Logger = log
 	if err := ctl.Reconfigure(c.Dimmer); err != nil {
@@ -317,8 +322,37 @@ func reload(ctl *dimmer.Controller, a *api.API, f *serveFlags, set map[string]bo
 	}
 	a.SetTokens(c.OperatorTokens, c.EvalTokens, c.PushTokens)
 	a.SetDefaults(c.Defaults)
+	a.Save() // overrides on removed features are gone: not back after a crash
 	a.Note("reload", "configuration reloaded from "+fileName(file))
 	log.Info("brownoutd: configuration reloaded", "config", fileName(file), "features", featureNames(c.Dimmer))
+}
+
+// restartOnly lists the settings that differ between the running and the
+// reloaded configuration but are fixed for the process's life.
+func restartOnly(running, next *config) []string {
+	var out []string
+	if running.Listen != next.Listen {
+		out = append(out, "listen")
+	}
+	if running.StateDir != next.StateDir {
+		out = append(out, "state_dir")
+	}
+	if running.TLS != next.TLS {
+		out = append(out, "tls")
+	}
+	tick := func(c *config) time.Duration {
+		if c.Dimmer.Tick == 0 {
+			return time.Second
+		}
+		return c.Dimmer.Tick
+	}
+	if tick(running) != tick(next) {
+		out = append(out, "tick")
+	}
+	if !reflect.DeepEqual([]any{running.Push, running.Scrape, running.PromQL}, []any{next.Push, next.Scrape, next.PromQL}) {
+		out = append(out, "sources")
+	}
+	return out
 }
 
 func featureNames(d dimmer.Config) string {
