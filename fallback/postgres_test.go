@@ -60,9 +60,12 @@ func TestOutboxPostgres(t *testing.T) {
 			}
 			// Real time: a send's time is taken in the sender, just after
 			// the drainer's pace wait, so each drainer may show one send
-			// late (and so bunched with the next ones): N beyond the burst.
+			// late (and so bunched with the next ones): N beyond the burst;
+			// and under -race on two busy cores a sender goroutine may wake
+			// up to ~15 ms late, bunching up to Rate × 15 ms more.
 			worst, d := excess(l.at, rate)
-			assert.LessOrEqual(t, worst, float64(burst+drainers), "sends beyond Rate·d in an interval of %v", d)
+			jitter := rate * 0.015
+			assert.LessOrEqual(t, worst, float64(burst+drainers)+jitter, "sends beyond Rate·d in an interval of %v", d)
 			took := l.at[len(l.at)-1].Sub(l.at[0])
 			t.Logf("%d drainers: %d messages in %v (%.0f/s, contract %.0f/s), worst excess over Rate·d %.2f (interval %v), by drainer %v",
 				drainers, n, took.Round(time.Millisecond), float64(n-1)/took.Seconds(), rate, worst, d.Round(time.Millisecond), l.by)

@@ -30,13 +30,19 @@ func newEcho(a *api.API, reg *prometheus.Registry) *server {
 	dial := echo.WrapHandler(web.Handler())
 	e.GET("/*", dial)
 	e.HEAD("/*", dial)
-	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
-	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") })
-	e.GET("/readyz", func(c echo.Context) error {
+	metrics := echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	healthz := func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") }
+	readyz := func(c echo.Context) error {
 		if !s.ready.Load() {
 			return c.String(http.StatusServiceUnavailable, "starting\n")
 		}
 		return c.String(http.StatusOK, "ready\n")
-	})
+	}
+	// GET and HEAD both: load balancers' health checks use either.
+	for _, m := range []string{http.MethodGet, http.MethodHead} {
+		e.Add(m, "/metrics", metrics)
+		e.Add(m, "/healthz", healthz)
+		e.Add(m, "/readyz", readyz)
+	}
 	return s
 }

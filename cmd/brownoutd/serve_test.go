@@ -118,6 +118,13 @@ auth:
 		}
 		return err == nil && resp.StatusCode == 200
 	}, "ready")
+	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
+		req, _ := http.NewRequest(http.MethodHead, base+path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, 200, resp.StatusCode, "HEAD %s: health checks use it", path)
+	}
 
 	// An app pushes its signals: slow answers.
 	rec := signals.NewRecorder(signals.Config{})
