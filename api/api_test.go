@@ -384,3 +384,13 @@ func TestContentTypesAndEmptyBodies(t *testing.T) {
 	resp, _ = f.do(t, "PUT", "/v1/shadow", `{"on":true,"reason":"`+strings.Repeat("x", 600)+`"}`)
 	assert.Equal(t, 400, resp.StatusCode, "reasons are bounded everywhere")
 }
+
+func TestReleaseWithoutOverride(t *testing.T) {
+	f := newFixture(t, Config{Loopback: true})
+	resp, m := f.do(t, "DELETE", "/v1/features/reviews/override", "")
+	assert.Equal(t, 404, resp.StatusCode)
+	assert.Contains(t, m["type"], "no-override")
+	resp, m = f.do(t, "DELETE", "/v1/features/nope/override", "")
+	assert.Equal(t, 404, resp.StatusCode)
+	assert.Contains(t, m["type"], "unknown-feature")
+}

@@ -215,6 +215,10 @@ func (a *API) putOverride(w http.ResponseWriter, r *http.Request, who string) {
 
 func (a *API) deleteOverride(w http.ResponseWriter, r *http.Request, who string) {
 	name := r.PathValue("name")
+	if f, ok := a.ctl.State().Feature(name); ok && f.Pin == nil {
+		problem(w, http.StatusNotFound, "no-override", name+" has no override to release")
+		return
+	}
 	now := a.now()
 	st, err := a.ctl.UnpinAt(now, name)
 	if err != nil {
