@@ -124,11 +124,14 @@ type duration time.Duration
 func (d *duration) UnmarshalYAML(n *yaml.Node) error {
 	var s string
 	if err := n.Decode(&s); err != nil {
-		return err
+		return fmt.Errorf("line %d: %q: want a duration such as 500ms, 10s or 5m", n.Line, n.Value)
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
-		return fmt.Errorf("%q: want a duration such as 500ms, 10s or 5m", s)
+		return fmt.Errorf("line %d: %q: want a duration such as 500ms, 10s or 5m", n.Line, s)
+	}
+	if v < 0 {
+		return fmt.Errorf("line %d: %q: a duration must not be negative", n.Line, s)
 	}
 	*d = duration(v)
 	return nil
