@@ -219,9 +219,9 @@ func TestStreamAuth(t *testing.T) {
 	_, resp = follow(t, ctx, f.srv.URL+"/v1/stream?token=garbage")
 	assert.Equal(t, 401, resp.StatusCode)
 
-	r, m := f.do(t, "POST", "/v1/stream/token", "")
+	r, _ := f.do(t, "POST", "/v1/stream/token", "")
 	assert.Equal(t, 401, r.StatusCode)
-	r, m = f.do(t, "POST", "/v1/stream/token", "", "Authorization", "Bearer eval-token-0123456789")
+	r, m := f.do(t, "POST", "/v1/stream/token", "", "Authorization", "Bearer eval-token-0123456789")
 	require.Equal(t, 200, r.StatusCode)
 	tok := m["token"].(string)
 	ch, resp := follow(t, ctx, f.srv.URL+"/v1/stream?token="+tok)

@@ -653,7 +653,7 @@ func TestUnpinWhileStale(t *testing.T) {
 	require.NoError(t, err)
 	fs, _ = st.Feature("a")
 	assert.Equal(t, 1.0, fs.Level, "released while stale: back to the law's level")
-	st = c.FreezeAt(now, "war room")
+	c.FreezeAt(now, "war room")
 	_, err = c.PinAt(now, "a", 0.3, time.Hour, "while frozen")
 	require.NoError(t, err)
 	st, _ = c.UnpinAt(now, "a")

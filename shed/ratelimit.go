@@ -554,14 +554,9 @@ func newRateLimits(cfg RateLimitConfig) (*rateLimits, error) {
 		store: cfg.Store, mem: newMemory(cfg)}, nil
 }
 
-// allow takes one request of client key at now and writes the
+// allowContext takes one request of client key at now and writes the
 // X-RateLimit-* headers (and Retry-After when refused) to h. The store,
-// if any, is bounded by its own timeout.
-func (l *rateLimits) allow(h http.Header, key string, now time.Time) bool {
-	return l.allowContext(context.Background(), h, key, now)
-}
-
-// allowContext is allow with a context for the store.
+// if any, is bounded by ctx and its own timeout.
 func (l *rateLimits) allowContext(ctx context.Context, h http.Header, key string, now time.Time) bool {
 	var d RateDecision
 	if l.store != nil {

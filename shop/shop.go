@@ -206,7 +206,7 @@ func (s *Shop) protect(ctx context.Context) error {
 		features = append(features, dimmer.Feature{Name: name, Rank: i, Cost: cfg.Costs.sections()[i].Seconds() * 1000})
 	}
 	var err error
-	shedLevel := func() float64 { return 0 }
+	var shedLevel func() float64
 	if cfg.Brownoutd != "" {
 		// Fleet mode: the levels come from brownoutd's stream, evaluated
 		// here with the in-process code; the daemon reads this instance's
