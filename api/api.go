@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"mime"
 	"net/http"
 	"strings"
 	"sync"
@@ -17,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/brownout/brownout/dimmer"
+	"github.com/brownout/brownout/internal/jsonbody"
 	"github.com/brownout/brownout/provider"
 	"github.com/brownout/brownout/signals"
 )
@@ -328,38 +327,8 @@ func decode(w http.ResponseWriter, r *http.Request, v any, strict bool) (int, er
 	return decodeBody(w, r, v, strict, false)
 }
 
-// decodeBody is decode; optional accepts an empty body (also a chunked one).
+// decodeBody is decode; optional accepts an empty body (also a chunked
+// one). A client has bodyTimeout to send it.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any, strict, optional bool) (int, error) {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
-			return http.StatusUnsupportedMediaType, fmt.Errorf("content type %q: want application/json (curl: -H 'Content-Type: application/json')", ct)
-		}
-	}
-	// A client that sends its headers and then stalls must not hold the
-	// handler (nor the shutdown) for good: 10 s to send the body.
-	rc := http.NewResponseController(w)
-	if rc.SetReadDeadline(time.Now().Add(bodyTimeout)) == nil {
-		defer rc.SetReadDeadline(time.Time{})
-	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
-	if strict {
-		dec.DisallowUnknownFields()
-	}
-	if err := dec.Decode(v); err != nil {
-		if optional && errors.Is(err, io.EOF) {
-			return 0, nil
-		}
-		var tooBig *http.MaxBytesError
-		switch {
-		case errors.As(err, &tooBig):
-			return http.StatusRequestEntityTooLarge, fmt.Errorf("body over %d bytes", maxBody)
-		case errors.Is(err, io.EOF):
-			return http.StatusBadRequest, errors.New("empty body: want a JSON object")
-		}
-		return http.StatusBadRequest, fmt.Errorf("body: %v", err)
-	}
-	if dec.More() {
-		return http.StatusBadRequest, errors.New("body: more than one JSON value")
-	}
-	return 0, nil
+	return jsonbody.Decode(w, r, v, jsonbody.Options{Max: maxBody, Strict: strict, Optional: optional, Timeout: bodyTimeout})
 }

@@ -2,11 +2,10 @@ package shop
 
 import (
 	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
 	"net/http"
-	"strings"
+	"time"
+
+	"github.com/brownout/brownout/internal/jsonbody"
 )
 
 // maxBody bounds a request body: a cart or checkout is a few hundred
@@ -28,29 +27,10 @@ func problem(w http.ResponseWriter, status int, typ, detail string) {
 }
 
 // decode reads a JSON body into v: at most maxBody bytes, one value, no
-// unknown fields. The error says what was wrong, for the client.
+// unknown fields, 10 s to send it. The error says what was wrong, for the
+// client.
 func decode(w http.ResponseWriter, r *http.Request, v any) (status int, err error) {
-	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
-		return http.StatusUnsupportedMediaType, fmt.Errorf("content type %q: want application/json", ct)
-	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var tooBig *http.MaxBytesError
-		switch {
-		case errors.As(err, &tooBig):
-			return http.StatusRequestEntityTooLarge, fmt.Errorf("body over %d bytes", maxBody)
-		case errors.Is(err, io.EOF):
-			return http.StatusBadRequest, errors.New("empty body: want a JSON object")
-		case errors.Is(err, io.ErrUnexpectedEOF):
-			return http.StatusBadRequest, errors.New("malformed JSON: the body ends early")
-		}
-		return http.StatusBadRequest, fmt.Errorf("malformed JSON: %v", err)
-	}
-	if dec.More() {
-		return http.StatusBadRequest, errors.New("malformed JSON: more than one value")
-	}
-	return 0, nil
+	return jsonbody.Decode(w, r, v, jsonbody.Options{Max: maxBody, Strict: true, Timeout: 10 * time.Second})
 }
 
 // reasonOf names the refusal reasons of signals.Reason that the shop's own
