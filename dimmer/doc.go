@@ -128,6 +128,27 @@
 // changes of direction, and full brightness within 15 s of the load's
 // return. Golden traces of these runs are under testdata/.
 //
+// Serving optional content is the other half of the goal, and there the
+// controller leaves a lot on the table. testdata/oracle.csv holds the best
+// fixed level θ* per constant load: the highest level on a 0.05 grid that
+// keeps ≥ 99 % in time (p99 stays under target at every level: the gate
+// holds it), over seeds 1000–1019, 300 s runs, the first minute not
+// counted (TestLabOracle re-checks it; -update-oracle sweeps it again).
+// Beside it, this controller on the same runs:
+//
+//	load  θ*    θ* in time  controller in time  controller optional
+//	  90  0.80  99.10 %     99.40 %             0.466
+//	 100  0.60  99.08 %     99.33 %             0.304
+//	 110  0.40  99.23 %     99.30 %             0.203
+//	 120  0.25  99.33 %     99.22 %             0.129
+//	 130  0.15  99.24 %     99.12 %             0.082
+//	 140  0.05  99.26 %     98.94 %             0.047
+//	 150  none  98.91 % (θ = 0)  98.28 %        0.024
+//
+// At constant load the level cycles (9–12 reversals in 240 s, from full
+// to off): a probe up, a burst of refusals, a fall to 0, a wait. A fixed
+// level serves up to twice the optional content at the same in-time share.
+//
 // # Scheduled caps
 //
 // A load known in advance — the 11.11 midnight sale — need not wait for

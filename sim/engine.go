@@ -64,11 +64,16 @@ type Second struct {
 	InSystem      int                     `json:"in_system"`  // queued or in service at the end of the second
 	Limit         float64                 `json:"limit"`      // the admission layer's concurrency limit at the end of the second, if it has one
 	GoodByArrival int                     `json:"good_by_arrival"`
-	lat           []time.Duration
-	sojSum        time.Duration
-	sojN          int
-	optGood       int
-	seen          bool // an event happened in this second
+	// Users counts the new user requests that arrived this second and
+	// whose first deadline fell inside the run; UsersInTime those of them
+	// answered in time by some attempt.
+	Users       int `json:"users"`
+	UsersInTime int `json:"users_in_time"`
+	lat         []time.Duration
+	sojSum      time.Duration
+	sojN        int
+	optGood     int
+	seen        bool // an event happened in this second
 }
 
 // Summary is a run in one line, as the sources' tables have it.
@@ -530,8 +535,11 @@ func (e *engine) result() Result {
 			continue // its answer was still due when the run ended
 		}
 		decided++
+		s := e.secAt(u.first)
+		s.Users++
 		if u.ok {
 			inTime++
+			s.UsersInTime++
 		}
 		if u.class == signals.Critical {
 			crit++
@@ -560,11 +568,51 @@ func (e *engine) result() Result {
 	return Result{Seconds: e.secs, Summary: sum}
 }
 
+// Window is a stretch of a run in one line: see Result.Between.
+type Window struct {
+	Good     int           `json:"good"`
+	InTime   float64       `json:"in_time"`  // of the users who arrived in the window
+	Optional float64       `json:"optional"` // share of good answers with optional parts
+	P99      time.Duration `json:"p99_ns"`   // of the good answers that finished in the window
+}
+
+// Between summarizes seconds [from, to) of the run, as Summary does the
+// whole run: the lab judges a controller after its first minute.
+func (r Result) Between(from, to int) Window {
+	var w Window
+	users, inTime, opt := 0, 0, 0
+	for _, s := range r.span(from, to) {
+		w.Good += len(s.lat)
+		opt += s.optGood
+		users += s.Users
+		inTime += s.UsersInTime
+	}
+	if users > 0 {
+		w.InTime = float64(inTime) / float64(users)
+	}
+	if w.Good > 0 {
+		w.Optional = float64(opt) / float64(w.Good)
+	}
+	w.P99, _ = r.P99Between(from, to)
+	return w
+}
+
+// span returns seconds [from, to) of the run, clamped to it (empty when
+// the range lies outside).
+func (r Result) span(from, to int) []Second {
+	n := len(r.Seconds)
+	from, to = min(max(from, 0), n), min(max(to, 0), n)
+	if to < from {
+		return nil
+	}
+	return r.Seconds[from:to]
+}
+
 // P99Between returns the p99 latency of the good answers that finished in
 // seconds [from, to) of the run, and false if there were none.
 func (r Result) P99Between(from, to int) (time.Duration, bool) {
 	var lat []time.Duration
-	for _, s := range r.Seconds[max(from, 0):min(to, len(r.Seconds))] {
+	for _, s := range r.span(from, to) {
 		lat = append(lat, s.lat...)
 	}
 	if len(lat) == 0 {
