@@ -120,29 +120,26 @@ type Config struct {
 	MaxRise float64
 	// LoadSignal is the offered load (default rate.arrival). While dimmed
 	// the controller keeps an average of the load (the load mark); while the load stays within LoadMargin of the mark,
-	// the cause of the dimming is still there and the controller brightens
-	// only by probing (see ProbeAfter). The mark clears at full
-	// brightness. When the signal is missing, brightening follows pressure
-	// alone.
+	// the cause of the dimming is still there and the controller moves
+	// only by the trim (see Evidence). A load that falls below the margin
+	// brightens at full speed, and one that rises above it dims at once.
+	// The mark clears at full brightness. When the signal is missing,
+	// only the trim brightens.
 	LoadSignal signals.Key
 	// LoadMargin is how far (relative) the load must fall below the load
 	// mark before the controller brightens at full speed. It must clear
 	// the noise of a windowed rate (σ ≈ 1/√(rate·window): 3.7 % at 150/s
 	// over 5 s). Default 0.2.
 	LoadMargin float64
-	// ProbeAfter is how long after the last dimming step the controller
-	// probes upwards although the load has not fallen (capacity may have
-	// come back), at ProbeRise. Default 30 s.
-	ProbeAfter time.Duration
-	// ProbeRise caps brightening while probing, in brightness per second.
-	// Default 0.05.
-	ProbeRise float64
-	// Settle: for this long after a brightening step, pressure between
-	// High and 1 (near target, not over it) holds instead of dimming — the
-	// latency window is still taking in the step's effect, and a windowed
-	// p99 is noisy. Over target it dims at once. Default 5 s, the latency
-	// window recommended for the controller.
-	Settle time.Duration
+	// Evidence is how much evidence moves a dimmed controller one step
+	// (the trim; see the package documentation): each period over High
+	// counts 1 (2 over target), each under Low −1 (−2 under Low/2). A
+	// probe up that failed doubles the evidence the next one needs, up
+	// to 8×. Default 5.
+	Evidence float64
+	// MaxStep caps the trim's step. Steps start at two quanta and double
+	// while they go the same way. Default 0.16.
+	MaxStep float64
 	// Features is the ladder. At least one.
 	Features []Feature
 	// Segments are user groups with offset brightness.
@@ -222,7 +219,6 @@ func (c Config) withDefaults() (Config, error) {
 	def(&c.DownGain, 1)
 	def(&c.UpGain, 1)
 	def(&c.LoadMargin, 0.2)
-	def(&c.ProbeRise, 0.05)
 	if c.LoadSignal == 0 {
 		c.LoadSignal = signals.ArrivalRate
 	}
@@ -233,12 +229,8 @@ func (c Config) withDefaults() (Config, error) {
 	def(&c.SaturatedAt, 0.25)
 	def(&c.UnshedRate, 1)
 	def(&c.Headroom, 0.5)
-	if c.ProbeAfter == 0 {
-		c.ProbeAfter = 30 * time.Second
-	}
-	if c.Settle == 0 {
-		c.Settle = 5 * time.Second
-	}
+	def(&c.Evidence, 5)
+	def(&c.MaxStep, 0.16)
 	def(&c.Proportional, 0.5)
 	def(&c.MaxRise, 0.25)
 	def(&c.Quantum, 0.01)
@@ -285,11 +277,11 @@ func (c Config) withDefaults() (Config, error) {
 	if !(0 < c.RoomBelow && c.RoomBelow <= c.SaturatedAt && c.SaturatedAt <= 1) {
 		bad("gate room: want 0 < room below (%v) ≤ saturated at (%v) ≤ 1", c.RoomBelow, c.SaturatedAt)
 	}
-	if c.Hold < 0 || c.CascadeHold < 0 || c.ProbeAfter < 0 || c.Settle < 0 {
+	if c.Hold < 0 || c.CascadeHold < 0 {
 		bad("hold times must not be negative")
 	}
 	for name, v := range map[string]float64{"down gain": c.DownGain, "up gain": c.UpGain, "max rise": c.MaxRise,
-		"quantum": c.Quantum, "proportional gain": c.Proportional, "load margin": c.LoadMargin, "probe rise": c.ProbeRise, "cascade gain": c.CascadeGain, "unshed rate": c.UnshedRate} {
+		"quantum": c.Quantum, "proportional gain": c.Proportional, "load margin": c.LoadMargin, "evidence": c.Evidence, "max step": c.MaxStep, "cascade gain": c.CascadeGain, "unshed rate": c.UnshedRate} {
 		if !(v > 0) || math.IsInf(v, 0) {
 			bad("%s %v: want a positive number", name, v)
 		}

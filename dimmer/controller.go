@@ -56,7 +56,14 @@ type controllerState struct {
 	lastRise   time.Time // when the last brightening step was
 	overSince  time.Time // cascade pressure held since; zero when not
 	lastFresh  time.Time
-	dimmed     bool // the law dimmed since it was last at full brightness
+	dimmed     bool    // the law dimmed since it was last at full brightness
+	acc        float64 // the trim's evidence: + over High, − under Low
+	upStep     float64 // the trim's last step up
+	downStep   float64 // the trim's last step down
+	lastDir    int     // the trim's last move: +1 up, −1 down, 0 none yet
+	good, bad  float64 // the trim's last good and last over level; −1 when none
+	fails      int     // probes that failed in a row (the backoff)
+	badAt      time.Time
 	started    bool
 	frozen     bool
 	freezeWhy  string
@@ -114,12 +121,12 @@ const (
 	whyUnshedLoad
 	whyFull
 	whyBrighten
-	whyProbe
-	whyLoadHeld
 	whyBand
-	whySettle
-	whyNearAtLowerLoad
 	whyCapped
+	whyTrimHold // settled: gathering evidence
+	whyTrimDown // over for long enough: a step down
+	whyTrimBack // a probe that failed: back to the last good level
+	whyTrimUp   // under for long enough: a probe up
 )
 
 // New checks cfg and returns a controller at full brightness.
@@ -429,30 +436,24 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 		}
 	}
 
-	switch {
-	case p >= cfg.High:
-		m.underSince = time.Time{}
-		step := cfg.DownGain*e*dt + cfg.Proportional*max(rise, 0)
-		settling := !m.lastRise.IsZero() && now.Sub(m.lastRise) < cfg.Settle
-		fallen := m.loadMark > 0 && load >= 0 && load < m.loadMark*(1-cfg.LoadMargin)
-		if b > 0 && p < 1 && (settling || fallen) {
-			// Near target, not over it, within a latency window of our
-			// own brightening (its effect, and the window's noise, are
-			// still settling in), or at a load well below the one that
-			// forced dimming (this is that load's own operating point,
-			// not a new overload): hold. Over target it dims at once.
-			m.overSince = time.Time{}
-			w.kind = whySettle
-			if fallen && !settling {
-				w.kind = whyNearAtLowerLoad
-			}
-			return w
+	loadUp := m.loadMark > 0 && load >= 0 && load > m.loadMark*(1+cfg.LoadMargin)
+	fallen := m.loadMark > 0 && load >= 0 && load < m.loadMark*(1-cfg.LoadMargin)
+	if p < cfg.Low {
+		if m.underSince.IsZero() {
+			m.underSince = now
 		}
+	} else {
+		m.underSince = time.Time{}
+	}
+	switch {
+	case p >= cfg.High && (b <= 0 || !m.dimmed || loadUp || pc >= cfg.CascadeAt):
+		step := cfg.DownGain*e*dt + cfg.Proportional*max(rise, 0)
 		if b > 0 {
 			w.kind, w.feature = whyDim, c.dimming(b)
 			m.brightness = max(b-step, 0) // the floor stops the features
 			m.overSince = time.Time{}
 			m.markDim(now, load)
+			m.forget(now, b)
 			return w
 		}
 		// Every feature at its floor: the cascade, only when pressure
@@ -477,16 +478,10 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 		m.brightness = max(b-cfg.CascadeGain*(pc-cfg.Setpoint)*dt, -cfg.MaxShed)
 		m.markDim(now, load)
 		w.kind = whyCascade
-	case p < cfg.Low:
+		return w
+	case p < cfg.Low && now.Sub(m.underSince) >= cfg.Hold && (!m.dimmed || fallen):
 		m.overSince = time.Time{}
-		if m.underSince.IsZero() {
-			m.underSince = now
-		}
 		w.held = now.Sub(m.underSince)
-		if w.held < cfg.Hold {
-			w.kind = whyHoldUnder
-			return w
-		}
 		if b >= ceil {
 			if ceil < 1 {
 				w.kind = whyCapped // the law would brighten; a scheduled cap holds it
@@ -497,27 +492,107 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 			return w
 		}
 		up := min(cfg.UpGain*(-e)*dt, cfg.MaxRise*dt)
-		if m.loadMark > 0 && load >= 0 && load > m.loadMark*(1-cfg.LoadMargin) && !headroom {
-			// The load that forced dimming is still here (and the gate
-			// does not show room for twice the work in flight).
-			if now.Sub(m.lastDim) < cfg.ProbeAfter {
-				w.kind = whyLoadHeld
-				return w
-			}
-			up = min(up, cfg.ProbeRise*dt)
-			w.kind = whyProbe
-		}
 		m.brightness = min(b+up, ceil)
 		m.lastRise = now
+		m.forget(now, -1)
 		w.feature = c.dimming(m.brightness)
-		if w.kind != whyProbe {
-			w.kind = whyBrighten
+		w.kind = whyBrighten
+		return w
+	case m.dimmed || p >= cfg.High:
+		m.overSince = time.Time{}
+		m.dimmed = true
+		switch {
+		case p >= 1:
+			m.acc += 2
+		case p >= cfg.High:
+			m.acc++
+		case p < cfg.Low/2 || p < cfg.Low && headroom:
+			m.acc -= 2
+		case p < cfg.Low:
+			m.acc--
 		}
+		w.kind, w.feature = whyTrimHold, c.dimming(b)
+		if fallen && p < cfg.Low {
+			return w // the load fell: brightening at full speed after Hold
+		}
+		q := cfg.Quantum
+		switch {
+		case m.acc >= cfg.Evidence:
+			// This level is over: remember it. Above the last good level
+			// (a probe that failed) go back there and wait longer before
+			// the next probe; at or under it, conditions changed: step
+			// down, further with each step in a row.
+			m.acc, m.bad, m.badAt = 0, b, now
+			var nb float64
+			if m.good >= 0 && b > m.good+q/2 {
+				nb = m.good
+				m.fails = min(m.fails+1, maxBackoff)
+				m.upStep = 2 * q
+				w.kind = whyTrimBack
+			} else {
+				w.kind = whyTrimDown
+				if m.lastDir < 0 {
+					m.downStep = min(2*m.downStep, cfg.MaxStep)
+				} else {
+					m.downStep = 2 * q
+				}
+				nb = max(b-m.downStep, 0)
+				m.good = -1
+			}
+			m.lastDir = -1
+			m.brightness = nb
+			m.markDim(now, load)
+		case m.acc <= -cfg.Evidence*float64(int(1)<<m.fails):
+			// This level is good. Step up: quickly while far under the
+			// last level that was over, one quantum at a time near it.
+			m.acc, m.good = 0, b
+			switch {
+			case m.bad >= 0 && now.Sub(m.badAt) >= badMemory:
+				m.bad, m.fails = -1, 0 // long ago: conditions may have changed
+			case m.bad >= 0 && b >= m.bad-q/2:
+				// At the level that was over, and it holds: go past it
+				// one quantum at a time.
+				m.bad, m.badAt, m.fails = b+2*q, now, 0
+			}
+			switch {
+			case m.lastDir > 0:
+				m.upStep = min(2*m.upStep, cfg.MaxStep)
+			case m.lastDir == 0 && m.bad >= 0:
+				m.upStep = cfg.MaxStep // the first step after a fall
+			default:
+				m.upStep = 2 * q
+			}
+			st := m.upStep
+			if m.bad >= 0 {
+				st = max(min(st, (m.bad-b)/2), q)
+			}
+			m.lastDir = 1
+			w.kind = whyTrimUp
+			m.brightness = min(b+st, ceil)
+			m.lastRise = now
+		default:
+			return w
+		}
+		w.feature = c.dimming(max(m.brightness, b))
+		return w
 	default:
-		m.underSince, m.overSince = time.Time{}, time.Time{}
+		m.overSince = time.Time{}
 		w.kind = whyBand
 	}
 	return w
+}
+
+// badMemory is how long the trim remembers a level that was over.
+const badMemory = 2 * time.Minute
+
+// maxBackoff caps the probe backoff: the wait for evidence doubles with
+// each failed probe, up to 2^maxBackoff times.
+const maxBackoff = 3
+
+// forget resets the trim after a fast move; bad is the level the move
+// started from when it was a fall (−1 otherwise).
+func (m *controllerState) forget(now time.Time, bad float64) {
+	m.acc, m.lastDir, m.good, m.bad, m.badAt, m.fails = 0, 0, -1, bad, now, 0
 }
 
 // markDim remembers when the last dimming step was.
@@ -536,7 +611,9 @@ func (c *Controller) action() (Action, signals.Key, bool) {
 		a = Dim
 	case whyCascade:
 		a = Shed
-	case whyBrighten, whyProbe, whyUnshed, whyUnshedRoom, whyUnshedLoad:
+	case whyTrimDown, whyTrimBack:
+		a = Dim
+	case whyBrighten, whyTrimUp, whyUnshed, whyUnshedRoom, whyUnshedLoad:
 		a = Brighten
 	}
 	if w.kind < whyCascade || w.kind == whyUnshedLoad || w.top >= len(c.mu.readings) {
@@ -587,16 +664,16 @@ func (c *Controller) reason() string {
 		r = sig + ": full brightness"
 	case whyBrighten:
 		r = fmt.Sprintf("%s: brightening %s", sig, cfg.Features[w.feature].Name)
-	case whyProbe:
-		r = fmt.Sprintf("%s, load %.4g/s still near the %.4g/s that forced dimming: probing with %s", sig, w.load, w.mark, cfg.Features[w.feature].Name)
-	case whyLoadHeld:
-		r = fmt.Sprintf("%s, but load %.4g/s is still near the %.4g/s that forced dimming: holding", sig, w.load, w.mark)
 	case whyBand:
 		r = fmt.Sprintf("%s: within %.0f–%.0f%% of target, holding", sig, 100*cfg.Low, 100*cfg.High)
-	case whySettle:
-		r = fmt.Sprintf("%s: near target after brightening, holding while it settles", sig)
-	case whyNearAtLowerLoad:
-		r = fmt.Sprintf("%s, near target at load %.4g/s, well under the %.4g/s that forced dimming: holding", sig, w.load, w.mark)
+	case whyTrimHold:
+		r = fmt.Sprintf("%s: settled, holding", sig)
+	case whyTrimDown:
+		r = fmt.Sprintf("%s: over %.0f%% of target for %.0f periods: dimming %s by %.2f", sig, 100*cfg.High, cfg.Evidence, cfg.Features[w.feature].Name, m.downStep)
+	case whyTrimBack:
+		r = fmt.Sprintf("%s: the probe was too bright: back to the last good level; the next probe waits %.0f periods", sig, cfg.Evidence*float64(int(1)<<m.fails))
+	case whyTrimUp:
+		r = fmt.Sprintf("%s: under %.0f%% of target long enough: probing %s", sig, 100*cfg.Low, cfg.Features[w.feature].Name)
 	case whyCapped:
 		r = sig + ": at the scheduled cap, holding"
 	}

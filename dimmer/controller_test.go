@@ -55,15 +55,16 @@ func TestLadderOrderAndDimming(t *testing.T) {
 	assert.Equal(t, "recommendations", c.Config().Features[0].Name, "rank 0 dims first")
 
 	sts := script(t, c, 0.9, 0.9)
-	last := sts[len(sts)-1]
-	rec, _ := last.Feature("recommendations")
-	rev, _ := last.Feature("reviews")
+	first := sts[0]
+	rec, _ := first.Feature("recommendations")
+	rev, _ := first.Feature("reviews")
 	assert.Less(t, rec.Level, 1.0, "p99 at 90 %% of target: recommendations dim")
 	assert.Equal(t, 1.0, rev.Level, "reviews wait until recommendations are off")
-	assert.Contains(t, last.Reason, "latency.p99 900ms < 1s target: dimming recommendations")
+	assert.Contains(t, first.Reason, "latency.p99 900ms < 1s target: dimming recommendations")
+	assert.Equal(t, first.Brightness, sts[1].Brightness, "dimmed, near target: the trim gathers evidence")
 
 	sts = script(t, c, 3, 3, 3)
-	last = sts[len(sts)-1]
+	last := sts[len(sts)-1]
 	rec, _ = last.Feature("recommendations")
 	rev, _ = last.Feature("reviews")
 	assert.Equal(t, 0.0, rec.Level)
@@ -103,7 +104,7 @@ func TestHysteresisHoldsInBandAndBrightensSlowly(t *testing.T) {
 	assert.LessOrEqual(t, levels[6]-levels[5], 0.25+1e-9, "at most MaxRise per second")
 }
 
-func TestLoadMarkHoldsBrightnessWhileLoadStays(t *testing.T) {
+func TestTrimProbesAndBacksOff(t *testing.T) {
 	c, _ := New(testConfig())
 	now := t0
 	step := func(p99, rate float64) *State {
@@ -111,21 +112,45 @@ func TestLoadMarkHoldsBrightnessWhileLoadStays(t *testing.T) {
 		return c.Step(now, snap(now, p99, rate))
 	}
 	for range 3 {
-		step(2, 150) // overload at 150/s
+		step(2, 150) // overload at 150/s: fast down
 	}
 	dimmed := step(0.8, 150).Brightness
-	for range 10 { // latency recovers, load does not
-		st := step(0.3, 150)
-		assert.Equal(t, dimmed, st.Brightness, "load still at 150/s: holding")
+	require.Less(t, dimmed, 0.5)
+	// Latency recovers, the load does not: the trim probes up after
+	// enough evidence (each period under Low/2 counts 2 of 5).
+	var st *State
+	for range 2 {
+		st = step(0.3, 150)
+		assert.Equal(t, dimmed, st.Brightness, "not enough evidence yet")
 	}
-	st := c.Status()
-	assert.Contains(t, st.Reason, "still near the 150/s that forced dimming")
-	for range 20 { // ProbeAfter: a slow probe
+	st = step(0.3, 150)
+	good := st.Brightness
+	assert.InDelta(t, dimmed+0.16, good, 0.011, "the first probe after a fall: MaxStep")
+	assert.Contains(t, st.Reason, "probing")
+	for range 3 {
 		st = step(0.3, 150)
 	}
-	assert.Greater(t, st.Brightness, dimmed)
-	assert.Contains(t, c.Status().Reason, "probing")
+	probe := st.Brightness
+	require.Greater(t, probe, good)
+	// The probe is over: back to the last good level, not further.
+	for range 3 {
+		st = step(1.2, 150)
+	}
+	assert.InDelta(t, good, st.Brightness, 0.011, "a failed probe returns to the last good level")
+	assert.Contains(t, st.Reason, "back to the last good level")
+	// The next probe waits twice as long (10 evidence: 5 periods at −2).
+	for i := range 5 {
+		st = step(0.3, 150)
+		if i < 4 {
+			assert.InDelta(t, good, st.Brightness, 0.011, "backing off: period %d", i)
+		}
+	}
+	assert.Greater(t, st.Brightness, good+0.005, "then a probe")
+	assert.Less(t, st.Brightness, probe, "smaller than the one that failed")
 	// The load drops by more than the margin: brighten at full speed.
+	for range 5 {
+		st = step(0.3, 100)
+	}
 	before := st.Brightness
 	st = step(0.3, 100)
 	assert.InDelta(t, before+0.25, st.Brightness, 0.011, "full speed once load fell")

@@ -44,8 +44,9 @@ func BrownoutConfig(target time.Duration) dimmer.Config {
 	return dimmer.Config{
 		Targets: []dimmer.Target{
 			{Signal: signals.LatencyP99, Target: target.Seconds()},
-			{Signal: signals.RejectRatio, Target: 0.05, DimOnly: true},
+			{Signal: signals.RejectRatio, Target: 0.01, DimOnly: true},
 		},
+		Low:      0.6,
 		Features: BrownoutFeatures(),
 	}
 }

@@ -42,8 +42,8 @@ type lawConfig struct {
 	UpGain       float64  `yaml:"up_gain"`
 	Proportional float64  `yaml:"proportional"`
 	MaxRise      float64  `yaml:"max_rise"`
-	ProbeAfter   duration `yaml:"probe_after"`
-	ProbeRise    float64  `yaml:"probe_rise"`
+	Evidence     float64  `yaml:"evidence"`
+	MaxStep      float64  `yaml:"max_step"`
 	Quantum      float64  `yaml:"quantum"`
 	StaleAfter   int      `yaml:"stale_after"`
 	MaxShed      float64  `yaml:"max_shed"`
@@ -283,13 +283,13 @@ func resolve(fc *fileConfig, at func(path, format string, a ...any)) *config {
 	}
 	d := dimmer.Config{Tick: time.Duration(fc.Tick), High: fc.Law.High, Low: fc.Law.Low, Hold: time.Duration(fc.Law.Hold),
 		DownGain: fc.Law.DownGain, UpGain: fc.Law.UpGain, Proportional: fc.Law.Proportional, MaxRise: fc.Law.MaxRise,
-		ProbeAfter: time.Duration(fc.Law.ProbeAfter), ProbeRise: fc.Law.ProbeRise, Quantum: fc.Law.Quantum,
+		Evidence: fc.Law.Evidence, MaxStep: fc.Law.MaxStep, Quantum: fc.Law.Quantum,
 		StaleAfter: fc.Law.StaleAfter, MaxShed: fc.Law.MaxShed}
 	if d.Tick != 0 && d.Tick < 100*time.Millisecond {
 		at("tick", "%v: at least 100ms", d.Tick)
 	}
 	for name, v := range map[string]float64{"law.high": d.High, "law.low": d.Low, "law.down_gain": d.DownGain, "law.up_gain": d.UpGain,
-		"law.proportional": d.Proportional, "law.max_rise": d.MaxRise, "law.probe_rise": d.ProbeRise, "law.quantum": d.Quantum} {
+		"law.proportional": d.Proportional, "law.max_rise": d.MaxRise, "law.evidence": d.Evidence, "law.max_step": d.MaxStep, "law.quantum": d.Quantum} {
 		if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
 			at(name, "%v: must not be negative", v)
 		}

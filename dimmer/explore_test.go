@@ -1,0 +1,344 @@
+package dimmer_test
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/brownout/brownout/dimmer"
+	"github.com/brownout/brownout/shed"
+	"github.com/brownout/brownout/signals"
+	"github.com/brownout/brownout/sim"
+)
+
+type recDimmer struct {
+	c      *dimmer.Controller
+	levels [][]float64 // per tick, per feature
+	dbg    []string
+}
+
+func (r *recDimmer) Step(now time.Time, s signals.Snapshot) sim.Dim {
+	st := r.c.Step(now, s)
+	var sum, w float64
+	lv := make([]float64, len(st.Features))
+	for i, f := range r.c.Config().Features {
+		sum += f.Cost * st.Features[i].Level
+		w += f.Cost
+		lv[i] = st.Features[i].Level
+	}
+	r.levels = append(r.levels, lv)
+	r.dbg = append(r.dbg, r.c.DebugTrim()+" "+st.Reason)
+	return sim.Dim{Level: sum / w, Shed: st.Shed}
+}
+
+type exRes struct {
+	w        sim.Window
+	dirs     int
+	swing    float64
+	min, max float64
+}
+
+func exRun(load sim.Profile, seed uint32, d sim.Dimmer, dur time.Duration, gate func() sim.Admission) (sim.Result, exRes) {
+	cfg := sim.BrownoutLab(load, d)
+	cfg.Seed = seed
+	cfg.Duration = dur
+	if gate != nil {
+		cfg.Admission = gate()
+	}
+	res := sim.Run(cfg)
+	var x exRes
+	x.w = res.Between(60, int(dur/time.Second))
+	x.dirs = quantaChanges(res.Seconds[60:], 0.02)
+	x.min, x.max = 2, -1
+	for _, s := range res.Seconds[60:] {
+		x.min, x.max = min(x.min, s.Level), max(x.max, s.Level)
+	}
+	if r, ok := d.(*recDimmer); ok {
+		for f := range r.levels[0] {
+			lo, hi := 2.0, -1.0
+			for _, lv := range r.levels[60:] {
+				lo, hi = min(lo, lv[f]), max(hi, lv[f])
+			}
+			x.swing = max(x.swing, hi-lo)
+		}
+	}
+	return res, x
+}
+
+// quantaChanges counts reversals of at least q.
+func quantaChanges(secs []sim.Second, q float64) int {
+	n, dir := 0, 0
+	ext := secs[0].Level
+	for _, s := range secs[1:] {
+		switch {
+		case dir >= 0 && s.Level > ext:
+			ext = s.Level
+			if dir == 0 && s.Level-secs[0].Level >= q {
+				dir = 1
+			}
+		case dir <= 0 && s.Level < ext:
+			ext = s.Level
+			if dir == 0 && secs[0].Level-s.Level >= q {
+				dir = -1
+			}
+		}
+		if dir == 1 && ext-s.Level >= q {
+			n++
+			dir, ext = -1, s.Level
+		} else if dir == -1 && s.Level-ext >= q {
+			n++
+			dir, ext = 1, s.Level
+		}
+	}
+	return n
+}
+
+func parallel(n int, f func(i int)) {
+	var wg sync.WaitGroup
+	ch := make(chan int)
+	for range runtime.GOMAXPROCS(0) {
+		wg.Go(func() {
+			for i := range ch {
+				f(i)
+			}
+		})
+	}
+	for i := range n {
+		ch <- i
+	}
+	close(ch)
+	wg.Wait()
+}
+
+func TestExploreOracle(t *testing.T) {
+	if os.Getenv("EXPLORE") == "" {
+		t.Skip()
+	}
+	loads := []float64{90, 100, 110, 120, 130, 140, 150}
+	var thetas []float64
+	for i := 0; i <= 20; i++ {
+		thetas = append(thetas, float64(i)*0.05)
+	}
+	const nseeds = 20
+	type key struct{ l, th int }
+	out := map[key][]exRes{}
+	var mu sync.Mutex
+	parallel(len(loads)*len(thetas)*nseeds, func(i int) {
+		l, th, s := i/(len(thetas)*nseeds), (i/nseeds)%len(thetas), i%nseeds
+		_, x := exRun(sim.Constant(loads[l]), uint32(1000+s), sim.Static(thetas[th]), 300*time.Second, nil)
+		mu.Lock()
+		out[key{l, th}] = append(out[key{l, th}], x)
+		mu.Unlock()
+	})
+	for l, load := range loads {
+		fmt.Printf("load %v:", load)
+		for th, theta := range thetas {
+			var it, op float64
+			var p99 time.Duration
+			for _, x := range out[key{l, th}] {
+				it += x.w.InTime / nseeds
+				op += x.w.Optional / nseeds
+				p99 = max(p99, x.w.P99)
+			}
+			fmt.Printf(" %.2f:%.2f%%/%dms", theta, 100*it, p99.Milliseconds())
+		}
+		fmt.Println()
+	}
+}
+
+func TestExploreController(t *testing.T) {
+	if os.Getenv("EXPLORE") == "" {
+		t.Skip()
+	}
+	loads := []float64{90, 100, 110, 120, 130, 140, 150}
+	const nseeds = 20
+	out := make([][]exRes, len(loads))
+	var mu sync.Mutex
+	parallel(len(loads)*nseeds, func(i int) {
+		l, s := i/nseeds, i%nseeds
+		c, err := dimmer.New(exConfig())
+		if err != nil {
+			panic(err)
+		}
+		_, x := exRun(sim.Constant(loads[l]), uint32(1000+s), &recDimmer{c: c}, 300*time.Second, nil)
+		if os.Getenv("VERBOSE") != "" && (x.dirs > 2 || x.swing > 0.2) {
+			fmt.Printf("bad: load %v seed %d dirs %d swing %.2f\n", loads[l], 1000+s, x.dirs, x.swing)
+		}
+		mu.Lock()
+		out[l] = append(out[l], x)
+		mu.Unlock()
+	})
+	star := map[float64][2]float64{90: {0.8, .9910}, 100: {0.6, .9908}, 110: {0.4, .9923}, 120: {0.25, .9933}, 130: {0.15, .9924}, 140: {0.05, .9926}, 150: {0, .9891}}
+	for l, load := range loads {
+		var it, op float64
+		maxDirs, maxSwing := 0, 0.0
+		for _, x := range out[l] {
+			it += x.w.InTime / nseeds
+			op += x.w.Optional / nseeds
+			maxDirs = max(maxDirs, x.dirs)
+			maxSwing = max(maxSwing, x.swing)
+		}
+		st := star[load]
+		okOpt := op >= 0.9*st[0] || (st[0] < 0.2 && op >= st[0]-0.02)
+		okIT := it >= st[1]-0.005
+		nd, ns := 0, 0
+		for _, x := range out[l] {
+			if x.dirs > 2 {
+				nd++
+			}
+			if x.swing > 0.2 {
+				ns++
+			}
+		}
+		fmt.Printf("load %v: θ* %.2f in-time %.2f%% (θ* %.2f%%) %v optional %.3f %v dirs(max) %d (>2: %d) swing(max) %.2f (>0.2: %d)\n", load, st[0], 100*it, 100*st[1], okIT, op, okOpt, maxDirs, nd, maxSwing, ns)
+	}
+	_ = shed.GateConfig{}
+}
+
+type snapDimmer struct {
+	d    sim.Dimmer
+	snap []signals.Snapshot
+}
+
+func (r *snapDimmer) Step(now time.Time, s signals.Snapshot) sim.Dim {
+	r.snap = append(r.snap, s)
+	return r.d.Step(now, s)
+}
+
+func TestExploreSignals(t *testing.T) {
+	if os.Getenv("EXPLORE") == "" {
+		t.Skip()
+	}
+	keys := []signals.Key{signals.LatencyP99, signals.RejectRatio, signals.GateBusy, signals.GateUtilization, signals.GateLimit, signals.InFlight, signals.GateQueued, signals.SojournP99}
+	for _, load := range []float64{90, 100, 120, 150} {
+		for _, th := range []float64{0, 0.2, 0.4, 0.6, 0.8, 1} {
+			fmt.Printf("load %v θ %.1f:", load, th)
+			for _, k := range keys {
+				var sum, sq float64
+				n := 0
+				for seed := uint32(1); seed <= 4; seed++ {
+					d := &snapDimmer{d: sim.Static(th)}
+					exRun(sim.Constant(load), seed, d, 120*time.Second, nil)
+					for _, s := range d.snap[60:] {
+						if v, ok := s.Get(k); ok {
+							sum += v
+							sq += v * v
+							n++
+						}
+					}
+				}
+				m := sum / float64(n)
+				fmt.Printf(" %s=%.3f±%.3f", k, m, sqrt(sq/float64(n)-m*m))
+			}
+			fmt.Println()
+		}
+	}
+}
+
+func sqrt(v float64) float64 {
+	if v <= 0 {
+		return 0
+	}
+	x := v
+	for range 30 {
+		x = (x + v/x) / 2
+	}
+	return x
+}
+
+func TestExploreDiscrim(t *testing.T) {
+	if os.Getenv("EXPLORE") == "" {
+		t.Skip()
+	}
+	keys := []signals.Key{signals.LatencyP99, signals.LatencyP90, signals.LatencyP50, signals.LatencyMean, signals.SojournP99, signals.SojournMin, signals.RejectRatio, signals.GateBusy}
+	star := map[float64]float64{90: 0.8, 100: 0.6, 110: 0.4, 120: 0.25, 130: 0.15, 140: 0.05}
+	for _, load := range []float64{90, 100, 110, 120, 130, 140} {
+		stats := func(th float64) (m, sd []float64) {
+			for _, k := range keys {
+				var sum, sq float64
+				n := 0
+				for seed := uint32(1); seed <= 4; seed++ {
+					d := &snapDimmer{d: sim.Static(th)}
+					exRun(sim.Constant(load), seed, d, 120*time.Second, nil)
+					for _, s := range d.snap[60:] {
+						if v, ok := s.Get(k); ok {
+							sum += v
+							sq += v * v
+							n++
+						}
+					}
+				}
+				mm := sum / float64(n)
+				m = append(m, mm)
+				sd = append(sd, sqrt(sq/float64(n)-mm*mm))
+			}
+			return
+		}
+		th := star[load]
+		m0, s0 := stats(th)
+		m1, _ := stats(th + 0.1)
+		fmt.Printf("load %v θ*=%.2f:", load, th)
+		for i, k := range keys {
+			fmt.Printf(" %s=%.3f(d=%.2f)", k, m0[i], (m1[i]-m0[i])/s0[i])
+		}
+		fmt.Println()
+	}
+}
+
+func exConfig() dimmer.Config {
+	cfg := sim.BrownoutConfig(sim.BrownoutTarget)
+	if v := os.Getenv("RR"); v != "" {
+		cfg.Targets[1].Target = atof(v)
+	}
+	if v := os.Getenv("EVID"); v != "" {
+		cfg.Evidence = atof(v)
+	}
+	if v := os.Getenv("MAXSTEP"); v != "" {
+		cfg.MaxStep = atof(v)
+	}
+	if v := os.Getenv("LOW"); v != "" {
+		cfg.Low = atof(v)
+	}
+	if v := os.Getenv("SP"); v != "" {
+		cfg.Setpoint = atof(v)
+	}
+	return cfg
+}
+
+func atof(s string) float64 {
+	var f float64
+	fmt.Sscan(s, &f)
+	return f
+}
+
+func TestExploreTrace(t *testing.T) {
+	if os.Getenv("EXPLORE") == "" {
+		t.Skip()
+	}
+	c, _ := dimmer.New(exConfig())
+	rd := &recDimmer{c: c}
+	d := &snapDimmer{d: rd}
+	load := atof(os.Getenv("LOAD"))
+	seed := uint32(1001)
+	if v := os.Getenv("SEED"); v != "" {
+		seed = uint32(atof(v))
+	}
+	res, _ := exRun(sim.Constant(load), seed, d, 300*time.Second, nil)
+	for i, s := range res.Seconds {
+		if i >= len(d.snap) {
+			break
+		}
+		if i > 0 && s.Level == res.Seconds[i-1].Level {
+			continue
+		}
+		p99, _ := d.snap[i].Get(signals.LatencyP99)
+		rr, _ := d.snap[i].Get(signals.RejectRatio)
+		st := c.Status()
+		_ = st
+		ar, _ := d.snap[i].Get(signals.ArrivalRate)
+		fmt.Printf("t=%d level=%.2f p99=%.0f rr=%.3f arr=%.0f %s %s\n", s.T, s.Level, p99*1000, rr, ar, "", rd.dbg[i])
+	}
+}
