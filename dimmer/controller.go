@@ -63,6 +63,11 @@ type controllerState struct {
 	lastDir    int     // the trim's last move: +1 up, −1 down, 0 none yet
 	good, bad  float64 // the trim's last good and last over level; −1 when none
 	fails      int     // probes that failed in a row (the backoff)
+	overN      int     // periods in a row over High from full brightness
+	span       float64 // the trim's step: halved by each reversal
+	q, maxStep float64 // Quantum and MaxStep, for turn and forget
+	movedAt    time.Time     // the trim's last move
+	sigWindow  time.Duration // how far back the last snapshot looked
 	badAt      time.Time
 	started    bool
 	frozen     bool
@@ -123,6 +128,7 @@ const (
 	whyBrighten
 	whyBand
 	whyCapped
+	whyConfirm  // over High for one period from full brightness
 	whyTrimHold // settled: gathering evidence
 	whyTrimDown // over for long enough: a step down
 	whyTrimBack // a probe that failed: back to the last good level
@@ -137,6 +143,8 @@ func New(cfg Config) (*Controller, error) {
 	}
 	c := &Controller{cfg: cfg}
 	c.mu.brightness = 1
+	c.mu.good, c.mu.bad = -1, -1
+	c.mu.q, c.mu.maxStep, c.mu.span = cfg.Quantum, cfg.MaxStep, cfg.MaxStep
 	c.mu.pins = map[string]Pin{}
 	c.mu.subs = map[int]chan *State{}
 	c.mu.readings = make([]Reading, len(cfg.Targets))
@@ -332,6 +340,7 @@ func (c *Controller) step(now time.Time, s signals.Snapshot) (*State, bool) {
 	}
 	headroom := !m.roomSince.IsZero() && now.Sub(m.roomSince) >= cfg.Hold
 	m.busy, m.busyOK = busy, busyOK
+	m.sigWindow = s.Window
 	p, pc, ok, top := c.pressure(now, s, room)
 	m.pressure, m.presOK, m.at = p, ok, now
 	m.mode = Auto
@@ -445,9 +454,18 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 	} else {
 		m.underSince = time.Time{}
 	}
+	if p >= cfg.High && !m.dimmed {
+		m.overN++
+	} else {
+		m.overN = 0
+	}
+	// From full brightness one period over High is not yet an overload
+	// (a burst of refusals at a load the service carries); two are, or
+	// one over CascadeAt.
+	first := !m.dimmed && (m.overN >= 2 || pc >= cfg.CascadeAt)
 	switch {
-	case p >= cfg.High && (b <= 0 || !m.dimmed || loadUp || pc >= cfg.CascadeAt):
-		step := cfg.DownGain*e*dt + cfg.Proportional*max(rise, 0)
+	case p >= cfg.High && (b <= 0 || first || m.dimmed && (loadUp || pc >= cfg.CascadeAt)):
+		step := min(cfg.DownGain*e*dt+cfg.Proportional*max(rise, 0), maxFall*dt)
 		if b > 0 {
 			w.kind, w.feature = whyDim, c.dimming(b)
 			m.brightness = max(b-step, 0) // the floor stops the features
@@ -488,6 +506,7 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 				return w
 			}
 			m.loadMark, m.dimmed = 0, false // the episode is over
+			m.forget(now, -1)
 			w.kind = whyFull
 			return w
 		}
@@ -498,9 +517,17 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 		w.feature = c.dimming(m.brightness)
 		w.kind = whyBrighten
 		return w
-	case m.dimmed || p >= cfg.High:
+	case !m.dimmed && p >= cfg.High:
 		m.overSince = time.Time{}
-		m.dimmed = true
+		w.kind = whyConfirm
+	case m.dimmed:
+		m.overSince = time.Time{}
+		w.kind, w.feature = whyTrimHold, c.dimming(b)
+		if now.Sub(m.movedAt) < time.Duration(SettleFrac*float64(m.sigWindow)) {
+			// The signals still describe the level before the last
+			// move: no evidence about this one yet.
+			return w
+		}
 		switch {
 		case p >= 1:
 			m.acc += 2
@@ -516,57 +543,59 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 			return w // the load fell: brightening at full speed after Hold
 		}
 		q := cfg.Quantum
+		need := cfg.Evidence * float64(int(1)<<m.fails)
 		switch {
-		case m.acc >= cfg.Evidence:
+		case m.acc >= need:
 			// This level is over: remember it. Above the last good level
-			// (a probe that failed) go back there and wait longer before
-			// the next probe; at or under it, conditions changed: step
-			// down, further with each step in a row.
+			// (a probe that failed) go back there; at or under it,
+			// conditions changed: step down, further with each step in
+			// a row.
 			m.acc, m.bad, m.badAt = 0, b, now
 			var nb float64
 			if m.good >= 0 && b > m.good+q/2 {
 				nb = m.good
-				m.fails = min(m.fails+1, maxBackoff)
-				m.upStep = 2 * q
+				m.downStep = q // a step down after this one is 2 quanta
 				w.kind = whyTrimBack
 			} else {
 				w.kind = whyTrimDown
 				if m.lastDir < 0 {
-					m.downStep = min(2*m.downStep, cfg.MaxStep)
+					m.downStep = min(2*m.downStep, m.span)
 				} else {
-					m.downStep = 2 * q
+					m.downStep = min(2*q, m.span)
 				}
 				nb = max(b-m.downStep, 0)
 				m.good = -1
 			}
-			m.lastDir = -1
+			m.turn(-1)
+			m.movedAt = now
 			m.brightness = nb
 			m.markDim(now, load)
-		case m.acc <= -cfg.Evidence*float64(int(1)<<m.fails):
+		case m.acc <= -need:
 			// This level is good. Step up: quickly while far under the
 			// last level that was over, one quantum at a time near it.
 			m.acc, m.good = 0, b
 			switch {
 			case m.bad >= 0 && now.Sub(m.badAt) >= badMemory:
-				m.bad, m.fails = -1, 0 // long ago: conditions may have changed
+				m.bad = -1 // long ago: conditions may have changed
 			case m.bad >= 0 && b >= m.bad-q/2:
 				// At the level that was over, and it holds: go past it
 				// one quantum at a time.
-				m.bad, m.badAt, m.fails = b+2*q, now, 0
+				m.bad, m.badAt = b+2*q, now
 			}
 			switch {
 			case m.lastDir > 0:
-				m.upStep = min(2*m.upStep, cfg.MaxStep)
+				m.upStep = min(2*m.upStep, m.span)
 			case m.lastDir == 0 && m.bad >= 0:
-				m.upStep = cfg.MaxStep // the first step after a fall
+				m.upStep = m.span // the first step after a fall
 			default:
-				m.upStep = 2 * q
+				m.upStep = min(2*q, m.span)
 			}
+			m.turn(1)
 			st := m.upStep
 			if m.bad >= 0 {
 				st = max(min(st, (m.bad-b)/2), q)
 			}
-			m.lastDir = 1
+			m.movedAt = now
 			w.kind = whyTrimUp
 			m.brightness = min(b+st, ceil)
 			m.lastRise = now
@@ -582,17 +611,41 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 	return w
 }
 
+// maxFall caps a fast dimming step, in brightness per second: a signal
+// far over target (a refusal ratio of 20 % against 1 %) says there is an
+// overload, not how deep it is; the trim finds the depth.
+const maxFall = 0.5
+
 // badMemory is how long the trim remembers a level that was over.
 const badMemory = 2 * time.Minute
 
 // maxBackoff caps the probe backoff: the wait for evidence doubles with
 // each failed probe, up to 2^maxBackoff times.
-const maxBackoff = 3
+var MaxBackoffX = 3
+
+var SettleFrac = 1.0
+
+// turn records a trim step in direction dir. A reversal doubles the
+// evidence the next step needs (up to 2^maxBackoff times): near the level
+// the load allows, the signals' noise would otherwise walk the level up
+// and down. Steps the same way in a row halve it again.
+func (m *controllerState) turn(dir int) {
+	switch {
+	case m.lastDir != 0 && m.lastDir != dir:
+		m.fails = min(m.fails+1, MaxBackoffX)
+		m.span = max(m.span/2, m.q)
+	case m.lastDir == dir:
+		m.fails = max(m.fails-1, 0)
+	}
+	m.lastDir = dir
+}
 
 // forget resets the trim after a fast move; bad is the level the move
 // started from when it was a fall (−1 otherwise).
 func (m *controllerState) forget(now time.Time, bad float64) {
 	m.acc, m.lastDir, m.good, m.bad, m.badAt, m.fails = 0, 0, -1, bad, now, 0
+	m.span = m.maxStep
+	m.movedAt = now
 }
 
 // markDim remembers when the last dimming step was.
@@ -666,12 +719,14 @@ func (c *Controller) reason() string {
 		r = fmt.Sprintf("%s: brightening %s", sig, cfg.Features[w.feature].Name)
 	case whyBand:
 		r = fmt.Sprintf("%s: within %.0f–%.0f%% of target, holding", sig, 100*cfg.Low, 100*cfg.High)
+	case whyConfirm:
+		r = fmt.Sprintf("%s: over %.0f%% of target for one period, confirming", sig, 100*cfg.High)
 	case whyTrimHold:
 		r = fmt.Sprintf("%s: settled, holding", sig)
 	case whyTrimDown:
 		r = fmt.Sprintf("%s: over %.0f%% of target for %.0f periods: dimming %s by %.2f", sig, 100*cfg.High, cfg.Evidence, cfg.Features[w.feature].Name, m.downStep)
 	case whyTrimBack:
-		r = fmt.Sprintf("%s: the probe was too bright: back to the last good level; the next probe waits %.0f periods", sig, cfg.Evidence*float64(int(1)<<m.fails))
+		r = fmt.Sprintf("%s: the probe was too bright: back to the last good level; the next step waits for %.0f periods of evidence", sig, cfg.Evidence*float64(int(1)<<m.fails))
 	case whyTrimUp:
 		r = fmt.Sprintf("%s: under %.0f%% of target long enough: probing %s", sig, 100*cfg.Low, cfg.Features[w.feature].Name)
 	case whyCapped:
@@ -1224,6 +1279,8 @@ func (c *Controller) ReconfigureAt(now time.Time, cfg Config) error {
 	c.mu.Lock()
 	m := &c.mu
 	c.cfg = cfg
+	m.q, m.maxStep = cfg.Quantum, cfg.MaxStep
+	m.span = min(max(m.span, m.q), m.maxStep)
 	var dropped []string
 	for name := range m.pins {
 		if !c.hasFeature(name) {

@@ -331,7 +331,7 @@ func TestExploreTrace(t *testing.T) {
 		if i >= len(d.snap) {
 			break
 		}
-		if i > 0 && s.Level == res.Seconds[i-1].Level {
+		if i > 12 && s.Level == res.Seconds[i-1].Level {
 			continue
 		}
 		p99, _ := d.snap[i].Get(signals.LatencyP99)
@@ -340,5 +340,21 @@ func TestExploreTrace(t *testing.T) {
 		_ = st
 		ar, _ := d.snap[i].Get(signals.ArrivalRate)
 		fmt.Printf("t=%d level=%.2f p99=%.0f rr=%.3f arr=%.0f %s %s\n", s.T, s.Level, p99*1000, rr, ar, "", rd.dbg[i])
+	}
+}
+
+func TestExploreTraj(t *testing.T) {
+	if os.Getenv("EXPLORE") == "" {
+		t.Skip()
+	}
+	load := atof(os.Getenv("LOAD"))
+	for s := 1000; s < 1020; s++ {
+		c, _ := dimmer.New(exConfig())
+		res, x := exRun(sim.Constant(load), uint32(s), &recDimmer{c: c}, 300*time.Second, nil)
+		fmt.Printf("%d d%d s%.2f:", s, x.dirs, x.swing)
+		for i := 0; i < len(res.Seconds); i += 5 {
+			fmt.Printf(" %2.0f", 100*res.Seconds[i].Level)
+		}
+		fmt.Println()
 	}
 }
