@@ -558,9 +558,12 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 				w.kind = whyTrimBack
 			} else {
 				w.kind = whyTrimDown
-				if m.lastDir < 0 {
+				switch {
+				case m.lastDir < 0:
 					m.downStep = min(2*m.downStep, m.span)
-				} else {
+				case m.lastDir == 0:
+					m.downStep = m.span // the first step after a fast fall
+				default:
 					m.downStep = min(2*q, m.span)
 				}
 				nb = max(b-m.downStep, 0)
