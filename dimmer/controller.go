@@ -56,16 +56,16 @@ type controllerState struct {
 	lastRise   time.Time // when the last brightening step was
 	overSince  time.Time // cascade pressure held since; zero when not
 	lastFresh  time.Time
-	dimmed     bool    // the law dimmed since it was last at full brightness
-	acc        float64 // the trim's evidence: + over High, − under Low
-	upStep     float64 // the trim's last step up
-	downStep   float64 // the trim's last step down
-	lastDir    int     // the trim's last move: +1 up, −1 down, 0 none yet
-	good, bad  float64 // the trim's last good and last over level; −1 when none
-	fails      int     // probes that failed in a row (the backoff)
-	overN      int     // periods in a row over High from full brightness
-	span       float64 // the trim's step: halved by each reversal
-	q, maxStep float64 // Quantum and MaxStep, for turn and forget
+	dimmed     bool          // the law dimmed since it was last at full brightness
+	acc        float64       // the trim's evidence: + over High, − under Low
+	upStep     float64       // the trim's last step up
+	downStep   float64       // the trim's last step down
+	lastDir    int           // the trim's last move: +1 up, −1 down, 0 none yet
+	good, bad  float64       // the trim's last good and last over level; −1 when none
+	fails      int           // probes that failed in a row (the backoff)
+	overN      int           // periods in a row over High from full brightness
+	span       float64       // the trim's step: halved by each reversal
+	q, maxStep float64       // Quantum and MaxStep, for turn and forget
 	movedAt    time.Time     // the trim's last move
 	sigWindow  time.Duration // how far back the last snapshot looked
 	badAt      time.Time
@@ -523,7 +523,7 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 	case m.dimmed:
 		m.overSince = time.Time{}
 		w.kind, w.feature = whyTrimHold, c.dimming(b)
-		if now.Sub(m.movedAt) < time.Duration(SettleFrac*float64(m.sigWindow)) {
+		if now.Sub(m.movedAt) < m.sigWindow {
 			// The signals still describe the level before the last
 			// move: no evidence about this one yet.
 			return w
@@ -566,6 +566,9 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 				default:
 					m.downStep = min(2*q, m.span)
 				}
+				// Without a good level below, halve the distance to 0
+				// at most: the first steps of a descent are the largest.
+				m.downStep = min(m.downStep, max(b/2, q))
 				nb = max(b-m.downStep, 0)
 				m.good = -1
 			}
@@ -598,9 +601,9 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 			if m.bad >= 0 {
 				st = max(min(st, (m.bad-b)/2), q)
 			}
+			m.brightness = min(b+st, ceil)
 			m.movedAt = now
 			w.kind = whyTrimUp
-			m.brightness = min(b+st, ceil)
 			m.lastRise = now
 		default:
 			return w
@@ -624,9 +627,7 @@ const badMemory = 2 * time.Minute
 
 // maxBackoff caps the probe backoff: the wait for evidence doubles with
 // each failed probe, up to 2^maxBackoff times.
-var MaxBackoffX = 3
-
-var SettleFrac = 1.0
+const maxBackoff = 3
 
 // turn records a trim step in direction dir. A reversal doubles the
 // evidence the next step needs (up to 2^maxBackoff times): near the level
@@ -635,7 +636,7 @@ var SettleFrac = 1.0
 func (m *controllerState) turn(dir int) {
 	switch {
 	case m.lastDir != 0 && m.lastDir != dir:
-		m.fails = min(m.fails+1, MaxBackoffX)
+		m.fails = min(m.fails+1, maxBackoff)
 		m.span = max(m.span/2, m.q)
 	case m.lastDir == dir:
 		m.fails = max(m.fails-1, 0)

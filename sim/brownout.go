@@ -37,7 +37,7 @@ func BrownoutFeatures() []dimmer.Feature {
 
 // BrownoutConfig is the controller the lab's brownout scenarios use: p99
 // latency against target, and the share of arrivals refused for overload
-// against 5 %, DimOnly (the admission layer holds latency near its bounds
+// against 1 %, DimOnly (the admission layer holds latency near its bounds
 // by refusing: those refusals are pressure the latency cannot show); the
 // package defaults otherwise.
 func BrownoutConfig(target time.Duration) dimmer.Config {
@@ -46,7 +46,6 @@ func BrownoutConfig(target time.Duration) dimmer.Config {
 			{Signal: signals.LatencyP99, Target: target.Seconds()},
 			{Signal: signals.RejectRatio, Target: 0.01, DimOnly: true},
 		},
-		Low:      0.6,
 		Features: BrownoutFeatures(),
 	}
 }
