@@ -454,7 +454,7 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 	} else {
 		m.underSince = time.Time{}
 	}
-	if p >= cfg.High && !m.dimmed {
+	if p >= FirstP && !m.dimmed {
 		m.overN++
 	} else {
 		m.overN = 0
@@ -462,10 +462,10 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 	// From full brightness one period over High is not yet an overload
 	// (a burst of refusals at a load the service carries); two are, or
 	// one over CascadeAt.
-	first := !m.dimmed && (m.overN >= 2 || pc >= cfg.CascadeAt)
+	first := !m.dimmed && (m.overN >= FirstN || pc >= cfg.CascadeAt)
 	switch {
 	case p >= cfg.High && (b <= 0 || first || m.dimmed && (loadUp || pc >= cfg.CascadeAt)):
-		step := min(cfg.DownGain*e*dt+cfg.Proportional*max(rise, 0), maxFall*dt)
+		step := min(cfg.DownGain*e*dt+cfg.Proportional*max(rise, 0), max(maxFall, FallLog*math.Log2(p/FirstAt))*dt)
 		if b > 0 {
 			w.kind, w.feature = whyDim, c.dimming(b)
 			m.brightness = max(b-step, 0) // the floor stops the features
@@ -476,6 +476,10 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 		}
 		// Every feature at its floor: the cascade, only when pressure
 		// stays over CascadeAt and the gate is full.
+		if b == 0 {
+			// Over at the floor is evidence against the next probe up.
+			c.evidence(now, p, headroom)
+		}
 		if pc < cfg.CascadeAt || b <= -cfg.MaxShed {
 			m.overSince = time.Time{}
 			w.kind = whyFloor
@@ -523,27 +527,14 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 	case m.dimmed:
 		m.overSince = time.Time{}
 		w.kind, w.feature = whyTrimHold, c.dimming(b)
-		if now.Sub(m.movedAt) < m.sigWindow {
-			// The signals still describe the level before the last
-			// move: no evidence about this one yet.
+		need := c.need()
+		if !c.evidence(now, p, headroom) {
 			return w
 		}
-		switch {
-		case p >= 1:
-			m.acc += 2
-		case p >= cfg.High:
-			m.acc++
-		case p < cfg.Low/2 || p < cfg.Low && headroom:
-			m.acc -= 2
-		case p < cfg.Low:
-			m.acc--
-		}
-		w.kind, w.feature = whyTrimHold, c.dimming(b)
 		if fallen && p < cfg.Low {
 			return w // the load fell: brightening at full speed after Hold
 		}
 		q := cfg.Quantum
-		need := cfg.Evidence * float64(int(1)<<m.fails)
 		switch {
 		case m.acc >= need:
 			// This level is over: remember it. Above the last good level
@@ -559,16 +550,25 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 			} else {
 				w.kind = whyTrimDown
 				switch {
-				case m.lastDir < 0:
-					m.downStep = min(2*m.downStep, m.span)
-				case m.lastDir == 0:
-					m.downStep = m.span // the first step after a fast fall
+				case m.lastDir == 0 && p >= 2*FirstAt:
+					// The first step after a fast fall, far over: the
+					// signals now describe the level it fell to, and
+					// how far over they are says how far it is from
+					// enough.
+					m.downStep = m.span * math.Log2(p/FirstAt)
 				default:
-					m.downStep = min(2*q, m.span)
+					switch {
+					case m.lastDir < 0:
+						m.downStep = min(2*m.downStep, m.span)
+					case m.lastDir == 0:
+						m.downStep = m.span
+					default:
+						m.downStep = min(2*q, m.span)
+					}
+					// Without a good level below, halve the distance
+					// to 0 at most: a descent slows as it nears 0.
+					m.downStep = min(m.downStep, max(b/2, q))
 				}
-				// Without a good level below, halve the distance to 0
-				// at most: the first steps of a descent are the largest.
-				m.downStep = min(m.downStep, max(b/2, q))
 				nb = max(b-m.downStep, 0)
 				m.good = -1
 			}
@@ -620,7 +620,17 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 // maxFall caps a fast dimming step, in brightness per second: a signal
 // far over target (a refusal ratio of 20 % against 1 %) says there is an
 // overload, not how deep it is; the trim finds the depth.
-const maxFall = 0.5
+var maxFall = 0.5
+
+var FirstAt = 2.0
+
+var FirstSettle = 1.0
+
+var FallLog = 0.25
+
+var FirstP = 0.85
+
+var FirstN = 2
 
 // badMemory is how long the trim remembers a level that was over.
 const badMemory = 2 * time.Minute
@@ -628,6 +638,42 @@ const badMemory = 2 * time.Minute
 // maxBackoff caps the probe backoff: the wait for evidence doubles with
 // each failed probe, up to 2^maxBackoff times.
 const maxBackoff = 3
+
+// need is the evidence the trim's next step needs: Evidence, doubled by
+// each reversal in a row (see turn).
+func (c *Controller) need() float64 {
+	return c.cfg.Evidence * float64(int(1)<<c.mu.fails)
+}
+
+// evidence adds this period's evidence about the level to the trim's
+// account: +1 over High, +2 over target, −1 under Low, −2 under Low/2 (or
+// under Low with headroom at the gate). For a signal window after a move
+// the signals still describe the level before it, and nothing is added;
+// it reports whether the period counted. The account is kept within
+// ±need, so that a long stretch one way does not take as long to undo.
+func (c *Controller) evidence(now time.Time, p float64, headroom bool) bool {
+	m, cfg := &c.mu, &c.cfg
+	settle := m.sigWindow
+	if m.lastDir == 0 {
+		settle = time.Duration(FirstSettle * float64(settle))
+	}
+	if now.Sub(m.movedAt) < settle {
+		return false
+	}
+	switch {
+	case p >= 1:
+		m.acc += 2
+	case p >= cfg.High:
+		m.acc++
+	case p < cfg.Low/2 || p < cfg.Low && headroom:
+		m.acc -= 2
+	case p < cfg.Low:
+		m.acc--
+	}
+	n := c.need()
+	m.acc = min(max(m.acc, -n), n)
+	return true
+}
 
 // turn records a trim step in direction dir. A reversal doubles the
 // evidence the next step needs (up to 2^maxBackoff times): near the level

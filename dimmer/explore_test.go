@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -154,6 +155,12 @@ func TestExploreController(t *testing.T) {
 		t.Skip()
 	}
 	loads := []float64{90, 100, 110, 120, 130, 140, 150}
+	if v := os.Getenv("LOADS"); v != "" {
+		loads = nil
+		for _, f := range strings.Fields(v) {
+			loads = append(loads, atof(f))
+		}
+	}
 	const nseeds = 20
 	out := make([][]exRes, len(loads))
 	var mu sync.Mutex
@@ -171,7 +178,7 @@ func TestExploreController(t *testing.T) {
 		out[l] = append(out[l], x)
 		mu.Unlock()
 	})
-	star := map[float64][2]float64{90: {0.8, .9910}, 100: {0.6, .9908}, 110: {0.4, .9923}, 120: {0.25, .9933}, 130: {0.15, .9924}, 140: {0.05, .9926}, 150: {0, .9891}}
+	star := map[float64][2]float64{60: {1, 1}, 70: {1, 1}, 80: {1, 1}, 90: {0.8, .9910}, 100: {0.6, .9908}, 110: {0.4, .9923}, 120: {0.25, .9933}, 130: {0.15, .9924}, 140: {0.05, .9926}, 150: {0, .9891}}
 	for l, load := range loads {
 		var it, op float64
 		maxDirs, maxSwing := 0, 0.0
@@ -331,7 +338,7 @@ func TestExploreTrace(t *testing.T) {
 		if i >= len(d.snap) {
 			break
 		}
-		if i > 12 && s.Level == res.Seconds[i-1].Level {
+		if os.Getenv("ALL") == "" && i > 12 && s.Level == res.Seconds[i-1].Level {
 			continue
 		}
 		p99, _ := d.snap[i].Get(signals.LatencyP99)
@@ -339,7 +346,9 @@ func TestExploreTrace(t *testing.T) {
 		st := c.Status()
 		_ = st
 		ar, _ := d.snap[i].Get(signals.ArrivalRate)
-		fmt.Printf("t=%d level=%.2f p99=%.0f rr=%.3f arr=%.0f %s %s\n", s.T, s.Level, p99*1000, rr, ar, "", rd.dbg[i])
+		busy, _ := d.snap[i].Get(signals.GateBusy)
+		ut, _ := d.snap[i].Get(signals.GateUtilization)
+		fmt.Printf("t=%d level=%.2f p99=%.0f rr=%.3f arr=%.0f busy=%.2f util=%.2f %s\n", s.T, s.Level, p99*1000, rr, ar, busy, ut, rd.dbg[i])
 	}
 }
 
@@ -356,5 +365,64 @@ func TestExploreTraj(t *testing.T) {
 			fmt.Printf(" %2.0f", 100*res.Seconds[i].Level)
 		}
 		fmt.Println()
+	}
+}
+
+func TestExploreStep(t *testing.T) {
+	if os.Getenv("EXPLORE") == "" {
+		t.Skip()
+	}
+	seed := uint32(atof(os.Getenv("SEED")))
+	c, _ := dimmer.New(sim.BrownoutConfig(sim.BrownoutTarget))
+	rd := &recDimmer{c: c}
+	d := &snapDimmer{d: rd}
+	cfg := sim.BrownoutLab(sim.BrownoutStep(), d)
+	cfg.Seed = seed
+	res := sim.Run(cfg)
+	for i, s := range res.Seconds {
+		if i >= len(d.snap) {
+			break
+		}
+		p99, _ := d.snap[i].Get(signals.LatencyP99)
+		rr, _ := d.snap[i].Get(signals.RejectRatio)
+		ar, _ := d.snap[i].Get(signals.ArrivalRate)
+		fmt.Printf("t=%d level=%.2f p99=%.0f rr=%.3f arr=%.0f %s\n", s.T, s.Level, p99*1000, rr, ar, rd.dbg[i])
+	}
+}
+
+func TestExploreConst(t *testing.T) {
+	if os.Getenv("EXPLORE") == "" {
+		t.Skip()
+	}
+	seed := uint32(atof(os.Getenv("SEED")))
+	c, _ := dimmer.New(sim.BrownoutConfig(sim.BrownoutTarget))
+	rd := &recDimmer{c: c}
+	d := &snapDimmer{d: rd}
+	cfg := sim.BrownoutLab(sim.Constant(atof(os.Getenv("LOAD"))), d)
+	cfg.Seed = seed
+	res := sim.Run(cfg)
+	for i, s := range res.Seconds {
+		if i >= len(d.snap) {
+			break
+		}
+		p99, _ := d.snap[i].Get(signals.LatencyP99)
+		rr, _ := d.snap[i].Get(signals.RejectRatio)
+		fmt.Printf("t=%d level=%.2f p99=%.0f rr=%.3f refused=%v %s\n", s.T, s.Level, p99*1000, rr, s.Refused, rd.dbg[i])
+	}
+}
+
+func TestExploreStatic(t *testing.T) {
+	if os.Getenv("EXPLORE") == "" {
+		t.Skip()
+	}
+	for _, load := range []float64{60, 70, 80, 90} {
+		for _, th := range []float64{0.8, 0.9, 1} {
+			var ws []sim.Window
+			for s := uint32(1000); s < 1020; s++ {
+				ws = append(ws, staticWindow(load, th, s))
+			}
+			it, op, p99 := pooled(ws)
+			fmt.Printf("load %v θ %.2f: in-time %.2f%% optional %.3f p99 %v\n", load, th, 100*it, op, p99)
+		}
 	}
 }

@@ -82,21 +82,27 @@ func TestLabStep(t *testing.T) {
 	}
 }
 
+// directionChanges counts the reversals of the brightness of at least two
+// quanta (0.02), as the calm goal counts them: a move of one quantum back
+// and forth is not a change of direction.
 func directionChanges(secs []sim.Second) int {
+	const q = 0.02
 	n, dir := 0, 0
-	for i := 1; i < len(secs); i++ {
-		d := 0
+	ext := secs[0].Level // the extreme of the current run
+	for _, s := range secs[1:] {
 		switch {
-		case secs[i].Level > secs[i-1].Level+1e-9:
-			d = 1
-		case secs[i].Level < secs[i-1].Level-1e-9:
-			d = -1
+		case dir >= 0 && s.Level > ext, dir <= 0 && s.Level < ext:
+			ext = s.Level
 		}
-		if d != 0 {
-			if dir != 0 && d != dir {
-				n++
-			}
-			dir = d
+		switch {
+		case dir == 0 && s.Level-secs[0].Level >= q-1e-9:
+			dir = 1
+		case dir == 0 && secs[0].Level-s.Level >= q-1e-9:
+			dir = -1
+		case dir == 1 && ext-s.Level >= q-1e-9:
+			n, dir, ext = n+1, -1, s.Level
+		case dir == -1 && s.Level-ext >= q-1e-9:
+			n, dir, ext = n+1, 1, s.Level
 		}
 	}
 	return n
