@@ -454,7 +454,29 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 	} else {
 		m.underSince = time.Time{}
 	}
-	if p >= FirstP && !m.dimmed {
+	if !m.dimmed && FullEvidence {
+		// At full brightness, evidence of an overload weighs by how far
+		// over the signals are: a burst at a load the service carries
+		// (a few periods a little over) is not one, a heavy overload
+		// shows within two periods.
+		n := c.need()
+		switch {
+		case p >= 1:
+			m.acc += 2 * max(1, math.Log2(p/FullAt))
+		case p >= cfg.High:
+			m.acc++
+		case p < cfg.Low/2:
+			m.acc -= 2
+		case p < cfg.Low:
+			m.acc--
+		}
+		m.acc = min(max(m.acc, -FullClamp*n), n)
+		if m.acc >= n {
+			m.overN = FirstN
+		} else {
+			m.overN = 0
+		}
+	} else if p >= FirstP && !m.dimmed {
 		m.overN++
 	} else {
 		m.overN = 0
@@ -511,6 +533,9 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 			}
 			m.loadMark, m.dimmed = 0, false // the episode is over
 			m.forget(now, -1)
+			if FullEvidence {
+				m.acc = -FullClamp * c.need()
+			}
 			w.kind = whyFull
 			return w
 		}
@@ -592,7 +617,14 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 			case m.lastDir > 0:
 				m.upStep = min(2*m.upStep, m.span)
 			case m.lastDir == 0 && m.bad >= 0:
-				m.upStep = m.span // the first step after a fall
+				// The first step after a fall: a whole span, but a
+				// quantum from the floor — a fall that far was a heavy
+				// overload, and a probe from there that fails would
+				// be a change of direction.
+				m.upStep = m.span
+				if b < FloorZone*m.span && FirstUp < 1 {
+					m.upStep = q
+				}
 			default:
 				m.upStep = min(2*q, m.span)
 			}
@@ -632,6 +664,20 @@ var FirstP = 0.85
 
 var FirstN = 2
 
+var FullEvidence = false
+
+var FullClamp = 2.0
+
+var LogEv = false
+
+var FloorLog = false
+
+var FullAt = 1.0
+
+var FloorZone = 0.125
+
+var FirstUp = 1.0
+
 // badMemory is how long the trim remembers a level that was over.
 const badMemory = 2 * time.Minute
 
@@ -654,13 +700,15 @@ func (c *Controller) need() float64 {
 func (c *Controller) evidence(now time.Time, p float64, headroom bool) bool {
 	m, cfg := &c.mu, &c.cfg
 	settle := m.sigWindow
-	if m.lastDir == 0 {
+	if m.lastDir == 0 && p >= 4*FirstAt {
 		settle = time.Duration(FirstSettle * float64(settle))
 	}
 	if now.Sub(m.movedAt) < settle {
 		return false
 	}
 	switch {
+	case p >= 1 && (LogEv || FloorLog && m.brightness < 2*cfg.Quantum):
+		m.acc += 2 * max(1, math.Log2(p))
 	case p >= 1:
 		m.acc += 2
 	case p >= cfg.High:

@@ -45,3 +45,39 @@ func init() {
 		fmt.Sscan(v, &FirstN)
 	}
 }
+
+func init() {
+	if v := os.Getenv("FULLEV"); v != "" {
+		FullEvidence = true
+	}
+	if v := os.Getenv("FULLCLAMP"); v != "" {
+		fmt.Sscan(v, &FullClamp)
+	}
+}
+
+func init() {
+	if v := os.Getenv("LOGEV"); v != "" {
+		LogEv = true
+	}
+}
+
+func init() {
+	if v := os.Getenv("FIRSTUP"); v != "" {
+		fmt.Sscan(v, &FirstUp)
+	}
+}
+
+func init() {
+	if v := os.Getenv("FLOORLOG"); v != "" {
+		FloorLog = true
+	}
+}
+
+func init() {
+	if v := os.Getenv("FULLAT"); v != "" {
+		fmt.Sscan(v, &FullAt)
+	}
+	if v := os.Getenv("FLOORZONE"); v != "" {
+		fmt.Sscan(v, &FloorZone)
+	}
+}
