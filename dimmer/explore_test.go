@@ -426,3 +426,27 @@ func TestExploreStatic(t *testing.T) {
 		}
 	}
 }
+
+func TestExploreReact(t *testing.T) {
+	if os.Getenv("EXPLORE") == "" {
+		t.Skip()
+	}
+	hist := map[int]int{}
+	n := 0
+	for seed := uint32(1); seed <= 100; seed++ {
+		cfg := sim.BrownoutLab(sim.BrownoutStep(), sim.NewController(sim.BrownoutConfig(sim.BrownoutTarget)))
+		cfg.Seed = seed
+		res := sim.Run(cfg)
+		if res.Seconds[29].Level < 0.99 {
+			continue
+		}
+		n++
+		for _, s := range res.Seconds[30:] {
+			if s.Level <= 0.5 {
+				hist[s.T-30]++
+				break
+			}
+		}
+	}
+	fmt.Printf("react (from full at t=29, %d seeds): %v\n", n, hist)
+}

@@ -44,8 +44,14 @@ const (
 
 // fullClamp bounds the evidence against an overload kept at full
 // brightness, in units of need: a service that has been calm for a while
-// needs more than a burst to dim. An episode ends with the account there.
-const fullClamp = 4
+// needs more than a burst to dim (a heavy overload still dims within 2–4
+// periods). coolClamp is where an episode leaves the account: after an
+// overload the admission gate's adaptive limit is still growing back, and
+// the refusals of that warm-up are no new overload.
+const (
+	fullClamp = 4
+	coolClamp = 8
+)
 
 // heavySettle is the share of a signal window the trim waits after a fast
 // fall before its first step when the signals are still far over (over
@@ -225,7 +231,7 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 				// again: start with the account at its calmest.
 				m.loadMark, m.dimmed = 0, false
 				m.forget(now, -1)
-				m.acc = -fullClamp * c.need()
+				m.acc = -coolClamp * c.need()
 			}
 			w.kind = whyFull
 			return w
@@ -370,6 +376,7 @@ func (c *Controller) evidence(now time.Time, p float64, headroom bool) bool {
 // to undo.
 func (c *Controller) weigh(p float64, headroom bool, clamp float64) {
 	m, cfg := &c.mu, &c.cfg
+	prev := m.acc
 	switch {
 	case p >= 1 && (!m.dimmed || m.brightness < 2*cfg.Quantum):
 		m.acc += 2 * max(1, math.Log2(p))
@@ -383,7 +390,7 @@ func (c *Controller) weigh(p float64, headroom bool, clamp float64) {
 		m.acc--
 	}
 	n := c.need()
-	m.acc = min(max(m.acc, -clamp*n), n)
+	m.acc = min(max(m.acc, min(prev, -clamp*n)), n)
 }
 
 // turn records a trim step in direction dir. A reversal halves the span
