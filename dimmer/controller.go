@@ -64,6 +64,8 @@ type controllerState struct {
 	span       float64       // the trim's step: halved by each reversal
 	q, maxStep float64       // Quantum and MaxStep, for turn and forget
 	movedAt    time.Time     // the trim's last move
+	calmRun    int           // settled periods in a row far under
+	hotRun     int           // settled periods in a row far over
 	sigWindow  time.Duration // how far back the last snapshot looked
 	badAt      time.Time
 	started    bool
@@ -125,11 +127,13 @@ const (
 	whyBrighten
 	whyBand
 	whyCapped
-	whyConfirm  // over High for one period from full brightness
-	whyTrimHold // settled: gathering evidence
-	whyTrimDown // over for long enough: a step down
-	whyTrimBack // a probe that failed: back to the last good level
-	whyTrimUp   // under for long enough: a probe up
+	whyConfirm    // over High for one period from full brightness
+	whyTrimHold   // settled: gathering evidence
+	whyTrimDown   // over for long enough: a step down
+	whyTrimBack   // a probe that failed: back to the last good level
+	whyTrimUp     // under for long enough: a probe up
+	whyRegimeUp   // far under for long: conditions changed, half way up
+	whyRegimeDown // far over for long: conditions changed, a fast fall
 )
 
 // New checks cfg and returns a controller at full brightness.
@@ -356,9 +360,9 @@ func (c *Controller) action() (Action, signals.Key, bool) {
 		a = Dim
 	case whyCascade:
 		a = Shed
-	case whyTrimDown, whyTrimBack:
+	case whyTrimDown, whyTrimBack, whyRegimeDown:
 		a = Dim
-	case whyBrighten, whyTrimUp, whyUnshed, whyUnshedRoom, whyUnshedLoad:
+	case whyBrighten, whyTrimUp, whyRegimeUp, whyUnshed, whyUnshedRoom, whyUnshedLoad:
 		a = Brighten
 	}
 	if w.kind < whyCascade || w.kind == whyUnshedLoad || w.top >= len(c.mu.readings) {
@@ -421,6 +425,10 @@ func (c *Controller) reason() string {
 		r = fmt.Sprintf("%s: the probe was too bright: back to the last good level; the next step waits for %.0f periods of evidence", sig, cfg.Evidence*float64(int(1)<<m.fails))
 	case whyTrimUp:
 		r = fmt.Sprintf("%s: under %.0f%% of target long enough: probing %s", sig, 100*cfg.Low, cfg.Features[w.feature].Name)
+	case whyRegimeUp:
+		r = fmt.Sprintf("%s: far under %.0f%% of target for %.0f periods: conditions changed, brightening %s half way up", sig, 50*cfg.Low, 2*cfg.Evidence, cfg.Features[w.feature].Name)
+	case whyRegimeDown:
+		r = fmt.Sprintf("%s: far over target for %.0f periods: conditions changed, dimming %s", sig, 2*cfg.Evidence, cfg.Features[w.feature].Name)
 	case whyCapped:
 		r = sig + ": at the scheduled cap, holding"
 	}

@@ -450,3 +450,37 @@ func TestExploreReact(t *testing.T) {
 	}
 	fmt.Printf("react (from full at t=29, %d seeds): %v\n", n, hist)
 }
+
+func TestExploreDip(t *testing.T) {
+	if os.Getenv("EXPLORE") == "" {
+		t.Skip()
+	}
+	load := 100.0
+	if v := os.Getenv("LOAD"); v != "" {
+		load = atof(v)
+	}
+	for seed := uint32(1000); seed < 1010; seed++ {
+		c, _ := dimmer.New(exConfig())
+		cfg := sim.BrownoutLab(sim.Constant(load), &recDimmer{c: c})
+		cfg.Seed = seed
+		cfg.Duration = 600 * time.Second
+		cfg.Server.Capacity = sim.Dip(120*time.Second, 300*time.Second, 0.7)
+		rd := cfg.Dimmer.(*recDimmer)
+		sd := &snapDimmer{d: rd}
+		cfg.Dimmer = sd
+		res := sim.Run(cfg)
+		if os.Getenv("DIPTRACE") != "" {
+			for i := 410; i < 480 && i < len(sd.snap); i++ {
+				p99, _ := sd.snap[i].Get(signals.LatencyP99)
+				rr, _ := sd.snap[i].Get(signals.RejectRatio)
+				fmt.Printf("t=%d level=%.2f p99=%.0f rr=%.3f %s\n", i, res.Seconds[i].Level, p99*1000, rr, rd.dbg[i])
+			}
+			return
+		}
+		fmt.Printf("%d:", seed)
+		for i := 100; i < len(res.Seconds); i += 10 {
+			fmt.Printf(" %2.0f", 100*res.Seconds[i].Level)
+		}
+		fmt.Println()
+	}
+}

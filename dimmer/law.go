@@ -267,6 +267,24 @@ func (c *Controller) trim(now time.Time, p, b, ceil, load float64, fallen, headr
 	}
 	q := cfg.Quantum
 	need := c.need()
+	// A run of 2·Evidence settled periods far from target one way is no
+	// noise at the level the trim settled on: conditions changed (the
+	// capacity dipped or came back, the load moved within the margin).
+	// The trim starts afresh with a fast move.
+	if regime := 2 * cfg.Evidence; float64(m.calmRun) >= regime {
+		m.forget(now, -1)
+		m.good, m.lastDir = b, 1
+		m.upStep = max(m.span, (ceil-b)/2) // half way up
+		m.brightness = min(b+m.upStep, ceil)
+		w.kind, w.feature = whyRegimeUp, c.dimming(m.brightness)
+		return w
+	} else if float64(m.hotRun) >= regime && b > 0 {
+		m.forget(now, b)
+		fall := max(fallMin, fallPerDoubling*math.Log2(p/farOver))
+		m.brightness = max(b-fall, 0)
+		w.kind, w.feature = whyRegimeDown, c.dimming(b)
+		return w
+	}
 	switch {
 	case m.acc >= need:
 		// This level is over: remember it. Above the last good level
@@ -315,7 +333,7 @@ func (c *Controller) trim(now time.Time, p, b, ceil, load float64, fallen, headr
 		case m.bad >= 0 && b >= m.bad-q/2:
 			// At the level that was over, and it holds: pass it a
 			// quantum at a time.
-			m.bad, m.badAt = b+2*q, now
+			m.bad = b + 2*q
 		}
 		switch {
 		case m.lastDir > 0:
@@ -365,6 +383,17 @@ func (c *Controller) evidence(now time.Time, p float64, headroom bool) bool {
 		return false
 	}
 	c.weigh(p, headroom, 1)
+	cfg := &c.cfg
+	if p < cfg.Low/2 || p < cfg.Low && headroom {
+		m.calmRun++
+	} else {
+		m.calmRun = 0
+	}
+	if p >= 2*farOver {
+		m.hotRun++
+	} else {
+		m.hotRun = 0
+	}
 	return true
 }
 
@@ -413,4 +442,5 @@ func (m *controllerState) forget(now time.Time, bad float64) {
 	m.acc, m.lastDir, m.good, m.bad, m.badAt, m.fails = 0, 0, -1, bad, now, 0
 	m.span = m.maxStep
 	m.movedAt = now
+	m.calmRun, m.hotRun = 0, 0
 }
