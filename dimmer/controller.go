@@ -51,6 +51,7 @@ type controllerState struct {
 	prevErr    float64
 	roomSince  time.Time // headroom at the gate since; zero when not
 	underSince time.Time // pressure under Low since; zero when not
+	belowSince time.Time // pressure under High since; zero when not
 	loadMark   float64   // offered load at the last dimming step; 0 if none
 	overSince  time.Time // cascade pressure held since; zero when not
 	lastFresh  time.Time
@@ -312,7 +313,15 @@ func (c *Controller) step(now time.Time, s signals.Snapshot) (*State, bool) {
 	headroom := !m.roomSince.IsZero() && now.Sub(m.roomSince) >= cfg.Hold
 	m.busy, m.busyOK = busy, busyOK
 	m.sigWindow = s.Window
-	p, pc, ok, top := c.pressure(now, s, room)
+	load, loadOK := s.Get(cfg.LoadSignal)
+	if !loadOK || load < 0 {
+		load = -1
+	}
+	// Dimmed, and the load that forced it has fallen below the mark: the
+	// refusals DimOnly targets count are of that overload (or of the
+	// admission gate's warm-up after it), as with room at the gate.
+	gone := DiscountFallen && m.dimmed && m.loadMark > 0 && load >= 0 && load < m.loadMark*(1-cfg.LoadMargin)
+	p, pc, ok, top := c.pressure(now, s, room || gone)
 	m.pressure, m.presOK, m.at = p, ok, now
 	m.mode = Auto
 	switch {
@@ -331,10 +340,6 @@ func (c *Controller) step(now time.Time, s signals.Snapshot) (*State, bool) {
 		}
 	default:
 		m.lastFresh = now
-		load, loadOK := s.Get(cfg.LoadSignal)
-		if !loadOK || load < 0 {
-			load = -1
-		}
 		m.why = c.control(now, p, pc, top, load, room, saturated, headroom)
 	}
 	if m.shadow && m.mode == Auto {
@@ -416,7 +421,7 @@ func (c *Controller) reason() string {
 	case whyBand:
 		r = fmt.Sprintf("%s: within %.0f–%.0f%% of target, holding", sig, 100*cfg.Low, 100*cfg.High)
 	case whyConfirm:
-		r = fmt.Sprintf("%s: over %.0f%% of target for one period, confirming", sig, 100*cfg.High)
+		r = fmt.Sprintf("%s: over %.0f%% of target at full brightness: weighing whether it is an overload", sig, 100*cfg.High)
 	case whyTrimHold:
 		r = fmt.Sprintf("%s: settled, holding", sig)
 	case whyTrimDown:
@@ -1028,3 +1033,5 @@ func (c *Controller) ReconfigureAt(now time.Time, cfg Config) error {
 	notify(subs, st)
 	return nil
 }
+
+var DiscountFallen = false

@@ -19,19 +19,25 @@ func ExampleController() {
 	if err != nil {
 		panic(err)
 	}
-	now := time.Date(2026, 11, 11, 0, 0, 1, 0, time.UTC)
-	var s signals.Snapshot
-	s.Time = now
-	s.Set(signals.LatencyP99, 1.3) // 1.3 s against a 1 s target
-	st := c.Step(now, s)
-
-	rec, _ := st.Level("recommendations", "")
-	rev, _ := st.Level("reviews", "")
-	fmt.Println(st.Reason)
-	fmt.Printf("recommendations %.2f, reviews %.2f\n", rec, rev)
+	// 1.3 s against a 1 s target, three periods in a row: evidence first
+	// (a period over target counts 2, Evidence is 5), then a step.
+	for i := range 3 {
+		now := time.Date(2026, 11, 11, 0, 0, 1+i, 0, time.UTC)
+		var s signals.Snapshot
+		s.Time = now
+		s.Set(signals.LatencyP99, 1.3)
+		st := c.Step(now, s)
+		rec, _ := st.Level("recommendations", "")
+		rev, _ := st.Level("reviews", "")
+		fmt.Printf("%s\nrecommendations %.2f, reviews %.2f\n", st.Reason, rec, rev)
+	}
 	// Output:
+	// latency.p99 1.3s > 1s target: over 85% of target at full brightness: weighing whether it is an overload
+	// recommendations 1.00, reviews 1.00
+	// latency.p99 1.3s > 1s target: over 85% of target at full brightness: weighing whether it is an overload
+	// recommendations 1.00, reviews 1.00
 	// latency.p99 1.3s > 1s target: dimming recommendations
-	// recommendations 0.00, reviews 0.42
+	// recommendations 0.60, reviews 1.00
 }
 
 // A scheduled cap dims recommendations ahead of the 11.11 midnight sale,

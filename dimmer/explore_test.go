@@ -170,7 +170,7 @@ func TestExploreController(t *testing.T) {
 		if err != nil {
 			panic(err)
 		}
-		_, x := exRun(sim.Constant(loads[l]), uint32(1000+s), &recDimmer{c: c}, 300*time.Second, nil)
+		_, x := exRun(sim.Constant(loads[l]), uint32(seed0()+s), &recDimmer{c: c}, 300*time.Second, nil)
 		if os.Getenv("VERBOSE") != "" && (x.dirs > 2 || x.swing > 0.2) {
 			fmt.Printf("bad: load %v seed %d dirs %d swing %.2f\n", loads[l], 1000+s, x.dirs, x.swing)
 		}
@@ -483,4 +483,11 @@ func TestExploreDip(t *testing.T) {
 		}
 		fmt.Println()
 	}
+}
+
+func seed0() int {
+	if v := os.Getenv("SEED0"); v != "" {
+		return int(atof(v))
+	}
+	return 1000
 }

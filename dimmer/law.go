@@ -168,6 +168,19 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 	} else {
 		m.underSince = time.Time{}
 	}
+	if p < cfg.High {
+		if m.belowSince.IsZero() {
+			m.belowSince = now
+		}
+	} else {
+		m.belowSince = time.Time{}
+	}
+	calm := p < cfg.Low && now.Sub(m.underSince) >= cfg.Hold
+	if fallen && FallenHigh {
+		// The load that caused the dimming has gone: brighten unless
+		// over High, held for Hold.
+		calm = p < cfg.High && now.Sub(m.belowSince) >= cfg.Hold
+	}
 	confirmed := false
 	if !m.dimmed {
 		// At full brightness the account weighs evidence of an
@@ -217,7 +230,7 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 		m.dimmed = true
 		w.kind = whyCascade
 		return w
-	case p < cfg.Low && now.Sub(m.underSince) >= cfg.Hold && (!m.dimmed || fallen):
+	case calm && (!m.dimmed || fallen):
 		m.overSince = time.Time{}
 		w.held = now.Sub(m.underSince)
 		if b >= ceil {
@@ -236,7 +249,7 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 			w.kind = whyFull
 			return w
 		}
-		up := min(cfg.UpGain*(-e)*dt, cfg.MaxRise*dt)
+		up := min(max(cfg.UpGain*(-e)*dt, cfg.Quantum), cfg.MaxRise*dt)
 		m.brightness = min(b+up, ceil)
 		m.forget(now, -1)
 		w.feature = c.dimming(m.brightness)
@@ -262,7 +275,7 @@ func (c *Controller) trim(now time.Time, p, b, ceil, load float64, fallen, headr
 	if !c.evidence(now, p, headroom) {
 		return w
 	}
-	if fallen && p < cfg.Low {
+	if fallen && (p < cfg.Low || FallenHigh) {
 		return w // the load fell: brightening at full speed after Hold
 	}
 	q := cfg.Quantum
@@ -336,6 +349,10 @@ func (c *Controller) trim(now time.Time, p, b, ceil, load float64, fallen, headr
 			m.bad = b + 2*q
 		}
 		switch {
+		case AddZone > 0 && b < AddZone*m.maxStep && (m.lastDir != 0 || b < m.span):
+			// Near the floor: a quantum at a time (additive increase),
+			// so that a step that fails is no change of direction.
+			m.upStep = q
 		case m.lastDir > 0:
 			m.upStep = min(2*m.upStep, m.span)
 		case m.lastDir == 0 && b < m.span:
@@ -444,3 +461,7 @@ func (m *controllerState) forget(now time.Time, bad float64) {
 	m.movedAt = now
 	m.calmRun, m.hotRun = 0, 0
 }
+
+var AddZone = 0.0
+
+var FallenHigh = false

@@ -17,7 +17,7 @@ func TestReconfigureKeepsTheLevels(t *testing.T) {
 	c, _ := New(testConfig())
 	ch, cancel := c.Subscribe()
 	defer cancel()
-	sts := script(t, c, 0.9, 0.9, 0.9)
+	sts := script(t, c, 1.6) // latency over CascadeAt: dims at once
 	before := sts[len(sts)-1]
 	require.Less(t, before.Features[0].Level, 1.0, "dimmed")
 
@@ -75,7 +75,7 @@ func TestReconfigureFeaturesAndPins(t *testing.T) {
 	assert.ErrorContains(t, err, `unknown feature "chat"`)
 
 	// Dimmed, a new feature gets the level its place in the ladder says.
-	for i := 1; i <= 3; i++ {
+	for i := 1; i <= 6; i++ {
 		at := now.Add(time.Duration(i) * time.Second)
 		st = c.Step(at, snap(at, 3, 100))
 	}
@@ -136,7 +136,7 @@ func TestReconfigureAddsASchedule(t *testing.T) {
 
 func TestReconfigureWhileFrozenHoldsByName(t *testing.T) {
 	c, _ := New(testConfig())
-	script(t, c, 0.9, 0.9, 0.9)
+	script(t, c, 1.6)
 	st := c.FreezeAt(t0.Add(4*time.Second), "sale")
 	rec, vip := level(t, st, "recommendations"), st.Features[0].Segments[0]
 	require.Less(t, rec, 1.0)

@@ -21,6 +21,7 @@ func TestLabScheduledCap(t *testing.T) {
 		t.Skip("lab runs: slow under -race, and the controller's locking is tested elsewhere")
 	}
 	const spike = 60 // s
+	const seeds = 10
 	run := func(seed uint32, capped bool) sim.Result {
 		cfg := sim.BrownoutConfig(sim.BrownoutTarget)
 		if capped {

@@ -119,10 +119,10 @@ func TestScheduleFeedbackDimsBelowTheCap(t *testing.T) {
 	st := s.at(now, 0.1, 100)
 	require.Equal(t, 0.2, level(t, st, "recommendations"))
 
-	// Pressure over High: the law dims at once from the cap (no dead band
-	// between the law's level and the cap), and further than the cap.
+	// Latency over CascadeAt: the law dims at once from the cap (no dead
+	// band between the law's level and the cap), and further than the cap.
 	now = now.Add(time.Second)
-	st = s.at(now, 0.86, 100)
+	st = s.at(now, 1.6, 100)
 	assert.Less(t, level(t, st, "recommendations"), 0.2, "feedback dims below the cap in the first step")
 	assert.Equal(t, Auto, mode(t, st, "recommendations"), "the law decides, not the cap")
 	f, _ := st.Feature("recommendations")
@@ -155,7 +155,7 @@ func TestScheduleDimsAsFastAsWithoutIt(t *testing.T) {
 		c, _ := New(cfg)
 		s := stepper{c}
 		s.at(saleEve, 0.78, 100) // in the band
-		return level(t, s.at(saleEve.Add(time.Second), 0.86, 100), "recommendations")
+		return level(t, s.at(saleEve.Add(time.Second), 1.6, 100), "recommendations")
 	}
 	free, capped := run(testConfig()), run(capConfig())
 	assert.Less(t, free, 1.0)
