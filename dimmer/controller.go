@@ -51,7 +51,7 @@ type controllerState struct {
 	prevErr    float64
 	roomSince  time.Time // headroom at the gate since; zero when not
 	underSince time.Time // pressure under Low since; zero when not
-	belowSince time.Time // pressure under High since; zero when not
+	belowSince time.Time // the load fallen and pressure under High since; zero when not
 	loadMark   float64   // offered load at the last dimming step; 0 if none
 	overSince  time.Time // cascade pressure held since; zero when not
 	lastFresh  time.Time
@@ -320,7 +320,7 @@ func (c *Controller) step(now time.Time, s signals.Snapshot) (*State, bool) {
 	// Dimmed, and the load that forced it has fallen below the mark: the
 	// refusals DimOnly targets count are of that overload (or of the
 	// admission gate's warm-up after it), as with room at the gate.
-	gone := DiscountFallen && m.dimmed && m.loadMark > 0 && load >= 0 && load < m.loadMark*(1-cfg.LoadMargin)
+	gone := m.dimmed && m.loadMark > 0 && load >= 0 && load < m.loadMark*(1-cfg.LoadMargin)
 	p, pc, ok, top := c.pressure(now, s, room || gone)
 	m.pressure, m.presOK, m.at = p, ok, now
 	m.mode = Auto
@@ -1033,5 +1033,3 @@ func (c *Controller) ReconfigureAt(now time.Time, cfg Config) error {
 	notify(subs, st)
 	return nil
 }
-
-var DiscountFallen = false

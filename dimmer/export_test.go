@@ -1,9 +1,6 @@
 package dimmer
 
-import (
-	"fmt"
-	"os"
-)
+import "fmt"
 
 // DebugTrim renders the trim's state, for the explore harness.
 func (c *Controller) DebugTrim() string {
@@ -11,22 +8,4 @@ func (c *Controller) DebugTrim() string {
 	defer c.mu.Unlock()
 	m := &c.mu
 	return fmt.Sprintf("b=%.3f acc=%.0f up=%.2f down=%.2f span=%.2f dir=%d good=%.2f bad=%.2f fails=%d dimmed=%v mark=%.0f", m.brightness, m.acc, m.upStep, m.downStep, m.span, m.lastDir, m.good, m.bad, m.fails, m.dimmed, m.loadMark)
-}
-
-func init() {
-	if v := os.Getenv("ADDZONE"); v != "" {
-		fmt.Sscan(v, &AddZone)
-	}
-}
-
-func init() {
-	if os.Getenv("FALLENHIGH") != "" {
-		FallenHigh = true
-	}
-}
-
-func init() {
-	if os.Getenv("DISCF") != "" {
-		DiscountFallen = true
-	}
 }

@@ -168,7 +168,7 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 	} else {
 		m.underSince = time.Time{}
 	}
-	if p < cfg.High {
+	if fallen && p < cfg.High {
 		if m.belowSince.IsZero() {
 			m.belowSince = now
 		}
@@ -176,7 +176,7 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 		m.belowSince = time.Time{}
 	}
 	calm := p < cfg.Low && now.Sub(m.underSince) >= cfg.Hold
-	if fallen && FallenHigh {
+	if fallen {
 		// The load that caused the dimming has gone: brighten unless
 		// over High, held for Hold.
 		calm = p < cfg.High && now.Sub(m.belowSince) >= cfg.Hold
@@ -275,7 +275,7 @@ func (c *Controller) trim(now time.Time, p, b, ceil, load float64, fallen, headr
 	if !c.evidence(now, p, headroom) {
 		return w
 	}
-	if fallen && (p < cfg.Low || FallenHigh) {
+	if fallen {
 		return w // the load fell: brightening at full speed after Hold
 	}
 	q := cfg.Quantum
@@ -349,9 +349,11 @@ func (c *Controller) trim(now time.Time, p, b, ceil, load float64, fallen, headr
 			m.bad = b + 2*q
 		}
 		switch {
-		case AddZone > 0 && b < AddZone*m.maxStep && (m.lastDir != 0 || b < m.span):
-			// Near the floor: a quantum at a time (additive increase),
-			// so that a step that fails is no change of direction.
+		case b < m.maxStep/2 && (m.lastDir != 0 || b < m.span):
+			// Near the floor (under half of MaxStep): a quantum at a
+			// time — additive increase, so that a step that fails there
+			// is no change of direction. The load that dims this far
+			// leaves little to gain.
 			m.upStep = q
 		case m.lastDir > 0:
 			m.upStep = min(2*m.upStep, m.span)
@@ -461,7 +463,3 @@ func (m *controllerState) forget(now time.Time, bad float64) {
 	m.movedAt = now
 	m.calmRun, m.hotRun = 0, 0
 }
-
-var AddZone = 0.0
-
-var FallenHigh = false

@@ -3,6 +3,7 @@ package dimmer_test
 import (
 	"fmt"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -93,5 +94,21 @@ func TestProbeLoss(t *testing.T) {
 			}
 		}
 		fmt.Println("lost per 10 s:", lost, "dropped/timeouts", r.Summary)
+	}
+}
+
+func TestProbeGap(t *testing.T) {
+	if os.Getenv("EXPLORE") == "" {
+		t.Skip()
+	}
+	for _, g := range labGates {
+		var gaps []float64
+		for seed := uint32(1); seed <= 100; seed++ {
+			c := labRun(sim.Constant(150), brownout(), seed, g, 0).Summary.InTime
+			off := labRun(sim.Constant(150), sim.Static(0), seed, g, 0).Summary.InTime
+			gaps = append(gaps, off-c)
+		}
+		slices.Sort(gaps)
+		fmt.Printf("%s: gap median %.4f p90 %.4f p97 %.4f max %.4f\n", g.name, gaps[50], gaps[90], gaps[97], gaps[99])
 	}
 }
