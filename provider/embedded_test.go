@@ -43,7 +43,7 @@ func runEmbedded(t *testing.T, freeze bool) (share float64) {
 		ctl, err := dimmer.New(dimmer.Config{
 			Targets: []dimmer.Target{
 				{Signal: signals.LatencyP99, Target: 0.3},
-				{Signal: signals.RejectRatio, Target: 0.05, DimOnly: true},
+				{Signal: signals.RejectRatio, Target: 0.01, DimOnly: true},
 			},
 			Features: []dimmer.Feature{{Name: "recommendations", Cost: 0.25}, {Name: "reviews", Rank: 1, Cost: 0.15}},
 		})

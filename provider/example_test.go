@@ -16,18 +16,21 @@ import (
 	"github.com/brownout/brownout/signals"
 )
 
-// overloaded returns a controller that has just dimmed: p99 1.3 s against a
-// 1 s target.
+// overloaded returns a controller that has dimmed for 4 s under p99 3 s
+// against a 1 s target (over CascadeAt: 0.2 of brightness a period):
+// recommendations off, reviews at 0.4.
 func overloaded() *dimmer.Controller {
 	c, _ := dimmer.New(dimmer.Config{
 		Targets:  []dimmer.Target{{Signal: signals.LatencyP99, Target: 1}},
 		Features: []dimmer.Feature{{Name: "recommendations"}, {Name: "reviews", Rank: 1}},
 	})
-	now := time.Date(2026, 11, 11, 0, 0, 1, 0, time.UTC)
-	var s signals.Snapshot
-	s.Time = now
-	s.Set(signals.LatencyP99, 1.3)
-	c.Step(now, s)
+	for i := range 4 {
+		now := time.Date(2026, 11, 11, 0, 0, 1+i, 0, time.UTC)
+		var s signals.Snapshot
+		s.Time = now
+		s.Set(signals.LatencyP99, 3)
+		c.Step(now, s)
+	}
 	return c
 }
 
@@ -102,5 +105,5 @@ func Example_gradedDegradation() {
 	n := int(10*level + 0.5)
 	fmt.Printf("reviews level %.2f: show %d of 10 reviews\n", level, n)
 	// Output:
-	// reviews level 0.42: show 4 of 10 reviews
+	// reviews level 0.40: show 4 of 10 reviews
 }

@@ -67,7 +67,7 @@ func TestBooleanStickyAndLevel(t *testing.T) {
 	assert.Equal(t, "auto", r.FlagMetadata["mode"])
 	assert.Equal(t, true, r.FlagMetadata["sticky"])
 
-	st := dimTo(c, t0.Add(time.Second), 0.95)
+	st := dimTo(c, t0.Add(time.Second), 1.6)
 	lvl := st.Features[0].Level
 	require.Greater(t, lvl, 0.0)
 	require.Less(t, lvl, 1.0)
@@ -120,7 +120,7 @@ func TestErrorsAndMissingKey(t *testing.T) {
 	assert.Equal(t, true, p.BooleanEvaluation(ctx, "nope", true, fc("u")).Value, "the default comes back")
 
 	// No targeting key: a random draw, marked not sticky.
-	dimTo(c, t0.Add(time.Second), 0.95)
+	dimTo(c, t0.Add(time.Second), 1.6)
 	r := p.BooleanEvaluation(ctx, "recommendations", false, fc(""))
 	assert.Equal(t, openfeature.SplitReason, r.Reason)
 	assert.Equal(t, false, r.FlagMetadata["sticky"])
@@ -141,7 +141,7 @@ func TestFeaturesFlag(t *testing.T) {
 	p, err := New(c, Options{})
 	require.NoError(t, err)
 	ctx := context.Background()
-	dimTo(c, t0.Add(time.Second), 0.95)
+	dimTo(c, t0.Add(time.Second), 1.6)
 	before := p.Evaluations()
 	for i := range 2000 {
 		for _, attrs := range [][]string{nil, {"segment", "vip"}} {
@@ -232,7 +232,7 @@ func TestEventsChangesStaleAndShutdown(t *testing.T) {
 		require.True(t, first == second, "one channel")
 		require.NoError(t, p.Init(openfeature.EvaluationContext{}))
 
-		dimTo(c, t0.Add(time.Second), 0.95)
+		dimTo(c, t0.Add(time.Second), 1.6)
 		ev := <-p.EventChannel()
 		assert.Equal(t, openfeature.ProviderConfigChange, ev.EventType)
 		assert.ElementsMatch(t, []string{"recommendations", "recommendations.level"}, ev.FlagChanges)
@@ -298,7 +298,9 @@ func TestThroughTheSDK(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 1.0, lvl)
 
-	dimTo(c, t0.Add(time.Second), 3)
+	for i := 1; i <= 4; i++ { // latency 3× target: 0.2 a period, to 0.2
+		dimTo(c, t0.Add(time.Duration(i)*time.Second), 3)
+	}
 	require.Eventually(t, func() bool { // the SDK runs handlers on its own goroutine
 		mu.Lock()
 		defer mu.Unlock()
@@ -311,7 +313,7 @@ func TestThroughTheSDK(t *testing.T) {
 
 func BenchmarkBooleanEvaluation(b *testing.B) {
 	c := newController(b)
-	dimTo(c, t0.Add(time.Second), 0.95)
+	dimTo(c, t0.Add(time.Second), 1.6)
 	p, _ := New(c, Options{})
 	ctx := context.Background()
 	flat := fc("user-123456", "segment", "vip")
@@ -323,7 +325,7 @@ func BenchmarkBooleanEvaluation(b *testing.B) {
 
 func BenchmarkBooleanEvaluationParallel(b *testing.B) {
 	c := newController(b)
-	dimTo(c, t0.Add(time.Second), 0.95)
+	dimTo(c, t0.Add(time.Second), 1.6)
 	p, _ := New(c, Options{})
 	ctx := context.Background()
 	b.ReportAllocs()
@@ -383,7 +385,7 @@ func BenchmarkSDKClient(b *testing.B) {
 	}
 	ours := func() openfeature.FeatureProvider {
 		c := newController(b)
-		dimTo(c, t0.Add(time.Second), 0.95)
+		dimTo(c, t0.Add(time.Second), 1.6)
 		p, _ := New(c, Options{})
 		return p
 	}
@@ -401,7 +403,7 @@ func TestChangedStateFieldsChangeNoAnswer(t *testing.T) {
 	p, err := New(c, Options{})
 	require.NoError(t, err)
 	ctx := context.Background()
-	st := dimTo(c, t0.Add(time.Second), 0.95)
+	st := dimTo(c, t0.Add(time.Second), 1.6)
 	lvl, vip := st.Features[0].Level, st.Features[0].Segments[0]
 	before := p.BooleanEvaluation(ctx, "recommendations", false, fc("user-7"))
 
