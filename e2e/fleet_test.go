@@ -149,7 +149,7 @@ func TestFleet(t *testing.T) {
 	common := `tick: 1s
 targets:
   - {signal: latency.p99, target: 300ms}
-  - {signal: reject.ratio, target: "0.05", dim_only: true}
+  - {signal: reject.ratio, target: "0.01", dim_only: true}
 features:
   - {name: recommendations, cost: 8}
   - {name: reviews, cost: 3}

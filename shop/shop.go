@@ -226,7 +226,7 @@ func (s *Shop) protect(ctx context.Context) error {
 		s.ctl, err = dimmer.New(dimmer.Config{
 			Targets: []dimmer.Target{
 				{Signal: signals.LatencyP99, Target: cfg.LatencyTarget.Seconds()},
-				{Signal: signals.RejectRatio, Target: 0.05, DimOnly: true},
+				{Signal: signals.RejectRatio, Target: 0.01, DimOnly: true},
 			},
 			Features: features,
 			Logger:   cfg.Logger,

@@ -26,7 +26,7 @@ func Embedded(ctx context.Context, app http.Handler) (http.Handler, *dimmer.Cont
 	ctl, _ := dimmer.New(dimmer.Config{
 		Targets: []dimmer.Target{
 			{Signal: signals.LatencyP99, Target: 0.3},
-			{Signal: signals.RejectRatio, Target: 0.05, DimOnly: true},
+			{Signal: signals.RejectRatio, Target: 0.01, DimOnly: true},
 		},
 		Features: []dimmer.Feature{{Name: "recommendations"}, {Name: "reviews", Rank: 1}},
 	})
@@ -106,7 +106,7 @@ func Build(ctx context.Context, cfg Config, stack Stack) (*Protected, error) {
 		ctl, err := dimmer.New(dimmer.Config{
 			Targets: []dimmer.Target{
 				{Signal: signals.LatencyP99, Target: 0.3},
-				{Signal: signals.RejectRatio, Target: 0.05, DimOnly: true},
+				{Signal: signals.RejectRatio, Target: 0.01, DimOnly: true},
 			},
 			Features: []dimmer.Feature{{Name: "recommendations"}, {Name: "reviews", Rank: 1}},
 		})

@@ -315,7 +315,7 @@ func resolve(fc *fileConfig, at func(path, format string, a ...any)) *config {
 		d.Targets = append(d.Targets, dimmer.Target{Signal: k, Target: v, DimOnly: t.DimOnly})
 	}
 	if len(fc.Targets) == 0 {
-		d.Targets = []dimmer.Target{{Signal: signals.LatencyP99, Target: 0.3}, {Signal: signals.RejectRatio, Target: 0.05, DimOnly: true}}
+		d.Targets = []dimmer.Target{{Signal: signals.LatencyP99, Target: 0.3}, {Signal: signals.RejectRatio, Target: 0.01, DimOnly: true}}
 	}
 	seen := map[string]bool{}
 	for i, f := range fc.Features {
