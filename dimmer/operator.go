@@ -1,0 +1,196 @@
+package dimmer
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+func (c *Controller) expirePins(now time.Time) {
+	for name, p := range c.mu.pins {
+		if !now.Before(p.Until) {
+			delete(c.mu.pins, name)
+		}
+	}
+}
+
+// hasFeature reports whether the configuration has the named feature.
+// Callers hold the lock.
+func (c *Controller) hasFeature(name string) bool {
+	return slices.ContainsFunc(c.cfg.Features, func(f Feature) bool { return f.Name == name })
+}
+
+// PinAt pins feature's level until now+ttl, with a reason shown in the
+// state and in flag metadata. A pin beats a scheduled cap.
+func (c *Controller) PinAt(now time.Time, feature string, level float64, ttl time.Duration, reason string) (*State, error) {
+	c.mu.Lock()
+	known := c.hasFeature(feature)
+	c.mu.Unlock()
+	if !known {
+		return nil, fmt.Errorf("dimmer: pin: unknown feature %q", feature)
+	}
+	if !(level >= 0 && level <= 1) {
+		return nil, fmt.Errorf("dimmer: pin %s: level %v: want 0 ≤ level ≤ 1", feature, level)
+	}
+	if ttl <= 0 || ttl > 7*24*time.Hour {
+		return nil, fmt.Errorf("dimmer: pin %s: ttl %s: want more than 0 and at most a week", feature, ttl)
+	}
+	reason = strings.TrimSpace(reason)
+	if reason == "" {
+		return nil, fmt.Errorf("dimmer: pin %s: a reason is required", feature)
+	}
+	c.mu.Lock()
+	if !c.hasFeature(feature) { // a Reconfigure removed it meanwhile
+		c.mu.Unlock()
+		return nil, fmt.Errorf("dimmer: pin: unknown feature %q", feature)
+	}
+	c.mu.pins[feature] = Pin{Level: c.quantize(level), Until: now.Add(ttl), Reason: reason}
+	st, subs, log := c.publish(now, fmt.Sprintf("%s pinned at %.0f%% for %s: %s", feature, 100*level, ttl, reason))
+	c.mu.Unlock()
+	log.Info("dimmer: operator", "generation", st.Generation, "reason", st.Reason)
+	notify(subs, st)
+	return st, nil
+}
+
+// UnpinAt removes a pin; the law takes the feature back.
+func (c *Controller) UnpinAt(now time.Time, feature string) (*State, error) {
+	c.mu.Lock()
+	_, ok := c.mu.pins[feature]
+	delete(c.mu.pins, feature)
+	c.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("dimmer: unpin: %q is not pinned", feature)
+	}
+	return c.republish(now, feature+" unpinned"), nil
+}
+
+// FreezeAt holds every level as published until Unfreeze. The law does not
+// integrate meanwhile (no windup).
+func (c *Controller) FreezeAt(now time.Time, reason string) *State {
+	c.mu.Lock()
+	c.mu.frozen, c.mu.freezeWhy = true, reason
+	c.mu.why = why{kind: whyFrozen}
+	c.mu.Unlock()
+	return c.republish(now, "frozen by operator: "+reason)
+}
+
+// UnfreezeAt hands the levels back to the law.
+func (c *Controller) UnfreezeAt(now time.Time) *State {
+	c.mu.Lock()
+	c.mu.frozen, c.mu.freezeWhy = false, ""
+	c.mu.underSince, c.mu.overSince = time.Time{}, time.Time{}
+	if c.mu.mode == Frozen {
+		c.mu.mode = Auto
+	}
+	c.mu.Unlock()
+	return c.republish(now, "unfrozen by operator")
+}
+
+// SetShadowAt turns shadow mode on or off: in shadow mode the controller
+// computes and reports levels (FeatureState.Computed) but publishes full
+// brightness and no shedding.
+func (c *Controller) SetShadowAt(now time.Time, on bool) *State {
+	c.mu.Lock()
+	c.mu.shadow = on
+	c.mu.Unlock()
+	if on {
+		return c.republish(now, "shadow mode on: computing, applying nothing")
+	}
+	return c.republish(now, "shadow mode off")
+}
+
+// Pin is PinAt(time.Now(), …).
+func (c *Controller) Pin(feature string, level float64, ttl time.Duration, reason string) (*State, error) {
+	return c.PinAt(time.Now(), feature, level, ttl, reason)
+}
+
+// Unpin is UnpinAt(time.Now(), …).
+func (c *Controller) Unpin(feature string) (*State, error) { return c.UnpinAt(time.Now(), feature) }
+
+// Freeze is FreezeAt(time.Now(), …).
+func (c *Controller) Freeze(reason string) *State { return c.FreezeAt(time.Now(), reason) }
+
+// Unfreeze is UnfreezeAt(time.Now()).
+func (c *Controller) Unfreeze() *State { return c.UnfreezeAt(time.Now()) }
+
+// SetShadow is SetShadowAt(time.Now(), …).
+func (c *Controller) SetShadow(on bool) *State { return c.SetShadowAt(time.Now(), on) }
+
+// Reconfigure is ReconfigureAt(time.Now(), cfg).
+func (c *Controller) Reconfigure(cfg Config) error { return c.ReconfigureAt(time.Now(), cfg) }
+
+// ReconfigureAt replaces the configuration at now, for a reload (brownoutd
+// calls it on SIGHUP). It checks cfg exactly as New does; on error it
+// returns the error and changes nothing.
+//
+// What the controller has learnt stays: the brightness (the integrator,
+// and with it the shed level, clamped to the new MaxShed), the load mark
+// and the hold timers, the freeze and shadow mode, and the operators'
+// pins on features that still exist. A pin on a removed feature is
+// dropped, with a warning on the new cfg.Logger. Levels come from the new
+// ladder at the kept brightness: at full brightness a new feature starts
+// at full level (1); while dimmed it gets the level its place in the
+// ladder says — the brightness is the law's estimate of how much optional
+// work the service can afford, and a reload does not change the load.
+// While frozen or stale, features and segments that existed keep their
+// published levels. The new Schedule is evaluated at now, and its caps
+// steer the law from the next Step. A new state is published
+// (Generation grows) and subscribers are told.
+func (c *Controller) ReconfigureAt(now time.Time, cfg Config) error {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	m := &c.mu
+	c.cfg = cfg
+	m.q, m.maxStep = cfg.Quantum, cfg.MaxStep
+	m.span = min(max(m.span, m.q), m.maxStep)
+	var dropped []string
+	for name := range m.pins {
+		if !c.hasFeature(name) {
+			dropped = append(dropped, name)
+		}
+	}
+	slices.Sort(dropped)
+	droppedPins := make([]Pin, len(dropped))
+	for i, name := range dropped {
+		droppedPins[i] = m.pins[name]
+		delete(m.pins, name)
+	}
+	// Readings of signals still targeted carry over, against their new
+	// targets, until the next step reads them afresh.
+	readings := make([]Reading, len(cfg.Targets))
+	for i, t := range cfg.Targets {
+		readings[i] = Reading{Signal: t.Signal, Target: t.Target, Missing: true}
+		for _, o := range m.readings {
+			if o.Signal == t.Signal && !o.Missing {
+				readings[i].Value, readings[i].Missing, readings[i].Pressure = o.Value, false, o.Value/t.Target
+				break
+			}
+		}
+	}
+	m.readings = readings
+	m.brightness = max(m.brightness, -cfg.MaxShed)
+	c.sizeScratch()
+	if !m.frozen {
+		m.why = why{kind: whyReconfigured} // the last step's indices may not fit the new config
+	}
+	reason := fmt.Sprintf("configuration reloaded: %d features, %d targets, %d scheduled caps",
+		len(cfg.Features), len(cfg.Targets), len(cfg.Schedule))
+	if len(dropped) > 0 {
+		reason += "; pins dropped on removed features: " + strings.Join(dropped, ", ")
+	}
+	m.relayout = true // held levels (frozen, stale) are matched by name
+	st, subs, log := c.publish(now, reason)
+	m.relayout = false
+	c.mu.Unlock()
+	for i, name := range dropped {
+		log.Warn("dimmer: reconfigure: pin dropped, the feature was removed", "feature", name,
+			"level", droppedPins[i].Level, "until", droppedPins[i].Until, "reason", droppedPins[i].Reason)
+	}
+	log.Info("dimmer: reconfigured", "generation", st.Generation, "reason", reason)
+	notify(subs, st)
+	return nil
+}

@@ -1,0 +1,176 @@
+package dimmer
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/brownout/brownout/signals"
+)
+
+// why is the reason for a step, kept as data so that a step that changes
+// nothing formats nothing.
+type why struct {
+	kind    whyKind
+	top     int // index of the dominating reading
+	feature int // feature being dimmed or brightened
+	held    time.Duration
+	load    float64 // the offered load now, and the mark
+	mark    float64
+}
+
+type whyKind uint8
+
+const (
+	whyStart whyKind = iota
+	whyNoSignal
+	whyStale
+	whyFrozen
+	whyReconfigured
+	whyCascade
+	whyDim
+	whyFloor
+	whyFloorRoom
+	whyHoldUnder
+	whyUnshed
+	whyUnshedRoom
+	whyUnshedLoad
+	whyFull
+	whyBrighten
+	whyBand
+	whyCapped
+	whyConfirm    // over High for one period from full brightness
+	whyTrimHold   // settled: gathering evidence
+	whyTrimDown   // over for long enough: a step down
+	whyTrimBack   // a probe that failed: back to the last good level
+	whyTrimUp     // under for long enough: a probe up
+	whyRegimeUp   // far under for long: conditions changed, half way up
+	whyRegimeDown // far over for long: conditions changed, a fast fall
+)
+
+// action maps the last step's why to what the law did, and its cause.
+// Callers hold the lock.
+func (c *Controller) action() (Action, signals.Key, bool) {
+	w := c.mu.why
+	var a Action
+	switch w.kind {
+	case whyDim:
+		a = Dim
+	case whyCascade:
+		a = Shed
+	case whyTrimDown, whyTrimBack, whyRegimeDown:
+		a = Dim
+	case whyBrighten, whyTrimUp, whyRegimeUp, whyUnshed, whyUnshedRoom, whyUnshedLoad:
+		a = Brighten
+	}
+	if w.kind < whyCascade || w.kind == whyUnshedLoad || w.top >= len(c.mu.readings) {
+		return a, 0, false
+	}
+	return a, c.mu.readings[w.top].Signal, true
+}
+
+// reason formats the last step's why. Callers hold the lock.
+func (c *Controller) reason() string {
+	m := &c.mu
+	w := m.why
+	cfg := &c.cfg
+	sig := ""
+	if w.kind >= whyCascade {
+		sig = describe(m.readings[w.top])
+	}
+	var r string
+	switch w.kind {
+	case whyStart:
+		r = "starting at full brightness"
+	case whyNoSignal:
+		r = "no signal this period: holding levels"
+	case whyStale:
+		r = fmt.Sprintf("no signal for %s: stale, holding levels", w.held.Round(time.Millisecond))
+	case whyFrozen:
+		r = "frozen by operator: " + m.freezeWhy
+	case whyReconfigured:
+		r = "configuration reloaded"
+	case whyCascade:
+		r = fmt.Sprintf("%s with every feature at its floor: shedding %s", sig, shedName(-m.brightness))
+	case whyDim:
+		r = fmt.Sprintf("%s: dimming %s", sig, cfg.Features[w.feature].Name)
+	case whyFloor:
+		r = fmt.Sprintf("%s: every feature at its floor, shedding %s", sig, shedName(-m.brightness))
+	case whyHoldUnder:
+		r = fmt.Sprintf("%s: under %.0f%% of target for %s of %s, holding", sig, 100*cfg.Low, w.held.Round(time.Millisecond), cfg.Hold)
+	case whyUnshed:
+		r = fmt.Sprintf("%s: back under target, unwinding the cascade: shedding %s", sig, shedName(-m.brightness))
+	case whyUnshedRoom:
+		r = fmt.Sprintf("%s, but the gate has room (%.0f%% of arrivals waited): shedding does not lower this latency, unwinding: shedding %s",
+			sig, 100*m.busy, shedName(-m.brightness))
+	case whyUnshedLoad:
+		r = fmt.Sprintf("load %.4g/s fell below the %.4g/s that forced shedding: shedding nothing", w.load, w.mark)
+	case whyFloorRoom:
+		r = fmt.Sprintf("%s: every feature at its floor, but the gate has room (%.0f%% of arrivals waited): not shedding", sig, 100*m.busy)
+	case whyFull:
+		r = sig + ": full brightness"
+	case whyBrighten:
+		r = fmt.Sprintf("%s: brightening %s", sig, cfg.Features[w.feature].Name)
+	case whyBand:
+		r = fmt.Sprintf("%s: within %.0f–%.0f%% of target, holding", sig, 100*cfg.Low, 100*cfg.High)
+	case whyConfirm:
+		r = fmt.Sprintf("%s: over %.0f%% of target at full brightness: weighing whether it is an overload", sig, 100*cfg.High)
+	case whyTrimHold:
+		r = fmt.Sprintf("%s: settled, holding", sig)
+	case whyTrimDown:
+		r = fmt.Sprintf("%s: over %.0f%% of target for %.0f periods: dimming %s by %.2f", sig, 100*cfg.High, cfg.Evidence, cfg.Features[w.feature].Name, m.downStep)
+	case whyTrimBack:
+		r = fmt.Sprintf("%s: the probe was too bright: back to the last good level; the next step waits for %.0f periods of evidence", sig, cfg.Evidence*float64(int(1)<<m.fails))
+	case whyTrimUp:
+		r = fmt.Sprintf("%s: under %.0f%% of target long enough: probing %s", sig, 100*cfg.Low, cfg.Features[w.feature].Name)
+	case whyRegimeUp:
+		r = fmt.Sprintf("%s: far under %.0f%% of target for %.0f periods: conditions changed, brightening %s half way up", sig, 50*cfg.Low, 2*cfg.Evidence, cfg.Features[w.feature].Name)
+	case whyRegimeDown:
+		r = fmt.Sprintf("%s: far over target for %.0f periods: conditions changed, dimming %s", sig, 2*cfg.Evidence, cfg.Features[w.feature].Name)
+	case whyCapped:
+		r = sig + ": at the scheduled cap, holding"
+	}
+	if sr := c.scheduleReason(); sr != "" {
+		r = sr + "; " + r
+	}
+	if m.mode == Shadow {
+		r = "shadow (nothing applied): " + r
+	}
+	return r
+}
+
+func shedName(level float64) string {
+	switch {
+	case level <= 0:
+		return "nothing"
+	case level <= 1:
+		return fmt.Sprintf("%.0f%% of sheddable requests", 100*level)
+	}
+	return fmt.Sprintf("every sheddable and %.0f%% of default requests", 100*(level-1))
+}
+
+// describe renders a reading, e.g. "latency.p99 1.3s > 1s target".
+func describe(r Reading) string {
+	val, tgt := fmtValue(r.Signal, r.Value), fmtValue(r.Signal, r.Target)
+	rel := "<"
+	switch {
+	case r.Value > r.Target:
+		rel = ">"
+	case r.Value == r.Target:
+		rel = "="
+	}
+	return fmt.Sprintf("%s %s %s %s target", r.Signal, val, rel, tgt)
+}
+
+func fmtValue(k signals.Key, v float64) string {
+	if k.IsDuration() {
+		d := time.Duration(v * float64(time.Second))
+		switch {
+		case d >= time.Second:
+			return d.Round(10 * time.Millisecond).String()
+		case d >= time.Millisecond:
+			return d.Round(time.Millisecond).String()
+		}
+		return d.Round(time.Microsecond).String()
+	}
+	return fmt.Sprintf("%.3g", v)
+}
