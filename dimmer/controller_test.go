@@ -473,6 +473,25 @@ func BenchmarkStep(b *testing.B) {
 	}
 }
 
+// BenchmarkStepDimmed measures a steady step of a dimmed controller: the
+// law's trim path (evidence, settle, the account) without a publish.
+func BenchmarkStepDimmed(b *testing.B) {
+	c, _ := New(benchConfig(10))
+	now := t0
+	for range 3 {
+		now = now.Add(time.Second)
+		c.Step(now, snap(now, 3, 100))
+	}
+	s := snap(now, 0.8, 100) // in the band: the account holds
+	s.Window = 5 * time.Second
+	b.ReportAllocs()
+	for b.Loop() {
+		now = now.Add(time.Second)
+		s.Time = now
+		c.Step(now, s)
+	}
+}
+
 // BenchmarkStepChanging measures steps that publish a new state each time.
 func BenchmarkStepChanging(b *testing.B) {
 	c, _ := New(benchConfig(10))
