@@ -23,7 +23,9 @@ type Target struct {
 	// cascade. Use it for the admission layer's refusal ratio
 	// (reject.ratio): a working admission layer refuses the excess by
 	// design, and the cascade would only trade those refusals for its own
-	// while losing goodput.
+	// while losing goodput. For reject.ratio a target of 0.01 serves the
+	// most optional content at 99 % in time (in the lab, the best fixed
+	// level refuses 0.6–0.8 %; a target of 0.05 settles near 4 % refused).
 	DimOnly bool
 }
 
@@ -96,20 +98,24 @@ type Config struct {
 	// Targets are the pressure signals. Pressure is the largest
 	// value/target over the signals present in a snapshot.
 	Targets []Target
-	// High is the pressure at or above which the controller dims. Default
-	// 0.85.
+	// High is the pressure at or above which a period counts as evidence
+	// of an overload (see Evidence). Default 0.85.
 	High float64
-	// Low is the pressure under which, held for Hold, it brightens.
-	// Default 0.70.
+	// Low is the pressure under which a period counts as evidence that
+	// the level could be brighter; held for Hold with the load gone (or at
+	// full brightness), it brightens at full speed. Default 0.70.
 	Low float64
-	// Hold is how long pressure must stay under Low before the controller
-	// brightens (or lowers the shed level). Default 5 s.
+	// Hold is how long pressure must stay under Low (under High once the
+	// load fell below the load mark) before the controller brightens at
+	// full speed (or lowers the shed level). Default 5 s.
 	Hold time.Duration
 	// Setpoint is the pressure the integral term aims at. Default the
 	// middle of the band, (High+Low)/2.
 	Setpoint float64
-	// DownGain is the integral gain while dimming: brightness lost per
-	// second per unit of pressure error. Default 1.
+	// DownGain is the gain of a fast dimming step: brightness lost per
+	// second per unit of pressure error, capped by how far over the
+	// signals are (0.2 a period, 0.25 more for each doubling of the
+	// pressure over twice its target). Default 1.
 	DownGain float64
 	// UpGain is the integral gain while brightening. Default 1.
 	UpGain float64
@@ -119,26 +125,32 @@ type Config struct {
 	// MaxRise caps brightening, in brightness per second. Default 0.25.
 	MaxRise float64
 	// LoadSignal is the offered load (default rate.arrival). While dimmed
-	// the controller keeps an average of the load (the load mark); while the load stays within LoadMargin of the mark,
-	// the cause of the dimming is still there and the controller moves
-	// only by the trim (see Evidence). A load that falls below the margin
-	// brightens at full speed, and one that rises above it dims at once.
-	// The mark clears at full brightness. When the signal is missing,
-	// only the trim brightens.
+	// the controller keeps an average of the load (the load mark). While
+	// the load stays within LoadMargin of the mark, the cause of the
+	// dimming is still there and the controller moves only by the trim
+	// (see Evidence). A load that falls below the margin brightens at full
+	// speed (the refusals DimOnly targets count are then not counted: they
+	// belong to the overload that is over), and one that rises above it
+	// dims at once. The mark clears at full brightness. When the signal
+	// is missing, only the trim brightens.
 	LoadSignal signals.Key
 	// LoadMargin is how far (relative) the load must fall below the load
 	// mark before the controller brightens at full speed. It must clear
 	// the noise of a windowed rate (σ ≈ 1/√(rate·window): 3.7 % at 150/s
 	// over 5 s). Default 0.2.
 	LoadMargin float64
-	// Evidence is how much evidence moves a dimmed controller one step
-	// (the trim; see the package documentation): each period over High
-	// counts 1 (2 over target), each under Low −1 (−2 under Low/2). A
-	// probe up that failed doubles the evidence the next one needs, up
-	// to 8×. Default 5.
+	// Evidence is how much evidence moves the controller one step (see
+	// the package documentation): each period over High counts 1, over
+	// target 2 (at full brightness and at the floor 2·log₂ of the
+	// pressure), under Low −1, under Low/2 −2. At full brightness it
+	// confirms an overload before the first dimming step; dimmed, it moves
+	// the trim. Each change of the trim's direction doubles the evidence
+	// the next step needs, up to 8×. Default 5.
 	Evidence float64
-	// MaxStep caps the trim's step. Steps start at two quanta and double
-	// while they go the same way. Default 0.16.
+	// MaxStep caps the trim's step. Steps start at two quanta (a quantum
+	// near the floor) and double while they go the same way, up to a span
+	// that starts at MaxStep and halves with each change of direction.
+	// Default 0.16.
 	MaxStep float64
 	// Features is the ladder. At least one.
 	Features []Feature
@@ -183,11 +195,11 @@ type Config struct {
 	// SaturatedAt: see RoomSignal. Default 0.25.
 	SaturatedAt float64
 	// Headroom: with room at the gate and its utilization
-	// (signals.GateUtilization, cost in flight ÷ limit) under this, the
-	// gate would take twice the work per request, so the controller
-	// brightens although the load that forced dimming is still there (a
-	// dim caused by a transient — a cold start, a burst — not by the
-	// load), once that has held for Hold. Default 0.5.
+	// (signals.GateUtilization, cost in flight ÷ limit) under this, held
+	// for Hold, the gate would take twice the work per request: a period
+	// under Low counts double as evidence for brightening, although the
+	// load that forced dimming is still there (a dim caused by a
+	// transient — a cold start, a burst — not by the load). Default 0.5.
 	Headroom float64
 	// UnshedRate is how fast the cascade unwinds once it no longer helps
 	// (latency under target, room at the gate), in shed level per

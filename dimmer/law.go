@@ -53,6 +53,12 @@ const (
 	coolClamp = 8
 )
 
+// overloadAt is a pressure that confirms an overload at full brightness
+// in one period, whatever the account holds: a refusal ratio of 24 %
+// against a 1 % target is no burst (the first second of a flash sale at
+// 2.5 times the capacity reads 34 %).
+const overloadAt = 12 * farOver
+
 // heavySettle is the share of a signal window the trim waits after a fast
 // fall before its first step when the signals are still far over (over
 // 4×farOver): they then describe a level that is over by a wide margin,
@@ -188,7 +194,7 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 		// (a few periods a little over) is none; a heavy overload shows
 		// within a period or two.
 		c.weigh(p, headroom, fullClamp)
-		confirmed = m.acc >= c.need() || pc >= cfg.CascadeAt
+		confirmed = m.acc >= c.need() || pc >= cfg.CascadeAt || p >= overloadAt
 	}
 	switch {
 	case p >= cfg.High && (b <= 0 || confirmed || m.dimmed && (loadUp || pc >= cfg.CascadeAt)):

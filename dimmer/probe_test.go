@@ -112,3 +112,21 @@ func TestProbeGap(t *testing.T) {
 		fmt.Printf("%s: gap median %.4f p90 %.4f p97 %.4f max %.4f\n", g.name, gaps[50], gaps[90], gaps[97], gaps[99])
 	}
 }
+
+func TestProbeSale(t *testing.T) {
+	if os.Getenv("EXPLORE") == "" {
+		t.Skip()
+	}
+	c := sim.NewController(sim.BrownoutConfig(sim.BrownoutTarget)).(sim.Controller)
+	rd := &recDimmer{c: c.C}
+	sd := &snapDimmer{d: rd}
+	lab := sim.BrownoutLab(sim.SaleLoad(), sd)
+	lab.Duration, lab.Seed = 120*time.Second, uint32(atof(os.Getenv("SEED")))
+	res := sim.Run(lab)
+	for i := 57; i < 70; i++ {
+		p99, _ := sd.snap[i].Get(signals.LatencyP99)
+		rr, _ := sd.snap[i].Get(signals.RejectRatio)
+		s := res.Seconds[i]
+		fmt.Printf("t=%d level=%.2f arr=%d good=%d p99=%.0f rr=%.3f %s\n", s.T, s.Level, s.Arrivals, s.GoodByArrival, p99*1000, rr, rd.dbg[i][:30])
+	}
+}
