@@ -26,68 +26,101 @@
 //
 // # Control law
 //
-// A velocity-form PI controller on the pressure error e = p − Setpoint,
-// with hysteresis zones and anti-windup. Per period of dt seconds:
+// Three paths move b; each period takes one of them (see law.go):
 //
-//	p ≥ High (dim):       b ← b − DownGain·e·dt − Proportional·max(e − e_prev, 0)
-//	                      stopping at 0 (every feature at its floor); but
-//	                      hold while p < 1 within Settle of a brightening
-//	                      step, or at a load well under the load mark
-//	at the floor:         only while p ≥ CascadeAt for CascadeHold and the
-//	                      admission gate is full (RoomSignal ≥ SaturatedAt):
-//	                      b ← b − CascadeGain·e·dt, down to −MaxShed
-//	shedding:             load below the load mark: b ← 0 at once;
-//	                      room at the gate, or p < 1: b ← b + UnshedRate·dt
-//	Low ≤ p < High:       hold (the integrator is frozen: no windup)
-//	p < Low for Hold:     b ← b + min(UpGain·(−e)·dt, MaxRise·dt), up to 1;
-//	                      while shedding, CascadeGain instead of UpGain
+//	fast down     at full brightness, once the account below confirms an
+//	              overload (or latency is over CascadeAt, or the pressure
+//	              is 24 times its target); dimmed, when the load rose over
+//	              the load mark or latency is over CascadeAt:
+//	                b ← b − min(DownGain·e·dt + Proportional·max(e − e_prev, 0),
+//	                            max(0.2, 0.25·log₂(p/2))·dt)
+//	              a step that grows with how far over the signals are, to 0
+//	at the floor  only while p ≥ CascadeAt for CascadeHold and the
+//	              admission gate is full (RoomSignal ≥ SaturatedAt):
+//	                b ← b − CascadeGain·e·dt, down to −MaxShed
+//	shedding      load below the load mark: b ← 0 at once;
+//	              room at the gate, or p < 1: b ← b + UnshedRate·dt
+//	fast up       p < Low held for Hold (at full brightness), or the load
+//	              fell below the load mark and p < High held for Hold:
+//	                b ← b + min(max(UpGain·(−e)·dt, Quantum), MaxRise·dt)
+//	trim          dimmed, otherwise: evidence, then a step
 //
-// Fast down, slow up: dimming reacts within one period, grows with the
-// overshoot and adds a proportional kick while pressure is still rising;
-// brightening waits for Hold under the low watermark and is rate-capped.
-// Brightness is clamped to [−MaxShed, 1], and the integrator does not move
-// while the controller holds, is frozen or is stale, so it never winds up.
+// The evidence account. Each period adds: over target +2 (at full
+// brightness and at the floor 2·log₂ p, so that a heavy overload counts
+// for more), over High +1, under Low −1, under Low/2 −2 (or under Low
+// with headroom at the gate). At full brightness the account confirms an
+// overload at +Evidence; it is kept at or over −4·Evidence (a calm
+// service needs more than a burst of refusals to dim), and an episode
+// ends with it at −8·Evidence (after an overload the admission gate's
+// adaptive limit grows back, and the refusals of that warm-up are no new
+// overload). Dimmed, it moves the trim:
 //
-// Latency alone cannot tell "near capacity at full brightness" from "near
-// capacity with every feature off": near saturation a queue's p99 is low
-// until it is suddenly not. So brightening is also load-aware: while dimmed
-// the controller keeps an average of the offered load (LoadSignal,
-// rate.arrival; the load mark). While the load stays within LoadMargin of
-// the mark, the cause of the dimming is still there: the controller holds,
-// and after ProbeAfter it probes upwards at ProbeRise (capacity may have
-// come back); a load that rises further while dimmed restarts that
-// wait. When the load falls below the margin it brightens at full
-// speed. Without a load signal, brightening follows pressure alone.
+//   - At +need the level steps down, at −need up. need is Evidence,
+//     doubled by each change of direction in a row (up to 8×) and halved
+//     back by each step the same way.
+//   - For a signal window after a step (the snapshot's Window) the
+//     signals still describe the level before it and periods count for
+//     nothing.
+//   - Steps start at two quanta and double while they go the same way, up
+//     to a span that starts at MaxStep and halves with each change of
+//     direction (Kesten's rule for stochastic approximation: near the
+//     level the load allows, noise would otherwise walk the level).
+//   - A step up that proves over goes back to the last good level. Steps
+//     up bisect toward the last level that was over and pass it a quantum
+//     at a time; that memory lasts 2 minutes (as TCP CUBIC remembers its
+//     last window).
+//   - The first step down after a fast fall is sized by the pressure
+//     (MaxStep·log₂(p/2) when p ≥ 4); later ones halve the distance to 0
+//     at most.
+//   - Near the floor (under MaxStep/2) steps up are a quantum, so that a
+//     step that fails there is no change of direction; a fall to the
+//     floor from far over doubles need once per doubling of p over 2.
+//   - A run of 2·Evidence counted periods far under target (under Low/2)
+//     or far over it (over 4× target) is no noise: conditions changed (the
+//     capacity dipped or came back, the load moved within the margin). The
+//     trim starts afresh: half way up to the ceiling, or a fast fall.
+//
+// While the load stays within LoadMargin of the load mark (the average
+// offered load while dimmed, LoadSignal), only the trim moves the level;
+// a load that falls below the margin brightens at full speed, and the
+// refusals of DimOnly targets are then not counted — they belong to the
+// overload that is over.
+//
+// Brightness is clamped to [−MaxShed, 1], and nothing moves while the
+// controller is frozen or stale.
 //
 // Parameters and defaults (see [Config]):
 //
 //	Tick          1 s      control period (≥ 100 ms)
-//	High          0.85     dim at or above this pressure
-//	Low           0.70     brighten only under this pressure…
-//	Hold          5 s      …held this long
-//	Setpoint      0.775    the pressure the integral term aims at
-//	DownGain      1        brightness per second per unit of error, dimming
+//	High          0.85     a period at or over this counts toward dimming
+//	Low           0.70     a period under this counts toward brightening…
+//	Hold          5 s      …and, held this long at full brightness (or once
+//	                       the load fell), brightens at full speed
+//	Setpoint      0.775    the pressure the fast steps aim at
+//	DownGain      1        fast step: brightness per second per unit of error
 //	Proportional  0.5      kick per unit of rising error, dimming only
-//	UpGain        1        brightness per second per unit of error, brightening
+//	UpGain        1        fast up: brightness per second per unit of error
 //	MaxRise       0.25/s   cap on brightening
 //	LoadMargin    0.2      load drop that counts as "the cause is gone"
-//	ProbeAfter    30 s     then probe although the load stayed
-//	ProbeRise     0.05/s   cap on probing
-//	Settle        5 s      near target after brightening: hold this long
+//	Evidence      5        evidence that confirms an overload or moves the trim
+//	MaxStep       0.16     the trim's largest step
 //	CascadeAt     1.5      pressure that starts shedding at the floor…
 //	CascadeHold   3 s      …held this long
 //	CascadeGain   0.2      shed level per second per unit of error
 //	MaxShed       2        sheddable, then default
 //	RoomBelow     0.05     gate.busy under this: the gate has room
 //	SaturatedAt   0.25     gate.busy at or over this: the gate is full
+//	Headroom      0.5      gate utilization under this: room for twice the work
 //	UnshedRate    1/s      how fast the cascade unwinds
 //	Quantum       0.01     published levels are rounded to 1 %
 //	StaleAfter    3        periods without a signal before "stale"
 //
 // An admission layer holds latency at its own bounds by refusing, so
 // latency alone under-reports overload: give the controller the refusal
-// ratio too (signals.RejectRatio, e.g. target 0.05), marked DimOnly so that
-// those refusals dim features but never drive the cascade.
+// ratio too (signals.RejectRatio, target 0.01), marked DimOnly so that
+// those refusals dim features but never drive the cascade. The target
+// sets where the trim settles: at the best fixed level the lab refuses
+// 0.6–0.8 % of requests, and a target of 0.05 settles near 4 %.
 //
 // CascadeAt sits above target on purpose: an admission layer whose queue is
 // bounded in time under the latency target (package shed) holds p99 near
@@ -105,14 +138,7 @@
 //
 // Feed the controller a latency window of about five periods (5 × 1 s): a
 // windowed p99 forgets a slow burst only when the burst leaves the window,
-// and a 10 s window delays brightening by up to 10 s.
-//
-// Near the target but not over it (High ≤ p < 1), a windowed p99 is
-// noisy: at 80 % load with every feature on it wanders around 85 % of the
-// target on its own. So the controller does not dim there within Settle
-// of its own brightening (the window is still taking the step in), nor at
-// a load well below the load mark (the overload's cause is gone; this is
-// the new load's operating point). Over the target it dims at once.
+// and the trim waits a window after each step before it counts again.
 //
 // # Proven in the lab
 //
@@ -120,34 +146,51 @@
 // capacity 100 req/s with every optional part on, optional parts 40 % of
 // the cost, 30 % critical, timeout 1 s, p99 target 300 ms, package shed's
 // gate as the admission layer; the controller reads latency.p99 and
-// reject.ratio, the latter DimOnly) and require, for
-// each of ten seeds: at 150 req/s ≥ 97 % of requests served in time with
-// 100 % critical and p99 ≤ target; at 200 req/s goodput ≥ 95 % of the
-// capacity with optional parts off and ≥ 99.9 % critical; on a step
-// 80 → 150 → 80, p99 under target from 5 s after the step, at most two
-// changes of direction, and full brightness within 15 s of the load's
-// return. Golden traces of these runs are under testdata/.
+// reject.ratio against 1 %, the latter DimOnly). Each property holds per
+// seed over 30 seeds (LAB_SEEDS) with a budget of one failing seed, with
+// the lab's gate and with the package-default gate, and each is compared
+// with a control run of the same seed (a fixed level):
 //
-// Serving optional content is the other half of the goal, and there the
-// controller leaves a lot on the table. testdata/oracle.csv holds the best
-// fixed level θ* per constant load: the highest level on a 0.05 grid that
-// keeps ≥ 99 % in time (p99 stays under target at every level: the gate
-// holds it), over seeds 1000–1019, 300 s runs, the first minute not
-// counted (TestLabOracle re-checks it; -update-oracle sweeps it again).
-// Beside it, this controller on the same runs:
+//   - 150 req/s: ≥ 97 % in time (shedding alone: about 65 %); with the
+//     default gate, within 2.5 points of every optional part off from the
+//     first second, which is itself under 97 % in some seeds.
+//   - 200 req/s: goodput ≥ 95 % of that with every optional part off.
+//   - A step 80 → 150 → 80, 30 s and 90 s long: from 5 s after the step
+//     in time within 2 points of every optional part off; at most two
+//     changes of direction (reversals of two quanta); full brightness
+//     within 15 s of the load's return.
 //
-//	load  θ*    θ* in time  controller in time  controller optional
-//	  90  0.80  99.10 %     99.40 %             0.466
-//	 100  0.60  99.08 %     99.33 %             0.304
-//	 110  0.40  99.23 %     99.30 %             0.203
-//	 120  0.25  99.33 %     99.22 %             0.129
-//	 130  0.15  99.24 %     99.12 %             0.082
-//	 140  0.05  99.26 %     98.94 %             0.047
-//	 150  none  98.91 % (θ = 0)  98.28 %        0.024
+// Golden traces of three runs are under testdata/.
 //
-// At constant load the level cycles (9–12 reversals in 240 s, from full
-// to off): a probe up, a burst of refusals, a fall to 0, a wait. A fixed
-// level serves up to twice the optional content at the same in-time share.
+// Serving optional content is the other half of the goal (Klein et al.
+// judge a brownout controller by the optional content it serves at a given
+// response time). testdata/oracle.csv holds the best fixed level θ* per
+// constant load: the highest level on a 0.05 grid that keeps ≥ 99 % in
+// time (p99 stays under target at every level: the gate holds it), over
+// seeds 1000–1019, 300 s runs, the first minute not counted
+// (TestLabOracle re-checks it; -update-oracle sweeps it again). Beside
+// it, this controller on seeds 2000–2019 (TestLabOptionalVsOracle; the
+// law was tuned on 1000–1019), and the law it replaced:
+//
+//	load  θ*    θ* in time   controller  in time   before: optional  in time
+//	  90  0.80  99.10 %      0.762       99.20 %   0.466             99.40 %
+//	 100  0.60  99.08 %      0.561       99.16 %   0.304             99.33 %
+//	 110  0.40  99.23 %      0.393       99.21 %   0.203             99.30 %
+//	 120  0.25  99.33 %      0.252       99.19 %   0.129             99.22 %
+//	 130  0.15  99.25 %      0.145       99.23 %   0.082             99.12 %
+//	 140  0.05  99.26 %      0.060       99.12 %   0.047             98.94 %
+//	 150  none (θ = 0: 98.91 %)
+//
+// Calm (TestLabCalm, after the first minute of 300 s): the law it
+// replaced changed direction 9–12 times and swung from full to off in
+// every seed. This one changes direction at most twice in 17–20 of 20
+// seeds per load (at most 4 times), but a feature's level still swings
+// more than 0.2 in 1–12 of 20 seeds per load: in the reviews' stretch
+// (brightness under 0.375) 0.2 of reviews' level is 0.075 of brightness,
+// about what a minute of evidence can place. After a 5-minute dip of
+// capacity to 70 % at 100 req/s, the level is back within 0.1 of θ*
+// 11–26 s after the capacity returns in 19 of 20 seeds
+// (TestLabCapacityDip).
 //
 // # Scheduled caps
 //
@@ -194,18 +237,19 @@
 //
 //	                                      without     with the cap
 //	optional level at the spike            1.00          0.69
-//	in time, arrivals of the first 1 s     43.3 %        49.1 %
-//	in time, first 3 s                     57.3 %        59.7 %
-//	in time, first 10 s                    64.6 %        65.4 %
-//	p99 of the first 10 s                  254 ms        267 ms
-//	largest one-second p99 in them         289 ms        295 ms
-//	whole run: in time                     89.7 %        89.8 %
-//	whole run: optional parts served       13.3 %        11.1 %
+//	in time, arrivals of the first 1 s     43.1 %        48.4 %
+//	in time, first 3 s                     56.4 %        58.0 %
+//	in time, first 10 s                    64.2 %        64.9 %
+//	p99 of the first 10 s                  253 ms        263 ms
+//	largest one-second p99 in them         289 ms        293 ms
+//	whole run: in time                     90.0 %        90.0 %
+//	whole run: optional parts served       11.9 %        10.1 %
 //
 // The spike is 2.5 times the capacity, and the law dims every feature to
-// its floor at its first tick after it, so the cap helps in that first
-// second only: 49 % instead of 43 % of its arrivals served in time
-// (better for each seed), and 3 s after the spike the two runs are alike.
+// its floor at its first tick after it (its refusal ratio, 34 % against
+// 1 %, confirms the overload at once), so the cap helps in that first
+// second only: 48 % instead of 43 % of its arrivals served in time, and
+// 3 s after the spike the two runs are alike.
 // The p99 is bounded by the admission gate either way, under the 300 ms
 // target; its difference is within the seeds' noise. The price is
 // optional content: 30 s of it before the spike, and after the spike
