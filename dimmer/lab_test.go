@@ -92,7 +92,18 @@ func (ta *tally) done(n int) {
 	}
 }
 
+// skipUnderRace skips the lab's acceptance under -race: single-threaded
+// virtual-time runs, slow there, and the controller's locking is tested
+// elsewhere. make test runs them without it.
+func skipUnderRace(t *testing.T) {
+	t.Helper()
+	if raceEnabled {
+		t.Skip("lab runs: make test runs them without -race")
+	}
+}
+
 func TestLabLoad150(t *testing.T) {
+	skipUnderRace(t)
 	for _, g := range labGates {
 		t.Run(g.name, func(t *testing.T) {
 			ta := newTally(t)
@@ -124,6 +135,7 @@ func TestLabLoad150(t *testing.T) {
 }
 
 func TestLabLoad200(t *testing.T) {
+	skipUnderRace(t)
 	for _, g := range labGates {
 		t.Run(g.name, func(t *testing.T) {
 			ta := newTally(t)
@@ -153,6 +165,7 @@ func labStep(hold time.Duration) (sim.Profile, int, int, time.Duration) {
 // brightness within 15 s of the load's return. Calm: at most two changes of
 // direction (reversals of two quanta) from the step on.
 func TestLabStep(t *testing.T) {
+	skipUnderRace(t)
 	for _, hold := range []time.Duration{30 * time.Second, 90 * time.Second} {
 		for _, g := range labGates {
 			t.Run(fmt.Sprintf("%s-%v", g.name, hold), func(t *testing.T) {
