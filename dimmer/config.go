@@ -140,7 +140,7 @@ type Config struct {
 	// over 5 s). Default 0.2.
 	LoadMargin float64
 	// Evidence is how much evidence moves the controller one step (see
-	// the package documentation): each period over High counts 1, over
+	// the package documentation): each second over High counts 1, over
 	// target 2 (at full brightness and at the floor 2·log₂ of the
 	// pressure), under Low −1, under Low/2 −2. At full brightness it
 	// confirms an overload before the first dimming step; dimmed, it moves

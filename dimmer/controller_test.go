@@ -786,3 +786,23 @@ func TestUnpinWhileStale(t *testing.T) {
 	fs, _ = st.Feature("a")
 	assert.Equal(t, 1.0, fs.Level, "released while frozen: the held level, not the pin's")
 }
+
+// Evidence counts per second of Tick, not per period: at a 250 ms tick an
+// overload a little over target is confirmed after 2.5 s, as after 3
+// periods of 1 s.
+func TestEvidenceIsPerSecond(t *testing.T) {
+	cfg := testConfig()
+	cfg.Tick = 250 * time.Millisecond
+	c, err := New(cfg)
+	require.NoError(t, err)
+	now := t0
+	for i := 1; i <= 10; i++ {
+		now = now.Add(cfg.Tick)
+		st := c.Step(now, snap(now, 1.3, 100))
+		if i < 10 {
+			require.Equal(t, 1.0, st.Brightness, "period %d (%v): gathering", i, time.Duration(i)*cfg.Tick)
+		} else {
+			assert.Less(t, st.Brightness, 1.0, "2.5 s of 2 a second: confirmed")
+		}
+	}
+}

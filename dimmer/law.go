@@ -290,7 +290,7 @@ func (c *Controller) trim(now time.Time, p, b, ceil, load float64, fallen, headr
 	// noise at the level the trim settled on: conditions changed (the
 	// capacity dipped or came back, the load moved within the margin).
 	// The trim starts afresh with a fast move.
-	if regime := 2 * cfg.Evidence; float64(m.calmRun) >= regime {
+	if regime := 2 * cfg.Evidence / cfg.Tick.Seconds(); float64(m.calmRun) >= regime {
 		m.forget(now, -1)
 		m.good, m.lastDir = b, 1
 		m.upStep = max(m.span, (ceil-b)/2) // half way up
@@ -422,26 +422,29 @@ func (c *Controller) evidence(now time.Time, p float64, headroom bool) bool {
 	return true
 }
 
-// weigh adds one period's evidence to the account: over target 2 (at full
-// brightness and at the floor 2·log₂ of the pressure, so that a heavy
-// overload counts for more), over High 1, under Low −1, under Low/2 (or
-// under Low with headroom at the gate) −2. The account stays within
+// weigh adds one period's evidence to the account, per second of Tick:
+// over target 2 (at full brightness and at the floor 2·log₂ of the
+// pressure, so that a heavy overload counts for more), over High 1, under
+// Low −1, under Low/2 (or under Low with headroom at the gate) −2. The account stays within
 // [−clamp·need, need], so that a long calm stretch does not take as long
 // to undo.
 func (c *Controller) weigh(p float64, headroom bool, clamp float64) {
 	m, cfg := &c.mu, &c.cfg
 	prev := m.acc
+	// Evidence is counted per second of Tick: a period of 100 ms reads
+	// nearly the same windowed signals as the one before it.
+	dt := cfg.Tick.Seconds()
 	switch {
 	case p >= 1 && (!m.dimmed || m.brightness < 2*cfg.Quantum):
-		m.acc += 2 * max(1, math.Log2(p))
+		m.acc += 2 * max(1, math.Log2(p)) * dt
 	case p >= 1:
-		m.acc += 2
+		m.acc += 2 * dt
 	case p >= cfg.High:
-		m.acc++
+		m.acc += dt
 	case p < cfg.Low/2 || p < cfg.Low && headroom:
-		m.acc -= 2
+		m.acc -= 2 * dt
 	case p < cfg.Low:
-		m.acc--
+		m.acc -= dt
 	}
 	n := c.need()
 	m.acc = min(max(m.acc, min(prev, -clamp*n)), n)
