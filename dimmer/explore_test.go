@@ -1,5 +1,17 @@
 package dimmer_test
 
+// The explore harness: tools for working on the law, skipped unless
+// EXPLORE=1. Examples:
+//
+//	EXPLORE=1 go test ./dimmer -run 'ExploreController$' -v          # goal 1 and calm, 7 loads × 20 seeds (SEED0, LOADS, VERBOSE)
+//	EXPLORE=1 LOAD=120 go test ./dimmer -run 'ExploreTraj$' -v       # a level every 5 s, per seed
+//	EXPLORE=1 LOAD=120 SEED=1003 go test ./dimmer -run 'ExploreTrace$' -v  # every change, with the trim's state
+//	EXPLORE=1 SEED=8 go test ./dimmer -run 'ExploreStep$' -v         # the step test, second by second
+//	EXPLORE=1 go test ./dimmer -run 'ExploreDip$' -v                 # a capacity dip (DIPTRACE=1: around the return)
+//
+// Config knobs for ExploreController and ExploreTrace: RR (reject.ratio's
+// target), EVID (Evidence), MAXSTEP, LOW, SP (Setpoint).
+
 import (
 	"fmt"
 	"os"
