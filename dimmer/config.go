@@ -301,6 +301,18 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Quantum > 0.5 {
 		bad("quantum %v: want at most 0.5", c.Quantum)
 	}
+	if c.MaxStep < c.Quantum {
+		bad("max step %v: want at least the quantum (%v)", c.MaxStep, c.Quantum)
+	}
+	if !(c.Low <= c.Setpoint && c.Setpoint <= c.High) {
+		bad("setpoint %v: want low (%v) ≤ setpoint ≤ high (%v)", c.Setpoint, c.Low, c.High)
+	}
+	if c.LoadMargin >= 1 {
+		bad("load margin %v: want under 1 (a share of the load mark)", c.LoadMargin)
+	}
+	if c.StaleAfter < 1 {
+		bad("stale after %d periods: want at least 1", c.StaleAfter)
+	}
 	if !(c.MaxShed >= 0 && c.MaxShed <= 2) {
 		bad("max shed %v: want 0 to 2", c.MaxShed)
 	}

@@ -416,6 +416,10 @@ func TestConfigErrors(t *testing.T) {
 		"cascade at":        func(c *Config) { c.CascadeAt = 0.5 },
 		"unique name":       func(c *Config) { c.Segments = append(c.Segments, Segment{Name: "vip"}) },
 		"unknown signal 99": func(c *Config) { c.Targets[0].Signal = 99 },
+		"max step 0.001":    func(c *Config) { c.MaxStep = 0.001 },
+		"setpoint 3":        func(c *Config) { c.Setpoint = 3 },
+		"load margin 1":     func(c *Config) { c.LoadMargin = 1 },
+		"stale after -1":    func(c *Config) { c.StaleAfter = -1 },
 	}
 	for want, mutate := range cases {
 		cfg := testConfig()

@@ -189,7 +189,7 @@
 // (brightness under 0.375) 0.2 of reviews' level is 0.075 of brightness,
 // about what a minute of evidence can place. After a 5-minute dip of
 // capacity to 70 % at 100 req/s, the level is back within 0.1 of θ*
-// 11–26 s after the capacity returns in 19 of 20 seeds
+// 11–19 s after the capacity returns in 19 of 20 seeds, 31 s in the last
 // (TestLabCapacityDip).
 //
 // # Scheduled caps

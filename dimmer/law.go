@@ -47,10 +47,12 @@ const (
 // needs more than a burst to dim (a heavy overload still dims within 2–4
 // periods). coolClamp is where an episode leaves the account: after an
 // overload the admission gate's adaptive limit is still growing back, and
-// the refusals of that warm-up are no new overload.
+// the refusals of that warm-up are no new overload; it relaxes back to
+// fullClamp at coolRelax a second (40 s).
 const (
 	fullClamp = 4
 	coolClamp = 8
+	coolRelax = 0.5 // per second, from coolClamp back to fullClamp
 )
 
 // overloadAt is a pressure that confirms an overload at full brightness
@@ -82,6 +84,13 @@ const markWeight = 0.3
 // refusals are an overload that is over).
 func (c *Controller) pressure(now time.Time, s signals.Snapshot, room bool) (p, cascade float64, ok bool, top int) {
 	old := !s.Time.IsZero() && now.Sub(s.Time) >= time.Duration(c.cfg.StaleAfter)*c.cfg.Tick
+	discounted := -1
+	defer func() {
+		if !ok && discounted >= 0 {
+			// Every signal present was discounted: measured, and calm.
+			p, ok, top = 0, true, discounted
+		}
+	}()
 	for i, t := range c.cfg.Targets {
 		v, present := s.Get(t.Signal)
 		present = present && !old
@@ -93,6 +102,7 @@ func (c *Controller) pressure(now time.Time, s signals.Snapshot, room bool) (p, 
 		c.mu.readings[i].Pressure = pr
 		if room && t.DimOnly {
 			c.mu.readings[i].Discounted = true
+			discounted = i
 			continue
 		}
 		if !ok || pr > p {
@@ -130,6 +140,10 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 		m.brightness = ceil
 	}
 	b := m.brightness
+	// Against the mark as it was: updated first, it would chase a rise
+	// and hide one under LoadMargin·(1/markWeight).
+	loadUp := m.loadMark > 0 && load >= 0 && load > m.loadMark*(1+cfg.LoadMargin)
+	fallen := m.loadMark > 0 && load >= 0 && load < m.loadMark*(1-cfg.LoadMargin)
 	if b < 1 && m.dimmed && load >= 0 && load >= m.loadMark*(1-cfg.LoadMargin) {
 		// Dimmed, and the load has not dropped: follow it with an EWMA
 		// (weight markWeight). An average, not a maximum: a windowed rate
@@ -165,8 +179,6 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 		}
 	}
 
-	loadUp := m.loadMark > 0 && load >= 0 && load > m.loadMark*(1+cfg.LoadMargin)
-	fallen := m.loadMark > 0 && load >= 0 && load < m.loadMark*(1-cfg.LoadMargin)
 	if p < cfg.Low {
 		if m.underSince.IsZero() {
 			m.underSince = now
@@ -196,12 +208,17 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 		c.weigh(p, headroom, fullClamp)
 		confirmed = m.acc >= c.need() || pc >= cfg.CascadeAt || p >= overloadAt
 	}
+	if m.dimmed && b >= 1 {
+		// Back at full brightness (the trim got there): the episode is
+		// over, whatever the load.
+		c.endEpisode(now)
+	}
 	switch {
 	case p >= cfg.High && (b <= 0 || confirmed || m.dimmed && (loadUp || pc >= cfg.CascadeAt)):
 		if b > 0 {
 			// Fast: a step that grows with the pressure.
 			fall := max(fallMin, fallPerDoubling*math.Log2(p/farOver))
-			step := min(cfg.DownGain*e*dt+cfg.Proportional*max(rise, 0), fall*dt)
+			step := max(min(cfg.DownGain*e*dt+cfg.Proportional*max(rise, 0), fall*dt), 0)
 			w.kind, w.feature = whyDim, c.dimming(b)
 			m.brightness = max(b-step, 0) // the floor stops the features
 			m.overSince = time.Time{}
@@ -245,12 +262,7 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 				return w
 			}
 			if m.dimmed {
-				// The episode is over. The load that caused it may
-				// come back as bursts while the service warms up
-				// again: start with the account at its calmest.
-				m.loadMark, m.dimmed = 0, false
-				m.forget(now, -1)
-				m.acc = -coolClamp * c.need()
+				c.endEpisode(now)
 			}
 			w.kind = whyFull
 			return w
@@ -270,7 +282,21 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 		return w
 	}
 	m.overSince = time.Time{}
+	if b < 0 {
+		w.kind = whyFloor // shedding that does not unwind yet: hold
+		return w
+	}
 	return c.trim(now, p, b, ceil, load, fallen, headroom, w)
+}
+
+// endEpisode ends a dimming episode at full brightness. The load that
+// caused it may come back as bursts while the service warms up again:
+// the account starts at its calmest.
+func (c *Controller) endEpisode(now time.Time) {
+	m := &c.mu
+	m.loadMark, m.dimmed = 0, false
+	m.forget(now, -1)
+	m.acc = -coolClamp * c.need()
 }
 
 // trim is the law's slow path while dimmed: evidence, then a step.
@@ -281,7 +307,7 @@ func (c *Controller) trim(now time.Time, p, b, ceil, load float64, fallen, headr
 	if !c.evidence(now, p, headroom) {
 		return w
 	}
-	if fallen {
+	if fallen && p < cfg.High {
 		return w // the load fell: brightening at full speed after Hold
 	}
 	q := cfg.Quantum
@@ -290,7 +316,7 @@ func (c *Controller) trim(now time.Time, p, b, ceil, load float64, fallen, headr
 	// noise at the level the trim settled on: conditions changed (the
 	// capacity dipped or came back, the load moved within the margin).
 	// The trim starts afresh with a fast move.
-	if regime := 2 * cfg.Evidence / cfg.Tick.Seconds(); float64(m.calmRun) >= regime {
+	if regime := 2 * cfg.Evidence / cfg.Tick.Seconds(); float64(m.calmRun) >= regime && b < ceil {
 		m.forget(now, -1)
 		m.good, m.lastDir = b, 1
 		m.upStep = max(m.span, (ceil-b)/2) // half way up
@@ -305,6 +331,10 @@ func (c *Controller) trim(now time.Time, p, b, ceil, load float64, fallen, headr
 		return w
 	}
 	switch {
+	case m.acc >= need && b <= 0, m.acc <= -need && b >= ceil:
+		// Nowhere to go (the floor; the ceiling of a scheduled cap):
+		// hold, the account full.
+		return w
 	case m.acc >= need:
 		// This level is over: remember it. Above the last good level
 		// (a step up that failed) go back there; at or under it,
@@ -447,7 +477,12 @@ func (c *Controller) weigh(p float64, headroom bool, clamp float64) {
 		m.acc -= dt
 	}
 	n := c.need()
-	m.acc = min(max(m.acc, min(prev, -clamp*n)), n)
+	lo := -clamp * n
+	if prev < lo {
+		// Below the clamp (an episode's end): relax toward it.
+		lo = min(prev+coolRelax*dt, lo)
+	}
+	m.acc = min(max(m.acc, lo), n)
 }
 
 // turn records a trim step in direction dir. A reversal halves the span

@@ -57,7 +57,7 @@ func (c *Controller) dimming(b float64) int {
 
 func (c *Controller) quantize(v float64) float64 {
 	q := c.cfg.Quantum
-	return math.Round(v/q) * q
+	return math.Round(v/q)*q + 0 // + 0: never −0
 }
 
 // levels fills m.levels with what the current mode publishes: per feature,

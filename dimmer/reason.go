@@ -2,6 +2,7 @@ package dimmer
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/brownout/brownout/signals"
@@ -117,15 +118,15 @@ func (c *Controller) reason() string {
 	case whyTrimHold:
 		r = fmt.Sprintf("%s: settled, holding", sig)
 	case whyTrimDown:
-		r = fmt.Sprintf("%s: over %.0f%% of target for %.0f periods: dimming %s by %.2f", sig, 100*cfg.High, cfg.Evidence, cfg.Features[w.feature].Name, m.downStep)
+		r = fmt.Sprintf("%s: over %.0f%% of target long enough: dimming %s by %.2f", sig, 100*cfg.High, cfg.Features[w.feature].Name, m.downStep)
 	case whyTrimBack:
-		r = fmt.Sprintf("%s: the probe was too bright: back to the last good level; the next step waits for %.0f periods of evidence", sig, cfg.Evidence*float64(int(1)<<m.fails))
+		r = fmt.Sprintf("%s: the probe was too bright: back to the last good level; the next step needs %.0f of evidence (%.0f s over target)", sig, c.need(), c.need()/2)
 	case whyTrimUp:
 		r = fmt.Sprintf("%s: under %.0f%% of target long enough: probing %s", sig, 100*cfg.Low, cfg.Features[w.feature].Name)
 	case whyRegimeUp:
-		r = fmt.Sprintf("%s: far under %.0f%% of target for %.0f periods: conditions changed, brightening %s half way up", sig, 50*cfg.Low, 2*cfg.Evidence, cfg.Features[w.feature].Name)
+		r = fmt.Sprintf("%s: far under target (under %.0f%%) for %s: conditions changed, brightening %s half way up", sig, 50*cfg.Low, c.regimeTime(), cfg.Features[w.feature].Name)
 	case whyRegimeDown:
-		r = fmt.Sprintf("%s: far over target for %.0f periods: conditions changed, dimming %s", sig, 2*cfg.Evidence, cfg.Features[w.feature].Name)
+		r = fmt.Sprintf("%s: far over target (over %.0f×) for %s: conditions changed, dimming %s", sig, 2*farOver, c.regimeTime(), cfg.Features[w.feature].Name)
 	case whyCapped:
 		r = sig + ": at the scheduled cap, holding"
 	}
@@ -173,4 +174,11 @@ func fmtValue(k signals.Key, v float64) string {
 		return d.Round(time.Microsecond).String()
 	}
 	return fmt.Sprintf("%.3g", v)
+}
+
+// regimeTime is how long a run far from target lasts before the trim
+// starts afresh: 2·Evidence seconds' worth of periods.
+func (c *Controller) regimeTime() time.Duration {
+	n := math.Ceil(2 * c.cfg.Evidence / c.cfg.Tick.Seconds())
+	return time.Duration(n) * c.cfg.Tick
 }

@@ -1,0 +1,179 @@
+package dimmer
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/brownout/brownout/signals"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Regressions found by a review that tried to break the law (issue 16).
+
+// stepper2 steps a controller one Tick at a time with p99 (seconds),
+// arrival rate and reject.ratio (negative: absent), over a 5 s window.
+type stepper2 struct {
+	c   *Controller
+	now time.Time
+}
+
+func (s *stepper2) step(p99, rate, rr float64) *State {
+	s.now = s.now.Add(s.c.cfg.Tick)
+	var sn signals.Snapshot
+	sn.Time, sn.Window = s.now, 5*time.Second
+	if p99 >= 0 {
+		sn.Set(signals.LatencyP99, p99)
+	}
+	if rate >= 0 {
+		sn.Set(signals.ArrivalRate, rate)
+	}
+	if rr >= 0 {
+		sn.Set(signals.RejectRatio, rr)
+	}
+	return s.c.Step(s.now, sn)
+}
+
+func newStepper2(t *testing.T, cfg Config) *stepper2 {
+	c, err := New(cfg)
+	require.NoError(t, err)
+	return &stepper2{c: c, now: t0}
+}
+
+func reviewConfig() Config {
+	return Config{
+		Targets:  []Target{{Signal: signals.LatencyP99, Target: 1}, {Signal: signals.RejectRatio, Target: 0.01, DimOnly: true}},
+		Features: []Feature{{Name: "recs"}, {Name: "reviews", Rank: 1}},
+	}
+}
+
+// The load fell below the mark but latency is still over target: the trim
+// dims further, it does not hold for good.
+func TestFallenButStillOverDims(t *testing.T) {
+	s := newStepper2(t, reviewConfig())
+	for range 2 {
+		s.step(2, 100, -1)
+	}
+	b := s.c.State().Brightness
+	require.Less(t, b, 1.0)
+	var st *State
+	for range 60 {
+		st = s.step(1.3, 70, -1)
+	}
+	assert.Less(t, st.Brightness, b, "over target at a lower load: dims")
+}
+
+// With only DimOnly targets, their refusals discounted once the load fell
+// are a calm reading, not a missing one: the controller brightens instead
+// of going stale.
+func TestOnlyDimOnlyTargetsBrightenAfterTheLoadFell(t *testing.T) {
+	s := newStepper2(t, Config{Targets: []Target{{Signal: signals.RejectRatio, Target: 0.01, DimOnly: true}}, Features: []Feature{{Name: "recs"}}})
+	for range 3 {
+		s.step(-1, 100, 0.2)
+	}
+	require.Less(t, s.c.State().Brightness, 1.0)
+	var st *State
+	for range 30 {
+		st = s.step(-1, 50, 0)
+	}
+	assert.Equal(t, Auto, st.Mode)
+	assert.Equal(t, 1.0, st.Brightness)
+}
+
+// The trim that brings the level back to full brightness ends the episode:
+// no more probing at full brightness, and a new overload is met by the
+// full-brightness account and the fast fall.
+func TestEpisodeEndsAtFullBrightness(t *testing.T) {
+	s := newStepper2(t, reviewConfig())
+	for range 3 {
+		s.step(2, 100, -1)
+	}
+	gen := uint64(0)
+	for i := range 600 {
+		st := s.step(0.2, 100, -1)
+		if i == 300 {
+			require.Equal(t, 1.0, st.Brightness, "back to full at the same load")
+			gen = st.Generation
+		}
+	}
+	assert.Equal(t, gen, s.c.State().Generation, "nothing published once back at full")
+	assert.False(t, s.c.mu.dimmed)
+	st := s.step(0.2, 100, 0.3) // refusals 30× target: an overload at once
+	assert.Less(t, st.Brightness, 0.5)
+}
+
+// A rise of the load just over LoadMargin above the mark dims at once (the
+// mark is compared before it moves toward the new load).
+func TestLoadRiseOverTheMarginDims(t *testing.T) {
+	s := newStepper2(t, reviewConfig())
+	for range 2 {
+		s.step(2, 100, -1)
+	}
+	for range 20 {
+		s.step(0.8, 100, -1) // in the band: the trim holds, the mark settles at 100
+	}
+	b := s.c.State().Brightness
+	st := s.step(1.2, 125, -1)
+	assert.Less(t, st.Brightness, b, "25 %% more load: a fast step")
+}
+
+// The trim never runs while shedding: with High over target, a cascade
+// that does not unwind yet is held, not ended by a trim step.
+func TestTrimDoesNotEndShedding(t *testing.T) {
+	cfg := reviewConfig()
+	cfg.High, cfg.Low, cfg.CascadeAt = 1.2, 0.9, 1.5
+	s := newStepper2(t, cfg)
+	for range 15 {
+		s.step(3, 100, -1) // down to the floor, then held over CascadeAt: shedding
+	}
+	shed := s.c.State().Shed
+	require.Greater(t, shed, 0.0)
+	var st *State
+	for range 10 {
+		st = s.step(1.1, 100, -1) // over target, under High: no unwind, no trim
+	}
+	assert.Equal(t, shed, st.Shed)
+}
+
+// The account an episode leaves at −8·need relaxes back to −4·need: a day
+// later, a burst 4× over target confirms as soon as on a fresh controller.
+func TestCooledAccountRelaxes(t *testing.T) {
+	s := newStepper2(t, reviewConfig())
+	for range 3 {
+		s.step(2, 100, -1)
+	}
+	for range 200 {
+		s.step(0.2, 50, -1) // the load fell: back to full, the episode ends
+	}
+	require.False(t, s.c.mu.dimmed)
+	assert.InDelta(t, -4*s.c.need(), s.c.mu.acc, 1e-9, "relaxed to the calm clamp")
+}
+
+// No no-op moves: at a scheduled cap's ceiling the trim does not "probe"
+// and publish a level that cannot move.
+func TestNoProbesAtTheCapCeiling(t *testing.T) {
+	cfg := reviewConfig()
+	cfg.Schedule = []Cap{{Feature: "recs", Max: 0.4, From: t0, For: time.Hour, Reason: "sale"}}
+	s := newStepper2(t, cfg)
+	for range 3 {
+		s.step(2, 100, -1)
+	}
+	var gens []uint64
+	for range 300 {
+		gens = append(gens, s.step(0.2, 100, -1).Generation)
+	}
+	assert.Equal(t, gens[100], gens[len(gens)-1], "nothing new to publish at the ceiling")
+}
+
+// With the cascade off (MaxShed < 0) the brightness is never −0.
+func TestNoNegativeZero(t *testing.T) {
+	cfg := reviewConfig()
+	cfg.MaxShed = -1
+	s := newStepper2(t, cfg)
+	var st *State
+	for range 10 {
+		st = s.step(3, 100, -1)
+	}
+	assert.False(t, math.Signbit(st.Brightness), "brightness %v", st.Brightness)
+}
