@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -66,8 +67,9 @@ func TestPromQLSourceHealth(t *testing.T) {
 	t.Cleanup(srv.Close)
 	src, err := NewPromQLSource(PromQLConfig{Address: srv.URL, Queries: map[Key]string{LatencyP99: "vector(0.5)"}})
 	require.NoError(t, err)
-	_, err = src.Snapshot(context.Background(), t0)
+	snap, err := src.Snapshot(context.Background(), t0)
 	require.NoError(t, err)
+	assert.Equal(t, time.Minute, snap.Window, "the queries' range, for the controller's settle")
 	h := src.Health()
 	assert.Equal(t, SourceHealth{Name: "promql(" + srv.URL + ")", OK: true, LastSuccess: t0}, h)
 

@@ -25,6 +25,11 @@ type PromQLConfig struct {
 	Queries map[Key]string
 	// Timeout bounds one Snapshot (all queries). Default 5 s.
 	Timeout time.Duration
+	// Window is how far back the queries look (their PromQL range),
+	// reported as Snapshot.Window: the controller waits that long after
+	// each step before it counts the signals as describing the new level.
+	// Default 1 minute, the range of DefaultQueries' default.
+	Window time.Duration
 	// RoundTripper sends the requests. Default http.DefaultTransport.
 	RoundTripper http.RoundTripper
 }
@@ -90,6 +95,9 @@ func NewPromQLSource(cfg PromQLConfig) (*PromQLSource, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 5 * time.Second
 	}
+	if cfg.Window <= 0 {
+		cfg.Window = time.Minute
+	}
 	c, err := api.NewClient(api.Config{Address: cfg.Address, RoundTripper: cfg.RoundTripper})
 	if err != nil {
 		return nil, fmt.Errorf("signals: promql source %s: %w", cfg.Address, err)
@@ -115,7 +123,7 @@ func (s *PromQLSource) Name() string { return "promql(" + s.cfg.Address + ")" }
 func (s *PromQLSource) Snapshot(ctx context.Context, now time.Time) (Snapshot, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
-	snap := Snapshot{Time: now, Source: s.Name()}
+	snap := Snapshot{Time: now, Window: s.cfg.Window, Source: s.Name()}
 	var errs []error
 	for _, k := range s.keys {
 		q := s.cfg.Queries[k]

@@ -176,6 +176,9 @@ func buildSource(c *config) (source, *signals.PushSource, error) {
 				rng = "1m"
 			}
 			cfg.Queries = signals.DefaultQueries(rng)
+			if d, err := time.ParseDuration(rng); err == nil {
+				cfg.Window = d // what the controller waits after a step
+			}
 			for k, q := range c.PromQL.Queries {
 				key, _ := signals.ParseKey(k)
 				cfg.Queries[key] = q
