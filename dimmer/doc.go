@@ -45,15 +45,17 @@
 //	                b ← b + min(max(UpGain·(−e)·dt, Quantum), MaxRise·dt)
 //	trim          dimmed, otherwise: evidence, then a step
 //
-// The evidence account. Each period adds: over target +2 (at full
-// brightness and at the floor 2·log₂ p, so that a heavy overload counts
-// for more), over High +1, under Low −1, under Low/2 −2 (or under Low
-// with headroom at the gate). At full brightness the account confirms an
-// overload at +Evidence; it is kept at or over −4·Evidence (a calm
-// service needs more than a burst of refusals to dim), and an episode
-// ends with it at −8·Evidence (after an overload the admission gate's
-// adaptive limit grows back, and the refusals of that warm-up are no new
-// overload). Dimmed, it moves the trim:
+// The evidence account. Each period adds, per second of Tick: over target
+// +2 (at full brightness and at the floor 2·log₂ p, so that a heavy
+// overload counts for more), over High +1, under Low −1, under Low/2 −2
+// (or under Low with headroom at the gate). At full brightness the
+// account confirms an overload at +Evidence; it is kept at or over
+// −4·Evidence (a calm service needs more than a burst of refusals to
+// dim), and an episode — which ends when the level is back at full
+// brightness — leaves it at −8·Evidence, from where it relaxes back at
+// 0.5 a second (after an overload the admission gate's adaptive limit
+// grows back, and the refusals of that warm-up are no new overload).
+// Dimmed, it moves the trim:
 //
 //   - At +need the level steps down, at −need up. need is Evidence,
 //     doubled by each change of direction in a row (up to 8×) and halved
@@ -72,10 +74,11 @@
 //   - The first step down after a fast fall is sized by the pressure
 //     (MaxStep·log₂(p/2) when p ≥ 4); later ones halve the distance to 0
 //     at most.
-//   - Near the floor (under MaxStep/2) steps up are a quantum, so that a
-//     step that fails there is no change of direction; a fall to the
-//     floor from far over doubles need once per doubling of p over 2.
-//   - A run of 2·Evidence counted periods far under target (under Low/2)
+//   - Near the floor (under MaxStep/2), and first after a fall to under
+//     MaxStep, steps up are a quantum, so that a step that fails there is
+//     no change of direction.
+//   - A run of 2·Evidence seconds of counted periods far under target
+//     (under Low/2)
 //     or far over it (over 4× target) is no noise: conditions changed (the
 //     capacity dipped or came back, the load moved within the margin). The
 //     trim starts afresh: half way up to the ceiling, or a fast fall.
