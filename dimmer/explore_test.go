@@ -369,7 +369,7 @@ func TestExploreTraj(t *testing.T) {
 		t.Skip()
 	}
 	load := atof(os.Getenv("LOAD"))
-	for s := 1000; s < 1020; s++ {
+	for s := seed0(); s < seed0()+20; s++ {
 		c, _ := dimmer.New(exConfig())
 		res, x := exRun(sim.Constant(load), uint32(s), &recDimmer{c: c}, 300*time.Second, nil)
 		fmt.Printf("%d d%d s%.2f:", s, x.dirs, x.swing)
