@@ -14,6 +14,7 @@ package dimmer_test
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"runtime"
 	"strings"
@@ -64,7 +65,7 @@ func exRun(load sim.Profile, seed uint32, d sim.Dimmer, dur time.Duration, gate 
 	res := sim.Run(cfg)
 	var x exRes
 	x.w = res.Between(60, int(dur/time.Second))
-	x.dirs = quantaChanges(res.Seconds[60:], 0.02)
+	x.dirs = directionChanges(res.Seconds[60:])
 	x.min, x.max = 2, -1
 	for _, s := range res.Seconds[60:] {
 		x.min, x.max = min(x.min, s.Level), max(x.max, s.Level)
@@ -79,34 +80,6 @@ func exRun(load sim.Profile, seed uint32, d sim.Dimmer, dur time.Duration, gate 
 		}
 	}
 	return res, x
-}
-
-// quantaChanges counts reversals of at least q.
-func quantaChanges(secs []sim.Second, q float64) int {
-	n, dir := 0, 0
-	ext := secs[0].Level
-	for _, s := range secs[1:] {
-		switch {
-		case dir >= 0 && s.Level > ext:
-			ext = s.Level
-			if dir == 0 && s.Level-secs[0].Level >= q {
-				dir = 1
-			}
-		case dir <= 0 && s.Level < ext:
-			ext = s.Level
-			if dir == 0 && secs[0].Level-s.Level >= q {
-				dir = -1
-			}
-		}
-		if dir == 1 && ext-s.Level >= q {
-			n++
-			dir, ext = -1, s.Level
-		} else if dir == -1 && s.Level-ext >= q {
-			n++
-			dir, ext = 1, s.Level
-		}
-	}
-	return n
 }
 
 func parallel(n int, f func(i int)) {
@@ -190,7 +163,12 @@ func TestExploreController(t *testing.T) {
 		out[l] = append(out[l], x)
 		mu.Unlock()
 	})
-	star := map[float64][2]float64{60: {1, 1}, 70: {1, 1}, 80: {1, 1}, 90: {0.8, .9910}, 100: {0.6, .9908}, 110: {0.4, .9923}, 120: {0.25, .9933}, 130: {0.15, .9924}, 140: {0.05, .9926}, 150: {0, .9891}}
+	// θ* and its in-time share from the oracle; loads under 90 count as
+	// θ* = 1 with everything in time.
+	star := map[float64][2]float64{60: {1, 1}, 70: {1, 1}, 80: {1, 1}}
+	for _, r := range readOracle(t) {
+		star[r.Load] = [2]float64{r.Theta, r.InTime}
+	}
 	for l, load := range loads {
 		var it, op float64
 		maxDirs, maxSwing := 0, 0.0
@@ -236,36 +214,32 @@ func TestExploreSignals(t *testing.T) {
 		for _, th := range []float64{0, 0.2, 0.4, 0.6, 0.8, 1} {
 			fmt.Printf("load %v θ %.1f:", load, th)
 			for _, k := range keys {
-				var sum, sq float64
-				n := 0
-				for seed := uint32(1); seed <= 4; seed++ {
-					d := &snapDimmer{d: sim.Static(th)}
-					exRun(sim.Constant(load), seed, d, 120*time.Second, nil)
-					for _, s := range d.snap[60:] {
-						if v, ok := s.Get(k); ok {
-							sum += v
-							sq += v * v
-							n++
-						}
-					}
-				}
-				m := sum / float64(n)
-				fmt.Printf(" %s=%.3f±%.3f", k, m, sqrt(sq/float64(n)-m*m))
+				m, sd := signalStats(load, th, k)
+				fmt.Printf(" %s=%.3f±%.3f", k, m, sd)
 			}
 			fmt.Println()
 		}
 	}
 }
 
-func sqrt(v float64) float64 {
-	if v <= 0 {
-		return 0
+// signalStats is the mean and standard deviation of signal k after the
+// first minute of 120 s runs at fixed level th, over seeds 1–4.
+func signalStats(load, th float64, k signals.Key) (mean, sd float64) {
+	var sum, sq float64
+	n := 0
+	for seed := uint32(1); seed <= 4; seed++ {
+		d := &snapDimmer{d: sim.Static(th)}
+		exRun(sim.Constant(load), seed, d, 120*time.Second, nil)
+		for _, s := range d.snap[60:] {
+			if v, ok := s.Get(k); ok {
+				sum += v
+				sq += v * v
+				n++
+			}
+		}
 	}
-	x := v
-	for range 30 {
-		x = (x + v/x) / 2
-	}
-	return x
+	mean = sum / float64(n)
+	return mean, math.Sqrt(max(sq/float64(n)-mean*mean, 0))
 }
 
 func TestExploreDiscrim(t *testing.T) {
@@ -277,22 +251,8 @@ func TestExploreDiscrim(t *testing.T) {
 	for _, load := range []float64{90, 100, 110, 120, 130, 140} {
 		stats := func(th float64) (m, sd []float64) {
 			for _, k := range keys {
-				var sum, sq float64
-				n := 0
-				for seed := uint32(1); seed <= 4; seed++ {
-					d := &snapDimmer{d: sim.Static(th)}
-					exRun(sim.Constant(load), seed, d, 120*time.Second, nil)
-					for _, s := range d.snap[60:] {
-						if v, ok := s.Get(k); ok {
-							sum += v
-							sq += v * v
-							n++
-						}
-					}
-				}
-				mm := sum / float64(n)
-				m = append(m, mm)
-				sd = append(sd, sqrt(sq/float64(n)-mm*mm))
+				mm, ss := signalStats(load, th, k)
+				m, sd = append(m, mm), append(sd, ss)
 			}
 			return
 		}
