@@ -275,9 +275,13 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 		return w
 	case !m.dimmed:
 		m.overSince = time.Time{}
-		w.kind = whyBand
-		if p >= cfg.High {
+		switch {
+		case p >= cfg.High:
 			w.kind = whyConfirm
+		case p < cfg.Low && b >= 1:
+			w.kind = whyFull // calm, not yet for Hold: nothing to brighten anyway
+		default:
+			w.kind = whyBand
 		}
 		return w
 	}

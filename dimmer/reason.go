@@ -31,7 +31,6 @@ const (
 	whyDim
 	whyFloor
 	whyFloorRoom
-	whyHoldUnder
 	whyUnshed
 	whyUnshedRoom
 	whyUnshedLoad
@@ -96,8 +95,6 @@ func (c *Controller) reason() string {
 		r = fmt.Sprintf("%s: dimming %s", sig, cfg.Features[w.feature].Name)
 	case whyFloor:
 		r = fmt.Sprintf("%s: every feature at its floor, shedding %s", sig, shedName(-m.brightness))
-	case whyHoldUnder:
-		r = fmt.Sprintf("%s: under %.0f%% of target for %s of %s, holding", sig, 100*cfg.Low, w.held.Round(time.Millisecond), cfg.Hold)
 	case whyUnshed:
 		r = fmt.Sprintf("%s: back under target, unwinding the cascade: shedding %s", sig, shedName(-m.brightness))
 	case whyUnshedRoom:

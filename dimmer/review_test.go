@@ -177,3 +177,12 @@ func TestNoNegativeZero(t *testing.T) {
 	}
 	assert.False(t, math.Signbit(st.Brightness), "brightness %v", st.Brightness)
 }
+
+// Calm at full brightness before Hold has passed is "full brightness", not
+// "within the band".
+func TestCalmAtFullBrightnessSaysSo(t *testing.T) {
+	s := newStepper2(t, reviewConfig())
+	s.step(0.3, 100, -1)
+	assert.Contains(t, s.c.Status().Reason, "full brightness")
+	assert.NotContains(t, s.c.Status().Reason, "within")
+}
