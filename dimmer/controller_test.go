@@ -207,6 +207,53 @@ func TestTrimWaitsOutTheSignalWindow(t *testing.T) {
 	assert.Greater(t, step(0.3).Brightness, b, "t0+8s: the third period at −2")
 }
 
+// Readings against the trim's last step count before its signal window has
+// passed: over target after a step up says the new level is over, whatever
+// the older part of the window held. Readings for the step (calm after a
+// step up) wait out the window.
+func TestTrimCountsEvidenceAgainstAStepEarly(t *testing.T) {
+	c, _ := New(testConfig())
+	now := t0
+	step := func(p99 float64) *State {
+		now = now.Add(time.Second)
+		s := snap(now, p99, 150)
+		s.Window = 5 * time.Second
+		return c.Step(now, s)
+	}
+	fell := step(1.6).Brightness
+	// Calm after the fall: a step up once the window has passed.
+	var upAt int
+	for i := 1; i <= 20 && upAt == 0; i++ {
+		if step(0.3).Brightness > fell {
+			upAt = i
+		}
+	}
+	require.NotZero(t, upAt, "a step up after the fall")
+	up := c.State().Brightness
+	// Calm after the step up: for it, so nothing counts within the window.
+	for i := range 5 {
+		require.Equal(t, up, step(0.3).Brightness, "%d s after the step up: calm waits out the window", i+1)
+	}
+	// Now over target: against the step, counted from 0.4 of the window
+	// (2 s) — back to the good level in 4 periods, not 5 + 3.
+	upAgain := 0
+	for i := 1; i <= 20 && upAgain == 0; i++ {
+		if step(0.3).Brightness > up {
+			upAgain = i
+		}
+	}
+	require.NotZero(t, upAgain, "a second step up")
+	up2 := c.State().Brightness
+	var back int
+	for i := 1; i <= 8 && back == 0; i++ {
+		if step(1.2).Brightness < up2 {
+			back = i
+		}
+	}
+	assert.Equal(t, 4, back, "periods over target until the step up is undone")
+	assert.InDelta(t, up, c.State().Brightness, 1e-9, "back to the last good level")
+}
+
 // Reversals near the level the load allows make the trim slower and its
 // steps smaller (Kesten's rule); a run far from target one way starts it
 // afresh.

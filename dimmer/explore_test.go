@@ -463,3 +463,44 @@ func seed0() int {
 	}
 	return 1000
 }
+
+// TestExploreModel prints, per load, the model's estimate of θ from each
+// saturated second: λ·c(θ) = u·T·c(b), c(b) = 1 − S(1 − b).
+func TestExploreModel(t *testing.T) {
+	if os.Getenv("EXPLORE") == "" {
+		t.Skip()
+	}
+	u := 0.85
+	if v := os.Getenv("U"); v != "" {
+		u = atof(v)
+	}
+	const S = 0.4
+	for _, load := range []float64{90, 100, 110, 120, 130, 140, 150} {
+		var ests []float64
+		for s := seed0(); s < seed0()+5; s++ {
+			c, _ := dimmer.New(exConfig())
+			rd := &recDimmer{c: c}
+			d := &snapDimmer{d: rd}
+			res, _ := exRun(sim.Constant(load), uint32(s), d, 120*time.Second, nil)
+			line := fmt.Sprintf("%v %d:", load, s)
+			for i, sec := range res.Seconds {
+				if i >= len(d.snap) || i > 40 {
+					break
+				}
+				sn := d.snap[i]
+				rr, _ := sn.Get(signals.RejectRatio)
+				tp, _ := sn.Get(signals.Throughput)
+				ar, _ := sn.Get(signals.ArrivalRate)
+				if rr < 0.02 || ar == 0 {
+					continue
+				}
+				b := sec.Level
+				est := (u*tp*(1-S*(1-b))/ar - (1 - S)) / S
+				ests = append(ests, est)
+				line += fmt.Sprintf(" %d:%.2f/%.2f", i, b, est)
+			}
+			fmt.Println(line)
+		}
+		_ = ests
+	}
+}

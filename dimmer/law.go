@@ -27,8 +27,10 @@ import (
 //     that proves over goes back to the last good level; steps up bisect
 //     toward the last level that was over and pass it a quantum at a time
 //     (the memory CUBIC keeps of its last window). For a signal window
-//     after a step the signals still describe the level before it and
-//     count for nothing.
+//     after a step the signals still describe the level before it, and
+//     only readings against the step count (over target after a step up,
+//     calm after a step down), from 0.4 of the window on: the level before
+//     was on the other side, so they are the new level's.
 //   - Cascade. With every feature at its floor and latency over CascadeAt
 //     at a full gate, b goes below 0 (see Config.CascadeAt).
 
@@ -66,6 +68,13 @@ const overloadAt = 12 * farOver
 // 4×farOver): they then describe a level that is over by a wide margin,
 // not the one before.
 const heavySettle = 0.3
+
+// contraSettle is the share of a signal window after a trim step from
+// which evidence against the step counts: over target after a step up, or
+// under Low after a step down. The rest of the window still describes the
+// level before the step, which was on the other side; readings that are
+// already against the step are not its leftovers but the new level's.
+const contraSettle = 0.4
 
 // badMemory is how long the trim remembers a level that was over.
 const badMemory = 2 * time.Minute
@@ -430,15 +439,17 @@ func (c *Controller) need() float64 {
 
 // evidence adds this period's evidence about the level to the trim's
 // account (see weigh). For a signal window after a step the signals still
-// describe the level before it, and nothing is added; it reports whether
-// the period counted.
+// describe the level before it: only readings against the step count, from
+// contraSettle of the window on (see contrary). It reports whether the
+// period counted.
 func (c *Controller) evidence(now time.Time, p float64, headroom bool) bool {
 	m := &c.mu
 	settle := m.sigWindow
 	if m.lastDir == 0 && p >= 4*farOver {
 		settle = time.Duration(heavySettle * float64(settle))
 	}
-	if now.Sub(m.movedAt) < settle {
+	if since := now.Sub(m.movedAt); since < settle &&
+		(since < time.Duration(contraSettle*float64(m.sigWindow)) || !c.contrary(p)) {
 		return false
 	}
 	c.weigh(p, headroom, 1)
@@ -454,6 +465,15 @@ func (c *Controller) evidence(now time.Time, p float64, headroom bool) bool {
 		m.hotRun = 0
 	}
 	return true
+}
+
+// contrary reports whether pressure p is evidence against the trim's last
+// step: over target after a step up; under Low after a step down, unless
+// near the floor (under half of MaxStep), where a load that dims this far
+// leaves little to gain from a quick step back up and much to lose.
+func (c *Controller) contrary(p float64) bool {
+	m := &c.mu
+	return m.lastDir > 0 && p >= 1 || m.lastDir < 0 && p < c.cfg.Low && m.brightness >= m.maxStep/2
 }
 
 // weigh adds one period's evidence to the account, per second of Tick:
