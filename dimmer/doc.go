@@ -182,7 +182,7 @@
 //
 //	load  θ*    θ* in time   controller  in time   before: optional  in time
 //	  90  0.80  99.10 %      0.739       99.32 %   0.466             99.40 %
-//	 100  0.60  99.08 %      0.580       99.08 %   0.304             99.33 %
+//	 100  0.60  99.08 %      0.566       99.13 %   0.304             99.33 %
 //	 110  0.40  99.23 %      0.394       99.23 %   0.203             99.30 %
 //	 120  0.25  99.33 %      0.258       99.21 %   0.129             99.22 %
 //	 130  0.15  99.25 %      0.134       99.27 %   0.082             99.12 %
@@ -193,7 +193,7 @@
 // replaced changed direction 9–12 times and swung from full to off in
 // every seed. This one changes direction at most twice in 19–20 of 20
 // seeds per load (at most 5 times), but a feature's level still swings
-// more than 0.2 in 0–8 of 20 seeds per load (4, 3, 4, 8, 8, 1, 0 from 90
+// more than 0.2 in 0–8 of 20 seeds per load (4, 5, 4, 8, 8, 1, 0 from 90
 // to 150 req/s; on seeds 3000–3019 3, 3, 2, 8, 7, 1, 0): in the reviews'
 // stretch (brightness under 0.375) 0.2 of reviews' level is 0.075 of
 // brightness. What is left is mostly a landing too low after the first

@@ -28,9 +28,10 @@ import (
 //     toward the last level that was over and pass it a quantum at a time
 //     (the memory CUBIC keeps of its last window). For a signal window
 //     after a step the signals still describe the level before it, and
-//     only readings against the step count (over target after a step up,
-//     calm after a step down), from 0.4 of the window on: the level before
-//     was on the other side, so they are the new level's.
+//     only readings against the step count (over target after a step
+//     up, under Low after a step down), from 0.4 of the window on: the
+//     level before was on the other side, so they are the new level's.
+//     They are evidence about the level, not a change of regime.
 //   - Cascade. With every feature at its floor and latency over CascadeAt
 //     at a full gate, b goes below 0 (see Config.CascadeAt).
 
@@ -147,6 +148,7 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 			m.dimmed, m.loadMark = false, 0
 		}
 		m.brightness = ceil
+		m.movedAt = now // the signals describe the level before the cap
 	}
 	b := m.brightness
 	// Against the mark as it was: updated first, it would chase a rise
@@ -448,11 +450,17 @@ func (c *Controller) evidence(now time.Time, p float64, headroom bool) bool {
 	if m.lastDir == 0 && p >= 4*farOver {
 		settle = time.Duration(heavySettle * float64(settle))
 	}
-	if since := now.Sub(m.movedAt); since < settle &&
-		(since < time.Duration(contraSettle*float64(m.sigWindow)) || !c.contrary(p)) {
+	since := now.Sub(m.movedAt)
+	settled := since >= settle
+	if !settled && (since < time.Duration(contraSettle*float64(m.sigWindow)) || !c.contrary(p)) {
 		return false
 	}
 	c.weigh(p, headroom, 1)
+	if !settled {
+		// Against the step, but the window still holds the level
+		// before it: evidence about this level, not a change of regime.
+		return true
+	}
 	cfg := &c.cfg
 	if p < cfg.Low/2 || p < cfg.Low && headroom {
 		m.calmRun++

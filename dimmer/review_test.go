@@ -186,3 +186,83 @@ func TestCalmAtFullBrightnessSaysSo(t *testing.T) {
 	assert.Contains(t, s.c.Status().Reason, "full brightness")
 	assert.NotContains(t, s.c.Status().Reason, "within")
 }
+
+// stepUpAfterFall dims c with one period at p99 1.6, then steps it with calm
+// readings until the trim steps up; it returns the driver's clock.
+func stepUpAfterFall(t *testing.T, c *Controller, now time.Time, window time.Duration) time.Time {
+	t.Helper()
+	step := func(p99 float64) {
+		now = now.Add(c.cfg.Tick)
+		s := snap(now, p99, 150)
+		s.Window = window
+		c.Step(now, s)
+	}
+	step(1.6)
+	for range 200 {
+		step(0.3)
+		if c.mu.why.kind == whyTrimUp {
+			return now
+		}
+	}
+	t.Fatal("no trim step up")
+	return now
+}
+
+// A scheduled cap that starts within a window of a trim step up: the
+// readings over target that follow describe the level before the cap, and
+// must not count against the capped level (they used to, from 0.4 of the
+// window on, and dimmed a feature the cap does not touch).
+func TestReviewCapAfterAStepUpIsNoFailedProbe(t *testing.T) {
+	c, _ := New(testConfig())
+	const window = 5 * time.Second
+	now := stepUpAfterFall(t, c, t0, window)
+	cfg := c.Config()
+	cfg.Schedule = []Cap{{Max: 0, Feature: cfg.Features[0].Name, From: now.Add(500 * time.Millisecond), For: time.Hour, Reason: "pre-dim"}}
+	require.NoError(t, c.ReconfigureAt(now, cfg))
+	var capped float64
+	for i := 1; i <= 10; i++ {
+		p := 0.75 // in the band: no evidence either way
+		if i <= 4 {
+			p = 1.2
+		}
+		now = now.Add(time.Second)
+		s := snap(now, p, 150)
+		s.Window = window
+		c.Step(now, s)
+		if i == 1 {
+			capped = c.mu.brightness
+		}
+	}
+	assert.GreaterOrEqual(t, c.mu.brightness, capped, "the capped level, dimmed on readings of the level before the cap")
+}
+
+// Readings counted early (against the trim's last step, within its signal
+// window) are evidence about the level, not a change of regime: the regime
+// rule's runs count settled periods only. A plant over target above 0.5
+// and far under it below makes the trim step back and forth across 0.5.
+func TestReviewNoRegimeMoveWithinAWindow(t *testing.T) {
+	for _, ev := range []float64{1, 5} {
+		for _, w := range []time.Duration{5 * time.Second, 60 * time.Second} {
+			cfg := testConfig()
+			cfg.Evidence = ev
+			c, _ := New(cfg)
+			now := t0
+			in := 0
+			for i := range 1200 {
+				moved := c.mu.movedAt
+				p := 0.2
+				if i == 0 || c.mu.brightness > 0.5 {
+					p = 1.3
+				}
+				now = now.Add(time.Second)
+				s := snap(now, p, 150)
+				s.Window = w
+				c.Step(now, s)
+				if k := c.mu.why.kind; (k == whyRegimeUp || k == whyRegimeDown) && now.Sub(moved) < w {
+					in++
+				}
+			}
+			assert.Zero(t, in, "Evidence %v, window %v: regime moves within a window of the last move", ev, w)
+		}
+	}
+}
