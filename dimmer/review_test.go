@@ -187,15 +187,20 @@ func TestCalmAtFullBrightnessSaysSo(t *testing.T) {
 	assert.NotContains(t, s.c.Status().Reason, "within")
 }
 
+// windowStep steps c at now with a snapshot of p99 over a signal window w.
+func windowStep(c *Controller, now time.Time, p99 float64, w time.Duration) {
+	s := snap(now, p99, 150)
+	s.Window = w
+	c.Step(now, s)
+}
+
 // stepUpAfterFall dims c with one period at p99 1.6, then steps it with calm
 // readings until the trim steps up; it returns the driver's clock.
 func stepUpAfterFall(t *testing.T, c *Controller, now time.Time, window time.Duration) time.Time {
 	t.Helper()
 	step := func(p99 float64) {
 		now = now.Add(c.cfg.Tick)
-		s := snap(now, p99, 150)
-		s.Window = window
-		c.Step(now, s)
+		windowStep(c, now, p99, window)
 	}
 	step(1.6)
 	for range 200 {
@@ -226,9 +231,7 @@ func TestReviewCapAfterAStepUpIsNoFailedProbe(t *testing.T) {
 			p = 1.2
 		}
 		now = now.Add(time.Second)
-		s := snap(now, p, 150)
-		s.Window = window
-		c.Step(now, s)
+		windowStep(c, now, p, window)
 		if i == 1 {
 			capped = c.mu.brightness
 		}
@@ -255,9 +258,7 @@ func TestReviewNoRegimeMoveWithinAWindow(t *testing.T) {
 					p = 1.3
 				}
 				now = now.Add(time.Second)
-				s := snap(now, p, 150)
-				s.Window = w
-				c.Step(now, s)
+				windowStep(c, now, p, w)
 				if k := c.mu.why.kind; (k == whyRegimeUp || k == whyRegimeDown) && now.Sub(moved) < w {
 					in++
 				}
