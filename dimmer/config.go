@@ -150,7 +150,7 @@ type Config struct {
 	// MaxStep caps the trim's step. Steps start at two quanta (a quantum
 	// near the floor) and double while they go the same way, up to a span
 	// that starts at MaxStep and halves with each change of direction.
-	// Default 0.16.
+	// Default 0.12.
 	MaxStep float64
 	// Features is the ladder. At least one.
 	Features []Feature
@@ -242,7 +242,7 @@ func (c Config) withDefaults() (Config, error) {
 	def(&c.UnshedRate, 1)
 	def(&c.Headroom, 0.5)
 	def(&c.Evidence, 5)
-	def(&c.MaxStep, 0.16)
+	def(&c.MaxStep, 0.12)
 	def(&c.Proportional, 0.5)
 	def(&c.MaxRise, 0.25)
 	def(&c.Quantum, 0.01)

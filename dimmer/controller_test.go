@@ -103,6 +103,45 @@ func TestFallGrowsWithThePressure(t *testing.T) {
 	assert.InDelta(t, 0.75, fall(0.16), 1e-9, "16×: three quarters")
 }
 
+// The trim's first step after a fast fall is sized by how far over the
+// signals are: MaxStep·log₂(p/2). Refusals that come down from their peak
+// since the fall are in part the admission gate's warm-up after it; ones
+// still at their peak say the fall fell short of a deep overload, and the
+// step is twice that.
+func TestFirstTrimStepAfterAFall(t *testing.T) {
+	firstStep := func(rrs ...float64) (fell, step float64) {
+		c, _ := New(Config{
+			Targets:  []Target{{Signal: signals.LatencyP99, Target: 1}, {Signal: signals.RejectRatio, Target: 0.01, DimOnly: true}},
+			Features: []Feature{{Name: "recommendations"}},
+		})
+		b := 1.0
+		for i, rr := range rrs {
+			now := t0.Add(time.Duration(i+1) * time.Second)
+			s := snap(now, 0.2, 100)
+			s.Set(signals.RejectRatio, rr)
+			s.Window = 5 * time.Second
+			nb := c.Step(now, s).Brightness
+			switch {
+			case i == 0:
+				fell = b - nb
+			case nb != b:
+				return fell, b - nb
+			}
+			b = nb
+		}
+		return fell, 0
+	}
+	// 9× target at t1: a fast fall of 0.25·log₂(4.5). Then 12× for three
+	// periods and 9× at t5: counted from 0.3 of the window (heavy), the
+	// account is full at t5.
+	fellA, easing := firstStep(0.09, 0.12, 0.12, 0.12, 0.09)
+	fellB, deep := firstStep(0.09, 0.09, 0.09, 0.09, 0.09)
+	require.InDelta(t, fellA, fellB, 1e-9, "the same fall")
+	want := 0.12 * math.Log2(4.5)
+	assert.InDelta(t, want, easing, 0.011, "coming down from its peak: MaxStep·log₂(p/2)")
+	assert.InDelta(t, min(2*want, 1-fellB), deep, 0.011, "still at its peak: twice that")
+}
+
 func TestHysteresisHoldsInBandAndBrightensSlowly(t *testing.T) {
 	c, _ := New(testConfig())
 	sts := script(t, c, 2, 2) // dim hard

@@ -77,8 +77,10 @@
 //     at a time; that memory lasts 2 minutes (as TCP CUBIC remembers its
 //     last window).
 //   - The first step down after a fast fall is sized by the pressure
-//     (MaxStep·log₂(p/2) when p ≥ 4); later ones halve the distance to 0
-//     at most.
+//     (MaxStep·log₂(p/2) when p ≥ 4), twice that when the pressure is
+//     still at its highest since the fall (the fall fell short: the
+//     overload is deep, not the admission gate's warm-up after it); later
+//     ones halve the distance to 0 at most.
 //   - Near the floor (under MaxStep/2), and first after a fall to under
 //     MaxStep, steps up are a quantum, so that a step that fails there is
 //     no change of direction.
@@ -111,7 +113,7 @@
 //	MaxRise       0.25/s   cap on brightening
 //	LoadMargin    0.2      load drop that counts as "the cause is gone"
 //	Evidence      5        evidence that confirms an overload or moves the trim
-//	MaxStep       0.16     the trim's largest step
+//	MaxStep       0.12     the trim's largest step
 //	CascadeAt     1.5      pressure that starts shedding at the floor…
 //	CascadeHold   3 s      …held this long
 //	CascadeGain   0.2      shed level per second per unit of error

@@ -7,7 +7,8 @@ package dimmer_test
 //	EXPLORE=1 LOAD=120 go test ./dimmer -run 'ExploreTraj$' -v       # a level every 5 s, per seed
 //	EXPLORE=1 LOAD=120 SEED=1003 go test ./dimmer -run 'ExploreTrace$' -v  # every change, with the trim's state
 //	EXPLORE=1 SEED=8 go test ./dimmer -run 'ExploreStep$' -v         # the step test, second by second
-//	EXPLORE=1 go test ./dimmer -run 'ExploreDip$' -v                 # a capacity dip (DIPTRACE=1: around the return)
+//	EXPLORE=1 go test ./dimmer -run 'ExploreDip$' -v                 # a capacity dip, 20 seeds from SEED0 (DIPTRACE=1: around the return)
+//	EXPLORE=1 go test ./dimmer -run 'ExploreLanding$' -v             # the first moves after the fall, per load and seed
 //
 // Config knobs for ExploreController and ExploreTrace: RR (reject.ratio's
 // target), EVID (Evidence), MAXSTEP, LOW, SP (Setpoint).
@@ -17,6 +18,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -320,7 +322,9 @@ func TestExploreTrace(t *testing.T) {
 		ar, _ := d.snap[i].Get(signals.ArrivalRate)
 		busy, _ := d.snap[i].Get(signals.GateBusy)
 		ut, _ := d.snap[i].Get(signals.GateUtilization)
-		fmt.Printf("t=%d level=%.2f p99=%.0f rr=%.3f arr=%.0f busy=%.2f util=%.2f %s\n", s.T, s.Level, p99*1000, rr, ar, busy, ut, rd.dbg[i])
+		lim, _ := d.snap[i].Get(signals.GateLimit)
+		tp, _ := d.snap[i].Get(signals.Throughput)
+		fmt.Printf("t=%d level=%.2f p99=%.0f rr=%.3f arr=%.0f tp=%.0f lim=%.1f busy=%.2f util=%.2f %s\n", s.T, s.Level, p99*1000, rr, ar, tp, lim, busy, ut, rd.dbg[i])
 	}
 }
 
@@ -431,7 +435,7 @@ func TestExploreDip(t *testing.T) {
 	if v := os.Getenv("LOAD"); v != "" {
 		load = atof(v)
 	}
-	for seed := uint32(1000); seed < 1010; seed++ {
+	for seed := uint32(seed0()); seed < uint32(seed0())+20; seed++ {
 		c, _ := dimmer.New(exConfig())
 		cfg := sim.BrownoutLab(sim.Constant(load), &recDimmer{c: c})
 		cfg.Seed = seed
@@ -504,3 +508,39 @@ func TestExploreModel(t *testing.T) {
 		_ = ests
 	}
 }
+
+// TestExploreLanding prints, per load and seed, the first four moves of
+// the level with the pressure of latency (p) and of refusals (r) at each,
+// and the median level after two minutes: where the trim lands after the
+// fall, against where it settles.
+func TestExploreLanding(t *testing.T) {
+	if os.Getenv("EXPLORE") == "" {
+		t.Skip()
+	}
+	for _, load := range []float64{100, 110, 120, 130, 140, 150} {
+		for s := seed0(); s < seed0()+20; s++ {
+			c, _ := dimmer.New(exConfig())
+			rd := &recDimmer{c: c}
+			d := &snapDimmer{d: rd}
+			res, _ := exRun(sim.Constant(load), uint32(s), d, 300*time.Second, nil)
+			var lv []float64
+			for _, sec := range res.Seconds[120:] {
+				lv = append(lv, sec.Level)
+			}
+			slices.Sort(lv)
+			line := fmt.Sprintf("%v %d med %.2f:", load, s, lv[len(lv)/2])
+			n := 0
+			for i := 1; i < len(res.Seconds) && i < len(d.snap) && n < 4; i++ {
+				if res.Seconds[i].Level == res.Seconds[i-1].Level {
+					continue
+				}
+				p99, _ := d.snap[i].Get(signals.LatencyP99)
+				rr, _ := d.snap[i].Get(signals.RejectRatio)
+				line += fmt.Sprintf("  t%d %.2f→%.2f p%.1f r%.1f", i, res.Seconds[i-1].Level, res.Seconds[i].Level, p99/0.3, rr/0.01)
+				n++
+			}
+			fmt.Println(line)
+		}
+	}
+}
+

@@ -319,6 +319,7 @@ func (c *Controller) trim(now time.Time, p, b, ceil, load float64, fallen, headr
 	m := &c.mu
 	cfg := &c.cfg
 	w.kind, w.feature = whyTrimHold, c.dimming(b)
+	m.peak = max(m.peak, p)
 	if !c.evidence(now, p, headroom) {
 		return w
 	}
@@ -367,7 +368,15 @@ func (c *Controller) trim(now time.Time, p, b, ceil, load float64, fallen, headr
 				// The first step after a fast fall, far over: the
 				// signals now describe the level it fell to, and how
 				// far over they are says how far it is from enough.
+				// Right after a fall they over-state it while the
+				// admission gate's adaptive limit grows back, and the
+				// pressure comes down from its peak; one still at its
+				// peak says the fall fell short of a deep overload:
+				// twice the step.
 				m.downStep = m.span * math.Log2(p/farOver)
+				if p >= m.peak {
+					m.downStep *= 2
+				}
 			default:
 				switch {
 				case m.lastDir < 0:
@@ -535,6 +544,7 @@ func (m *controllerState) turn(dir int) {
 // started from when it was a fall (−1 otherwise).
 func (m *controllerState) forget(now time.Time, bad float64) {
 	m.acc, m.lastDir, m.good, m.bad, m.badAt, m.fails = 0, 0, -1, bad, now, 0
+	m.peak = 0
 	m.span = m.maxStep
 	m.movedAt = now
 	m.calmRun, m.hotRun = 0, 0
