@@ -543,4 +543,3 @@ func TestExploreLanding(t *testing.T) {
 		}
 	}
 }
-
