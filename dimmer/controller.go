@@ -54,6 +54,7 @@ type controllerState struct {
 	dimmed     bool          // the law dimmed since it was last at full brightness
 	acc        float64       // the trim's evidence: + over High, − under Low
 	peak       float64       // the highest pressure the trim saw since the last fast move
+	dipped     bool          // the trim saw pressure under target since the last fast move
 	upStep     float64       // the trim's last step up
 	downStep   float64       // the trim's last step down
 	lastDir    int           // the trim's last move: +1 up, −1 down, 0 none yet

@@ -107,7 +107,9 @@ func TestFallGrowsWithThePressure(t *testing.T) {
 // signals are: MaxStep·log₂(p/2). Refusals that come down from their peak
 // since the fall are in part the admission gate's warm-up after it; ones
 // still at their peak say the fall fell short of a deep overload, and the
-// step is twice that.
+// step is twice that. Pressure that went under target in between says the
+// level the fall reached was enough at times: the refusals after it are a
+// burst, and the step is the ordinary first one, MaxStep.
 func TestFirstTrimStepAfterAFall(t *testing.T) {
 	firstStep := func(rrs ...float64) (fell, step float64) {
 		c, _ := New(Config{
@@ -140,6 +142,11 @@ func TestFirstTrimStepAfterAFall(t *testing.T) {
 	want := 0.12 * math.Log2(4.5)
 	assert.InDelta(t, want, easing, 0.011, "coming down from its peak: MaxStep·log₂(p/2)")
 	assert.InDelta(t, min(2*want, 1-fellB), deep, 0.011, "still at its peak: twice that")
+	// Under target for a period at t2, then 9× again from t3: the
+	// account is full at t5, at the peak, but the pressure dipped.
+	fellC, burst := firstStep(0.09, 0.005, 0.09, 0.09, 0.09, 0.09)
+	require.InDelta(t, fellA, fellC, 1e-9, "the same fall")
+	assert.InDelta(t, 0.12, burst, 0.011, "dipped under target since the fall: MaxStep")
 }
 
 func TestHysteresisHoldsInBandAndBrightensSlowly(t *testing.T) {

@@ -11,7 +11,10 @@ package dimmer_test
 //	EXPLORE=1 go test ./dimmer -run 'ExploreLanding$' -v             # the first moves after the fall, per load and seed
 //
 // Config knobs for ExploreController and ExploreTrace: RR (reject.ratio's
-// target), EVID (Evidence), MAXSTEP, LOW, SP (Setpoint).
+// target), EVID (Evidence), MAXSTEP, LOW, SP (Setpoint). SWINGFROM moves
+// the second the swing is measured from (60); VERBOSE=1 lists the seeds
+// that swing or turn, with their level at 60 s and 90 s and the median
+// after 120 s (under at 60 s and climbing: a landing short of θ*).
 
 import (
 	"fmt"
@@ -57,6 +60,14 @@ type exRes struct {
 	min, max float64
 }
 
+// swingFrom is the second the swing is measured from: 60, or SWINGFROM.
+func swingFrom() int {
+	if v := os.Getenv("SWINGFROM"); v != "" {
+		return int(atof(v))
+	}
+	return 60
+}
+
 func exRun(load sim.Profile, seed uint32, d sim.Dimmer, dur time.Duration, gate func() sim.Admission) (sim.Result, exRes) {
 	cfg := sim.BrownoutLab(load, d)
 	cfg.Seed = seed
@@ -75,7 +86,7 @@ func exRun(load sim.Profile, seed uint32, d sim.Dimmer, dur time.Duration, gate 
 	if r, ok := d.(*recDimmer); ok {
 		for f := range r.levels[0] {
 			lo, hi := 2.0, -1.0
-			for _, lv := range r.levels[60:] {
+			for _, lv := range r.levels[swingFrom():] {
 				lo, hi = min(lo, lv[f]), max(hi, lv[f])
 			}
 			x.swing = max(x.swing, hi-lo)
@@ -157,9 +168,15 @@ func TestExploreController(t *testing.T) {
 		if err != nil {
 			panic(err)
 		}
-		_, x := exRun(sim.Constant(loads[l]), uint32(seed0()+s), &recDimmer{c: c}, 300*time.Second, nil)
+		res, x := exRun(sim.Constant(loads[l]), uint32(seed0()+s), &recDimmer{c: c}, 300*time.Second, nil)
 		if os.Getenv("VERBOSE") != "" && (x.dirs > 2 || x.swing > 0.2) {
-			fmt.Printf("bad: load %v seed %d dirs %d swing %.2f\n", loads[l], 1000+s, x.dirs, x.swing)
+			var lv []float64
+			for _, sec := range res.Seconds[120:] {
+				lv = append(lv, sec.Level)
+			}
+			slices.Sort(lv)
+			fmt.Printf("bad: load %v seed %d dirs %d swing %.2f  b60 %.2f b90 %.2f med %.2f range %.2f–%.2f\n", loads[l], seed0()+s, x.dirs, x.swing,
+				res.Seconds[60].Level, res.Seconds[90].Level, lv[len(lv)/2], x.min, x.max)
 		}
 		mu.Lock()
 		out[l] = append(out[l], x)

@@ -320,6 +320,9 @@ func (c *Controller) trim(now time.Time, p, b, ceil, load float64, fallen, headr
 	cfg := &c.cfg
 	w.kind, w.feature = whyTrimHold, c.dimming(b)
 	m.peak = max(m.peak, p)
+	if p < 1 && m.lastDir == 0 {
+		m.dipped = true
+	}
 	if !c.evidence(now, p, headroom) {
 		return w
 	}
@@ -364,7 +367,7 @@ func (c *Controller) trim(now time.Time, p, b, ceil, load float64, fallen, headr
 		} else {
 			w.kind = whyTrimDown
 			switch {
-			case m.lastDir == 0 && p >= 2*farOver:
+			case m.lastDir == 0 && p >= 2*farOver && !m.dipped:
 				// The first step after a fast fall, far over: the
 				// signals now describe the level it fell to, and how
 				// far over they are says how far it is from enough.
@@ -372,7 +375,10 @@ func (c *Controller) trim(now time.Time, p, b, ceil, load float64, fallen, headr
 				// admission gate's adaptive limit grows back, and the
 				// pressure comes down from its peak; one still at its
 				// peak says the fall fell short of a deep overload:
-				// twice the step.
+				// twice the step. Pressure that went under target
+				// since the fall says the level was enough at times:
+				// what is over now is a burst, or the gate's
+				// warm-up, and the first step is the ordinary one.
 				m.downStep = m.span * math.Log2(p/farOver)
 				if p >= m.peak {
 					m.downStep *= 2
@@ -544,7 +550,7 @@ func (m *controllerState) turn(dir int) {
 // started from when it was a fall (−1 otherwise).
 func (m *controllerState) forget(now time.Time, bad float64) {
 	m.acc, m.lastDir, m.good, m.bad, m.badAt, m.fails = 0, 0, -1, bad, now, 0
-	m.peak = 0
+	m.peak, m.dipped = 0, false
 	m.span = m.maxStep
 	m.movedAt = now
 	m.calmRun, m.hotRun = 0, 0
