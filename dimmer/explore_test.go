@@ -316,32 +316,32 @@ func TestExploreTrace(t *testing.T) {
 	if os.Getenv("EXPLORE") == "" {
 		t.Skip()
 	}
-	c, _ := dimmer.New(exConfig())
-	rd := &recDimmer{c: c}
-	d := &snapDimmer{d: rd}
-	load := atof(os.Getenv("LOAD"))
 	seed := uint32(1001)
 	if v := os.Getenv("SEED"); v != "" {
 		seed = uint32(atof(v))
 	}
-	res, _ := exRun(sim.Constant(load), seed, d, 300*time.Second, nil)
+	exTrace(sim.Constant(atof(os.Getenv("LOAD"))), seed, 300*time.Second, os.Getenv("ALL") != "")
+}
+
+// exTrace runs the controller (exConfig) for dur and prints its state and
+// the signals every second where the level changed (every second with all,
+// and always the first 13).
+func exTrace(load sim.Profile, seed uint32, dur time.Duration, all bool) {
+	c, _ := dimmer.New(exConfig())
+	rd := &recDimmer{c: c}
+	d := &snapDimmer{d: rd}
+	res, _ := exRun(load, seed, d, dur, nil)
 	for i, s := range res.Seconds {
 		if i >= len(d.snap) {
 			break
 		}
-		if os.Getenv("ALL") == "" && i > 12 && s.Level == res.Seconds[i-1].Level {
+		if !all && i > 12 && s.Level == res.Seconds[i-1].Level {
 			continue
 		}
-		p99, _ := d.snap[i].Get(signals.LatencyP99)
-		rr, _ := d.snap[i].Get(signals.RejectRatio)
-		st := c.Status()
-		_ = st
-		ar, _ := d.snap[i].Get(signals.ArrivalRate)
-		busy, _ := d.snap[i].Get(signals.GateBusy)
-		ut, _ := d.snap[i].Get(signals.GateUtilization)
-		lim, _ := d.snap[i].Get(signals.GateLimit)
-		tp, _ := d.snap[i].Get(signals.Throughput)
-		fmt.Printf("t=%d level=%.2f p99=%.0f rr=%.3f arr=%.0f tp=%.0f lim=%.1f busy=%.2f util=%.2f %s\n", s.T, s.Level, p99*1000, rr, ar, tp, lim, busy, ut, rd.dbg[i])
+		get := func(k signals.Key) float64 { v, _ := d.snap[i].Get(k); return v }
+		fmt.Printf("t=%d level=%.2f p99=%.0f rr=%.3f arr=%.0f tp=%.0f lim=%.1f busy=%.2f util=%.2f %s\n", s.T, s.Level,
+			get(signals.LatencyP99)*1000, get(signals.RejectRatio), get(signals.ArrivalRate), get(signals.Throughput),
+			get(signals.GateLimit), get(signals.GateBusy), get(signals.GateUtilization), rd.dbg[i])
 	}
 }
 
@@ -365,43 +365,7 @@ func TestExploreStep(t *testing.T) {
 	if os.Getenv("EXPLORE") == "" {
 		t.Skip()
 	}
-	seed := uint32(atof(os.Getenv("SEED")))
-	c, _ := dimmer.New(sim.BrownoutConfig(sim.BrownoutTarget))
-	rd := &recDimmer{c: c}
-	d := &snapDimmer{d: rd}
-	cfg := sim.BrownoutLab(sim.BrownoutStep(), d)
-	cfg.Seed = seed
-	res := sim.Run(cfg)
-	for i, s := range res.Seconds {
-		if i >= len(d.snap) {
-			break
-		}
-		p99, _ := d.snap[i].Get(signals.LatencyP99)
-		rr, _ := d.snap[i].Get(signals.RejectRatio)
-		ar, _ := d.snap[i].Get(signals.ArrivalRate)
-		fmt.Printf("t=%d level=%.2f p99=%.0f rr=%.3f arr=%.0f %s\n", s.T, s.Level, p99*1000, rr, ar, rd.dbg[i])
-	}
-}
-
-func TestExploreConst(t *testing.T) {
-	if os.Getenv("EXPLORE") == "" {
-		t.Skip()
-	}
-	seed := uint32(atof(os.Getenv("SEED")))
-	c, _ := dimmer.New(sim.BrownoutConfig(sim.BrownoutTarget))
-	rd := &recDimmer{c: c}
-	d := &snapDimmer{d: rd}
-	cfg := sim.BrownoutLab(sim.Constant(atof(os.Getenv("LOAD"))), d)
-	cfg.Seed = seed
-	res := sim.Run(cfg)
-	for i, s := range res.Seconds {
-		if i >= len(d.snap) {
-			break
-		}
-		p99, _ := d.snap[i].Get(signals.LatencyP99)
-		rr, _ := d.snap[i].Get(signals.RejectRatio)
-		fmt.Printf("t=%d level=%.2f p99=%.0f rr=%.3f refused=%v %s\n", s.T, s.Level, p99*1000, rr, s.Refused, rd.dbg[i])
-	}
+	exTrace(sim.BrownoutStep(), uint32(atof(os.Getenv("SEED"))), 90*time.Second, true)
 }
 
 func TestExploreStatic(t *testing.T) {
