@@ -11,7 +11,8 @@ package dimmer_test
 //	EXPLORE=1 go test ./dimmer -run 'ExploreLanding$' -v             # the first moves after the fall, per load and seed
 //
 // Config knobs for ExploreController and ExploreTrace: RR (reject.ratio's
-// target), EVID (Evidence), MAXSTEP, LOW, SP (Setpoint). SWINGFROM moves
+// target), EVID (Evidence), MAXSTEP, LOW, SP (Setpoint); SLICES sets the
+// lab's latency window (5 one-second slices). SWINGFROM moves
 // the second the swing is measured from (60); VERBOSE=1 lists the seeds
 // that swing or turn, with their level at 60 s and 90 s and the median
 // after 120 s (under at 60 s and climbing: a landing short of θ*).
@@ -72,6 +73,9 @@ func exRun(load sim.Profile, seed uint32, d sim.Dimmer, dur time.Duration, gate 
 	cfg := sim.BrownoutLab(load, d)
 	cfg.Seed = seed
 	cfg.Duration = dur
+	if v := os.Getenv("SLICES"); v != "" {
+		cfg.Signals.Latency.Slices = int(atof(v))
+	}
 	if gate != nil {
 		cfg.Admission = gate()
 	}
