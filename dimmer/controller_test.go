@@ -234,17 +234,24 @@ func TestTrimProbesAndBacksOff(t *testing.T) {
 	assert.InDelta(t, min(before+0.25, 1), st.Brightness, 0.011, "full speed once load fell")
 }
 
+// perSecond returns a function that steps c one second on from t0 each
+// call, with p99 latency and load as snap has them and the given signal
+// window (none when 0).
+func perSecond(c *Controller, load float64, window time.Duration) func(p99 float64) *State {
+	now := t0
+	return func(p99 float64) *State {
+		now = now.Add(time.Second)
+		s := snap(now, p99, load)
+		s.Window = window
+		return c.Step(now, s)
+	}
+}
+
 // The trim waits for the signals to describe the level it set: for a
 // snapshot's Window after each step, periods count for nothing.
 func TestTrimWaitsOutTheSignalWindow(t *testing.T) {
 	c, _ := New(testConfig())
-	now := t0
-	step := func(p99 float64) *State {
-		now = now.Add(time.Second)
-		s := snap(now, p99, 150)
-		s.Window = 5 * time.Second
-		return c.Step(now, s)
-	}
+	step := perSecond(c, 150, 5*time.Second)
 	b := step(1.6).Brightness // the fall, at t0+1s
 	for i := range 6 {
 		st := step(0.3)
@@ -259,13 +266,7 @@ func TestTrimWaitsOutTheSignalWindow(t *testing.T) {
 // step up) wait out the window.
 func TestTrimCountsEvidenceAgainstAStepEarly(t *testing.T) {
 	c, _ := New(testConfig())
-	now := t0
-	step := func(p99 float64) *State {
-		now = now.Add(time.Second)
-		s := snap(now, p99, 150)
-		s.Window = 5 * time.Second
-		return c.Step(now, s)
-	}
+	step := perSecond(c, 150, 5*time.Second)
 	fell := step(1.6).Brightness
 	// Calm after the fall: a step up once the window has passed.
 	var upAt int
@@ -305,11 +306,7 @@ func TestTrimCountsEvidenceAgainstAStepEarly(t *testing.T) {
 // afresh.
 func TestTrimSettlesAndRestartsOnAChange(t *testing.T) {
 	c, _ := New(testConfig())
-	now := t0
-	step := func(p99 float64) *State {
-		now = now.Add(time.Second)
-		return c.Step(now, snap(now, p99, 150))
-	}
+	step := perSecond(c, 150, 0)
 	for range 3 {
 		step(1.6)
 	}
@@ -341,11 +338,7 @@ func TestTrimSettlesAndRestartsOnAChange(t *testing.T) {
 
 func TestCascadeShedsOnlyAtTheFloorAndUnshedsFirst(t *testing.T) {
 	c, _ := New(testConfig())
-	now := t0
-	step := func(p99 float64) *State {
-		now = now.Add(time.Second)
-		return c.Step(now, snap(now, p99, -1))
-	}
+	step := perSecond(c, -1, 0)
 	for range 5 {
 		step(1.6) // over CascadeAt: 0.2 a period down to the floor
 	}
@@ -736,11 +729,7 @@ func TestPublishOnActionOrCause(t *testing.T) {
 // brightness, over High but under target is no overload.
 func TestNearTargetHolds(t *testing.T) {
 	c, _ := New(testConfig())
-	now := t0
-	step := func(p99 float64) *State {
-		now = now.Add(time.Second)
-		return c.Step(now, snap(now, p99, 150))
-	}
+	step := perSecond(c, 150, 0)
 	b := step(1.6).Brightness
 	require.Less(t, b, 1.0)
 	var st *State
@@ -758,6 +747,7 @@ func TestNearTargetHolds(t *testing.T) {
 
 	// At full brightness, over High but under target counts 1 a period.
 	c, _ = New(testConfig())
+	step = perSecond(c, 150, 0)
 	for range 4 {
 		st = step(0.9)
 	}
