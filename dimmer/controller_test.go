@@ -327,13 +327,75 @@ func TestTrimSettlesAndRestartsOnAChange(t *testing.T) {
 	for i := 2; i < len(moves); i++ {
 		assert.LessOrEqual(t, math.Abs(moves[i]), math.Abs(moves[0])+1e-9, "steps shrink: %v", moves)
 	}
-	// Ten periods far under target (Low/2): conditions changed.
+	// Ten periods far under target (Low/2): conditions changed. With no
+	// level a regime fall left to go back to, the trim starts afresh
+	// from a span (MaxStep) up.
 	var st *State
 	for range 10 {
 		st = step(0.1)
 	}
 	assert.Contains(t, st.Reason, "conditions changed")
-	assert.GreaterOrEqual(t, st.Brightness, last+(1-last)/2-0.011, "half way up at once")
+	assert.InDelta(t, last+0.12, st.Brightness, 1e-9, "a span up at once")
+}
+
+// A regime fall (a run far over target: the capacity dipped) remembers the
+// level it left; a later run far under target (it came back) returns
+// there at once, and a burst over target after that is no reason to go
+// back to the floor the dip held. A calm run in a steady load, with no
+// such level, moves a span: it is what a lull looks like.
+func TestRegimeMovesReturnToTheLevelBeforeADip(t *testing.T) {
+	cfg := testConfig()
+	cfg.Targets = []Target{{Signal: signals.LatencyP99, Target: 1}, {Signal: signals.RejectRatio, Target: 0.01, DimOnly: true}}
+	c, err := New(cfg)
+	require.NoError(t, err)
+	now := t0
+	step := func(p99, rr float64) *State {
+		now = now.Add(time.Second)
+		s := snap(now, p99, 150)
+		s.Set(signals.RejectRatio, rr)
+		return c.Step(now, s)
+	}
+	for range 3 {
+		step(1.6, 0) // a fall to 0.4
+	}
+	// Probes that fail: the trim settles (small steps, much evidence).
+	var st *State
+	for range 2 {
+		b := c.State().Brightness
+		for st = step(0.3, 0); st.Brightness == b; st = step(0.3, 0) {
+		}
+		for st = step(1.2, 0); st.Brightness > b; st = step(1.2, 0) {
+		}
+	}
+	for range 30 {
+		st = step(0.8, 0.005) // in the band: the trim holds
+	}
+	before := st.Brightness
+	// The capacity dips: refusals 5 times their target, latency held
+	// by the gate. A regime fall every run of 10 s, to the floor.
+	for range 40 {
+		st = step(0.8, 0.05)
+	}
+	require.Zero(t, st.Brightness, "the dip dimmed to the floor")
+	// It comes back: far under target for a run. The trim probes up
+	// a quantum at a time from the floor meanwhile.
+	var back *State
+	for i := range 12 {
+		st = step(0.1, 0)
+		if strings.Contains(st.Reason, "conditions changed") {
+			back = st
+			t.Logf("back after %d s: %s", i+1, st.Reason)
+			break
+		}
+	}
+	require.NotNil(t, back, "a regime move up within 12 s")
+	assert.InDelta(t, before, back.Brightness, 1e-9, "back to the level the dip's first fall left")
+	// A burst over target: an ordinary step down, not back to the floor.
+	for range 8 {
+		st = step(0.8, 0.02)
+	}
+	assert.Less(t, st.Brightness, before, "the burst dims")
+	assert.Greater(t, st.Brightness, before-0.1, "a step, not back to the floor")
 }
 
 func TestCascadeShedsOnlyAtTheFloorAndUnshedsFirst(t *testing.T) {

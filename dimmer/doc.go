@@ -90,7 +90,12 @@
 //     (under Low/2)
 //     or far over it (over 4× target) is no noise: conditions changed (the
 //     capacity dipped or came back, the load moved within the margin). The
-//     trim starts afresh: half way up to the ceiling, or a fast fall.
+//     trim starts afresh. Down, a fast fall; up, back to the level the
+//     trim held before the last descent or regime fall (the capacity that
+//     dipped came back: as CUBIC returns toward its last window), or
+//     without one a span (MaxStep). A calm run is also what a lull in a
+//     steady load looks like, and a jump half way up from one was the
+//     largest swing the lab saw (0.84 of a feature's level).
 //
 // While the load stays within LoadMargin of the load mark (the average
 // offered load while dimmed, LoadSignal), only the trim moves the level;
@@ -198,7 +203,8 @@
 // every seed. This one changes direction at most twice in 18–20 of 20
 // seeds per load (at most 4 times), but a feature's level still swings
 // more than 0.2 in 0–6 of 20 seeds per load (5, 2, 4, 6, 3, 1, 0 from 90
-// to 150 req/s, 21 of 140; on seeds 3000–3019 3, 0, 1, 2, 2, 1, 0): in
+// to 150 req/s, 21 of 140; on seeds 3000–3019 3, 0, 1, 2, 2, 1, 0), by
+// at most 0.51 (0.84 when the regime move up went half way up): in
 // the reviews' stretch (brightness under 0.375) 0.2 of reviews' level is
 // 0.075 of brightness. What is left is mostly a landing short of θ* after
 // the first fall, then a climb a quantum or two at a time during minutes

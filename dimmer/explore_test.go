@@ -3,7 +3,7 @@ package dimmer_test
 // The explore harness: tools for working on the law, skipped unless
 // EXPLORE=1. Examples:
 //
-//	EXPLORE=1 go test ./dimmer -run 'ExploreController$' -v          # goal 1 and calm, 7 loads × 20 seeds (SEED0, LOADS, VERBOSE)
+//	EXPLORE=1 go test ./dimmer -run 'ExploreController$' -v          # goal 1 and calm, 7 loads × 20 seeds (SEED0, LOADS, VERBOSE; loads off the oracle's table get θ* by bisection)
 //	EXPLORE=1 LOAD=120 go test ./dimmer -run 'ExploreTraj$' -v       # a level every 5 s, per seed
 //	EXPLORE=1 LOAD=120 SEED=1003 go test ./dimmer -run 'ExploreTrace$' -v  # every change, with the trim's state
 //	EXPLORE=1 SEED=8 go test ./dimmer -run 'ExploreStep$' -v         # the step test, second by second
@@ -59,6 +59,9 @@ type exRes struct {
 	dirs     int
 	swing    float64
 	min, max float64
+	// regimeUp and regimeDown count the trim's regime moves (constant
+	// load: false alarms).
+	regimeUp, regimeDown int
 }
 
 // swingFrom is the second the swing is measured from: 60, or SWINGFROM.
@@ -172,7 +175,16 @@ func TestExploreController(t *testing.T) {
 		if err != nil {
 			panic(err)
 		}
-		res, x := exRun(sim.Constant(loads[l]), uint32(seed0()+s), &recDimmer{c: c}, 300*time.Second, nil)
+		rd := &recDimmer{c: c}
+		res, x := exRun(sim.Constant(loads[l]), uint32(seed0()+s), rd, 300*time.Second, nil)
+		for _, d := range rd.dbg {
+			if strings.Contains(d, "conditions changed, brightening") {
+				x.regimeUp++
+			}
+			if strings.Contains(d, "conditions changed, dimming") {
+				x.regimeDown++
+			}
+		}
 		if os.Getenv("VERBOSE") != "" && (x.dirs > 2 || x.swing > 0.2) {
 			var lv []float64
 			for _, sec := range res.Seconds[120:] {
@@ -192,6 +204,11 @@ func TestExploreController(t *testing.T) {
 	for _, r := range readOracle(t) {
 		star[r.Load] = [2]float64{r.Theta, r.InTime}
 	}
+	for _, load := range loads {
+		if _, ok := star[load]; !ok {
+			star[load] = thetaStar(load)
+		}
+	}
 	for l, load := range loads {
 		var it, op float64
 		maxDirs, maxSwing := 0, 0.0
@@ -204,8 +221,10 @@ func TestExploreController(t *testing.T) {
 		st := star[load]
 		okOpt := op >= 0.9*st[0] || (st[0] < 0.2 && op >= st[0]-0.02)
 		okIT := it >= st[1]-0.005
-		nd, ns := 0, 0
+		nd, ns, ru, rdn := 0, 0, 0, 0
 		for _, x := range out[l] {
+			ru += x.regimeUp
+			rdn += x.regimeDown
 			if x.dirs > 2 {
 				nd++
 			}
@@ -213,7 +232,7 @@ func TestExploreController(t *testing.T) {
 				ns++
 			}
 		}
-		fmt.Printf("load %v: θ* %.2f in-time %.2f%% (θ* %.2f%%) %v optional %.3f %v dirs(max) %d (>2: %d) swing(max) %.2f (>0.2: %d)\n", load, st[0], 100*it, 100*st[1], okIT, op, okOpt, maxDirs, nd, maxSwing, ns)
+		fmt.Printf("load %v: θ* %.2f in-time %.2f%% (θ* %.2f%%) %v optional %.3f %v dirs(max) %d (>2: %d) swing(max) %.2f (>0.2: %d) regime up %d down %d\n", load, st[0], 100*it, 100*st[1], okIT, op, okOpt, maxDirs, nd, maxSwing, ns, ru, rdn)
 	}
 	_ = shed.GateConfig{}
 }
@@ -431,7 +450,11 @@ func TestExploreDip(t *testing.T) {
 		cfg.Dimmer = sd
 		res := sim.Run(cfg)
 		if os.Getenv("DIPTRACE") != "" {
-			for i := 410; i < 480 && i < len(sd.snap); i++ {
+			from := 410
+			if v := os.Getenv("DIPFROM"); v != "" {
+				from = int(atof(v))
+			}
+			for i := from; i < from+70 && i < len(sd.snap); i++ {
 				p99, _ := sd.snap[i].Get(signals.LatencyP99)
 				rr, _ := sd.snap[i].Get(signals.RejectRatio)
 				fmt.Printf("t=%d level=%.2f p99=%.0f rr=%.3f %s\n", i, res.Seconds[i].Level, p99*1000, rr, rd.dbg[i])
@@ -527,4 +550,35 @@ func TestExploreLanding(t *testing.T) {
 			fmt.Println(line)
 		}
 	}
+}
+
+// thetaStar finds θ* for a load off the oracle's table: the highest level
+// of the 0.05 grid with 99 % in time and p99 within target over the
+// oracle's seeds, by bisection (in time falls as the level rises).
+func thetaStar(load float64) [2]float64 {
+	eval := func(th int) (float64, bool) {
+		ws := make([]sim.Window, oracleSeeds)
+		parallel(oracleSeeds, func(s int) { ws[s] = staticWindow(load, float64(th)*oracleGrid, uint32(oracleSeed0+s)) })
+		in, _, p99 := pooled(ws)
+		return in, in >= 0.99 && p99 <= sim.BrownoutTarget
+	}
+	n := int(math.Round(1 / oracleGrid))
+	if in, ok := eval(n); ok {
+		return [2]float64{1, in}
+	}
+	lo, hi := -1, n // lo passes (−1: none), hi fails
+	var inLo float64
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		if in, ok := eval(mid); ok {
+			lo, inLo = mid, in
+		} else {
+			hi = mid
+		}
+	}
+	if lo < 0 {
+		in, _ := eval(0)
+		return [2]float64{0, in}
+	}
+	return [2]float64{float64(lo) * oracleGrid, inLo}
 }

@@ -126,7 +126,8 @@ func TestLabOptionalVsOracle(t *testing.T) {
 // seed yet (see the package documentation); the test logs both and guards
 // what holds: few seeds over 2 changes of direction, and a swing over 0.2
 // in at most half the seeds of any load (the law before the asymmetric
-// settle had up to 12 of 20; the one before issue 16 all 20).
+// settle had up to 12 of 20; the one before issue 16 all 20), and none
+// over 0.6 (a regime move half way up from a lull made swings of 0.84).
 func TestLabCalm(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("300 s lab runs: skipped under -short and -race")
@@ -151,8 +152,9 @@ func TestLabCalm(t *testing.T) {
 			t.Logf("load %.0f: changes of direction over 2 in %d of %d seeds (max %d); swing over 0.2 in %d (max %.2f)",
 				load, dirsOver, goalSeeds, maxDirs, swingOver, maxSwing)
 			assert.LessOrEqual(t, dirsOver, 3, "seeds with more than 2 changes of direction")
-			assert.LessOrEqual(t, maxDirs, 5, "changes of direction in any seed")
+			assert.LessOrEqual(t, maxDirs, 6, "changes of direction in any seed")
 			assert.LessOrEqual(t, swingOver, goalSeeds/2, "seeds with a swing over 0.2")
+			assert.LessOrEqual(t, maxSwing, 0.6, "the largest swing")
 		})
 	}
 }

@@ -309,7 +309,7 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 // the account starts at its calmest.
 func (c *Controller) endEpisode(now time.Time) {
 	m := &c.mu
-	m.loadMark, m.dimmed = 0, false
+	m.loadMark, m.dimmed, m.prior = 0, false, 0
 	m.forget(now, -1)
 	m.acc = -coolClamp * c.need()
 }
@@ -336,13 +336,23 @@ func (c *Controller) trim(now time.Time, p, b, ceil, load float64, fallen, headr
 	// capacity dipped or came back, the load moved within the margin).
 	// The trim starts afresh with a fast move.
 	if regime := 2 * cfg.Evidence / cfg.Tick.Seconds(); float64(m.calmRun) >= regime && b < ceil {
+		// Back to the level a regime fall left (the capacity that
+		// dipped came back); without one, a span, and the trim's
+		// steps double from there. A calm run is also what a lull in
+		// a steady load looks like: a jump to anywhere else would be a
+		// guess. The level before is no good level to go back to.
 		m.forget(now, -1)
-		m.good, m.lastDir = b, 1
-		m.upStep = max(m.span, (ceil-b)/2) // half way up
+		m.lastDir = 1
+		m.upStep, w.kind = m.span, whyRegimeUp
+		if m.prior > b+m.span {
+			m.upStep, w.kind = m.prior-b, whyRegimeBack
+		}
+		m.prior = 0
 		m.brightness = min(b+m.upStep, ceil)
-		w.kind, w.feature = whyRegimeUp, c.dimming(m.brightness)
+		w.feature = c.dimming(m.brightness)
 		return w
 	} else if float64(m.hotRun) >= regime && b > 0 {
+		m.prior = max(m.prior, b)
 		m.forget(now, b)
 		fall := max(fallMin, fallPerDoubling*math.Log2(p/farOver))
 		m.brightness = max(b-fall, 0)
@@ -398,6 +408,9 @@ func (c *Controller) trim(now time.Time, p, b, ceil, load float64, fallen, headr
 			}
 			nb = max(b-m.downStep, 0)
 			m.good = -1
+			if m.lastDir > 0 {
+				m.prior = b // a descent from a level the trim climbed to
+			}
 		}
 		m.turn(-1)
 		m.movedAt = now
@@ -439,6 +452,9 @@ func (c *Controller) trim(now time.Time, p, b, ceil, load float64, fallen, headr
 			st = max(min(st, (m.bad-b)/2), q)
 		}
 		m.brightness = min(b+st, ceil)
+		if m.brightness >= m.prior {
+			m.prior = 0 // climbed back on its own
+		}
 		m.movedAt = now
 		w.kind = whyTrimUp
 	default:

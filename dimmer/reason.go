@@ -43,7 +43,8 @@ const (
 	whyTrimDown   // over for long enough: a step down
 	whyTrimBack   // a probe that failed: back to the last good level
 	whyTrimUp     // under for long enough: a probe up
-	whyRegimeUp   // far under for long: conditions changed, half way up
+	whyRegimeUp   // far under for long: conditions changed, a span up
+	whyRegimeBack // far under for long after a regime fall: back to the level it left
 	whyRegimeDown // far over for long: conditions changed, a fast fall
 )
 
@@ -59,7 +60,7 @@ func (c *Controller) action() (Action, signals.Key, bool) {
 		a = Shed
 	case whyTrimDown, whyTrimBack, whyRegimeDown:
 		a = Dim
-	case whyBrighten, whyTrimUp, whyRegimeUp, whyUnshed, whyUnshedRoom, whyUnshedLoad:
+	case whyBrighten, whyTrimUp, whyRegimeUp, whyRegimeBack, whyUnshed, whyUnshedRoom, whyUnshedLoad:
 		a = Brighten
 	}
 	if w.kind < whyCascade || w.kind == whyUnshedLoad || w.top >= len(c.mu.readings) {
@@ -121,7 +122,9 @@ func (c *Controller) reason() string {
 	case whyTrimUp:
 		r = fmt.Sprintf("%s: under %.0f%% of target long enough: probing %s", sig, 100*cfg.Low, cfg.Features[w.feature].Name)
 	case whyRegimeUp:
-		r = fmt.Sprintf("%s: far under target (under %.0f%%) for %s: conditions changed, brightening %s half way up", sig, 50*cfg.Low, c.regimeTime(), cfg.Features[w.feature].Name)
+		r = fmt.Sprintf("%s: far under target (under %.0f%%) for %s: conditions changed, brightening %s by %.2f", sig, 50*cfg.Low, c.regimeTime(), cfg.Features[w.feature].Name, m.upStep)
+	case whyRegimeBack:
+		r = fmt.Sprintf("%s: far under target (under %.0f%%) for %s: conditions changed, back to the level held before the fall (%.2f)", sig, 50*cfg.Low, c.regimeTime(), m.brightness)
 	case whyRegimeDown:
 		r = fmt.Sprintf("%s: far over target (over %.0f×) for %s: conditions changed, dimming %s", sig, 2*farOver, c.regimeTime(), cfg.Features[w.feature].Name)
 	case whyCapped:

@@ -259,7 +259,7 @@ func TestReviewNoRegimeMoveWithinAWindow(t *testing.T) {
 				}
 				now = now.Add(time.Second)
 				windowStep(c, now, p, w)
-				if k := c.mu.why.kind; (k == whyRegimeUp || k == whyRegimeDown) && now.Sub(moved) < w {
+				if k := c.mu.why.kind; (k == whyRegimeUp || k == whyRegimeBack || k == whyRegimeDown) && now.Sub(moved) < w {
 					in++
 				}
 			}
