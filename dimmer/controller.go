@@ -55,7 +55,8 @@ type controllerState struct {
 	acc        float64       // the trim's evidence: + over High, − under Low
 	peak       float64       // the highest pressure the trim saw since the last fast move
 	dipped     bool          // the trim saw pressure under target since the last fast move
-	prior      float64       // the level a regime fall left in this episode; 0 if none
+	prior      float64       // the highest level a regime fall left in this episode; 0 if none
+	priorMark  float64       // the load mark when prior was set
 	upStep     float64       // the trim's last step up
 	downStep   float64       // the trim's last step down
 	lastDir    int           // the trim's last move: +1 up, −1 down, 0 none yet

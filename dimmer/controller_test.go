@@ -342,60 +342,107 @@ func TestTrimSettlesAndRestartsOnAChange(t *testing.T) {
 // level it left; a later run far under target (it came back) returns
 // there at once, and a burst over target after that is no reason to go
 // back to the floor the dip held. A calm run in a steady load, with no
-// such level, moves a span: it is what a lull looks like.
+// such level, moves a span: it is what a lull looks like. A load that
+// rose past the margin since makes the level held before no guide.
 func TestRegimeMovesReturnToTheLevelBeforeADip(t *testing.T) {
-	cfg := testConfig()
-	cfg.Targets = []Target{{Signal: signals.LatencyP99, Target: 1}, {Signal: signals.RejectRatio, Target: 0.01, DimOnly: true}}
-	c, err := New(cfg)
-	require.NoError(t, err)
-	now := t0
-	step := func(p99, rr float64) *State {
-		now = now.Add(time.Second)
-		s := snap(now, p99, 150)
-		s.Set(signals.RejectRatio, rr)
-		return c.Step(now, s)
+	for _, rise := range []bool{false, true} {
+		t.Run(fmt.Sprintf("load rose %v", rise), func(t *testing.T) {
+			cfg := testConfig()
+			cfg.Targets = []Target{{Signal: signals.LatencyP99, Target: 1}, {Signal: signals.RejectRatio, Target: 0.01, DimOnly: true}}
+			c, err := New(cfg)
+			require.NoError(t, err)
+			now, load := t0, 150.0
+			step := func(p99, rr float64) *State {
+				now = now.Add(time.Second)
+				s := snap(now, p99, load)
+				s.Set(signals.RejectRatio, rr)
+				return c.Step(now, s)
+			}
+			for range 3 {
+				step(1.6, 0) // a fall to 0.4
+			}
+			// Probes that fail: the trim settles (small steps, much
+			// evidence).
+			var st *State
+			for range 2 {
+				b := c.State().Brightness
+				for st = step(0.3, 0); st.Brightness == b; st = step(0.3, 0) {
+				}
+				for st = step(1.2, 0); st.Brightness > b; st = step(1.2, 0) {
+				}
+			}
+			for range 30 {
+				st = step(0.8, 0.005) // in the band: the trim holds
+			}
+			before := st.Brightness
+			// The capacity dips: refusals 5 times their target,
+			// latency held by the gate. A regime fall every run of
+			// 10 s, to the floor.
+			for i := range 40 {
+				if rise && i == 12 {
+					require.Positive(t, st.Brightness)
+					load = 200 // a third more: a fast fall
+				}
+				st = step(0.8, 0.05)
+			}
+			require.Zero(t, st.Brightness, "the dip dimmed to the floor")
+			// It comes back: far under target for a run. The trim
+			// probes up a quantum at a time from the floor meanwhile.
+			var back *State
+			for i := range 12 {
+				st = step(0.1, 0)
+				if strings.Contains(st.Reason, "conditions changed") {
+					back = st
+					t.Logf("back after %d s: %s", i+1, st.Reason)
+					break
+				}
+			}
+			require.NotNil(t, back, "a regime move up within 12 s")
+			if rise {
+				assert.Less(t, back.Brightness, before-0.1, "the load rose: not back to the level held at the lower load")
+				return
+			}
+			assert.InDelta(t, before, back.Brightness, 1e-9, "back to the level the dip's first fall left")
+			// A burst over target: an ordinary step down, not back to
+			// the floor.
+			for range 8 {
+				st = step(0.8, 0.02)
+			}
+			assert.Less(t, st.Brightness, before, "the burst dims")
+			assert.Greater(t, st.Brightness, before-0.1, "a step, not back to the floor")
+		})
 	}
-	for range 3 {
-		step(1.6, 0) // a fall to 0.4
-	}
-	// Probes that fail: the trim settles (small steps, much evidence).
-	var st *State
-	for range 2 {
-		b := c.State().Brightness
-		for st = step(0.3, 0); st.Brightness == b; st = step(0.3, 0) {
+}
+
+// A regime move up from a lull that proves over, and the descent after it,
+// leave no level to go back to: only a regime fall does. The next lull
+// moves a span again, not back up to where the failed move went.
+func TestRegimeMoveUpThatFailedIsNoLevelToReturnTo(t *testing.T) {
+	c, _ := New(testConfig())
+	step := perSecond(c, 150, 0)
+	run := func(n int, p99 float64) *State {
+		var st *State
+		for range n {
+			st = step(p99)
 		}
-		for st = step(1.2, 0); st.Brightness > b; st = step(1.2, 0) {
+		return st
+	}
+	run(3, 1.6)  // a fall to 0.4
+	run(30, 0.8) // in the band
+	for lull := range 3 {
+		var st *State
+		var b float64
+		for range 12 {
+			b = c.State().Brightness
+			if st = step(0.1); strings.Contains(st.Reason, "conditions changed") {
+				break
+			}
 		}
+		require.Contains(t, st.Reason, "conditions changed", "lull %d", lull)
+		assert.InDelta(t, b+0.12, st.Brightness, 1e-9, "lull %d: a span up", lull)
+		run(40, 1.2) // the move was over: the trim descends
+		run(30, 0.8)
 	}
-	for range 30 {
-		st = step(0.8, 0.005) // in the band: the trim holds
-	}
-	before := st.Brightness
-	// The capacity dips: refusals 5 times their target, latency held
-	// by the gate. A regime fall every run of 10 s, to the floor.
-	for range 40 {
-		st = step(0.8, 0.05)
-	}
-	require.Zero(t, st.Brightness, "the dip dimmed to the floor")
-	// It comes back: far under target for a run. The trim probes up
-	// a quantum at a time from the floor meanwhile.
-	var back *State
-	for i := range 12 {
-		st = step(0.1, 0)
-		if strings.Contains(st.Reason, "conditions changed") {
-			back = st
-			t.Logf("back after %d s: %s", i+1, st.Reason)
-			break
-		}
-	}
-	require.NotNil(t, back, "a regime move up within 12 s")
-	assert.InDelta(t, before, back.Brightness, 1e-9, "back to the level the dip's first fall left")
-	// A burst over target: an ordinary step down, not back to the floor.
-	for range 8 {
-		st = step(0.8, 0.02)
-	}
-	assert.Less(t, st.Brightness, before, "the burst dims")
-	assert.Greater(t, st.Brightness, before-0.1, "a step, not back to the floor")
 }
 
 func TestCascadeShedsOnlyAtTheFloorAndUnshedsFirst(t *testing.T) {

@@ -87,15 +87,16 @@
 //     MaxStep, steps up are a quantum, so that a step that fails there is
 //     no change of direction.
 //   - A run of 2·Evidence seconds of counted periods far under target
-//     (under Low/2)
-//     or far over it (over 4× target) is no noise: conditions changed (the
-//     capacity dipped or came back, the load moved within the margin). The
-//     trim starts afresh. Down, a fast fall; up, back to the level the
-//     trim held before the last descent or regime fall (the capacity that
-//     dipped came back: as CUBIC returns toward its last window), or
-//     without one a span (MaxStep). A calm run is also what a lull in a
-//     steady load looks like, and a jump half way up from one was the
-//     largest swing the lab saw (0.84 of a feature's level).
+//     (under Low/2) or far over it (over 4× target) is no noise:
+//     conditions changed (the capacity dipped or came back, the load
+//     moved within the margin). The trim starts afresh. Down, a fast
+//     fall; up, back to the highest level a regime fall of the episode
+//     left (the capacity that dipped came back: as CUBIC returns toward
+//     its last window; a load that rose past the margin since makes that
+//     level no guide), or without one a span (MaxStep).
+//     A calm run is also what a lull in a steady load looks like: a jump
+//     half way up from one was the largest swing the lab saw (0.84 of a
+//     feature's level).
 //
 // While the load stays within LoadMargin of the load mark (the average
 // offered load while dimmed, LoadSignal), only the trim moves the level;

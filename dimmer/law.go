@@ -145,7 +145,7 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 		// from the cap at the law's pace. From full brightness the
 		// cap is no dimming of the law's: its episode is over.
 		if m.brightness >= 1 {
-			m.dimmed, m.loadMark = false, 0
+			m.dimmed, m.loadMark, m.prior = false, 0, 0
 		}
 		m.brightness = ceil
 		m.movedAt = now // the signals describe the level before the cap
@@ -234,6 +234,9 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 			m.brightness = max(b-step, 0) // the floor stops the features
 			m.overSince = time.Time{}
 			m.dimmed = true
+			if loadUp {
+				m.prior = 0 // a level held at a lower load is no guide
+			}
 			m.forget(now, b)
 			return w
 		}
@@ -337,22 +340,29 @@ func (c *Controller) trim(now time.Time, p, b, ceil, load float64, fallen, headr
 	// The trim starts afresh with a fast move.
 	if regime := 2 * cfg.Evidence / cfg.Tick.Seconds(); float64(m.calmRun) >= regime && b < ceil {
 		// Back to the level a regime fall left (the capacity that
-		// dipped came back); without one, a span, and the trim's
-		// steps double from there. A calm run is also what a lull in
-		// a steady load looks like: a jump to anywhere else would be a
-		// guess. The level before is no good level to go back to.
+		// dipped came back), unless the load rose past the margin
+		// since; without one, a span, and the trim's steps double
+		// from there. A calm run is also what a lull in a steady load
+		// looks like: a jump to anywhere else would be a guess. The
+		// level before is no good level to go back to.
 		m.forget(now, -1)
 		m.lastDir = 1
-		m.upStep, w.kind = m.span, whyRegimeUp
-		if m.prior > b+m.span {
-			m.upStep, w.kind = m.prior-b, whyRegimeBack
+		up := m.span
+		w.kind = whyRegimeUp
+		if m.prior > b+m.span && m.loadMark <= m.priorMark*(1+cfg.LoadMargin) {
+			up, w.kind = m.prior-b, whyRegimeBack
 		}
-		m.prior = 0
-		m.brightness = min(b+m.upStep, ceil)
+		m.brightness = min(b+up, ceil)
+		m.upStep = m.brightness - b
+		if m.brightness >= m.prior || m.loadMark > m.priorMark*(1+cfg.LoadMargin) {
+			m.prior = 0 // reached, or held at a lower load: no guide
+		}
 		w.feature = c.dimming(m.brightness)
 		return w
 	} else if float64(m.hotRun) >= regime && b > 0 {
-		m.prior = max(m.prior, b)
+		if b > m.prior {
+			m.prior, m.priorMark = b, m.loadMark
+		}
 		m.forget(now, b)
 		fall := max(fallMin, fallPerDoubling*math.Log2(p/farOver))
 		m.brightness = max(b-fall, 0)
@@ -408,9 +418,6 @@ func (c *Controller) trim(now time.Time, p, b, ceil, load float64, fallen, headr
 			}
 			nb = max(b-m.downStep, 0)
 			m.good = -1
-			if m.lastDir > 0 {
-				m.prior = b // a descent from a level the trim climbed to
-			}
 		}
 		m.turn(-1)
 		m.movedAt = now

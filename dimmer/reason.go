@@ -124,7 +124,7 @@ func (c *Controller) reason() string {
 	case whyRegimeUp:
 		r = fmt.Sprintf("%s: far under target (under %.0f%%) for %s: conditions changed, brightening %s by %.2f", sig, 50*cfg.Low, c.regimeTime(), cfg.Features[w.feature].Name, m.upStep)
 	case whyRegimeBack:
-		r = fmt.Sprintf("%s: far under target (under %.0f%%) for %s: conditions changed, back to the level held before the fall (%.2f)", sig, 50*cfg.Low, c.regimeTime(), m.brightness)
+		r = fmt.Sprintf("%s: far under target (under %.0f%%) for %s: conditions changed, brightening %s back to the level before the fall (%.2f)", sig, 50*cfg.Low, c.regimeTime(), cfg.Features[w.feature].Name, m.brightness)
 	case whyRegimeDown:
 		r = fmt.Sprintf("%s: far over target (over %.0f×) for %s: conditions changed, dimming %s", sig, 2*farOver, c.regimeTime(), cfg.Features[w.feature].Name)
 	case whyCapped:
