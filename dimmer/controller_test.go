@@ -453,6 +453,59 @@ func TestRegimeMoveUpThatFailedIsNoLevelToReturnTo(t *testing.T) {
 	}
 }
 
+// An episode that ends under a scheduled cap (full brightness for the law,
+// the cap binding) leaves no level to return to for the next episode.
+func TestRegimeLevelDoesNotOutliveItsEpisodeUnderACap(t *testing.T) {
+	cfg := testConfig()
+	cfg.Targets = []Target{{Signal: signals.LatencyP99, Target: 1}, {Signal: signals.RejectRatio, Target: 0.01, DimOnly: true}}
+	c, err := New(cfg)
+	require.NoError(t, err)
+	now, load := t0, 150.0
+	step := func(n int, p99, rr float64) *State {
+		var st *State
+		for range n {
+			now = now.Add(time.Second)
+			s := snap(now, p99, load)
+			s.Set(signals.RejectRatio, rr)
+			st = c.Step(now, s)
+		}
+		return st
+	}
+	step(1, 1.6, 0)
+	step(30, 0.8, 0.005)
+	fell := false
+	for range 15 {
+		if fell = strings.Contains(step(1, 0.8, 0.05).Reason, "conditions changed"); fell {
+			break
+		}
+	}
+	require.True(t, fell, "a regime fall")
+	load = 100 // the load fell: brighten at full speed to 1
+	for i := 0; c.State().Brightness < 1; i++ {
+		require.Less(t, i, 30)
+		step(1, 0.3, 0)
+	}
+	capped := cfg
+	capped.Schedule = []Cap{{Feature: "recommendations", Max: 0.2, From: now, For: 10 * time.Minute, Reason: "sale"}}
+	require.NoError(t, c.ReconfigureAt(now, capped))
+	step(60, 0.3, 0)
+	// A new episode, at the first one's load: what the first learnt
+	// about its dip says nothing about this one.
+	load = 150
+	step(3, 1.6, 0.1)
+	step(30, 0.8, 0.005)
+	var st *State
+	for range 12 {
+		b := c.State().Brightness
+		if st = step(1, 0.1, 0); strings.Contains(st.Reason, "conditions changed") {
+			assert.NotContains(t, st.Reason, "back to the level before the fall")
+			assert.LessOrEqual(t, st.Brightness, b+0.12+1e-9, "a span up at most")
+			return
+		}
+	}
+	t.Fatal("no regime move up in 12 s")
+}
+
 func TestCascadeShedsOnlyAtTheFloorAndUnshedsFirst(t *testing.T) {
 	c, _ := New(testConfig())
 	step := perSecond(c, -1, 0)
