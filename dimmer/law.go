@@ -349,12 +349,13 @@ func (c *Controller) trim(now time.Time, p, b, ceil, load float64, fallen, headr
 		m.lastDir = 1
 		up := m.span
 		w.kind = whyRegimeUp
-		if m.prior > b+m.span && m.loadMark <= m.priorMark*(1+cfg.LoadMargin) {
+		rose := m.loadMark > m.priorMark*(1+cfg.LoadMargin)
+		if m.prior > b+m.span && !rose {
 			up, w.kind = m.prior-b, whyRegimeBack
 		}
 		m.brightness = min(b+up, ceil)
 		m.upStep = m.brightness - b
-		if m.brightness >= m.prior || m.loadMark > m.priorMark*(1+cfg.LoadMargin) {
+		if m.brightness >= m.prior || rose {
 			m.prior = 0 // reached, or held at a lower load: no guide
 		}
 		w.feature = c.dimming(m.brightness)
