@@ -3,6 +3,7 @@ package dimmer
 import (
 	"context"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -78,6 +79,16 @@ type controllerState struct {
 	subs       map[int]chan *State
 	nextSub    int
 
+	// The settled trim (see trim.go).
+	landAt   time.Time     // the trim's last fresh start
+	holdWait time.Duration // how long a settled step waits after the last move
+	slowLoad float64       // the offered load, averaged over slowLoadWindow; 0 before any
+	holdLoad float64       // slowLoad when the trim settled; 0 until then
+	overRing []float64     // min(p, overCap) of the last overSpan of settled periods
+	overSum  float64
+	overN    int
+	overPos  int
+
 	// The last step's observations, reused every period.
 	readings []Reading
 	pressure float64
@@ -127,6 +138,10 @@ func (c *Controller) sizeScratch() {
 	m.levels = make([]float64, nf*(1+len(c.cfg.Segments)))
 	m.caps, m.capBy, m.binds = make([]float64, nf), make([]int, nf), make([]bool, nf)
 	m.active = make([]bool, len(c.cfg.Schedule))
+	if n := int(math.Ceil(overSpan.Seconds() / c.cfg.Tick.Seconds())); len(m.overRing) != n {
+		m.overRing = make([]float64, n)
+		m.clearOver()
+	}
 	for i := range m.caps {
 		m.caps[i], m.capBy[i] = 1, -1
 	}

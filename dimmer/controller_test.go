@@ -209,21 +209,23 @@ func TestTrimProbesAndBacksOff(t *testing.T) {
 	probe := st.Brightness
 	require.Greater(t, probe, good)
 	assert.InDelta(t, good+0.05, probe, 1e-9, "bisecting toward the level that was over")
-	// The probe is over: back to the last good level, not further.
+	// The probe is over: back near the last good level (a third of the
+	// probe above it, rounded to a quantum), not further.
 	for range 3 {
 		st = step(1.2, 150)
 	}
-	assert.InDelta(t, good, st.Brightness, 0.011, "a failed probe returns to the last good level")
+	back := good + math.Round((probe-good)/3/0.01)*0.01
+	assert.InDelta(t, back, st.Brightness, 1e-9, "a failed probe returns near the last good level")
 	assert.Contains(t, st.Reason, "back to the last good level")
 	// A reversal: the next step waits twice as long (10 evidence: 5
 	// periods at −2) and is at most half the span.
 	for i := range 5 {
 		st = step(0.3, 150)
 		if i < 4 {
-			assert.InDelta(t, good, st.Brightness, 0.011, "backing off: period %d", i)
+			assert.InDelta(t, back, st.Brightness, 1e-9, "backing off: period %d", i)
 		}
 	}
-	assert.Greater(t, st.Brightness, good+0.005, "then a probe")
+	assert.Greater(t, st.Brightness, back+0.005, "then a probe")
 	assert.Less(t, st.Brightness, probe, "smaller than the one that failed")
 	// The load drops by more than the margin: brighten at full speed.
 	for range 5 {
@@ -298,7 +300,11 @@ func TestTrimCountsEvidenceAgainstAStepEarly(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 4, back, "periods over target until the step up is undone")
-	assert.InDelta(t, up, c.State().Brightness, 1e-9, "back to the last good level")
+	want := up
+	if up2-up >= 0.04-1e-9 { // a probe of four quanta or more goes back to a third of it
+		want = up + math.Round((up2-up)/3/0.01)*0.01
+	}
+	assert.InDelta(t, want, c.State().Brightness, 1e-9, "back near the last good level")
 }
 
 // Reversals near the level the load allows make the trim slower and its
@@ -327,12 +333,18 @@ func TestTrimSettlesAndRestartsOnAChange(t *testing.T) {
 	for i := 2; i < len(moves); i++ {
 		assert.LessOrEqual(t, math.Abs(moves[i]), math.Abs(moves[0])+1e-9, "steps shrink: %v", moves)
 	}
-	// Ten periods far under target (Low/2): conditions changed. With no
-	// level a regime fall left to go back to, the trim starts afresh
-	// from a span (MaxStep) up.
+	// Far under target (Low/2) for a run: conditions changed. The trim
+	// has settled (over 45 s since the fall), so the run is twenty
+	// periods, not ten: at a level held for minutes, a lull of ten
+	// seconds still happens now and then. With no level a regime fall
+	// left to go back to, the trim starts afresh from a span (MaxStep) up.
 	var st *State
-	for range 10 {
+	for i := range 20 {
+		last = c.State().Brightness
 		st = step(0.1)
+		if i < 19 {
+			require.NotContains(t, st.Reason, "conditions changed", "period %d of the run", i+1)
+		}
 	}
 	assert.Contains(t, st.Reason, "conditions changed")
 	assert.InDelta(t, last+0.12, st.Brightness, 1e-9, "a span up at once")
@@ -379,11 +391,18 @@ func TestRegimeMovesReturnToTheLevelBeforeADip(t *testing.T) {
 			for range 30 {
 				st = step(0.8, 0.005) // in the band: the trim holds
 			}
-			before := st.Brightness
+			held := st.Brightness
 			// The capacity dips: refusals 5 times their target,
-			// latency held by the gate. A regime fall every run of
-			// 10 s, to the floor.
-			for i := range 40 {
+			// latency held by the gate. Settled, the trim steps a
+			// quantum down and waits; a regime fall every run of 20 s
+			// (10 s once it lands afresh), to the floor. before is the
+			// level the first regime fall left.
+			before := -1.0
+			n := 40
+			if rise == "" {
+				n = 60 // the first regime fall waits 20 s
+			}
+			for i := range n {
 				switch {
 				case rise == "at once" && i == 12:
 					require.Positive(t, st.Brightness)
@@ -391,7 +410,15 @@ func TestRegimeMovesReturnToTheLevelBeforeADip(t *testing.T) {
 				case rise == "slowly" && i >= 12 && load < 250:
 					load *= 1.05 // the mark follows: no fast fall
 				}
+				b := st.Brightness
 				st = step(0.8, 0.05)
+				if before < 0 && strings.Contains(st.Reason, "conditions changed") {
+					before = b
+				}
+			}
+			if rise == "" {
+				require.Positive(t, before, "a regime fall")
+				assert.InDelta(t, held, before, 0.021, "a settled trim steps a quantum at a time before the regime fall")
 			}
 			require.Zero(t, st.Brightness, "the dip dimmed to the floor")
 			// It comes back: far under target for a run. The trim
@@ -407,7 +434,7 @@ func TestRegimeMovesReturnToTheLevelBeforeADip(t *testing.T) {
 			}
 			require.NotNil(t, back, "a regime move up within 12 s")
 			if rise != "" {
-				assert.Less(t, back.Brightness, before-0.1, "the load rose: not back to the level held at the lower load")
+				assert.Less(t, back.Brightness, held-0.1, "the load rose: not back to the level held at the lower load")
 				return
 			}
 			assert.InDelta(t, before, back.Brightness, 1e-9, "back to the level the dip's first fall left")
@@ -440,7 +467,7 @@ func TestRegimeMoveUpThatFailedIsNoLevelToReturnTo(t *testing.T) {
 	for lull := range 3 {
 		var st *State
 		var b float64
-		for range 12 {
+		for range 24 { // settled: a run twice as long as the landing's 10
 			b = c.State().Brightness
 			if st = step(0.1); strings.Contains(st.Reason, "conditions changed") {
 				break

@@ -12,7 +12,8 @@ package dimmer_test
 //
 // Config knobs for ExploreController and ExploreTrace: RR (reject.ratio's
 // target), EVID (Evidence), MAXSTEP, LOW, SP (Setpoint); SLICES sets the
-// lab's latency window (5 one-second slices). SWINGFROM moves
+// lab's latency window (5 one-second slices), GATE=default the
+// package-default gate (shed.GateConfig{}) instead of the lab's. SWINGFROM moves
 // the second the swing is measured from (60); VERBOSE=1 lists the seeds
 // that swing or turn, with their level at 60 s and 90 s and the median
 // after 120 s (under at 60 s and climbing: a landing short of θ*).
@@ -81,6 +82,8 @@ func exRun(load sim.Profile, seed uint32, d sim.Dimmer, dur time.Duration, gate 
 	}
 	if gate != nil {
 		cfg.Admission = gate()
+	} else if os.Getenv("GATE") == "default" {
+		cfg.Admission = sim.NewShed(shed.GateConfig{})
 	}
 	res := sim.Run(cfg)
 	var x exRes

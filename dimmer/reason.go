@@ -17,6 +17,7 @@ type why struct {
 	held    time.Duration
 	load    float64 // the offered load now, and the mark
 	mark    float64
+	settled bool // the trim has landed (see trim.go)
 }
 
 type whyKind uint8
@@ -39,10 +40,12 @@ const (
 	whyBand
 	whyCapped
 	whyConfirm    // over High for one period from full brightness
-	whyTrimHold   // settled: gathering evidence
+	whyTrimHold   // gathering evidence (landing, or settled)
 	whyTrimDown   // over for long enough: a step down
 	whyTrimBack   // a probe that failed: back to the last good level
 	whyTrimUp     // under for long enough: a probe up
+	whyTrimOver   // settled, and over on average for overSpan: two quanta down
+	whyTrimWait   // settled: the next step waits
 	whyRegimeUp   // far under for long: conditions changed, a span up
 	whyRegimeBack // far under for long after a regime fall: back to the level it left
 	whyRegimeDown // far over for long: conditions changed, a fast fall
@@ -58,7 +61,7 @@ func (c *Controller) action() (Action, signals.Key, bool) {
 		a = Dim
 	case whyCascade:
 		a = Shed
-	case whyTrimDown, whyTrimBack, whyRegimeDown:
+	case whyTrimDown, whyTrimBack, whyTrimOver, whyRegimeDown:
 		a = Dim
 	case whyBrighten, whyTrimUp, whyRegimeUp, whyRegimeBack, whyUnshed, whyUnshedRoom, whyUnshedLoad:
 		a = Brighten
@@ -114,11 +117,18 @@ func (c *Controller) reason() string {
 	case whyConfirm:
 		r = fmt.Sprintf("%s: over %.0f%% of target at full brightness: weighing whether it is an overload", sig, 100*cfg.High)
 	case whyTrimHold:
-		r = fmt.Sprintf("%s: settled, holding", sig)
+		r = fmt.Sprintf("%s: landing, holding", sig)
+		if w.settled {
+			r = fmt.Sprintf("%s: settled, holding", sig)
+		}
 	case whyTrimDown:
 		r = fmt.Sprintf("%s: over %.0f%% of target long enough: dimming %s by %.2f", sig, 100*cfg.High, cfg.Features[w.feature].Name, m.downStep)
 	case whyTrimBack:
 		r = fmt.Sprintf("%s: the probe was too bright: back to the last good level; the next step needs %.0f of evidence (%.0f s over target)", sig, c.need(), c.need()/2)
+	case whyTrimOver:
+		r = fmt.Sprintf("%s: settled, but over target on average for %s: dimming %s by %.2f", sig, overSpan, cfg.Features[w.feature].Name, m.downStep)
+	case whyTrimWait:
+		r = fmt.Sprintf("%s: settled, the next step in %s at the earliest", sig, w.held.Round(time.Second))
 	case whyTrimUp:
 		r = fmt.Sprintf("%s: under %.0f%% of target long enough: probing %s", sig, 100*cfg.Low, cfg.Features[w.feature].Name)
 	case whyRegimeUp:
