@@ -16,10 +16,11 @@ import (
 // Issue 16's goals, measured in the lab against the θ* oracle
 // (testdata/oracle.csv) at constant loads from 0.9 to 1.5 times the lab's
 // capacity: 300 s runs, the first minute not counted, seeds goalSeed0… —
-// not the oracle's seeds, and not the ones the law was tuned on.
+// not the oracle's seeds (1000…), and not the ones the law was tuned on
+// (1000…9019).
 const (
 	goalSeeds = 20
-	goalSeed0 = 2000
+	goalSeed0 = 10000
 )
 
 // goalRun is one constant-load run of the controller with what the goals
@@ -70,6 +71,31 @@ func runGoal(load sim.Profile, seed uint32, dur time.Duration, capacity func(tim
 	return res, g
 }
 
+// constRuns are the controller's runs at the oracle's constant loads, per
+// load and seed, made once for the goal tests that read them.
+var constRuns = sync.OnceValue(func() [][]goalRun {
+	out := make([][]goalRun, len(oracleLoads))
+	for l, load := range oracleLoads {
+		out[l] = make([]goalRun, goalSeeds)
+		eachSeed(func(i int, seed uint32) {
+			_, out[l][i] = runGoal(sim.Constant(load), seed, oracleRun, nil)
+		})
+	}
+	return out
+})
+
+// runsAt returns constRuns at load.
+func runsAt(t *testing.T, load float64) []goalRun {
+	t.Helper()
+	for l, v := range oracleLoads {
+		if v == load {
+			return constRuns()[l]
+		}
+	}
+	t.Fatalf("load %v is not one of the oracle's", load)
+	return nil
+}
+
 // eachSeed runs f for the goal's seeds, two at a time.
 func eachSeed(f func(i int, seed uint32)) {
 	var wg sync.WaitGroup
@@ -99,10 +125,7 @@ func TestLabOptionalVsOracle(t *testing.T) {
 			continue
 		}
 		t.Run(fmt.Sprintf("load%.0f", row.Load), func(t *testing.T) {
-			runs := make([]goalRun, goalSeeds)
-			eachSeed(func(i int, seed uint32) {
-				_, runs[i] = runGoal(sim.Constant(row.Load), seed, oracleRun, nil)
-			})
+			runs := runsAt(t, row.Load)
 			var inTime, optional float64
 			for _, r := range runs {
 				inTime += r.w.InTime / goalSeeds
@@ -122,40 +145,64 @@ func TestLabOptionalVsOracle(t *testing.T) {
 
 // Goal 2: calm at constant load after the first minute — at most 2
 // changes of direction per 5 minutes (reversals of two quanta) and no
-// feature's level swinging more than 0.2. The law does not meet either per
-// seed yet (see the package documentation); the test logs both and guards
-// what holds: few seeds over 2 changes of direction, and a swing over 0.2
-// in at most half the seeds of any load (the law before the asymmetric
-// settle had up to 12 of 20; the one before issue 16 all 20), and none
-// over 0.6 (a regime move half way up from a lull made swings of 0.84).
+// feature's level swinging more than 0.2 (its highest minus its lowest
+// level). Per seed, with a failure budget over the 7 loads × 20 seeds:
+// calmBudget runs may swing more than 0.2 and dirsBudget turn more than
+// twice (over seeds 1000–9019 the law fails 17 of 1260 runs on the swing,
+// 1 on the turns; the law before issue 16 swung in every run, the one
+// before the settled trim in 170). Most of the runs that do swing landed
+// far from θ* in the first minute — the first fall at load 90 can come
+// after it — and the trim corrected them later.
+//
+// The control: calm is no virtue without control, and a fixed level is
+// perfectly calm. At every load the same runs answer in time within half
+// a point of θ*'s (sim.Static(θ*), the oracle row) — which sim.Static(1)
+// does not at any load of the table.
+const (
+	calmBudget = 5
+	dirsBudget = 1
+)
+
 func TestLabCalm(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("300 s lab runs: skipped under -short and -race")
 	}
-	for _, load := range oracleLoads {
-		t.Run(fmt.Sprintf("load%.0f", load), func(t *testing.T) {
-			runs := make([]goalRun, goalSeeds)
-			eachSeed(func(i int, seed uint32) {
-				_, runs[i] = runGoal(sim.Constant(load), seed, oracleRun, nil)
-			})
-			var dirsOver, swingOver, maxDirs int
-			var maxSwing float64
-			for _, r := range runs {
-				if r.dirs > 2 {
-					dirsOver++
-				}
-				if r.swing > 0.2+1e-9 {
-					swingOver++
-				}
-				maxDirs, maxSwing = max(maxDirs, r.dirs), max(maxSwing, r.swing)
+	rows := readOracle(t)
+	var swings, turns []string
+	for _, row := range rows {
+		runs := runsAt(t, row.Load)
+		var inTime, maxSwing float64
+		maxDirs := 0
+		for i, r := range runs {
+			if r.swing > 0.2+1e-9 {
+				swings = append(swings, fmt.Sprintf("load %.0f seed %d: %.2f", row.Load, goalSeed0+i, r.swing))
 			}
-			t.Logf("load %.0f: changes of direction over 2 in %d of %d seeds (max %d); swing over 0.2 in %d (max %.2f)",
-				load, dirsOver, goalSeeds, maxDirs, swingOver, maxSwing)
-			assert.LessOrEqual(t, dirsOver, 3, "seeds with more than 2 changes of direction")
-			assert.LessOrEqual(t, maxDirs, 6, "changes of direction in any seed")
-			assert.LessOrEqual(t, swingOver, goalSeeds/2, "seeds with a swing over 0.2")
-			assert.LessOrEqual(t, maxSwing, 0.6, "the largest swing")
-		})
+			if r.dirs > 2 {
+				turns = append(turns, fmt.Sprintf("load %.0f seed %d: %d", row.Load, goalSeed0+i, r.dirs))
+			}
+			maxDirs, maxSwing = max(maxDirs, r.dirs), max(maxSwing, r.swing)
+			inTime += r.w.InTime / goalSeeds
+		}
+		t.Logf("load %.0f: at most %d changes of direction, a swing of at most %.2f; in time %.2f%% (θ* %.2f%%)",
+			row.Load, maxDirs, maxSwing, 100*inTime, 100*row.InTime)
+		assert.GreaterOrEqual(t, inTime, row.InTime-0.005, "load %.0f: in time vs θ*'s (the control)", row.Load)
+	}
+	assert.LessOrEqual(t, len(swings), calmBudget, "runs with a swing over 0.2 (of %d): %v", len(rows)*goalSeeds, swings)
+	assert.LessOrEqual(t, len(turns), dirsBudget, "runs with more than 2 changes of direction (of %d): %v", len(rows)*goalSeeds, turns)
+}
+
+// TestLabCalmControl checks the calm test's control: without a controller
+// (sim.Static(1)) the lab misses θ*'s in-time share by more than half a
+// point at every load of the table.
+func TestLabCalmControl(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("300 s lab runs: skipped under -short and -race")
+	}
+	for _, row := range readOracle(t) {
+		ws := make([]sim.Window, goalSeeds)
+		eachSeed(func(i int, seed uint32) { ws[i] = staticWindow(row.Load, 1, seed) })
+		in, _, _ := pooled(ws)
+		assert.Less(t, in, row.InTime-0.005, "load %.0f: Static(1) in time %.2f%%", row.Load, 100*in)
 	}
 }
 
