@@ -53,6 +53,7 @@ type controllerState struct {
 	overSince  time.Time // cascade pressure held since; zero when not
 	lastFresh  time.Time
 	dimmed     bool          // the law dimmed since it was last at full brightness
+	falling    bool          // the last period took the fast path down
 	acc        float64       // the trim's evidence: + over High, − under Low
 	peak       float64       // the highest pressure the trim saw since the last fast move
 	dipped     bool          // the trim saw pressure under target since the last fast move
@@ -84,6 +85,8 @@ type controllerState struct {
 	holdWait time.Duration // how long a settled step waits after the last move
 	slowLoad float64       // the offered load, averaged over slowLoadWindow; 0 before any
 	holdLoad float64       // slowLoad when the trim settled; 0 until then
+	underRun int           // settled periods in a row under Low…
+	underSum float64       // …and their pressures' sum
 	overRing []float64     // min(p, overCap) of the last overSpan of settled periods
 	overSum  float64
 	overN    int

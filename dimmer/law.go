@@ -132,6 +132,8 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 	}
 	b := m.brightness
 	c.trackLoad(load)
+	falling := m.falling // the last period was a fast fall: this one goes on with it
+	m.falling = false
 	// Against the mark as it was: updated first, it would chase a rise
 	// and hide one under LoadMargin·(1/markWeight).
 	loadUp := m.loadMark > 0 && load >= 0 && load > m.loadMark*(1+cfg.LoadMargin)
@@ -214,10 +216,17 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 			w.kind, w.feature = whyDim, c.dimming(b)
 			m.brightness = max(b-step, 0) // the floor stops the features
 			m.overSince = time.Time{}
-			m.dimmed = true
-			if loadUp {
+			switch {
+			case loadUp:
 				m.prior = 0 // a level held at a lower load is no guide
+			case m.dimmed && !falling && b > m.prior:
+				// Latency over CascadeAt at a level the trim held, at
+				// the same load: the capacity dropped, as a regime
+				// fall says. That level is where to go back to when it
+				// returns.
+				m.prior, m.priorMark = b, m.loadMark
 			}
+			m.dimmed, m.falling = true, true
 			m.forget(now, b)
 			return w
 		}

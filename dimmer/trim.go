@@ -118,7 +118,12 @@ func (c *Controller) trim(now time.Time, p, b, ceil float64, fallen, headroom bo
 	// the pressure is heavy: at a level held for minutes, a lull or a
 	// burst of refusals that long still happens now and then.
 	up, down := c.regimeRuns(settled, b, p)
-	if float64(m.calmRun) >= up && b < ceil {
+	// With a level a regime fall left to go back to, a run under Low
+	// whose mean is far under will do: that level is known good, and
+	// at the floor the readings of a capacity that came back straddle
+	// Low/2.
+	back := m.prior > b+m.span && float64(m.underRun) >= up && m.underSum < float64(m.underRun)*cfg.Low/2
+	if (float64(m.calmRun) >= up || back) && b < ceil {
 		// Back to the level a regime fall left (the capacity that
 		// dipped came back), unless the load rose past the margin
 		// since; without one, a span, and the trim's steps double
@@ -406,6 +411,12 @@ func (c *Controller) evidence(now time.Time, p float64, headroom bool) bool {
 	} else {
 		m.calmRun = 0
 	}
+	if p < cfg.Low {
+		m.underRun++
+		m.underSum += p
+	} else {
+		m.underRun, m.underSum = 0, 0
+	}
 	if p >= 2*farOver {
 		m.hotRun++
 	} else {
@@ -478,5 +489,6 @@ func (m *controllerState) forget(now time.Time, bad float64) {
 	m.span = m.maxStep
 	m.movedAt = now
 	m.calmRun, m.hotRun = 0, 0
+	m.underRun, m.underSum = 0, 0
 	m.land(now)
 }

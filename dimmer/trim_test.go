@@ -1,6 +1,7 @@
 package dimmer
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -193,5 +194,65 @@ func TestFailedProbeGoesBackNearTheLastGoodLevel(t *testing.T) {
 		st := c.Step(now, s)
 		assert.InDelta(t, tc.want, st.Brightness, 1e-9, "good %.2f, probe %.2f", tc.good, tc.probe)
 		assert.Contains(t, st.Reason, "back to the last good level")
+	}
+}
+
+// A fast fall on latency over CascadeAt, from a level the trim held and at
+// the same load, is a drop of capacity as a regime fall is: it remembers
+// that level, and the capacity's return goes back there. The steps of one
+// fall after its first are no level held.
+func TestCascadeFallRemembersTheLevelHeld(t *testing.T) {
+	r := newSettleRig(t)
+	held := r.land() // three fast steps from 1: no level held before them
+	r.step(1.6, 0)   // latency over CascadeAt: two fast steps of 0.2
+	r.step(1.6, 0)
+	require.Zero(t, r.c.State().Brightness, "the fall")
+	for range 20 {
+		r.step(0.8, 0.005)
+	}
+	var back *State
+	for range 25 {
+		if st := r.step(0.1, 0); strings.Contains(st.Reason, "conditions changed") {
+			back = st
+			break
+		}
+	}
+	require.NotNil(t, back, "a regime move up")
+	assert.Contains(t, back.Reason, "back to the level before the fall")
+	assert.InDelta(t, held, back.Brightness, 1e-9, "back to the level the trim held, not one the fall passed")
+}
+
+// With a level a regime fall left to go back to, a run under Low whose
+// mean is under Low/2 returns there, though some of its readings are
+// between Low/2 and Low: at the floor, a capacity that came back reads
+// about Low/2. Without such a level, the same run moves nothing.
+func TestReturnToTheLevelBeforeAFallOnAMeanFarUnder(t *testing.T) {
+	for _, prior := range []bool{true, false} {
+		r := newSettleRig(t)
+		held := r.land()
+		if prior {
+			r.step(1.6, 0) // two fast steps from the level held
+			r.step(1.6, 0)
+		}
+		for range 20 {
+			r.step(0.8, 0.005)
+		}
+		var moved *State
+		for i := range 24 {
+			p99 := 0.2
+			if i%2 == 1 {
+				p99 = 0.45 // under Low, not under Low/2: the mean is 0.325
+			}
+			if st := r.step(p99, 0); strings.Contains(st.Reason, "conditions changed") {
+				moved = st
+				break
+			}
+		}
+		if !prior {
+			assert.Nil(t, moved, "no level to go back to: a run that is not far under throughout moves nothing")
+			continue
+		}
+		require.NotNil(t, moved, "back to the level before the fall")
+		assert.InDelta(t, held, moved.Brightness, 1e-9)
 	}
 }
