@@ -72,10 +72,12 @@
 //     to a span that starts at MaxStep and halves with each change of
 //     direction (Kesten's rule for stochastic approximation: near the
 //     level the load allows, noise would otherwise walk the level).
-//   - A step up that proves over goes back to the last good level. Steps
-//     up bisect toward the last level that was over and pass it a quantum
-//     at a time; that memory lasts 2 minutes (as TCP CUBIC remembers its
-//     last window).
+//   - A step up that proves over goes back near the last good level: to
+//     it after a probe of up to three quanta, else to a third of the
+//     probe above it (going all the way back made the landing settle
+//     low). Steps up bisect toward the last level that was over and pass
+//     it a quantum at a time; that memory lasts 2 minutes (as TCP CUBIC
+//     remembers its last window).
 //   - The first step down after a fast fall is sized by the pressure
 //     (MaxStep·log₂(p/2) when p ≥ 4), twice that when the pressure is
 //     still at its highest since the fall (the fall fell short: the
@@ -93,10 +95,38 @@
 //     fall; up, back to the highest level a regime fall of the episode
 //     left (the capacity that dipped came back: as CUBIC returns toward
 //     its last window; a load that rose past the margin since makes that
-//     level no guide), or without one a span (MaxStep).
+//     level no guide), or without one a span (MaxStep). With such a
+//     level to go back to, a run under Low whose mean is under Low/2 will
+//     do (at the floor, a capacity that came back reads about Low/2). A
+//     fast fall on latency over CascadeAt from a level the trim held, at
+//     the same load, is a regime fall too: it remembers that level.
 //     A calm run is also what a lull in a steady load looks like: a jump
 //     half way up from one was the largest swing the lab saw (0.84 of a
 //     feature's level).
+//
+// The trim settles. For 45 s after a fresh start (a fast move, a regime
+// move; at least 9 signal windows) it lands, as above. Then it holds what
+// the landing found: in the lab the landing puts the level within about
+// ±0.1 of the best fixed level, and more evidence narrows that only to
+// about ±0.05 over the next minutes — moving on it would swing a feature
+// more than it gains (a brightness step of 0.075 is 0.2 of the level of a
+// feature with 37.5 % of the ladder). Settled:
+//
+//   - Each step is a quantum, and waits longer than the one before it:
+//     10 s after the last move, then 20, 40 and 60 s at most (at least 2
+//     and 12 signal windows). Probes that fail back off; so do the ones
+//     that hold, since each holds little more than the last.
+//   - A regime move needs a run twice as long (4·Evidence seconds), unless
+//     it goes back to the level a regime fall left, or the pressure is
+//     over 16× target: at a level held for minutes, a ten-second lull or
+//     burst of refusals still happens now and then.
+//   - Over target on average for 30 s — the mean of min(p, 5) over the
+//     settled periods since the last step at least 2.2 — steps two quanta
+//     down at once, whatever the wait: that level is clearly over, not
+//     noisy.
+//   - An offered load (averaged over 30 s) that drifts 0.4·LoadMargin
+//     (8 %) from where the trim settled starts the landing afresh, so
+//     that a slowly changing load is still followed.
 //
 // While the load stays within LoadMargin of the load mark (the average
 // offered load while dimmed, LoadSignal), only the trim moves the level;
@@ -187,35 +217,52 @@
 // time (p99 stays under target at every level: the gate holds it), over
 // seeds 1000–1019, 300 s runs, the first minute not counted
 // (TestLabOracle re-checks it; -update-oracle sweeps it again). Beside
-// it, this controller on seeds 2000–2019 (TestLabOptionalVsOracle; the
-// law was tuned on 1000–1019), and the law it replaced:
+// it, on seeds 10000–10019 that no tuning used (TestLabOptionalVsOracle;
+// the settled trim was tuned on seeds 1000–9019): this controller, the law
+// before the trim settled, and the law before issue 16:
 //
-//	load  θ*    θ* in time   controller  in time   before: optional  in time
-//	  90  0.80  99.10 %      0.752       99.21 %   0.466             99.40 %
-//	 100  0.60  99.08 %      0.587       99.02 %   0.304             99.33 %
-//	 110  0.40  99.23 %      0.416       99.08 %   0.203             99.30 %
-//	 120  0.25  99.33 %      0.277       99.06 %   0.129             99.22 %
-//	 130  0.15  99.25 %      0.157       99.10 %   0.082             99.12 %
-//	 140  0.05  99.26 %      0.067       99.07 %   0.047             98.94 %
-//	 150  none (θ = 0: 98.91 %)
+//	                       this law          before settling    before issue 16
+//	load  θ*    in time    optional in time  optional in time   optional in time
+//	  90  0.80  99.10 %    0.735  99.29 %    0.729  99.30 %     0.471  99.39 %
+//	 100  0.60  99.08 %    0.556  99.14 %    0.553  99.21 %     0.297  99.29 %
+//	 110  0.40  99.23 %    0.383  99.19 %    0.386  99.24 %     0.181  99.26 %
+//	 120  0.25  99.33 %    0.258  99.22 %    0.264  99.20 %     0.142  99.20 %
+//	 130  0.15  99.25 %    0.146  99.18 %    0.149  99.21 %     0.077  99.12 %
+//	 140  0.05  99.26 %    0.062  99.12 %    0.057  99.19 %     0.048  98.86 %
+//	 150  none (θ = 0: 98.91 %)  0.009  98.77 %    0.007  98.80 %     —  98.33 %
 //
-// Calm (TestLabCalm, after the first minute of 300 s): the law it
-// replaced changed direction 9–12 times and swung from full to off in
-// every seed. This one changes direction at most twice in 18–20 of 20
-// seeds per load (at most 4 times), but a feature's level still swings
-// more than 0.2 in 0–6 of 20 seeds per load (5, 2, 4, 6, 3, 1, 0 from 90
-// to 150 req/s, 21 of 140; on seeds 3000–3019 3, 0, 1, 2, 2, 1, 0), by
-// at most 0.51 (0.84 when the regime move up went half way up): in
-// the reviews' stretch (brightness under 0.375) 0.2 of reviews' level is
-// 0.075 of brightness. What is left is mostly a landing short of θ* after
-// the first fall, then a climb a quantum or two at a time during minutes
-// 1–4 (counted from the third minute on, 8 of 140 seeds swing; on seeds
-// 3000–3019, 2): right after a fall the refusals over-state the
-// overload while the admission gate's limit grows back, and a burst of
-// refusals at a level under θ* fails a probe there. After a 5-minute dip of capacity to 70 %
-// at 100 req/s, the level is back within 0.1 of θ* within 30 s of the
-// capacity's return in 19 of 20 seeds (median 13 s; the other 35 s)
-// (TestLabCapacityDip).
+// Over the 1260 runs of seeds 1000–9019 the worst load's optional share is
+// 1.02 times what the goal asks (90 % of θ*'s) and its in-time share 0.41
+// points under θ*'s (the goal allows 0.5): loads 90–100 land low, 120 a
+// little high.
+//
+// Calm (TestLabCalm, after the first minute of 300 s, the same runs): the
+// law before issue 16 swung from full to off in every run, changing
+// direction 6–12 times; the law before the trim settled swung a feature's
+// level more than 0.2 in 19 of the 140 runs (up to 0.67) and changed
+// direction more than twice in 4. This one: in none and none (the largest
+// swing 0.19, at most one change of direction); over seeds 1000–9019, 17
+// and 1 of 1260 runs (before settling: 170 and 37). A swing over 0.2 is
+// now mostly a landing far from θ* in the first minute — at load 90 the
+// first fall can come after it — that the trim corrects later. In the
+// reviews' stretch (brightness under 0.375) 0.2 of reviews' level is 0.075
+// of brightness.
+//
+// After a 5-minute dip of capacity to 70 % at 100 req/s
+// (TestLabCapacityDip), on seeds 20000–20299: back within 0.05 of the
+// level held before the dip (or within 0.1 of θ*) within 30 s of the
+// capacity's return in 296 of 300 seeds (before settling: 279), within
+// 0.1 of θ* in 278 (before: 249; a median of 13 s for the 285 that got
+// there within 180 s). Most of the others held a level under 0.5 before
+// the dip — the landing of the first two minutes put them there — and
+// went back to it.
+//
+// The price is on a load that changes slowly, which the settled trim
+// follows by landing afresh each time the load drifts 8 %: over 60 seeds,
+// 420 s runs, a ramp from 150 down to 80 req/s over 200 s serves optional
+// parts to 32.3 % of answers (before settling 33.7 %), one from 80 up to
+// 150 answers 97.46 % in time (97.65 %), and a sale spike decaying from 200
+// to 70 req/s serves 39.2 % (40.3 %).
 //
 // # Scheduled caps
 //
