@@ -83,7 +83,9 @@ type controllerState struct {
 	// The settled trim (see trim.go).
 	landAt   time.Time     // the trim's last fresh start
 	holdWait time.Duration // how long a settled step waits after the last move
-	slowLoad float64       // the offered load, averaged over slowLoadWindow; 0 before any
+	slowLoad float64       // the offered load, averaged over slowLoadWindow (see trackLoad)
+	slowN    int           // readings in slowLoad since the last fast move
+	lastCeil float64       // the ceiling of the scheduled caps at the last period
 	holdLoad float64       // slowLoad when the trim settled; 0 until then
 	underRun int           // settled periods in a row under Low…
 	underSum float64       // …and their pressures' sum
@@ -118,7 +120,7 @@ func New(cfg Config) (*Controller, error) {
 		return nil, err
 	}
 	c := &Controller{cfg: cfg}
-	c.mu.brightness = 1
+	c.mu.brightness, c.mu.lastCeil = 1, 1
 	c.mu.good, c.mu.bad = -1, -1
 	c.mu.q, c.mu.maxStep, c.mu.span = cfg.Quantum, cfg.MaxStep, cfg.MaxStep
 	c.mu.pins = map[string]Pin{}

@@ -148,7 +148,7 @@ func TestLabOptionalVsOracle(t *testing.T) {
 // feature's level swinging more than 0.2 (its highest minus its lowest
 // level). Per seed, with a failure budget over the 7 loads × 20 seeds:
 // calmBudget runs may swing more than 0.2 and dirsBudget turn more than
-// twice (over seeds 1000–9019 the law fails 17 of 1260 runs on the swing,
+// twice (over seeds 1000–9019 the law fails 16 of 1260 runs on the swing,
 // 1 on the turns; the law before issue 16 swung in every run, the one
 // before the settled trim in 170). Most of the runs that do swing landed
 // far from θ* in the first minute — the first fall at load 90 can come
@@ -216,7 +216,7 @@ func TestLabCalmControl(t *testing.T) {
 //     capacity's return goes back there. Over seeds 20000–20299, 4 of
 //     300 were late.
 //   - back within 0.1 of θ*: at most dipBudget late. Over seeds
-//     20000–20299, 22 of 300 were (7 %); 14 of them held a level under
+//     20000–20299, 24 of 300 were (8 %); 17 of them held a level under
 //     0.5 before the dip — the landing of the first two minutes put them
 //     there, and the settled trim does not climb 0.1 in the 75 s before
 //     the dip — and went back to that level instead.

@@ -130,6 +130,13 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 		m.brightness = ceil
 		m.movedAt = now // the signals describe the level before the cap
 	}
+	if ceil > m.lastCeil+cfg.Quantum/2 && m.brightness >= m.lastCeil-cfg.Quantum/2 {
+		// A cap that held the level lifted: the trim lands afresh from
+		// where it held it (a settled trim would climb back a quantum a
+		// minute).
+		m.land(now)
+	}
+	m.lastCeil = ceil
 	b := m.brightness
 	c.trackLoad(load)
 	falling := m.falling // the last period was a fast fall: this one goes on with it
@@ -219,11 +226,11 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 			switch {
 			case loadUp:
 				m.prior = 0 // a level held at a lower load is no guide
-			case m.dimmed && !falling && b > m.prior:
-				// Latency over CascadeAt at a level the trim held, at
-				// the same load: the capacity dropped, as a regime
-				// fall says. That level is where to go back to when it
-				// returns.
+			case m.dimmed && !falling && now.Sub(m.movedAt) >= m.sigWindow && b > m.prior:
+				// Latency over CascadeAt at a level the trim held (for
+				// a signal window since it last moved), at the same
+				// load: the capacity dropped, as a regime fall says.
+				// That level is where to go back to when it returns.
 				m.prior, m.priorMark = b, m.loadMark
 			}
 			m.dimmed, m.falling = true, true

@@ -144,6 +144,11 @@ func (c *Controller) ReconfigureAt(now time.Time, cfg Config) error {
 	}
 	c.mu.Lock()
 	m := &c.mu
+	if cfg.Tick != c.cfg.Tick {
+		// The trim's runs count periods: of the old Tick, they say
+		// nothing about the new one's.
+		m.calmRun, m.hotRun, m.underRun, m.underSum = 0, 0, 0, 0
+	}
 	c.cfg = cfg
 	m.q, m.maxStep = cfg.Quantum, cfg.MaxStep
 	m.span = min(max(m.span, m.q), m.maxStep)

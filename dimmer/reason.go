@@ -2,7 +2,6 @@ package dimmer
 
 import (
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/brownout/brownout/signals"
@@ -17,7 +16,9 @@ type why struct {
 	held    time.Duration
 	load    float64 // the offered load now, and the mark
 	mark    float64
-	settled bool // the trim has landed (see trim.go)
+	settled bool          // the trim has landed (see trim.go)
+	run     time.Duration // a regime move's run
+	onMean  bool          // …whose readings were under Low, far under on average
 }
 
 type whyKind uint8
@@ -132,11 +133,15 @@ func (c *Controller) reason() string {
 	case whyTrimUp:
 		r = fmt.Sprintf("%s: under %.0f%% of target long enough: probing %s", sig, 100*cfg.Low, cfg.Features[w.feature].Name)
 	case whyRegimeUp:
-		r = fmt.Sprintf("%s: far under target (under %.0f%%) for %s: conditions changed, brightening %s by %.2f", sig, 50*cfg.Low, c.regimeTime(), cfg.Features[w.feature].Name, m.upStep)
+		r = fmt.Sprintf("%s: far under target (under %.0f%%) for %s: conditions changed, brightening %s by %.2f", sig, 50*cfg.Low, w.run, cfg.Features[w.feature].Name, m.upStep)
 	case whyRegimeBack:
-		r = fmt.Sprintf("%s: far under target (under %.0f%%) for %s: conditions changed, brightening %s back to the level before the fall (%.2f)", sig, 50*cfg.Low, c.regimeTime(), cfg.Features[w.feature].Name, m.brightness)
+		far := fmt.Sprintf("far under target (under %.0f%%) for %s", 50*cfg.Low, w.run)
+		if w.onMean {
+			far = fmt.Sprintf("under %.0f%% of target for %s, under %.0f%% on average", 100*cfg.Low, w.run, 50*cfg.Low)
+		}
+		r = fmt.Sprintf("%s: %s: conditions changed, brightening %s back to the level before the fall (%.2f)", sig, far, cfg.Features[w.feature].Name, m.brightness)
 	case whyRegimeDown:
-		r = fmt.Sprintf("%s: far over target (over %.0f×) for %s: conditions changed, dimming %s", sig, 2*farOver, c.regimeTime(), cfg.Features[w.feature].Name)
+		r = fmt.Sprintf("%s: far over target (over %.0f×) for %s: conditions changed, dimming %s", sig, 2*farOver, w.run, cfg.Features[w.feature].Name)
 	case whyCapped:
 		r = sig + ": at the scheduled cap, holding"
 	}
@@ -184,11 +189,4 @@ func fmtValue(k signals.Key, v float64) string {
 		return d.Round(time.Microsecond).String()
 	}
 	return fmt.Sprintf("%.3g", v)
-}
-
-// regimeTime is how long a run far from target lasts before the trim
-// starts afresh: 2·Evidence seconds' worth of periods.
-func (c *Controller) regimeTime() time.Duration {
-	n := math.Ceil(2 * c.cfg.Evidence / c.cfg.Tick.Seconds())
-	return time.Duration(n) * c.cfg.Tick
 }

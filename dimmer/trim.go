@@ -28,8 +28,9 @@ import (
 // (a run far from target) needs twice the run; an average pressure over
 // overMean for overSpan steps down overStep quanta at once (a level that
 // is clearly over, not noise). A load that drifts 0.4·LoadMargin from
-// where the trim settled starts the landing afresh, so that a slowly
-// changing load is still followed.
+// where the trim settled, or a scheduled cap that held the level and
+// lifts, unsettles it for another settleFor of landing steps, so that a
+// slowly changing load is still followed.
 //
 // For a signal window after each step the signals still describe the
 // level before it, and only readings against the step count (over target
@@ -117,25 +118,28 @@ func (c *Controller) trim(now time.Time, p, b, ceil float64, fallen, headroom bo
 	// twice as long, unless it returns to a level a regime fall left or
 	// the pressure is heavy: at a level held for minutes, a lull or a
 	// burst of refusals that long still happens now and then.
-	up, down := c.regimeRuns(settled, b, p)
-	// With a level a regime fall left to go back to, a run under Low
-	// whose mean is far under will do: that level is known good, and
-	// at the floor the readings of a capacity that came back straddle
-	// Low/2.
-	back := m.prior > b+m.span && float64(m.underRun) >= up && m.underSum < float64(m.underRun)*cfg.Low/2
-	if (float64(m.calmRun) >= up || back) && b < ceil {
+	// A level a regime fall left is a guide back, unless the load rose
+	// past the margin since it was held.
+	rose := m.loadMark > m.priorMark*(1+cfg.LoadMargin)
+	guide := m.prior > b+q/2 && !rose
+	up, down := c.regimeRuns(settled, guide, p)
+	// With a guide, a run under Low whose mean is far under will do: that
+	// level is known good, and at the floor the readings of a capacity
+	// that came back straddle Low/2.
+	calm := float64(m.calmRun) >= up
+	back := guide && float64(m.underRun) >= up && m.underSum < float64(m.underRun)*cfg.Low/2
+	if (calm || back) && b < ceil {
 		// Back to the level a regime fall left (the capacity that
-		// dipped came back), unless the load rose past the margin
-		// since; without one, a span, and the trim's steps double
-		// from there. A calm run is also what a lull in a steady load
-		// looks like: a jump to anywhere else would be a guess. The
-		// level before is no good level to go back to.
+		// dipped came back); without one, a span, and the trim's steps
+		// double from there. A calm run is also what a lull in a steady
+		// load looks like: a jump to anywhere else would be a guess.
+		// The level before is no good level to go back to.
+		w.run, w.onMean = c.runTime(up), !calm
 		m.forget(now, -1)
 		m.lastDir = 1
 		step := m.span
 		w.kind = whyRegimeUp
-		rose := m.loadMark > m.priorMark*(1+cfg.LoadMargin)
-		if m.prior > b+m.span && !rose {
+		if guide {
 			step, w.kind = m.prior-b, whyRegimeBack
 		}
 		m.brightness = min(b+step, ceil)
@@ -146,6 +150,7 @@ func (c *Controller) trim(now time.Time, p, b, ceil float64, fallen, headroom bo
 		w.feature = c.dimming(m.brightness)
 		return w
 	} else if float64(m.hotRun) >= down && b > 0 {
+		w.run = c.runTime(down)
 		if b > m.prior {
 			m.prior, m.priorMark = b, m.loadMark
 		}
@@ -170,9 +175,6 @@ func (c *Controller) trim(now time.Time, p, b, ceil float64, fallen, headroom bo
 	if settled && now.Sub(m.movedAt) < m.holdWait {
 		w.kind, w.held = whyTrimWait, m.holdWait-now.Sub(m.movedAt)
 		return w
-	}
-	if settled && (m.acc >= need || m.acc <= -need) {
-		m.holdWait = min(2*m.holdWait, m.window(holdMax, holdMaxWins))
 	}
 	switch {
 	case m.acc >= need && b <= 0, m.acc <= -need && b >= ceil:
@@ -230,6 +232,7 @@ func (c *Controller) trim(now time.Time, p, b, ceil float64, fallen, headroom bo
 		if settled {
 			nb = max(nb, b-q)
 			m.downStep = b - nb
+			m.backOff()
 		}
 		m.turn(-1)
 		m.movedAt = now
@@ -272,6 +275,8 @@ func (c *Controller) trim(now time.Time, p, b, ceil float64, fallen, headroom bo
 		}
 		if settled {
 			st = q
+			m.upStep = q
+			m.backOff()
 		}
 		m.brightness = min(b+st, ceil)
 		if m.brightness >= m.prior {
@@ -290,13 +295,13 @@ func (c *Controller) trim(now time.Time, p, b, ceil float64, fallen, headroom bo
 // regimeRuns returns how many settled periods in a row far under and far
 // over target make a regime move: 2·Evidence seconds' worth, twice that
 // once the trim has settled — unless the move up would return to a level a
-// regime fall left, or the pressure p is heavy.
-func (c *Controller) regimeRuns(settled bool, b, p float64) (up, down float64) {
-	m, cfg := &c.mu, &c.cfg
+// regime fall left (guide), or the pressure p is heavy.
+func (c *Controller) regimeRuns(settled, guide bool, p float64) (up, down float64) {
+	cfg := &c.cfg
 	regime := 2 * cfg.Evidence / cfg.Tick.Seconds()
 	up, down = regime, regime
 	if settled {
-		if m.prior <= b+m.span {
+		if !guide {
 			up *= settledRegime
 		}
 		if p < heavyOver {
@@ -304,6 +309,17 @@ func (c *Controller) regimeRuns(settled bool, b, p float64) (up, down float64) {
 		}
 	}
 	return up, down
+}
+
+// runTime is how long a run of n periods lasts.
+func (c *Controller) runTime(n float64) time.Duration {
+	return time.Duration(math.Ceil(n)) * c.cfg.Tick
+}
+
+// backOff doubles the wait before the settled trim's next step, up to
+// holdMax: each step holds little more than the last.
+func (m *controllerState) backOff() {
+	m.holdWait = min(2*m.holdWait, m.window(holdMax, holdMaxWins))
 }
 
 // settled reports whether the trim has landed: settleFor (or
@@ -337,16 +353,16 @@ func (m *controllerState) landed(now time.Time) bool {
 
 // trackLoad follows the offered load with an EWMA over slowLoadWindow, for
 // the settled trim's drift (see settled).
+// Since the last fast move it is a plain mean until it has slowLoadWindow
+// of readings, so that a load that stepped up before the move (a fall's
+// cause) is not caught up with later, as a drift.
 func (c *Controller) trackLoad(load float64) {
 	m := &c.mu
 	if load < 0 {
 		return
 	}
-	if m.slowLoad <= 0 {
-		m.slowLoad = load
-		return
-	}
-	m.slowLoad += (load - m.slowLoad) * min(c.cfg.Tick.Seconds()/slowLoadWindow.Seconds(), 1)
+	m.slowN++
+	m.slowLoad += (load - m.slowLoad) * max(c.cfg.Tick.Seconds()/slowLoadWindow.Seconds(), 1/float64(m.slowN))
 }
 
 // overAverage adds a settled period's pressure to the ring of the last
@@ -370,7 +386,8 @@ func (m *controllerState) clearOver() {
 	m.overN, m.overPos, m.overSum = 0, 0, 0
 }
 
-// land starts the trim's landing afresh: settleFor of free steps.
+// land starts the trim's landing afresh: settleFor of landing steps. The
+// trim's span, backoff and direction stay (forget resets those).
 func (m *controllerState) land(now time.Time) {
 	m.landAt, m.holdLoad = now, 0
 	m.holdWait = m.window(holdFirst, holdFirstWins)
@@ -490,5 +507,6 @@ func (m *controllerState) forget(now time.Time, bad float64) {
 	m.movedAt = now
 	m.calmRun, m.hotRun = 0, 0
 	m.underRun, m.underSum = 0, 0
+	m.slowLoad, m.slowN = 0, 0
 	m.land(now)
 }

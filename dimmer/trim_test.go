@@ -125,21 +125,18 @@ func TestSettledTrimStepsDownWhenClearlyOver(t *testing.T) {
 func TestSettledRegimeRunsAreLonger(t *testing.T) {
 	c, err := New(settleConfig())
 	require.NoError(t, err)
-	c.mu.span = 0.12
 	for _, tc := range []struct {
 		name           string
-		settled        bool
-		prior, p       float64
+		settled, guide bool
+		p              float64
 		wantUp, wantDn float64
 	}{
-		{"landing", false, 0, 5, 10, 10},
-		{"settled", true, 0, 5, 20, 20},
-		{"settled, a level a regime fall left", true, 0.8, 5, 10, 20},
-		{"settled, a level just over this one", true, 0.5, 5, 20, 20},
-		{"settled, heavy", true, 0, 20, 20, 10},
+		{"landing", false, false, 5, 10, 10},
+		{"settled", true, false, 5, 20, 20},
+		{"settled, a level a regime fall left to go back to", true, true, 5, 10, 20},
+		{"settled, heavy", true, false, 20, 20, 10},
 	} {
-		c.mu.prior = tc.prior
-		up, down := c.regimeRuns(tc.settled, 0.4, tc.p)
+		up, down := c.regimeRuns(tc.settled, tc.guide, tc.p)
 		assert.InDelta(t, tc.wantUp, up, 1e-9, "%s: far under", tc.name)
 		assert.InDelta(t, tc.wantDn, down, 1e-9, "%s: far over", tc.name)
 	}
