@@ -37,7 +37,8 @@ type Recorder struct {
 	mu struct {
 		sync.Mutex
 		snaps  [][NumClasses]ClassCounts // cumulative counts at each slot start
-		starts []time.Time               // when each slot started
+		starts []time.Time               // when each slot started (on the slots' grid)
+		taken  []time.Time               // when its counts were taken (the snapshot that opened it)
 		head   int
 		last   ClassCounts // all classes, at the previous Snapshot (gate.busy)
 		lastOK bool
@@ -89,6 +90,7 @@ func NewRecorder(cfg Config) *Recorder {
 	}
 	r.mu.snaps = make([][NumClasses]ClassCounts, cfg.Latency.Slices)
 	r.mu.starts = make([]time.Time, cfg.Latency.Slices)
+	r.mu.taken = make([]time.Time, cfg.Latency.Slices)
 	return r
 }
 
@@ -217,7 +219,7 @@ func setMax(s *Snapshot, k Key, v float64) {
 
 // rotate keeps a copy of the cumulative counts at each slot start and
 // returns the copy at the start of the oldest slot in the window, and when
-// that slot started; and the counts of all classes at the previous call.
+// that copy was taken; and the counts of all classes at the previous call.
 func (r *Recorder) rotate(now time.Time, cur [NumClasses]ClassCounts) (base [NumClasses]ClassCounts, since time.Time, last ClassCounts, lastOK bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -231,23 +233,27 @@ func (r *Recorder) rotate(now time.Time, cur [NumClasses]ClassCounts) (base [Num
 	switch steps := int(now.Sub(m.starts[m.head]) / w); {
 	case m.starts[m.head].IsZero():
 		// First read: the window starts now and holds everything so far.
-		m.starts[m.head] = now
+		m.starts[m.head], m.taken[m.head] = now, now
 	case steps >= n:
 		// Everything expired while nobody looked: start over, aligned.
 		start := now.Add(-(now.Sub(m.starts[m.head]) % w))
 		clear(m.starts)
+		clear(m.taken)
 		m.head = 0
-		m.starts[0], m.snaps[0] = start, cur
+		m.starts[0], m.snaps[0], m.taken[0] = start, cur, now
 	default:
 		for range steps {
 			next := m.starts[m.head].Add(w)
 			m.head = (m.head + 1) % n
-			m.starts[m.head], m.snaps[m.head] = next, cur
+			m.starts[m.head], m.snaps[m.head], m.taken[m.head] = next, cur, now
 		}
 	}
 	oldest := (m.head + 1) % n
 	for m.starts[oldest].IsZero() { // the ring has not filled yet
 		oldest = (oldest + 1) % n
 	}
-	return m.snaps[oldest], m.starts[oldest], last, lastOK
+	// The counts of a slot were taken when the snapshot that opened it
+	// ran, which may be up to a slot after its start on the grid: rates
+	// are over the time since then.
+	return m.snaps[oldest], m.taken[oldest], last, lastOK
 }

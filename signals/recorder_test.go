@@ -103,3 +103,38 @@ func TestRecorderGateSignals(t *testing.T) {
 	rec.SetGate(nil)
 	assert.False(t, rec.Snapshot(now.Add(3*time.Second)).Has(GateLimit))
 }
+
+// Rates count what arrived since the window's oldest slot was opened, over
+// the time since then — the time that slot's counts were taken, not the
+// slot's nominal start. A controller's ticker drifts against the slots'
+// grid: read a little after a boundary one period and a little before the
+// next, the nominal start is up to a slot older than the counts, and a
+// steady 100 arrivals a second read as 80 (4 slots of counts over 5 of
+// time) now and then.
+func TestRatesUnderJitteredSnapshots(t *testing.T) {
+	rec := NewRecorder(Config{Latency: WindowConfig{Slices: 5}})
+	now := t0
+	// Snapshots about a second apart, swinging around the slot
+	// boundaries: 1.02 s, 0.98 s, 1.02 s, …
+	next := t0.Add(990 * time.Millisecond)
+	var lo, hi float64 = 1e9, 0
+	for i := range 60 * 100 {
+		now = t0.Add(time.Duration(i) * 10 * time.Millisecond)
+		rec.Arrive(Default)
+		if now.Before(next) {
+			continue
+		}
+		s := rec.Snapshot(now)
+		if now.Sub(t0) > 10*time.Second {
+			arr, _ := s.Get(ArrivalRate)
+			lo, hi = min(lo, arr), max(hi, arr)
+		}
+		d := 980 * time.Millisecond
+		if i%2 == 0 {
+			d = 1020 * time.Millisecond
+		}
+		next = next.Add(d)
+	}
+	assert.InDelta(t, 100, lo, 3, "the lowest windowed arrival rate (steady 100/s)")
+	assert.InDelta(t, 100, hi, 3, "the highest")
+}
