@@ -113,13 +113,12 @@ func TestRecorderGateSignals(t *testing.T) {
 // time) now and then.
 func TestRatesUnderJitteredSnapshots(t *testing.T) {
 	rec := NewRecorder(Config{Latency: WindowConfig{Slices: 5}})
-	now := t0
 	// Snapshots about a second apart, swinging around the slot
-	// boundaries: 1.02 s, 0.98 s, 1.02 s, …
+	// boundaries: 0.98 s or 1.02 s.
 	next := t0.Add(990 * time.Millisecond)
 	var lo, hi float64 = 1e9, 0
 	for i := range 60 * 100 {
-		now = t0.Add(time.Duration(i) * 10 * time.Millisecond)
+		now := t0.Add(time.Duration(i) * 10 * time.Millisecond)
 		rec.Arrive(Default)
 		if now.Before(next) {
 			continue
