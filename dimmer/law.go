@@ -18,20 +18,9 @@ import (
 //     its target is a heavy overload; one 1.5 times is not). A load that
 //     fell below the load mark brightens at MaxRise.
 //   - Trim. While dimmed, each period adds evidence for "this level is
-//     over" or "this level is good" (see evidence); at ±need the level
-//     steps down or up. Steps start at two quanta and double while they go
-//     the same way, up to a span that each reversal halves (from MaxStep
-//     down to a quantum), and each reversal doubles the evidence the next
-//     step needs (Kesten's rule for stochastic approximation: near the
-//     level the load allows, the noise would otherwise walk it). A step up
-//     that proves over goes back to the last good level; steps up bisect
-//     toward the last level that was over and pass it a quantum at a time
-//     (the memory CUBIC keeps of its last window). For a signal window
-//     after a step the signals still describe the level before it, and
-//     only readings against the step count (over target after a step
-//     up, under Low after a step down), from 0.4 of the window on: the
-//     level before was on the other side, so they are the new level's.
-//     They are evidence about the level, not a change of regime.
+//     over" or "this level is good"; at ±need the level steps down or up:
+//     freely for a while after each fast move (the landing), then a
+//     quantum at a time with growing waits (settled). See trim.go.
 //   - Cascade. With every feature at its floor and latency over CascadeAt
 //     at a full gate, b goes below 0 (see Config.CascadeAt).
 

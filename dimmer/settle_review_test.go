@@ -129,17 +129,7 @@ func TestReviewBackToPriorOvershootsIt(t *testing.T) {
 	// As after a regime fall from 0.45 and a landing back up whose
 	// reversals halved the span twice.
 	m.prior, m.priorMark, m.span = 0.45, m.loadMark, 0.03
-	var moved *State
-	for i := range 30 {
-		p99 := 0.2
-		if i%2 == 1 {
-			p99 = 0.45 // under Low, the mean under Low/2: the "back" test
-		}
-		if st := r.step(p99, 0); strings.Contains(st.Reason, "conditions changed") {
-			moved = st
-			break
-		}
-	}
+	moved := untilRegimeMove(r.step, 30, true) // under Low, the mean under Low/2: the "back" test
 	require.NotNil(t, moved)
 	t.Log(moved.Reason)
 	assert.InDelta(t, 0.45, moved.Brightness, 1e-9, "back to the level the fall left, not past it")
@@ -160,13 +150,7 @@ func TestReviewPriorFromALevelTheFallPassed(t *testing.T) {
 		r.step(1.6, 0) // → 0.4
 		r.run(50*time.Second, 0.8, 0.005)
 		require.InDelta(t, 0.4, r.c.State().Brightness, 1e-9)
-		var moved *State
-		for range 30 {
-			if st := r.step(0.1, 0); strings.Contains(st.Reason, "conditions changed") {
-				moved = st
-				break
-			}
-		}
+		moved := untilRegimeMove(r.step, 30, false)
 		require.NotNil(t, moved)
 		t.Logf("wobble %v: prior-driven move to %.2f: %s", wobble, moved.Brightness, moved.Reason)
 		assert.NotContains(t, moved.Reason, "back to the level before the fall", "wobble %v: no level was held before the fall", wobble)
@@ -200,17 +184,7 @@ func TestReviewRelaxedReturnReasonStatesTheRun(t *testing.T) {
 	r.step(1.6, 0) // a fall from the level held: prior 0.4
 	r.step(1.6, 0)
 	r.run(20*time.Second, 0.8, 0.005)
-	var moved *State
-	for i := range 30 {
-		p99 := 0.2
-		if i%2 == 1 {
-			p99 = 0.45
-		}
-		if st := r.step(p99, 0); strings.Contains(st.Reason, "conditions changed") {
-			moved = st
-			break
-		}
-	}
+	moved := untilRegimeMove(r.step, 30, true)
 	require.NotNil(t, moved)
 	t.Log(moved.Reason)
 	assert.NotContains(t, moved.Reason, "(under 35%) for 10s", "the readings were not all under 35 %")
@@ -273,17 +247,7 @@ func TestReviewRelaxedRunWithAPriorThatIsNoGuide(t *testing.T) {
 	r.landAt04()
 	m := &r.c.mu
 	m.prior, m.priorMark = 0.8, m.loadMark/1.3 // held at a load 30 % lower
-	var moved *State
-	for i := range 30 {
-		p99 := 0.2
-		if i%2 == 1 {
-			p99 = 0.45
-		}
-		if st := r.step(p99, 0); strings.Contains(st.Reason, "conditions changed") {
-			moved = st
-			break
-		}
-	}
+	moved := untilRegimeMove(r.step, 30, true)
 	if moved != nil {
 		t.Errorf("the level is no guide: a run that is not far under throughout should move nothing, as without a prior; moved to %.2f: %s", moved.Brightness, moved.Reason)
 	}

@@ -207,13 +207,7 @@ func TestCascadeFallRemembersTheLevelHeld(t *testing.T) {
 	for range 20 {
 		r.step(0.8, 0.005)
 	}
-	var back *State
-	for range 25 {
-		if st := r.step(0.1, 0); strings.Contains(st.Reason, "conditions changed") {
-			back = st
-			break
-		}
-	}
+	back := untilRegimeMove(r.step, 25, false)
 	require.NotNil(t, back, "a regime move up")
 	assert.Contains(t, back.Reason, "back to the level before the fall")
 	assert.InDelta(t, held, back.Brightness, 1e-9, "back to the level the trim held, not one the fall passed")
@@ -234,17 +228,7 @@ func TestReturnToTheLevelBeforeAFallOnAMeanFarUnder(t *testing.T) {
 		for range 20 {
 			r.step(0.8, 0.005)
 		}
-		var moved *State
-		for i := range 24 {
-			p99 := 0.2
-			if i%2 == 1 {
-				p99 = 0.45 // under Low, not under Low/2: the mean is 0.325
-			}
-			if st := r.step(p99, 0); strings.Contains(st.Reason, "conditions changed") {
-				moved = st
-				break
-			}
-		}
+		moved := untilRegimeMove(r.step, 24, true) // under Low, not all under Low/2: the mean is 0.325
 		if !prior {
 			assert.Nil(t, moved, "no level to go back to: a run that is not far under throughout moves nothing")
 			continue
@@ -252,4 +236,24 @@ func TestReturnToTheLevelBeforeAFallOnAMeanFarUnder(t *testing.T) {
 		require.NotNil(t, moved, "back to the level before the fall")
 		assert.InDelta(t, held, moved.Brightness, 1e-9)
 	}
+}
+
+// untilRegimeMove steps up to n periods under Low and returns the state of
+// the first regime move ("conditions changed"), or nil: far under (p99
+// 0.1 s against 1 s) or, alternating, 0.2 and 0.45 s — under Low, some not
+// under Low/2, the mean 0.325.
+func untilRegimeMove(step func(p99, rr float64) *State, n int, alternate bool) *State {
+	for i := range n {
+		p99 := 0.1
+		if alternate {
+			p99 = 0.2
+			if i%2 == 1 {
+				p99 = 0.45
+			}
+		}
+		if st := step(p99, 0); strings.Contains(st.Reason, "conditions changed") {
+			return st
+		}
+	}
+	return nil
 }
