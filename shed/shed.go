@@ -55,8 +55,9 @@ type Config struct {
 	// RateLimit limits each client; nil means no per-client limit.
 	RateLimit *RateLimitConfig
 	// ClientKey, when set, returns a request's client key, the one key of
-	// both the rate limits and the cascade's sticky shedding, used
-	// verbatim; an empty string falls back to the default key: the
+	// both the rate limits and the cascade's sticky shedding (which keep
+	// only a hash of it, see RateLimitStore and ShedSeed); an empty
+	// string falls back to the default key: the
 	// authenticated user id header (RateLimitConfig.KeyHeader, default
 	// X-User-ID), else the client's address (see TrustedProxies).
 	// Shedder.ClientKey returns the key the middleware uses, for
