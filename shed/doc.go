@@ -8,9 +8,14 @@
 // echo.WrapMiddleware) or any transport ([Shedder.Acquire]). For each
 // request, in order:
 //
-//  1. Classify: critical, default or sheddable (signals.Class), from the
-//     X-Priority header or a [Routes] table (a header may lower a route's
-//     class, never raise it); unknown is default.
+//  1. Classify: critical, default or sheddable (signals.Class), from a
+//     [Routes] table or Config.Classify; default without either. A
+//     client's X-Priority header may lower the class, never raise it —
+//     anyone can send it, and critical is never shed — unless
+//     Config.TrustPriority, for services whose callers are your own
+//     services forwarding their class ([Propagate]): then the header, when
+//     it names a class, is the class. [Shedder.Acquire] reads no header:
+//     its caller gives the class.
 //  2. Per-client rate limit (optional, [RateLimitConfig]): a token bucket
 //     (burst 10, 2/s) or a sliding-window counter, keyed by an
 //     authenticated user id header, else the client IP: the connection's,

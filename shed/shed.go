@@ -35,10 +35,18 @@ func (e *RefusedError) Unwrap() error { return ErrShed }
 // Config configures a Shedder. The zero value is usable.
 type Config struct {
 	Gate GateConfig
-	// Classify returns a request's class. Default signals.ClassOf (the
-	// X-Priority header; unknown or absent is default). A Routes table
-	// provides one.
+	// Classify returns a request's class. Default: Default. A Routes
+	// table provides one. The X-Priority header may lower the class it
+	// returns, never raise it (signals.LowerClass), unless TrustPriority:
+	// any client can send the header, and critical is never shed.
 	Classify func(*http.Request) signals.Class
+	// TrustPriority makes the X-Priority header, when it names a class,
+	// the request's class, raising it above what Classify says as well as
+	// lowering it: for a service whose callers are your own services,
+	// which forward the class of the request that made the call
+	// (Propagate), so that a dependency sheds what its caller would. Never
+	// on a server that clients reach directly. Default false.
+	TrustPriority bool
 	// Cost returns a request's estimated cost in units (1 = an average
 	// request). Default 1. A Routes table provides one.
 	Cost func(*http.Request) float64
@@ -128,16 +136,13 @@ type Shedder struct {
 
 // New returns a Shedder.
 func New(cfg Config) (*Shedder, error) {
-	s := &Shedder{cfg: cfg, rec: cfg.Recorder, now: cfg.Now, classify: cfg.Classify, cost: cfg.Cost,
+	s := &Shedder{cfg: cfg, rec: cfg.Recorder, now: cfg.Now, classify: signals.PriorityClassifier(cfg.Classify, cfg.TrustPriority), cost: cfg.Cost,
 		failed: cfg.Failed, shedLevel: cfg.ShedLevel, gate: gate.New(cfg.Gate)}
 	if s.rec == nil {
 		s.rec = signals.NewRecorder(signals.Config{})
 	}
 	if s.now == nil {
 		s.now = time.Now
-	}
-	if s.classify == nil {
-		s.classify = signals.ClassOf
 	}
 	if s.cost == nil {
 		s.cost = func(*http.Request) float64 { return 1 }
@@ -356,6 +361,9 @@ func (s *Shedder) dispatch(now time.Time, w *wake) {
 
 // Request is one unit of work for Acquire.
 type Request struct {
+	// Class is the request's class, as the caller decides: Acquire reads
+	// no header. From a client's own say (a header, a message field), give
+	// it no more than signals.LowerClass would.
 	Class signals.Class
 	// Cost in units (1 = an average request). Default 1.
 	Cost float64
