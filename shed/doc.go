@@ -27,7 +27,11 @@
 //     with Retry-After and X-RateLimit-Limit/-Remaining/-Reset.
 //  3. The brownout cascade (Config.ShedLevel, from package dimmer): a share
 //     of the sheddable, then the default clients, sticky per client key,
-//     is refused; critical never.
+//     is refused; critical never. The clients are picked by SipHash of
+//     their key under a seed they cannot know (Config.ShedSeed: a fleet's
+//     daemon publishes one; random per Shedder otherwise), so nobody can
+//     choose a key that is shed last. Rate limits keep only hashes of the
+//     keys too: a client's id costs 8 bytes in memory, 25 in a store.
 //  4. The gate: a deadline already passed is refused at no cost; a
 //     request starts at once when nothing waits and the cost in flight is
 //     under the adaptive concurrency limit ([LimitConfig]: it finds the

@@ -60,6 +60,14 @@ type Config struct {
 	// (dimmer.State.Shed); requests of the classes it covers are refused
 	// at the door, critical never. Default: no cascade.
 	ShedLevel func() float64
+	// ShedSeed returns the seed of the hash that picks, by client key,
+	// which clients the cascade sheds (the same ones while the level
+	// holds): with a seed it cannot know, a client cannot choose a key
+	// that is shed last. Instances that share a seed shed the same
+	// clients: in fleet mode give the daemon's, provider.Remote.ShedSeed.
+	// Default, or while it returns false: a seed drawn at random when the
+	// Shedder is made, right for an app that runs its own controller.
+	ShedSeed func() (dimmer.ShedSeed, bool)
 	// RateLimit limits each client; nil means no per-client limit.
 	RateLimit *RateLimitConfig
 	// ClientKey, when set, returns a request's client key, the one key of
@@ -125,6 +133,8 @@ type Shedder struct {
 	cost      func(*http.Request) float64
 	failed    func(int) bool
 	shedLevel func() float64
+	shedSeed  func() (dimmer.ShedSeed, bool)
+	ownSeed   hashKey // when shedSeed has none
 	limits    *rateLimits
 	keys      keyer
 	replies   [signals.NumReasons]reply
@@ -137,7 +147,7 @@ type Shedder struct {
 // New returns a Shedder.
 func New(cfg Config) (*Shedder, error) {
 	s := &Shedder{cfg: cfg, rec: cfg.Recorder, now: cfg.Now, classify: signals.PriorityClassifier(cfg.Classify, cfg.TrustPriority), cost: cfg.Cost,
-		failed: cfg.Failed, shedLevel: cfg.ShedLevel, gate: gate.New(cfg.Gate)}
+		failed: cfg.Failed, shedLevel: cfg.ShedLevel, shedSeed: cfg.ShedSeed, ownSeed: randomHashKey(), gate: gate.New(cfg.Gate)}
 	if s.rec == nil {
 		s.rec = signals.NewRecorder(signals.Config{})
 	}
@@ -415,25 +425,27 @@ func (s *Shedder) door(c signals.Class, key string) error {
 		return nil
 	}
 	share := dimmer.ShedShare(s.shedLevel(), c)
-	if share <= 0 || (share < 1 && keyFraction(key) >= share) {
+	if share <= 0 || (share < 1 && s.keyFraction(key) >= share) {
 		return nil
 	}
 	s.rec.Reject(c, signals.ReasonShedLevel)
 	return &RefusedError{Class: c, Reason: signals.ReasonShedLevel}
 }
 
-// keyFraction maps a client key to [0, 1) (FNV-1a): the same clients are
-// shed while the level holds. An empty key draws at random.
-func keyFraction(key string) float64 {
+// keyFraction maps a client key to [0, 1) by SipHash under the shed seed
+// (keyhash.go): the same clients are shed while the level holds, and which
+// ones cannot be told without the seed. An empty key draws at random.
+func (s *Shedder) keyFraction(key string) float64 {
 	if key == "" {
 		return rand.Float64()
 	}
-	h := uint32(2166136261)
-	for i := 0; i < len(key); i++ {
-		h ^= uint32(key[i])
-		h *= 16777619
+	k := s.ownSeed
+	if s.shedSeed != nil {
+		if seed, ok := s.shedSeed(); ok {
+			k = hashKeyOf(seed)
+		}
 	}
-	return float64(h) / (1 << 32)
+	return k.fraction(key)
 }
 
 // wait takes a request through the gate, blocking while it is queued.
