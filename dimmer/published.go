@@ -15,8 +15,10 @@ import (
 // stream (GET /v1/stream, which needs an evaluation token wherever any is
 // configured), never in GET /v1/state or OFREP, which any client of the
 // daemon may read; the remote provider hands it to the instances'
-// shedders (provider.Remote.ShedSeed). An app that runs its own controller
-// (embedded mode) needs none: its shedder draws one at random.
+// shedders (provider.Remote.ShedSeed). A daemon draws its seed at start,
+// so a restart draws the shed clients anew, once. An app that runs its
+// own controller (embedded mode) needs none: its shedder draws one at
+// random.
 //
 // On the wire it is 32 lowercase hexadecimal digits (MarshalText); String
 // does not show it, so that printing it (to a log) does not give it away.

@@ -73,9 +73,9 @@ type Config struct {
 	// ClientKey, when set, returns a request's client key, the one key of
 	// both the rate limits and the cascade's sticky shedding (which keep
 	// only a hash of it, see RateLimitStore and ShedSeed); an empty
-	// string falls back to the default key: the
-	// authenticated user id header (RateLimitConfig.KeyHeader, default
-	// X-User-ID), else the client's address (see TrustedProxies).
+	// string falls back to the default key: the authenticated user id
+	// header (RateLimitConfig.KeyHeader, default X-User-ID), else the
+	// client's address (see TrustedProxies).
 	// Shedder.ClientKey returns the key the middleware uses, for
 	// Request.Key when HTTP requests go through Acquire.
 	ClientKey func(*http.Request) string
@@ -146,8 +146,9 @@ type Shedder struct {
 
 // New returns a Shedder.
 func New(cfg Config) (*Shedder, error) {
-	s := &Shedder{cfg: cfg, rec: cfg.Recorder, now: cfg.Now, classify: signals.PriorityClassifier(cfg.Classify, cfg.TrustPriority), cost: cfg.Cost,
-		failed: cfg.Failed, shedLevel: cfg.ShedLevel, shedSeed: cfg.ShedSeed, ownSeed: randomHashKey(), gate: gate.New(cfg.Gate)}
+	s := &Shedder{cfg: cfg, rec: cfg.Recorder, now: cfg.Now, cost: cfg.Cost, failed: cfg.Failed,
+		classify:  signals.PriorityClassifier(cfg.Classify, cfg.TrustPriority),
+		shedLevel: cfg.ShedLevel, shedSeed: cfg.ShedSeed, ownSeed: randomHashKey(), gate: gate.New(cfg.Gate)}
 	if s.rec == nil {
 		s.rec = signals.NewRecorder(signals.Config{})
 	}
