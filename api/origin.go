@@ -31,6 +31,11 @@ import (
 // A request with neither Origin nor Sec-Fetch-Site is not from a browser
 // (browsers send at least one on every write) and passes the last two.
 //
+// A request that says it came through a proxy (Forwarded, X-Forwarded-*)
+// is refused too: its client may be anywhere the proxy listens, and the
+// loopback listener vouches only for the proxy. Writing through a proxy
+// takes a token.
+//
 // Writes with a token need none of this: a page can send an Authorization
 // or X-API-Key header cross-site only after a CORS preflight, which this
 // server never grants, and a rebound page does not know the token.
@@ -56,6 +61,11 @@ func localRefusal(r *http.Request) (typ, detail string) {
 	if s := r.Header.Get("Sec-Fetch-Site"); s != "" && s != "same-origin" && s != "none" {
 		return "cross-site", "Sec-Fetch-Site " + quote(s) + ": without a token, writes are taken from this server's own pages and from non-browser clients only"
 	}
+	for _, h := range proxyHeaders {
+		if v := r.Header.Get(h); v != "" {
+			return "proxied", h + " " + quote(v) + ": the request came through a proxy, so its client may not be on this machine: without a token, writes are taken from local clients only (configure operator tokens to write through a proxy)"
+		}
+	}
 	if !localHost(r) {
 		return "cross-site", "Host " + quote(r.Host) + " is not a loopback address, localhost or this listener's address (a name re-pointed at 127.0.0.1?): without a token, writes need Host 127.0.0.1, [::1] or localhost"
 	}
@@ -68,6 +78,9 @@ func localRefusal(r *http.Request) (typ, detail string) {
 	}
 	return "", ""
 }
+
+// proxyHeaders are the headers a proxy adds to say whom it forwards for.
+var proxyHeaders = []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Real-Ip"}
 
 // scheme is the request's own scheme as the client used it.
 func scheme(r *http.Request) string {

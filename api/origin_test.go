@@ -43,12 +43,12 @@ func TestTokenlessWritesRefuseBrowsers(t *testing.T) {
 	gen := f.ctl.State().Generation
 	_, port, _ := net.SplitHostPort(hostile.Addr(t, f.srv.URL))
 	c := hostile.Client()
-	for _, a := range hostile.BrowserAttacks(port) {
+	for _, a := range hostile.Attacks(port) {
 		for _, w := range writes {
 			resp, err := c.Do(a.Request(t, w.method, f.srv.URL+w.path, w.body))
 			require.NoError(t, err)
 			p := hostile.RequireProblem(t, resp, http.StatusForbidden, a.Name+": "+w.method+" "+w.path)
-			assert.Regexp(t, "cross-site|json-required", p.Type, a.Name)
+			assert.Regexp(t, "cross-site|json-required|proxied", p.Type, a.Name)
 		}
 	}
 	assert.Equal(t, gen, f.ctl.State().Generation, "nothing changed")
@@ -77,6 +77,18 @@ func TestTokenlessWritesRefuseBrowsers(t *testing.T) {
 	}
 }
 
+// TestTokenlessWritesRefuseProxies: a write that came through a proxy is
+// not the local operator's, whatever Host the proxy sent.
+func TestTokenlessWritesRefuseProxies(t *testing.T) {
+	f := newFixture(t, Config{Loopback: true})
+	for _, h := range []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Real-IP"} {
+		resp, m := f.do(t, "POST", "/v1/freeze", `{}`, h, "203.0.113.7")
+		assert.Equal(t, 403, resp.StatusCode, h)
+		assert.Equal(t, "https://brownout.dev/problems/proxied", m["type"], h)
+	}
+	assert.False(t, f.api.Frozen())
+}
+
 // TestTokenedWritesNeedNoBrowserCheck: with an operator token, the token
 // is the check (a page cannot send it cross-site without a preflight this
 // server never grants): a token-bearing write from curl behind a proxy
@@ -100,7 +112,7 @@ func TestPushesRefuseBrowsers(t *testing.T) {
 	f := newFixture(t, Config{Loopback: true, Push: push})
 	_, port, _ := net.SplitHostPort(hostile.Addr(t, f.srv.URL))
 	c := hostile.Client()
-	for _, a := range hostile.BrowserAttacks(port) {
+	for _, a := range hostile.Attacks(port) {
 		resp, err := c.Do(a.Request(t, "POST", f.srv.URL+"/v1/signals", body))
 		require.NoError(t, err)
 		hostile.RequireProblem(t, resp, http.StatusForbidden, "push: "+a.Name)

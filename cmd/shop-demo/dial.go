@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -93,7 +94,13 @@ func (f *dialFront) follow(base string) {
 		// it listens on loopback), but the dial must find the same checks
 		// as without the front.
 		pr.Out.Host = pr.In.Host
-		pr.SetXForwarded()
+		// A client that is not on this machine (a front on a non-loopback
+		// address) is named, so that the shop takes its write for a
+		// proxied one, not the local operator's. A local client's own
+		// X-Forwarded-* are dropped (Rewrite does): this front is the proxy.
+		if host, _, err := net.SplitHostPort(pr.In.RemoteAddr); err != nil || !loopback(net.JoinHostPort(host, "0")) {
+			pr.SetXForwarded()
+		}
 	}} // event streams are flushed as they come (text/event-stream)
 }
 

@@ -197,10 +197,11 @@ type Attack struct {
 	Empty bool
 }
 
-// BrowserAttacks are the ways a page in the operator's browser reaches a
-// tokenless loopback write (port is the target's, for rebound names and
-// same-site origins): each must be refused.
-func BrowserAttacks(port string) []Attack {
+// Attacks are the ways a page in the operator's browser, or a client
+// behind a proxy, reaches a tokenless loopback write (port is the
+// target's, for rebound names and same-site origins): each must be
+// refused.
+func Attacks(port string) []Attack {
 	const evil = "evil.example"
 	return []Attack{
 		{Name: "cross-site fetch", Header: map[string]string{"Origin": "https://" + evil, "Sec-Fetch-Site": "cross-site"}},
@@ -215,6 +216,7 @@ func BrowserAttacks(port string) []Attack {
 		{Name: "untyped empty body", Header: map[string]string{"Content-Type": ""}, Empty: true},
 		{Name: "DNS rebinding", Host: evil + ":" + port, Header: map[string]string{"Origin": "http://" + evil + ":" + port, "Sec-Fetch-Site": "same-origin"}},
 		{Name: "rebound name, no browser headers", Host: evil + ":" + port},
+		{Name: "through a proxy", Header: map[string]string{"X-Forwarded-For": "203.0.113.7"}},
 	}
 }
 

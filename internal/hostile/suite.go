@@ -30,7 +30,7 @@ type Target struct {
 	// Base is its URL, http://127.0.0.1:PORT.
 	Base string
 	// Writes are its tokenless writes (loopback, no tokens): every
-	// BrowserAttacks variant of each must be refused with 403
+	// Attacks variant of each must be refused with 403
 	// problem+json and leave State as it was.
 	Writes []Write
 	// State reads what a refused write must leave unchanged.
@@ -59,7 +59,7 @@ func (tg Target) Run(t *testing.T) {
 			t.Parallel()
 			before := tg.State(t)
 			c := Client()
-			for _, a := range BrowserAttacks(port) {
+			for _, a := range Attacks(port) {
 				for _, w := range tg.Writes {
 					resp, err := c.Do(a.Request(t, w.Method, tg.Base+w.Path, w.Body))
 					if err != nil {
