@@ -56,7 +56,7 @@ func isJSON(r *http.Request) bool {
 // it can.
 func localRefusal(r *http.Request) (typ, detail string) {
 	if o := r.Header.Get("Origin"); o != "" && !sameOrigin(r, o) {
-		return "cross-site", "Origin " + quote(o) + " is not this server's (" + scheme(r) + "://" + quote(r.Host) + "): without a token, writes are taken from this server's own pages and from non-browser clients only"
+		return "cross-site", "Origin " + quote(o) + " is not this server's (" + quote(scheme(r)+"://"+r.Host) + "): without a token, writes are taken from this server's own pages and from non-browser clients only"
 	}
 	if s := r.Header.Get("Sec-Fetch-Site"); s != "" && s != "same-origin" && s != "none" {
 		return "cross-site", "Sec-Fetch-Site " + quote(s) + ": without a token, writes are taken from this server's own pages and from non-browser clients only"
@@ -70,11 +70,11 @@ func localRefusal(r *http.Request) (typ, detail string) {
 		return "cross-site", "Host " + quote(r.Host) + " is not a loopback address, localhost or this listener's address (a name re-pointed at 127.0.0.1?): without a token, writes need Host 127.0.0.1, [::1] or localhost"
 	}
 	if !isJSON(r) {
-		ct := r.Header.Get("Content-Type")
-		if ct == "" {
-			ct = "none"
+		ct := "no Content-Type"
+		if v := r.Header.Get("Content-Type"); v != "" {
+			ct = "Content-Type " + quote(v)
 		}
-		return "json-required", "Content-Type " + quote(ct) + ": without a token, a write must be Content-Type: application/json with a JSON body, {} at least (curl: -H 'Content-Type: application/json' -d '{}')"
+		return "json-required", ct + ": without a token, a write must be Content-Type: application/json with a JSON body, {} at least (curl: -H 'Content-Type: application/json' -d '{}')"
 	}
 	return "", ""
 }
