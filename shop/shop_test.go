@@ -194,7 +194,7 @@ func TestEmbeddedAPI(t *testing.T) {
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&st))
 	resp.Body.Close()
 	assert.Len(t, st["features"], 3)
-	resp, err = http.Post(srv.URL+"/v1/freeze", "application/json", nil)
+	resp, err = http.Post(srv.URL+"/v1/freeze", "application/json", strings.NewReader(`{}`))
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, 403, resp.StatusCode)

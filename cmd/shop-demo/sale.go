@@ -6,11 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"time"
 
+	"github.com/brownout/brownout/internal/server"
 	"github.com/brownout/brownout/shop"
 )
 
@@ -114,11 +113,11 @@ func saleOnce(ctx context.Context, cfg shop.SaleConfig, p shop.Protect, workers 
 		return nil, err
 	}
 	defer s.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := server.Listen("127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	srv := server.New(s.Handler())
 	go srv.Serve(ln)
 	defer srv.Close()
 	cfg.Target = "http://" + ln.Addr().String()

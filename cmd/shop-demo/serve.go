@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/brownout/brownout/internal/server"
 	"github.com/brownout/brownout/shop"
 )
 
@@ -89,11 +90,11 @@ Flags:
 		return err
 	}
 	defer s.Close()
-	ln, err := net.Listen("tcp", *listen)
+	ln, err := server.Listen(*listen)
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute}
+	srv := server.New(s.Handler())
 	fmt.Fprintf(stdout, "shop-demo: serving http://%s/ (protection %s)\n", ln.Addr(), p)
 	if s.Controller() != nil { // embedded mode: the API and the dial
 		fmt.Fprintf(stdout, "the dial at http://%s/dial/\n", ln.Addr())
