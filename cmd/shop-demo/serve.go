@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/brownout/brownout/shed"
 	"github.com/brownout/brownout/shop"
 )
 
@@ -31,6 +32,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	brownoutd := fs.String("brownoutd", "", "fleet mode: follow the levels of the brownoutd at this base URL (http://HOST:PORT) instead of an embedded controller; the daemon reads this shop's /metrics")
 	brownoutdToken := fs.String("brownoutd-token", "", "token sent to --brownoutd (env BROWNOUTD_TOKEN)")
 	redisURL := fs.String("redis", "", "keep the per-client rate limits in this Redis (redis://HOST:PORT[/DB]), shared by every instance")
+	proxies := fs.String("trusted-proxies", "", "comma-separated addresses or CIDR prefixes of the load balancers in front, whose X-Forwarded-For names the client (default none: every client is its connection's address; the sale's generator on this machine needs 127.0.0.1)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: shop-demo serve [flags]
 
@@ -60,6 +62,9 @@ Flags:
 	// The embedded controller's operator API (/v1/…) takes writes without
 	// a token only on a loopback listener.
 	cfg := shop.Config{Protect: p, Workers: *workers, StateDir: *state, DB: *db, Loopback: loopback(*listen), Redis: *redisURL}
+	if cfg.TrustedProxies, err = shed.ParseProxies(*proxies); err != nil {
+		return usagef("serve: --trusted-proxies %q: %v", *proxies, err)
+	}
 	if *brownoutd != "" {
 		if cfg.Brownoutd, err = baseURL("brownoutd", *brownoutd); err != nil {
 			return err
