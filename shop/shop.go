@@ -95,8 +95,9 @@ type counts struct {
 	orders, replays         atomic.Int64
 	smsInline, smsInlineErr atomic.Int64 // None: sent in the request
 	dealsRefused            atomic.Int64
-	unmatched               atomic.Int64 // charged, the order failed, and the void failed too
-	voided                  atomic.Int64 // charged, the order failed, charge voided
+	unmatched               atomic.Int64 // charged, the order failed, and the void failed too (reconciled later)
+	voided                  atomic.Int64 // charged, the order failed or was abandoned: charge voided
+	cancelled               atomic.Int64 // checkouts abandoned unfinished, settled by Reconcile
 }
 
 // smsTopic is the outbox topic of order confirmations.
@@ -144,6 +145,7 @@ func New(ctx context.Context, cfg Config) (_ *Shop, err error) {
 			return nil, err
 		}
 	}
+	s.wg.Go(func() { s.reconcile(ctx) })
 	s.handler = s.routes()
 	return s, nil
 }
