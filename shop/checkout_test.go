@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/brownout/brownout/internal/pgtest"
+	"github.com/brownout/brownout/shop/deps"
 )
 
 // TestCheckoutChargesBackTheirOrders is the issue's three ways a checkout
@@ -153,4 +154,29 @@ func TestCheckoutBooksBalanceConcurrently(t *testing.T) {
 			assert.NoError(t, st.Check())
 		})
 	}
+}
+
+// TestCheckoutRefusedByOpenBreakerLeavesNothing: with the payment
+// gateway failing, the payment guard's breaker opens; a checkout it
+// refuses never reaches the gateway and leaves no claim to reconcile
+// (the 503 is a fast honest error, and its key stays free).
+func TestCheckoutRefusedByOpenBreakerLeavesNothing(t *testing.T) {
+	s, srv := newShop(t, Brownout)
+	require.NoError(t, s.Payment.UpdateFault(func(f *deps.Fault) { f.ErrorRate = 1 }))
+	checkout := func(key string) int {
+		resp, _ := send(t, srv, call{"POST", "/api/checkout", `{"items":[{"product":12,"qty":1}]}`, map[string]string{UserHeader: "u-" + key, IdempotencyHeader: key}})
+		return resp.StatusCode
+	}
+	for i := 0; s.payG.Allows() && i < 50; i++ {
+		assert.Contains(t, []int{http.StatusBadGateway, http.StatusServiceUnavailable}, checkout(fmt.Sprintf("fail-%d", i)))
+	}
+	require.False(t, s.payG.Allows(), "the breaker opened")
+	asked := s.Payment.Stats().Requests
+	unsettled, err := s.store.Pending(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusServiceUnavailable, checkout("refused"))
+	assert.Equal(t, asked, s.Payment.Stats().Requests, "the gateway was not asked")
+	now, err := s.store.Pending(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, unsettled, now, "no claim left behind")
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/brownout/brownout/fallback"
@@ -28,13 +29,22 @@ func payCall[T any](s *Shop, ctx context.Context, f func(context.Context) (T, er
 }
 
 func (p payer) Charge(ctx context.Context, key, order string, amountCents int64) (string, error) {
-	return payCall(p.s, ctx, func(ctx context.Context) (string, error) {
-		ref, err := p.s.pay.Charge(ctx, order, amountCents, key)
-		if errors.Is(err, deps.ErrVoided) {
-			return "", fmt.Errorf("%w: %w", store.ErrChargeVoided, err)
-		}
-		return ref, err
+	var asked atomic.Bool
+	ref, err := payCall(p.s, ctx, func(ctx context.Context) (string, error) {
+		asked.Store(true)
+		return p.s.pay.Charge(ctx, order, amountCents, key)
 	})
+	switch {
+	case err == nil:
+		return ref, nil
+	case errors.Is(err, deps.ErrVoided):
+		return "", fmt.Errorf("%w: %w", store.ErrChargeVoided, err)
+	case !asked.Load():
+		// The guard refused before any attempt (breaker open, bulkhead
+		// full, no time left): the gateway never heard of this key.
+		return "", fmt.Errorf("%w: %w", store.ErrNotCharged, err)
+	}
+	return "", err
 }
 
 // Void gives a charge back; a failure is counted (the store leaves the

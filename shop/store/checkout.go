@@ -58,7 +58,9 @@ type Payer interface {
 	// Charge charges amountCents for order under key: a call with a key
 	// already charged returns the same charge, not charged again. A key
 	// whose charge was voided, or that was cancelled, must fail with an
-	// error matching ErrChargeVoided, never return the voided charge.
+	// error matching ErrChargeVoided, never return the voided charge; a
+	// call that did not reach the gateway at all may say so with
+	// ErrNotCharged (the checkout then leaves nothing to reconcile).
 	Charge(ctx context.Context, key, order string, amountCents int64) (ref string, err error)
 	// Void gives the charge ref back.
 	Void(ctx context.Context, ref string) error
@@ -179,7 +181,13 @@ func (s *Store) Checkout(ctx context.Context, req CheckoutRequest, pay Payer, en
 			s.settle(ctx, c, stateFailed, failCancelled)
 			return Order{}, false, fmt.Errorf("store: checkout: %w: %w", ErrCancelled, err)
 		}
-		s.settle(ctx, c, statePending, "")
+		if errors.Is(err, ErrNotCharged) && c.attempt == 1 {
+			// Nobody asked the gateway under this claim: it goes, and the
+			// key is free for a retry.
+			s.drop(ctx, c)
+		} else {
+			s.settle(ctx, c, statePending, "")
+		}
 		return Order{}, false, fmt.Errorf("store: checkout: pay: %w", err)
 	}
 	o, err := s.finish(ctx, c, ref, items, enqueue)
@@ -387,6 +395,15 @@ func (s *Store) settle(ctx context.Context, c checkoutClaim, state, why string) 
 		return
 	}
 	s.exec(ctx, s.q.claimRelease, s.now().UnixMicro(), c.orderID, c.attempt)
+}
+
+// drop deletes a claim under which the gateway was never asked (its first
+// owner's, still ours), even if ctx has ended; if another took it over
+// meanwhile, it stays theirs.
+func (s *Store) drop(ctx context.Context, c checkoutClaim) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	defer cancel()
+	s.exec(ctx, s.q.claimDrop, c.orderID)
 }
 
 // outcome answers a checkout whose claim was taken over: the order, the

@@ -364,3 +364,41 @@ func testLegacyKeys(t *testing.T, dsn string) {
 	require.NoError(t, b.DB().QueryRow(`SELECT COUNT(*) FROM shop_checkouts`).Scan(&n))
 	assert.Equal(t, 1, n)
 }
+
+// A charge the Payer never asked of the gateway (ErrNotCharged: a breaker
+// open) leaves no claim: the key is free, and nothing is left to
+// reconcile. A claim taken over is kept though — its earlier owner may
+// have charged.
+func testNotCharged(t *testing.T, dsn string) {
+	s := open(t, dsn)
+	clk := newClock(s)
+	ctx := t.Context()
+	open := fmt.Errorf("breaker open: %w", ErrNotCharged)
+	g := gateway{before: func(string) error { return open }}
+	_, _, err := s.Checkout(ctx, CheckoutRequest{User: "ann", Items: []Item{{3, 1}}, IdempotencyKey: "k"}, &g, nil)
+	assert.ErrorIs(t, err, ErrNotCharged)
+	assert.Zero(t, pending(t, s), "nothing to reconcile")
+	g.before = nil
+	_, created, err := s.Checkout(ctx, CheckoutRequest{User: "ann", Items: []Item{{4, 1}}, IdempotencyKey: "k"}, &g, nil)
+	require.NoError(t, err, "the key is free: another basket under it")
+	assert.True(t, created)
+
+	// Charged, then cut: the retry that takes the claim over is refused
+	// before the gateway; the claim stays, and the next retry finishes it
+	// on the first charge.
+	req := CheckoutRequest{User: "bob", Items: []Item{{5, 1}}, IdempotencyKey: "k2"}
+	g.after = die
+	crash(func() { s.Checkout(ctx, req, &g, nil) })
+	g.after = nil
+	clk.advance(Lease)
+	g.before = func(string) error { return open }
+	_, _, err = s.Checkout(ctx, req, &g, nil)
+	assert.ErrorIs(t, err, ErrNotCharged)
+	assert.EqualValues(t, 1, pending(t, s), "kept: charged before the cut")
+	g.before = nil
+	ord, created, err := s.Checkout(ctx, req, &g, nil)
+	require.NoError(t, err)
+	assert.True(t, created)
+	assert.Equal(t, "ch-2", ord.PaymentRef)
+	books(t, s, &g)
+}

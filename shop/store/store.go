@@ -48,6 +48,10 @@ var (
 	// gateway refuses to charge under a key whose charge was voided or
 	// that was cancelled.
 	ErrChargeVoided = errors.New("store: the charge under this key was voided")
+	// ErrNotCharged is what a Payer's Charge returns (wrapped) when it did
+	// not ask the gateway at all (a circuit breaker open, a bulkhead full,
+	// the caller gone): nothing can have been charged.
+	ErrNotCharged = errors.New("store: the gateway was not asked: nothing charged")
 )
 
 // Limits on the input.
@@ -185,7 +189,7 @@ type queries struct {
 	cartAdd, cartList, cartClear                      string
 	claimByKey, claimByOrder, claimInsert, claimTake  string
 	claimDone, claimFail, claimRelease, claimsPending string
-	claimsAbandoned, take                             string
+	claimsAbandoned, claimDrop, take                  string
 	orderInsert, itemInsert, orderGet, orderItems     string
 	orderPayments                                     string
 	statsOrders, statsProducts, seedCount, seedInsert string
@@ -217,6 +221,8 @@ func newQueries(pg bool) queries {
 		claimDone:    `UPDATE shop_checkouts SET state = 'done' WHERE order_id = ? AND state = 'pending' AND attempt = ?`,
 		claimFail:    `UPDATE shop_checkouts SET state = 'failed', failure = ? WHERE order_id = ? AND state = 'pending' AND attempt = ?`,
 		claimRelease: `UPDATE shop_checkouts SET lease_until = ? WHERE order_id = ? AND state = 'pending' AND attempt = ?`,
+		// Only a claim never taken over: no other owner can have charged.
+		claimDrop: `DELETE FROM shop_checkouts WHERE order_id = ? AND state = 'pending' AND attempt = 1`,
 		claimsAbandoned: `SELECT ` + claimColumns + ` FROM shop_checkouts
 			WHERE state = 'pending' AND lease_until <= ? ORDER BY lease_until LIMIT ?`,
 		claimsPending: `SELECT COUNT(*) FROM shop_checkouts WHERE state = 'pending'`,
@@ -239,7 +245,7 @@ func newQueries(pg bool) queries {
 	if pg {
 		for _, p := range []*string{&q.product, &q.products, &q.productStock, &q.cartAdd, &q.cartList, &q.cartClear,
 			&q.claimByKey, &q.claimByOrder, &q.claimInsert, &q.claimTake, &q.claimDone, &q.claimFail, &q.claimRelease,
-			&q.claimsAbandoned, &q.claimsPending, &q.take, &q.orderInsert, &q.itemInsert, &q.orderGet, &q.orderItems,
+			&q.claimsAbandoned, &q.claimsPending, &q.claimDrop, &q.take, &q.orderInsert, &q.itemInsert, &q.orderGet, &q.orderItems,
 			&q.orderPayments, &q.statsOrders, &q.statsProducts, &q.seedCount, &q.seedInsert} {
 			*p = numbered(*p)
 		}

@@ -66,6 +66,7 @@ func suite(t *testing.T, db newDB) {
 	t.Run("ReconcileRacesSlowCheckout", func(t *testing.T) { testReconcileRacesSlowCheckout(t, db) })
 	t.Run("ConcurrentKeys", func(t *testing.T) { testConcurrentKeys(t, db(t)) })
 	t.Run("LegacyKeys", func(t *testing.T) { testLegacyKeys(t, db(t)) })
+	t.Run("NotCharged", func(t *testing.T) { testNotCharged(t, db(t)) })
 }
 
 func open(t *testing.T, dsn string) *Store {
