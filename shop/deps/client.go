@@ -127,7 +127,7 @@ func (c PaymentClient) Cancel(ctx context.Context, key string) (string, error) {
 // Charges lists the charges the gateway made (its GET /admin/charges).
 func (c PaymentClient) Charges(ctx context.Context) ([]ChargeRecord, error) {
 	var out []ChargeRecord
-	if err := call(ctx, c.HTTP, http.MethodGet, c.BaseURL+"/admin/charges", nil, "", "payment charges", &out); err != nil {
+	if err := callN(ctx, c.HTTP, http.MethodGet, c.BaseURL+"/admin/charges", nil, "", "payment charges", &out, maxListing); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -157,7 +157,7 @@ func (c SMSClient) Send(ctx context.Context, to, body, key string) error {
 // handset (the provider's GET /admin/deliveries).
 func (c SMSClient) Deliveries(ctx context.Context) (map[string]int, error) {
 	var out map[string]int
-	if err := call(ctx, c.HTTP, http.MethodGet, c.BaseURL+"/admin/deliveries", nil, "", "sms deliveries", &out); err != nil {
+	if err := callN(ctx, c.HTTP, http.MethodGet, c.BaseURL+"/admin/deliveries", nil, "", "sms deliveries", &out, maxListing); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -185,12 +185,21 @@ func (c RecsClient) Get(ctx context.Context, product, user string) ([]string, er
 	return out, nil
 }
 
-// maxResponse bounds the answers the clients read.
-const maxResponse = 1 << 20
+// maxResponse bounds the answers the clients read; maxListing the admin
+// listings (a charge or a delivery is about 150 bytes: a million of them).
+const (
+	maxResponse = 1 << 20
+	maxListing  = 256 << 20
+)
 
 // call makes one request and decodes a 2xx answer's JSON into out (if not
 // nil); other answers become a *StatusError.
 func call(ctx context.Context, hc *http.Client, method, u string, body []byte, key, op string, out any) error {
+	return callN(ctx, hc, method, u, body, key, op, out, maxResponse)
+}
+
+// callN is call with an answer of at most limit bytes.
+func callN(ctx context.Context, hc *http.Client, method, u string, body []byte, key, op string, out any, limit int64) error {
 	if hc == nil {
 		hc = http.DefaultClient
 	}
@@ -228,7 +237,7 @@ func call(ctx context.Context, hc *http.Client, method, u string, body []byte, k
 	if out == nil {
 		return nil
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, maxResponse)).Decode(out); err != nil {
+	if err := json.NewDecoder(io.LimitReader(resp.Body, limit)).Decode(out); err != nil {
 		return fmt.Errorf("deps: %s: reading the answer: %w", op, err)
 	}
 	return nil
