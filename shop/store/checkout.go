@@ -599,6 +599,9 @@ func normalize(req CheckoutRequest) ([]Item, string, error) {
 	if len(req.IdempotencyKey) > MaxKeyLen {
 		return nil, "", fmt.Errorf("%w: idempotency key longer than %d bytes", ErrBadInput, MaxKeyLen)
 	}
+	if err := checkText("idempotency key", req.IdempotencyKey); err != nil {
+		return nil, "", err
+	}
 	if len(req.Items) == 0 || len(req.Items) > MaxItems {
 		return nil, "", fmt.Errorf("%w: %d items, want 1 to %d", ErrBadInput, len(req.Items), MaxItems)
 	}

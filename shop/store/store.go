@@ -24,8 +24,10 @@ var (
 	// ErrNotFound: no product (or order) with that id.
 	ErrNotFound = errors.New("store: not found")
 	// ErrBadInput: a request the store refuses before touching the data:
-	// an empty user, a quantity outside 1..MaxQty, no items, too many
-	// items, a cart line that would exceed MaxQty, a missing pay callback.
+	// an empty user, a user id or idempotency key that is not UTF-8 text
+	// (control characters included), a quantity outside 1..MaxQty, no
+	// items, too many items, a cart line that would exceed MaxQty, no
+	// Payer.
 	ErrBadInput = errors.New("store: bad input")
 	// ErrOutOfStock: a checkout asked for more units than are left. Nothing
 	// was written and nobody was charged.

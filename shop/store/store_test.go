@@ -642,6 +642,9 @@ func testBadInput(t *testing.T, dsn string) {
 		"no user":              {Items: []Item{{1, 1}}},
 		"product 0":            {User: "ann", Items: []Item{{0, 1}}},
 		"idempotency key long": {User: "ann", Items: []Item{{1, 1}}, IdempotencyKey: strings.Repeat("k", MaxKeyLen+1)},
+		"user not UTF-8":       {User: "ann\xff", Items: []Item{{1, 1}}},
+		"key not UTF-8":        {User: "ann", Items: []Item{{1, 1}}, IdempotencyKey: "k\xff"},
+		"user with NUL":        {User: "ann\x00", Items: []Item{{1, 1}}},
 	} {
 		_, ok, err := s.Checkout(ctx, req, &g, sms(o))
 		assert.ErrorIs(t, err, ErrBadInput, name)
@@ -661,6 +664,7 @@ func testBadInput(t *testing.T, dsn string) {
 	assert.ErrorIs(t, s.AddToCart(ctx, "ann", 1, 0), ErrBadInput)
 	assert.ErrorIs(t, s.AddToCart(ctx, "ann", 1, 11), ErrBadInput)
 	assert.ErrorIs(t, s.AddToCart(ctx, "", 1, 1), ErrBadInput)
+	assert.ErrorIs(t, s.AddToCart(ctx, "ann\xff", 1, 1), ErrBadInput)
 	assert.ErrorIs(t, s.AddToCart(ctx, "ann", 999, 1), ErrNotFound)
 	cart, err := s.Cart(ctx, "ann")
 	require.NoError(t, err)
