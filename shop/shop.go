@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -139,7 +140,12 @@ func New(ctx context.Context, cfg Config) (_ *Shop, err error) {
 		return nil, err
 	}
 	s.reg = prometheus.NewRegistry()
-	s.reg.MustRegister(collectors.NewGoCollector())
+	// The Go runtime's usual metrics, and the heap live after the last
+	// collection (go_gc_heap_live_bytes): what the shop keeps, without the
+	// garbage of the moment in go_memstats_heap_inuse_bytes (a soak
+	// watches it).
+	s.reg.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
+		collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)})))
 	if cfg.Protect != None {
 		if err := s.protect(ctx); err != nil {
 			return nil, err

@@ -43,7 +43,7 @@ shadow; writes without a token on a loopback listener only) with the
 operator dial at /dial/, and its simulated payment gateway, SMS provider and
 recommendation engine on their own 127.0.0.1 ports. --payment, --sms and
 --recs use dependencies running elsewhere instead (e.g. ones that must
-outlive the shop); the shop calls their API paths (/v1/charges,
+outlive the shop: shop-demo deps runs them); the shop calls their API paths (/v1/charges,
 /v1/messages, /v1/recommendations) under the URL given, and the sale's
 fault knobs are their /admin/fault. The sale report's SMS delivery counts
 are only known with the shop's own SMS provider.
