@@ -118,9 +118,8 @@ func TestMemoryForgetsClientsWholeAgain(t *testing.T) {
 		busy := "u:busy"
 		m.take(busy, t0)
 		m.take(busy, t0)
-		now := t0
 		for i := range 1000 { // a bot: a new user id every 10 ms
-			now = t0.Add(time.Duration(i) * 10 * time.Millisecond)
+			now := t0.Add(time.Duration(i) * 10 * time.Millisecond)
 			m.take(fmt.Sprintf("u:bot-%d", i), now)
 			if i == 50 {
 				assert.False(t, m.take(busy, now).Allowed, "window %v: busy, half a second in: still held", window)
