@@ -38,6 +38,11 @@ with backoff and a budget, a bot rotating user ids from one address on the
 flash deal, analytics beacons. Prints one line a second and a report per
 phase; each phase is measured apart.
 
+Each simulated user comes from its own address, sent as X-Forwarded-For:
+a shop given with --target must trust this generator as its proxy
+(shop-demo serve --trusted-proxies 127.0.0.1), or every user shares the
+generator's address and its per-address limits.
+
 Flags:
 `)
 		fs.PrintDefaults()
@@ -108,7 +113,10 @@ func saleOnce(ctx context.Context, cfg shop.SaleConfig, p shop.Protect, workers 
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	s, err := shop.New(ctx, shop.Config{Protect: p, Workers: workers, StateDir: dir})
+	// The generator plays the load balancer, each simulated user behind
+	// its own X-Forwarded-For: our shop trusts it, as a shop behind a
+	// real one would.
+	s, err := shop.New(ctx, shop.Config{Protect: p, Workers: workers, StateDir: dir, TrustedProxies: shop.LocalProxies()})
 	if err != nil {
 		return nil, err
 	}

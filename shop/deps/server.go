@@ -301,8 +301,11 @@ type problem struct {
 }
 
 func writeProblem(w http.ResponseWriter, status int, slug, detail string) {
-	writeProblemP(w, problem{Type: "urn:brownout:deps:" + slug, Title: http.StatusText(status), Status: status, Detail: detail})
+	writeProblemP(w, problem{Type: problemType(slug), Title: http.StatusText(status), Status: status, Detail: detail})
 }
+
+// problemType is the problem type of a slug.
+func problemType(slug string) string { return "urn:brownout:deps:" + slug }
 
 func writeProblemP(w http.ResponseWriter, p problem) {
 	b, _ := json.Marshal(p)
