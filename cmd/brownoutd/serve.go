@@ -10,7 +10,6 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"syscall"
@@ -22,6 +21,7 @@ import (
 	"github.com/brownout/brownout/api"
 	"github.com/brownout/brownout/dimmer"
 	"github.com/brownout/brownout/internal/server"
+	"github.com/brownout/brownout/internal/statedir"
 	"github.com/brownout/brownout/provider"
 	"github.com/brownout/brownout/signals"
 )
@@ -145,16 +145,11 @@ func (f *serveFlags) settings(getenv func(string) string, set map[string]bool) (
 // another local user could plant operator.json or hold the lock: without
 // any of these, an error says what to set.
 func defaultStateDir(getenv func(string) string) (string, error) {
-	if d, _, _ := strings.Cut(getenv("STATE_DIRECTORY"), ":"); d != "" {
-		return d, nil
+	d, err := statedir.Default("brownoutd", getenv)
+	if err != nil {
+		return "", fmt.Errorf("%w: set --state-dir (or BROWNOUTD_STATE_DIR, state_dir in the file) to a directory private to this user, or run under systemd with StateDirectory=brownoutd", err)
 	}
-	if d := getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
-		return filepath.Join(d, "brownoutd"), nil
-	}
-	if h := getenv("HOME"); filepath.IsAbs(h) {
-		return filepath.Join(h, ".local", "state", "brownoutd"), nil
-	}
-	return "", errors.New("no state dir: set --state-dir (or BROWNOUTD_STATE_DIR, state_dir in the file) to a directory private to this user, or run under systemd with StateDirectory=brownoutd; with no HOME there is no default")
+	return d, nil
 }
 
 func fileName(f string) string {

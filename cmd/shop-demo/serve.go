@@ -22,7 +22,7 @@ import (
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	listen := fs.String("listen", "127.0.0.1:8081", "address to listen on (:0 or 127.0.0.1:0 picks a free port; the bound address is printed)")
-	state := fs.String("state", "", "state directory for the SQLite database (default: brownout/shop under the user cache dir)")
+	state := fs.String("state", "", "state directory for the SQLite database, private to this user (default $STATE_DIRECTORY under systemd, else $XDG_STATE_HOME/brownout/shop, else ~/.local/state/brownout/shop)")
 	db := fs.String("db", "", "database: postgres://… for PostgreSQL, or an SQLite file path (default: shop.db in --state)")
 	protect := fs.String("protect", "brownout", "protection: none (the baseline), shed (shedding only), brownout")
 	workers := fs.Int("workers", 4, "the hidden worker pool (never told to the shedder)")
