@@ -93,7 +93,9 @@
 // time is the instance's clock when it read its Recorder and start when
 // its Pusher started: within one run, pushes are ordered by time (a late
 // or repeated one is refused with 409; a push without time, which could
-// not be ordered, with 400) and rates are timed by it; a push from a run
+// not be ordered, and one more than MaxClockAhead (10 s) ahead of the
+// source's clock, which would shut out the pushes after it, with 400) and
+// rates are timed by it; a push from a run
 // that started before the one pushing under the same instance id is
 // refused with 409 too (two processes share the id). Decoders ignore the
 // fields, classes and reasons they do not know, so version 1 can grow

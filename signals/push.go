@@ -110,7 +110,9 @@ func (c PushConfig) withDefaults() PushConfig {
 // signal. Every push carries its "time", and pushes of one run of an
 // instance (same "start") are ordered by it: a late or repeated one is
 // refused with 409, and so is a push from a run that started before the
-// one pushing now (two processes sharing an instance id). What the source
+// one pushing now (two processes sharing an instance id); a push whose
+// time or start is more than MaxClockAhead ahead of the source's clock is
+// refused with 400, so that it cannot shut its instance out. What the source
 // keeps is bounded: MaxInstances instances, each at most 64 readings and
 // 8192 histogram buckets (older readings are thinned, see PushConfig), a
 // push at most 4096 buckets. ServeHTTP does no authentication; mount it
@@ -152,7 +154,8 @@ func (s *PushSource) Name() string { return "push" }
 // none), a version-1 body. It answers 204 when the push was applied, 405
 // (with Allow) for other methods, 413 over MaxBody or 4096 buckets, 415
 // for another media type, 400 for a body that is malformed or invalid
-// (without "time" among them), 409 for a late push or a duplicate
+// (without "time", or a time or start more than MaxClockAhead ahead of the
+// source's clock, among them), 409 for a late push or a duplicate
 // instance id, and 429 (with Retry-After) when MaxInstances is reached;
 // every refusal has an application/problem+json body.
 func (s *PushSource) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -203,9 +206,40 @@ func (s *PushSource) Push(body []byte) error {
 		s.refuse(p.instance, err)
 		return err
 	}
-	if err := s.apply(s.cfg.Now(), p); err != nil {
+	now := s.cfg.Now()
+	if err := p.ahead(now); err != nil {
 		s.refuse(p.instance, err)
 		return err
+	}
+	if err := s.apply(now, p); err != nil {
+		s.refuse(p.instance, err)
+		return err
+	}
+	return nil
+}
+
+// MaxClockAhead is how far ahead of the source's clock a push's "time"
+// or "start" may be. An instance's pushes are ordered by them, so that
+// one far ahead would have every later push of the instance refused (409)
+// until their clock caught up with it or the instance expired. Clocks kept
+// by NTP agree within milliseconds and one left alone drifts by seconds a
+// day, so that beyond 10 s a clock is wrong (or the push hostile); and
+// one push within it shuts its instance's honest pushes out for at most
+// 10 s, less than Expire's default (15 s): the instance never expires for
+// it.
+const MaxClockAhead = 10 * time.Second
+
+// ahead refuses a push whose time or start is more than MaxClockAhead
+// ahead of now.
+func (p pushed) ahead(now time.Time) error {
+	for _, t := range []struct {
+		name string
+		at   time.Time
+	}{{"time", p.clock}, {"start", p.run}} {
+		if d := t.at.Sub(now); d > MaxClockAhead {
+			return invalid("%q %s is %s ahead of this server's clock (%s): at most %s; is the instance's clock set (NTP)?",
+				t.name, t.at.Format(time.RFC3339Nano), d.Round(time.Millisecond), now.Format(time.RFC3339Nano), MaxClockAhead)
+		}
 	}
 	return nil
 }
