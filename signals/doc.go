@@ -104,7 +104,7 @@
 // A push is checked whole before it is applied, and a refused push changes
 // nothing: 400 for malformed JSON or an invalid value (negative, not whole,
 // out of range, bounds or indices not ascending, counts not cumulative),
-// 413 over MaxBody (1 MiB) or 4096 histogram buckets, 415 for a
+// 413 over MaxBody (256 KiB) or 4096 histogram buckets, 415 for a
 // Content-Type other than JSON, 409 for a late push or a shared id, 429
 // (with Retry-After) from a new instance past MaxInstances, 405 (with Allow)
 // for a method other than POST, each with an application/problem+json body (type urn:brownout:push:<kind>, title,

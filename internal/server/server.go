@@ -35,7 +35,7 @@ const (
 	ReadHeaderTimeout = 5 * time.Second
 	// BodyTimeout bounds the time a client takes to send a request body
 	// once its headers are in: our bodies are at most a few hundred KiB
-	// (a push is capped at 1 MiB), 10 s is a slow mobile link's worth.
+	// (a push is capped at 256 KiB), 10 s is a slow mobile link's worth.
 	BodyTimeout = 10 * time.Second
 	// IdleTimeout closes a keep-alive connection that carries no request
 	// for this long: long enough for the apps' and load generators'
