@@ -52,6 +52,10 @@ const (
 	maxInstanceBuckets = 8192
 )
 
+// DefaultMaxInstances is PushConfig.MaxInstances' default: a fleet of a
+// thousand instances pushing to one daemon, each kept within about 300 KB.
+const DefaultMaxInstances = 1000
+
 // DefaultMaxPushBody is PushConfig.MaxBody's default, 256 KiB: the
 // largest push the source keeps, maxPushBuckets (4 096) buckets each
 // written at its widest (maxBucketJSON, 43 bytes: 176 KB), with the
@@ -85,7 +89,8 @@ type PushConfig struct {
 	MaxBody int64
 	// MaxInstances bounds how many instances the source keeps (live ones
 	// and expired ones still listed); a push from a new instance beyond it
-	// is refused (ErrTooManyInstances, 429). Default 1000. Each instance
+	// is refused (ErrTooManyInstances, 429). Default DefaultMaxInstances
+	// (1000). Each instance
 	// keeps at most 64 readings and 8192 histogram buckets (about 290 KB;
 	// a Recorder's pushes over the default Window keep about 170 KB), so
 	// the source's memory is bounded by about MaxInstances × 300 KB.
@@ -106,7 +111,7 @@ func (c PushConfig) withDefaults() PushConfig {
 		c.MaxBody = DefaultMaxPushBody
 	}
 	if c.MaxInstances <= 0 {
-		c.MaxInstances = 1000
+		c.MaxInstances = DefaultMaxInstances
 	}
 	if c.Now == nil {
 		c.Now = time.Now
