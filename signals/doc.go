@@ -105,7 +105,8 @@
 // nothing: 400 for malformed JSON or an invalid value (negative, not whole,
 // out of range, bounds or indices not ascending, counts not cumulative),
 // 413 over MaxBody (256 KiB) or 4096 histogram buckets, 415 for a
-// Content-Type other than JSON, 409 for a late push or a shared id, 429
+// Content-Type other than JSON, 408 for a body that stopped arriving, 409
+// for a late push or a shared id, 429
 // (with Retry-After) from a new instance past MaxInstances, 405 (with Allow)
 // for a method other than POST, each with an application/problem+json body (type urn:brownout:push:<kind>, title,
 // status, detail) whose detail names the field, e.g. "latency.buckets[3]:

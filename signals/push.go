@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -177,8 +178,10 @@ func (s *PushSource) Name() string { return "push" }
 // for another media type, 400 for a body that is malformed or invalid
 // (without "time", or a time or start more than MaxClockAhead ahead of the
 // source's clock, among them), 409 for a late push or a duplicate
-// instance id, and 429 (with Retry-After) when MaxInstances is reached;
-// every refusal has an application/problem+json body.
+// instance id, 408 for a body that stopped arriving before the server's
+// read deadline (package server's BodyTimeout), and 429 (with
+// Retry-After) when MaxInstances is reached; every refusal has an
+// application/problem+json body.
 func (s *PushSource) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
@@ -198,6 +201,8 @@ func (s *PushSource) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p := &pushProblem{http.StatusBadRequest, "malformed", "reading the body: " + err.Error()}
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 			p = &pushProblem{http.StatusRequestEntityTooLarge, "too-large", fmt.Sprintf("the body is over %d bytes", s.cfg.MaxBody)}
+		} else if errors.Is(err, os.ErrDeadlineExceeded) { // the server's body deadline
+			p = &pushProblem{http.StatusRequestTimeout, "timeout", "the body did not arrive in time"}
 		}
 		s.refuse("", p)
 		writeProblem(w, p)

@@ -654,3 +654,31 @@ func TestHistSubSumDown(t *testing.T) {
 	_, ok := cur.sub(old)
 	assert.False(t, ok, "a sum of durations that went down is a reset")
 }
+
+// stalled is a body that ends in the read deadline's error, as a
+// connection's body does when its client stops sending.
+type stalled struct{ sent bool }
+
+func (s *stalled) Read(p []byte) (int, error) {
+	if !s.sent {
+		s.sent = true
+		return copy(p, `{"v":1,`), nil
+	}
+	return 0, os.ErrDeadlineExceeded
+}
+
+// TestPushStalledBody: a push whose body stops before the server's read
+// deadline is answered 408 (it was a 400 "malformed"), and changes
+// nothing.
+func TestPushStalledBody(t *testing.T) {
+	src := newPushSource(&clock{t: t0})
+	req := httptest.NewRequest(http.MethodPost, "/v1/signals", &stalled{})
+	req.Header.Set("Content-Type", "application/json")
+	w := httptest.NewRecorder()
+	src.ServeHTTP(w, req)
+	assert.Equal(t, http.StatusRequestTimeout, w.Code)
+	p := problemOf(t, w)
+	assert.Equal(t, "urn:brownout:push:timeout", p.Type)
+	assert.Equal(t, "the body did not arrive in time", p.Detail)
+	assert.Empty(t, src.Health().Instances)
+}

@@ -70,7 +70,7 @@ func TestHostileClients(t *testing.T) {
 		State: state,
 		Stalls: []hostile.Stall{
 			{Method: "POST", Path: "/v1/freeze", Sent: "{", Length: 100, Want: http.StatusRequestTimeout},
-			{Method: "POST", Path: "/v1/signals", Sent: `{"v":1,`, Length: 1000, Want: 0},
+			{Method: "POST", Path: "/v1/signals", Sent: `{"v":1,`, Length: 1000, Want: http.StatusRequestTimeout},
 			{Method: "POST", Path: "/ofrep/v1/evaluate/flags", Sent: `{"context":`, Length: 1000, Want: http.StatusRequestTimeout, OFREP: true},
 			{Method: "POST", Path: "/v1/freeze", Header: http.Header{"Origin": {"https://evil.example"}}, Sent: "{", Length: 100, Want: http.StatusForbidden},
 		},

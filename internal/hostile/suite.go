@@ -161,12 +161,21 @@ func (tg Target) attacks(t *testing.T) {
 			t.Fatalf("a header of %d bytes: status %d, want 431", 2*tg.MaxHeaderBytes, resp.StatusCode)
 		}
 		RequireClosed(t, c, Slack, "huge header")
+		if resp != nil {
+			t.Logf("a header of %d bytes: %d, then closed", 2*tg.MaxHeaderBytes, resp.StatusCode)
+		} else {
+			t.Logf("a header of %d bytes: closed without an answer", 2*tg.MaxHeaderBytes)
+		}
 	})
 	for _, s := range tg.Stalls {
 		t.Run("stalled body "+s.Method+" "+s.Path, func(t *testing.T) {
 			t.Parallel()
+			start := time.Now()
 			c := StalledBody(t, addr, s.Method, s.Path, s.Header, s.Sent, s.Length)
 			resp, err := ReadResponse(t, c, tg.BodyTimeout+Slack)
+			if err == nil {
+				t.Logf("%d after %v", resp.StatusCode, time.Since(start).Round(10*time.Millisecond))
+			}
 			switch {
 			case s.Want == 0:
 			case err != nil:
@@ -177,6 +186,7 @@ func (tg Target) attacks(t *testing.T) {
 				RequireProblem(t, resp, s.Want, "stalled body")
 			}
 			RequireClosed(t, c, Slack, "after a stalled body")
+			t.Logf("closed after %v", time.Since(start).Round(10*time.Millisecond))
 		})
 	}
 	if tg.Stream != "" {
