@@ -36,6 +36,7 @@ func (l local) Snapshot(_ context.Context, now time.Time) (signals.Snapshot, err
 // A Controller must be made with New. It is safe for concurrent use.
 type Controller struct {
 	cfg   Config
+	spans [][2]float64 // per feature of cfg: its stretch of the brightness scale (see span)
 	state atomic.Pointer[State]
 
 	mu controllerState
@@ -119,7 +120,7 @@ func New(cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Controller{cfg: cfg}
+	c := &Controller{cfg: cfg, spans: spans(cfg.Features)}
 	c.mu.brightness, c.mu.lastCeil = 1, 1
 	c.mu.good, c.mu.bad = -1, -1
 	c.mu.q, c.mu.maxStep, c.mu.span = cfg.Quantum, cfg.MaxStep, cfg.MaxStep
