@@ -1,9 +1,11 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -203,4 +205,52 @@ func FuzzConfig(f *testing.F) {
 			t.Fatalf("accepted config, controller refused oddly: %v", err)
 		}
 	})
+}
+
+// TestFilesAreBounded: a token or configuration file that is not a
+// regular file (a device that never ends, a FIFO that would block the
+// reload) or is over its bound is refused at once, saying why.
+func TestFilesAreBounded(t *testing.T) {
+	dir := t.TempDir()
+	zero := filepath.Join(dir, "zero")
+	require.NoError(t, os.Symlink("/dev/zero", zero))
+	fifo := filepath.Join(dir, "fifo")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	big := filepath.Join(dir, "big")
+	line := "alice 0123456789abcdef0123\n"
+	bigText := strings.Repeat("# "+strings.Repeat("x", 60)+"\n", maxTokensFile/60) + line
+	require.NoError(t, os.WriteFile(big, []byte(bigText), 0o600))
+	for path, want := range map[string]string{
+		zero: "not a regular file (Dc---------)",
+		fifo: "not a regular file (p---------)",
+		dir:  "not a regular file (d---------)",
+		big:  fmt.Sprintf("%d bytes: at most 1048576", len(bigText)),
+	} {
+		_, err := readTokens(path)
+		assert.ErrorContains(t, err, path+": "+want)
+		f := serveFlags{config: path}
+		_, _, err = f.settings(func(string) string { return "" }, map[string]bool{"config": true})
+		assert.ErrorContains(t, err, path+": "+want)
+	}
+	// A symbolic link to a regular file is fine.
+	ok := filepath.Join(dir, "ok")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "tokens"), []byte(line), 0o600))
+	require.NoError(t, os.Symlink(filepath.Join(dir, "tokens"), ok))
+	toks, err := readTokens(ok)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"alice": "0123456789abcdef0123"}, toks)
+}
+
+// TestConfigBounds: the controller's bounds are reported with the line of
+// what exceeds them.
+func TestConfigBounds(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("features:\n")
+	for i := range dimmer.MaxFeatures + 1 {
+		fmt.Fprintf(&b, "  - name: f%d\n", i)
+	}
+	b.WriteString("segments:\n  - name: " + strings.Repeat("s", dimmer.MaxName+1) + "\n")
+	_, err := parseConfig("many.yaml", []byte(b.String()))
+	assert.ErrorContains(t, err, "line 2: features: 1001 features: at most 1000")
+	assert.ErrorContains(t, err, "segments[0].name: 65 bytes long: at most 64")
 }

@@ -75,7 +75,7 @@ func (f *serveFlags) settings(getenv func(string) string, set map[string]bool) (
 	file := pick("config", f.config, "BROWNOUTD_CONFIG")
 	var data []byte
 	if file != "" {
-		b, err := os.ReadFile(file)
+		b, err := readFile(file, maxConfigFile)
 		if err != nil {
 			return nil, file, err
 		}
