@@ -34,6 +34,9 @@ const (
 	// MaxReason bounds a scheduled cap's and a pin's reason, in bytes: a
 	// sentence or two (the operator API's own bound).
 	MaxReason = 500
+	// MaxSchedule bounds Config.Schedule: a year of daily windows for two
+	// features fits; the state's reason names every active entry.
+	MaxSchedule = 1000
 )
 
 // MaxStateBytes bounds the JSON of a state that a valid configuration
@@ -42,8 +45,10 @@ const (
 // bytes and escaped at most six-fold (json.Marshal writes "<" as
 // "\u003c"), two reasons (pin and cap) of MaxReason bytes likewise, and
 // 200 bytes of numbers, mode and punctuation per feature and 16 per
-// segment level: about 19.5 MB at the bounds. The rest of 32 MiB is for
-// what a daemon adds beside the features (its signals and sources' health).
+// segment level: about 19.5 MB at the bounds; the state's reason names
+// every active scheduled cap (MaxSchedule × MaxReason, six-fold: 3 MB).
+// The rest of 32 MiB is for what a daemon adds beside the features (its
+// signals and its sources' health).
 const MaxStateBytes = 32 << 20
 
 // checkName says what is wrong with a feature's or segment's name.
@@ -256,11 +261,11 @@ type Config struct {
 	// second; when the offered load falls below the load mark it ends at
 	// once. Default 1: a full cascade (2) ends within 2 s.
 	UnshedRate float64
-	// Schedule holds scheduled caps (feed-forward dimming), evaluated at
-	// each Step's now. Where several apply to a feature at once, the lowest
-	// Max wins (the first declared on a tie). An operator's pin beats a
-	// cap, and a freeze holds levels as published; see the package
-	// documentation ("Scheduled caps").
+	// Schedule holds scheduled caps (feed-forward dimming; at most
+	// MaxSchedule), evaluated at each Step's now. Where several apply to
+	// a feature at once, the lowest Max wins (the first declared on a
+	// tie). An operator's pin beats a cap, and a freeze holds levels as
+	// published; see the package documentation ("Scheduled caps").
 	Schedule []Cap
 	// Logger receives level changes. Default: discard.
 	Logger *slog.Logger
@@ -385,6 +390,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if len(c.Segments) > MaxSegments {
 		bad("%d segments: at most %d", len(c.Segments), MaxSegments)
+	}
+	if len(c.Schedule) > MaxSchedule {
+		bad("%d scheduled caps: at most %d", len(c.Schedule), MaxSchedule)
 	}
 	seen := map[string]bool{}
 	c = c.clone() // the controller never shares the caller's slices

@@ -2,6 +2,7 @@ package dimmer
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -300,6 +301,9 @@ func TestScheduleConfigErrors(t *testing.T) {
 	cfg.Schedule = []Cap{ok}
 	_, err := New(cfg)
 	assert.NoError(t, err)
+	cfg.Schedule = slices.Repeat([]Cap{ok}, MaxSchedule+1)
+	_, err = New(cfg)
+	assert.ErrorContains(t, err, "dimmer: 1001 scheduled caps: at most 1000")
 }
 
 func TestCapWindow(t *testing.T) {
