@@ -169,7 +169,7 @@ func (c *Controller) ReconfigureAt(now time.Time, cfg Config) error {
 		// nothing about the new one's.
 		m.calmRun, m.hotRun, m.underRun, m.underSum = 0, 0, 0, 0
 	}
-	c.cfg, c.spans = cfg, spans(cfg.Features)
+	c.cfg, c.spans, c.capped = cfg, spans(cfg.Features), capped(&cfg)
 	m.q, m.maxStep = cfg.Quantum, cfg.MaxStep
 	m.span = min(max(m.span, m.q), m.maxStep)
 	var dropped []string
