@@ -16,22 +16,25 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/brownout/brownout/dimmer"
+	"github.com/brownout/brownout/internal/server"
 	"github.com/brownout/brownout/signals"
 )
 
 // fileConfig is brownoutd's YAML configuration (see brownoutd.example.yaml).
 type fileConfig struct {
-	Listen   string        `yaml:"listen"`
-	StateDir string        `yaml:"state_dir"`
-	Tick     duration      `yaml:"tick"`
-	Law      lawConfig     `yaml:"law"`
-	Targets  []targetCfg   `yaml:"targets"`
-	Features []featureCfg  `yaml:"features"`
-	Segments []segmentCfg  `yaml:"segments"`
-	Schedule []scheduleCfg `yaml:"schedule"`
-	Sources  sourcesCfg    `yaml:"sources"`
-	Auth     authCfg       `yaml:"auth"`
-	TLS      tlsCfg        `yaml:"tls"`
+	Listen string `yaml:"listen"`
+	// MaxConnsPerClient caps one client address's connections (0: none).
+	MaxConnsPerClient *int          `yaml:"max_conns_per_client"`
+	StateDir          string        `yaml:"state_dir"`
+	Tick              duration      `yaml:"tick"`
+	Law               lawConfig     `yaml:"law"`
+	Targets           []targetCfg   `yaml:"targets"`
+	Features          []featureCfg  `yaml:"features"`
+	Segments          []segmentCfg  `yaml:"segments"`
+	Schedule          []scheduleCfg `yaml:"schedule"`
+	Sources           sourcesCfg    `yaml:"sources"`
+	Auth              authCfg       `yaml:"auth"`
+	TLS               tlsCfg        `yaml:"tls"`
 }
 
 type lawConfig struct {
@@ -143,6 +146,7 @@ var defaultFeatures = []string{"recommendations", "reviews", "gallery"}
 // config is the daemon's resolved configuration.
 type config struct {
 	Listen   string
+	Conns    server.Limits
 	StateDir string
 	TLS      tlsCfg
 	Dimmer   dimmer.Config
@@ -278,6 +282,12 @@ func resolve(fc *fileConfig, at func(path, format string, a ...any)) *config {
 	} else if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		at("listen", "%q: want host:port", c.Listen)
 	}
+	if n := fc.MaxConnsPerClient; n != nil {
+		var err error
+		if c.Conns, err = perClient(*n); err != nil {
+			at("max_conns_per_client", "%v", err)
+		}
+	}
 	if (c.TLS.Cert == "") != (c.TLS.Key == "") {
 		at("tls", "cert and key go together")
 	}
@@ -411,6 +421,18 @@ func resolve(fc *fileConfig, at func(path, format string, a ...any)) *config {
 	}
 	c.Dimmer = d
 	return c
+}
+
+// perClient reads a cap of connections per client: a number of
+// connections, 0 for none.
+func perClient(n int) (server.Limits, error) {
+	switch {
+	case n < 0:
+		return server.Limits{}, fmt.Errorf("%d: want a number of connections, or 0 for no cap", n)
+	case n == 0:
+		return server.Limits{PerClient: -1}, nil
+	}
+	return server.Limits{PerClient: n}, nil
 }
 
 // targetValue reads a target: a duration for latency and sojourn signals

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/brownout/brownout/dimmer"
+	"github.com/brownout/brownout/internal/server"
 )
 
 // TestExampleConfig keeps the commented example valid.
@@ -253,4 +254,31 @@ func TestConfigBounds(t *testing.T) {
 	_, err := parseConfig("many.yaml", []byte(b.String()))
 	assert.ErrorContains(t, err, "line 2: features: 1001 features: at most 1000")
 	assert.ErrorContains(t, err, "segments[0].name: 65 bytes long: at most 64")
+}
+
+// TestConnsPerClient: the cap of connections per client, from the file,
+// the environment or a flag; 0 turns it off; anything else is refused.
+func TestConnsPerClient(t *testing.T) {
+	c, err := parseConfig("c.yaml", []byte("max_conns_per_client: 64\n"))
+	require.NoError(t, err)
+	assert.Equal(t, server.Limits{PerClient: 64}, c.Conns)
+	c, err = parseConfig("c.yaml", []byte("max_conns_per_client: 0\n"))
+	require.NoError(t, err)
+	assert.Equal(t, server.Limits{PerClient: -1}, c.Conns, "0: no cap")
+	_, err = parseConfig("c.yaml", []byte("max_conns_per_client: -3\n"))
+	assert.ErrorContains(t, err, "line 1: max_conns_per_client: -3: want a number of connections, or 0 for no cap")
+	c, err = parseConfig("(defaults)", nil)
+	require.NoError(t, err)
+	assert.Equal(t, server.Limits{}, c.Conns, "the default cap")
+
+	var f serveFlags
+	c, _, err = f.settings(func(k string) string {
+		return map[string]string{"BROWNOUTD_MAX_CONNS_PER_CLIENT": "9", "HOME": t.TempDir()}[k]
+	}, map[string]bool{})
+	require.NoError(t, err)
+	assert.Equal(t, server.Limits{PerClient: 9}, c.Conns)
+	f.perClient = "many"
+	_, _, err = f.settings(func(k string) string { return map[string]string{"HOME": t.TempDir()}[k] }, map[string]bool{"max-conns-per-client": true})
+	assert.ErrorContains(t, err, `max conns per client "many"`)
+	assert.Equal(t, []string{"max_conns_per_client"}, restartOnly(&config{}, &config{Conns: server.Limits{PerClient: 9}}))
 }

@@ -99,7 +99,11 @@ func listen(addr string) (net.Listener, error) {
 	if port == "" {
 		port = "0"
 	}
-	return server.Listen(net.JoinHostPort(host, port))
+	ln, err := server.Listen(net.JoinHostPort(host, port))
+	if err != nil {
+		return nil, err // not a nil *server.Listener in a non-nil interface
+	}
+	return ln, nil
 }
 
 func start(addr string, h http.Handler, stop func()) (*Server, error) {
