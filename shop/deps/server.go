@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/brownout/brownout/internal/local"
 	"github.com/brownout/brownout/internal/server"
 )
 
@@ -81,6 +82,22 @@ type Server struct {
 
 	srv  *http.Server
 	stop func()
+}
+
+// foreign refuses (403, true) a request that is not a local client's
+// (internal/local): a dependency's every route — its API, its fault knobs,
+// its listings — trusts its 127.0.0.1 listener, which every page a
+// browser on the machine has open reaches too (another site's fetch, a
+// name re-pointed at 127.0.0.1). The shop and the sale call them from the
+// same machine, without a browser's headers.
+func foreign(w http.ResponseWriter, r *http.Request) bool {
+	why := local.Check(r)
+	if why == nil {
+		return false
+	}
+	server.Abandon(w, r)
+	writeProblem(w, http.StatusForbidden, why.Type, why.Detail)
+	return true
 }
 
 // listen binds addr; an empty host (or an empty addr) binds 127.0.0.1, an
