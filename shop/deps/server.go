@@ -273,7 +273,9 @@ func (k *knobs[F]) put(w http.ResponseWriter, r *http.Request) {
 }
 
 // jsonish accepts JSON media types, and text/plain and curl's default
-// form type for a body that is JSON all the same.
+// form type for a body that is JSON all the same. Over a dependency's own
+// routes only application/json gets here (foreign refuses the rest, which
+// a page of another site could send).
 func jsonish(contentType string) bool {
 	mt, _, err := mime.ParseMediaType(contentType)
 	if err != nil {
