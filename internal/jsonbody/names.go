@@ -44,25 +44,32 @@ func (e *nameError) Error() string { return e.msg }
 // body nested deeper than 10 000.
 const maxDepth = 10_000
 
-// walk reads a body's tokens; path is where it is (keys and indexes),
-// turned into text only for an error.
+// walk reads a body's tokens; path is where it is, turned into text only
+// for an error.
 type walk struct {
 	dec  *json.Decoder
-	path []string
+	path []step
+}
+
+// step is a key, or an array's index.
+type step struct {
+	key     string
+	index   int
+	isIndex bool
 }
 
 func (w *walk) at(key string) string {
 	var b strings.Builder
-	for _, p := range w.path {
-		if b.Len() > 0 && !strings.HasPrefix(p, "[") {
-			b.WriteByte('.')
+	for _, p := range append(w.path, step{key: key}) {
+		switch {
+		case p.isIndex:
+			fmt.Fprintf(&b, "[%d]", p.index)
+		case b.Len() > 0:
+			b.WriteString("." + p.key)
+		default:
+			b.WriteString(p.key)
 		}
-		b.WriteString(p)
 	}
-	if b.Len() > 0 {
-		b.WriteByte('.')
-	}
-	b.WriteString(key)
 	return b.String()
 }
 
@@ -84,7 +91,7 @@ func (w *walk) value(t reflect.Type) error {
 			elem = t.Elem()
 		}
 		for i := 0; w.dec.More(); i++ {
-			w.path = append(w.path, fmt.Sprintf("[%d]", i))
+			w.path = append(w.path, step{index: i, isIndex: true})
 			err := w.value(elem)
 			w.path = w.path[:len(w.path)-1]
 			if err != nil {
@@ -132,7 +139,7 @@ func (w *walk) object(t reflect.Type) error {
 			}
 			next = f.typ // nil for an unknown field: the decoder's Strict decides
 		}
-		w.path = append(w.path, key)
+		w.path = append(w.path, step{key: key})
 		err = w.value(next)
 		w.path = w.path[:len(w.path)-1]
 		if err != nil {

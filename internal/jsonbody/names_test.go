@@ -116,3 +116,16 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkDecode reads a checkout body of two items (the names walked,
+// then decoded).
+func BenchmarkDecode(b *testing.B) {
+	const body = `{"items":[{"product":7,"qty":1},{"product":12,"qty":2}],"note":"gift"}`
+	o := Options{Max: 1 << 10, Strict: true}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := decodeBody(body, o); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
