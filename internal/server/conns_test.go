@@ -121,17 +121,15 @@ func TestBusyConnectionsAreKept(t *testing.T) {
 	})
 	addr, ln := serve(t, busy, Limits{PerClient: 3})
 	defer close(release)
-	var streams []*bufio.Reader
 	var conns []net.Conn
 	for range 3 {
 		c := hostile.Dial(t, addr)
 		hostile.Send(t, c, "GET /stream HTTP/1.1\r\nHost: "+addr+"\r\n\r\n")
 		c.SetReadDeadline(time.Now().Add(hostile.Slack))
-		br := bufio.NewReader(c)
-		resp, err := http.ReadResponse(br, nil)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 		require.NoError(t, err)
 		require.Equal(t, http.StatusOK, resp.StatusCode)
-		streams, conns = append(streams, br), append(conns, c)
+		conns = append(conns, c)
 	}
 	_, err := get(addr)
 	assert.Error(t, err, "the fourth connection is closed: the three are busy")
