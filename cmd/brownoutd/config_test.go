@@ -222,9 +222,9 @@ func TestFilesAreBounded(t *testing.T) {
 	bigText := strings.Repeat("# "+strings.Repeat("x", 60)+"\n", maxTokensFile/60) + line
 	require.NoError(t, os.WriteFile(big, []byte(bigText), 0o600))
 	for path, want := range map[string]string{
-		zero: "not a regular file (Dc---------)",
-		fifo: "not a regular file (p---------)",
-		dir:  "not a regular file (d---------)",
+		zero: "not a regular file but a device",
+		fifo: "not a regular file but a FIFO",
+		dir:  "not a regular file but a directory",
 		big:  fmt.Sprintf("%d bytes: at most 1048576", len(bigText)),
 	} {
 		_, err := readTokens(path)

@@ -36,7 +36,7 @@ func readFile(path string, limit int64) ([]byte, error) {
 		return nil, err
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file (%s)", path, fi.Mode().Type())
+		return nil, fmt.Errorf("%s: not a regular file but %s", path, kind(fi.Mode()))
 	}
 	if fi.Size() > limit {
 		return nil, fmt.Errorf("%s: %d bytes: at most %d", path, fi.Size(), limit)
@@ -50,4 +50,19 @@ func readFile(path string, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("%s: over %d bytes", path, limit)
 	}
 	return b, nil
+}
+
+// kind names what a file that is not regular is.
+func kind(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	case m&os.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	}
+	return "a special file"
 }
