@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -48,6 +49,7 @@ Flags:
 // serveFlags are serve's flags; each has a BROWNOUTD_* variable.
 type serveFlags struct {
 	config, listen, stateDir, tick       string
+	perClient                            string
 	operatorTokens, evalTokens, pushToks string
 	tlsCert, tlsKey                      string
 }
@@ -57,6 +59,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.listen, "listen", "", "address to listen on, host:port (env BROWNOUTD_LISTEN; default 127.0.0.1:8080)")
 	fs.StringVar(&f.stateDir, "state-dir", "", "directory for the operators' overrides, freeze and shadow, private to this user (env BROWNOUTD_STATE_DIR; default $STATE_DIRECTORY under systemd, else $XDG_STATE_HOME/brownoutd, else ~/.local/state/brownoutd)")
 	fs.StringVar(&f.tick, "tick", "", "control period, e.g. 1s (env BROWNOUTD_TICK)")
+	fs.StringVar(&f.perClient, "max-conns-per-client", "", fmt.Sprintf("connections one client address may hold open, every loopback address one client; 0 for no cap, e.g. behind a load balancer (env BROWNOUTD_MAX_CONNS_PER_CLIENT; default %d, a quarter of the %d the server holds)", server.DefaultPerClient, server.MaxConns))
 	fs.StringVar(&f.operatorTokens, "operator-tokens", "", "file of named operator tokens, \"name token\" per line (env BROWNOUTD_OPERATOR_TOKENS); without any, writes only on a loopback listener")
 	fs.StringVar(&f.evalTokens, "eval-tokens", "", "file of tokens required on OFREP evaluations (env BROWNOUTD_EVAL_TOKENS); default open")
 	fs.StringVar(&f.pushToks, "push-tokens", "", "file of tokens required on POST /v1/signals (env BROWNOUTD_PUSH_TOKENS); required with the push source on a non-loopback listener")
@@ -76,7 +79,7 @@ func (f *serveFlags) settings(getenv func(string) string, set map[string]bool) (
 	file := pick("config", f.config, "BROWNOUTD_CONFIG")
 	var data []byte
 	if file != "" {
-		b, err := os.ReadFile(file)
+		b, err := readFile(file, maxConfigFile)
 		if err != nil {
 			return nil, file, err
 		}
@@ -91,6 +94,15 @@ func (f *serveFlags) settings(getenv func(string) string, set map[string]bool) (
 			return nil, file, fmt.Errorf("listen %q: want host:port", v)
 		}
 		c.Listen = v
+	}
+	if v := pick("max-conns-per-client", f.perClient, "BROWNOUTD_MAX_CONNS_PER_CLIENT"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err == nil {
+			c.Conns, err = perClient(n)
+		}
+		if err != nil {
+			return nil, file, fmt.Errorf("max conns per client %q: want a number of connections, or 0 for no cap", v)
+		}
 	}
 	if v := pick("state-dir", f.stateDir, "BROWNOUTD_STATE_DIR"); v != "" {
 		c.StateDir = v
@@ -264,7 +276,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer a.Close() // the state dir's lock, after the last Save
-	ln, err := server.Listen(c.Listen)
+	ln, err := server.ListenWith(c.Listen, c.Conns)
 	if err != nil {
 		return err
 	}
@@ -357,6 +369,9 @@ func restartOnly(running, next *config) []string {
 	var out []string
 	if running.Listen != next.Listen {
 		out = append(out, "listen")
+	}
+	if running.Conns != next.Conns {
+		out = append(out, "max_conns_per_client")
 	}
 	if running.StateDir != next.StateDir {
 		out = append(out, "state_dir")
