@@ -26,7 +26,7 @@ test: ## vet, every test with the race detector, then the lab and real-HTTP test
 	$(GO) vet -tags brownout_procpin ./signals
 	$(GO) test -race -count=1 $(PKGS)
 	$(GO) test -race -count=1 -tags brownout_procpin ./signals
-	$(GO) test -p 1 -count=1 -run 'RealHTTP|Limit|SaleOrdering|Fleet' $(NORACE)
+	$(GO) test -p 1 -count=1 -run 'RealHTTP|Limit|SaleOrdering|Fleet|Priority' $(NORACE)
 	$(GO) test -count=1 -run 'Lab' ./dimmer
 	$(GO) test -count=1 -run '^TestDial' ./cmd/brownoutd
 

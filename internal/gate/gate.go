@@ -36,9 +36,14 @@ type Config struct {
 	// requests (a 0.4 ms analytics beacon) to save work worth next to
 	// nothing. A class earns credit on every admission of another class's
 	// request (at most one unit banked) and jumps the
-	// queue when its credit covers its next request. Default: sheddable
-	// 5 %, none for the others; a negative share turns it off. A class
-	// whose demand is above its share still gets only its share.
+	// queue when its credit covers its next request — the queues of the
+	// classes between, never a waiting critical request's: the share is
+	// taken from default work, so that it never costs a critical request
+	// its wait bound (critical has none). Default: sheddable 5 % — 1/20 of
+	// an overloaded server's work, which serves twenty beacons of a
+	// thirtieth of a page for every page refused — none for the others; a
+	// negative share turns it off. A class whose demand is above its share
+	// still gets only its share.
 	Assured [signals.NumClasses]float64
 }
 
@@ -137,6 +142,7 @@ type Gate struct {
 	standing [signals.NumClasses]bool      // CoDel's dropping state, until the queue empties
 
 	credit [signals.NumClasses]float64 // assured shares' credit, cost units
+	dem    demand                      // who overloads the server
 
 	inflight atomic.Int64 // cost in flight, in micro-units
 	queued   atomic.Int32 // tickets queued, all classes
@@ -192,11 +198,31 @@ func (g *Gate) Queued(c signals.Class) int { return g.queues[c].len() }
 // drain is not an overload.
 func (g *Gate) Standing(c signals.Class, now time.Time) bool {
 	q := &g.queues[c]
+	if !g.dem.over[c] {
+		return false // a class within capacity waits its MaxWait: see demand
+	}
 	if !g.standing[c] && !g.limit.cold && q.len() > 0 && !g.since[c].IsZero() && now.Sub(g.since[c]) >= g.cfg.Interval &&
 		now.Sub(q.front().Arrival) > g.cfg.Target {
 		g.standing[c] = true
 	}
 	return g.standing[c]
+}
+
+// throughput is the cost the server completes per second, for the
+// door's wait estimates: as measured while saturated (see demand), else
+// Little's law at the limit (the limit over the measured seconds per
+// cost unit there); 0 before any measurement. Not the admitting limit
+// over it: a probe halves what the gate admits, but with one worker
+// behind it not what the server completes, and waits estimated from
+// the halved limit refused critical work that would have been served.
+func (g *Gate) throughput() float64 {
+	if g.dem.tput > 0 {
+		return g.dem.tput
+	}
+	if unit := g.limit.unit(); unit > 0 {
+		return g.limit.limit / unit
+	}
+	return 0
 }
 
 // allowed is the wait class c may have now, and the reason for exceeding it.
@@ -243,7 +269,11 @@ func (g *Gate) TryAdmit(t *Ticket, now time.Time) bool {
 	if t.Cost <= 0 {
 		t.Cost = 1
 	}
-	return g.queued.Load() == 0 && g.tryAdmit(t, now)
+	if g.queued.Load() == 0 && g.tryAdmit(t, now) {
+		g.dem.arrive(t.Class%signals.NumClasses, micro(t.Cost))
+		return true
+	}
+	return false
 }
 
 // Release returns t's cost and records its completion at now for the
@@ -253,6 +283,7 @@ func (g *Gate) TryAdmit(t *Ticket, now time.Time) bool {
 func (g *Gate) Release(now time.Time, t *Ticket) (waiting, due bool) {
 	u := micro(t.Cost)
 	cur := g.inflight.Add(-u) + u
+	g.dem.done.Add(u)
 	due = g.limit.record(t, now, cur)
 	return g.queued.Load() > 0, due
 }
@@ -260,6 +291,7 @@ func (g *Gate) Release(now time.Time, t *Ticket) (waiting, due bool) {
 // Update moves the adaptive limit if it is due. Callers serialize it.
 func (g *Gate) Update(now time.Time) {
 	if g.limit.isDue(now) {
+		g.limit.critical = g.queues[signals.Critical].len() > 0
 		g.limit.update(now)
 	}
 }
@@ -272,6 +304,8 @@ func (g *Gate) Arrive(now time.Time, t *Ticket, drop func(*Ticket, signals.Reaso
 	}
 	c := t.Class % signals.NumClasses
 	t.Class = c
+	g.dem.fold(now, g.queued.Load() > 0)
+	g.dem.arrive(c, micro(t.Cost))
 	if !t.Deadline.IsZero() && !now.Before(t.Deadline) {
 		return Refused, signals.ReasonDeadline
 	}
@@ -282,15 +316,15 @@ func (g *Gate) Arrive(now time.Time, t *Ticket, drop func(*Ticket, signals.Reaso
 	// The time bound: refuse now what would wait too long.
 	// (Not while the limit is in its slow start: the throughput it
 	// estimates from is about to double.)
-	if unit := g.limit.unit(); unit > 0 && !g.limit.cold {
+	if tput := g.throughput(); tput > 0 && !g.limit.cold {
 		ahead := t.Cost
 		for i := signals.Class(0); i <= c; i++ {
 			ahead += g.queues[i].cost
 		}
-		est := time.Duration(ahead * unit / max(g.Admitting(), 1e-6) * float64(time.Second))
+		est := time.Duration(ahead / tput * float64(time.Second))
 		if share := g.cfg.Assured[c]; share > 0 {
 			// Its share serves the class's own queue meanwhile.
-			own := (g.queues[c].cost + t.Cost) * unit / max(share*g.Admitting(), 1e-6)
+			own := (g.queues[c].cost + t.Cost) / (share * tput)
 			est = min(est, time.Duration(own*float64(time.Second)))
 		}
 		if wait, why := g.allowed(c, now); est > wait {
@@ -310,13 +344,16 @@ func (g *Gate) Arrive(now time.Time, t *Ticket, drop func(*Ticket, signals.Reaso
 // it; nil if none can start. drop receives the requests thrown away on the
 // way.
 func (g *Gate) Next(now time.Time, drop func(*Ticket, signals.Reason)) *Ticket {
+	g.dem.fold(now, g.queued.Load() > 0)
 	g.sweep(now, drop)
 	// An assured share first: a class whose credit covers its next
 	// request goes ahead of the higher classes — its newest request, which
 	// has the most of its time left (the older ones would mostly be
-	// served near their wait bound).
+	// served near their wait bound) — but never ahead of a waiting
+	// critical request: the share is taken from the work between, so that
+	// it can never cost a critical request its wait bound.
 	for c := range g.queues {
-		if g.cfg.Assured[c] <= 0 {
+		if g.cfg.Assured[c] <= 0 || c == int(signals.Critical) || g.queues[signals.Critical].len() > 0 {
 			continue
 		}
 		t := g.head(signals.Class(c), now, true, drop)
@@ -375,6 +412,7 @@ func (g *Gate) head(c signals.Class, now time.Time, newest bool, drop func(*Tick
 // Update. Callers serialize it.
 func (g *Gate) Done(now time.Time, t *Ticket) {
 	if _, due := g.Release(now, t); due {
+		g.limit.critical = g.queues[signals.Critical].len() > 0
 		g.limit.update(now)
 	}
 }
@@ -413,8 +451,8 @@ func (g *Gate) sweep(now time.Time, drop func(*Ticket, signals.Reason)) {
 }
 
 func (g *Gate) remove(c signals.Class, t *Ticket, _ time.Time) {
-	if g.queues[c].remove(t) {
-		g.queued.Add(-1)
+	if g.queues[c].remove(t) && g.queued.Add(-1) == 0 {
+		g.dem.emptied = true
 	}
 	t.queued = false
 	if g.queues[c].len() == 0 {

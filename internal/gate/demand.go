@@ -1,0 +1,111 @@
+package gate
+
+import (
+	"math"
+	"sync/atomic"
+	"time"
+
+	"github.com/brownout/brownout/signals"
+)
+
+// demand is the gate's model of who overloads the server: the cost each
+// class brings per second (Λc), and the cost the server completes per
+// second while it is saturated (X, its throughput). Class c is over
+// capacity when the classes that come before it in the queues' order —
+// itself and those above — bring more than the server completes:
+//
+//	Λ≤c = Σ_{k ≤ c} Λk  >  (1 + overMargin) · X
+//
+// and stays so until Λ≤c falls under X. Only such a class is cut short
+// by CoDel: a standing queue of a class within capacity stands because
+// of the classes below it (which the priority order already keeps out
+// while it waits) or of chance, and refusing it at CoDel's target would
+// turn away work the server can do in time — a priority inversion when
+// the class is critical and lower classes are served between its bursts.
+// A class within capacity waits its MaxWait, which the door's estimate
+// and the sweep still enforce.
+//
+// Both rates are exponentially weighted over demandWindow. Arrivals and
+// completions are counted lock-free (the fast path counts its arrivals
+// too) and folded in at most every foldEvery under the gate's
+// serialization. X moves only over time in which the server was
+// saturated — an arrival found no room or a request queued — since an
+// unsaturated server completes what arrives, not what it can; before its
+// first saturated moment X is unknown and no class is over capacity.
+type demand struct {
+	// Lock-free.
+	arrived [signals.NumClasses]atomic.Int64 // micro-units since the last fold
+	done    atomic.Int64                     // micro-units completed since the last fold
+
+	// Serialized.
+	queued  bool // a request waited at the last fold
+	emptied bool // the queues emptied since the last fold
+	last    time.Time
+	rate    [signals.NumClasses]float64 // Λc, cost units per second
+	tput    float64                     // X, cost units per second; 0: unknown
+	known   float64                     // saturated seconds behind tput, up to demandWindow
+	over    [signals.NumClasses]bool
+}
+
+const (
+	// demandWindow is the time constant of both rates: long enough that a
+	// class of 100 requests a second is known within about ±5 % (500
+	// arrivals), short enough that a load that triples crosses the
+	// margin within about a second.
+	demandWindow = 5 * time.Second
+	// overMargin: a class is over capacity only when its demand is
+	// clearly over the throughput — twice the estimates' noise at 100
+	// requests a second — so that a class running at 95 % of capacity is
+	// never cut by chance.
+	overMargin = 0.1
+	// foldEvery is how often the counts are folded into the rates.
+	foldEvery = 50 * time.Millisecond
+)
+
+// arrive counts an arriving request's cost; safe for concurrent use.
+func (d *demand) arrive(c signals.Class, cost int64) { d.arrived[c].Add(cost) }
+
+// fold brings the rates up to now; queued says whether a request waits
+// now. Callers serialize it.
+func (d *demand) fold(now time.Time, queued bool) {
+	if d.last.IsZero() {
+		d.last, d.queued = now, queued
+		return
+	}
+	dt := now.Sub(d.last)
+	if dt < foldEvery {
+		return
+	}
+	saturated := d.queued && queued && !d.emptied
+	d.last, d.queued, d.emptied = now, queued, false
+	sec := dt.Seconds()
+	w := 1 - math.Exp(-sec/demandWindow.Seconds())
+	for c := range d.rate {
+		obs := float64(d.arrived[c].Swap(0)) / 1e6 / sec
+		d.rate[c] += w * (obs - d.rate[c])
+	}
+	done := float64(d.done.Swap(0)) / 1e6 / sec
+	if saturated {
+		// Over saturated time only: a plain mean until it spans
+		// demandWindow (the first saturated moments after a calm set it,
+		// later ones refine it), an exponential average after.
+		if prev := d.known; prev < demandWindow.Seconds() {
+			d.known = min(prev+sec, demandWindow.Seconds())
+			d.tput = (d.tput*prev + done*sec) / (prev + sec)
+		} else {
+			d.tput += w * (done - d.tput)
+		}
+	}
+	var cum float64
+	for c := range d.rate {
+		cum += d.rate[c]
+		switch {
+		case d.tput <= 0:
+			d.over[c] = false
+		case cum > (1+overMargin)*d.tput:
+			d.over[c] = true
+		case cum < d.tput:
+			d.over[c] = false
+		}
+	}
+}
