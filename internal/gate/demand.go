@@ -41,9 +41,8 @@ type demand struct {
 	queued  bool // a request waited at the last fold
 	emptied bool // the queues emptied since the last fold
 	last    time.Time
-	rate    [signals.NumClasses]float64 // Λc, cost units per second
-	tput    float64                     // X, cost units per second; 0: unknown
-	known   float64                     // saturated seconds behind tput, up to demandWindow
+	rate    [signals.NumClasses]timeMean // Λc, cost units per second
+	tput    timeMean                     // X, cost units per second, over saturated time; 0: unknown
 	over    [signals.NumClasses]bool
 }
 
@@ -79,33 +78,40 @@ func (d *demand) fold(now time.Time, queued bool) {
 	saturated := d.queued && queued && !d.emptied
 	d.last, d.queued, d.emptied = now, queued, false
 	sec := dt.Seconds()
-	w := 1 - math.Exp(-sec/demandWindow.Seconds())
 	for c := range d.rate {
-		obs := float64(d.arrived[c].Swap(0)) / 1e6 / sec
-		d.rate[c] += w * (obs - d.rate[c])
+		d.rate[c].add(float64(d.arrived[c].Swap(0))/1e6/sec, sec)
 	}
 	done := float64(d.done.Swap(0)) / 1e6 / sec
 	if saturated {
-		// Over saturated time only: a plain mean until it spans
-		// demandWindow (the first saturated moments after a calm set it,
-		// later ones refine it), an exponential average after.
-		if prev := d.known; prev < demandWindow.Seconds() {
-			d.known = min(prev+sec, demandWindow.Seconds())
-			d.tput = (d.tput*prev + done*sec) / (prev + sec)
-		} else {
-			d.tput += w * (done - d.tput)
-		}
+		d.tput.add(done, sec)
 	}
 	var cum float64
+	tput := d.tput.v
 	for c := range d.rate {
-		cum += d.rate[c]
+		cum += d.rate[c].v
 		switch {
-		case d.tput <= 0:
+		case tput <= 0:
 			d.over[c] = false
-		case cum > (1+overMargin)*d.tput:
+		case cum > (1+overMargin)*tput:
 			d.over[c] = true
-		case cum < d.tput:
+		case cum < tput:
 			d.over[c] = false
 		}
 	}
+}
+
+// timeMean is a rate averaged over time: the plain mean of what it has
+// seen until that spans demandWindow (a process that just started, or a
+// first saturated stretch, is not averaged with the zeros before it),
+// exponentially weighted over demandWindow after.
+type timeMean struct{ v, span float64 }
+
+func (m *timeMean) add(obs, sec float64) {
+	window := demandWindow.Seconds()
+	if m.span < window {
+		m.v = (m.v*m.span + obs*sec) / (m.span + sec)
+		m.span = min(m.span+sec, window)
+		return
+	}
+	m.v += (1 - math.Exp(-sec/window)) * (obs - m.v)
 }

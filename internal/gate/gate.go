@@ -216,8 +216,8 @@ func (g *Gate) Standing(c signals.Class, now time.Time) bool {
 // behind it not what the server completes, and waits estimated from
 // the halved limit refused critical work that would have been served.
 func (g *Gate) throughput() float64 {
-	if g.dem.tput > 0 {
-		return g.dem.tput
+	if x := g.dem.tput.v; x > 0 {
+		return x
 	}
 	if unit := g.limit.unit(); unit > 0 {
 		return g.limit.limit / unit
@@ -291,7 +291,7 @@ func (g *Gate) Release(now time.Time, t *Ticket) (waiting, due bool) {
 // Update moves the adaptive limit if it is due. Callers serialize it.
 func (g *Gate) Update(now time.Time) {
 	if g.limit.isDue(now) {
-		g.limit.critical = g.queues[signals.Critical].len() > 0
+		g.limit.critical = g.criticalWaits()
 		g.limit.update(now)
 	}
 }
@@ -408,11 +408,17 @@ func (g *Gate) head(c signals.Class, now time.Time, newest bool, drop func(*Tick
 	return nil
 }
 
+// criticalWaits reports whether critical requests within capacity wait:
+// what a probe of the limit would make wait longer.
+func (g *Gate) criticalWaits() bool {
+	return g.queues[signals.Critical].len() > 0 && !g.dem.over[signals.Critical]
+}
+
 // Done records the end of an admitted request's work: Release, then
 // Update. Callers serialize it.
 func (g *Gate) Done(now time.Time, t *Ticket) {
 	if _, due := g.Release(now, t); due {
-		g.limit.critical = g.queues[signals.Critical].len() > 0
+		g.limit.critical = g.criticalWaits()
 		g.limit.update(now)
 	}
 }

@@ -286,3 +286,29 @@ func TestGateAssuredShare(t *testing.T) {
 		})
 	}
 }
+
+// TestGateAssuredShareNeverAheadOfCritical: the sheddable class's assured
+// share jumps the default queue, never a waiting critical request.
+func TestGateAssuredShareNeverAheadOfCritical(t *testing.T) {
+	cfg := fixed(1)
+	cfg.Assured[signals.Sheddable] = 0.5
+	cfg.MaxWait = [3]time.Duration{time.Hour, time.Hour, time.Hour}
+	g := New(cfg)
+	var d drops
+	running := &Ticket{Class: signals.Default, Arrival: t0}
+	g.Arrive(t0, running, d.drop)
+	now := t0
+	for i := range 200 {
+		now = now.Add(time.Millisecond)
+		for _, c := range []signals.Class{signals.Critical, signals.Default, signals.Sheddable} {
+			g.Arrive(now, &Ticket{Class: c, Arrival: now}, d.drop)
+		}
+		g.Done(now, running)
+		running = g.Next(now, d.drop)
+		require.NotNil(t, running, "step %d", i)
+		if running.Class != signals.Critical {
+			assert.Zero(t, g.Queued(signals.Critical), "step %d: %v admitted while a critical request waits", i, running.Class)
+		}
+	}
+	assert.Empty(t, d.got)
+}

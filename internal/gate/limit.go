@@ -124,18 +124,18 @@ const (
 	probeMinimum = 6   // …or, at its time limit, this many of them
 	capRTTs      = 4   // a cohort sample counts at most this many baselines
 	probeMax     = time.Second
-	probeMaxRTTs = 8                // the time limit: probeMax or this many latencies
-	probeDuty    = 20               // probes take at most 1/probeDuty of the time
-	probeDefer   = 20 * time.Second // a probe waits out a critical queue at most this long since the last
-	maxGrow      = 1.5              // the most a window grows the limit, which it does
-	flat         = 1.15             // with a ratio under this twice running or at a cold start,
-	coldMin      = 4                // whose windows need only this many completions
-	minTrigger   = time.Second      // between probes triggered by a jump
-	drift        = 1.2              // the limit this far from the baseline's: probe again…
-	nearKnee     = 1.25             // …upwards only with latency this much above the baseline
-	halving      = 1.8              // at a cold start, a probe ratio this near 2: halve…
-	keptAbove    = 0.75             // …if the probe kept this share of the throughput
-	coldCohort   = 16               // a cold start's probes admit at least this many
+	probeMaxRTTs = 8           // the time limit: probeMax or this many latencies
+	probeDuty    = 20          // probes take at most 1/probeDuty of the time
+	probeDefer   = 1           // a probe waits out a critical queue at most this many ProbeEvery since the last
+	maxGrow      = 1.5         // the most a window grows the limit, which it does
+	flat         = 1.15        // with a ratio under this twice running or at a cold start,
+	coldMin      = 4           // whose windows need only this many completions
+	minTrigger   = time.Second // between probes triggered by a jump
+	drift        = 1.2         // the limit this far from the baseline's: probe again…
+	nearKnee     = 1.25        // …upwards only with latency this much above the baseline
+	halving      = 1.8         // at a cold start, a probe ratio this near 2: halve…
+	keptAbove    = 0.75        // …if the probe kept this share of the throughput
+	coldCohort   = 16          // a cold start's probes admit at least this many
 	// slack is added to both latencies of the ratio (seconds per cost
 	// unit): a difference of a few microseconds between L and L/2 is the
 	// scheduler's noise, not queueing — without it a handler of a few µs
@@ -206,7 +206,7 @@ type limiter struct {
 	recent      float64 // seconds per cost unit at the limit; 0: none yet
 	ratio       float64 // the last window's recent/base
 	external    bool    // the limit is set from outside (SetLimit)
-	critical    bool    // a critical request waits at the gate (set by the gate before update)
+	critical    bool    // critical requests within capacity wait at the gate (set by the gate before update)
 	costly      bool    // the last probe kept less than keptAbove of the throughput
 	settle      bool    // the next window is the refill after a probe: discard it
 	cold        bool    // no sign of the knee yet: slow start
@@ -409,10 +409,13 @@ func (l *limiter) update(now time.Time) {
 	l.prevFull = full
 	// Nor, when the last probe cost throughput (it kept less than
 	// keptAbove of it: half the limit is under the knee, as with two
-	// workers), while a critical request waits, for up to probeDefer since
-	// the last probe: whoever queues during a probe pays for it, and a
-	// baseline a few probes old costs less than a critical refusal.
-	waitOut := l.critical && l.costly && !l.cold && now.Sub(l.lastProbe) < probeDefer
+	// workers), while critical requests wait and critical work is within
+	// capacity, for up to probeDefer periods since the last probe: the
+	// probe's cost would fall on critical requests the server can serve,
+	// and a baseline a few probes old costs less than their refusal. Not
+	// when critical work is over capacity: then the limit may be what is
+	// wrong (the bottleneck lost workers), and a probe finds out.
+	waitOut := l.critical && l.costly && !l.cold && now.Sub(l.lastProbe) < probeDefer*l.cfg.ProbeEvery
 	if used && !waitOut && (!now.Before(l.nextProbe) || (jump && now.Sub(l.lastProbe) >= minTrigger && !now.Before(l.dutyUntil))) {
 		l.startProbe(now)
 	}
@@ -543,7 +546,7 @@ func (l *limiter) endProbe(now time.Time) {
 		}
 	}
 	if Trace != nil {
-		Trace(now, fmt.Sprintf("probe end n=%d el=%v", n, el), l.limit, l.ratio, l.base, l.recent)
+		Trace(now, fmt.Sprintf("probe end n=%d el=%v kept=%.2f cost=%.2f px=%.0f lx=%.0f btw=%.0f", n, el, kept, cost, l.probeX, l.lastX, l.between), l.limit, l.ratio, l.base, l.recent)
 	}
 	l.probing = false
 	l.phase.Add(1)
@@ -552,32 +555,32 @@ func (l *limiter) endProbe(now time.Time) {
 	l.full.Store(false)
 	l.peak.Store(0)
 	l.windowStart, l.lastProbe, l.settle, l.windows = now, now, true, 0
-	// ±25 % so that probes do not lock onto a period in the load, and at
-	// most 1/probeDuty of the time spent probing once settled.
-	l.rng ^= l.rng << 13
-	l.rng ^= l.rng >> 7
-	l.rng ^= l.rng << 17
-	jitter := 0.75 + 0.5*float64(l.rng>>11)/(1<<53)
-	every := max(time.Duration(float64(l.cfg.ProbeEvery)*jitter), min(probeDuty*el, 4*l.cfg.ProbeEvery))
-	if soon >= 0 {
-		every = soon
-	}
 	// Every probe halves what the gate admits: under a bottleneck of two
 	// workers that halves the throughput, and whoever queues meanwhile —
 	// critical work first — pays for it; under one worker it costs
-	// nothing (the gate still admits one at a time). So the probe's cost
-	// is the throughput it lost against the time between probes, and past
-	// a cold start (which refuses nothing) no probe that a jump of the
-	// ratio calls for starts before that cost has been paid back
-	// probeDuty−1 times over: those probes take at most 1/probeDuty of the
-	// throughput, however often the ratio jumps (scheduled ones are
-	// spaced by time above).
+	// nothing (the gate still admits one at a time). So a probe's cost is
+	// the throughput it lost (lost: its time times the share it lost
+	// against the time between probes), and past a cold start (which
+	// refuses nothing) no probe starts before that cost has been paid
+	// back probeDuty−1 times over: probes take at most 1/probeDuty of the
+	// throughput, however often the ratio jumps. Scheduled probes come
+	// every ProbeEvery (±25 %, so that they do not lock onto a period in
+	// the load), or as the duty allows, or sooner while the baseline is
+	// not settled.
 	lost := time.Duration(max(1-cost, 0) * float64(el))
 	l.costly = cost < keptAbove
 	l.doneAt = done
 	l.dutyUntil = now
 	if !l.cold {
 		l.dutyUntil = now.Add((probeDuty - 1) * lost)
+	}
+	l.rng ^= l.rng << 13
+	l.rng ^= l.rng >> 7
+	l.rng ^= l.rng << 17
+	jitter := 0.75 + 0.5*float64(l.rng>>11)/(1<<53)
+	every := max(time.Duration(float64(l.cfg.ProbeEvery)*jitter), min(probeDuty*lost, 4*l.cfg.ProbeEvery))
+	if soon >= 0 {
+		every = soon
 	}
 	l.nextProbe = now.Add(every)
 	l.due.Store(now.UnixNano())
