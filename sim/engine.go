@@ -48,29 +48,29 @@ type Config struct {
 // counted in the second they arrived (Arrivals, New, Refused), were
 // dropped or timed out, or finished (Served, Good, latencies).
 type Second struct {
-	T             int                     `json:"t"`
-	Arrivals      int                     `json:"arrivals"` // attempts, retries included
-	New           int                     `json:"new"`
-	Served        int                     `json:"served"` // work completed, in time or not
-	Good          int                     `json:"good"`   // answered within the client's deadline
-	Refused       [signals.NumClasses]int `json:"refused"`
-	Dropped       int                     `json:"dropped"` // taken in, then thrown away unserved
+	T        int                     `json:"t"`
+	Arrivals int                     `json:"arrivals"` // attempts, retries included
+	New      int                     `json:"new"`
+	Served   int                     `json:"served"` // work completed, in time or not
+	Good     int                     `json:"good"`   // answered within the client's deadline
+	Refused  [signals.NumClasses]int `json:"refused"`
+	Dropped  int                     `json:"dropped"` // taken in, then thrown away unserved
 	// Admitted counts the requests the admission policy let start this
 	// second (at once or from its queue), by class; Failed the refusals
 	// and drops that happened this second, by class and reason — together
 	// they show a priority inversion: a second in which a lower class was
 	// admitted while a higher one was turned away.
-	Admitted [signals.NumClasses]int                    `json:"admitted"`
-	Failed   [signals.NumClasses][signals.NumReasons]int `json:"failed"`
-	Timeouts      int                     `json:"timeouts"`
-	P99           time.Duration           `json:"p99_ns"`     // of good answers finishing this second
-	Sojourn       time.Duration           `json:"sojourn_ns"` // mean wait of requests starting this second
-	Level         float64                 `json:"level"`      // dimmer level at the end of the second
-	Shed          float64                 `json:"shed"`       // cascade shed level at the end of the second
-	Optional      float64                 `json:"optional"`   // share of good answers with optional parts
-	InSystem      int                     `json:"in_system"`  // queued or in service at the end of the second
-	Limit         float64                 `json:"limit"`      // the admission layer's concurrency limit at the end of the second, if it has one
-	GoodByArrival int                     `json:"good_by_arrival"`
+	Admitted      [signals.NumClasses]int                     `json:"admitted"`
+	Failed        [signals.NumClasses][signals.NumReasons]int `json:"failed"`
+	Timeouts      int                                         `json:"timeouts"`
+	P99           time.Duration                               `json:"p99_ns"`     // of good answers finishing this second
+	Sojourn       time.Duration                               `json:"sojourn_ns"` // mean wait of requests starting this second
+	Level         float64                                     `json:"level"`      // dimmer level at the end of the second
+	Shed          float64                                     `json:"shed"`       // cascade shed level at the end of the second
+	Optional      float64                                     `json:"optional"`   // share of good answers with optional parts
+	InSystem      int                                         `json:"in_system"`  // queued or in service at the end of the second
+	Limit         float64                                     `json:"limit"`      // the admission layer's concurrency limit at the end of the second, if it has one
+	GoodByArrival int                                         `json:"good_by_arrival"`
 	// Users counts the new user requests that arrived this second and
 	// whose first deadline fell inside the run; UsersInTime those of them
 	// answered in time by some attempt.
@@ -79,11 +79,11 @@ type Second struct {
 	// CriticalUsers and CriticalInTime are the same for critical users.
 	CriticalUsers  int `json:"critical_users"`
 	CriticalInTime int `json:"critical_in_time"`
-	lat         []time.Duration
-	sojSum      time.Duration
-	sojN        int
-	optGood     int
-	seen        bool // an event happened in this second
+	lat            []time.Duration
+	sojSum         time.Duration
+	sojN           int
+	optGood        int
+	seen           bool // an event happened in this second
 }
 
 // Summary is a run in one line, as the sources' tables have it.
