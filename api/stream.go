@@ -157,10 +157,26 @@ func marshal(v any) []byte {
 	return b
 }
 
-// stateEvent encodes the current state as a stream event.
+// stateEvent encodes the current state as a stream event, with the shed
+// seed: the stream is for the fleet's instances (and operators), and needs
+// an evaluation token wherever any is configured, whereas GET /v1/state
+// is open to anyone who reaches the daemon (see dimmer.ShedSeed).
 func (a *API) stateEvent() []byte {
 	st := a.State()
-	return sse(a.eventID(st.Generation), "state", marshal(st))
+	return sse(a.eventID(st.Generation), "state", marshal(struct {
+		StateJSON
+		ShedSeed dimmer.ShedSeed `json:"shed_seed"`
+	}{st, a.shedSeed()}))
+}
+
+// shedSeed is the seed of the fleet's sticky shedding: derived from the
+// boot's secret (HMAC, so that it tells nothing of the stream tokens'
+// key), new with each boot like the secret.
+func (a *API) shedSeed() (seed dimmer.ShedSeed) {
+	m := hmac.New(sha256.New, a.secret[:])
+	m.Write([]byte("brownout shed seed"))
+	copy(seed[:], m.Sum(nil))
+	return seed
 }
 
 // refetchEvent is OFREP's change notification for generation gen.

@@ -1,9 +1,45 @@
 package dimmer
 
 import (
+	"encoding/hex"
+	"errors"
+	"fmt"
 	"slices"
 	"time"
 )
+
+// ShedSeed keys the hash by which the cascade picks the clients it sheds
+// (package shed): a client cannot work out offline which user ids are shed
+// last, yet every instance that has the same seed sheds the same clients.
+// A daemon publishes its seed to its followers in the state events of its
+// stream (GET /v1/stream, which needs an evaluation token wherever any is
+// configured), never in GET /v1/state or OFREP, which any client of the
+// daemon may read; the remote provider hands it to the instances'
+// shedders (provider.Remote.ShedSeed). A daemon draws its seed at start,
+// so a restart draws the shed clients anew, once. An app that runs its
+// own controller (embedded mode) needs none: its shedder draws one at
+// random.
+//
+// On the wire it is 32 lowercase hexadecimal digits (MarshalText); String
+// does not show it, so that printing it (to a log) does not give it away.
+type ShedSeed [16]byte
+
+// String hides the seed.
+func (ShedSeed) String() string { return "ShedSeed(…)" }
+
+// MarshalText writes the seed as 32 hexadecimal digits.
+func (s ShedSeed) MarshalText() ([]byte, error) { return hex.AppendEncode(nil, s[:]), nil }
+
+// UnmarshalText reads 32 hexadecimal digits.
+func (s *ShedSeed) UnmarshalText(b []byte) error {
+	if len(b) != hex.EncodedLen(len(s)) {
+		return fmt.Errorf("dimmer: shed seed: %d characters, want %d hexadecimal digits", len(b), hex.EncodedLen(len(s)))
+	}
+	if _, err := hex.Decode(s[:], b); err != nil {
+		return errors.New("dimmer: shed seed: not hexadecimal")
+	}
+	return nil
+}
 
 // PublishedFeature is one feature of a state that another process
 // published (brownoutd's /v1/state or its stream).

@@ -73,7 +73,9 @@
 // is PROVIDER_READY, also after a restart (another boot epoch). Reconnects
 // back off exponentially with full jitter; a stalled or garbled stream is
 // dropped. RemoteOptions.StateFile keeps the last-known levels across app
-// restarts.
+// restarts. Remote.ShedSeed is the seed the daemon publishes in its
+// stream for the cascade's choice of clients (dimmer.ShedSeed): give it
+// to shed.Config.ShedSeed, and every instance sheds the same users.
 //
 // # Usage
 //

@@ -77,8 +77,9 @@ type Remote struct {
 		subs      map[chan *dimmer.State]struct{}
 		boot      int64
 		gen       uint64
-		last      *wireState // the daemon's newest, for staleness
-		lastAt    time.Time  // when the daemon was last heard
+		last      *wireState       // the daemon's newest, for staleness
+		lastAt    time.Time        // when the daemon was last heard
+		seed      *dimmer.ShedSeed // the daemon's newest, kept while it is away
 		connected bool
 		defaults  map[string]bool
 		names     []string
@@ -98,7 +99,9 @@ type wireState struct {
 	Shed         float64   `json:"shed"`
 	Reason       string    `json:"reason"`
 	SegmentNames []string  `json:"segment_names"`
-	Features     []struct {
+	// ShedSeed is in the stream's state events only (see dimmer.ShedSeed).
+	ShedSeed *dimmer.ShedSeed `json:"shed_seed,omitempty"`
+	Features []struct {
 		Name     string             `json:"name"`
 		Level    float64            `json:"level"`
 		Computed float64            `json:"computed"`
@@ -240,8 +243,26 @@ func (r *Remote) publishLocked(build func(seq uint64) *dimmer.State) {
 	}
 }
 
-// learn takes feature names and published defaults from a state.
+// ShedSeed returns the shed seed the daemon published with its newest
+// state (kept while the daemon is away, and across restarts in the
+// StateFile), for shed.Config.ShedSeed: the instances following one
+// daemon then shed the same clients. ok is false before the daemon was
+// ever heard, or when it publishes none.
+func (r *Remote) ShedSeed() (seed dimmer.ShedSeed, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mu.seed == nil {
+		return seed, false
+	}
+	return *r.mu.seed, true
+}
+
+// learn takes feature names, published defaults and the shed seed from a
+// state.
 func (r *Remote) learn(w *wireState) {
+	if w.ShedSeed != nil {
+		r.mu.seed = w.ShedSeed
+	}
 	names := make([]string, 0, len(w.Features))
 	for _, f := range w.Features {
 		names = append(names, f.Name)

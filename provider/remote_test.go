@@ -210,6 +210,10 @@ func TestRemoteBadStreams(t *testing.T) {
 	mux.HandleFunc("GET /html/v1/stream", func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("<html>"))
 	})
+	mux.HandleFunc("GET /badseed/v1/stream", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "event: state\ndata: {\"v\":1,\"shed_seed\":\"c0ffee\",\"features\":[{\"name\":\"x\",\"level\":0.5}]}\n\n")
+	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	srv := &http.Server{Handler: mux}
@@ -218,7 +222,7 @@ func TestRemoteBadStreams(t *testing.T) {
 	base := "http://" + ln.Addr().String()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	for _, path := range []string{"/garbage", "/stall", "/html"} {
+	for _, path := range []string{"/garbage", "/stall", "/html", "/badseed"} {
 		r, err := provider.NewRemote(provider.RemoteOptions{URL: base + path, ReadTimeout: 100 * time.Millisecond,
 			Defaults: map[string]bool{"x": true}, MinBackoff: 10 * time.Millisecond, MaxBackoff: 40 * time.Millisecond})
 		require.NoError(t, err)
@@ -226,6 +230,8 @@ func TestRemoteBadStreams(t *testing.T) {
 		time.Sleep(400 * time.Millisecond)
 		assert.Equal(t, 1.0, level(r, "x"), "%s: the default, not the bad state", path)
 		assert.False(t, r.Connected(), path)
+		_, ok := r.ShedSeed()
+		assert.False(t, ok, "%s: no seed from a bad state", path)
 	}
 	assert.GreaterOrEqual(t, conns.Load(), int32(3), "garbage: reconnected")
 	assert.GreaterOrEqual(t, stalls.Load(), int32(2), "stalled: timed out and reconnected")

@@ -1,11 +1,14 @@
 package shed
 
 import (
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/failsafe-go/failsafe-go/adaptivelimiter"
 
+	"github.com/brownout/brownout/dimmer"
 	"github.com/brownout/brownout/signals"
 )
 
@@ -67,4 +70,37 @@ func BenchmarkFastPath(b *testing.B) {
 			}
 		})
 	})
+}
+
+// BenchmarkKeyFraction: the cascade's choice of a client, on the request
+// path while it sheds: the unkeyed FNV-1a it used (an outsider could
+// compute it) beside the keyed SipHash-2-4, under the Shedder's own seed
+// and under a fleet's seed from Config.ShedSeed.
+func BenchmarkKeyFraction(b *testing.B) {
+	own, _ := New(Config{})
+	seed := dimmer.ShedSeed{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
+	fleet, _ := New(Config{ShedSeed: func() (dimmer.ShedSeed, bool) { return seed, true }})
+	var sink float64
+	for _, key := range []string{"u:user-1234567", "u:" + strings.Repeat("0123456789abcdef", 4)[:62]} {
+		n := strconv.Itoa(len(key))
+		b.Run("unkeyed-fnv1a/"+n, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				sink += fnv1a(key)
+			}
+		})
+		b.Run("keyed-siphash/"+n, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				sink += own.keyFraction(key)
+			}
+		})
+		b.Run("keyed-siphash-fleet-seed/"+n, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				sink += fleet.keyFraction(key)
+			}
+		})
+	}
+	_ = sink
 }

@@ -16,7 +16,9 @@ import (
 // caller would (no priority inversion) and drops work its caller has given
 // up on. The class comes from the context the middleware set (ClassFrom) and
 // the deadline from the context's deadline; a header the caller set itself
-// is kept.
+// is kept. The dependency believes the class only with
+// Config.TrustPriority (or signals' MiddlewareConfig.TrustPriority): set
+// it on services that only your own services call.
 type Propagate struct {
 	// Next sends the request. Default http.DefaultTransport.
 	Next http.RoundTripper

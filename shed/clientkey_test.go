@@ -296,7 +296,7 @@ func TestClientKeyFuncSharedByRateLimitAndCascade(t *testing.T) {
 			require.Equal(t, http.StatusServiceUnavailable, code)
 			refused++
 		}
-		assert.Equal(t, keyFraction(tenant) < 0.5, code != http.StatusOK, "the middleware sheds %s by its ClientKey", tenant)
+		assert.Equal(t, s.keyFraction(tenant) < 0.5, code != http.StatusOK, "the middleware sheds %s by its ClientKey", tenant)
 		release, err := s.Acquire(context.Background(), Request{Class: signals.Sheddable, Key: k})
 		assert.Equal(t, code != http.StatusOK, err != nil, "Acquire sheds %s alike", tenant)
 		if err == nil {

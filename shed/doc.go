@@ -8,9 +8,14 @@
 // echo.WrapMiddleware) or any transport ([Shedder.Acquire]). For each
 // request, in order:
 //
-//  1. Classify: critical, default or sheddable (signals.Class), from the
-//     X-Priority header or a [Routes] table (a header may lower a route's
-//     class, never raise it); unknown is default.
+//  1. Classify: critical, default or sheddable (signals.Class), from a
+//     [Routes] table or Config.Classify; default without either. A
+//     client's X-Priority header may lower the class, never raise it —
+//     anyone can send it, and critical is never shed — unless
+//     Config.TrustPriority, for services whose callers are your own
+//     services forwarding their class ([Propagate]): then the header, when
+//     it names a class, is the class. [Shedder.Acquire] reads no header:
+//     its caller gives the class.
 //  2. Per-client rate limit (optional, [RateLimitConfig]): a token bucket
 //     (burst 10, 2/s) or a sliding-window counter, keyed by an
 //     authenticated user id header, else the client IP: the connection's,
@@ -22,7 +27,11 @@
 //     with Retry-After and X-RateLimit-Limit/-Remaining/-Reset.
 //  3. The brownout cascade (Config.ShedLevel, from package dimmer): a share
 //     of the sheddable, then the default clients, sticky per client key,
-//     is refused; critical never.
+//     is refused; critical never. The clients are picked by SipHash of
+//     their key under a seed they cannot know (Config.ShedSeed: a fleet's
+//     daemon publishes one; random per Shedder otherwise), so nobody can
+//     choose a key that is shed last. Rate limits keep only hashes of the
+//     keys too: a client's id costs 8 bytes in memory, 25 in a store.
 //  4. The gate: a deadline already passed is refused at no cost; a
 //     request starts at once when nothing waits and the cost in flight is
 //     under the adaptive concurrency limit ([LimitConfig]: it finds the

@@ -14,7 +14,7 @@ import (
 // The commands mount the middleware on echo with echo.WrapMiddleware: the
 // refusal, the class in the context and the outcome recording all survive.
 func TestUnderEcho(t *testing.T) {
-	s, _ := New(Config{ShedLevel: func() float64 { return 1 }})
+	s, _ := New(Config{ShedLevel: func() float64 { return 1 }, TrustPriority: true})
 	e := echo.New()
 	e.Use(echo.WrapMiddleware(s.Middleware))
 	e.GET("/feed", func(c echo.Context) error {

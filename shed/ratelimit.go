@@ -561,7 +561,7 @@ func (l *rateLimits) allowContext(ctx context.Context, h http.Header, key string
 	var d RateDecision
 	if l.store != nil {
 		var err error
-		if d, err = l.store.Take(ctx, key, l.quota, now); err != nil {
+		if d, err = l.store.Take(ctx, StoreKey(key), l.quota, now); err != nil {
 			d = l.mem.take(key, now)
 		}
 	} else {
@@ -586,18 +586,21 @@ func (l *rateLimits) allowContext(ctx context.Context, h http.Header, key string
 
 // memory is the default RateLimitStore: a token bucket (x/time/rate's) or
 // a sliding window per client, the least recently seen forgotten past
-// MaxClients.
+// MaxClients. Clients are kept by a keyed hash of their key (8 bytes,
+// whatever the client sent; see keyhash.go), so MaxClients bounds its
+// memory: about 250 bytes a client.
 type memory struct {
-	cfg RateLimitConfig
-	mu  sync.Mutex
-	m   map[string]*list.Element // of *client
-	lru list.List                // front: most recently seen
+	cfg  RateLimitConfig
+	hash hashKey // drawn at random: nobody outside can aim two keys at one allowance
+	mu   sync.Mutex
+	m    map[uint64]*list.Element // of *client
+	lru  list.List                // front: most recently seen
 }
 
 var _ RateLimitStore = (*memory)(nil)
 
 type client struct {
-	key    string
+	key    uint64 // memory.hash of the client key
 	bucket *rate.Limiter
 	// sliding window
 	start     time.Time
@@ -606,7 +609,7 @@ type client struct {
 
 // newMemory returns a memory for cfg, its defaults applied.
 func newMemory(cfg RateLimitConfig) *memory {
-	return &memory{cfg: cfg, m: map[string]*list.Element{}}
+	return &memory{cfg: cfg, hash: randomHashKey(), m: map[uint64]*list.Element{}}
 }
 
 // Take implements RateLimitStore; it never fails. q is the quota the
@@ -618,8 +621,9 @@ func (l *memory) Take(_ context.Context, key string, _ Quota, now time.Time) (Ra
 // take takes one request of client key at now.
 func (l *memory) take(key string, now time.Time) RateDecision {
 	var d RateDecision
+	h := l.hash.sum(key)
 	l.mu.Lock()
-	c := l.get(key, now)
+	c := l.get(h, now)
 	if l.cfg.SlidingWindow {
 		d = c.window(now, l.cfg.Burst, l.cfg.Window)
 	} else {
@@ -637,8 +641,9 @@ func (l *memory) take(key string, now time.Time) RateDecision {
 
 func ceilSeconds(d time.Duration) int { return int((d + time.Second - 1) / time.Second) }
 
-// get returns the client's state, remembering it. Callers hold l.mu.
-func (l *memory) get(key string, now time.Time) *client {
+// get returns the state of the client whose key hashes to key,
+// remembering it. Callers hold l.mu.
+func (l *memory) get(key uint64, now time.Time) *client {
 	if e, ok := l.m[key]; ok {
 		l.lru.MoveToFront(e)
 		return e.Value.(*client)
@@ -648,7 +653,7 @@ func (l *memory) get(key string, now time.Time) *client {
 		delete(l.m, old.Value.(*client).key)
 		l.lru.Remove(old)
 	}
-	c := &client{key: strings.Clone(key), start: now}
+	c := &client{key: key, start: now}
 	if !l.cfg.SlidingWindow {
 		c.bucket = rate.NewLimiter(rate.Limit(l.cfg.Rate), l.cfg.Burst)
 	}

@@ -21,9 +21,16 @@ import (
 // skew between instances grants nothing) rather than by now, which is the
 // limiter's time of the request.
 //
-// One store serves one limiter: the limiter's keys are the client keys,
-// verbatim, so two limiters sharing a store would share their clients'
-// allowances. A store must be safe for concurrent use.
+// The key a store is given is a digest of the client key, not the key
+// itself (which a client chooses, up to the size of a header): its kind
+// ("u:" for a user id, "ip:" for an address, nothing for a key from
+// Config.ClientKey) and 128 bits of its SHA-256 in base64url, at most 25
+// bytes ([StoreKey]: "u:alice" is "u:X1bkGkX0gPiULKC66Dp-DA"). It is the
+// same on every instance, so instances sharing a store meet on each
+// client's key.
+//
+// One store serves one limiter: two limiters sharing a store would share
+// their clients' allowances. A store must be safe for concurrent use.
 type RateLimitStore interface {
 	Take(ctx context.Context, key string, q Quota, now time.Time) (RateDecision, error)
 }

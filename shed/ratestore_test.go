@@ -63,7 +63,8 @@ func TestStoreDecidesAndMemoryFallsBack(t *testing.T) {
 		assert.Equal(t, want.reset, h.Get("X-Ratelimit-Reset"), "decision %d", i)
 		assert.Equal(t, want.retryAfter, h.Get("Retry-After"), "decision %d", i)
 	}
-	assert.Equal(t, []string{"u:ivan", "u:ivan", "u:ivan", "u:ivan"}, store.keys, "the key verbatim")
+	ivan := StoreKey("u:ivan")
+	assert.Equal(t, []string{ivan, ivan, ivan, ivan}, store.keys, "the key's digest")
 	assert.Equal(t, Quota{Rate: 2, Burst: 2, Window: 5 * time.Second}, store.quotas[0], "the defaults applied")
 	assert.Equal(t, "request", store.ctxs[0].Value(ctxKey{}), "the caller's context")
 }
@@ -92,7 +93,7 @@ func TestStoreBehindTheMiddleware(t *testing.T) {
 		assert.Equal(t, http.StatusTooManyRequests, rec.Code)
 		assert.Equal(t, "3", rec.Header().Get("Retry-After"))
 		assert.Equal(t, "10", rec.Header().Get("X-Ratelimit-Limit"))
-		assert.Equal(t, []string{"u:judy", "u:judy"}, store.keys)
+		assert.Equal(t, []string{StoreKey("u:judy"), StoreKey("u:judy")}, store.keys)
 		assert.True(t, store.quotas[0].SlidingWindow)
 	}
 }

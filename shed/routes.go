@@ -34,8 +34,8 @@ type Route struct {
 //
 //	h = shedder.Middleware(routes.Middleware(app))
 //
-// Unmatched requests are classified by their header and cost 1. It is safe
-// for concurrent use.
+// Unmatched requests are default (lowered by their X-Priority header, as
+// any) and cost 1. It is safe for concurrent use.
 type Routes struct {
 	mux    *http.ServeMux
 	routes []Route
@@ -91,20 +91,15 @@ func (rt *Routes) match(r *http.Request) (int, bool) {
 	return i, ok
 }
 
-// Classify returns the route's class, lowered (never raised) by the
-// request's X-Priority header.
+// Classify returns the route's class (default for an unmatched request),
+// lowered (never raised) by the request's X-Priority header. A Shedder
+// with Config.TrustPriority lets the header raise it too.
 func (rt *Routes) Classify(r *http.Request) signals.Class {
-	i, ok := rt.match(r)
-	if !ok {
-		return signals.ClassOf(r)
+	c := signals.Default
+	if i, ok := rt.match(r); ok {
+		c = rt.routes[i].Class
 	}
-	c := rt.routes[i].Class
-	if v := r.Header.Get(signals.PriorityHeader); v != "" {
-		if h, err := signals.ParseClass(v); err == nil && h > c {
-			c = h // a lower priority than the route's
-		}
-	}
-	return c
+	return signals.LowerClass(r, c)
 }
 
 // DeclaredCost returns the request's cost as the table declares it (times

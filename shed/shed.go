@@ -35,10 +35,18 @@ func (e *RefusedError) Unwrap() error { return ErrShed }
 // Config configures a Shedder. The zero value is usable.
 type Config struct {
 	Gate GateConfig
-	// Classify returns a request's class. Default signals.ClassOf (the
-	// X-Priority header; unknown or absent is default). A Routes table
-	// provides one.
+	// Classify returns a request's class. Default: Default. A Routes
+	// table provides one. The X-Priority header may lower the class it
+	// returns, never raise it (signals.LowerClass), unless TrustPriority:
+	// any client can send the header, and critical is never shed.
 	Classify func(*http.Request) signals.Class
+	// TrustPriority makes the X-Priority header, when it names a class,
+	// the request's class, raising it above what Classify says as well as
+	// lowering it: for a service whose callers are your own services,
+	// which forward the class of the request that made the call
+	// (Propagate), so that a dependency sheds what its caller would. Never
+	// on a server that clients reach directly. Default false.
+	TrustPriority bool
 	// Cost returns a request's estimated cost in units (1 = an average
 	// request). Default 1. A Routes table provides one.
 	Cost func(*http.Request) float64
@@ -52,13 +60,22 @@ type Config struct {
 	// (dimmer.State.Shed); requests of the classes it covers are refused
 	// at the door, critical never. Default: no cascade.
 	ShedLevel func() float64
+	// ShedSeed returns the seed of the hash that picks, by client key,
+	// which clients the cascade sheds (the same ones while the level
+	// holds): with a seed it cannot know, a client cannot choose a key
+	// that is shed last. Instances that share a seed shed the same
+	// clients: in fleet mode give the daemon's, provider.Remote.ShedSeed.
+	// Default, or while it returns false: a seed drawn at random when the
+	// Shedder is made, right for an app that runs its own controller.
+	ShedSeed func() (dimmer.ShedSeed, bool)
 	// RateLimit limits each client; nil means no per-client limit.
 	RateLimit *RateLimitConfig
 	// ClientKey, when set, returns a request's client key, the one key of
-	// both the rate limits and the cascade's sticky shedding, used
-	// verbatim; an empty string falls back to the default key: the
-	// authenticated user id header (RateLimitConfig.KeyHeader, default
-	// X-User-ID), else the client's address (see TrustedProxies).
+	// both the rate limits and the cascade's sticky shedding (which keep
+	// only a hash of it, see RateLimitStore and ShedSeed); an empty
+	// string falls back to the default key: the authenticated user id
+	// header (RateLimitConfig.KeyHeader, default X-User-ID), else the
+	// client's address (see TrustedProxies).
 	// Shedder.ClientKey returns the key the middleware uses, for
 	// Request.Key when HTTP requests go through Acquire.
 	ClientKey func(*http.Request) string
@@ -116,6 +133,8 @@ type Shedder struct {
 	cost      func(*http.Request) float64
 	failed    func(int) bool
 	shedLevel func() float64
+	shedSeed  func() (dimmer.ShedSeed, bool)
+	ownSeed   hashKey // when shedSeed has none
 	limits    *rateLimits
 	keys      keyer
 	replies   [signals.NumReasons]reply
@@ -127,16 +146,14 @@ type Shedder struct {
 
 // New returns a Shedder.
 func New(cfg Config) (*Shedder, error) {
-	s := &Shedder{cfg: cfg, rec: cfg.Recorder, now: cfg.Now, classify: cfg.Classify, cost: cfg.Cost,
-		failed: cfg.Failed, shedLevel: cfg.ShedLevel, gate: gate.New(cfg.Gate)}
+	s := &Shedder{cfg: cfg, rec: cfg.Recorder, now: cfg.Now, cost: cfg.Cost, failed: cfg.Failed,
+		classify:  signals.PriorityClassifier(cfg.Classify, cfg.TrustPriority),
+		shedLevel: cfg.ShedLevel, shedSeed: cfg.ShedSeed, ownSeed: randomHashKey(), gate: gate.New(cfg.Gate)}
 	if s.rec == nil {
 		s.rec = signals.NewRecorder(signals.Config{})
 	}
 	if s.now == nil {
 		s.now = time.Now
-	}
-	if s.classify == nil {
-		s.classify = signals.ClassOf
 	}
 	if s.cost == nil {
 		s.cost = func(*http.Request) float64 { return 1 }
@@ -355,6 +372,9 @@ func (s *Shedder) dispatch(now time.Time, w *wake) {
 
 // Request is one unit of work for Acquire.
 type Request struct {
+	// Class is the request's class, as the caller decides: Acquire reads
+	// no header. From a client's own say (a header, a message field), give
+	// it no more than signals.LowerClass would.
 	Class signals.Class
 	// Cost in units (1 = an average request). Default 1.
 	Cost float64
@@ -406,25 +426,27 @@ func (s *Shedder) door(c signals.Class, key string) error {
 		return nil
 	}
 	share := dimmer.ShedShare(s.shedLevel(), c)
-	if share <= 0 || (share < 1 && keyFraction(key) >= share) {
+	if share <= 0 || (share < 1 && s.keyFraction(key) >= share) {
 		return nil
 	}
 	s.rec.Reject(c, signals.ReasonShedLevel)
 	return &RefusedError{Class: c, Reason: signals.ReasonShedLevel}
 }
 
-// keyFraction maps a client key to [0, 1) (FNV-1a): the same clients are
-// shed while the level holds. An empty key draws at random.
-func keyFraction(key string) float64 {
+// keyFraction maps a client key to [0, 1) by SipHash under the shed seed
+// (keyhash.go): the same clients are shed while the level holds, and which
+// ones cannot be told without the seed. An empty key draws at random.
+func (s *Shedder) keyFraction(key string) float64 {
 	if key == "" {
 		return rand.Float64()
 	}
-	h := uint32(2166136261)
-	for i := 0; i < len(key); i++ {
-		h ^= uint32(key[i])
-		h *= 16777619
+	k := s.ownSeed
+	if s.shedSeed != nil {
+		if seed, ok := s.shedSeed(); ok {
+			k = hashKeyOf(seed)
+		}
 	}
-	return float64(h) / (1 << 32)
+	return k.fraction(key)
 }
 
 // wait takes a request through the gate, blocking while it is queued.

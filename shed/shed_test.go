@@ -105,7 +105,9 @@ func TestTwiceCapacity(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const mean = 10 * time.Millisecond
 		server := newCPU(4, mean) // 400 req/s
-		s, err := New(Config{})   // the defaults: the gate is not told the 4 workers
+		// The defaults (the gate is not told the 4 workers); the load's
+		// classes come in X-Priority, as from our own services.
+		s, err := New(Config{TrustPriority: true})
 		require.NoError(t, err)
 		outs := openLoop(s.Middleware(server), 800, 5*time.Second, [3]float64{0.3, 0.4, 0.3})
 

@@ -207,6 +207,7 @@ func (s *Shop) protect(ctx context.Context) error {
 	}
 	var err error
 	var shedLevel func() float64
+	var shedSeed func() (dimmer.ShedSeed, bool) // the daemon's in fleet mode: every instance sheds the same users
 	if cfg.Brownoutd != "" {
 		// Fleet mode: the levels come from brownoutd's stream, evaluated
 		// here with the in-process code; the daemon reads this instance's
@@ -220,7 +221,7 @@ func (s *Shop) protect(ctx context.Context) error {
 			return err
 		}
 		s.remote, s.src = r, r
-		shedLevel = func() float64 { return r.State().Shed }
+		shedLevel, shedSeed = func() float64 { return r.State().Shed }, r.ShedSeed
 		s.wg.Go(func() { r.Run(ctx) })
 	} else {
 		s.ctl, err = dimmer.New(dimmer.Config{
@@ -297,6 +298,7 @@ func (s *Shop) protect(ctx context.Context) error {
 	s.shedder, err = shed.New(shed.Config{
 		Recorder:  s.rec,
 		ShedLevel: shedLevel,
+		ShedSeed:  shedSeed,
 		Classify:  routes.Classify,
 		// Declared costs, not corrected by service time: a checkout waits
 		// 30 ms on the payment gateway, which costs the workers nothing.

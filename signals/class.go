@@ -23,7 +23,10 @@ const (
 )
 
 // PriorityHeader carries a request's class downstream so that a dependency
-// sheds the same requests its caller would (no priority inversion).
+// sheds the same requests its caller would (no priority inversion). Any
+// client can set it, so a server believes it only from its own services
+// (MiddlewareConfig.TrustPriority, shed.Config.TrustPriority); from anyone
+// else it may lower a request's class, never raise it (LowerClass).
 const PriorityHeader = "X-Priority"
 
 var classNames = [NumClasses]string{"critical", "default", "sheddable"}
@@ -56,17 +59,58 @@ func ParseClass(s string) (Class, error) {
 }
 
 // ClassOf returns the class named by r's X-Priority header, or Default when
-// the header is absent or unknown.
+// the header is absent or unknown. It trusts the header, critical
+// included: use it for requests from your own services only, and
+// LowerClass for anyone's.
 func ClassOf(r *http.Request) Class {
+	if c, ok := HeaderClass(r); ok {
+		return c
+	}
+	return Default
+}
+
+// HeaderClass returns the class r's X-Priority header names; ok is false
+// when the header is absent or names no class.
+func HeaderClass(r *http.Request) (c Class, ok bool) {
 	v := r.Header.Get(PriorityHeader)
 	if v == "" {
-		return Default
+		return Default, false
 	}
 	c, err := ParseClass(v)
-	if err != nil {
-		return Default
+	return c, err == nil
+}
+
+// LowerClass returns c, lowered by r's X-Priority header when that names a
+// lower priority (critical > default > sheddable): a client may give up
+// priority, never claim it, so the header needs no trust. An absent or
+// unknown header leaves c.
+func LowerClass(r *http.Request, c Class) Class {
+	if h, ok := HeaderClass(r); ok && h > c {
+		return h
 	}
 	return c
+}
+
+// PriorityClassifier returns classify (Default for every request when
+// nil) with the X-Priority header applied: when trust is false the header
+// may only lower the class (LowerClass); when true, a header that names a
+// class is the class, raised or lowered. MiddlewareConfig and
+// shed.Config apply it to their Classify and TrustPriority.
+func PriorityClassifier(classify func(*http.Request) Class, trust bool) func(*http.Request) Class {
+	switch {
+	case trust && classify == nil:
+		return ClassOf
+	case trust:
+		return func(r *http.Request) Class {
+			if c, ok := HeaderClass(r); ok {
+				return c
+			}
+			return classify(r)
+		}
+	case classify == nil:
+		return func(r *http.Request) Class { return LowerClass(r, Default) }
+	}
+	return func(r *http.Request) Class { return LowerClass(r, classify(r)) }
 }
 
 // Reason says why a request was refused before its work started.

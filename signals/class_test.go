@@ -1,6 +1,8 @@
 package signals
 
 import (
+	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -22,6 +24,53 @@ func TestParseClass(t *testing.T) {
 	assert.Equal(t, Default, ClassOf(r), "no header")
 	r.Header.Set(PriorityHeader, "vip")
 	assert.Equal(t, Default, ClassOf(r), "unknown header")
+}
+
+// TestPriorityHeaderLowersNeverRaises: by default a client's X-Priority
+// may lower a request's class, never raise it; trusted, it decides.
+func TestPriorityHeaderLowersNeverRaises(t *testing.T) {
+	route := func(*http.Request) Class { return Default }
+	for _, tc := range []struct {
+		header       string
+		classify     func(*http.Request) Class
+		plain, trust Class
+	}{
+		{"", nil, Default, Default},
+		{"critical", nil, Default, Critical},
+		{"sheddable", nil, Sheddable, Sheddable},
+		{"vip", nil, Default, Default},
+		{"", route, Default, Default},
+		{"critical", route, Default, Critical},
+		{"sheddable", route, Sheddable, Sheddable},
+		{"default", func(*http.Request) Class { return Critical }, Default, Default},
+		{"vip", func(*http.Request) Class { return Critical }, Critical, Critical},
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		if tc.header != "" {
+			r.Header.Set(PriorityHeader, tc.header)
+		}
+		name := fmt.Sprintf("header %q, classify %v", tc.header, tc.classify != nil)
+		assert.Equal(t, tc.plain, PriorityClassifier(tc.classify, false)(r), "%s, not trusted", name)
+		assert.Equal(t, tc.trust, PriorityClassifier(tc.classify, true)(r), "%s, trusted", name)
+	}
+}
+
+// TestMiddlewareDoesNotTrustPriority: a zero MiddlewareConfig counts a
+// client's "critical" as default; TrustPriority believes it.
+func TestMiddlewareDoesNotTrustPriority(t *testing.T) {
+	for _, trust := range []bool{false, true} {
+		rec := NewRecorder(Config{})
+		h := Middleware(rec, MiddlewareConfig{TrustPriority: trust})(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header.Set(PriorityHeader, "critical")
+		h.ServeHTTP(httptest.NewRecorder(), r)
+		c := rec.counters.Load()
+		want := Default
+		if trust {
+			want = Critical
+		}
+		assert.Equal(t, uint64(1), c[want].Arrived, "trust %v: counted as %s", trust, want)
+	}
 }
 
 func TestDeadlineOf(t *testing.T) {

@@ -85,14 +85,15 @@
 //	     "rejected": {"codel": 1}, "sojourn": {…}, "sojourn_min": 0.001, "standing": false},
 //	   "default": {…}, "sheddable": {…}}}
 //
-// v and instance are required, everything else optional. Durations are
+// v, instance and time are required, everything else optional. Durations are
 // seconds; counts are whole, non-negative numbers. Classic buckets are
 // [upper bound, cumulative count], bounds ascending, the +Inf bucket
 // implied by count; native buckets are [index, count], indices ascending,
 // bucket i holding (2^((i−1)/2^schema), 2^(i/2^schema)] as in Prometheus.
 // time is the instance's clock when it read its Recorder and start when
 // its Pusher started: within one run, pushes are ordered by time (a late
-// one is refused with 409) and rates are timed by it; a push from a run
+// or repeated one is refused with 409; a push without time, which could
+// not be ordered, with 400) and rates are timed by it; a push from a run
 // that started before the one pushing under the same instance id is
 // refused with 409 too (two processes share the id). Decoders ignore the
 // fields, classes and reasons they do not know, so version 1 can grow
@@ -101,12 +102,16 @@
 // A push is checked whole before it is applied, and a refused push changes
 // nothing: 400 for malformed JSON or an invalid value (negative, not whole,
 // out of range, bounds or indices not ascending, counts not cumulative),
-// 413 over MaxBody (1 MiB), 415 for a Content-Type other than JSON, 409
-// for a late push or a shared id, 503 past MaxInstances, 405 (with Allow)
+// 413 over MaxBody (1 MiB) or 4096 histogram buckets, 415 for a
+// Content-Type other than JSON, 409 for a late push or a shared id, 429
+// (with Retry-After) from a new instance past MaxInstances, 405 (with Allow)
 // for a method other than POST, each with an application/problem+json body (type urn:brownout:push:<kind>, title,
 // status, detail) whose detail names the field, e.g. "latency.buckets[3]:
 // upper bound 0.1 is not above the previous bucket's 0.25: bounds must
-// ascend". ServeHTTP does no authentication: the daemon mounts it behind
+// ascend". What the source keeps is bounded: per instance at most 64
+// readings and 8192 buckets (readings inside the window are thinned
+// evenly past either, keeping its base and the newest), and MaxInstances
+// instances. ServeHTTP does no authentication: the daemon mounts it behind
 // its token check, and a Pusher sends its Token as a bearer token.
 //
 // # Usage

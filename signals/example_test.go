@@ -16,7 +16,8 @@ func ExampleMiddleware() {
 	rec := signals.NewRecorder(signals.Config{})
 	now := time.Date(2026, 11, 11, 0, 0, 0, 0, time.UTC)
 	clock := func() time.Time { now = now.Add(40 * time.Millisecond); return now }
-	h := signals.Middleware(rec, signals.MiddlewareConfig{Now: clock})(http.HandlerFunc(
+	// The callers are our own services: their X-Priority is believed.
+	h := signals.Middleware(rec, signals.MiddlewareConfig{Now: clock, TrustPriority: true})(http.HandlerFunc(
 		func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) }))
 	for range 100 {
 		req := httptest.NewRequest(http.MethodGet, "/", nil)

@@ -40,6 +40,39 @@ func (s *series) add(r reading, window time.Duration) {
 	*s = append(slices.Delete(h, 0, keep), r)
 }
 
+// thin drops readings from the inside of the series until it holds at
+// most maxReads readings and maxBuckets histogram buckets. The oldest
+// (the window's base) and the newest stay; of the others, the one whose
+// neighbours are closest in time goes first, so that what is left spreads
+// evenly over the window. Counts are cumulative, so a dropped reading
+// loses nothing but a choice of base: the window's base may be a little
+// older than Window (by at most the widest gap left), and rates divide by
+// the time actually elapsed.
+func (s *series) thin(maxReads, maxBuckets int) {
+	h := *s
+	total := 0
+	for i := range h {
+		total += h[i].st.buckets()
+	}
+	for len(h) > 2 && (len(h) > maxReads || total > maxBuckets) {
+		drop, gap := 1, h[2].at.Sub(h[0].at)
+		for i := 2; i < len(h)-1; i++ {
+			if g := h[i+1].at.Sub(h[i-1].at); g < gap {
+				drop, gap = i, g
+			}
+		}
+		total -= h[drop].st.buckets()
+		h = slices.Delete(h, drop, drop+1)
+	}
+	*s = h
+}
+
+// buckets is how many histogram buckets st keeps, classic and native: the
+// measure of what a reading costs in memory (about 35 bytes a bucket).
+func (st *targetState) buckets() int {
+	return len(st.latency.classic) + len(st.latency.pos) + len(st.sojourn.classic) + len(st.sojourn.pos)
+}
+
 // elapsed returns the seconds between two readings of one instance: by the
 // instance's clock when both come from the same run and carry it, else by
 // the source's.

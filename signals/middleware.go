@@ -7,12 +7,21 @@ import (
 	"time"
 )
 
-// MiddlewareConfig configures Middleware. The zero value classifies by the
-// X-Priority header, reads time.Now, counts 503 responses as refusals for
-// overload and other 5xx responses as failures.
+// MiddlewareConfig configures Middleware. The zero value counts every
+// request as Default unless its X-Priority header lowers it, reads
+// time.Now, counts 503 responses as refusals for overload and other 5xx
+// responses as failures.
 type MiddlewareConfig struct {
-	// Classify returns a request's class. Default ClassOf.
+	// Classify returns a request's class. Default: Default. The
+	// X-Priority header may lower the class it returns, never raise it
+	// (LowerClass), unless TrustPriority.
 	Classify func(*http.Request) Class
+	// TrustPriority makes the X-Priority header, when it names a class,
+	// the request's class, raising it as well as lowering it: for requests
+	// from your own services only (shed.Propagate forwards the class of
+	// the request that made the call). Default false: any client can set
+	// the header, so it may only lower the class.
+	TrustPriority bool
 	// Failed reports whether a status is a failure. Default: ≥ 500.
 	// It is asked only about responses that Refused did not claim.
 	Failed func(status int) bool
@@ -54,10 +63,7 @@ func RefusedUnavailable(status int, _ http.Header) (Reason, bool) {
 // rejections, into the same Recorder; don't stack both on one handler or
 // arrivals count twice.
 func Middleware(rec *Recorder, cfg MiddlewareConfig) func(http.Handler) http.Handler {
-	classify, failed, refused, now := cfg.Classify, cfg.Failed, cfg.Refused, cfg.Now
-	if classify == nil {
-		classify = ClassOf
-	}
+	classify, failed, refused, now := PriorityClassifier(cfg.Classify, cfg.TrustPriority), cfg.Failed, cfg.Refused, cfg.Now
 	if failed == nil {
 		failed = func(status int) bool { return status >= 500 }
 	}

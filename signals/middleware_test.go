@@ -24,7 +24,7 @@ func (c *fakeClock) now() time.Time { c.t = c.t.Add(c.step); return c.t }
 func TestMiddlewareRecordsOutcomes(t *testing.T) {
 	rec := NewRecorder(Config{})
 	clk := &fakeClock{t: t0, step: 10 * time.Millisecond}
-	mw := Middleware(rec, MiddlewareConfig{Now: clk.now})
+	mw := Middleware(rec, MiddlewareConfig{Now: clk.now, TrustPriority: true})
 	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/fail":

@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -17,6 +18,39 @@ import (
 // instance is live: the snapshot is empty, and the controller holds (then
 // goes stale) as with any source that gives no signal.
 var ErrNoInstances = errors.New("signals: push: no live instance")
+
+// ErrTooManyInstances is wrapped by Push's error when a push comes from a
+// new instance and the source already keeps MaxInstances; ServeHTTP
+// answers 429 with a Retry-After of when the longest-silent instance will
+// be forgotten. Instances it knows still push.
+var ErrTooManyInstances = errors.New("signals: push: too many instances")
+
+// ErrPushTooLarge is wrapped by Push's error for a push over the size
+// the source keeps: more than 4096 histogram buckets in all (see
+// PushConfig for what the source keeps). ServeHTTP answers 413, as for a
+// body over MaxBody.
+var ErrPushTooLarge = errors.New("signals: push: too large")
+
+// What the source keeps of each instance. A reading (an accepted push) is
+// kept as decoded histograms, about 35 bytes a bucket (classic or
+// native). A Recorder's push keeps two histograms, the latency and the
+// classes' sojourn merged: 400–500 buckets under a varied load, at most
+// 1 084 (each: 526 native buckets, all its 1024 log-linear buckets map to
+// at NativeSchema, and 16 classic with the default bounds).
+const (
+	// maxReadings bounds the readings kept per instance: a Pusher at its
+	// default 1 s over a 60 s Window needs 61. Beyond, or beyond
+	// maxInstanceBuckets, readings are thinned (series.thin): the window's
+	// base and the newest stay and the rest spread evenly, so rates stay
+	// exact over a window a little longer than Window.
+	maxReadings = 64
+	// maxInstanceBuckets bounds the buckets kept per instance, about
+	// 290 KB: at the default 10 s Window and 1 s pushes, the 11 readings of
+	// a typical Recorder (≈ 5 000 buckets) fit, and 7 of the widest. With
+	// MaxInstances it bounds the source: a hostile fleet of 1000 instances
+	// keeps at most about 300 MB, twice what 1000 honest ones keep.
+	maxInstanceBuckets = 8192
+)
 
 // PushConfig configures a PushSource. The zero value is usable.
 type PushConfig struct {
@@ -35,7 +69,10 @@ type PushConfig struct {
 	MaxBody int64
 	// MaxInstances bounds how many instances the source keeps (live ones
 	// and expired ones still listed); a push from a new instance beyond it
-	// gets 503. Default 1000.
+	// is refused (ErrTooManyInstances, 429). Default 1000. Each instance
+	// keeps at most 64 readings and 8192 histogram buckets (about 290 KB;
+	// a Recorder's pushes over the default Window keep about 170 KB), so
+	// the source's memory is bounded by about MaxInstances × 300 KB.
 	MaxInstances int
 	// Now returns the current time, used as a push's arrival time.
 	// Default time.Now.
@@ -68,13 +105,16 @@ func (c PushConfig) withDefaults() PushConfig {
 // code: sums across instances, quantiles from the merged histograms (not
 // averaged p99s), rates over the Window, counter resets as in Prometheus.
 //
-// A push is checked whole before it is applied: a refused one (4xx, or
-// 503 past MaxInstances, with an application/problem+json body saying what
-// is wrong) changes no signal.
-// Pushes of one run of an instance (same "start") are ordered by their
-// "time": a late one is refused with 409, and so is a push from a run that
-// started before the one pushing now (two processes sharing an instance
-// id). ServeHTTP does no authentication; mount it behind your own.
+// A push is checked whole before it is applied: a refused one (4xx, with
+// an application/problem+json body saying what is wrong) changes no
+// signal. Every push carries its "time", and pushes of one run of an
+// instance (same "start") are ordered by it: a late or repeated one is
+// refused with 409, and so is a push from a run that started before the
+// one pushing now (two processes sharing an instance id). What the source
+// keeps is bounded: MaxInstances instances, each at most 64 readings and
+// 8192 histogram buckets (older readings are thinned, see PushConfig), a
+// push at most 4096 buckets. ServeHTTP does no authentication; mount it
+// behind your own.
 //
 // A PushSource must be made with NewPushSource. It is safe for concurrent
 // use.
@@ -110,10 +150,11 @@ func (s *PushSource) Name() string { return "push" }
 
 // ServeHTTP takes one push: POST, Content-Type application/json (or
 // none), a version-1 body. It answers 204 when the push was applied, 405
-// (with Allow) for other methods, 413 over MaxBody, 415 for another media
-// type, 400 for a body that is malformed or invalid, 409 for a late push
-// or a duplicate instance id, and 503 when MaxInstances is reached; every
-// refusal has an application/problem+json body.
+// (with Allow) for other methods, 413 over MaxBody or 4096 buckets, 415
+// for another media type, 400 for a body that is malformed or invalid
+// (without "time" among them), 409 for a late push or a duplicate
+// instance id, and 429 (with Retry-After) when MaxInstances is reached;
+// every refusal has an application/problem+json body.
 func (s *PushSource) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
@@ -138,10 +179,13 @@ func (s *PushSource) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, p)
 		return
 	}
-	if err := s.push(body); err != nil {
+	if err := s.Push(body); err != nil {
 		p, ok := errors.AsType[*pushProblem](err)
 		if !ok { // cannot happen: every refusal is a problem
 			p = &pushProblem{http.StatusBadRequest, "invalid", err.Error()}
+		}
+		if errors.Is(err, ErrTooManyInstances) {
+			w.Header().Set("Retry-After", strconv.Itoa(int(s.forgetIn().Round(time.Second)/time.Second)))
 		}
 		writeProblem(w, p)
 		return
@@ -149,9 +193,11 @@ func (s *PushSource) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// push applies one body at the source's Now; its error, a *pushProblem,
-// says why it was refused.
-func (s *PushSource) push(body []byte) error {
+// Push applies one push body (the bytes ServeHTTP reads) at the source's
+// Now, for a transport other than HTTP. Its error says why the push was
+// refused and wraps ErrTooManyInstances or ErrPushTooLarge when that is
+// why; a refused push changes no signal.
+func (s *PushSource) Push(body []byte) error {
 	p, err := decodePush(body)
 	if err != nil {
 		s.refuse(p.instance, err)
@@ -190,7 +236,7 @@ func (s *PushSource) apply(now time.Time, p pushed) error {
 			s.expire(now)
 		}
 		if len(s.mu.instances) >= s.cfg.MaxInstances {
-			return &pushProblem{http.StatusServiceUnavailable, "too-many-instances", fmt.Sprintf(
+			return &pushProblem{http.StatusTooManyRequests, "too-many-instances", fmt.Sprintf(
 				"instance %q is new and the source already keeps %d instances; silent ones are forgotten %s after their last push",
 				p.instance, len(s.mu.instances), 10*s.cfg.Expire)}
 		}
@@ -205,16 +251,31 @@ func (s *PushSource) apply(now time.Time, p pushed) error {
 			return &pushProblem{http.StatusConflict, "duplicate-instance", fmt.Sprintf(
 				"instance %q: a run that started later (%s) is pushing under this id, and this one started %s: give each process its own instance id",
 				p.instance, in.run.Format(time.RFC3339Nano), p.run.Format(time.RFC3339Nano))}
-		case p.run.Equal(in.run) && !p.clock.IsZero() && !in.clock.IsZero() && !p.clock.After(in.clock):
+		case p.run.Equal(in.run) && !p.clock.After(in.clock):
 			return &pushProblem{http.StatusConflict, "stale", fmt.Sprintf(
 				"instance %q: time %s is not after the last accepted push's %s: a late or repeated push",
 				p.instance, p.clock.Format(time.RFC3339Nano), in.clock.Format(time.RFC3339Nano))}
 		}
 	}
 	in.reads.add(reading{at: now, clock: p.clock, run: p.run, st: p.st}, s.cfg.Window)
+	in.reads.thin(maxReadings, maxInstanceBuckets)
 	in.seen, in.run, in.clock, in.lastError = now, p.run, p.clock, ""
 	s.mu.health.lastSuccess = now
 	return nil
+}
+
+// forgetIn returns how long until the source forgets its longest-silent
+// instance (10 × Expire after its last push), at least a second: when a
+// new instance may try again after ErrTooManyInstances.
+func (s *PushSource) forgetIn() time.Duration {
+	now := s.cfg.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	wait := 10 * s.cfg.Expire
+	for _, in := range s.mu.instances {
+		wait = min(wait, in.seen.Add(10*s.cfg.Expire).Sub(now))
+	}
+	return max(wait, time.Second)
 }
 
 // expire drops the history of the instances silent for Expire and forgets

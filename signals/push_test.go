@@ -352,8 +352,9 @@ func problemOf(t *testing.T, w *httptest.ResponseRecorder) problem {
 // TestPushBadBodies: every refusal says exactly what is wrong, and changes
 // nothing.
 func TestPushBadBodies(t *testing.T) {
-	hist := func(s string) string { return `{"v":1,"instance":"x","latency":` + s + `}` }
-	class := func(s string) string { return `{"v":1,"instance":"x","classes":{"default":` + s + `}}` }
+	const timed = `{"v":1,"instance":"x","time":"2026-11-11T00:00:05Z",`
+	hist := func(s string) string { return timed + `"latency":` + s + `}` }
+	class := func(s string) string { return timed + `"classes":{"default":` + s + `}}` }
 	for _, tc := range []struct {
 		name, body, kind, detail string
 	}{
@@ -370,7 +371,8 @@ func TestPushBadBodies(t *testing.T) {
 		{"instance long", `{"v":1,"instance":"` + strings.Repeat("x", 129) + `"}`, "invalid", "129 bytes long: at most 128"},
 		{"instance number", `{"v":1,"instance":7}`, "invalid", "instance: number is not a string"},
 		{"bad time", `{"v":1,"instance":"x","time":"yesterday"}`, "invalid", `"time" "yesterday" is not an RFC 3339 time`},
-		{"bad start", `{"v":1,"instance":"x","start":"2026-13-01T00:00:00Z"}`, "invalid", `"start"`},
+		{"no time", `{"v":1,"instance":"x"}`, "invalid", `"time" missing`},
+		{"bad start", timed + `"start":"2026-13-01T00:00:00Z"}`, "invalid", `"start"`},
 		{"NaN", hist(`{"count":NaN}`), "malformed", "JSON has no NaN or Infinity"},
 		{"Infinity", hist(`{"count":1,"sum":-Infinity}`), "malformed", "JSON has no NaN or Infinity"},
 		{"huge", hist(`{"count":1e999}`), "invalid", "latency.count: number 1e999 is out of range"},
@@ -399,12 +401,12 @@ func TestPushBadBodies(t *testing.T) {
 		{"class rejected", class(`{"rejected":{"codel":0.5}}`), "invalid", "classes.default.rejected.codel: 0.5 is not a whole number"},
 		{"class sojourn", class(`{"sojourn":{"count":-2}}`), "invalid", "classes.default.sojourn.count: -2 is negative"},
 		{"class sojourn min", class(`{"sojourn_min":-0.1}`), "invalid", "classes.default.sojourn_min: -0.1 is negative"},
-		{"sojourn bounds differ", `{"v":1,"instance":"x","classes":{"critical":{"sojourn":{"count":1,"buckets":[[0.1,1]]}},"default":{"sojourn":{"count":1,"buckets":[[0.2,1]]}}}}`,
+		{"sojourn bounds differ", timed + `"classes":{"critical":{"sojourn":{"count":1,"buckets":[[0.1,1]]}},"default":{"sojourn":{"count":1,"buckets":[[0.2,1]]}}}}`,
 			"invalid", "classes.default.sojourn: bucket bounds differ from the other classes'"},
-		{"gate", `{"v":1,"instance":"x","gate":{"limit":-1}}`, "invalid", "gate.limit: -1 is negative"},
-		{"gate queued", `{"v":1,"instance":"x","gate":{"limit":1,"queued":0.5}}`, "invalid", "gate.queued: 0.5 is not a whole number"},
-		{"in flight", `{"v":1,"instance":"x","in_flight":"3"}`, "invalid", "in_flight: string is not a number"},
-		{"in flight negative", `{"v":1,"instance":"x","in_flight":-3}`, "invalid", "in_flight: -3 is negative"},
+		{"gate", timed + `"gate":{"limit":-1}}`, "invalid", "gate.limit: -1 is negative"},
+		{"gate queued", timed + `"gate":{"limit":1,"queued":0.5}}`, "invalid", "gate.queued: 0.5 is not a whole number"},
+		{"in flight", timed + `"in_flight":"3"}`, "invalid", "in_flight: string is not a number"},
+		{"in flight negative", timed + `"in_flight":-3}`, "invalid", "in_flight: -3 is negative"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &clock{t: t0}
@@ -453,8 +455,8 @@ func TestPushHTTP(t *testing.T) {
 	}{
 		{"too large", "application/json", `{"v":1,"instance":"x","pad":"` + strings.Repeat("x", 2<<10) + `"}`, http.StatusRequestEntityTooLarge, "too-large"},
 		{"media type", "text/plain", `{"v":1,"instance":"x"}`, http.StatusUnsupportedMediaType, "media-type"},
-		{"ok with charset", "application/json; charset=utf-8", `{"v":1,"instance":"x","unknown":{"future":[1,2]}}`, http.StatusNoContent, ""},
-		{"ok without type", "", `{"v":1,"instance":"y"}`, http.StatusNoContent, ""},
+		{"ok with charset", "application/json; charset=utf-8", `{"v":1,"instance":"x","time":"2026-11-11T00:00:00Z","unknown":{"future":[1,2]}}`, http.StatusNoContent, ""},
+		{"ok without type", "", `{"v":1,"instance":"y","time":"2026-11-11T00:00:00Z"}`, http.StatusNoContent, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req, err := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(tc.body))
@@ -480,18 +482,28 @@ func TestPushHTTP(t *testing.T) {
 	assert.True(t, h.OK)
 }
 
+// tiny is the smallest valid push: an instance and its time.
+func tiny(instance string, at time.Time) []byte {
+	return []byte(`{"v":1,"instance":"` + instance + `","time":"` + at.Format(time.RFC3339Nano) + `"}`)
+}
+
+// TestPushSourceMaxInstances: a new instance past MaxInstances is refused
+// with 429, ErrTooManyInstances and a Retry-After of when the
+// longest-silent instance will be forgotten; known ones still push.
 func TestPushSourceMaxInstances(t *testing.T) {
 	c := &clock{t: t0}
 	src := NewPushSource(PushConfig{Now: c.now, MaxInstances: 2, Expire: time.Second})
-	for _, id := range []string{"a", "b"} {
-		mustPush(t, src, []byte(`{"v":1,"instance":"`+id+`"}`))
-	}
-	w := post(src, []byte(`{"v":1,"instance":"c"}`))
-	assert.Equal(t, http.StatusServiceUnavailable, w.Code)
+	mustPush(t, src, tiny("a", c.t))
+	c.t = c.t.Add(3 * time.Second)
+	mustPush(t, src, tiny("b", c.t))
+	w := post(src, tiny("c", c.t))
+	assert.Equal(t, http.StatusTooManyRequests, w.Code)
 	assert.Equal(t, "urn:brownout:push:too-many-instances", problemOf(t, w).Type)
-	mustPush(t, src, []byte(`{"v":1,"instance":"a"}`)) // known instances still push
-	c.t = c.t.Add(10 * time.Second)                    // a and b forgotten
-	mustPush(t, src, []byte(`{"v":1,"instance":"c"}`))
+	assert.Equal(t, "7", w.Header().Get("Retry-After"), "a is forgotten 10 s after its push, 7 s from now")
+	require.ErrorIs(t, src.Push(tiny("c", c.t)), ErrTooManyInstances)
+	mustPush(t, src, tiny("a", c.t)) // known instances still push
+	c.t = c.t.Add(10 * time.Second)  // a and b forgotten
+	mustPush(t, src, tiny("c", c.t))
 }
 
 // FuzzPushBody: no body panics the decoder, a refusal is problem+json

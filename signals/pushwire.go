@@ -26,9 +26,15 @@ const pushVersion = 1
 // maxInstanceLen bounds an instance id.
 const maxInstanceLen = 128
 
+// maxPushBuckets bounds one push's histogram buckets, classic and native,
+// over the latency and every class's sojourn: a Recorder's push holds at
+// most 4 × (526 + 16) = 2 168 (see maxInstanceBuckets), and two of the
+// largest allowed fit in what the source keeps per instance.
+const maxPushBuckets = maxInstanceBuckets / 2
+
 // pushBody is one push. Counts are JSON numbers (whole, non-negative),
-// durations seconds. Every field but v and instance is optional; decoders
-// ignore fields they do not know.
+// durations seconds. Every field but v, instance and time is optional;
+// decoders ignore fields they do not know.
 type pushBody struct {
 	V        int    `json:"v"`
 	Instance string `json:"instance"`
@@ -164,6 +170,17 @@ type pushProblem struct {
 
 func (e *pushProblem) Error() string { return "signals: push refused: " + e.detail }
 
+// Unwrap returns the sentinel of the problem's kind, if it has one.
+func (e *pushProblem) Unwrap() error {
+	switch e.kind {
+	case "too-many-instances":
+		return ErrTooManyInstances
+	case "too-large":
+		return ErrPushTooLarge
+	}
+	return nil
+}
+
 var pushTitles = map[string]string{
 	"method":             "Method not allowed",
 	"media-type":         "Unsupported media type",
@@ -276,6 +293,15 @@ func (b *pushBody) decode() (pushed, error) {
 		return p, invalid("%v", err)
 	}
 	p.instance = b.Instance
+	// Without its time a push cannot be ordered: a late or replayed one
+	// would take the place of a newer one and read as a counter reset.
+	if b.Time == "" {
+		return p, invalid(`"time" missing: give each push its instance's clock when it read its counts (RFC 3339); pushes are ordered by it`)
+	}
+	if n := b.buckets(); n > maxPushBuckets {
+		return p, &pushProblem{http.StatusRequestEntityTooLarge, "too-large", fmt.Sprintf(
+			"the push holds %d histogram buckets: at most %d (a Recorder's push holds under 2 200)", n, maxPushBuckets)}
+	}
 	for _, t := range []struct {
 		name, v string
 		into    *time.Time
@@ -334,6 +360,27 @@ func (b *pushBody) decode() (pushed, error) {
 	}
 	st.parsed = true
 	return p, nil
+}
+
+// buckets counts the histogram buckets of b, classic and native, over
+// its latency and every class's sojourn (known classes or not).
+func (b *pushBody) buckets() int {
+	n := b.Latency.buckets()
+	for _, c := range b.Classes {
+		n += c.Sojourn.buckets()
+	}
+	return n
+}
+
+func (h *pushHist) buckets() int {
+	if h == nil {
+		return 0
+	}
+	n := len(h.Buckets)
+	if h.Native != nil {
+		n += len(h.Native.Buckets)
+	}
+	return n
 }
 
 func (st *targetState) readClass(cl Class, c pushClass) error {

@@ -33,7 +33,8 @@ func Embedded(ctx context.Context, app http.Handler) (http.Handler, *dimmer.Cont
 	go ctl.Run(ctx, dimmer.Local(rec))
 	p, _ := provider.New(ctl, provider.Options{})
 	openfeature.SetProviderAndWait(p)
-	s, _ := shed.New(shed.Config{Recorder: rec, ShedLevel: ctl.ShedLevel})
+	// TrustPriority believes the callers' X-Priority: only where they are your own services.
+	s, _ := shed.New(shed.Config{Recorder: rec, ShedLevel: ctl.ShedLevel, TrustPriority: true})
 	handler := s.Middleware(app) // app asks flags per user; http.ListenAndServe(addr, handler)
 	// README:end
 	return handler, ctl, s
@@ -126,7 +127,7 @@ func Build(ctx context.Context, cfg Config, stack Stack) (*Protected, error) {
 		refused := func(status int, _ http.Header) (signals.Reason, bool) {
 			return signals.ReasonConcurrency, status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable
 		}
-		h := signals.Middleware(rec, signals.MiddlewareConfig{Refused: refused})(inner)
+		h := signals.Middleware(rec, signals.MiddlewareConfig{Refused: refused, TrustPriority: true})(inner)
 		return &Protected{Handler: h, App: app, Controller: ctl, Limiter: lim}, nil
 	}
 	return nil, fmt.Errorf("testapp: unknown stack %q", stack)

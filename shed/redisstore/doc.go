@@ -10,7 +10,9 @@
 // and Retry-After from its decision as from its own memory's. Each
 // decision is one Lua script, run atomically by Redis in one round trip
 // (EVALSHA; EVAL once after Redis has lost its script cache), on one hash
-// per client key:
+// per client key — Config.Prefix and the key's digest that the limiter
+// gives stores (shed.StoreKey: "u:" and 22 characters for a user id),
+// never the client's own id, which may be as long as a header:
 //
 //   - token bucket (bucket.lua): {tokens, time}; the tokens refill at
 //     Rate per second up to Burst since the stored time, one is taken when

@@ -22,7 +22,8 @@ var ErrSkipped = errors.New("redisstore: redis skipped after a failure")
 
 // Config configures a Store. The zero value takes every default.
 type Config struct {
-	// Prefix is put before each client key to make the Redis key; it
+	// Prefix is put before each client key's digest (shed.StoreKey) to
+	// make the Redis key; it
 	// names the limiter, so two limiters sharing a Redis need two
 	// prefixes. With Redis Cluster each client is one key, hashed alone.
 	// Default "brownout:ratelimit:".

@@ -88,6 +88,40 @@ func TestTwoInstancesShareOneBucket(t *testing.T) {
 	}
 }
 
+// TestLongKeysMeetAsDigests: two instances sharing Redis hold a client
+// with an 800 KB user id to one allowance, under one Redis key of the
+// prefix and 24 bytes — not the id (the limiter gives stores its digest).
+func TestLongKeysMeetAsDigests(t *testing.T) {
+	srv := startRedis(t)
+	rdb := srv.client()
+	cfg := Config{Prefix: "long:", Timeout: healthy}
+	rl := shed.RateLimitConfig{Rate: 1, Burst: 5}
+	a, sa := instance(t, srv.addr, rl, cfg)
+	b, sb := instance(t, srv.addr, rl, cfg)
+	id := "u:" + strings.Repeat("x", 800<<10)
+	start, allowed := time.Now(), 0
+	for i := range 20 {
+		l := a
+		if i%2 == 1 {
+			l = b
+		}
+		if l.Allow(nil, id, time.Now()) {
+			allowed++
+		}
+	}
+	refill := int(time.Since(start).Seconds() * rl.Rate)
+	assert.GreaterOrEqual(t, allowed, 5)
+	assert.LessOrEqual(t, allowed, 5+refill, "one burst across both instances")
+	keys, err := rdb.Keys(context.Background(), "long:*").Result()
+	require.NoError(t, err)
+	require.Len(t, keys, 1, "one key for the client")
+	assert.True(t, keys[0] == "long:"+shed.StoreKey(id), "the id's digest, not a key of %d bytes", len(keys[0]))
+	assert.Equal(t, len("long:u:")+22, len(keys[0]))
+	for _, st := range []*Store{sa, sb} {
+		assert.Zero(t, st.Stats().Fallbacks, "Redis made every decision")
+	}
+}
+
 // The same requests get the same answers and headers from Redis and from
 // the limiter's own memory.
 func TestSameHeadersAsMemory(t *testing.T) {
@@ -123,13 +157,13 @@ func TestKeysExpire(t *testing.T) {
 	} {
 		l, _ := instance(t, srv.addr, tc.rl, Config{Prefix: "exp:", Timeout: healthy})
 		require.True(t, l.Allow(nil, "u:erin", time.Now()))
-		ttl, err := rdb.PTTL(context.Background(), "exp:u:erin").Result()
+		ttl, err := rdb.PTTL(context.Background(), "exp:"+shed.StoreKey("u:erin")).Result()
 		require.NoError(t, err)
 		assert.Greater(t, ttl, time.Duration(0), tc.comment)
 		assert.LessOrEqual(t, ttl, tc.maxTTL, tc.comment)
 		gone := false
 		for deadline := time.Now().Add(2 * time.Second); !gone && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-			n, err := rdb.Exists(context.Background(), "exp:u:erin").Result()
+			n, err := rdb.Exists(context.Background(), "exp:"+shed.StoreKey("u:erin")).Result()
 			require.NoError(t, err)
 			gone = n == 0
 		}
@@ -170,7 +204,7 @@ func TestRedisDownFallsBackAndComesBack(t *testing.T) {
 	h = http.Header{}
 	assert.False(t, l.Allow(h, "u:frank", now), "local burst of 3 spent")
 	assert.Equal(t, "1", h.Get("Retry-After"))
-	_, err := st.Take(ctx, "u:frank", shed.Quota{Rate: 1, Burst: 3}, now)
+	_, err := st.Take(ctx, shed.StoreKey("u:frank"), shed.Quota{Rate: 1, Burst: 3}, now)
 	assert.ErrorIs(t, err, ErrSkipped)
 	s = st.Stats()
 	assert.Equal(t, uint64(1), s.Errors, "skipped, not tried")
@@ -196,7 +230,7 @@ brownout_ratelimit_store_healthy{prefix="down:"} 0
 	// Redis's, empty after the restart, is full: 2 left.
 	var d shed.RateDecision
 	require.Eventually(t, func() bool {
-		d, err = st.Take(ctx, "u:frank", shed.Quota{Rate: 1, Burst: 3}, now)
+		d, err = st.Take(ctx, shed.StoreKey("u:frank"), shed.Quota{Rate: 1, Burst: 3}, now)
 		now = now.Add(time.Second)
 		return err == nil
 	}, 10*time.Second, time.Millisecond, "Redis back")

@@ -1,0 +1,5 @@
+//go:build !race
+
+package shed
+
+const raceEnabled = false
