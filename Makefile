@@ -6,7 +6,7 @@ FUZZTIME  ?= 10s
 BENCHTIME ?= 1s
 BIN       := bin
 
-.PHONY: help build test e2e bench fuzz lint demo soak clean
+.PHONY: help build test e2e bench fuzz lint demo soak soak-shop clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -22,6 +22,8 @@ NORACE := ./testapp ./sim ./shop ./e2e
 # allocations blur the figures; they run here without it.
 HEAP   := ./signals ./shed
 SOAK   ?= 15m
+SOAK_SHOP ?= 20m
+SOAK_SHOP_TIMEOUT ?= 90m
 DIAL   ?= 127.0.0.1:8090
 
 test: ## vet, every test with the race detector, then the lab and real-HTTP tests without it
@@ -57,6 +59,9 @@ demo: ## the 11.11 sale: unprotected, shedding only, brownout (a fresh shop each
 
 soak: ## the dial live in headless chromium for SOAK (default 15m) at one update a second; its heap must stay flat
 	BROWNOUT_SOAK=$(SOAK) $(GO) test -count=1 -run '^TestDialSoak$$' -timeout 30m -v ./cmd/brownoutd
+
+soak-shop: ## the sale's traffic at 2× the shop's all-off capacity for SOAK_SHOP (default 20m), on SQLite then PostgreSQL, dependencies in their own process: heap and goroutines must hold from minute 5, every order on one live charge, every SMS delivered once, nothing queued
+	SOAK_SHOP=$(SOAK_SHOP) $(GO) test -count=1 -run '^TestShopSoak$$' -timeout $(SOAK_SHOP_TIMEOUT) -v ./cmd/shop-demo
 
 clean: ## remove build output and test caches
 	rm -rf $(BIN)

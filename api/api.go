@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/brownout/brownout/dimmer"
 	"github.com/brownout/brownout/internal/jsonbody"
+	"github.com/brownout/brownout/internal/server"
 	"github.com/brownout/brownout/provider"
 	"github.com/brownout/brownout/signals"
 )
@@ -26,8 +26,9 @@ const Version = 1
 // maxBody bounds every request body this package reads.
 const maxBody = 64 << 10
 
-// bodyTimeout bounds the time a client may take to send a body.
-const bodyTimeout = 10 * time.Second
+// bodyTimeout bounds the time a client may take to send a body, as in
+// the servers of package server.
+const bodyTimeout = server.BodyTimeout
 
 // Config configures an API.
 type Config struct {
@@ -61,6 +62,10 @@ type Config struct {
 	// History is how much per-tick history /v1/history keeps. Default
 	// and minimum 15 minutes.
 	History time.Duration
+	// MaxStreams bounds the streams (/v1/stream and /ofrep/v1/events
+	// together) open at once; past it a stream is refused with 503 and
+	// Retry-After. Default DefaultMaxStreams.
+	MaxStreams int
 	// EventStreams are advertised in the OFREP bulk answer. Default: this
 	// API's own OFREP stream, {"type":"sse","endpoint":{"requestUri":
 	// "/ofrep/v1/events"},"inactivityDelaySec":120}; an empty non-nil
@@ -113,11 +118,17 @@ type API struct {
 	defaults atomic.Pointer[map[string]bool]
 
 	streams, ofrepStreams *hub
+	openStreams           atomic.Int64 // both kinds, bounded by MaxStreams
 	closing               chan struct{}
 	closeOnce             sync.Once
 	secret                [32]byte // signs stream tokens; new each boot
 
-	mu struct {
+	// writeMu serialises the operators' changes (and saves of their
+	// state): the controller's change, the flags in mu and the state
+	// file's write happen as one. Taken before mu, never while holding it;
+	// readers of the flags take mu alone.
+	writeMu sync.Mutex
+	mu      struct {
 		sync.Mutex
 		frozen       bool
 		freezeReason string
@@ -137,6 +148,9 @@ func New(cfg Config) (*API, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MaxStreams <= 0 {
+		cfg.MaxStreams = DefaultMaxStreams
 	}
 	if cfg.History < 15*time.Minute {
 		cfg.History = 15 * time.Minute
@@ -192,12 +206,19 @@ func New(cfg Config) (*API, error) {
 	return a, nil
 }
 
-// tokenSet is the tokens in force.
-type tokenSet struct{ operator, eval, push map[string]string }
+// tokenSet is the tokens in force; replaced is closed when another set
+// replaces it (open streams check themselves again).
+type tokenSet struct {
+	operator, eval, push map[string]string
+	replaced             chan struct{}
+}
 
-// SetTokens replaces the tokens (a configuration reload).
+// SetTokens replaces the tokens (a configuration reload). Open streams
+// that the new tokens no longer admit end (stream.go).
 func (a *API) SetTokens(operator, eval, push map[string]string) {
-	a.tokens.Store(&tokenSet{operator, eval, push})
+	if old := a.tokens.Swap(&tokenSet{operator, eval, push, make(chan struct{})}); old != nil {
+		close(old.replaced)
+	}
 }
 
 // SetDefaults replaces the features' fallback defaults shown in the state.
@@ -249,13 +270,7 @@ func (a *API) routes() {
 // token finds the name of the token r carries among toks: Authorization:
 // Bearer, or X-API-Key. Constant-time over every configured token.
 func token(r *http.Request, toks map[string]string) (string, bool) {
-	got := r.Header.Get("X-API-Key")
-	if h := r.Header.Get("Authorization"); h != "" {
-		scheme, rest, ok := strings.Cut(h, " ")
-		if ok && strings.EqualFold(scheme, "Bearer") {
-			got = strings.TrimSpace(rest)
-		}
-	}
+	got := presented(r)
 	who, found := "", false
 	for name, tok := range toks {
 		if subtle.ConstantTimeCompare([]byte(got), []byte(tok)) == 1 {
@@ -265,38 +280,75 @@ func token(r *http.Request, toks map[string]string) (string, bool) {
 	return who, found && got != ""
 }
 
-// write wraps an operator write: a named token, or loopback without any.
+// write wraps an operator write: a named token; or, when none is
+// configured and the listener is on loopback, no token from a request
+// that localRefusal lets pass (origin.go says why). A refusal changes
+// nothing and audits nothing.
 func (a *API) write(h func(w http.ResponseWriter, r *http.Request, who string)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		who := "local"
-		switch {
-		case len(a.tokens.Load().operator) > 0:
-			name, ok := token(r, a.tokens.Load().operator)
+		switch toks := a.tokens.Load().operator; {
+		case len(toks) > 0:
+			name, ok := token(r, toks)
 			if !ok {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="brownout operator"`)
-				problem(w, http.StatusUnauthorized, "unauthorized", "writes need an operator token (Authorization: Bearer …)")
+				refuse(w, r, http.StatusUnauthorized, "unauthorized", "writes need an operator token (Authorization: Bearer …)")
 				return
 			}
 			who = name
 		case !a.cfg.Loopback:
-			problem(w, http.StatusForbidden, "no-operator-token", "no operator token is configured and the server does not listen on loopback only: writes are off")
+			refuse(w, r, http.StatusForbidden, "no-operator-token", "no operator token is configured and the server does not listen on loopback only: writes are off")
 			return
+		default:
+			if typ, detail := localRefusal(r); typ != "" {
+				refuse(w, r, http.StatusForbidden, typ, detail)
+				return
+			}
 		}
 		h(w, r, who)
 	}
 }
 
+// pushAuth guards POST /v1/signals as write guards the operators' writes:
+// a push token when any is configured, else a loopback listener and a
+// request localRefusal lets pass; every push declares its JSON body. The
+// body gets bodyTimeout, wherever the API is mounted.
 func (a *API) pushAuth(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if toks := a.tokens.Load().push; len(toks) > 0 {
+		server.SetBodyDeadline(w, r, bodyTimeout)
+		if r.Method != http.MethodPost {
+			next.ServeHTTP(w, r) // the source says which method it takes
+			return
+		}
+		switch toks := a.tokens.Load().push; {
+		case len(toks) > 0:
 			if _, ok := token(r, toks); !ok {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="brownout push"`)
-				problem(w, http.StatusUnauthorized, "unauthorized", "pushes need a push token (Authorization: Bearer …)")
+				refuse(w, r, http.StatusUnauthorized, "unauthorized", "pushes need a push token (Authorization: Bearer …)")
+				return
+			}
+			if !isJSON(r) {
+				refuse(w, r, http.StatusUnsupportedMediaType, "json-required", "Content-Type "+quote(r.Header.Get("Content-Type"))+": a push is Content-Type: application/json")
+				return
+			}
+		case !a.cfg.Loopback:
+			refuse(w, r, http.StatusForbidden, "no-push-token", "no push token is configured and the server does not listen on loopback only: pushes are off")
+			return
+		default:
+			if typ, detail := localRefusal(r); typ != "" {
+				refuse(w, r, http.StatusForbidden, typ, detail)
 				return
 			}
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// refuse answers a request refused before its body was read; the
+// connection closes after the answer (server.Abandon).
+func refuse(w http.ResponseWriter, r *http.Request, status int, typ, detail string) {
+	server.Abandon(w, r)
+	problem(w, status, typ, detail)
 }
 
 // problem writes an application/problem+json answer (RFC 9457).
@@ -321,8 +373,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	enc.Encode(v)
 }
 
-// decode reads one JSON value of at most maxBody bytes into v, unknown
-// fields refused (operator bodies: a typo must not pass silently).
+// decode reads one JSON value of at most maxBody bytes into v; strict
+// refuses unknown fields (operator bodies: a typo must not pass
+// silently).
 func decode(w http.ResponseWriter, r *http.Request, v any, strict bool) (int, error) {
 	return decodeBody(w, r, v, strict, false)
 }

@@ -82,10 +82,14 @@ func (f *fixture) do(t *testing.T, method, path, body string, hdr ...string) (*h
 	t.Helper()
 	req, err := http.NewRequest(method, f.srv.URL+path, strings.NewReader(body))
 	require.NoError(t, err)
-	if body != "" {
+	if body != "" || (method != http.MethodGet && method != http.MethodHead) {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	for i := 0; i+1 < len(hdr); i += 2 {
+		if hdr[i] == "Host" {
+			req.Host = hdr[i+1]
+			continue
+		}
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
 	resp, err := http.DefaultClient.Do(req)
@@ -280,6 +284,8 @@ func TestOperatorWrites(t *testing.T) {
 	resp, _ = f.do(t, "DELETE", "/v1/features/reviews/override", "", auth...)
 	assert.Equal(t, 200, resp.StatusCode)
 	resp, _ = f.do(t, "POST", "/v1/unfreeze", "", auth...)
+	assert.Equal(t, 400, resp.StatusCode, "a write carries a JSON body, {} at least")
+	resp, _ = f.do(t, "POST", "/v1/unfreeze", "{}", auth...)
 	assert.Equal(t, 200, resp.StatusCode)
 	resp, m = f.do(t, "PUT", "/v1/shadow", `{"on":true}`, auth...)
 	assert.Equal(t, 200, resp.StatusCode)
@@ -288,11 +294,11 @@ func TestOperatorWrites(t *testing.T) {
 
 func TestWritesWithoutToken(t *testing.T) {
 	f := newFixture(t, Config{})
-	resp, m := f.do(t, "POST", "/v1/freeze", "")
+	resp, m := f.do(t, "POST", "/v1/freeze", "{}")
 	assert.Equal(t, 403, resp.StatusCode, "no token and not loopback: writes are off")
 	assert.Contains(t, m["detail"], "loopback")
 	f = newFixture(t, Config{Loopback: true})
-	resp, _ = f.do(t, "POST", "/v1/freeze", "")
+	resp, _ = f.do(t, "POST", "/v1/freeze", "{}")
 	assert.Equal(t, 200, resp.StatusCode, "loopback only: a local operator")
 	_, m = f.do(t, "GET", "/v1/events", "")
 	assert.Equal(t, "local", m["events"].([]any)[0].(map[string]any)["who"])
@@ -315,7 +321,7 @@ func TestCorruptStateFile(t *testing.T) {
 	f := newFixture(t, Config{StateDir: dir, Loopback: true})
 	matches, _ := filepath.Glob(filepath.Join(dir, "operator.json.corrupt-*"))
 	assert.Len(t, matches, 1, "moved aside")
-	resp, _ := f.do(t, "POST", "/v1/freeze", "")
+	resp, _ := f.do(t, "POST", "/v1/freeze", "{}")
 	assert.Equal(t, 200, resp.StatusCode)
 	b, err := os.ReadFile(filepath.Join(dir, "operator.json"))
 	require.NoError(t, err)
@@ -364,7 +370,9 @@ func TestHistoryAndEvents(t *testing.T) {
 }
 
 // TestContentTypesAndEmptyBodies: media types parsed, not prefixed; an
-// empty chunked body is an empty body; "v" may ride along.
+// empty chunked body is an empty body, refused where a body is required
+// (freeze: {} at least) and taken where it is optional (a release); "v"
+// may ride along.
 func TestContentTypesAndEmptyBodies(t *testing.T) {
 	f := newFixture(t, Config{Loopback: true})
 	for ct, want := range map[string]int{"application/json": 200, "application/json; charset=utf-8": 200,
@@ -372,12 +380,19 @@ func TestContentTypesAndEmptyBodies(t *testing.T) {
 		resp, _ := f.do(t, "POST", "/ofrep/v1/evaluate/flags/reviews", `{"context":{"targetingKey":"u"}}`, "Content-Type", ct)
 		assert.Equal(t, want, resp.StatusCode, ct)
 	}
-	req, _ := http.NewRequest(http.MethodPost, f.srv.URL+"/v1/freeze", strings.NewReader(""))
-	req.ContentLength = -1 // chunked, empty
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	resp.Body.Close()
-	assert.Equal(t, 200, resp.StatusCode)
+	chunked := func(method, path, body string) int {
+		req, _ := http.NewRequest(method, f.srv.URL+path, strings.NewReader(body))
+		req.ContentLength = -1
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	assert.Equal(t, 400, chunked("POST", "/v1/freeze", ""), "chunked, empty")
+	assert.Equal(t, 200, chunked("POST", "/v1/freeze", "{}"), "chunked")
+	f.ctl.Pin("reviews", 0.5, time.Hour, "test")
+	assert.Equal(t, 200, chunked("DELETE", "/v1/features/reviews/override", ""), "a release's body is optional")
 	resp, m := f.do(t, "PUT", "/v1/features/reviews/override", `{"v":1,"level":0.5}`)
 	assert.Equal(t, 200, resp.StatusCode, "%v", m)
 	assert.Equal(t, true, m["saved"])

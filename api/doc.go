@@ -11,12 +11,26 @@
 //   - The operators' writes: overrides (PUT/DELETE
 //     /v1/features/{name}/override), freeze (POST /v1/freeze,
 //     /v1/unfreeze), shadow (PUT /v1/shadow); named bearer tokens (or a
-//     loopback-only listener without any), an audit line and an event per
-//     accepted change, and a state file that survives restarts.
-//   - The push source's endpoint (POST /v1/signals) behind its own tokens.
+//     loopback-only listener without any, for writes that no browser sent
+//     on another site's behalf: origin.go), an audit line and an event
+//     per accepted change, and a state file that survives restarts. A
+//     change, its audit and the file's write happen under one lock.
+//   - The push source's endpoint (POST /v1/signals) behind its own tokens,
+//     or on a loopback listener the writes' checks.
 //
-// Bodies carry "v": 1; decoders ignore fields they do not know, so a
-// rolling upgrade mixes versions safely. /v1 is described in openapi.yaml.
+// Versions and unknown fields. The /v1 bodies this package writes
+// (problems aside) carry "v": 1; a client reading one must ignore fields it does not know, so
+// that fields can be added within version 1 and a rolling upgrade mixes
+// versions safely. The request decoders of the operators' writes are
+// strict: an unknown field is a 400 (a typo must not pass silently), and
+// "v" may be left out or be 1 (any other is a 400 saying so). OFREP
+// request bodies follow OFREP (fields other than "context" are ignored).
+// /v1 is described in openapi.yaml.
+//
+// Bounds. Every request body has bodyTimeout to arrive, also where the
+// API is mounted in a server that package server did not build; a body
+// is at most maxBody bytes (a push: the push source's own cap); at most
+// Config.MaxStreams streams are open at once.
 // API.Run is the control loop with its record (history, events, the
 // tick's lag); use it in place of Controller.Run.
 package api

@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // FuzzOFREPBody: whatever the body, an evaluation answers 200, 400, 404
@@ -49,6 +50,8 @@ func FuzzOverrideBody(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body string) {
 		gen := ctl.State().Generation
 		req := httptest.NewRequest(http.MethodPut, "/v1/features/reviews/override", strings.NewReader(body))
+		req.Host = "127.0.0.1:8080" // the local operator's curl
+		req.Header.Set("Content-Type", "application/json")
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		switch rec.Code {
@@ -60,6 +63,42 @@ func FuzzOverrideBody(f *testing.F) {
 			}
 		default:
 			t.Fatalf("%q: status %d", body, rec.Code)
+		}
+	})
+}
+
+// FuzzLocalRefusal: whatever a client puts in Origin, Sec-Fetch-Site,
+// Host and Content-Type, a request the check lets pass is typed JSON,
+// names a local Host, and comes from no other origin.
+func FuzzLocalRefusal(f *testing.F) {
+	f.Add("http://127.0.0.1:8080", "same-origin", "127.0.0.1:8080", "application/json")
+	f.Add("https://evil.example", "cross-site", "evil.example", "text/plain")
+	f.Add("null", "", "[::1]:80", "application/json; charset=utf-8")
+	f.Add("", "none", "localhost", "")
+	f.Add("http://[::1]", "same-site", "[::1]", "application/json")
+	f.Fuzz(func(t *testing.T, origin, site, host, ct string) {
+		r := httptest.NewRequest(http.MethodPost, "/v1/freeze", strings.NewReader("{}"))
+		r.Host = host
+		for k, v := range map[string]string{"Origin": origin, "Sec-Fetch-Site": site, "Content-Type": ct} {
+			if v != "" {
+				r.Header.Set(k, v)
+			}
+		}
+		typ, detail := localRefusal(r)
+		if typ != "" {
+			if detail == "" || !utf8.ValidString(detail) {
+				t.Fatalf("refused (%s) without a readable detail: %q", typ, detail)
+			}
+			return
+		}
+		if !isJSON(r) || !localHost(r) {
+			t.Fatalf("passed: Content-Type %q, Host %q", ct, host)
+		}
+		if origin != "" && !sameOrigin(r, origin) {
+			t.Fatalf("passed from Origin %q to Host %q", origin, host)
+		}
+		if site != "" && site != "same-origin" && site != "none" {
+			t.Fatalf("passed with Sec-Fetch-Site %q", site)
 		}
 	})
 }

@@ -1,12 +1,14 @@
 package api
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
 	"strconv"
 	"time"
 
+	"github.com/brownout/brownout/dimmer"
 	"github.com/brownout/brownout/signals"
 )
 
@@ -156,7 +158,7 @@ func (a *API) getState(w http.ResponseWriter, r *http.Request) {
 
 // overrideRequest is PUT /v1/features/{name}/override's body.
 type overrideRequest struct {
-	V     int      `json:"v,omitempty"` // bodies may carry the version; 1 or none
+	V     *int     `json:"v"` // the body's version: absent or 1
 	Level *float64 `json:"level"`
 	// TTL is a Go duration ("10m"); default 1h, at most 7 days.
 	TTL    string `json:"ttl"`
@@ -166,11 +168,38 @@ type overrideRequest struct {
 // MaxTTL bounds an override's time to live.
 const MaxTTL = 7 * 24 * time.Hour
 
+// body decodes a write's JSON body (strict: an unknown field is a typo)
+// and checks its "v"; false when it answered the client.
+func body(w http.ResponseWriter, r *http.Request, v any, version func() *int, optional bool) bool {
+	if status, err := decodeBody(w, r, v, true, optional); err != nil {
+		problem(w, status, "bad-body", err.Error())
+		return false
+	}
+	if p := version(); p != nil && *p != Version {
+		problem(w, http.StatusBadRequest, "bad-version", fmt.Sprintf(`"v": %d: this server reads version %d of its request bodies (or none: "v" may be left out)`, *p, Version))
+		return false
+	}
+	return true
+}
+
+// pinStatus answers a refused pin or unpin with the status of its cause.
+func pinStatus(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, dimmer.ErrUnknownFeature):
+		problem(w, http.StatusNotFound, "unknown-feature", err.Error())
+	case errors.Is(err, dimmer.ErrNotPinned):
+		problem(w, http.StatusNotFound, "no-override", err.Error())
+	case errors.Is(err, dimmer.ErrBadPin):
+		problem(w, http.StatusBadRequest, "bad-override", err.Error())
+	default:
+		problem(w, http.StatusInternalServerError, "internal", err.Error())
+	}
+}
+
 func (a *API) putOverride(w http.ResponseWriter, r *http.Request, who string) {
 	name := r.PathValue("name")
 	var req overrideRequest
-	if status, err := decode(w, r, &req, true); err != nil {
-		problem(w, status, "bad-body", err.Error())
+	if !body(w, r, &req, func() *int { return req.V }, false) {
 		return
 	}
 	if req.Level == nil {
@@ -202,36 +231,46 @@ func (a *API) putOverride(w http.ResponseWriter, r *http.Request, who string) {
 	if reason == "" {
 		reason = "override by " + who
 	}
-	now := a.now()
-	st, err := a.ctl.PinAt(now, name, lvl, ttl, reason)
+	var now time.Time
+	st, saved, err := a.change(func(at time.Time) (*dimmer.State, error) {
+		now = at
+		st, err := a.ctl.PinAt(at, name, lvl, ttl, reason)
+		if err == nil {
+			a.audit(at, who, "override", name, fmt.Sprintf("level %.2f for %v", lvl, ttl), reason)
+		}
+		return st, err
+	})
 	if err != nil {
-		problem(w, http.StatusNotFound, "unknown-feature", err.Error())
+		pinStatus(w, err)
 		return
 	}
-	a.audit(now, who, "override", name, fmt.Sprintf("level %.2f for %v", lvl, ttl), reason)
-	saved := a.save()
 	writeJSON(w, http.StatusOK, map[string]any{"v": Version, "saved": saved, "generation": st.Generation, "feature": name, "level": lvl, "until": now.Add(ttl), "reason": reason})
 }
 
 func (a *API) deleteOverride(w http.ResponseWriter, r *http.Request, who string) {
 	name := r.PathValue("name")
-	if f, ok := a.ctl.State().Feature(name); ok && f.Pin == nil {
-		problem(w, http.StatusNotFound, "no-override", name+" has no override to release")
+	var req reasonRequest
+	if !body(w, r, &req, func() *int { return req.V }, true) || reasonTooLong(w, req.Reason) {
 		return
 	}
-	now := a.now()
-	st, err := a.ctl.UnpinAt(now, name)
+	st, saved, err := a.change(func(at time.Time) (*dimmer.State, error) {
+		st, err := a.ctl.UnpinAt(at, name)
+		if err == nil {
+			a.audit(at, who, "release", name, "override released", req.Reason)
+		}
+		return st, err
+	})
 	if err != nil {
-		problem(w, http.StatusNotFound, "unknown-feature", err.Error())
+		pinStatus(w, err)
 		return
 	}
-	a.audit(now, who, "release", name, "override released", "")
-	saved := a.save()
 	writeJSON(w, http.StatusOK, map[string]any{"v": Version, "saved": saved, "generation": st.Generation, "feature": name})
 }
 
+// reasonRequest is the body of POST /v1/freeze, /v1/unfreeze ({} at
+// least) and, optionally, of DELETE …/override.
 type reasonRequest struct {
-	V      int    `json:"v,omitempty"`
+	V      *int   `json:"v"`
 	Reason string `json:"reason"`
 }
 
@@ -246,65 +285,63 @@ func reasonTooLong(w http.ResponseWriter, reason string) bool {
 	return false
 }
 
-// optionalBody decodes an optional JSON body (an empty one is fine, also
-// an empty chunked one).
-func optionalBody(w http.ResponseWriter, r *http.Request, v any) bool {
-	if r.ContentLength == 0 {
-		return true
+// change applies an operator's change and saves the operators' state, all
+// under one lock: the controller and this API's own flags move together,
+// and the file written is the state after this change, never an older
+// one landing last. The change runs with the time of the write.
+func (a *API) change(do func(now time.Time) (*dimmer.State, error)) (st *dimmer.State, saved bool, err error) {
+	a.writeMu.Lock()
+	defer a.writeMu.Unlock()
+	if st, err = do(a.now()); err != nil {
+		return nil, false, err
 	}
-	if status, err := decodeBody(w, r, v, true, true); err != nil {
-		problem(w, status, "bad-body", err.Error())
-		return false
-	}
-	return true
+	return st, a.saveLocked(), nil
 }
 
 func (a *API) postFreeze(w http.ResponseWriter, r *http.Request, who string) {
 	var req reasonRequest
-	if !optionalBody(w, r, &req) {
-		return
-	}
-	if reasonTooLong(w, req.Reason) {
+	if !body(w, r, &req, func() *int { return req.V }, false) || reasonTooLong(w, req.Reason) {
 		return
 	}
 	if req.Reason == "" {
 		req.Reason = "frozen by " + who
 	}
-	now := a.now()
-	st := a.ctl.FreezeAt(now, req.Reason)
-	a.mu.Lock()
-	a.mu.frozen, a.mu.freezeReason = true, req.Reason
-	a.mu.Unlock()
-	a.audit(now, who, "freeze", "", "every level frozen", req.Reason)
-	saved := a.save()
+	st, saved, _ := a.change(func(now time.Time) (*dimmer.State, error) {
+		st := a.ctl.FreezeAt(now, req.Reason)
+		a.mu.Lock()
+		a.mu.frozen, a.mu.freezeReason = true, req.Reason
+		a.mu.Unlock()
+		a.audit(now, who, "freeze", "", "every level frozen", req.Reason)
+		return st, nil
+	})
 	writeJSON(w, http.StatusOK, map[string]any{"v": Version, "saved": saved, "generation": st.Generation, "frozen": true})
 }
 
 func (a *API) postUnfreeze(w http.ResponseWriter, r *http.Request, who string) {
 	var req reasonRequest
-	if !optionalBody(w, r, &req) || reasonTooLong(w, req.Reason) {
+	if !body(w, r, &req, func() *int { return req.V }, false) || reasonTooLong(w, req.Reason) {
 		return
 	}
-	now := a.now()
-	st := a.ctl.UnfreezeAt(now)
-	a.mu.Lock()
-	a.mu.frozen, a.mu.freezeReason = false, ""
-	a.mu.Unlock()
-	a.audit(now, who, "unfreeze", "", "levels follow the law again", req.Reason)
-	saved := a.save()
+	st, saved, _ := a.change(func(now time.Time) (*dimmer.State, error) {
+		st := a.ctl.UnfreezeAt(now)
+		a.mu.Lock()
+		a.mu.frozen, a.mu.freezeReason = false, ""
+		a.mu.Unlock()
+		a.audit(now, who, "unfreeze", "", "levels follow the law again", req.Reason)
+		return st, nil
+	})
 	writeJSON(w, http.StatusOK, map[string]any{"v": Version, "saved": saved, "generation": st.Generation, "frozen": false})
 }
 
 type shadowRequest struct {
-	V      int    `json:"v,omitempty"`
+	V      *int   `json:"v"`
 	On     *bool  `json:"on"`
 	Reason string `json:"reason"`
 }
 
 func (a *API) putShadow(w http.ResponseWriter, r *http.Request, who string) {
 	var req shadowRequest
-	if status, err := decode(w, r, &req, true); err != nil {
-		problem(w, status, "bad-body", err.Error())
+	if !body(w, r, &req, func() *int { return req.V }, false) {
 		return
 	}
 	if req.On == nil {
@@ -314,13 +351,14 @@ func (a *API) putShadow(w http.ResponseWriter, r *http.Request, who string) {
 	if reasonTooLong(w, req.Reason) {
 		return
 	}
-	now := a.now()
-	st := a.ctl.SetShadowAt(now, *req.On)
-	a.mu.Lock()
-	a.mu.shadow = *req.On
-	a.mu.Unlock()
-	a.audit(now, who, "shadow", "", "shadow "+strconv.FormatBool(*req.On), req.Reason)
-	saved := a.save()
+	st, saved, _ := a.change(func(now time.Time) (*dimmer.State, error) {
+		st := a.ctl.SetShadowAt(now, *req.On)
+		a.mu.Lock()
+		a.mu.shadow = *req.On
+		a.mu.Unlock()
+		a.audit(now, who, "shadow", "", "shadow "+strconv.FormatBool(*req.On), req.Reason)
+		return st, nil
+	})
 	writeJSON(w, http.StatusOK, map[string]any{"v": Version, "saved": saved, "generation": st.Generation, "shadow": *req.On})
 }
 

@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"time"
 )
@@ -29,28 +28,54 @@ type opOverride struct {
 	Reason  string    `json:"reason"`
 }
 
+// opStore is the state file. Its writers hold the API's writeMu.
 type opStore struct {
-	mu   sync.Mutex
 	path string
 	lk   *os.File // the state dir's lock, held while the API lives
 }
 
 // lock takes the state directory for this process: two daemons writing
-// one operator.json would each overwrite the other's overrides.
+// one operator.json would each overwrite the other's overrides. The
+// directory must be private to this user (owned by it, not writable by
+// every user; created 0700 when missing), and the lock file is opened
+// without following a symbolic link: another local user must not be
+// able to plant operator.json or hold the lock.
 func (s *opStore) lock() error {
 	dir := filepath.Dir(s.path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("api: state dir: %w", err)
 	}
-	f, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err := private(dir); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
-		return fmt.Errorf("api: state dir %s: %w", dir, err)
+		return fmt.Errorf("api: state dir %s: the lock file: %w (a symbolic link is refused: remove it)", dir, err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
 		return fmt.Errorf("api: state dir %s is in use by another process (one daemon per state dir; a standby needs its own): %w", dir, err)
 	}
 	s.lk = f
+	return nil
+}
+
+// private checks that dir belongs to this process's user and that other
+// users cannot write into it.
+func private(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("api: state dir: %w", err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("api: state dir %s is not a directory", dir)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("api: state dir %s belongs to uid %d, not to this process's user (uid %d): chown it to this user or choose a directory of its own", dir, st.Uid, os.Geteuid())
+	}
+	if fi.Mode().Perm()&0o002 != 0 {
+		return fmt.Errorf("api: state dir %s is writable by every user (mode %v): another user could plant operator.json or hold the lock; chmod o-w %s, or choose a directory private to this user", dir, fi.Mode().Perm(), dir)
+	}
 	return nil
 }
 
@@ -65,10 +90,8 @@ func (s *opStore) unlock() {
 // write replaces the file atomically: a temporary file in the same
 // directory, synced, renamed over it, and the directory synced.
 func (s *opStore) write(f opFile) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	dir := filepath.Dir(s.path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
 	b, err := json.MarshalIndent(f, "", "  ")
@@ -101,10 +124,20 @@ func (s *opStore) write(f opFile) error {
 	return nil
 }
 
-// save writes the operators' state; a failure is logged and counted
-// (brownout_state_save_errors_total) and reported (false) to the writer's
-// answer, never fatal: the change is in force, only not on disk.
+// save writes the operators' state (Save, after a reload and at
+// shutdown); see saveLocked.
 func (a *API) save() bool {
+	a.writeMu.Lock()
+	defer a.writeMu.Unlock()
+	return a.saveLocked()
+}
+
+// saveLocked writes the operators' state as it is now; the caller holds
+// writeMu, so that no other change comes between the snapshot and the
+// file. A failure is logged and counted
+// (brownout_state_save_errors_total) and reported (false) to the
+// writer's answer, never fatal: the change is in force, only not on disk.
+func (a *API) saveLocked() bool {
 	if a.store == nil {
 		return true
 	}

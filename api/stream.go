@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/brownout/brownout/dimmer"
+	"github.com/brownout/brownout/internal/server"
 )
 
 // The push streams, Server-Sent Events:
@@ -34,10 +36,28 @@ import (
 // Where evaluation tokens are configured, both streams need one: in the
 // Authorization or X-API-Key header, or — for browsers' EventSource, which
 // cannot send headers — a short-lived token from POST /v1/stream/token in
-// the URL (?token=).
+// the URL (?token=). A stream lasts only as long as what let it open: it
+// ends with a last "reauth" event when its stream token expires, and when
+// new tokens (SetTokens, a reload) no longer admit it — its header token
+// was removed, the token its stream token was given for was, or tokens
+// are required where none were.
+//
+// At most Config.MaxStreams streams are open at once, both kinds
+// together; past it a stream is refused (503, Retry-After), so that
+// clients that open streams and never read them hold a bounded share of
+// the server's connections.
 
 // StreamTokenTTL is how long a stream token from /v1/stream/token lasts.
 const StreamTokenTTL = 5 * time.Minute
+
+// DefaultMaxStreams is Config.MaxStreams' default: half of the
+// connections a server of this project holds (server.MaxConns), so that
+// streams never take them all, and above the 1 000 followers the fan-out
+// is measured with.
+const DefaultMaxStreams = server.MaxConns / 2
+
+// streamRetry is the Retry-After of a refused stream, in seconds.
+const streamRetry = "5"
 
 // keepAlive is the interval of the streams' comments.
 var keepAlive = 15 * time.Second
@@ -207,57 +227,139 @@ func (a *API) ticked(p Point) {
 	}
 }
 
-// streamAuth checks a stream request: open without evaluation tokens;
-// else a header token or a stream token in the URL.
-func (a *API) streamAuth(w http.ResponseWriter, r *http.Request) bool {
-	toks := a.tokens.Load().eval
-	if len(toks) == 0 {
-		return true
+// streamCred is what let a stream open, checked again when the tokens
+// change: a token in a header, or a stream token (its expiry and the
+// fingerprint of the token it was given for); neither when streams were
+// open.
+type streamCred struct {
+	header string
+	exp    time.Time
+	fp     []byte
+}
+
+// admits reports whether c still admits its stream under toks at now.
+func (a *API) admits(c streamCred, toks *tokenSet, now time.Time) bool {
+	switch {
+	case len(toks.eval) == 0:
+		return true // streams are open
+	case c.header != "":
+		return hasToken(toks.eval, c.header) || hasToken(toks.operator, c.header)
+	case c.fp != nil:
+		return now.Before(c.exp) && a.fingerprinted(c.fp, toks)
 	}
-	if _, ok := token(r, toks); ok {
-		return true
-	}
-	if _, ok := token(r, a.tokens.Load().operator); ok {
-		return true
-	}
-	if t := r.URL.Query().Get("token"); t != "" && a.checkStreamToken(t) {
-		return true
-	}
-	w.Header().Set("WWW-Authenticate", `Bearer realm="brownout stream"`)
-	problem(w, http.StatusUnauthorized, "unauthorized", "this stream needs a token: Authorization: Bearer, X-API-Key, or ?token= from POST /v1/stream/token")
 	return false
 }
 
-// streamToken is "<expiry unix>.<mac>", base64url: short-lived, for URLs.
-func (a *API) streamToken(exp time.Time) string {
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], uint64(exp.Unix()))
-	m := hmac.New(sha256.New, a.secret[:])
-	m.Write(b[:])
-	return base64.RawURLEncoding.EncodeToString(b[:]) + "." + base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])
+// hasToken reports whether tok is one of toks, in constant time over
+// every token.
+func hasToken(toks map[string]string, tok string) bool {
+	found := 0
+	for _, t := range toks {
+		found |= subtle.ConstantTimeCompare([]byte(tok), []byte(t))
+	}
+	return found == 1 && tok != ""
 }
 
-func (a *API) checkStreamToken(t string) bool {
-	e, mac, ok := strings.Cut(t, ".")
-	if !ok {
-		return false
+// streamAuth checks a stream request: open without evaluation tokens;
+// else a header token (evaluation or operator) or a stream token in the
+// URL. It returns what admitted the stream; refused, it has answered
+// with fail.
+func (a *API) streamAuth(w http.ResponseWriter, r *http.Request, toks *tokenSet, fail func(w http.ResponseWriter, status int, detail string)) (streamCred, bool) {
+	if len(toks.eval) == 0 {
+		return streamCred{}, true
+	}
+	if _, ok := token(r, toks.eval); ok {
+		return streamCred{header: presented(r)}, true
+	}
+	if _, ok := token(r, toks.operator); ok {
+		return streamCred{header: presented(r)}, true
+	}
+	if t := r.URL.Query().Get("token"); t != "" {
+		if exp, fp, ok := a.checkStreamToken(t); ok && a.admits(streamCred{exp: exp, fp: fp}, toks, a.now()) {
+			return streamCred{exp: exp, fp: fp}, true
+		}
+	}
+	w.Header().Set("WWW-Authenticate", `Bearer realm="brownout stream"`)
+	fail(w, http.StatusUnauthorized, "this stream needs a token: Authorization: Bearer, X-API-Key, or ?token= from POST /v1/stream/token")
+	return streamCred{}, false
+}
+
+// presented is the token r carries in a header, as token reads it.
+func presented(r *http.Request) string {
+	got := r.Header.Get("X-API-Key")
+	if h := r.Header.Get("Authorization"); h != "" {
+		scheme, rest, ok := strings.Cut(h, " ")
+		if ok && strings.EqualFold(scheme, "Bearer") {
+			got = strings.TrimSpace(rest)
+		}
+	}
+	return got
+}
+
+// fingerprint names a token inside the stream tokens given for it,
+// without revealing it: the first bytes of its MAC under this boot's
+// secret.
+func (a *API) fingerprint(tok string) []byte {
+	m := hmac.New(sha256.New, a.secret[:])
+	m.Write([]byte("token\x00" + tok))
+	return m.Sum(nil)[:fpLen]
+}
+
+// fpLen is a fingerprint's length: 64 bits tell a handful of tokens
+// apart, and a client cannot forge one (the stream token's MAC covers it).
+const fpLen = 8
+
+// fingerprinted reports whether fp names one of the evaluation or
+// operator tokens of toks.
+func (a *API) fingerprinted(fp []byte, toks *tokenSet) bool {
+	found := 0
+	for _, set := range []map[string]string{toks.eval, toks.operator} {
+		for _, t := range set {
+			found |= subtle.ConstantTimeCompare(fp, a.fingerprint(t))
+		}
+	}
+	return found == 1
+}
+
+// streamToken is "<expiry unix><fingerprint>.<mac>", base64url:
+// short-lived, for URLs, and only as good as the token it was given for
+// (fp: its fingerprint).
+func (a *API) streamToken(exp time.Time, fp []byte) string {
+	b := make([]byte, 8, 8+fpLen)
+	binary.BigEndian.PutUint64(b, uint64(exp.Unix()))
+	b = append(b, fp...)
+	m := hmac.New(sha256.New, a.secret[:])
+	m.Write(b)
+	return base64.RawURLEncoding.EncodeToString(b) + "." + base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])
+}
+
+// checkStreamToken verifies a stream token's MAC and expiry and returns
+// them with its fingerprint.
+func (a *API) checkStreamToken(t string) (exp time.Time, fp []byte, ok bool) {
+	e, mac, found := strings.Cut(t, ".")
+	if !found {
+		return time.Time{}, nil, false
 	}
 	b, err := base64.RawURLEncoding.DecodeString(e)
-	if err != nil || len(b) != 8 {
-		return false
+	if err != nil || len(b) != 8+fpLen {
+		return time.Time{}, nil, false
 	}
-	exp := time.Unix(int64(binary.BigEndian.Uint64(b)), 0)
+	exp = time.Unix(int64(binary.BigEndian.Uint64(b[:8])), 0)
 	if !a.now().Before(exp) {
-		return false
+		return time.Time{}, nil, false
 	}
-	want := a.streamToken(exp)
+	want := a.streamToken(exp, b[8:])
 	_, wantMAC, _ := strings.Cut(want, ".")
-	return hmac.Equal([]byte(mac), []byte(wantMAC))
+	if !hmac.Equal([]byte(mac), []byte(wantMAC)) {
+		return time.Time{}, nil, false
+	}
+	return exp, b[8:], true
 }
 
 // postStreamToken is POST /v1/stream/token: a token for ?token=.
 func (a *API) postStreamToken(w http.ResponseWriter, r *http.Request) {
 	toks := a.tokens.Load()
+	fp := make([]byte, fpLen) // no token: good while streams are open
 	if len(toks.eval) > 0 {
 		_, okE := token(r, toks.eval)
 		_, okO := token(r, toks.operator)
@@ -266,9 +368,10 @@ func (a *API) postStreamToken(w http.ResponseWriter, r *http.Request) {
 			problem(w, http.StatusUnauthorized, "unauthorized", "a stream token is given for an evaluation or operator token")
 			return
 		}
+		fp = a.fingerprint(presented(r))
 	}
 	exp := a.now().Add(StreamTokenTTL).Truncate(time.Second)
-	writeJSON(w, http.StatusOK, map[string]any{"v": Version, "token": a.streamToken(exp), "expires": exp})
+	writeJSON(w, http.StatusOK, map[string]any{"v": Version, "token": a.streamToken(exp, fp), "expires": exp})
 }
 
 func newSecret() (s [32]byte) {
@@ -291,16 +394,27 @@ func open(w http.ResponseWriter) (*http.ResponseController, bool) {
 }
 
 // pump writes s's messages as they come, keep-alives between, until the
-// client leaves or the API shuts down (then a last "shutdown" event).
-func (a *API) pump(w http.ResponseWriter, r *http.Request, rc *http.ResponseController, s *subscriber) {
+// client leaves, the API shuts down (then a last "shutdown" event), or
+// what admitted the stream no longer does (a last "reauth" event): its
+// stream token expires, or new tokens (toks replaced) refuse it.
+func (a *API) pump(w http.ResponseWriter, r *http.Request, rc *http.ResponseController, s *subscriber, c streamCred, toks *tokenSet) {
 	ka := time.NewTicker(keepAlive)
 	defer ka.Stop()
+	var expired <-chan time.Time
+	if !c.exp.IsZero() {
+		t := time.NewTimer(c.exp.Sub(a.now()))
+		defer t.Stop()
+		expired = t.C
+	}
 	write := func(b []byte) bool {
 		rc.SetWriteDeadline(time.Now().Add(10 * time.Second))
 		if _, err := w.Write(b); err != nil {
 			return false
 		}
 		return rc.Flush() == nil
+	}
+	reauth := func(why string) {
+		write(sse("", "reauth", marshal(map[string]any{"v": Version, "reason": why})))
 	}
 	for {
 		select {
@@ -309,6 +423,15 @@ func (a *API) pump(w http.ResponseWriter, r *http.Request, rc *http.ResponseCont
 		case <-a.closing:
 			write(sse("", "shutdown", marshal(map[string]any{"v": Version, "reason": "the daemon is stopping"})))
 			return
+		case <-expired:
+			reauth("the stream token expired: get a new one (POST /v1/stream/token) and reconnect")
+			return
+		case <-toks.replaced:
+			toks = a.tokens.Load()
+			if !a.admits(c, toks, a.now()) {
+				reauth("the tokens changed and no longer admit this stream")
+				return
+			}
 		case <-ka.C:
 			if !write([]byte(": keep-alive\n\n")) {
 				return
@@ -323,11 +446,38 @@ func (a *API) pump(w http.ResponseWriter, r *http.Request, rc *http.ResponseCont
 	}
 }
 
+// admit counts a stream in, or refuses it (false) past MaxStreams; the
+// caller calls leave when an admitted stream ends.
+func (a *API) admit() bool {
+	if a.openStreams.Add(1) > int64(a.cfg.MaxStreams) {
+		a.openStreams.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (a *API) leave() { a.openStreams.Add(-1) }
+
+// tooManyStreams is the detail of a refused stream.
+func (a *API) tooManyStreams() string {
+	return "this server follows " + strconv.Itoa(a.cfg.MaxStreams) + " streams already: try again later"
+}
+
 // getStream is GET /v1/stream.
 func (a *API) getStream(w http.ResponseWriter, r *http.Request) {
-	if !a.streamAuth(w, r) {
+	toks := a.tokens.Load()
+	c, ok := a.streamAuth(w, r, toks, func(w http.ResponseWriter, status int, detail string) {
+		problem(w, status, "unauthorized", detail)
+	})
+	if !ok {
 		return
 	}
+	if !a.admit() {
+		w.Header().Set("Retry-After", streamRetry)
+		problem(w, http.StatusServiceUnavailable, "too-many-streams", a.tooManyStreams())
+		return
+	}
+	defer a.leave()
 	s := a.streams.join()
 	defer a.streams.leave(s)
 	rc, ok := open(w)
@@ -335,14 +485,27 @@ func (a *API) getStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.set(&s.state, append([]byte("retry: 1000\n\n"), a.stateEvent()...))
-	a.pump(w, r, rc, s)
+	a.pump(w, r, rc, s, c, toks)
+}
+
+// ofrepFail answers a refused OFREP stream in OFREP's error shape.
+func ofrepFail(w http.ResponseWriter, status int, detail string) {
+	writeJSON(w, status, ofrepFailure{ErrorCode: "GENERAL", ErrorDetails: detail})
 }
 
 // getOFREPEvents is GET /ofrep/v1/events.
 func (a *API) getOFREPEvents(w http.ResponseWriter, r *http.Request) {
-	if !a.evalAuthStream(w, r) {
+	toks := a.tokens.Load()
+	c, ok := a.streamAuth(w, r, toks, ofrepFail)
+	if !ok {
 		return
 	}
+	if !a.admit() {
+		w.Header().Set("Retry-After", streamRetry)
+		ofrepFail(w, http.StatusServiceUnavailable, a.tooManyStreams())
+		return
+	}
+	defer a.leave()
 	s := a.ofrepStreams.join()
 	defer a.ofrepStreams.leave(s)
 	rc, ok := open(w)
@@ -355,10 +518,8 @@ func (a *API) getOFREPEvents(w http.ResponseWriter, r *http.Request) {
 			s.set(&s.refetch, a.refetchEvent(gen, a.now()))
 		}
 	}
-	a.pump(w, r, rc, s)
+	a.pump(w, r, rc, s, c, toks)
 }
-
-func (a *API) evalAuthStream(w http.ResponseWriter, r *http.Request) bool { return a.streamAuth(w, r) }
 
 // Streams returns how many clients follow each stream (ours, OFREP's).
 func (a *API) Streams() (ours, ofrep int) { return a.streams.count(), a.ofrepStreams.count() }

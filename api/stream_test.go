@@ -5,15 +5,19 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/brownout/brownout/dimmer"
+	"github.com/brownout/brownout/internal/hostile"
 	"github.com/brownout/brownout/signals"
 )
 
@@ -230,8 +234,9 @@ func TestStreamAuth(t *testing.T) {
 	_, resp = follow(t, ctx, f.srv.URL+"/v1/stream", "X-API-Key", "eval-token-0123456789")
 	assert.Equal(t, 200, resp.StatusCode)
 
+	valid := func(tok string) bool { _, _, ok := f.api.checkStreamToken(tok); return ok }
 	// Expired.
-	assert.False(t, f.api.checkStreamToken(f.api.streamToken(time.Now().Add(-time.Second))))
+	assert.False(t, valid(f.api.streamToken(time.Now().Add(-time.Second), f.api.fingerprint("eval-token-0123456789"))))
 	// Tampered: one character of the signature changed (the second to
 	// last carries a full 6 bits; replacing the tail with a fixed "AA"
 	// left it as it was about once in a thousand runs).
@@ -241,5 +246,144 @@ func TestStreamAuth(t *testing.T) {
 	} else {
 		bad[i] = 'A'
 	}
-	assert.False(t, f.api.checkStreamToken(string(bad)))
+	assert.False(t, valid(string(bad)))
+}
+
+// flushRecorder is a ResponseWriter for a handler run in a synctest
+// bubble: it flushes, and is read while the handler writes.
+type flushRecorder struct {
+	mu  sync.Mutex
+	hdr http.Header
+	buf strings.Builder
+}
+
+func (r *flushRecorder) Header() http.Header { return r.hdr }
+func (r *flushRecorder) WriteHeader(int)     {}
+func (r *flushRecorder) Flush()              {}
+func (r *flushRecorder) Write(b []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.buf.Write(b)
+}
+func (r *flushRecorder) String() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.buf.String()
+}
+
+// TestStreamEndsWhenItsTokenExpires: a stream opened with a stream token
+// lasts until the token's expiry, not past it.
+func TestStreamEndsWhenItsTokenExpires(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, err := New(Config{Controller: newController(t), EvalTokens: map[string]string{"app": "eval-token-0123456789"}})
+		require.NoError(t, err)
+		h := a.Handler()
+		req := httptest.NewRequest(http.MethodPost, "/v1/stream/token", nil)
+		req.Header.Set("Authorization", "Bearer eval-token-0123456789")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		require.Equal(t, 200, rec.Code)
+		var m struct{ Token string }
+		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &m))
+
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		w := &flushRecorder{hdr: http.Header{}}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			h.ServeHTTP(w, httptest.NewRequestWithContext(ctx, http.MethodGet, "/v1/stream?token="+m.Token, nil))
+		}()
+		time.Sleep(StreamTokenTTL - 2*time.Second) // the token is truncated to the second
+		synctest.Wait()
+		select {
+		case <-done:
+			t.Fatalf("the stream ended before its token expired: %s", w.String())
+		default:
+		}
+		assert.Contains(t, w.String(), "event: state")
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		select {
+		case <-done:
+		default:
+			t.Fatal("the stream outlived its token")
+		}
+		assert.Contains(t, w.String(), "event: reauth", "the client is told why")
+	})
+}
+
+// TestStreamEndsWhenItsTokenIsRevoked: new tokens (a reload) end the
+// streams they no longer admit — a header token removed, a stream token
+// given for one, streams opened while they were open — and keep the
+// others.
+func TestStreamEndsWhenItsTokenIsRevoked(t *testing.T) {
+	const gone, kept = "eval-token-gone-0123456789", "eval-token-kept-0123456789"
+	f := newFixture(t, Config{Now: time.Now})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	open, _ := follow(t, ctx, f.srv.URL+"/v1/stream")
+	next(t, open, "state", 5*time.Second)
+
+	f.api.SetTokens(nil, map[string]string{"a": gone, "b": kept}, nil)
+	ev := next(t, open, "reauth", 5*time.Second)
+	assert.Contains(t, ev.data, "no longer admit", "tokens required where none were")
+
+	byHeader, _ := follow(t, ctx, f.srv.URL+"/v1/stream", "Authorization", "Bearer "+gone)
+	next(t, byHeader, "state", 5*time.Second)
+	r, m := f.do(t, "POST", "/v1/stream/token", "", "Authorization", "Bearer "+gone)
+	require.Equal(t, 200, r.StatusCode)
+	byStreamToken, _ := follow(t, ctx, f.srv.URL+"/v1/stream?token="+m["token"].(string))
+	next(t, byStreamToken, "state", 5*time.Second)
+	stays, _ := follow(t, ctx, f.srv.URL+"/ofrep/v1/events", "X-API-Key", kept)
+	require.Eventually(t, func() bool { ours, ofrep := f.api.Streams(); return ours == 2 && ofrep == 1 }, 5*time.Second, 10*time.Millisecond)
+
+	f.api.SetTokens(nil, map[string]string{"b": kept}, nil)
+	next(t, byHeader, "reauth", 5*time.Second)
+	next(t, byStreamToken, "reauth", 5*time.Second)
+	for _, ch := range []<-chan sseEvent{byHeader, byStreamToken} {
+		for range ch { // the stream ends
+		}
+	}
+	require.Eventually(t, func() bool { ours, _ := f.api.Streams(); return ours == 0 }, 5*time.Second, 10*time.Millisecond)
+	_, ofrep := f.api.Streams()
+	assert.Equal(t, 1, ofrep, "the kept token's stream goes on")
+	select {
+	case ev, ok := <-stays:
+		t.Fatalf("the kept token's stream got %v (open %v)", ev, ok)
+	default:
+	}
+	_, resp := follow(t, ctx, f.srv.URL+"/v1/stream?token="+m["token"].(string))
+	assert.Equal(t, 401, resp.StatusCode, "a stream token of a revoked token opens nothing")
+}
+
+// TestStreamsAreBounded: past MaxStreams a stream is refused at once
+// (503 with Retry-After; OFREP's error shape on OFREP's route), and a
+// place freed is taken again.
+func TestStreamsAreBounded(t *testing.T) {
+	f := newFixture(t, Config{MaxStreams: 2, Now: time.Now})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	first, _ := follow(t, ctx, f.srv.URL+"/v1/stream")
+	next(t, first, "state", 5*time.Second)
+	ctx2, cancel2 := context.WithCancel(ctx)
+	_, resp := follow(t, ctx2, f.srv.URL+"/ofrep/v1/events")
+	require.Equal(t, 200, resp.StatusCode)
+
+	resp, err := http.Get(f.srv.URL + "/v1/stream")
+	require.NoError(t, err)
+	hostile.RequireProblem(t, resp, http.StatusServiceUnavailable, "a third stream")
+	assert.NotEmpty(t, resp.Header.Get("Retry-After"))
+	resp, err = http.Get(f.srv.URL + "/ofrep/v1/events")
+	require.NoError(t, err)
+	hostile.RequireOFREPError(t, resp, http.StatusServiceUnavailable, "a third stream, OFREP's")
+
+	cancel2()
+	require.Eventually(t, func() bool {
+		_, ofrep := f.api.Streams()
+		return ofrep == 0
+	}, 5*time.Second, 10*time.Millisecond)
+	again, resp := follow(t, ctx, f.srv.URL+"/v1/stream")
+	require.Equal(t, 200, resp.StatusCode, "a place freed")
+	next(t, again, "state", 5*time.Second)
 }

@@ -612,15 +612,21 @@ func TestOperatorsPinFreezeShadow(t *testing.T) {
 		ttl     time.Duration
 		reason  string
 		want    string
+		is      error
 	}{
-		{"nope", 0.5, time.Minute, "x", `unknown feature "nope"`},
-		{"reviews", 1.5, time.Minute, "x", "want 0 ≤ level ≤ 1"},
-		{"reviews", 0.5, 0, "x", "ttl"},
-		{"reviews", 0.5, time.Minute, " ", "reason is required"},
+		{"nope", 0.5, time.Minute, "x", `unknown feature "nope"`, ErrUnknownFeature},
+		{"reviews", 1.5, time.Minute, "x", "want 0 ≤ level ≤ 1", ErrBadPin},
+		{"reviews", 0.5, 0, "x", "ttl", ErrBadPin},
+		{"reviews", 0.5, time.Minute, " ", "reason is required", ErrBadPin},
 	} {
 		_, err := c.PinAt(now, bad.feature, bad.level, bad.ttl, bad.reason)
 		assert.ErrorContains(t, err, bad.want)
+		assert.ErrorIs(t, err, bad.is, "callers branch on it")
 	}
+	_, err = c.UnpinAt(now, "nope")
+	assert.ErrorIs(t, err, ErrUnknownFeature)
+	_, err = c.UnpinAt(now, "reviews")
+	assert.ErrorIs(t, err, ErrNotPinned)
 
 	st = c.FreezeAt(now, "sale starts")
 	assert.Equal(t, Frozen, st.Mode)

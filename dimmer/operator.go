@@ -1,10 +1,22 @@
 package dimmer
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
+)
+
+// The operators' errors, for callers to branch on (errors.Is): an API
+// answers each with its own status.
+var (
+	// ErrUnknownFeature: no feature of that name is configured.
+	ErrUnknownFeature = errors.New("unknown feature")
+	// ErrBadPin: a pin's level, TTL or reason is out of bounds.
+	ErrBadPin = errors.New("bad pin")
+	// ErrNotPinned: the feature has no pin to remove.
+	ErrNotPinned = errors.New("not pinned")
 )
 
 func (c *Controller) expirePins(now time.Time) {
@@ -28,22 +40,22 @@ func (c *Controller) PinAt(now time.Time, feature string, level float64, ttl tim
 	known := c.hasFeature(feature)
 	c.mu.Unlock()
 	if !known {
-		return nil, fmt.Errorf("dimmer: pin: unknown feature %q", feature)
+		return nil, fmt.Errorf("dimmer: pin: %w %q", ErrUnknownFeature, feature)
 	}
 	if !(level >= 0 && level <= 1) {
-		return nil, fmt.Errorf("dimmer: pin %s: level %v: want 0 ≤ level ≤ 1", feature, level)
+		return nil, fmt.Errorf("dimmer: pin %s: %w: level %v: want 0 ≤ level ≤ 1", feature, ErrBadPin, level)
 	}
 	if ttl <= 0 || ttl > 7*24*time.Hour {
-		return nil, fmt.Errorf("dimmer: pin %s: ttl %s: want more than 0 and at most a week", feature, ttl)
+		return nil, fmt.Errorf("dimmer: pin %s: %w: ttl %s: want more than 0 and at most a week", feature, ErrBadPin, ttl)
 	}
 	reason = strings.TrimSpace(reason)
 	if reason == "" {
-		return nil, fmt.Errorf("dimmer: pin %s: a reason is required", feature)
+		return nil, fmt.Errorf("dimmer: pin %s: %w: a reason is required", feature, ErrBadPin)
 	}
 	c.mu.Lock()
 	if !c.hasFeature(feature) { // a Reconfigure removed it meanwhile
 		c.mu.Unlock()
-		return nil, fmt.Errorf("dimmer: pin: unknown feature %q", feature)
+		return nil, fmt.Errorf("dimmer: pin: %w %q", ErrUnknownFeature, feature)
 	}
 	c.mu.pins[feature] = Pin{Level: c.quantize(level), Until: now.Add(ttl), Reason: reason}
 	st, subs, log := c.publish(now, fmt.Sprintf("%s pinned at %.0f%% for %s: %s", feature, 100*level, ttl, reason))
@@ -56,11 +68,15 @@ func (c *Controller) PinAt(now time.Time, feature string, level float64, ttl tim
 // UnpinAt removes a pin; the law takes the feature back.
 func (c *Controller) UnpinAt(now time.Time, feature string) (*State, error) {
 	c.mu.Lock()
+	known := c.hasFeature(feature)
 	_, ok := c.mu.pins[feature]
 	delete(c.mu.pins, feature)
 	c.mu.Unlock()
+	if !known && !ok {
+		return nil, fmt.Errorf("dimmer: unpin: %w %q", ErrUnknownFeature, feature)
+	}
 	if !ok {
-		return nil, fmt.Errorf("dimmer: unpin: %q is not pinned", feature)
+		return nil, fmt.Errorf("dimmer: unpin: %q is %w", feature, ErrNotPinned)
 	}
 	return c.republish(now, feature+" unpinned"), nil
 }

@@ -166,8 +166,10 @@ features:
 	waitOK(t, "http://"+scrapeAddr+"/readyz", watcher)
 	var shopProcs []*proc
 	for i, addr := range shops {
+		// The test plays the load balancer: its X-Forwarded-For names the
+		// clients.
 		p := start(t, shopBin, "serve", "--listen", addr, "--state", filepath.Join(dir, fmt.Sprintf("shop%d", i)),
-			"--brownoutd", "http://"+daemonAddr, "--redis", "redis://"+rds.Addr)
+			"--brownoutd", "http://"+daemonAddr, "--redis", "redis://"+rds.Addr, "--trusted-proxies", "127.0.0.1")
 		waitOK(t, "http://"+addr+"/healthz", p)
 		shopProcs = append(shopProcs, p)
 	}

@@ -110,6 +110,14 @@ type Config struct {
 	Users int
 	// Timeout is the client's timeout. Default 1 s.
 	Timeout time.Duration
+	// MaxConnections bounds the connections open to the target, as a
+	// load balancer's pool does: a request finding them all busy waits
+	// for one (its wait counts in its latency and its timeout). Default
+	// 0: unbounded, a connection for each request in flight, kept idle
+	// once it is done — so the target holds as many as the run's peak
+	// concurrency, which a soak measuring its memory must not confuse
+	// with a leak.
+	MaxConnections int
 	// Skip: each phase is measured without its first Skip. Default 5 s
 	// (but never more than half the phase).
 	Skip time.Duration
@@ -180,6 +188,9 @@ func (c *Config) withDefaults() error {
 	if c.Users <= 0 {
 		c.Users = 5000
 	}
+	if c.MaxConnections < 0 {
+		return errors.New("load: max connections must not be negative")
+	}
 	if c.Timeout <= 0 {
 		c.Timeout = time.Second
 	}
@@ -217,7 +228,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	s := newSched(cfg, total)
 	targeter := newTargeter(cfg, s)
 	atk := vegeta.NewAttacker(vegeta.Timeout(cfg.Timeout), vegeta.KeepAlive(true), vegeta.Workers(64),
-		vegeta.MaxBody(64<<10), vegeta.Redirects(vegeta.NoFollow))
+		vegeta.MaxBody(64<<10), vegeta.Redirects(vegeta.NoFollow), vegeta.MaxConnections(cfg.MaxConnections))
 	progress := cfg.Progress
 	if progress != nil {
 		progress = &syncWriter{w: progress}

@@ -586,9 +586,15 @@ func (l *rateLimits) allowContext(ctx context.Context, h http.Header, key string
 
 // memory is the default RateLimitStore: a token bucket (x/time/rate's) or
 // a sliding window per client, the least recently seen forgotten past
-// MaxClients. Clients are kept by a keyed hash of their key (8 bytes,
-// whatever the client sent; see keyhash.go), so MaxClients bounds its
-// memory: about 250 bytes a client.
+// MaxClients — and, as each new client comes, up to forgetBatch of the
+// least recently seen whose allowance is whole again: a new client would
+// start the same, so they are worth nothing (as the Redis store's keys
+// expire once full). The table holds the clients of the last few seconds
+// (Burst/Rate, or two Windows), not every client of the last 65 536: a
+// bot rotating user ids no longer grows it for as long as it runs.
+// Clients are kept by a keyed hash of their key (8 bytes, whatever the
+// client sent; see keyhash.go), so MaxClients bounds its memory: about
+// 250 bytes a client.
 type memory struct {
 	cfg  RateLimitConfig
 	hash hashKey // drawn at random: nobody outside can aim two keys at one allowance
@@ -648,6 +654,7 @@ func (l *memory) get(key uint64, now time.Time) *client {
 		l.lru.MoveToFront(e)
 		return e.Value.(*client)
 	}
+	l.forget(now)
 	if l.lru.Len() >= l.cfg.MaxClients {
 		old := l.lru.Back()
 		delete(l.m, old.Value.(*client).key)
@@ -659,6 +666,33 @@ func (l *memory) get(key uint64, now time.Time) *client {
 	}
 	l.m[c.key] = l.lru.PushFront(c)
 	return c
+}
+
+// forgetBatch bounds the clients forgotten for each new one: two, so that
+// the table shrinks back while new clients come (one for one would only
+// hold it), at a bounded cost per request.
+const forgetBatch = 2
+
+// forget drops up to forgetBatch of the least recently seen clients whose
+// allowance is whole again at now. Callers hold l.mu.
+func (l *memory) forget(now time.Time) {
+	for range forgetBatch {
+		e := l.lru.Back()
+		if e == nil || !e.Value.(*client).whole(now, &l.cfg) {
+			return
+		}
+		delete(l.m, e.Value.(*client).key)
+		l.lru.Remove(e)
+	}
+}
+
+// whole reports whether the client's allowance is what a new client's
+// would be: its bucket full, or both its windows past.
+func (c *client) whole(now time.Time, cfg *RateLimitConfig) bool {
+	if cfg.SlidingWindow {
+		return now.Sub(c.start) >= 2*cfg.Window
+	}
+	return c.bucket.TokensAt(now) >= float64(cfg.Burst)
 }
 
 // window is the sliding-window counter: the current window's count plus

@@ -3,6 +3,7 @@ package shed
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -106,6 +107,28 @@ func TestMemoryIsAStore(t *testing.T) {
 	d, err = st.Take(context.Background(), "k", Quota{Rate: 1, Burst: 1}, t0.Add(250*time.Millisecond))
 	require.NoError(t, err)
 	assert.Equal(t, RateDecision{Reset: 750 * time.Millisecond, RetryAfter: 750 * time.Millisecond}, d)
+}
+
+// TestMemoryForgetsClientsWholeAgain: a client whose allowance is whole
+// again is forgotten as new clients come (a new one would start the same),
+// so the table holds the clients of the last seconds, not every client
+// ever seen up to MaxClients; a client still refilling is remembered.
+func TestMemoryForgetsClientsWholeAgain(t *testing.T) {
+	for _, window := range []bool{false, true} {
+		m := newMemory(RateLimitConfig{SlidingWindow: window, Rate: 1, Burst: 2, Window: time.Second, MaxClients: 65536})
+		busy := "u:busy"
+		m.take(busy, t0)
+		m.take(busy, t0)
+		for i := range 1000 { // a bot: a new user id every 10 ms
+			now := t0.Add(time.Duration(i) * 10 * time.Millisecond)
+			m.take(fmt.Sprintf("u:bot-%d", i), now)
+			if i == 50 {
+				assert.False(t, m.take(busy, now).Allowed, "window %v: busy, half a second in: still held", window)
+			}
+		}
+		assert.LessOrEqual(t, m.lru.Len(), 300, "window %v: the clients of the last 2 s (200), not all 1000", window)
+		assert.Positive(t, m.lru.Len())
+	}
 }
 
 // BenchmarkRateLimiter: one decision of the default limiter, this

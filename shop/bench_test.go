@@ -29,7 +29,7 @@ func BenchmarkProtection(b *testing.B) {
 	for _, p := range []Protect{None, Brownout} {
 		for _, users := range []int{1 << 20, 50000} {
 			b.Run(string(p)+"/users="+strconv.Itoa(users), func(b *testing.B) {
-				s, err := New(context.Background(), Config{Protect: p, StateDir: b.TempDir()})
+				s, err := New(context.Background(), Config{Protect: p, StateDir: b.TempDir(), TrustedProxies: LocalProxies()})
 				if err != nil {
 					b.Fatal(err)
 				}

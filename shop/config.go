@@ -163,9 +163,13 @@ type Config struct {
 	// SMSRate is the SMS provider's contract, messages per second for the
 	// fleet. Default 500.
 	SMSRate float64
-	// TrustedProxies send X-Forwarded-For. Default 127.0.0.1 and ::1: the
-	// sale's load generator plays the load balancer, giving each simulated
-	// user its own address.
+	// TrustedProxies are the load balancers in front of the shop, whose
+	// X-Forwarded-For is read for the client's address (the per-address
+	// limits' key). Default none: every client is its connection's
+	// address, so that one that sets its own X-Forwarded-For cannot pose
+	// as many. The sale's load generator plays the load balancer, giving
+	// each simulated user its own address: a shop it drives trusts it
+	// explicitly (LocalProxies when it runs on the same machine).
 	TrustedProxies []netip.Prefix
 	// LatencyTarget is the controller's p99 target. Default 300 ms.
 	LatencyTarget time.Duration
@@ -207,9 +211,6 @@ func (c Config) withDefaults() (Config, error) {
 	if !(c.SMSRate > 0) {
 		return c, errors.New("shop: the SMS contract rate must be positive")
 	}
-	if c.TrustedProxies == nil {
-		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32"), netip.MustParsePrefix("::1/128")}
-	}
 	if c.LatencyTarget == 0 {
 		c.LatencyTarget = 300 * time.Millisecond
 	}
@@ -217,6 +218,13 @@ func (c Config) withDefaults() (Config, error) {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	return c, nil
+}
+
+// LocalProxies are 127.0.0.1 and ::1: Config.TrustedProxies for a shop
+// whose load balancer — the sale's load generator — runs on the same
+// machine.
+func LocalProxies() []netip.Prefix {
+	return []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32"), netip.MustParsePrefix("::1/128")}
 }
 
 // Capacity returns the shop's nominal capacity for the sale's mix.

@@ -48,11 +48,16 @@ type SaleReport struct {
 	// Sections served: by section, the share of product pages that got it
 	// (present or stale), and the stale share.
 	Sections map[string]SectionShare `json:"sections"`
-	// Voided: checkouts charged whose order then failed (out of stock),
-	// the charge given back; Unmatched: those whose void failed too — a
-	// customer charged without an order.
+	// Voided: charges given back — of checkouts charged whose order then
+	// failed (sold out meanwhile), and of checkouts abandoned unfinished
+	// (Cancelled of them, settled by store.Reconcile); Unmatched: voids
+	// that failed, whose checkouts Reconcile cancels later.
 	Voided    int64 `json:"voided"`
 	Unmatched int64 `json:"unmatched"`
+	Cancelled int64 `json:"cancelled"`
+	// Pending: checkouts claimed and not yet settled (in flight, or
+	// waiting for a retry with their key or for Reconcile).
+	Pending int64 `json:"pending"`
 	// DealsRefused by the flash deal's per-user and per-address limits.
 	DealsRefused int64 `json:"deals_refused"`
 	// StockOK: no product sold more than its stock (Stats.Check).
@@ -69,7 +74,8 @@ type SectionShare struct {
 func (s *Shop) Report(ctx context.Context, since time.Time) (SaleReport, error) {
 	r := SaleReport{Orders: s.counts.orders.Load(), Replays: s.counts.replays.Load(),
 		Inline: s.counts.smsInline.Load(), InlineFailed: s.counts.smsInlineErr.Load(),
-		DealsRefused: s.counts.dealsRefused.Load(), Unmatched: s.counts.unmatched.Load(), Voided: s.counts.voided.Load(), Sections: map[string]SectionShare{}}
+		DealsRefused: s.counts.dealsRefused.Load(), Unmatched: s.counts.unmatched.Load(), Voided: s.counts.voided.Load(),
+		Cancelled: s.counts.cancelled.Load(), Sections: map[string]SectionShare{}}
 	for i, name := range Sections() {
 		p, st, d, u := s.counts.present[i].Load(), s.counts.stale[i].Load(), s.counts.dimmed[i].Load(), s.counts.unavailable[i].Load()
 		if n := float64(p + st + d + u); n > 0 {
@@ -84,6 +90,9 @@ func (s *Shop) Report(ctx context.Context, since time.Time) (SaleReport, error) 
 		r.StockErr = err.Error()
 	} else {
 		r.StockOK = true
+	}
+	if r.Pending, err = s.store.Pending(ctx); err != nil {
+		return r, err
 	}
 	if s.box != nil {
 		ob, err := s.box.Stats(ctx)

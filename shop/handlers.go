@@ -320,41 +320,10 @@ func (s *Shop) checkout(c echo.Context) error {
 		problem(w, http.StatusServiceUnavailable, "gone", err.Error())
 		return nil
 	}
-	payKey := req.IdempotencyKey
-	if payKey == "" {
-		payKey = newID()
-	}
-	// The charge is authorized before the transaction, idempotently (a
-	// retry with the same key gets the same charge), and recorded in it:
-	// the transaction holds the database's write lock (all of it, on
-	// SQLite) for milliseconds, not for a call to the gateway. Prices
-	// are read first; the transaction checks the total it computes
-	// against the one charged.
-	amount, status, err := s.amount(ctx, req.Items)
-	if err != nil {
-		problem(w, status, "bad-input", err.Error())
-		return nil
-	}
-	charge := func(ctx context.Context) (string, error) {
-		return s.pay.Charge(ctx, "checkout-"+payKey, amount, "pay-"+payKey)
-	}
-	var ref string
-	if s.payG == nil {
-		ref, err = charge(ctx)
-	} else {
-		ref, err = fallback.Call(ctx, s.payG, charge)
-	}
-	if err != nil {
-		status, typ := storeStatus(err)
-		problem(w, status, typ, "payment: "+err.Error())
-		return nil
-	}
-	pay := func(_ context.Context, _ *sql.Tx, total int64) (string, error) {
-		if total != amount {
-			return "", fmt.Errorf("%w: the prices changed during checkout (%d charged, %d due)", store.ErrBadInput, amount, total)
-		}
-		return ref, nil
-	}
+	// The store refuses what it must before anything is charged, charges
+	// between two short transactions (on SQLite the write lock is held
+	// for milliseconds, not for a call to the gateway) and voids the
+	// charge of an order that then fails.
 	enqueue := func(ctx context.Context, tx *sql.Tx, orderID string) error {
 		if s.box == nil {
 			return nil // None sends inline, after the commit
@@ -362,14 +331,12 @@ func (s *Shop) checkout(c echo.Context) error {
 		m, _ := json.Marshal(smsMessage{To: phone(user), Body: confirmation(orderID)})
 		return s.box.Enqueue(ctx, tx, fallback.Message{Key: "sms-" + orderID, Topic: smsTopic, Payload: m})
 	}
-	o, created, err := s.store.Checkout(ctx, req, pay, enqueue)
+	o, created, err := s.store.Checkout(ctx, req, payer{s}, enqueue)
 	if err != nil {
-		// Charged, but no order: give the money back. A retry with the
-		// same key gets the same (voided) charge from the gateway and
-		// fails the same way, or, the stock being back, voids nothing
-		// twice: voiding is idempotent.
-		s.void(ref)
 		status, typ := storeStatus(err)
+		if errors.Is(err, store.ErrInProgress) {
+			w.Header().Set("Retry-After", "1")
+		}
 		problem(w, status, typ, err.Error())
 		return nil
 	}
@@ -388,45 +355,6 @@ func (s *Shop) checkout(c echo.Context) error {
 		}
 	}
 	return c.JSON(http.StatusCreated, CheckoutResponse{Order: o.ID, TotalCents: o.TotalCents})
-}
-
-// void gives a charge back, through the payment guard when there is one;
-// a charge that could not be voided is counted (unmatched).
-func (s *Shop) void(ref string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	var err error
-	if s.payG != nil {
-		_, err = fallback.Call(ctx, s.payG, func(ctx context.Context) (struct{}, error) { return struct{}{}, s.pay.Void(ctx, ref) })
-	} else {
-		err = s.pay.Void(ctx, ref)
-	}
-	if err != nil {
-		s.counts.unmatched.Add(1)
-		s.cfg.Logger.Warn("shop: void failed: the customer was charged without an order", "charge", ref, "err", err)
-		return
-	}
-	s.counts.voided.Add(1)
-}
-
-// amount prices items at the catalogue's prices.
-func (s *Shop) amount(ctx context.Context, items []store.Item) (int64, int, error) {
-	if len(items) == 0 || len(items) > store.MaxItems {
-		return 0, http.StatusBadRequest, fmt.Errorf("a checkout has 1 to %d items", store.MaxItems)
-	}
-	var total int64
-	for _, it := range items {
-		if it.Qty < 1 || it.Qty > store.MaxQty {
-			return 0, http.StatusBadRequest, fmt.Errorf("product %d: quantity %d: want 1 to %d", it.ProductID, it.Qty, store.MaxQty)
-		}
-		p, err := s.store.Product(ctx, it.ProductID)
-		if err != nil {
-			status, _ := storeStatus(err)
-			return 0, status, fmt.Errorf("product %d: %w", it.ProductID, err)
-		}
-		total += p.PriceCents * it.Qty
-	}
-	return total, 0, nil
 }
 
 // smsMessage is an outbox payload.
@@ -471,6 +399,12 @@ func storeStatus(err error) (int, string) {
 		return http.StatusConflict, "out-of-stock"
 	case errors.Is(err, store.ErrIdempotencyConflict):
 		return http.StatusUnprocessableEntity, "idempotency-conflict"
+	case errors.Is(err, store.ErrInProgress):
+		return http.StatusConflict, "checkout-in-progress"
+	case errors.Is(err, store.ErrPriceChanged):
+		return http.StatusConflict, "price-changed"
+	case errors.Is(err, store.ErrCancelled):
+		return http.StatusConflict, "checkout-cancelled"
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.Is(err, pool.ErrGone):
 		return http.StatusServiceUnavailable, "gone"
 	case errors.Is(err, fallback.ErrTimeout), errors.Is(err, fallback.ErrOpen), errors.Is(err, fallback.ErrFull):

@@ -84,6 +84,10 @@ func writeShop(w io.Writer, s SaleReport) {
 	if len(parts) > 0 {
 		fmt.Fprintf(w, "sections served over the run: %s\n", strings.Join(parts, ", "))
 	}
+	if s.Voided > 0 || s.Pending > 0 {
+		fmt.Fprintf(w, "payments: %d charges voided (%d of checkouts abandoned unfinished), %d voids failed; %d checkouts unsettled\n",
+			s.Voided, s.Cancelled, s.Unmatched, s.Pending)
+	}
 	fmt.Fprintf(w, "flash-deal lookups refused by the per-user and per-address limits: %d\n", s.DealsRefused)
 }
 

@@ -115,6 +115,15 @@ func SaleTraffic() []load.Kind {
 	}
 }
 
+// SaleLoad is the sale's traffic (SaleTraffic) against the shop at
+// target, in phases, open loop: each simulated user its own address, sent
+// as X-Forwarded-For (the shop must trust the generator as its proxy:
+// Config.TrustedProxies), product pages' optional sections counted.
+// Sale runs it on the 11.11 timeline; a soak at a constant rate.
+func SaleLoad(target string, phases []load.Phase, seed uint64) load.Config {
+	return load.Config{Target: target, Phases: phases, Mix: SaleTraffic(), Seed: seed, Addr: userAddr, Optional: optional}
+}
+
 // userAddr gives each simulated user an address of its own (the shop
 // trusts the generator as its proxy).
 func userAddr(user int) string {
@@ -188,11 +197,9 @@ func Sale(ctx context.Context, cfg SaleConfig) (*SaleResult, error) {
 		}
 	}
 	phases, events := timeline(cfg.Duration, info.Capacity, cfg.Scale, slow, sms)
-	lc := load.Config{
-		Target: cfg.Target, Phases: phases, Mix: SaleTraffic(), Timeout: cfg.Timeout, Seed: cfg.Seed,
-		Progress: cfg.Progress, Addr: userAddr, Events: events, Optional: optional,
-		Skip: min(5*time.Second, cfg.Duration/32),
-	}
+	lc := SaleLoad(cfg.Target, phases, cfg.Seed)
+	lc.Timeout, lc.Progress, lc.Events = cfg.Timeout, cfg.Progress, events
+	lc.Skip = min(5*time.Second, cfg.Duration/32)
 	rep, err := load.Run(ctx, lc)
 	// Whatever happened, leave the shop as it was.
 	slow(1)

@@ -25,7 +25,7 @@ func TestSaleOrdering(t *testing.T) {
 	}
 	results := map[Protect]*SaleResult{}
 	for _, p := range Protections() {
-		s, err := New(context.Background(), Config{Protect: p, StateDir: t.TempDir()})
+		s, err := New(context.Background(), Config{Protect: p, StateDir: t.TempDir(), TrustedProxies: LocalProxies()})
 		require.NoError(t, err)
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		require.NoError(t, err)

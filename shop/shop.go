@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -95,8 +96,9 @@ type counts struct {
 	orders, replays         atomic.Int64
 	smsInline, smsInlineErr atomic.Int64 // None: sent in the request
 	dealsRefused            atomic.Int64
-	unmatched               atomic.Int64 // charged, the order failed, and the void failed too
-	voided                  atomic.Int64 // charged, the order failed, charge voided
+	unmatched               atomic.Int64 // charged, the order failed, and the void failed too (reconciled later)
+	voided                  atomic.Int64 // charged, the order failed or was abandoned: charge voided
+	cancelled               atomic.Int64 // checkouts abandoned unfinished, settled by Reconcile
 }
 
 // smsTopic is the outbox topic of order confirmations.
@@ -138,12 +140,18 @@ func New(ctx context.Context, cfg Config) (_ *Shop, err error) {
 		return nil, err
 	}
 	s.reg = prometheus.NewRegistry()
-	s.reg.MustRegister(collectors.NewGoCollector())
+	// The Go runtime's usual metrics, and the heap live after the last
+	// collection (go_gc_heap_live_bytes): what the shop keeps, without the
+	// garbage of the moment in go_memstats_heap_inuse_bytes (a soak
+	// watches it).
+	s.reg.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
+		collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)})))
 	if cfg.Protect != None {
 		if err := s.protect(ctx); err != nil {
 			return nil, err
 		}
 	}
+	s.wg.Go(func() { s.reconcile(ctx) })
 	s.handler = s.routes()
 	return s, nil
 }

@@ -21,7 +21,16 @@ import (
 
 func newShop(t *testing.T, p Protect) (*Shop, *httptest.Server) {
 	t.Helper()
-	s, err := New(context.Background(), Config{Protect: p, StateDir: t.TempDir()})
+	return newShopWith(t, Config{Protect: p})
+}
+
+// newShopWith starts a shop on cfg, in a state directory of the test's.
+func newShopWith(t *testing.T, cfg Config) (*Shop, *httptest.Server) {
+	t.Helper()
+	if cfg.DB == "" {
+		cfg.StateDir = t.TempDir()
+	}
+	s, err := New(context.Background(), cfg)
 	require.NoError(t, err)
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(func() {
@@ -147,7 +156,8 @@ func TestProductPage(t *testing.T) {
 }
 
 func TestBotHeldByItsAddress(t *testing.T) {
-	_, srv := newShop(t, Brownout)
+	// Behind a load balancer on this machine (the test client plays it).
+	_, srv := newShopWith(t, Config{Protect: Brownout, TrustedProxies: LocalProxies()})
 	ok := 0
 	for i := range 40 {
 		resp, _ := send(t, srv, call{"GET", "/api/deals/flash", "", map[string]string{UserHeader: fmt.Sprintf("bot-%d", i), "X-Forwarded-For": "198.51.100.66"}})
@@ -194,7 +204,7 @@ func TestEmbeddedAPI(t *testing.T) {
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&st))
 	resp.Body.Close()
 	assert.Len(t, st["features"], 3)
-	resp, err = http.Post(srv.URL+"/v1/freeze", "application/json", nil)
+	resp, err = http.Post(srv.URL+"/v1/freeze", "application/json", strings.NewReader(`{}`))
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, 403, resp.StatusCode)
@@ -244,4 +254,22 @@ func TestFleetMode(t *testing.T) {
 	}
 	assert.False(t, s.Remote().Connected())
 	assert.Equal(t, []string{"recommendations"}, page().Dimmed, "last-known levels while the daemon is away")
+}
+
+// TestDefaultsTrustNoProxy: on the defaults a client connecting directly
+// over loopback cannot escape the flash deal's per-address limit (burst
+// 10) by rotating X-Forwarded-For: no proxy is trusted unless configured.
+func TestDefaultsTrustNoProxy(t *testing.T) {
+	_, srv := newShop(t, Brownout)
+	const lookups = 15
+	ok := 0
+	for i := range lookups {
+		resp, _ := send(t, srv, call{"GET", "/api/deals/flash", "", map[string]string{
+			UserHeader: fmt.Sprintf("u-%d", i), "X-Forwarded-For": fmt.Sprintf("203.0.113.%d", i+1)}})
+		if resp.StatusCode == http.StatusOK {
+			ok++
+		}
+	}
+	t.Logf("%d of %d lookups served with rotating forwarded addresses", ok, lookups)
+	assert.LessOrEqual(t, ok, 11, "held by the connection's own address (burst 10, and at most one token refilled)")
 }

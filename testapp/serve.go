@@ -4,9 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net"
 	"net/http"
 	"time"
+
+	"github.com/brownout/brownout/internal/server"
 )
 
 // StatsPath is where a served app reports its state, for the harness.
@@ -73,11 +74,11 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		json.NewEncoder(w).Encode(p.Read())
 	})
 	mux.Handle("/", p.Handler)
-	ln, err := net.Listen("tcp", cfg.Listen)
+	ln, err := server.Listen(cfg.Listen)
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := server.New(mux)
 	if cfg.Ready != nil {
 		cfg.Ready(ln.Addr().String())
 	}

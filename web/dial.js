@@ -528,6 +528,16 @@
     es.addEventListener('state', (e) => { if (S.es === es) onState(parse(e.data)); });
     es.addEventListener('tick', (e) => { if (S.es === es) onTick(parse(e.data)); });
     es.addEventListener('shutdown', () => { if (S.es === es) lost('the daemon is stopping'); });
+    // the stream's token expired or was revoked: a new stream token, at once
+    es.addEventListener('reauth', () => {
+      if (S.es !== es) return;
+      es.close();
+      S.es = null;
+      S.streamOpen = false;
+      S.streamToken = '';
+      S.wantToken = true;
+      reconnect();
+    });
     es.addEventListener('error', () => {
       if (S.es !== es) return;
       S.streamOpen = false;

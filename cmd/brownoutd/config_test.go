@@ -113,6 +113,62 @@ func TestPrecedence(t *testing.T) {
 	assert.ErrorContains(t, err, "at least 100ms")
 }
 
+// TestStateDirDefault: systemd's StateDirectory, else the XDG state
+// home, else ~/.local/state; never a shared temporary directory — with
+// none of them, serve refuses to start and says what to set.
+func TestStateDirDefault(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"STATE_DIRECTORY": "/var/lib/brownoutd:/var/lib/other", "XDG_STATE_HOME": "/x", "HOME": "/home/op"}, "/var/lib/brownoutd"},
+		{map[string]string{"XDG_STATE_HOME": "/x", "HOME": "/home/op"}, "/x/brownoutd"},
+		{map[string]string{"XDG_STATE_HOME": "relative", "HOME": "/home/op"}, "/home/op/.local/state/brownoutd"},
+		{map[string]string{"HOME": "/home/op"}, "/home/op/.local/state/brownoutd"},
+		{map[string]string{"BROWNOUTD_STATE_DIR": "/srv/b", "HOME": "/home/op"}, "/srv/b"},
+		{map[string]string{}, ""},
+	} {
+		f := serveFlags{}
+		c, _, err := f.settings(func(k string) string { return tc.env[k] }, map[string]bool{})
+		if tc.want == "" {
+			require.Error(t, err, "%v", tc.env)
+			assert.ErrorContains(t, err, "--state-dir")
+			continue
+		}
+		require.NoError(t, err, "%v", tc.env)
+		assert.Equal(t, tc.want, c.StateDir, "%v", tc.env)
+	}
+}
+
+// TestPushTokensOffLoopback: the push source off loopback needs push
+// tokens; on loopback it may go without (the API then checks each push as
+// it checks the operators' tokenless writes).
+func TestPushTokensOffLoopback(t *testing.T) {
+	dir := t.TempDir()
+	toks := filepath.Join(dir, "push")
+	require.NoError(t, os.WriteFile(toks, []byte("shop push-token-0123456789\n"), 0o600))
+	for _, tc := range []struct {
+		listen, tokens string
+		ok             bool
+	}{
+		{"127.0.0.1:8080", "", true},
+		{"localhost:8080", "", true},
+		{"[::1]:8080", "", true},
+		{"0.0.0.0:8080", "", false},
+		{":8080", "", false},
+		{"10.0.0.5:8080", "", false},
+		{"0.0.0.0:8080", toks, true},
+	} {
+		f := serveFlags{listen: tc.listen, pushToks: tc.tokens, stateDir: dir}
+		_, _, err := f.settings(func(string) string { return "" }, map[string]bool{"listen": true, "push-tokens": true, "state-dir": true})
+		if tc.ok {
+			assert.NoError(t, err, tc.listen)
+		} else {
+			assert.ErrorContains(t, err, "needs push tokens", tc.listen)
+		}
+	}
+}
+
 func TestTokensFile(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "tokens")

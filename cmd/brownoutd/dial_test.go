@@ -318,6 +318,7 @@ auth:
 
 	ctx := browser(t, bin, 1280, 1000)
 	dialPolling(t, ctx)
+	dialReauth(t, ctx)
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(d.base+"/")))
 	waitJS(t, ctx, 10*time.Second, `window.__dial && __dial.conn() === 'live' && document.querySelectorAll('[role=meter][data-feature]').length === 3`, "the page is live with a dial per feature")
 	eventually(t, 10*time.Second, func() bool { return stateOf(t, d.base).Sources[0].OK }, "the pushes arrive")
@@ -517,6 +518,45 @@ func dialPolling(t *testing.T, ctx context.Context) {
 	for _, f := range st.Features {
 		assert.Equal(t, math.Round(f.Level*1000)/10, pd.Level[f.Name], "%s's dial follows the polled state", f.Name)
 	}
+}
+
+// dialReauth: a stream that ends with "reauth" (its token expired, or a
+// reload revoked it) sends the page for a new stream token and back on
+// the stream at once.
+func dialReauth(t *testing.T, ctx context.Context) {
+	ctx, cancel := chromedp.NewContext(ctx) // a tab of its own
+	defer cancel()
+	var tokens, renewed atomic.Int64
+	mux := http.NewServeMux()
+	mux.Handle("/", web.Handler())
+	mux.HandleFunc("GET /v1/state", func(w http.ResponseWriter, r *http.Request) { json.NewEncoder(w).Encode(synthState(1)) })
+	mux.HandleFunc("GET /v1/history", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`{"v":1,"points":[]}`)) })
+	mux.HandleFunc("GET /v1/events", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`{"v":1,"events":[]}`)) })
+	mux.HandleFunc("POST /v1/stream/token", func(w http.ResponseWriter, r *http.Request) {
+		tokens.Add(1)
+		w.Write([]byte(`{"v":1,"token":"renewed"}`))
+	})
+	mux.HandleFunc("GET /v1/stream", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(200)
+		b, _ := json.Marshal(synthState(1))
+		fmt.Fprintf(w, "retry: 1000\n\nevent: state\ndata: %s\n\n", b)
+		if r.URL.Query().Get("token") != "renewed" {
+			fmt.Fprint(w, "event: reauth\ndata: {\"v\":1,\"reason\":\"the stream token expired\"}\n\n")
+			return
+		}
+		renewed.Add(1)
+		http.NewResponseController(w).Flush()
+		<-r.Context().Done()
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	defer srv.CloseClientConnections() // the page's stream, before Close waits for it
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/")))
+	waitJS(t, ctx, 5*time.Second, `__dial.conn() === 'live'`, "the page is live")
+	eventually(t, 5*time.Second, func() bool { return renewed.Load() == 1 }, "the page came back with a new stream token")
+	waitJS(t, ctx, 5*time.Second, `__dial.conn() === 'live'`, "and is live on it")
+	assert.EqualValues(t, 1, tokens.Load(), "one token asked for")
 }
 
 var replayBase = time.Date(2026, 11, 11, 0, 0, 0, 0, time.UTC)

@@ -12,14 +12,14 @@ import (
 	"github.com/brownout/brownout/web"
 )
 
-// server is brownoutd's echo server over the API package.
-type server struct {
+// echoServer is brownoutd's echo server over the API package.
+type echoServer struct {
 	*echo.Echo
 	ready atomic.Bool
 }
 
-func newEcho(a *api.API, reg *prometheus.Registry) *server {
-	s := &server{Echo: echo.New()}
+func newEcho(a *api.API, reg *prometheus.Registry) *echoServer {
+	s := &echoServer{Echo: echo.New()}
 	e := s.Echo
 	e.HideBanner, e.HidePort = true, true
 	h := echo.WrapHandler(a.Handler())

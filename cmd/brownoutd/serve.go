@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/brownout/brownout/api"
 	"github.com/brownout/brownout/dimmer"
+	"github.com/brownout/brownout/internal/server"
 	"github.com/brownout/brownout/provider"
 	"github.com/brownout/brownout/signals"
 )
@@ -54,11 +54,11 @@ type serveFlags struct {
 func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.config, "config", "", "YAML configuration file (env BROWNOUTD_CONFIG)")
 	fs.StringVar(&f.listen, "listen", "", "address to listen on, host:port (env BROWNOUTD_LISTEN; default 127.0.0.1:8080)")
-	fs.StringVar(&f.stateDir, "state-dir", "", "directory for the operators' overrides, freeze and shadow (env BROWNOUTD_STATE_DIR; default under the user cache dir)")
+	fs.StringVar(&f.stateDir, "state-dir", "", "directory for the operators' overrides, freeze and shadow, private to this user (env BROWNOUTD_STATE_DIR; default $STATE_DIRECTORY under systemd, else $XDG_STATE_HOME/brownoutd, else ~/.local/state/brownoutd)")
 	fs.StringVar(&f.tick, "tick", "", "control period, e.g. 1s (env BROWNOUTD_TICK)")
 	fs.StringVar(&f.operatorTokens, "operator-tokens", "", "file of named operator tokens, \"name token\" per line (env BROWNOUTD_OPERATOR_TOKENS); without any, writes only on a loopback listener")
 	fs.StringVar(&f.evalTokens, "eval-tokens", "", "file of tokens required on OFREP evaluations (env BROWNOUTD_EVAL_TOKENS); default open")
-	fs.StringVar(&f.pushToks, "push-tokens", "", "file of tokens required on POST /v1/signals (env BROWNOUTD_PUSH_TOKENS); default open")
+	fs.StringVar(&f.pushToks, "push-tokens", "", "file of tokens required on POST /v1/signals (env BROWNOUTD_PUSH_TOKENS); required with the push source on a non-loopback listener")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate file (env BROWNOUTD_TLS_CERT); or terminate TLS in front")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "TLS key file (env BROWNOUTD_TLS_KEY)")
 }
@@ -119,11 +119,9 @@ func (f *serveFlags) settings(getenv func(string) string, set map[string]bool) (
 		return nil, file, errors.New("tls: cert and key go together")
 	}
 	if c.StateDir == "" {
-		dir, err := os.UserCacheDir()
-		if err != nil {
-			dir = os.TempDir()
+		if c.StateDir, err = defaultStateDir(getenv); err != nil {
+			return nil, file, err
 		}
-		c.StateDir = filepath.Join(dir, "brownout", "brownoutd")
 	}
 	if c.OperatorTokens, err = readTokens(c.Auth.OperatorTokensFile); err != nil {
 		return nil, file, err
@@ -134,7 +132,29 @@ func (f *serveFlags) settings(getenv func(string) string, set map[string]bool) (
 	if c.PushTokens, err = readTokens(c.Auth.PushTokensFile); err != nil {
 		return nil, file, err
 	}
+	if c.Push != nil && len(c.PushTokens) == 0 && !loopback(c.Listen) {
+		return nil, file, fmt.Errorf("the push source on %s, not a loopback address, needs push tokens (--push-tokens, auth.push_tokens_file): without them anyone who reaches the port could push signals and set every level", c.Listen)
+	}
 	return c, file, nil
+}
+
+// defaultStateDir is where the operators' state lives when no state dir
+// is configured: systemd's StateDirectory= ($STATE_DIRECTORY, the first
+// of its list), else $XDG_STATE_HOME/brownoutd, else
+// ~/.local/state/brownoutd. Never a shared temporary directory, where
+// another local user could plant operator.json or hold the lock: without
+// any of these, an error says what to set.
+func defaultStateDir(getenv func(string) string) (string, error) {
+	if d, _, _ := strings.Cut(getenv("STATE_DIRECTORY"), ":"); d != "" {
+		return d, nil
+	}
+	if d := getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "brownoutd"), nil
+	}
+	if h := getenv("HOME"); filepath.IsAbs(h) {
+		return filepath.Join(h, ".local", "state", "brownoutd"), nil
+	}
+	return "", errors.New("no state dir: set --state-dir (or BROWNOUTD_STATE_DIR, state_dir in the file) to a directory private to this user, or run under systemd with StateDirectory=brownoutd; with no HOME there is no default")
 }
 
 func fileName(f string) string {
@@ -243,12 +263,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer a.Close() // the state dir's lock, after the last Save
-	ln, err := net.Listen("tcp", c.Listen)
+	ln, err := server.Listen(c.Listen)
 	if err != nil {
 		return err
 	}
 	e := newEcho(a, reg)
-	srv := &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	srv := server.New(e) // no WriteTimeout: /v1/stream and /ofrep/v1/events last
 	scheme := "http"
 	if c.TLS.Cert != "" {
 		scheme = "https"

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/brownout/brownout/internal/server"
 	"github.com/brownout/brownout/web"
 )
 
@@ -31,7 +32,7 @@ type dialFront struct {
 }
 
 func startDialFront(addr string) (*dialFront, error) {
-	ln, err := net.Listen("tcp", addr)
+	ln, err := server.Listen(addr)
 	if err != nil {
 		return nil, fmt.Errorf("sale: --dial %s: %w", addr, err)
 	}
@@ -41,7 +42,7 @@ func startDialFront(addr string) (*dialFront, error) {
 	mux.Handle("GET /{$}", http.RedirectHandler("/dial/", http.StatusFound))
 	mux.Handle("GET /dial/", http.StripPrefix("/dial", web.Handler()))
 	mux.HandleFunc("/v1/", f.api)
-	f.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	f.srv = server.New(mux)
 	go f.srv.Serve(ln)
 	return f, nil
 }
@@ -84,7 +85,23 @@ func (f *dialFront) follow(base string) {
 		return
 	}
 	u, _ := url.Parse(base)
-	f.mu.proxy = httputil.NewSingleHostReverseProxy(u) // flushes event streams as they come
+	f.mu.proxy = &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
+		pr.SetURL(u)
+		// The Host the browser sent to this front, not the shop's own
+		// (SetURL's): a tokenless write is checked against its Origin,
+		// which names this front, and against a rebound name in it. The
+		// shop of a sale takes no tokenless write anyway (it is not told
+		// it listens on loopback), but the dial must find the same checks
+		// as without the front.
+		pr.Out.Host = pr.In.Host
+		// A client that is not on this machine (a front on a non-loopback
+		// address) is named, so that the shop takes its write for a
+		// proxied one, not the local operator's. A local client's own
+		// X-Forwarded-* are dropped (Rewrite does): this front is the proxy.
+		if host, _, err := net.SplitHostPort(pr.In.RemoteAddr); err != nil || !loopback(net.JoinHostPort(host, "0")) {
+			pr.SetXForwarded()
+		}
+	}} // event streams are flushed as they come (text/event-stream)
 }
 
 func (f *dialFront) close() {

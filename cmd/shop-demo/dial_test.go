@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -10,6 +11,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/brownout/brownout/api"
+	"github.com/brownout/brownout/dimmer"
+	"github.com/brownout/brownout/internal/hostile"
+	"github.com/brownout/brownout/signals"
 )
 
 // TestDialFront: the page at /dial/; /v1/ says what runs until the
@@ -50,4 +56,50 @@ func TestDialFront(t *testing.T) {
 	assert.Equal(t, "shop /v1/state", body)
 	f.follow("")
 	assert.Contains(t, detail(), "the brownout run is over")
+}
+
+// TestDialFrontKeepsTheBrowsersOrigin: behind the front, an API that
+// takes tokenless writes on loopback sees what the browser sent to the
+// front: the dial's own same-origin write passes, a cross-site or
+// rebound one is refused.
+func TestDialFrontKeepsTheBrowsersOrigin(t *testing.T) {
+	ctl, err := dimmer.New(dimmer.Config{Targets: []dimmer.Target{{Signal: signals.LatencyP99, Target: 1}},
+		Features: []dimmer.Feature{{Name: "recommendations"}}})
+	require.NoError(t, err)
+	a, err := api.New(api.Config{Controller: ctl, Loopback: true})
+	require.NoError(t, err)
+	shop := httptest.NewServer(a.Handler())
+	defer shop.Close()
+	f, err := startDialFront("127.0.0.1:0")
+	require.NoError(t, err)
+	defer f.close()
+	f.follow(shop.URL)
+	base := strings.SplitN(f.url, "/dial/", 2)[0]
+	_, port, _ := net.SplitHostPort(hostile.Addr(t, base))
+	c := hostile.Client()
+	for _, at := range hostile.Attacks(port) {
+		if at.Header["X-Forwarded-For"] != "" {
+			continue // a local client's own claim: the front is the proxy, and drops it
+		}
+		resp, err := c.Do(at.Request(t, "POST", base+"/v1/freeze", `{}`))
+		require.NoError(t, err)
+		hostile.RequireProblem(t, resp, http.StatusForbidden, "through the front: "+at.Name)
+	}
+	// A client of the front that is not on this machine.
+	f.mu.Lock()
+	p := f.mu.proxy
+	f.mu.Unlock()
+	req := httptest.NewRequest("POST", base+"/v1/freeze", strings.NewReader(`{}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.RemoteAddr = "203.0.113.7:40000"
+	rec := httptest.NewRecorder()
+	p.ServeHTTP(rec, req)
+	hostile.RequireProblem(t, rec.Result(), http.StatusForbidden, "a remote client of the front")
+	assert.NotEqual(t, dimmer.Frozen, ctl.State().Mode)
+	req = hostile.Attack{Header: map[string]string{"Origin": base, "Sec-Fetch-Site": "same-origin"}}.Request(t, "POST", base+"/v1/freeze", `{"reason":"from the dial"}`)
+	resp, err := c.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, 200, resp.StatusCode, "the dial's own write, through the front")
+	assert.Equal(t, dimmer.Frozen, ctl.State().Mode)
 }

@@ -4,6 +4,7 @@
 //	shop-demo serve [--listen ADDR] [--state DIR] [--db URL] [--protect none|shed|brownout] [--payment URL] [--sms URL] [--recs URL]
 //	shop-demo sale  [--target URL] [--compare] [--json] [--quiet] [--scale X] [--duration D] [--dial ADDR]
 //	shop-demo knee  --target URL [--from R] [--step R] [--steps N] [--hold D]
+//	shop-demo deps  [--payment ADDR] [--sms ADDR] [--recs ADDR]
 //
 // `shop-demo COMMAND --help` documents every flag.
 package main
@@ -47,6 +48,7 @@ Usage:
   shop-demo serve   run the shop (embedded defaults: 127.0.0.1:8081, SQLite, brownout)
   shop-demo sale    send the sale's traffic to a shop (its own, or --target URL)
   shop-demo knee    find where a URL's p99 turns steep, and the settings that follow
+  shop-demo deps    run the simulated payment gateway, SMS provider and recommendation engine on their own
 
 Run "shop-demo COMMAND --help" for a command's flags.
 `
@@ -64,6 +66,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runSale(ctx, args[1:], stdout, stderr)
 	case "knee":
 		return runKnee(ctx, args[1:], stdout, stderr)
+	case "deps":
+		return runDeps(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return nil

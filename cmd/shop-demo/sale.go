@@ -6,11 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"time"
 
+	"github.com/brownout/brownout/internal/server"
 	"github.com/brownout/brownout/shop"
 )
 
@@ -38,6 +37,11 @@ X-User-ID and address), impatient checkout clients that retry naively or
 with backoff and a budget, a bot rotating user ids from one address on the
 flash deal, analytics beacons. Prints one line a second and a report per
 phase; each phase is measured apart.
+
+Each simulated user comes from its own address, sent as X-Forwarded-For:
+a shop given with --target must trust this generator as its proxy
+(shop-demo serve --trusted-proxies 127.0.0.1), or every user shares the
+generator's address and its per-address limits.
 
 Flags:
 `)
@@ -109,16 +113,19 @@ func saleOnce(ctx context.Context, cfg shop.SaleConfig, p shop.Protect, workers 
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	s, err := shop.New(ctx, shop.Config{Protect: p, Workers: workers, StateDir: dir})
+	// The generator plays the load balancer, each simulated user behind
+	// its own X-Forwarded-For: our shop trusts it, as a shop behind a
+	// real one would.
+	s, err := shop.New(ctx, shop.Config{Protect: p, Workers: workers, StateDir: dir, TrustedProxies: shop.LocalProxies()})
 	if err != nil {
 		return nil, err
 	}
 	defer s.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := server.Listen("127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	srv := server.New(s.Handler())
 	go srv.Serve(ln)
 	defer srv.Close()
 	cfg.Target = "http://" + ln.Addr().String()

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/brownout/brownout/internal/server"
+	"github.com/brownout/brownout/shed"
 	"github.com/brownout/brownout/shop"
 )
 
@@ -31,6 +33,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	brownoutd := fs.String("brownoutd", "", "fleet mode: follow the levels of the brownoutd at this base URL (http://HOST:PORT) instead of an embedded controller; the daemon reads this shop's /metrics")
 	brownoutdToken := fs.String("brownoutd-token", "", "token sent to --brownoutd (env BROWNOUTD_TOKEN)")
 	redisURL := fs.String("redis", "", "keep the per-client rate limits in this Redis (redis://HOST:PORT[/DB]), shared by every instance")
+	proxies := fs.String("trusted-proxies", "", "comma-separated addresses or CIDR prefixes of the load balancers in front, whose X-Forwarded-For names the client (default none: every client is its connection's address; the sale's generator on this machine needs 127.0.0.1)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: shop-demo serve [flags]
 
@@ -41,7 +44,7 @@ shadow; writes without a token on a loopback listener only) with the
 operator dial at /dial/, and its simulated payment gateway, SMS provider and
 recommendation engine on their own 127.0.0.1 ports. --payment, --sms and
 --recs use dependencies running elsewhere instead (e.g. ones that must
-outlive the shop); the shop calls their API paths (/v1/charges,
+outlive the shop: shop-demo deps runs them); the shop calls their API paths (/v1/charges,
 /v1/messages, /v1/recommendations) under the URL given, and the sale's
 fault knobs are their /admin/fault. The sale report's SMS delivery counts
 are only known with the shop's own SMS provider.
@@ -60,6 +63,9 @@ Flags:
 	// The embedded controller's operator API (/v1/…) takes writes without
 	// a token only on a loopback listener.
 	cfg := shop.Config{Protect: p, Workers: *workers, StateDir: *state, DB: *db, Loopback: loopback(*listen), Redis: *redisURL}
+	if cfg.TrustedProxies, err = shed.ParseProxies(*proxies); err != nil {
+		return usagef("serve: --trusted-proxies %q: %v", *proxies, err)
+	}
 	if *brownoutd != "" {
 		if cfg.Brownoutd, err = baseURL("brownoutd", *brownoutd); err != nil {
 			return err
@@ -89,11 +95,11 @@ Flags:
 		return err
 	}
 	defer s.Close()
-	ln, err := net.Listen("tcp", *listen)
+	ln, err := server.Listen(*listen)
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute}
+	srv := server.New(s.Handler())
 	fmt.Fprintf(stdout, "shop-demo: serving http://%s/ (protection %s)\n", ln.Addr(), p)
 	if s.Controller() != nil { // embedded mode: the API and the dial
 		fmt.Fprintf(stdout, "the dial at http://%s/dial/\n", ln.Addr())

@@ -5,8 +5,12 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/brownout/brownout/internal/hostile"
 )
 
 func TestDecode(t *testing.T) {
@@ -42,4 +46,36 @@ func TestDecode(t *testing.T) {
 			assert.ErrorContains(t, err, tc.msg, tc.name)
 		}
 	}
+}
+
+func TestTrailingData(t *testing.T) {
+	for _, body := range []string{`{"a":1}}`, `{"a":1}]`, `{"a":1} x`} {
+		r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body))
+		var v struct{ A int }
+		w := httptest.NewRecorder()
+		status, err := Decode(w, r, &v, Options{Max: 64})
+		assert.Equal(t, 400, status, body)
+		assert.ErrorContains(t, err, "more than one value", body)
+		assert.Equal(t, "close", w.Header().Get("Connection"), "a failed read closes the connection: %s", body)
+	}
+}
+
+// TestStalledBodyClosesTheConnection: a body that stops half-way gets its
+// 408 when the deadline passes, and the connection closes then, instead
+// of net/http waiting for ever for the rest of it.
+func TestStalledBodyClosesTheConnection(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var v map[string]any
+		if status, err := Decode(w, r, &v, Options{Max: 1 << 10, Timeout: timeout}); err != nil {
+			http.Error(w, err.Error(), status)
+		}
+	}))
+	defer srv.Close()
+	c := hostile.StalledBody(t, hostile.Addr(t, srv.URL), "POST", "/", nil, "{", 100)
+	resp, err := hostile.ReadResponse(t, c, timeout+hostile.Slack)
+	require.NoError(t, err, "an answer when the deadline passes")
+	assert.Equal(t, http.StatusRequestTimeout, resp.StatusCode)
+	assert.True(t, resp.Close, "Connection: close")
+	hostile.RequireClosed(t, c, hostile.Slack, "after a stalled body")
 }

@@ -21,6 +21,10 @@ var (
 	ErrRateLimited = errors.New("deps: rate limited")
 	// ErrUnavailable matches a 5xx.
 	ErrUnavailable = errors.New("deps: dependency unavailable")
+	// ErrVoided matches the payment gateway's refusal to charge under a
+	// key whose charge was voided or whose key was cancelled (409,
+	// charge-voided): nothing is charged under that key.
+	ErrVoided = errors.New("deps: the charge under this key was voided")
 )
 
 // StatusError is a dependency's answer that is not a success.
@@ -40,6 +44,9 @@ type StatusError struct {
 	// Detail is the problem's detail, or the start of a body that is not
 	// a problem.
 	Detail string
+	// Type is the problem's type ("urn:brownout:deps:…"), if the body was
+	// one.
+	Type string
 }
 
 // Error describes the answer.
@@ -60,13 +67,16 @@ func (e *StatusError) Unwrap() error {
 	return &fallback.StatusError{Status: e.Code, RetryAfter: e.RetryAfter}
 }
 
-// Is matches ErrRateLimited for a 429 and ErrUnavailable for a 5xx.
+// Is matches ErrRateLimited for a 429, ErrUnavailable for a 5xx and
+// ErrVoided for the gateway's charge-voided refusal.
 func (e *StatusError) Is(target error) bool {
 	switch target {
 	case ErrRateLimited:
 		return e.Code == http.StatusTooManyRequests
 	case ErrUnavailable:
 		return e.Code >= 500
+	case ErrVoided:
+		return e.Code == http.StatusConflict && e.Type == problemType(voidedSlug)
 	}
 	return false
 }
@@ -80,9 +90,10 @@ type PaymentClient struct {
 }
 
 // Charge charges amountCents for an order and returns the charge id. With
-// a key (sent as the Idempotency-Key header and in the body), a retry of the same charge
-// gets the same id and is not charged twice; reusing a key for another
-// order or amount is a 409.
+// a key (sent as the Idempotency-Key header and in the body), a retry of
+// the same charge gets the same id and is not charged twice; reusing a
+// key for another order or amount is a 409, and so is a key whose charge
+// was voided or that was cancelled (matching ErrVoided).
 func (c PaymentClient) Charge(ctx context.Context, order string, amountCents int64, key string) (string, error) {
 	body, _ := json.Marshal(ChargeRequest{Order: order, AmountCents: amountCents, IdempotencyKey: key})
 	var out Charge
@@ -98,6 +109,28 @@ func (c PaymentClient) Charge(ctx context.Context, order string, amountCents int
 // Void gives charge id back (idempotent: voiding twice is fine).
 func (c PaymentClient) Void(ctx context.Context, id string) error {
 	return call(ctx, c.HTTP, http.MethodPost, c.BaseURL+"/v1/charges/"+url.PathEscape(id)+"/void", nil, "", "payment void", nil)
+}
+
+// Cancel voids whatever was charged under key, and makes sure nothing
+// will be: for a caller that does not know whether its charge was made
+// (idempotent). It returns the voided charge's id, or "" if none was
+// made.
+func (c PaymentClient) Cancel(ctx context.Context, key string) (string, error) {
+	body, _ := json.Marshal(CancelRequest{IdempotencyKey: key})
+	var out Cancellation
+	if err := call(ctx, c.HTTP, http.MethodPost, c.BaseURL+"/v1/cancels", body, "", "payment cancel", &out); err != nil {
+		return "", err
+	}
+	return out.Charge, nil
+}
+
+// Charges lists the charges the gateway made (its GET /admin/charges).
+func (c PaymentClient) Charges(ctx context.Context) ([]ChargeRecord, error) {
+	var out []ChargeRecord
+	if err := callN(ctx, c.HTTP, http.MethodGet, c.BaseURL+"/admin/charges", nil, "", "payment charges", &out, maxListing); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // SMSClient calls an SMSProvider.
@@ -118,6 +151,16 @@ func (c SMSClient) Send(ctx context.Context, to, body, key string) error {
 	}
 	b, _ := json.Marshal(SMSRequest{To: to, Body: body})
 	return call(ctx, c.HTTP, http.MethodPost, c.BaseURL+"/v1/messages", b, key, "sms send", nil)
+}
+
+// Deliveries returns how many times each key's message reached the
+// handset (the provider's GET /admin/deliveries).
+func (c SMSClient) Deliveries(ctx context.Context) (map[string]int, error) {
+	var out map[string]int
+	if err := callN(ctx, c.HTTP, http.MethodGet, c.BaseURL+"/admin/deliveries", nil, "", "sms deliveries", &out, maxListing); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // RecsClient calls a RecsEngine.
@@ -142,12 +185,21 @@ func (c RecsClient) Get(ctx context.Context, product, user string) ([]string, er
 	return out, nil
 }
 
-// maxResponse bounds the answers the clients read.
-const maxResponse = 1 << 20
+// maxResponse bounds the answers the clients read; maxListing the admin
+// listings (a charge or a delivery is about 150 bytes: a million of them).
+const (
+	maxResponse = 1 << 20
+	maxListing  = 256 << 20
+)
 
 // call makes one request and decodes a 2xx answer's JSON into out (if not
 // nil); other answers become a *StatusError.
 func call(ctx context.Context, hc *http.Client, method, u string, body []byte, key, op string, out any) error {
+	return callN(ctx, hc, method, u, body, key, op, out, maxResponse)
+}
+
+// callN is call with an answer of at most limit bytes.
+func callN(ctx context.Context, hc *http.Client, method, u string, body []byte, key, op string, out any, limit int64) error {
 	if hc == nil {
 		hc = http.DefaultClient
 	}
@@ -179,28 +231,28 @@ func call(ctx context.Context, hc *http.Client, method, u string, body []byte, k
 		if fe, ok := errors.AsType[*fallback.StatusError](err); ok {
 			se.RetryAfter = fe.RetryAfter
 		}
-		se.Detail = detail(resp)
+		se.Type, se.Detail = detail(resp)
 		return se
 	}
 	if out == nil {
 		return nil
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, maxResponse)).Decode(out); err != nil {
+	if err := json.NewDecoder(io.LimitReader(resp.Body, limit)).Decode(out); err != nil {
 		return fmt.Errorf("deps: %s: reading the answer: %w", op, err)
 	}
 	return nil
 }
 
-// detail reads a problem's detail, or the start of another body.
-func detail(resp *http.Response) string {
+// detail reads a problem's type and detail, or the start of another body.
+func detail(resp *http.Response) (typ, detail string) {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 	var p problem
 	if json.Unmarshal(b, &p) == nil && p.Detail != "" {
-		return p.Detail
+		return p.Type, p.Detail
 	}
 	s := strings.TrimSpace(string(b))
 	if len(s) > 200 {
 		s = s[:200] + "…"
 	}
-	return s
+	return "", s
 }

@@ -6,7 +6,13 @@
 //     "idempotency_key"} → 201 {"id": "ch_…"}. 30 ms. The Idempotency-Key
 //     header (or the body's idempotency_key) makes a retry return the same
 //     charge, charged once; a key reused for another order or amount is a
-//     409.
+//     409, and so is a key whose charge was voided (charge-voided: a
+//     voided charge is never answered as if it stood). POST
+//     /v1/charges/{id}/void gives a charge back; POST /v1/cancels
+//     {"idempotency_key"} voids the charge made under a key, or, if none
+//     was, makes sure none will be (for a client that does not know
+//     whether its charge was made). GET /admin/charges lists the charges
+//     made, voided or not.
 //   - [SMSProvider]: POST /v1/messages {"to", "body"} with a required
 //     Idempotency-Key header → 201 {"id": "msg_…"}. 200 ms; slow, 30 s. Its
 //     contract, 500 messages/s for all clients together (a token bucket,
@@ -16,7 +22,7 @@
 //     under the same key, are answered 200 and absorbed: counted as
 //     duplicates_absorbed, not delivered again ([SMSProvider.Delivered] is
 //     the per-key count, [SMSProvider.DeliveredContent] what a handset
-//     sees).
+//     sees; GET /admin/deliveries lists the per-key counts).
 //   - [RecsEngine]: GET /v1/recommendations?product=ID&user=U → a JSON
 //     array of 5 product ids, the same for the same product and user. 50
 //     ms; slow, 600 ms.

@@ -11,11 +11,17 @@ import (
 // maxKey bounds idempotency keys (Stripe's limit).
 const maxKey = 255
 
-// PaymentGateway is the simulated payment gateway: POST /v1/charges.
+// PaymentGateway is the simulated payment gateway: POST /v1/charges,
+// POST /v1/charges/{id}/void and POST /v1/cancels.
 //
 // A charge is made at the end of the latency even if the client went away
 // meanwhile, as a real gateway does; a retry with the same idempotency key
-// gets the same charge id and is not charged again.
+// gets the same charge id and is not charged again — unless the charge
+// was voided: then the retry is refused (409, charge-voided), never
+// answered as if the money were still taken. A cancel by key (a
+// "technical cancel", for a client that does not know whether its charge
+// was made) voids the charge made under the key, or, if none was, makes
+// sure none will be.
 type PaymentGateway struct {
 	opts  Options
 	knobs *knobs[Fault]
@@ -24,14 +30,18 @@ type PaymentGateway struct {
 
 	mu      sync.Mutex
 	charges map[string]*charge // by idempotency key
+	byID    map[string]*charge // the charges made, by id
+	made    []*charge          // in the order made
 
-	requests, made, amount, replayed, failed, invalid, conflicts atomic.Int64
-	voided, voidedAmount                                         atomic.Int64
+	requests, count, amount, replayed, failed, invalid, conflicts atomic.Int64
+	voided, voidedAmount, cancelled                               atomic.Int64
 }
 
-// charge is one charge made, or being made, under a key.
+// charge is one charge made, or being made, under a key; or, with no id,
+// a key cancelled before anything was charged under it.
 type charge struct {
 	id     string
+	key    string
 	order  string
 	amount int64
 	done   chan struct{} // closed once made (ok) or abandoned
@@ -83,14 +93,48 @@ type PaymentStats struct {
 	// money taken for an order that did not happen, given back.
 	Voided      int64 `json:"voided"`
 	VoidedCents int64 `json:"voided_cents"`
+	// Cancelled is the keys cancelled before any charge was made under
+	// them (POST /v1/cancels): nothing to give back, and nothing will be
+	// charged under them.
+	Cancelled int64 `json:"cancelled"`
+}
+
+// ChargeRecord is one charge made, as GET /admin/charges lists it.
+type ChargeRecord struct {
+	ID             string `json:"id"`
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	Order          string `json:"order"`
+	AmountCents    int64  `json:"amount_cents"`
+	// Voided: given back. A charge not voided is live: money taken.
+	Voided bool `json:"voided,omitempty"`
+}
+
+// CancelRequest is the body of POST /v1/cancels.
+type CancelRequest struct {
+	// IdempotencyKey is the key the charge was (or would have been)
+	// requested under; required.
+	IdempotencyKey string `json:"idempotency_key"`
+}
+
+// Cancellation is the answer to POST /v1/cancels.
+type Cancellation struct {
+	IdempotencyKey string `json:"idempotency_key"`
+	// Charge is the id of the charge made under the key, now voided; ""
+	// if none was made (and none will be).
+	Charge string `json:"charge,omitempty"`
 }
 
 // NewPaymentGateway returns a payment gateway with DefaultPaymentFault.
 func NewPaymentGateway(opts Options) *PaymentGateway {
-	p := &PaymentGateway{opts: opts.withDefaults(), mux: http.NewServeMux(), life: newLifetime(), charges: map[string]*charge{}}
+	p := &PaymentGateway{opts: opts.withDefaults(), mux: http.NewServeMux(), life: newLifetime(),
+		charges: map[string]*charge{}, byID: map[string]*charge{}}
 	p.knobs = newKnobs(DefaultPaymentFault(), Fault.Validate, decodeFault, nil)
 	p.mux.HandleFunc("POST /v1/charges", p.charge)
 	p.mux.HandleFunc("POST /v1/charges/{id}/void", p.void)
+	p.mux.HandleFunc("POST /v1/cancels", p.cancel)
+	p.mux.HandleFunc("GET /admin/charges", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, p.Charges())
+	})
 	p.knobs.route(p.mux, func() any { return p.Stats() })
 	return p
 }
@@ -121,10 +165,22 @@ func (p *PaymentGateway) ResetFault() { p.knobs.reset() }
 // Stats returns the counters.
 func (p *PaymentGateway) Stats() PaymentStats {
 	return PaymentStats{
-		Requests: p.requests.Load(), Charges: p.made.Load(), AmountCents: p.amount.Load(),
+		Requests: p.requests.Load(), Charges: p.count.Load(), AmountCents: p.amount.Load(),
 		Replayed: p.replayed.Load(), Failed: p.failed.Load(), Invalid: p.invalid.Load(), Conflicts: p.conflicts.Load(),
-		Voided: p.voided.Load(), VoidedCents: p.voidedAmount.Load(),
+		Voided: p.voided.Load(), VoidedCents: p.voidedAmount.Load(), Cancelled: p.cancelled.Load(),
 	}
+}
+
+// Charges lists every charge made, in the order made (GET /admin/charges
+// serves the same list): what a test checks its orders against.
+func (p *PaymentGateway) Charges() []ChargeRecord {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]ChargeRecord, len(p.made))
+	for i, c := range p.made {
+		out[i] = ChargeRecord{ID: c.id, IdempotencyKey: c.key, Order: c.order, AmountCents: c.amount, Voided: c.voided}
+	}
+	return out
 }
 
 // ChargeID returns the id of the charge made under an idempotency key, if
@@ -181,7 +237,7 @@ func (p *PaymentGateway) charge(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	c := &charge{id: fmt.Sprintf("ch_%016x", rand.Uint64()), order: req.Order, amount: req.AmountCents, done: make(chan struct{})}
+	c := &charge{id: fmt.Sprintf("ch_%016x", rand.Uint64()), key: key, order: req.Order, amount: req.AmountCents, done: make(chan struct{})}
 	if key != "" {
 		p.mu.Lock()
 		prev := p.charges[key]
@@ -200,16 +256,44 @@ func (p *PaymentGateway) charge(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusServiceUnavailable, "closed", "the payment gateway is shutting down")
 		return
 	}
+	p.mu.Lock()
 	c.ok = true
-	p.made.Add(1)
+	p.byID[c.id] = c
+	p.made = append(p.made, c)
+	p.mu.Unlock()
+	p.count.Add(1)
 	p.amount.Add(c.amount)
 	close(c.done)
 	writeJSON(w, http.StatusCreated, Charge{ID: c.id, Order: c.order, AmountCents: c.amount})
 }
 
+// refuseVoided answers a charge request whose key's charge was voided, or
+// whose key was cancelled: the money is not taken, and saying otherwise
+// would let an order stand on nothing.
+func (p *PaymentGateway) refuseVoided(w http.ResponseWriter) {
+	p.conflicts.Add(1)
+	writeProblem(w, http.StatusConflict, voidedSlug,
+		"the charge under this idempotency key was voided (or the key cancelled): nothing is charged under it; use a new key")
+}
+
+// voidedSlug is the problem type of a refused replay of a voided charge.
+const voidedSlug = "charge-voided"
+
+// isVoided reads c.voided under the lock.
+func (p *PaymentGateway) isVoided(c *charge) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return c.voided
+}
+
 // replay answers a request whose key was seen: after its own latency, and
-// once the first request's charge is made, with the same charge.
+// once the first request's charge is made, with the same charge — unless
+// it was voided.
 func (p *PaymentGateway) replay(w http.ResponseWriter, r *http.Request, c *charge, req ChargeRequest, f Fault) {
+	if p.isVoided(c) {
+		p.refuseVoided(w)
+		return
+	}
 	if c.order != req.Order || c.amount != req.AmountCents {
 		p.conflicts.Add(1)
 		writeProblem(w, http.StatusConflict, "key-reused",
@@ -227,6 +311,10 @@ func (p *PaymentGateway) replay(w http.ResponseWriter, r *http.Request, c *charg
 	}
 	if !c.ok {
 		writeProblem(w, http.StatusServiceUnavailable, "closed", "the payment gateway is shutting down")
+		return
+	}
+	if p.isVoided(c) { // voided while this request waited
+		p.refuseVoided(w)
 		return
 	}
 	w.Header().Set("Idempotent-Replayed", "true")
@@ -254,32 +342,77 @@ func (p *PaymentGateway) void(w http.ResponseWriter, r *http.Request) {
 		return // the client went away: nothing was voided
 	}
 	p.mu.Lock()
-	var found *charge
-	for _, c := range p.charges {
-		if c.id != id {
-			continue
-		}
-		select {
-		case <-c.done: // made (or abandoned): ok is settled
-			if c.ok {
-				found = c
-			}
-		default: // still being made: nothing to void yet
-		}
-		break
-	}
-	first := found != nil && !found.voided
-	if first {
-		found.voided = true
-	}
+	found := p.byID[id] // made: ok is settled
+	first := found != nil && p.voidLocked(found)
 	p.mu.Unlock()
 	if found == nil {
 		writeProblem(w, http.StatusNotFound, "unknown-charge", "no charge "+id)
 		return
 	}
-	if first {
-		p.voided.Add(1)
-		p.voidedAmount.Add(found.amount)
-	}
 	writeJSON(w, http.StatusOK, Charge{ID: found.id, Order: found.order, AmountCents: found.amount, Replayed: !first})
+}
+
+// voidLocked voids a charge made, under p.mu, and reports whether this
+// was the first void.
+func (p *PaymentGateway) voidLocked(c *charge) bool {
+	if c.voided {
+		return false
+	}
+	c.voided = true
+	p.voided.Add(1)
+	p.voidedAmount.Add(c.amount)
+	return true
+}
+
+// cancel is POST /v1/cancels {"idempotency_key"}, after the latency: the
+// charge made under the key is voided (once a charge in flight under it
+// is made); a key with no charge is marked so that a later charge under
+// it is refused. Cancelling twice is answered the same.
+func (p *PaymentGateway) cancel(w http.ResponseWriter, r *http.Request) {
+	var req CancelRequest
+	err := decodeBody(w, r, &req)
+	switch {
+	case err != nil:
+	case req.IdempotencyKey == "" || len(req.IdempotencyKey) > maxKey:
+		err = fmt.Errorf("idempotency_key: required, at most %d bytes", maxKey)
+	}
+	if err != nil {
+		p.invalid.Add(1)
+		writeProblem(w, http.StatusBadRequest, "bad-cancel", oneLine(err))
+		return
+	}
+	if err := p.opts.Sleep(r.Context(), p.knobs.get().Delay()); err != nil {
+		return // the client went away: nothing was cancelled
+	}
+	key := req.IdempotencyKey
+	for {
+		p.mu.Lock()
+		c := p.charges[key]
+		if c == nil {
+			done := make(chan struct{})
+			close(done)
+			p.charges[key] = &charge{key: key, done: done, voided: true}
+			p.mu.Unlock()
+			p.cancelled.Add(1)
+			writeJSON(w, http.StatusOK, Cancellation{IdempotencyKey: key})
+			return
+		}
+		p.mu.Unlock()
+		select { // a charge in flight: void it once made
+		case <-c.done:
+		case <-r.Context().Done():
+			return
+		}
+		p.mu.Lock()
+		if p.charges[key] != c { // abandoned, and forgotten: look again
+			p.mu.Unlock()
+			continue
+		}
+		if c.ok {
+			p.voidLocked(c)
+		}
+		p.mu.Unlock()
+		writeJSON(w, http.StatusOK, Cancellation{IdempotencyKey: key, Charge: c.id})
+		return
+	}
 }

@@ -137,3 +137,94 @@ func TestPaymentErrors(t *testing.T) {
 	assert.Equal(t, "true", w2.Header().Get("Idempotent-Replayed"))
 	assert.False(t, errors.Is(&StatusError{Code: 400}, ErrUnavailable))
 }
+
+// TestPaymentRefusesVoidedCharge: a charge once voided is never replayed
+// as if it stood: a retry under its key is a 409 (charge-voided), not
+// retried, and charges nothing.
+func TestPaymentRefusesVoidedCharge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := NewPaymentGateway(Options{})
+		srv := servePipe(p, p.Close)
+		defer srv.close()
+		c := PaymentClient{BaseURL: srv.URL, HTTP: srv.client(0)}
+		ctx := context.Background()
+		id, err := c.Charge(ctx, "o-1", 4999, "k")
+		require.NoError(t, err)
+		require.NoError(t, c.Void(ctx, id))
+		_, err = c.Charge(ctx, "o-1", 4999, "k")
+		var se *StatusError
+		require.ErrorAs(t, err, &se, "the voided charge replayed")
+		assert.Equal(t, http.StatusConflict, se.Code)
+		assert.Contains(t, se.Detail, "voided")
+		assert.ErrorIs(t, err, ErrVoided)
+		assert.False(t, fallback.Retryable(err))
+		assert.Equal(t, []ChargeRecord{{ID: id, IdempotencyKey: "k", Order: "o-1", AmountCents: 4999, Voided: true}}, p.Charges())
+		st := p.Stats()
+		assert.EqualValues(t, 1, st.Charges)
+		assert.EqualValues(t, 1, st.Voided)
+		assert.Zero(t, st.Replayed)
+	})
+}
+
+// TestPaymentCancel: a cancel by key voids the charge made under it —
+// waiting for one in flight — or, with none made, makes sure none will
+// be; cancelling twice changes nothing more.
+func TestPaymentCancel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := NewPaymentGateway(Options{})
+		srv := servePipe(p, p.Close)
+		defer srv.close()
+		c := PaymentClient{BaseURL: srv.URL, HTTP: srv.client(0)}
+		ctx := context.Background()
+
+		// Nothing charged under the key: nothing will be.
+		id, err := c.Cancel(ctx, "never")
+		require.NoError(t, err)
+		assert.Empty(t, id)
+		_, err = c.Charge(ctx, "o-1", 100, "never")
+		assert.ErrorIs(t, err, ErrVoided)
+
+		// A charge made, then cancelled by its key, twice.
+		made, err := c.Charge(ctx, "o-2", 200, "k2")
+		require.NoError(t, err)
+		for range 2 {
+			id, err = c.Cancel(ctx, "k2")
+			require.NoError(t, err)
+			assert.Equal(t, made, id)
+		}
+		_, err = c.Charge(ctx, "o-2", 200, "k2")
+		assert.ErrorIs(t, err, ErrVoided)
+
+		// A charge in flight (slow: 2 s): the cancel waits for it and
+		// voids it; the client that asked for it gets the charge id (it
+		// was made), and its retry is refused.
+		require.NoError(t, p.UpdateFault(func(f *Fault) { f.Slow = true }))
+		charged := make(chan string, 1)
+		go func() {
+			id, err := c.Charge(ctx, "o-3", 300, "k3")
+			assert.NoError(t, err)
+			charged <- id
+		}()
+		synctest.Wait()
+		id, err = c.Cancel(ctx, "k3")
+		require.NoError(t, err)
+		assert.Equal(t, <-charged, id)
+		p.ResetFault()
+		_, err = c.Charge(ctx, "o-3", 300, "k3")
+		assert.ErrorIs(t, err, ErrVoided)
+
+		list, err := c.Charges(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, []ChargeRecord{
+			{ID: made, IdempotencyKey: "k2", Order: "o-2", AmountCents: 200, Voided: true},
+			{ID: id, IdempotencyKey: "k3", Order: "o-3", AmountCents: 300, Voided: true},
+		}, list)
+		st := p.Stats()
+		assert.Equal(t, PaymentStats{Requests: 5, Charges: 2, AmountCents: 500, Conflicts: 3, Voided: 2, VoidedCents: 500, Cancelled: 1}, st)
+
+		_, err = c.Cancel(ctx, "")
+		var se *StatusError
+		require.ErrorAs(t, err, &se)
+		assert.Equal(t, http.StatusBadRequest, se.Code)
+	})
+}

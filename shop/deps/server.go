@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/brownout/brownout/internal/server"
 )
 
 // MaxAdminBody bounds the body of PUT /admin/fault; larger bodies get 413.
@@ -97,7 +99,7 @@ func listen(addr string) (net.Listener, error) {
 	if port == "" {
 		port = "0"
 	}
-	return net.Listen("tcp", net.JoinHostPort(host, port))
+	return server.Listen(net.JoinHostPort(host, port))
 }
 
 func start(addr string, h http.Handler, stop func()) (*Server, error) {
@@ -110,7 +112,7 @@ func start(addr string, h http.Handler, stop func()) (*Server, error) {
 
 // serve runs h on ln until the Server is closed.
 func serve(ln net.Listener, url string, h http.Handler, stop func()) *Server {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := server.New(h)
 	go srv.Serve(ln) //nolint:errcheck // http.ErrServerClosed once closed
 	return &Server{URL: url, srv: srv, stop: stop}
 }
@@ -299,8 +301,11 @@ type problem struct {
 }
 
 func writeProblem(w http.ResponseWriter, status int, slug, detail string) {
-	writeProblemP(w, problem{Type: "urn:brownout:deps:" + slug, Title: http.StatusText(status), Status: status, Detail: detail})
+	writeProblemP(w, problem{Type: problemType(slug), Title: http.StatusText(status), Status: status, Detail: detail})
 }
+
+// problemType is the problem type of a slug.
+func problemType(slug string) string { return "urn:brownout:deps:" + slug }
 
 func writeProblemP(w http.ResponseWriter, p problem) {
 	b, _ := json.Marshal(p)

@@ -2,6 +2,7 @@ package deps
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -128,6 +129,9 @@ func NewSMSProvider(opts Options) *SMSProvider {
 		s.limiter.SetBurstAt(now, f.Burst)
 	})
 	s.mux.HandleFunc("POST /v1/messages", s.send)
+	s.mux.HandleFunc("GET /admin/deliveries", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, s.Deliveries())
+	})
 	s.knobs.route(s.mux, func() any { return s.Stats() })
 	return s
 }
@@ -176,6 +180,15 @@ func (s *SMSProvider) Delivered(key string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.deliveries[key]
+}
+
+// Deliveries returns, for every idempotency key delivered, how many times
+// its message reached the handset (GET /admin/deliveries serves the same
+// map): what a test checks its orders' SMS against.
+func (s *SMSProvider) Deliveries() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.deliveries)
 }
 
 // DeliveredContent returns how many times a text reached a number, under

@@ -189,6 +189,8 @@ func TestSMSDuplicateWhileSending(t *testing.T) {
 		time.Sleep(time.Minute)
 		assert.Equal(t, 1, s.Delivered("k"))
 		assert.Equal(t, int64(1), s.Stats().DuplicatesAbsorbed)
+		r = serveRecorded(s, "GET", "/admin/deliveries", "")
+		assert.JSONEq(t, `{"k":1}`, r.Body.String(), "the per-key counts")
 	})
 }
 

@@ -3,6 +3,9 @@ package store
 import (
 	"context"
 	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Item is a quantity of one product, in a cart or a checkout.
@@ -11,10 +14,24 @@ type Item struct {
 	Qty       int64
 }
 
-// checkUser refuses an empty or oversized user id.
+// checkUser refuses an empty or oversized user id, or one that is not
+// text (see checkText).
 func checkUser(user string) error {
 	if user == "" || len(user) > MaxKeyLen {
 		return fmt.Errorf("%w: user id must be 1 to %d bytes", ErrBadInput, MaxKeyLen)
+	}
+	return checkText("user id", user)
+}
+
+// checkText refuses a string that is not UTF-8 or holds control
+// characters: PostgreSQL refuses such TEXT (with an error that is not the
+// client's to read), SQLite would keep it, and neither belongs in an id.
+func checkText(what, s string) error {
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("%w: %s is not UTF-8", ErrBadInput, what)
+	}
+	if i := strings.IndexFunc(s, unicode.IsControl); i >= 0 {
+		return fmt.Errorf("%w: %s has a control character at byte %d", ErrBadInput, what, i)
 	}
 	return nil
 }

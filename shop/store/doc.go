@@ -10,19 +10,32 @@
 // [Catalogue] into an empty database: 50 products, the first 5 flash
 // deals with 100 units each.
 //
-// # One transaction
+// # The charge between two transactions
 //
-// [Store.Checkout] is the whole purchase in one transaction: claim the
-// idempotency key, take the stock, charge (the caller's [PayFunc], which
-// calls the payment gateway through its guard), write the order, queue
-// its SMS (the caller's [EnqueueFunc], which calls
-// fallback.Outbox.Enqueue with the same transaction), commit. Either all
-// of it happens or none of it: a declined payment, a sold-out product or
-// a failed enqueue leaves the stock as it was and no order and no
-// message behind. The payment is the one step the database cannot undo:
-// it runs after everything that can refuse the purchase (the key, the
-// stock), and once it has succeeded the order is written even if the
-// caller's context ends.
+// [Store.Checkout] buys a basket around the one step the database cannot
+// undo, the charge (the caller's [Payer], which calls the payment gateway
+// through its guard). Everything that can refuse the purchase comes
+// before it: the request (user, quantities merged by product, per-order
+// limits), the idempotency key (another user's or another basket's: 422
+// in the shop, nothing charged), the products and a look at their stock.
+// Then a short transaction claims the checkout — a row of shop_checkouts
+// with the user, the basket, the amount, the order id to be and the
+// gateway key — and commits; the charge is made with no transaction open
+// (on SQLite the write lock is held for milliseconds, not for a call to
+// the gateway); a second short transaction finishes the claim, takes the
+// stock, writes the order and queues its SMS (the caller's
+// [EnqueueFunc], which calls fallback.Outbox.Enqueue with the same
+// transaction). If the stock ran out meanwhile the charge is voided and
+// the claim marked failed; a declined charge leaves stock, orders and
+// outbox as they were.
+//
+// The invariant: every order stands on exactly one live charge, every
+// live charge backs exactly one order, and no voided charge backs any. A
+// claim is charged under one gateway key (a digest of the user and the
+// idempotency key, or of the user and the order without one), for one
+// order id and amount, so a retry is answered by the gateway with the
+// same charge; and a voided charge is never replayed (the Payer refuses
+// it with [ErrChargeVoided]).
 //
 // # No oversell
 //
@@ -44,32 +57,38 @@
 // [Store.Stats] and [Stats.Check] verify the books: for every product,
 // sold + stock = initial.
 //
-// The price of one transaction: the payment call runs while it is open.
-// On PostgreSQL a checkout holds the locks of its products' rows while it
-// pays, so checkouts of one product (a flash deal) take turns for the
-// length of a payment; on SQLite every checkout takes turns with every
-// other. The payment guard's timeout bounds that wait.
+// # Idempotency, crashes and abandoned checkouts
 //
-// # Idempotency
+// A client that times out retries with the same
+// [CheckoutRequest.IdempotencyKey]. The key's claim answers it: finished,
+// with its order (created false, nothing charged) or its failure again;
+// claimed by a checkout still within its lease ([Lease], 10 s), by
+// waiting for it (at most 2 s), then [ErrInProgress]. Concurrent
+// checkouts with one key make one claim (the key is UNIQUE; the loser of
+// the INSERT finds the winner's claim), so one order and one charge.
 //
-// A client that times out retries with the same [CheckoutRequest.IdempotencyKey].
-// The key is looked up first: if a committed checkout used it, the retry
-// gets that order back (created false) and pays nothing; a key used by
-// another user, or for other items, is [ErrIdempotencyConflict]. Else the
-// checkout claims the key — a row under a UNIQUE constraint, inserted
-// before the stock is taken and before the payment. Concurrent retries
-// with one key therefore make one order and one payment: on PostgreSQL
-// the second INSERT waits for the first transaction and then fails with a
-// unique violation, upon which the checkout rolls back and returns the
-// order the first one committed; on SQLite the second finds the key at
-// its lookup, as the first has committed by the time it gets the write
-// lock. A checkout that failed (declined, sold out) rolled its key back,
-// so a retry tries again.
+// Each claim has an owner — the checkout that claimed it, or the last to
+// take it over — and every write to it names its owner, so that a former
+// owner writes nothing. A claim whose lease ran out — its checkout
+// crashed between the claim and the order — or was given back — its
+// checkout failed unsure whether the gateway charged (a timeout), or the
+// database failed after the charge — is taken over by the next retry
+// with its key, which charges under the same gateway key (the
+// gateway answers with the charge if it was made) and finishes the order:
+// exactly once, never charged twice. If no retry comes within
+// [AbandonAfter] (a minute), [Store.Reconcile] takes the claim over,
+// cancels whatever was charged under its gateway key ([Payer].Cancel:
+// the charge voided if made, the key refused from then on) and marks it
+// failed, so that a late retry gets [ErrCancelled] and charges nothing.
+// The shop runs Reconcile when it starts and every 10 s. A serialization
+// failure, deadlock or SQLite busy error reruns the finishing transaction
+// (at most 5 times); the charge is never asked for again but under its
+// key.
 //
-// Before the payment, serialization failures, deadlocks and SQLite busy
-// errors rerun the transaction (at most 5 times); after it, nothing is
-// rerun: a checkout never calls pay twice.
+// A database written by an older version, whose keys were in
+// shop_idempotency, opens with those keys as finished claims.
 //
 // Order ids are generated in Go: "o-", the time in microseconds (14 hex
-// digits), "-", 48 random bits (12 hex digits); they sort by creation.
+// digits), "-", 48 random bits (12 hex digits); they sort by the time
+// their checkout claimed them.
 package store

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 )
 
 // FuzzParseDSN: a PostgreSQL URL passes through untouched; any other
@@ -59,15 +61,18 @@ func FuzzParseDSN(f *testing.F) {
 	})
 }
 
-// FuzzNormalize: an accepted request's items are sorted, distinct, each
-// 1..MaxQty, with the same units per product as the request; the
-// canonical form does not depend on the order of the items.
+// FuzzNormalize: an accepted request's user is UTF-8 text without control
+// characters; its items are sorted, distinct, each 1..MaxQty, with the
+// same units per product as the request; the canonical form does not
+// depend on the order of the items.
 func FuzzNormalize(f *testing.F) {
 	f.Add("u", []byte{1, 3, 2, 1, 1, 2})
 	f.Add("", []byte{1, 1})
 	f.Add("u", []byte{})
 	f.Add("u", []byte{0, 1})
 	f.Add("u", []byte{5, 6, 5, 5})
+	f.Add("u\xff", []byte{1, 1})
+	f.Add("u\x00", []byte{1, 1})
 	f.Fuzz(func(t *testing.T, user string, raw []byte) {
 		var req CheckoutRequest
 		req.User = user
@@ -80,6 +85,9 @@ func FuzzNormalize(f *testing.F) {
 		}
 		if user == "" || len(req.Items) == 0 || len(req.Items) > MaxItems {
 			t.Fatalf("accepted %+v", req)
+		}
+		if !utf8.ValidString(user) || strings.ContainsFunc(user, unicode.IsControl) {
+			t.Fatalf("accepted user %q", user)
 		}
 		want := map[int64]int64{}
 		for _, it := range req.Items {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/brownout/brownout/fallback"
 	"github.com/brownout/brownout/internal/sqlq"
@@ -23,8 +24,10 @@ var (
 	// ErrNotFound: no product (or order) with that id.
 	ErrNotFound = errors.New("store: not found")
 	// ErrBadInput: a request the store refuses before touching the data:
-	// an empty user, a quantity outside 1..MaxQty, no items, too many
-	// items, a cart line that would exceed MaxQty, a missing pay callback.
+	// an empty user, a user id or idempotency key that is not UTF-8 text
+	// (control characters included), a quantity outside 1..MaxQty, no
+	// items, too many items, a cart line that would exceed MaxQty, no
+	// Payer.
 	ErrBadInput = errors.New("store: bad input")
 	// ErrOutOfStock: a checkout asked for more units than are left. Nothing
 	// was written and nobody was charged.
@@ -33,6 +36,24 @@ var (
 	// used by another user or for other items. Nothing was written and
 	// nobody was charged.
 	ErrIdempotencyConflict = errors.New("store: idempotency key reused for another request")
+	// ErrInProgress: a checkout with the same idempotency key is under
+	// way (within its lease); retry in a moment.
+	ErrInProgress = errors.New("store: a checkout with this idempotency key is in progress")
+	// ErrPriceChanged: a price changed between the charge and the order;
+	// the charge was voided.
+	ErrPriceChanged = errors.New("store: the prices changed during checkout")
+	// ErrCancelled: the checkout under this key was abandoned unfinished
+	// and its charge cancelled (see Reconcile): nothing is charged; buy
+	// again with a new key.
+	ErrCancelled = errors.New("store: checkout cancelled: its payment was given back; use a new idempotency key")
+	// ErrChargeVoided is what a Payer's Charge returns (wrapped) when the
+	// gateway refuses to charge under a key whose charge was voided or
+	// that was cancelled.
+	ErrChargeVoided = errors.New("store: the charge under this key was voided")
+	// ErrNotCharged is what a Payer's Charge returns (wrapped) when it did
+	// not ask the gateway at all (a circuit breaker open, a bulkhead full,
+	// the caller gone): nothing can have been charged.
+	ErrNotCharged = errors.New("store: the gateway was not asked: nothing charged")
 )
 
 // Limits on the input.
@@ -61,6 +82,8 @@ type Store struct {
 	// outbox's drainers. Nil on PostgreSQL.
 	write chan struct{}
 	ids   idGen
+	// now is the clock of leases and order times; time.Now but in tests.
+	now func() time.Time
 }
 
 // Open opens the shop's database, creates its tables if they do not
@@ -80,7 +103,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{pg: kind == kindPostgres}
+	s := &Store{pg: kind == kindPostgres, now: time.Now}
 	driver := "sqlite"
 	if s.pg {
 		driver = "pgx"
@@ -166,10 +189,16 @@ func parseDSN(dsn string) (dsnKind, string, error) {
 type queries struct {
 	product, products, productStock                   string
 	cartAdd, cartList, cartClear                      string
-	keyGet, keyClaim, take                            string
+	claimByKey, claimByOrder, claimInsert, claimTake  string
+	claimDone, claimFail, claimRelease, claimsPending string
+	claimsAbandoned, claimDrop, take                  string
 	orderInsert, itemInsert, orderGet, orderItems     string
+	orderPayments                                     string
 	statsOrders, statsProducts, seedCount, seedInsert string
 }
+
+// claimColumns are a claim's columns, in checkoutClaim's order.
+const claimColumns = `order_id, idem_key, user_id, request, amount_cents, pay_key, state, failure, attempt, lease_until`
 
 func newQueries(pg bool) queries {
 	q := queries{
@@ -179,18 +208,35 @@ func newQueries(pg bool) queries {
 		cartAdd: `INSERT INTO shop_cart (user_id, product_id, qty) VALUES (?, ?, ?)
 			ON CONFLICT (user_id, product_id) DO UPDATE SET qty = shop_cart.qty + excluded.qty
 			WHERE shop_cart.qty + excluded.qty <= ` + strconv.Itoa(MaxQty),
-		cartList:  `SELECT product_id, qty FROM shop_cart WHERE user_id = ? ORDER BY product_id`,
-		cartClear: `DELETE FROM shop_cart WHERE user_id = ?`,
-		keyGet:    `SELECT user_id, request, order_id FROM shop_idempotency WHERE idem_key = ?`,
-		keyClaim:  `INSERT INTO shop_idempotency (idem_key, user_id, request, order_id, created_at) VALUES (?, ?, ?, ?, ?)`,
+		cartList:     `SELECT product_id, qty FROM shop_cart WHERE user_id = ? ORDER BY product_id`,
+		cartClear:    `DELETE FROM shop_cart WHERE user_id = ?`,
+		claimByKey:   `SELECT ` + claimColumns + ` FROM shop_checkouts WHERE idem_key = ?`,
+		claimByOrder: `SELECT ` + claimColumns + ` FROM shop_checkouts WHERE order_id = ?`,
+		// A key claimed meanwhile inserts nothing (no error: on
+		// PostgreSQL an error would end the transaction).
+		claimInsert: `INSERT INTO shop_checkouts (order_id, idem_key, user_id, request, amount_cents, pay_key, state, attempt, lease_until, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+		// Each statement on a claim names the owner (attempt) it expects:
+		// a claim taken over is no longer written by its former owner.
+		claimTake: `UPDATE shop_checkouts SET attempt = attempt + 1, lease_until = ?
+			WHERE order_id = ? AND state = 'pending' AND attempt = ? AND lease_until <= ?`,
+		claimDone:    `UPDATE shop_checkouts SET state = 'done' WHERE order_id = ? AND state = 'pending' AND attempt = ?`,
+		claimFail:    `UPDATE shop_checkouts SET state = 'failed', failure = ? WHERE order_id = ? AND state = 'pending' AND attempt = ?`,
+		claimRelease: `UPDATE shop_checkouts SET lease_until = ? WHERE order_id = ? AND state = 'pending' AND attempt = ?`,
+		// Only a claim never taken over: no other owner can have charged.
+		claimDrop: `DELETE FROM shop_checkouts WHERE order_id = ? AND state = 'pending' AND attempt = 1`,
+		claimsAbandoned: `SELECT ` + claimColumns + ` FROM shop_checkouts
+			WHERE state = 'pending' AND lease_until <= ? ORDER BY lease_until LIMIT ?`,
+		claimsPending: `SELECT COUNT(*) FROM shop_checkouts WHERE state = 'pending'`,
 		// The conditional decrement: it never takes stock below zero, and
 		// returns the price the order is charged at.
-		take:        `UPDATE shop_products SET stock = stock - ? WHERE id = ? AND stock >= ? RETURNING price_cents`,
-		orderInsert: `INSERT INTO shop_orders (id, user_id, total_cents, payment_ref, idem_key, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
-		itemInsert:  `INSERT INTO shop_order_items (order_id, product_id, qty, price_cents) VALUES (?, ?, ?, ?)`,
-		orderGet:    `SELECT id, user_id, total_cents, payment_ref, idem_key, created_at FROM shop_orders WHERE id = ?`,
-		orderItems:  `SELECT product_id, qty, price_cents FROM shop_order_items WHERE order_id = ? ORDER BY product_id`,
-		statsOrders: `SELECT COUNT(*), CAST(COALESCE(SUM(total_cents), 0) AS BIGINT) FROM shop_orders`,
+		take:          `UPDATE shop_products SET stock = stock - ? WHERE id = ? AND stock >= ? RETURNING price_cents`,
+		orderInsert:   `INSERT INTO shop_orders (id, user_id, total_cents, payment_ref, idem_key, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
+		itemInsert:    `INSERT INTO shop_order_items (order_id, product_id, qty, price_cents) VALUES (?, ?, ?, ?)`,
+		orderGet:      `SELECT id, user_id, total_cents, payment_ref, idem_key, created_at FROM shop_orders WHERE id = ?`,
+		orderItems:    `SELECT product_id, qty, price_cents FROM shop_order_items WHERE order_id = ? ORDER BY product_id`,
+		orderPayments: `SELECT id, payment_ref FROM shop_orders ORDER BY id`,
+		statsOrders:   `SELECT COUNT(*), CAST(COALESCE(SUM(total_cents), 0) AS BIGINT) FROM shop_orders`,
 		statsProducts: `SELECT p.id, p.initial_stock, p.stock, CAST(COALESCE(SUM(i.qty), 0) AS BIGINT)
 			FROM shop_products p LEFT JOIN shop_order_items i ON i.product_id = p.id
 			GROUP BY p.id, p.initial_stock, p.stock ORDER BY p.id`,
@@ -200,8 +246,9 @@ func newQueries(pg bool) queries {
 	}
 	if pg {
 		for _, p := range []*string{&q.product, &q.products, &q.productStock, &q.cartAdd, &q.cartList, &q.cartClear,
-			&q.keyGet, &q.keyClaim, &q.take, &q.orderInsert, &q.itemInsert, &q.orderGet, &q.orderItems,
-			&q.statsOrders, &q.statsProducts, &q.seedCount, &q.seedInsert} {
+			&q.claimByKey, &q.claimByOrder, &q.claimInsert, &q.claimTake, &q.claimDone, &q.claimFail, &q.claimRelease,
+			&q.claimsAbandoned, &q.claimsPending, &q.claimDrop, &q.take, &q.orderInsert, &q.itemInsert, &q.orderGet, &q.orderItems,
+			&q.orderPayments, &q.statsOrders, &q.statsProducts, &q.seedCount, &q.seedInsert} {
 			*p = numbered(*p)
 		}
 	}
@@ -240,14 +287,37 @@ var schema = []string{
 		price_cents BIGINT NOT NULL,
 		PRIMARY KEY (order_id, product_id))`,
 	`CREATE INDEX IF NOT EXISTS shop_order_items_product ON shop_order_items (product_id)`,
-	// The key is claimed before the payment, so before its order exists:
-	// the reference is checked at commit.
+	// A checkout's claim: written before anything is charged, so before
+	// its order exists (order_id is the id the order will have); the
+	// idempotency key under a UNIQUE constraint (NULL for a checkout
+	// without one). See Checkout and Reconcile.
+	`CREATE TABLE IF NOT EXISTS shop_checkouts (
+		order_id TEXT PRIMARY KEY,
+		idem_key TEXT UNIQUE,
+		user_id TEXT NOT NULL,
+		request TEXT NOT NULL,
+		amount_cents BIGINT NOT NULL,
+		pay_key TEXT NOT NULL,
+		state TEXT NOT NULL CHECK (state IN ('pending', 'done', 'failed')),
+		failure TEXT NOT NULL DEFAULT '',
+		attempt BIGINT NOT NULL,
+		lease_until BIGINT NOT NULL,
+		created_at BIGINT NOT NULL)`,
+	`CREATE INDEX IF NOT EXISTS shop_checkouts_pending ON shop_checkouts (lease_until) WHERE state = 'pending'`,
+	// The keys of an older version, which claimed a key in the order's
+	// own transaction: they become finished claims, and the old table
+	// goes (created first, empty, where it never was).
 	`CREATE TABLE IF NOT EXISTS shop_idempotency (
 		idem_key TEXT PRIMARY KEY,
 		user_id TEXT NOT NULL,
 		request TEXT NOT NULL,
-		order_id TEXT NOT NULL REFERENCES shop_orders (id) DEFERRABLE INITIALLY DEFERRED,
+		order_id TEXT NOT NULL,
 		created_at BIGINT NOT NULL)`,
+	`INSERT INTO shop_checkouts (order_id, idem_key, user_id, request, amount_cents, pay_key, state, attempt, lease_until, created_at)
+		SELECT k.order_id, k.idem_key, k.user_id, k.request, o.total_cents, '', 'done', 1, 0, k.created_at
+		FROM shop_idempotency k JOIN shop_orders o ON o.id = k.order_id WHERE true
+		ON CONFLICT DO NOTHING`,
+	`DROP TABLE shop_idempotency`,
 }
 
 // migrate creates the tables and seeds the catalogue, in one
@@ -307,19 +377,6 @@ func (s *Store) unlock() {
 	if s.write != nil {
 		<-s.write
 	}
-}
-
-// isUniqueViolation reports a unique or primary key violation.
-func isUniqueViolation(err error) bool {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return pe.Code == "23505"
-	}
-	var se *sqlite.Error
-	if errors.As(err, &se) {
-		return se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || se.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY
-	}
-	return false
 }
 
 // isRetryable reports an error after which the whole transaction may run

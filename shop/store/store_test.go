@@ -59,6 +59,14 @@ func suite(t *testing.T, db newDB) {
 	t.Run("OutOfStock", func(t *testing.T) { testOutOfStock(t, db(t)) })
 	t.Run("BadInput", func(t *testing.T) { testBadInput(t, db(t)) })
 	t.Run("CallerGoneAfterPayment", func(t *testing.T) { testCallerGone(t, db(t)) })
+	t.Run("CrashBeforeCharge", func(t *testing.T) { testCrashBeforeCharge(t, db(t)) })
+	t.Run("CrashAfterCharge", func(t *testing.T) { testCrashAfterCharge(t, db(t)) })
+	t.Run("Reconcile", func(t *testing.T) { testReconcile(t, db(t)) })
+	t.Run("TakeOverSlow", func(t *testing.T) { testTakeOverSlow(t, db(t)) })
+	t.Run("ReconcileRacesSlowCheckout", func(t *testing.T) { testReconcileRacesSlowCheckout(t, db) })
+	t.Run("ConcurrentKeys", func(t *testing.T) { testConcurrentKeys(t, db(t)) })
+	t.Run("LegacyKeys", func(t *testing.T) { testLegacyKeys(t, db(t)) })
+	t.Run("NotCharged", func(t *testing.T) { testNotCharged(t, db(t)) })
 }
 
 func open(t *testing.T, dsn string) *Store {
@@ -117,25 +125,156 @@ func queued(t *testing.T, o *fallback.Outbox) int {
 	return st.Depth
 }
 
-// payer counts its calls and charges.
-type payer struct {
-	calls atomic.Int64
-	cents atomic.Int64
+// gateway is a payment gateway in memory, as the store's Payer: charges
+// by key, idempotent, a voided charge (or a cancelled key) refused with
+// ErrChargeVoided, and hooks to fail or crash a call.
+type gateway struct {
+	calls atomic.Int64 // Charge calls
 	delay time.Duration
+
+	mu      sync.Mutex
+	byKey   map[string]*charge
+	charges []*charge // made, in order
+	// before runs at the start of Charge: an error fails the call, nothing
+	// charged. after runs once the charge is made: an error is returned
+	// instead of the charge (an answer lost). Either may runtime.Goexit,
+	// a checkout crashing there.
+	before, after func(key string) error
 }
 
-func (p *payer) pay(ctx context.Context, tx *sql.Tx, amount int64) (string, error) {
-	n := p.calls.Add(1)
-	p.cents.Add(amount)
-	if p.delay > 0 {
-		time.Sleep(p.delay)
+// charge is one charge made, or a cancelled key (made false).
+type charge struct {
+	ref, key, order string
+	amount          int64
+	made, voided    bool
+}
+
+func (g *gateway) Charge(ctx context.Context, key, order string, amount int64) (string, error) {
+	g.calls.Add(1)
+	if g.before != nil {
+		if err := g.before(key); err != nil {
+			return "", err
+		}
 	}
-	return fmt.Sprintf("pay-%d", n), nil
+	if g.delay > 0 {
+		time.Sleep(g.delay)
+	}
+	g.mu.Lock()
+	if g.byKey == nil {
+		g.byKey = map[string]*charge{}
+	}
+	c := g.byKey[key]
+	switch {
+	case c != nil && c.voided:
+		g.mu.Unlock()
+		return "", fmt.Errorf("gateway: %s: %w", key, ErrChargeVoided)
+	case c != nil && (c.order != order || c.amount != amount):
+		g.mu.Unlock()
+		return "", fmt.Errorf("gateway: key %s reused for order %s, %d cents (made for %s, %d)", key, order, amount, c.order, c.amount)
+	case c == nil:
+		c = &charge{ref: fmt.Sprintf("ch-%d", len(g.charges)+1), key: key, order: order, amount: amount, made: true}
+		g.byKey[key] = c
+		g.charges = append(g.charges, c)
+	}
+	ref := c.ref
+	g.mu.Unlock()
+	if g.after != nil {
+		if err := g.after(key); err != nil {
+			return "", err
+		}
+	}
+	return ref, nil
+}
+
+func (g *gateway) Void(ctx context.Context, ref string) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, c := range g.charges {
+		if c.ref == ref {
+			c.voided = true
+			return nil
+		}
+	}
+	return fmt.Errorf("gateway: no charge %s", ref)
+}
+
+func (g *gateway) Cancel(ctx context.Context, key string) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.byKey == nil {
+		g.byKey = map[string]*charge{}
+	}
+	c := g.byKey[key]
+	if c == nil {
+		c = &charge{key: key}
+		g.byKey[key] = c
+	}
+	c.voided = true
+	return nil
+}
+
+// made counts the charges made; live those not voided.
+func (g *gateway) made() (made, live int, liveCents int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, c := range g.charges {
+		if !c.voided {
+			live++
+			liveCents += c.amount
+		}
+	}
+	return len(g.charges), live, liveCents
+}
+
+// books checks the invariant of the money: every order stands on exactly
+// one live charge of its own total, made for it; every live charge backs
+// exactly one order; a voided charge backs none. Every charge was asked
+// for by a claim of the store — under the claim's gateway key, for its
+// order and amount — so no refused checkout (a key of another user or
+// basket) was charged.
+func books(t *testing.T, s *Store, g *gateway) {
+	t.Helper()
+	ctx := context.Background()
+	pays, err := s.Payments(ctx)
+	require.NoError(t, err)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	byRef := map[string]*charge{}
+	for _, c := range g.charges {
+		byRef[c.ref] = c
+	}
+	backs := map[string]int{}
+	for id, ref := range pays {
+		c := byRef[ref]
+		if !assert.NotNil(t, c, "order %s: charge %q unknown to the gateway", id, ref) {
+			continue
+		}
+		assert.False(t, c.voided, "order %s stands on voided charge %s", id, ref)
+		assert.Equal(t, id, c.order, "order %s stands on the charge made for %s", id, c.order)
+		o, err := s.Order(ctx, id)
+		require.NoError(t, err)
+		assert.Equal(t, o.TotalCents, c.amount, "order %s: total and charge", id)
+		backs[ref]++
+	}
+	for _, c := range g.charges {
+		switch {
+		case c.voided:
+			assert.Zero(t, backs[c.ref], "voided charge %s backs an order", c.ref)
+		default:
+			assert.Equal(t, 1, backs[c.ref], "live charge %s (order %s) backs %d orders", c.ref, c.order, backs[c.ref])
+		}
+		cl, found, err := s.getClaim(ctx, s.q.claimByOrder, c.order)
+		require.NoError(t, err)
+		if assert.True(t, found, "charge %s for order %s: no claim asked for it", c.ref, c.order) {
+			assert.Equal(t, cl.payKey, c.key, "charge %s: the claim's gateway key", c.ref)
+			assert.Equal(t, cl.amount, c.amount, "charge %s: the claim's amount", c.ref)
+		}
+	}
 }
 
 func stats(t *testing.T, s *Store) Stats {
 	t.Helper()
-	st, err := s.Stats(t.Context())
+	st, err := s.Stats(context.Background())
 	require.NoError(t, err)
 	require.NoError(t, st.Check())
 	return st
@@ -171,8 +310,8 @@ func testCatalogue(t *testing.T, dsn string) {
 // Opening again creates nothing and seeds nothing: the sales stay.
 func testReopen(t *testing.T, dsn string) {
 	a := open(t, dsn)
-	var p payer
-	_, created, err := a.Checkout(t.Context(), CheckoutRequest{User: "u", Items: []Item{{1, 3}}}, p.pay, nil)
+	var g gateway
+	_, created, err := a.Checkout(t.Context(), CheckoutRequest{User: "u", Items: []Item{{1, 3}}}, &g, nil)
 	require.NoError(t, err)
 	require.True(t, created)
 	b := open(t, dsn)
@@ -180,6 +319,7 @@ func testReopen(t *testing.T, dsn string) {
 	st := stats(t, b)
 	assert.EqualValues(t, 1, st.Orders)
 	assert.Equal(t, ProductStats{Initial: 100, Stock: 97, Sold: 3}, st.Products[1])
+	books(t, b, &g)
 }
 
 func testCart(t *testing.T, dsn string) {
@@ -204,12 +344,12 @@ func testCart(t *testing.T, dsn string) {
 }
 
 // 50 goroutines × 3 units of a flash deal with 100 units: exactly 33
-// orders, 1 unit left, 33 payments and 33 SMS; the 17 others are
-// ErrOutOfStock and paid nothing.
+// orders, 1 unit left, 33 live charges and 33 SMS; the 17 others are
+// ErrOutOfStock, and whatever was charged for them is voided.
 func testLastUnits(t *testing.T, dsn string) {
 	s := open(t, dsn)
 	o := outbox(t, s)
-	var p payer
+	var g gateway
 	const buyers, qty = 50, 3
 	warm(t, s, 32)
 	var created, sold atomic.Int64
@@ -220,7 +360,7 @@ func testLastUnits(t *testing.T, dsn string) {
 		wg.Go(func() {
 			<-start
 			req := CheckoutRequest{User: fmt.Sprintf("u%d", i), Items: []Item{{1, qty}}, IdempotencyKey: fmt.Sprintf("k%d", i)}
-			ord, ok, err := s.Checkout(t.Context(), req, p.pay, sms(o))
+			ord, ok, err := s.Checkout(t.Context(), req, &g, sms(o))
 			if err != nil {
 				errs <- err
 				return
@@ -239,8 +379,9 @@ func testLastUnits(t *testing.T, dsn string) {
 	}
 	assert.EqualValues(t, 33, created.Load())
 	assert.EqualValues(t, 99, sold.Load())
-	assert.EqualValues(t, 33, p.calls.Load(), "payments")
-	assert.EqualValues(t, 33*Catalogue()[0].PriceCents*qty, p.cents.Load())
+	_, live, cents := g.made()
+	assert.Equal(t, 33, live, "live charges")
+	assert.EqualValues(t, 33*Catalogue()[0].PriceCents*qty, cents)
 	assert.EqualValues(t, 1, stock(t, s, 1))
 	st := stats(t, s)
 	assert.EqualValues(t, 33, st.Orders)
@@ -248,13 +389,14 @@ func testLastUnits(t *testing.T, dsn string) {
 	assert.EqualValues(t, 33*Catalogue()[0].PriceCents*qty, st.RevenueCents)
 	assert.Equal(t, ProductStats{Initial: 100, Stock: 1, Sold: 99}, st.Products[1])
 	assert.Equal(t, 33, queued(t, o), "one SMS an order")
+	books(t, s, &g)
 }
 
 // Checkouts of two flash deals listed in opposite orders: no deadlock,
 // exactly the stock sold.
 func testMultiItem(t *testing.T, dsn string) {
 	s := open(t, dsn)
-	var p payer
+	var g gateway
 	const buyers = 60
 	warm(t, s, 32)
 	var created atomic.Int64
@@ -265,7 +407,7 @@ func testMultiItem(t *testing.T, dsn string) {
 			if i%2 == 1 {
 				items = []Item{{3, 2}, {2, 2}}
 			}
-			_, ok, err := s.Checkout(t.Context(), CheckoutRequest{User: fmt.Sprintf("u%d", i), Items: items}, p.pay, nil)
+			_, ok, err := s.Checkout(t.Context(), CheckoutRequest{User: fmt.Sprintf("u%d", i), Items: items}, &g, nil)
 			if err != nil {
 				assert.ErrorIs(t, err, ErrOutOfStock)
 				return
@@ -277,18 +419,21 @@ func testMultiItem(t *testing.T, dsn string) {
 	}
 	wg.Wait()
 	assert.EqualValues(t, 50, created.Load())
-	assert.EqualValues(t, 50, p.calls.Load())
+	_, live, _ := g.made()
+	assert.Equal(t, 50, live, "live charges")
 	st := stats(t, s)
 	assert.Equal(t, ProductStats{Initial: 100, Stock: 0, Sold: 100}, st.Products[2])
 	assert.Equal(t, ProductStats{Initial: 100, Stock: 0, Sold: 100}, st.Products[3])
+	books(t, s, &g)
 }
 
 // The same key from 10 goroutines at once, with a slow payment: one
-// order, one payment, one SMS; every caller gets that order.
+// order, one payment, one SMS; every caller gets that order (the others
+// wait for the first).
 func testIdempotentRetries(t *testing.T, dsn string) {
 	s := open(t, dsn)
 	o := outbox(t, s)
-	p := payer{delay: 100 * time.Millisecond}
+	g := gateway{delay: 100 * time.Millisecond}
 	const retries = 10
 	warm(t, s, retries+1)
 	cat := Catalogue()
@@ -300,7 +445,7 @@ func testIdempotentRetries(t *testing.T, dsn string) {
 	for i := range retries {
 		wg.Go(func() {
 			<-start
-			ord, ok, err := s.Checkout(t.Context(), req, p.pay, sms(o))
+			ord, ok, err := s.Checkout(t.Context(), req, &g, sms(o))
 			if !assert.NoError(t, err) {
 				return
 			}
@@ -308,24 +453,24 @@ func testIdempotentRetries(t *testing.T, dsn string) {
 			if ok {
 				created.Add(1)
 			}
-			assert.Equal(t, "pay-1", ord.PaymentRef)
+			assert.Equal(t, "ch-1", ord.PaymentRef)
 			assert.Equal(t, []OrderItem{{4, 2, cat[3].PriceCents}, {9, 1, cat[8].PriceCents}}, ord.Items)
 		})
 	}
 	close(start)
 	wg.Wait()
 	assert.EqualValues(t, 1, created.Load(), "orders created")
-	assert.EqualValues(t, 1, p.calls.Load(), "payments")
+	assert.EqualValues(t, 1, g.calls.Load(), "payments")
 	for _, id := range ids {
 		assert.Equal(t, ids[0], id)
 	}
 	// A later retry, items in another order: the same order, no charge.
-	ord, ok, err := s.Checkout(t.Context(), CheckoutRequest{User: "ann", Items: []Item{{9, 1}, {4, 1}, {4, 1}}, IdempotencyKey: "ann-cart-1"}, p.pay, sms(o))
+	ord, ok, err := s.Checkout(t.Context(), CheckoutRequest{User: "ann", Items: []Item{{9, 1}, {4, 1}, {4, 1}}, IdempotencyKey: "ann-cart-1"}, &g, sms(o))
 	require.NoError(t, err)
 	assert.False(t, ok)
 	assert.Equal(t, ids[0], ord.ID)
 	assert.Equal(t, "ann-cart-1", ord.IdempotencyKey)
-	assert.EqualValues(t, 1, p.calls.Load(), "payments")
+	assert.EqualValues(t, 1, g.calls.Load(), "payments")
 	assert.EqualValues(t, FlashStock-2, stock(t, s, 4))
 	st := stats(t, s)
 	assert.EqualValues(t, 1, st.Orders)
@@ -335,14 +480,17 @@ func testIdempotentRetries(t *testing.T, dsn string) {
 	assert.Equal(t, ord, got)
 	_, err = s.Order(t.Context(), "o-nope")
 	assert.ErrorIs(t, err, ErrNotFound)
+	books(t, s, &g)
 }
 
+// A key used by another user or for another basket is refused before
+// anything is charged, whatever became of its first checkout.
 func testConflict(t *testing.T, dsn string) {
 	s := open(t, dsn)
 	o := outbox(t, s)
-	var p payer
+	var g gateway
 	ctx := t.Context()
-	first, ok, err := s.Checkout(ctx, CheckoutRequest{User: "ann", Items: []Item{{1, 1}}, IdempotencyKey: "k"}, p.pay, sms(o))
+	first, ok, err := s.Checkout(ctx, CheckoutRequest{User: "ann", Items: []Item{{1, 1}}, IdempotencyKey: "k"}, &g, sms(o))
 	require.NoError(t, err)
 	require.True(t, ok)
 	for name, req := range map[string]CheckoutRequest{
@@ -351,37 +499,58 @@ func testConflict(t *testing.T, dsn string) {
 		"another quantity": {User: "ann", Items: []Item{{1, 2}}, IdempotencyKey: "k"},
 		"one more item":    {User: "ann", Items: []Item{{1, 1}, {2, 1}}, IdempotencyKey: "k"},
 	} {
-		_, ok, err := s.Checkout(ctx, req, p.pay, sms(o))
+		_, ok, err := s.Checkout(ctx, req, &g, sms(o))
 		assert.ErrorIs(t, err, ErrIdempotencyConflict, name)
 		assert.False(t, ok, name)
 	}
-	assert.EqualValues(t, 1, p.calls.Load(), "payments")
+	assert.EqualValues(t, 1, g.calls.Load(), "payments")
 	assert.EqualValues(t, FlashStock-1, stock(t, s, 1))
 	assert.EqualValues(t, FlashStock, stock(t, s, 2))
 	assert.EqualValues(t, 1, stats(t, s).Orders)
 	assert.Equal(t, 1, queued(t, o))
-	again, ok, err := s.Checkout(ctx, CheckoutRequest{User: "ann", Items: []Item{{1, 1}}, IdempotencyKey: "k"}, p.pay, sms(o))
+	again, ok, err := s.Checkout(ctx, CheckoutRequest{User: "ann", Items: []Item{{1, 1}}, IdempotencyKey: "k"}, &g, sms(o))
 	require.NoError(t, err)
 	assert.False(t, ok)
 	assert.Equal(t, first, again)
+
+	// A key whose checkout failed after its charge (the stock went
+	// meanwhile: the charge voided) answers its failure again, and
+	// another basket or user under it is refused: none is charged, and
+	// the voided charge never backs an order.
+	exec(t, s, `UPDATE shop_products SET stock = 1, initial_stock = 1 WHERE id = ?`, 5)
+	g.after = func(string) error {
+		exec(t, s, `UPDATE shop_products SET stock = 0, initial_stock = 0 WHERE id = ?`, 5)
+		return nil
+	}
+	_, _, err = s.Checkout(ctx, CheckoutRequest{User: "ann", Items: []Item{{5, 1}}, IdempotencyKey: "k5"}, &g, sms(o))
+	assert.ErrorIs(t, err, ErrOutOfStock)
+	g.after = nil
+	calls := g.calls.Load()
+	exec(t, s, `UPDATE shop_products SET stock = 1, initial_stock = 1 WHERE id = ?`, 5)
+	_, _, err = s.Checkout(ctx, CheckoutRequest{User: "ann", Items: []Item{{5, 1}}, IdempotencyKey: "k5"}, &g, sms(o))
+	assert.ErrorIs(t, err, ErrOutOfStock, "the failure, replayed")
+	_, _, err = s.Checkout(ctx, CheckoutRequest{User: "ann", Items: []Item{{6, 1}}, IdempotencyKey: "k5"}, &g, sms(o))
+	assert.ErrorIs(t, err, ErrIdempotencyConflict, "another basket")
+	_, _, err = s.Checkout(ctx, CheckoutRequest{User: "bob", Items: []Item{{5, 1}}, IdempotencyKey: "k5"}, &g, sms(o))
+	assert.ErrorIs(t, err, ErrIdempotencyConflict, "another user")
+	assert.Equal(t, calls, g.calls.Load(), "no charge asked for")
+	made, live, _ := g.made()
+	assert.Equal(t, 2, made)
+	assert.Equal(t, 1, live)
+	books(t, s, &g)
 }
 
-// A declined payment, or a failure after it, leaves stock, orders and
-// outbox as they were, and the key free for a retry.
+// A declined payment, or a failure after the charge, leaves stock, orders
+// and outbox as they were; a retry with the key goes through, charged
+// once.
 func testPaymentFailure(t *testing.T, dsn string) {
 	s := open(t, dsn)
 	o := outbox(t, s)
 	ctx := t.Context()
 	req := CheckoutRequest{User: "ann", Items: []Item{{1, 2}, {10, 1}}, IdempotencyKey: "k"}
 	declined := errors.New("card declined")
-	var calls atomic.Int64
-	decline := func(ctx context.Context, tx *sql.Tx, amount int64) (string, error) {
-		calls.Add(1)
-		// Whatever was written in the transaction goes too.
-		require.NoError(t, o.Enqueue(ctx, tx, fallback.Message{Key: "written-before-decline", Payload: []byte("x")}))
-		return "", declined
-	}
-	_, ok, err := s.Checkout(ctx, req, decline, sms(o))
+	g := gateway{before: func(string) error { return declined }}
+	_, ok, err := s.Checkout(ctx, req, &g, sms(o))
 	assert.ErrorIs(t, err, declined)
 	assert.False(t, ok)
 	check := func(what string) {
@@ -394,55 +563,74 @@ func testPaymentFailure(t *testing.T, dsn string) {
 		assert.Zero(t, queued(t, o), what)
 	}
 	check("declined")
-	assert.EqualValues(t, 1, calls.Load())
+	assert.EqualValues(t, 1, g.calls.Load())
+	g.before = nil
 
-	// The SMS written, then the enqueue fails: all rolled back.
-	var p payer
+	// Charged, the SMS written, then the enqueue fails: all rolled back.
 	broken := func(ctx context.Context, tx *sql.Tx, id string) error {
 		if err := sms(o)(ctx, tx, id); err != nil {
 			return err
 		}
 		return errors.New("outbox full")
 	}
-	_, ok, err = s.Checkout(ctx, req, p.pay, broken)
+	_, ok, err = s.Checkout(ctx, req, &g, broken)
 	assert.ErrorContains(t, err, "outbox full")
-	assert.ErrorContains(t, err, "after payment \"pay-1\"")
+	assert.ErrorContains(t, err, `after payment "ch-1"`)
 	assert.False(t, ok)
 	check("enqueue failed")
 
-	// The retry with the same key goes through: one order, one SMS.
-	ord, ok, err := s.Checkout(ctx, req, p.pay, sms(o))
+	// The retry with the same key goes through on the same charge: one
+	// order, one SMS, one charge.
+	ord, ok, err := s.Checkout(ctx, req, &g, sms(o))
 	require.NoError(t, err)
 	assert.True(t, ok)
-	assert.Equal(t, "pay-2", ord.PaymentRef)
+	assert.Equal(t, "ch-1", ord.PaymentRef)
 	assert.EqualValues(t, FlashStock-2, stock(t, s, 1))
 	assert.Equal(t, 1, queued(t, o))
 	assert.EqualValues(t, 1, stats(t, s).Orders)
+	made, live, _ := g.made()
+	assert.Equal(t, 1, made)
+	assert.Equal(t, 1, live)
+	books(t, s, &g)
 }
 
 func testOutOfStock(t *testing.T, dsn string) {
 	s := open(t, dsn)
-	var p payer
+	var g gateway
 	exec(t, s, `UPDATE shop_products SET stock = 2, initial_stock = 2 WHERE id = ?`, 5)
 	// The first product is taken, the second is short: both roll back.
-	_, ok, err := s.Checkout(t.Context(), CheckoutRequest{User: "ann", Items: []Item{{20, 1}, {5, 3}}}, p.pay, nil)
+	_, ok, err := s.Checkout(t.Context(), CheckoutRequest{User: "ann", Items: []Item{{20, 1}, {5, 3}}}, &g, nil)
 	assert.ErrorIs(t, err, ErrOutOfStock)
 	assert.ErrorContains(t, err, "product 5: 2 left, want 3")
 	assert.False(t, ok)
-	assert.Zero(t, p.calls.Load())
+	assert.Zero(t, g.calls.Load(), "refused before any charge")
 	assert.EqualValues(t, RegularStock, stock(t, s, 20))
-	_, ok, err = s.Checkout(t.Context(), CheckoutRequest{User: "ann", Items: []Item{{5, 2}}}, p.pay, nil)
+	_, ok, err = s.Checkout(t.Context(), CheckoutRequest{User: "ann", Items: []Item{{5, 2}}}, &g, nil)
 	require.NoError(t, err)
 	assert.True(t, ok)
-	_, _, err = s.Checkout(t.Context(), CheckoutRequest{User: "ann", Items: []Item{{5, 1}}}, p.pay, nil)
+	_, _, err = s.Checkout(t.Context(), CheckoutRequest{User: "ann", Items: []Item{{5, 1}}}, &g, nil)
 	assert.ErrorIs(t, err, ErrOutOfStock)
 	assert.Equal(t, ProductStats{Initial: 2, Sold: 2}, stats(t, s).Products[5])
+
+	// Sold out between the charge and the order: the charge is voided.
+	exec(t, s, `UPDATE shop_products SET stock = 1, initial_stock = 1 WHERE id = ?`, 4)
+	g.after = func(string) error {
+		exec(t, s, `UPDATE shop_products SET stock = 0, initial_stock = 0 WHERE id = ?`, 4)
+		return nil
+	}
+	_, _, err = s.Checkout(t.Context(), CheckoutRequest{User: "ann", Items: []Item{{4, 1}}}, &g, nil)
+	assert.ErrorIs(t, err, ErrOutOfStock)
+	assert.ErrorContains(t, err, "product 4: 0 left, want 1")
+	made, live, _ := g.made()
+	assert.Equal(t, 2, made)
+	assert.Equal(t, 1, live, "the second charge voided")
+	books(t, s, &g)
 }
 
 func testBadInput(t *testing.T, dsn string) {
 	s := open(t, dsn)
 	o := outbox(t, s)
-	var p payer
+	var g gateway
 	ctx := t.Context()
 	for name, req := range map[string]CheckoutRequest{
 		"quantity 0":           {User: "ann", Items: []Item{{1, 0}}},
@@ -454,18 +642,21 @@ func testBadInput(t *testing.T, dsn string) {
 		"no user":              {Items: []Item{{1, 1}}},
 		"product 0":            {User: "ann", Items: []Item{{0, 1}}},
 		"idempotency key long": {User: "ann", Items: []Item{{1, 1}}, IdempotencyKey: strings.Repeat("k", MaxKeyLen+1)},
+		"user not UTF-8":       {User: "ann\xff", Items: []Item{{1, 1}}},
+		"key not UTF-8":        {User: "ann", Items: []Item{{1, 1}}, IdempotencyKey: "k\xff"},
+		"user with NUL":        {User: "ann\x00", Items: []Item{{1, 1}}},
 	} {
-		_, ok, err := s.Checkout(ctx, req, p.pay, sms(o))
+		_, ok, err := s.Checkout(ctx, req, &g, sms(o))
 		assert.ErrorIs(t, err, ErrBadInput, name)
 		assert.False(t, ok, name)
 	}
 	_, _, err := s.Checkout(ctx, CheckoutRequest{User: "ann", Items: []Item{{1, 1}}}, nil, nil)
-	assert.ErrorIs(t, err, ErrBadInput, "no pay function")
+	assert.ErrorIs(t, err, ErrBadInput, "no payer")
 	// An unknown product after a known one: not found, nothing kept.
-	_, ok, err := s.Checkout(ctx, CheckoutRequest{User: "ann", Items: []Item{{1, 1}, {999, 1}}, IdempotencyKey: "k"}, p.pay, sms(o))
+	_, ok, err := s.Checkout(ctx, CheckoutRequest{User: "ann", Items: []Item{{1, 1}, {999, 1}}, IdempotencyKey: "k"}, &g, sms(o))
 	assert.ErrorIs(t, err, ErrNotFound)
 	assert.False(t, ok)
-	assert.Zero(t, p.calls.Load())
+	assert.Zero(t, g.calls.Load())
 	assert.EqualValues(t, FlashStock, stock(t, s, 1))
 	assert.Zero(t, stats(t, s).Orders)
 	assert.Zero(t, queued(t, o))
@@ -473,10 +664,17 @@ func testBadInput(t *testing.T, dsn string) {
 	assert.ErrorIs(t, s.AddToCart(ctx, "ann", 1, 0), ErrBadInput)
 	assert.ErrorIs(t, s.AddToCart(ctx, "ann", 1, 11), ErrBadInput)
 	assert.ErrorIs(t, s.AddToCart(ctx, "", 1, 1), ErrBadInput)
+	assert.ErrorIs(t, s.AddToCart(ctx, "ann\xff", 1, 1), ErrBadInput)
 	assert.ErrorIs(t, s.AddToCart(ctx, "ann", 999, 1), ErrNotFound)
 	cart, err := s.Cart(ctx, "ann")
 	require.NoError(t, err)
 	assert.Empty(t, cart)
+
+	// Refused requests claimed nothing: the key buys the next basket.
+	_, ok, err = s.Checkout(ctx, CheckoutRequest{User: "bob", Items: []Item{{2, 1}}, IdempotencyKey: "k"}, &g, sms(o))
+	require.NoError(t, err)
+	assert.True(t, ok)
+	books(t, s, &g)
 }
 
 func make21() []Item {
@@ -493,22 +691,20 @@ func testCallerGone(t *testing.T, dsn string) {
 	s := open(t, dsn)
 	o := outbox(t, s)
 	ctx, cancel := context.WithCancel(t.Context())
-	pay := func(context.Context, *sql.Tx, int64) (string, error) {
-		cancel()
-		return "pay-gone", nil
-	}
-	ord, ok, err := s.Checkout(ctx, CheckoutRequest{User: "ann", Items: []Item{{1, 1}}, IdempotencyKey: "k"}, pay, sms(o))
+	g := gateway{after: func(string) error { cancel(); return nil }}
+	ord, ok, err := s.Checkout(ctx, CheckoutRequest{User: "ann", Items: []Item{{1, 1}}, IdempotencyKey: "k"}, &g, sms(o))
 	require.NoError(t, err)
 	assert.True(t, ok)
 	got, err := s.Order(t.Context(), ord.ID)
 	require.NoError(t, err)
-	assert.Equal(t, "pay-gone", got.PaymentRef)
+	assert.Equal(t, "ch-1", got.PaymentRef)
 	assert.Equal(t, 1, queued(t, o))
 
 	// Gone before the payment: nothing happens.
-	var p payer
-	_, _, err = s.Checkout(ctx, CheckoutRequest{User: "bob", Items: []Item{{1, 1}}}, p.pay, sms(o))
+	g.after = nil
+	_, _, err = s.Checkout(ctx, CheckoutRequest{User: "bob", Items: []Item{{1, 1}}}, &g, sms(o))
 	assert.ErrorIs(t, err, context.Canceled)
-	assert.Zero(t, p.calls.Load())
+	assert.EqualValues(t, 1, g.calls.Load())
 	assert.EqualValues(t, FlashStock-1, stock(t, s, 1))
+	books(t, s, &g)
 }

@@ -142,7 +142,7 @@ func TestSQLiteBeginImmediate(t *testing.T) {
 func TestSQLiteTwoHandles(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "shop.db")
 	a, b := open(t, path), open(t, path)
-	var p payer
+	var g gateway
 	var created atomic.Int64
 	var wg sync.WaitGroup
 	for i := range 50 {
@@ -152,7 +152,7 @@ func TestSQLiteTwoHandles(t *testing.T) {
 		}
 		wg.Go(func() {
 			_, ok, err := s.Checkout(t.Context(), CheckoutRequest{User: fmt.Sprintf("u%d", i), Items: []Item{{1, 3}},
-				IdempotencyKey: fmt.Sprintf("k%d", i)}, p.pay, nil)
+				IdempotencyKey: fmt.Sprintf("k%d", i)}, &g, nil)
 			if err != nil {
 				assert.ErrorIs(t, err, ErrOutOfStock)
 				return
@@ -164,34 +164,25 @@ func TestSQLiteTwoHandles(t *testing.T) {
 	}
 	wg.Wait()
 	assert.EqualValues(t, 33, created.Load())
-	assert.EqualValues(t, 33, p.calls.Load())
+	_, live, _ := g.made()
+	assert.Equal(t, 33, live, "live charges")
 	assert.Equal(t, ProductStats{Initial: 100, Stock: 1, Sold: 99}, stats(t, a).Products[1])
+	books(t, a, &g)
 }
 
 // A context that ends while a checkout waits for SQLite's writer slot
-// ends the wait.
+// ends the wait, before anything is charged.
 func TestSQLiteWaitEndsWithContext(t *testing.T) {
 	s := open(t, filepath.Join(t.TempDir(), "shop.db"))
-	inPay := make(chan struct{})
-	release := make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		_, _, err := s.Checkout(context.Background(), CheckoutRequest{User: "a", Items: []Item{{1, 1}}},
-			func(context.Context, *sql.Tx, int64) (string, error) {
-				close(inPay)
-				<-release
-				return "ref", nil
-			}, nil)
-		done <- err
-	}()
-	<-inPay
+	require.NoError(t, s.lock(t.Context())) // another writer holds the slot
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
-	var p payer
-	_, _, err := s.Checkout(ctx, CheckoutRequest{User: "b", Items: []Item{{1, 1}}}, p.pay, nil)
+	var g gateway
+	_, _, err := s.Checkout(ctx, CheckoutRequest{User: "b", Items: []Item{{1, 1}}}, &g, nil)
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
-	assert.Zero(t, p.calls.Load())
-	close(release)
-	require.NoError(t, <-done)
+	assert.Zero(t, g.calls.Load())
+	s.unlock()
+	_, _, err = s.Checkout(t.Context(), CheckoutRequest{User: "b", Items: []Item{{1, 1}}}, &g, nil)
+	require.NoError(t, err)
 	assert.EqualValues(t, FlashStock-1, stock(t, s, 1))
 }

@@ -1,0 +1,151 @@
+package api
+
+import (
+	"mime"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// A write without a token is trusted as the local operator's only because
+// the listener is on loopback (Config.Loopback). A browser on the same
+// machine reaches loopback too, on behalf of any page it has open: a form
+// post or a no-cors fetch from another site, or a page of another site
+// whose name the attacker re-points at 127.0.0.1 (DNS rebinding). So a
+// tokenless write must also look like it came from no browser (curl, a
+// script) or from a page of this very server (the dial):
+//
+//   - Content-Type application/json: a page can send a cross-site request
+//     without a CORS preflight only as a form (urlencoded, multipart) or
+//     text/plain; a JSON one needs a preflight, which this server never
+//     grants (it answers no CORS at all). An empty body is no exception.
+//   - Host: loopback, localhost or the listener's own address. A rebound
+//     name is same-origin for the browser, but its Host is the attacker's.
+//   - Origin, when present: the request's own scheme://Host.
+//   - Sec-Fetch-Site, when present: same-origin or none (typed by the
+//     user). same-site is another origin (another port of 127.0.0.1).
+//
+// A request with neither Origin nor Sec-Fetch-Site is not from a browser
+// (browsers send at least one on every write) and passes the last two.
+//
+// A request that says it came through a proxy (Forwarded, X-Forwarded-*)
+// is refused too: its client may be anywhere the proxy listens, and the
+// loopback listener vouches only for the proxy. Writing through a proxy
+// takes a token.
+//
+// Writes with a token need none of this: a page can send an Authorization
+// or X-API-Key header cross-site only after a CORS preflight, which this
+// server never grants, and a rebound page does not know the token.
+
+// jsonType is the media type every write and push body must declare (the
+// pushers of package signals send it).
+const jsonType = "application/json"
+
+// isJSON reports whether r declares a JSON body (the media type parsed,
+// parameters such as charset allowed).
+func isJSON(r *http.Request) bool {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	return err == nil && mt == jsonType
+}
+
+// localRefusal says why r, a write or push without a token, cannot be
+// taken as the local operator's (its problem type and detail), or "" when
+// it can.
+func localRefusal(r *http.Request) (typ, detail string) {
+	if o := r.Header.Get("Origin"); o != "" && !sameOrigin(r, o) {
+		return "cross-site", "Origin " + quote(o) + " is not this server's (" + quote(scheme(r)+"://"+r.Host) + "): without a token, writes are taken from this server's own pages and from non-browser clients only"
+	}
+	if s := r.Header.Get("Sec-Fetch-Site"); s != "" && s != "same-origin" && s != "none" {
+		return "cross-site", "Sec-Fetch-Site " + quote(s) + ": without a token, writes are taken from this server's own pages and from non-browser clients only"
+	}
+	for _, h := range proxyHeaders {
+		if v := r.Header.Get(h); v != "" {
+			return "proxied", h + " " + quote(v) + ": the request came through a proxy, so its client may not be on this machine: without a token, writes are taken from local clients only (configure operator tokens to write through a proxy)"
+		}
+	}
+	if !localHost(r) {
+		return "cross-site", "Host " + quote(r.Host) + " is not a loopback address, localhost or this listener's address (a name re-pointed at 127.0.0.1?): without a token, writes need Host 127.0.0.1, [::1] or localhost"
+	}
+	if !isJSON(r) {
+		ct := "no Content-Type"
+		if v := r.Header.Get("Content-Type"); v != "" {
+			ct = "Content-Type " + quote(v)
+		}
+		return "json-required", ct + ": without a token, a write must be Content-Type: application/json with a JSON body, {} at least (curl: -H 'Content-Type: application/json' -d '{}')"
+	}
+	return "", ""
+}
+
+// proxyHeaders are the headers a proxy adds to say whom it forwards for.
+var proxyHeaders = []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Real-Ip"}
+
+// scheme is the request's own scheme as the client used it.
+func scheme(r *http.Request) string {
+	if r.TLS != nil {
+		return "https"
+	}
+	return "http"
+}
+
+// sameOrigin reports whether origin is r's own scheme://Host (host names
+// compared without case, default ports made explicit).
+func sameOrigin(r *http.Request, origin string) bool {
+	u, err := url.Parse(origin)
+	if err != nil || u.Scheme == "" || u.Host == "" || u.Path != "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return false // "null" (sandboxed pages, file://) among them
+	}
+	h, p := hostPort(u.Host, u.Scheme)
+	rh, rp := hostPort(r.Host, scheme(r))
+	return strings.EqualFold(u.Scheme, scheme(r)) && strings.EqualFold(h, rh) && p == rp
+}
+
+// hostPort splits a Host into its name and port, the scheme's default
+// port when it has none.
+func hostPort(hostport, scheme string) (string, string) {
+	h, p, err := net.SplitHostPort(hostport)
+	if err != nil {
+		h, p = strings.Trim(hostport, "[]"), ""
+	}
+	if p == "" {
+		p = "80"
+		if strings.EqualFold(scheme, "https") {
+			p = "443"
+		}
+	}
+	return h, p
+}
+
+// localHost reports whether r's Host names this loopback listener:
+// localhost, a loopback address, or the address r arrived on.
+func localHost(r *http.Request) bool {
+	h, _ := hostPort(r.Host, scheme(r))
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(h)
+	if err != nil {
+		return false // a name: the browser resolved it, maybe to us
+	}
+	if ip.Unmap().IsLoopback() {
+		return true
+	}
+	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+		if ap, err := netip.ParseAddrPort(la.String()); err == nil && ap.Addr().Unmap() == ip.Unmap() {
+			return true
+		}
+	}
+	return false
+}
+
+// maxQuoted bounds what a refusal repeats of a client's header.
+const maxQuoted = 100
+
+func quote(s string) string {
+	if len(s) > maxQuoted {
+		s = s[:maxQuoted] + "…"
+	}
+	return strconv.Quote(s)
+}

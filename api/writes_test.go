@@ -1,0 +1,211 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/brownout/brownout/dimmer"
+	"github.com/brownout/brownout/signals"
+)
+
+// TestStateFileFollowsConcurrentWrites: operators writing at once —
+// freezes, unfreezes, overrides, releases — leave a state file equal to
+// the final state (no older snapshot lands last), and the API's freeze
+// flag equal to the controller's.
+func TestStateFileFollowsConcurrentWrites(t *testing.T) {
+	dir := t.TempDir()
+	f := newFixture(t, Config{Loopback: true, StateDir: dir, Now: time.Now})
+	const writers, rounds = 8, 40
+	h := f.api.Handler()
+	var wg sync.WaitGroup
+	for g := range writers {
+		wg.Go(func() {
+			for i := range rounds {
+				var method, path, body string
+				switch (g + i) % 4 {
+				case 0:
+					method, path, body = "POST", "/v1/freeze", fmt.Sprintf(`{"reason":"w%d-%d"}`, g, i)
+				case 1:
+					method, path, body = "POST", "/v1/unfreeze", `{}`
+				case 2:
+					method, path, body = "PUT", "/v1/features/reviews/override", fmt.Sprintf(`{"level":0.%d,"reason":"w%d-%d"}`, i%10, g, i)
+				case 3:
+					method, path, body = "DELETE", "/v1/features/reviews/override", `{}`
+				}
+				req := httptest.NewRequest(method, path, strings.NewReader(body))
+				req.Host = "127.0.0.1"
+				req.Header.Set("Content-Type", "application/json")
+				h.ServeHTTP(httptest.NewRecorder(), req)
+			}
+		})
+	}
+	wg.Wait()
+	b, err := os.ReadFile(filepath.Join(dir, "operator.json"))
+	require.NoError(t, err)
+	want, err := json.MarshalIndent(f.api.snapshot(), "", "  ")
+	require.NoError(t, err)
+	assert.Equal(t, string(want)+"\n", string(b), "the file is the final state")
+	assert.Equal(t, f.ctl.State().Mode == dimmer.Frozen, f.api.Frozen(), "the API's freeze is the controller's")
+}
+
+// TestPinErrorsHaveTheirOwnStatus: a bad reason is the client's mistake
+// (400), not an unknown feature (404).
+func TestPinErrorsHaveTheirOwnStatus(t *testing.T) {
+	f := newFixture(t, Config{Loopback: true})
+	gen := f.ctl.State().Generation
+	for _, tc := range []struct {
+		method, path, body string
+		status             int
+		typ                string
+	}{
+		{"PUT", "/v1/features/reviews/override", `{"level":0.5,"reason":"   "}`, 400, "bad-override"},
+		{"PUT", "/v1/features/nope/override", `{"level":0.5}`, 404, "unknown-feature"},
+		{"DELETE", "/v1/features/nope/override", `{}`, 404, "unknown-feature"},
+		{"DELETE", "/v1/features/reviews/override", `{}`, 404, "no-override"},
+	} {
+		resp, m := f.do(t, tc.method, tc.path, tc.body)
+		assert.Equal(t, tc.status, resp.StatusCode, "%s %s %s: %v", tc.method, tc.path, tc.body, m)
+		assert.Equal(t, "https://brownout.dev/problems/"+tc.typ, m["type"], "%s %s", tc.method, tc.body)
+	}
+	assert.Equal(t, gen, f.ctl.State().Generation)
+}
+
+// TestBodyVersionIsChecked: "v" may be left out or be 1; any other
+// version is refused with a detail that says so, and changes nothing.
+func TestBodyVersionIsChecked(t *testing.T) {
+	f := newFixture(t, Config{Loopback: true})
+	gen := f.ctl.State().Generation
+	for _, w := range []struct{ method, path, body string }{
+		{"POST", "/v1/freeze", `{"v":2}`},
+		{"POST", "/v1/unfreeze", `{"v":0}`},
+		{"PUT", "/v1/features/reviews/override", `{"v":2,"level":0.5}`},
+		{"DELETE", "/v1/features/reviews/override", `{"v":-1}`},
+		{"PUT", "/v1/shadow", `{"v":7,"on":true}`},
+	} {
+		resp, m := f.do(t, w.method, w.path, w.body)
+		assert.Equal(t, 400, resp.StatusCode, "%s %s", w.path, w.body)
+		assert.Contains(t, m["detail"], `"v"`, w.body)
+	}
+	assert.Equal(t, gen, f.ctl.State().Generation)
+	for _, body := range []string{`{"v":1}`, `{}`} {
+		resp, m := f.do(t, "POST", "/v1/freeze", body)
+		assert.Equal(t, 200, resp.StatusCode, "%s: %v", body, m)
+	}
+}
+
+// holdRecord is a slog.Handler that holds the goroutine logging a record
+// whose reason contains match, until release is closed.
+type holdRecord struct {
+	match   string
+	held    chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func (h *holdRecord) Enabled(context.Context, slog.Level) bool { return true }
+func (h *holdRecord) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *holdRecord) WithGroup(string) slog.Handler            { return h }
+func (h *holdRecord) Handle(_ context.Context, r slog.Record) error {
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "reason" && strings.Contains(a.Value.String(), h.match) {
+			h.once.Do(func() { close(h.held); <-h.release })
+			return false
+		}
+		return true
+	})
+	return nil
+}
+
+// TestOperatorChangesAreAtomic: a freeze held half-way (the controller
+// frozen, the API's flag and the file not yet written) holds back an
+// unfreeze sent meanwhile, so that the last change wins everywhere: the
+// controller, the API's flag and the state file agree.
+func TestOperatorChangesAreAtomic(t *testing.T) {
+	hold := &holdRecord{match: "frozen by operator: A", held: make(chan struct{}), release: make(chan struct{})}
+	ctl, err := dimmer.New(dimmer.Config{
+		Targets:  []dimmer.Target{{Signal: signals.LatencyP99, Target: 1}},
+		Features: []dimmer.Feature{{Name: "recommendations"}, {Name: "reviews", Rank: 1}},
+		Logger:   slog.New(hold),
+	})
+	require.NoError(t, err)
+	dir := t.TempDir()
+	f := newFixture(t, Config{Controller: ctl, Loopback: true, StateDir: dir, Now: time.Now})
+	h := f.api.Handler()
+	write := func(path, body string) chan int {
+		done := make(chan int, 1)
+		go func() {
+			req := httptest.NewRequest("POST", path, strings.NewReader(body))
+			req.Host = "127.0.0.1"
+			req.Header.Set("Content-Type", "application/json")
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			done <- rec.Code
+		}()
+		return done
+	}
+	a := write("/v1/freeze", `{"reason":"A"}`)
+	select {
+	case <-hold.held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the freeze never reached the controller")
+	}
+	b := write("/v1/unfreeze", `{}`)
+	// Without one lock over the whole change, the unfreeze completes
+	// here, inside the freeze; with it, it waits.
+	select {
+	case <-b:
+		b <- http.StatusOK
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(hold.release)
+	for _, done := range []chan int{a, b} {
+		select {
+		case code := <-done:
+			assert.Equal(t, http.StatusOK, code)
+		case <-time.After(10 * time.Second):
+			t.Fatal("a write never ended")
+		}
+	}
+	frozen := ctl.State().Mode == dimmer.Frozen
+	assert.Equal(t, frozen, f.api.Frozen(), "the API's freeze is the controller's")
+	b2, err := os.ReadFile(filepath.Join(dir, "operator.json"))
+	require.NoError(t, err)
+	assert.Contains(t, string(b2), fmt.Sprintf(`"frozen": %v`, frozen), "the file is the controller's state")
+}
+
+// TestStateDirMustBePrivate: a state dir other users can write into, or
+// a lock file that is a symbolic link, is refused at start with what to
+// do; a missing dir is created private.
+func TestStateDirMustBePrivate(t *testing.T) {
+	shared := t.TempDir()
+	require.NoError(t, os.Chmod(shared, 0o777))
+	_, err := New(Config{Controller: newController(t), StateDir: shared})
+	assert.ErrorContains(t, err, "writable by every user")
+	assert.ErrorContains(t, err, "chmod o-w")
+
+	planted := t.TempDir()
+	require.NoError(t, os.Symlink(filepath.Join(t.TempDir(), "elsewhere"), filepath.Join(planted, ".lock")))
+	_, err = New(Config{Controller: newController(t), StateDir: planted})
+	assert.ErrorContains(t, err, "symbolic link")
+
+	fresh := filepath.Join(t.TempDir(), "a", "b")
+	a, err := New(Config{Controller: newController(t), StateDir: fresh})
+	require.NoError(t, err)
+	a.Close()
+	fi, err := os.Stat(fresh)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o700), fi.Mode().Perm())
+}
