@@ -43,6 +43,7 @@ type demand struct {
 	last    time.Time
 	rate    [signals.NumClasses]timeMean // Λc, cost units per second
 	tput    timeMean                     // X, cost units per second, over saturated time; 0: unknown
+	served  timeMean                     // cost units per second completed, over all time
 	over    [signals.NumClasses]bool
 }
 
@@ -82,15 +83,19 @@ func (d *demand) fold(now time.Time, queued bool) {
 		d.rate[c].add(float64(d.arrived[c].Swap(0))/1e6/sec, sec)
 	}
 	done := float64(d.done.Swap(0)) / 1e6 / sec
+	d.served.add(done, sec)
 	if saturated {
 		d.tput.add(done, sec)
 	}
 	var cum float64
-	tput := d.tput.v
+	tput := d.throughput()
 	for c := range d.rate {
 		cum += d.rate[c].v
 		switch {
-		case tput <= 0:
+		case tput <= 0 || !queued:
+			// Nothing waits: the server takes all that comes, and no
+			// class is over capacity (a stale X must not shut a class
+			// out for good once the others are refused).
 			d.over[c] = false
 		case cum > (1+overMargin)*tput:
 			d.over[c] = true
@@ -98,6 +103,16 @@ func (d *demand) fold(now time.Time, queued bool) {
 			d.over[c] = false
 		}
 	}
+}
+
+// throughput is X: over saturated time, and at least what the server
+// completed on average over all time (a stale X measured under a lower
+// limit is corrected by what the server does since); 0 when unknown.
+func (d *demand) throughput() float64 {
+	if d.tput.v <= 0 {
+		return 0
+	}
+	return max(d.tput.v, d.served.v)
 }
 
 // timeMean is a rate averaged over time: the plain mean of what it has

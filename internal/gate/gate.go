@@ -145,6 +145,7 @@ type Gate struct {
 	dem    demand                      // who overloads the server
 
 	inflight atomic.Int64 // cost in flight, in micro-units
+	open     atomic.Int32 // the lowest class admitted: those below are closed
 	queued   atomic.Int32 // tickets queued, all classes
 }
 
@@ -155,7 +156,9 @@ func micro(cost float64) int64 { return int64(math.Round(cost * 1e6)) }
 func New(cfg Config) *Gate {
 	cfg = cfg.withDefaults()
 	cfg.Limit = cfg.Limit.withDefaults()
-	return &Gate{cfg: cfg, limit: newLimiter(cfg.Limit)}
+	g := &Gate{cfg: cfg, limit: newLimiter(cfg.Limit)}
+	g.open.Store(signals.NumClasses - 1)
+	return g
 }
 
 // Config returns the gate's settings with defaults filled in.
@@ -216,7 +219,7 @@ func (g *Gate) Standing(c signals.Class, now time.Time) bool {
 // behind it not what the server completes, and waits estimated from
 // the halved limit refused critical work that would have been served.
 func (g *Gate) throughput() float64 {
-	if x := g.dem.tput.v; x > 0 {
+	if x := g.dem.throughput(); x > 0 {
 		return x
 	}
 	if unit := g.limit.unit(); unit > 0 {
@@ -227,10 +230,29 @@ func (g *Gate) throughput() float64 {
 
 // allowed is the wait class c may have now, and the reason for exceeding it.
 func (g *Gate) allowed(c signals.Class, now time.Time) (time.Duration, signals.Reason) {
+	if g.shutOut(c) {
+		return 0, signals.ReasonMaxWait // it would wait for as long as the class above is over capacity
+	}
 	if g.Standing(c, now) && g.cfg.Target < g.cfg.MaxWait[c] {
 		return g.cfg.Target, signals.ReasonCoDel
 	}
 	return g.cfg.MaxWait[c], signals.ReasonMaxWait
+}
+
+// closed reports whether class c is shut out: a class above it brings,
+// with those above it, more than the server completes (see demand), so
+// that every slot c would take is a slot that class needs. It is refused
+// at the door and its queue dropped, its wait being unbounded
+// (ReasonMaxWait): otherwise the higher class's queue, cut short by
+// CoDel, empties now and then and lets c in — admitted while the class
+// above is refused.
+func (g *Gate) closed(c signals.Class) bool { return c > signals.Class(g.open.Load()) }
+
+// shutOut reports whether class c is closed with nothing to come in by:
+// no assured share, or the class over capacity is critical (an assured
+// share never takes from critical work).
+func (g *Gate) shutOut(c signals.Class) bool {
+	return g.closed(c) && (g.cfg.Assured[c] <= 0 || g.dem.over[signals.Critical])
 }
 
 // tryAdmit admits t if the cost in flight leaves room (or nothing is in
@@ -255,6 +277,7 @@ func (g *Gate) tryAdmit(t *Ticket, now time.Time) bool {
 				} else {
 					g.limit.cohortT.Add(now.UnixNano())
 					g.limit.cohortC.Add(u)
+					g.limit.cohortFirst.CompareAndSwap(0, now.UnixNano())
 				}
 			}
 			return true
@@ -269,8 +292,9 @@ func (g *Gate) TryAdmit(t *Ticket, now time.Time) bool {
 	if t.Cost <= 0 {
 		t.Cost = 1
 	}
-	if g.queued.Load() == 0 && g.tryAdmit(t, now) {
-		g.dem.arrive(t.Class%signals.NumClasses, micro(t.Cost))
+	c := t.Class % signals.NumClasses
+	if g.queued.Load() == 0 && !g.closed(c) && g.tryAdmit(t, now) {
+		g.dem.arrive(c, micro(t.Cost))
 		return true
 	}
 	return false
@@ -304,13 +328,16 @@ func (g *Gate) Arrive(now time.Time, t *Ticket, drop func(*Ticket, signals.Reaso
 	}
 	c := t.Class % signals.NumClasses
 	t.Class = c
-	g.dem.fold(now, g.queued.Load() > 0)
+	g.fold(now)
 	g.dem.arrive(c, micro(t.Cost))
 	if !t.Deadline.IsZero() && !now.Before(t.Deadline) {
 		return Refused, signals.ReasonDeadline
 	}
 	g.sweep(now, drop)
-	if g.queued.Load() == 0 && g.tryAdmit(t, now) {
+	if g.shutOut(c) {
+		return Refused, signals.ReasonMaxWait
+	}
+	if g.queued.Load() == 0 && !g.closed(c) && g.tryAdmit(t, now) {
 		return Admitted, 0
 	}
 	// The time bound: refuse now what would wait too long.
@@ -322,6 +349,9 @@ func (g *Gate) Arrive(now time.Time, t *Ticket, drop func(*Ticket, signals.Reaso
 			ahead += g.queues[i].cost
 		}
 		est := time.Duration(ahead / tput * float64(time.Second))
+		if g.closed(c) {
+			est = time.Duration(math.MaxInt64) // only its share serves it
+		}
 		if share := g.cfg.Assured[c]; share > 0 {
 			// Its share serves the class's own queue meanwhile.
 			own := (g.queues[c].cost + t.Cost) / (share * tput)
@@ -344,7 +374,7 @@ func (g *Gate) Arrive(now time.Time, t *Ticket, drop func(*Ticket, signals.Reaso
 // it; nil if none can start. drop receives the requests thrown away on the
 // way.
 func (g *Gate) Next(now time.Time, drop func(*Ticket, signals.Reason)) *Ticket {
-	g.dem.fold(now, g.queued.Load() > 0)
+	g.fold(now)
 	g.sweep(now, drop)
 	// An assured share first: a class whose credit covers its next
 	// request goes ahead of the higher classes — its newest request, which
@@ -368,6 +398,9 @@ func (g *Gate) Next(now time.Time, drop func(*Ticket, signals.Reason)) *Ticket {
 		return t
 	}
 	for c := range g.queues {
+		if g.closed(signals.Class(c)) {
+			break // and every class below: their assured shares were served above
+		}
 		t := g.head(signals.Class(c), now, false, drop)
 		if t == nil {
 			continue
@@ -406,6 +439,19 @@ func (g *Gate) head(c signals.Class, now time.Time, newest bool, drop func(*Tick
 		drop(t, signals.ReasonDeadline)
 	}
 	return nil
+}
+
+// fold brings the demand model up to now and opens or closes classes.
+func (g *Gate) fold(now time.Time) {
+	g.dem.fold(now, g.queued.Load() > 0)
+	open := signals.Class(signals.NumClasses - 1)
+	for c := range signals.Class(signals.NumClasses - 1) {
+		if g.dem.over[c] {
+			open = c
+			break
+		}
+	}
+	g.open.Store(int32(open))
 }
 
 // criticalWaits reports whether critical requests within capacity wait:

@@ -183,22 +183,23 @@ type limiter struct {
 	cfg LimitConfig
 
 	// Lock-free: read and written by admissions and releases.
-	adm        atomic.Int64  // admission limit in micro-units (half the limit while probing)
-	phase      atomic.Uint32 // even: normal; odd: probing. Tickets carry it.
-	full       atomic.Bool   // an arrival found no room since the last update
-	warm       atomic.Bool   // recent holds a measurement
-	peak       atomic.Int64  // most cost in flight at a release since the last update
-	due        atomic.Int64  // unix ns: the earliest next update
-	completed  atomic.Int64  // micro-units completed, ever
-	win        acc           // completions admitted at the limit
-	probe      acc           // completions of the current probe's cohort
-	cohort     atomic.Int64  // tickets admitted during the current probe
-	cohortT    atomic.Int64  // Σ admission times (unix ns) of the cohort…
-	cohortC    atomic.Int64  // …and Σ costs (micro-units)
-	doneT      atomic.Int64  // Σ admission times of the cohort members done
-	cohortSize atomic.Int64  // the current probe's cohort
-	cap        atomic.Int64  // nanoseconds per cost unit a cohort sample counts at most; 0: none
-	winN       atomic.Int64  // completions a window needs
+	adm         atomic.Int64  // admission limit in micro-units (half the limit while probing)
+	phase       atomic.Uint32 // even: normal; odd: probing. Tickets carry it.
+	full        atomic.Bool   // an arrival found no room since the last update
+	warm        atomic.Bool   // recent holds a measurement
+	peak        atomic.Int64  // most cost in flight at a release since the last update
+	due         atomic.Int64  // unix ns: the earliest next update
+	completed   atomic.Int64  // micro-units completed, ever
+	win         acc           // completions admitted at the limit
+	probe       acc           // completions of the current probe's cohort
+	cohort      atomic.Int64  // tickets admitted during the current probe
+	cohortT     atomic.Int64  // Σ admission times (unix ns) of the cohort…
+	cohortC     atomic.Int64  // …and Σ costs (micro-units)
+	cohortFirst atomic.Int64  // unix ns: the cohort's first admission
+	doneT       atomic.Int64  // Σ admission times of the cohort members done
+	cohortSize  atomic.Int64  // the current probe's cohort
+	cap         atomic.Int64  // nanoseconds per cost unit a cohort sample counts at most; 0: none
+	winN        atomic.Int64  // completions a window needs
 
 	// Serialized.
 	limit       float64 // outside probes
@@ -448,6 +449,7 @@ func (l *limiter) startProbe(now time.Time) {
 	l.probe.take()
 	l.cohort.Store(0)
 	l.cohortT.Store(0)
+	l.cohortFirst.Store(0)
 	l.cohortC.Store(0)
 	l.doneT.Store(0)
 	lo := float64(cohortMin)
@@ -497,9 +499,13 @@ func (l *limiter) endProbe(now time.Time) {
 	// higher of the last window's and the whole time since the last
 	// probe's (the bar a halving must pass), and against the latter alone
 	// (the less noisy measure of what a probe costs). 1 when not known.
+	// The probe's throughput is its cohort's: the cohort's cost done over
+	// the time since its first admission — not every completion during the
+	// probe, which counts the work admitted at the full limit draining
+	// out and reads a short probe's throughput as high as the limit's.
 	done, kept, cost := l.completed.Load(), 1.0, 1.0
-	if el > 0 {
-		l.probeX = float64(done-l.doneAt) / 1e6 / el.Seconds()
+	if first := l.cohortFirst.Load(); first > 0 && now.UnixNano() > first {
+		l.probeX = float64(l.probe.cost.Load()) / 1e6 / time.Duration(now.UnixNano()-first).Seconds()
 		if ref := max(l.lastX, l.between); ref > 0 {
 			kept = l.probeX / ref
 		}
