@@ -62,7 +62,6 @@ func TestRealHTTPCriticalFirst(t *testing.T) {
 		assert.False(t, s.Refusals[signals.Critical] > 0 && lower > 0,
 			"second %d: %d lower-class requests served while %d critical ones were refused", s.T, lower, s.Refusals[signals.Critical])
 	}
-	dumpSeconds(res.Report.Seconds)
 	stop, _ := res.Recovery(1, cfg.Parts)
 	t.Logf("refusals stopped %d s after the spike", stop)
 	assert.True(t, stop >= 0 && stop <= 2, "refusals stop within 2 s after the spike (%d s)", stop)
