@@ -18,9 +18,11 @@ build: ## build the commands into bin/
 # their own without it, one package at a time (the real-HTTP ordering test,
 # the lab's acceptance, the shop's sale; the dial in a headless chromium).
 NORACE := ./testapp ./sim ./shop ./e2e
-# Heap bounds under hostile input (TestHeap…) skip under -race, whose
+# Heap bounds under hostile input (TestHeap…, and the hostile clients'
+# floods against brownoutd and the shop) skip under -race, whose
 # allocations blur the figures; they run here without it.
 HEAP   := ./signals ./shed
+HOSTILE := ./cmd/brownoutd ./cmd/shop-demo
 SOAK   ?= 15m
 SOAK_SHOP ?= 20m
 SOAK_SHOP_TIMEOUT ?= 90m
@@ -33,6 +35,7 @@ test: ## vet, every test with the race detector, then the lab and real-HTTP test
 	$(GO) test -race -count=1 -tags brownout_procpin ./signals
 	$(GO) test -p 1 -count=1 -run 'RealHTTP|Limit|SaleOrdering|Fleet|Priority' $(NORACE)
 	$(GO) test -p 1 -count=1 -run '^TestHeap' $(HEAP)
+	$(GO) test -p 1 -count=1 -run '^TestHostileClients$$' $(HOSTILE)
 	$(GO) test -count=1 -run 'Lab' ./dimmer
 	$(GO) test -count=1 -run '^TestDial' ./cmd/brownoutd
 

@@ -248,14 +248,16 @@ func (a *API) Boot() int64 { return a.boot }
 
 func (a *API) routes() {
 	m := http.NewServeMux()
-	m.HandleFunc("POST /ofrep/v1/evaluate/flags/{key}", a.counted("single", a.evalOne))
-	m.HandleFunc("POST /ofrep/v1/evaluate/flags", a.counted("bulk", a.evalBulk))
-	m.HandleFunc("GET /ofrep/v1/events", a.getOFREPEvents)
-	m.HandleFunc("GET /v1/stream", a.getStream)
-	m.HandleFunc("POST /v1/stream/token", a.postStreamToken)
-	m.HandleFunc("GET /v1/state", a.getState)
-	m.HandleFunc("GET /v1/history", a.getHistory)
-	m.HandleFunc("GET /v1/events", a.getEvents)
+	// Reads: on a loopback listener, a read without a token is the local
+	// operator's only (readRefusal).
+	m.HandleFunc("POST /ofrep/v1/evaluate/flags/{key}", a.counted("single", a.localOFREP(a.evalOne)))
+	m.HandleFunc("POST /ofrep/v1/evaluate/flags", a.counted("bulk", a.localOFREP(a.evalBulk)))
+	m.Handle("GET /ofrep/v1/events", a.localOFREPStream(http.HandlerFunc(a.getOFREPEvents)))
+	m.Handle("GET /v1/stream", a.Local(http.HandlerFunc(a.getStream)))
+	m.Handle("POST /v1/stream/token", a.Local(http.HandlerFunc(a.postStreamToken)))
+	m.Handle("GET /v1/state", a.Local(http.HandlerFunc(a.getState)))
+	m.Handle("GET /v1/history", a.Local(http.HandlerFunc(a.getHistory)))
+	m.Handle("GET /v1/events", a.Local(http.HandlerFunc(a.getEvents)))
 	m.HandleFunc("PUT /v1/features/{name}/override", a.write(a.putOverride))
 	m.HandleFunc("DELETE /v1/features/{name}/override", a.write(a.deleteOverride))
 	m.HandleFunc("POST /v1/freeze", a.write(a.postFreeze))
@@ -265,6 +267,76 @@ func (a *API) routes() {
 		m.Handle("/v1/signals", a.pushAuth(a.cfg.Push))
 	}
 	a.mux = m
+}
+
+// readRefusal says why r, a read, cannot be answered (its problem type
+// and detail), or "" when it can: on a loopback listener, a read without
+// a token must pass readRefusal (origin.go says why); with one, or on
+// another listener, the route's own token check decides.
+func (a *API) readRefusal(r *http.Request) (typ, detail string) {
+	if !a.cfg.Loopback || a.tokened(r) {
+		return "", ""
+	}
+	return readRefusal(r)
+}
+
+// tokened reports whether r carries a token of this API for a read: an
+// evaluation or operator token in a header, or a stream token for one in
+// the URL (?token=, the dial's EventSource) while evaluation tokens are on.
+func (a *API) tokened(r *http.Request) bool {
+	toks := a.tokens.Load()
+	if _, ok := token(r, toks.eval); ok {
+		return true
+	}
+	if _, ok := token(r, toks.operator); ok {
+		return true
+	}
+	if t := r.URL.Query().Get("token"); t != "" && len(toks.eval) > 0 {
+		exp, fp, ok := a.checkStreamToken(t)
+		return ok && a.admits(streamCred{exp: exp, fp: fp}, toks, a.now())
+	}
+	return false
+}
+
+// Local guards h, a read of this API's server outside its routes (the
+// metrics, the dial's files), as the API guards its own reads: on a
+// loopback listener, a request without a token that comes with another
+// Host than this listener's, or from a page of another site, is refused
+// with 403 problem+json (see LocalOnly). On another listener it does
+// nothing.
+func (a *API) Local(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if typ, detail := a.readRefusal(r); typ != "" {
+			refuse(w, r, http.StatusForbidden, typ, detail)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// localOFREP is Local for OFREP's evaluations, refused in OFREP's error
+// shape.
+func (a *API) localOFREP(h func(w http.ResponseWriter, r *http.Request) int) func(w http.ResponseWriter, r *http.Request) int {
+	return func(w http.ResponseWriter, r *http.Request) int {
+		if _, detail := a.readRefusal(r); detail != "" {
+			server.Abandon(w, r)
+			writeJSON(w, http.StatusForbidden, ofrepFailure{Key: r.PathValue("key"), ErrorCode: "GENERAL", ErrorDetails: detail})
+			return http.StatusForbidden
+		}
+		return h(w, r)
+	}
+}
+
+// localOFREPStream is Local for OFREP's event stream, refused in OFREP's
+// error shape.
+func (a *API) localOFREPStream(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, detail := a.readRefusal(r); detail != "" {
+			ofrepFail(w, http.StatusForbidden, detail)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // token finds the name of the token r carries among toks: Authorization:

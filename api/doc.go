@@ -7,7 +7,11 @@
 //     over the boot epoch, the state's generation and the evaluation
 //     context, and 304 on If-None-Match.
 //   - The state (GET /v1/state), a per-tick history of at least 15
-//     minutes (GET /v1/history) and events (GET /v1/events).
+//     minutes (GET /v1/history) and events (GET /v1/events). On a
+//     loopback listener, every read without a token (these, OFREP's, the
+//     streams; API.Local for the server's other routes) must name the
+//     listener in its Host and come from no other site's page: a page
+//     whose name is re-pointed at 127.0.0.1 reads nothing (origin.go).
 //   - The operators' writes: overrides (PUT/DELETE
 //     /v1/features/{name}/override), freeze (POST /v1/freeze,
 //     /v1/unfreeze), shadow (PUT /v1/shadow); named bearer tokens (or a

@@ -2,10 +2,13 @@ package api
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"math"
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -112,10 +115,7 @@ func (a *API) Run(ctx context.Context, src dimmer.Source) error {
 	sub, stop := a.ctl.Subscribe()
 	defer stop()
 	prev := a.ctl.State()
-	// A failing source is logged when its error changes, else once a
-	// minute (not every tick).
-	var lastErr string
-	var lastLog time.Time
+	var failing sourceLog
 	// OFREP's refetch events: at most one per ofrepMinInterval.
 	var lastRefetch time.Time
 	var refetchDue <-chan time.Time
@@ -148,17 +148,55 @@ func (a *API) Run(ctx context.Context, src dimmer.Source) error {
 			sctx, cancel := context.WithTimeout(ctx, tick)
 			snap, err := src.Snapshot(sctx, sched)
 			cancel()
-			if err != nil && (err.Error() != lastErr || sched.Sub(lastLog) >= time.Minute) {
-				a.log.Warn("brownout: signals", "err", err)
-				lastErr, lastLog = err.Error(), sched
-			} else if err == nil && lastErr != "" {
-				a.log.Info("brownout: signals back")
-				lastErr = ""
-			}
+			failing.note(a.log, sched, err)
 			st := a.ctl.Step(sched, snap)
 			a.record(sched, snap, st, lag)
 		}
 	}
+}
+
+// sourceLog limits what Run logs of a failing source to one line every
+// sourceLogEvery (the first at once), with the number of times its error
+// changed meanwhile, and each error to maxLoggedError bytes: a source's
+// error can change on every tick and be long (a push source joins one
+// error per refusing instance: 300 of them wrote 2 GB a day).
+type sourceLog struct {
+	at      time.Time // the last warning; zero: none yet
+	last    string    // the last error seen
+	changes int       // how often it changed since the warning
+	warned  bool      // a warning since the last "back"
+}
+
+// sourceLogEvery spaces the warnings of a failing source: the operator
+// learns at once that it fails, then once a minute that it still does.
+const sourceLogEvery = time.Minute
+
+// maxLoggedError bounds the error text of one warning: a few of a joined
+// error's parts, enough to tell what fails.
+const maxLoggedError = 1 << 10
+
+func (l *sourceLog) note(log *slog.Logger, now time.Time, err error) {
+	if err == nil {
+		if l.warned {
+			log.Info("brownout: signals back")
+			l.warned = false
+		}
+		l.last = ""
+		return
+	}
+	text := err.Error()
+	if text != l.last {
+		l.changes++
+		l.last = text
+	}
+	if !l.at.IsZero() && now.Sub(l.at) < sourceLogEvery {
+		return
+	}
+	if len(text) > maxLoggedError {
+		text = strings.ToValidUTF8(text[:maxLoggedError], "") + fmt.Sprintf("… (%d bytes)", len(text))
+	}
+	log.Warn("brownout: signals", "err", text, "changes", l.changes)
+	l.at, l.changes, l.warned = now, 0, true
 }
 
 // Record keeps one tick for /v1/history (Run calls it; an embedding that

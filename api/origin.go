@@ -66,8 +66,8 @@ func localRefusal(r *http.Request) (typ, detail string) {
 			return "proxied", h + " " + quote(v) + ": the request came through a proxy, so its client may not be on this machine: without a token, writes are taken from local clients only (configure operator tokens to write through a proxy)"
 		}
 	}
-	if !localHost(r) {
-		return "cross-site", "Host " + quote(r.Host) + " is not a loopback address, localhost or this listener's address (a name re-pointed at 127.0.0.1?): without a token, writes need Host 127.0.0.1, [::1] or localhost"
+	if d := hostRefusal(r); d != "" {
+		return "cross-site", d
 	}
 	if !isJSON(r) {
 		ct := "no Content-Type"
@@ -77,6 +77,65 @@ func localRefusal(r *http.Request) (typ, detail string) {
 		return "json-required", ct + ": without a token, a write must be Content-Type: application/json with a JSON body, {} at least (curl: -H 'Content-Type: application/json' -d '{}')"
 	}
 	return "", ""
+}
+
+// hostRefusal is why r's Host does not name this loopback listener (see
+// localHost), or "" when it does: the one Host rule of tokenless writes,
+// pushes and reads.
+func hostRefusal(r *http.Request) string {
+	if localHost(r) {
+		return ""
+	}
+	return "Host " + quote(r.Host) + " is not a loopback address, localhost or this listener's address (a name re-pointed at 127.0.0.1?): without a token, this server answers Host 127.0.0.1, [::1] or localhost only"
+}
+
+// Reads on a loopback listener. Without a token, the state, history,
+// events, OFREP's answers and the streams (whose state events carry the
+// fleet's shed seed, dimmer.ShedSeed) are for the local operator too: a
+// page the operator's browser opens must not read them. A browser gives a
+// page of another site no response of ours (we grant no CORS), but a page
+// whose name the attacker re-points at 127.0.0.1 (DNS rebinding) is
+// same-origin for the browser and reads everything it fetches: its Host
+// is the attacker's name, so a tokenless read must name this listener in
+// its Host, as a tokenless write must (hostRefusal).
+//
+// A tokenless read is also refused when Sec-Fetch-Site says a page of
+// another site (cross-site, or same-site: another port of 127.0.0.1) sent
+// it, navigations aside. Such a page cannot read the answer, so this gives
+// away nothing it could see; what it takes away is what the request does
+// all the same: a stream it opens holds one of MaxStreams until it is
+// aborted, and the answer's size and timing leak through side channels. A
+// link the operator follows (Sec-Fetch-Mode navigate) still opens the
+// JSON, and no legitimate reader loses anything: this server's own pages
+// (the dial) are same-origin, and a page of another site never could read
+// us. A read with a token (evaluation or operator, or a stream token for
+// one) is checked by that token alone, as on any listener.
+
+// readRefusal says why r, a read without a token on a loopback listener,
+// cannot be answered (its problem type and detail), or "" when it can.
+func readRefusal(r *http.Request) (typ, detail string) {
+	if d := hostRefusal(r); d != "" {
+		return "cross-site", d
+	}
+	if s := r.Header.Get("Sec-Fetch-Site"); s != "" && s != "same-origin" && s != "none" && r.Header.Get("Sec-Fetch-Mode") != "navigate" {
+		return "cross-site", "Sec-Fetch-Site " + quote(s) + ": without a token, this server's data is for its own pages and non-browser clients only"
+	}
+	return "", ""
+}
+
+// LocalOnly refuses, with 403 problem+json, a request to h that a loopback
+// listener without tokens must not answer (a rebound Host, a page of
+// another site; see readRefusal): for the servers that serve such a
+// listener's data outside an API's routes (a proxy to one, as the sale's
+// dial front).
+func LocalOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if typ, detail := readRefusal(r); typ != "" {
+			refuse(w, r, http.StatusForbidden, typ, detail)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // proxyHeaders are the headers a proxy adds to say whom it forwards for.

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/brownout/brownout/internal/statedir"
 )
 
 // opFile is what survives a restart: the operators' overrides, freeze
@@ -42,11 +44,8 @@ type opStore struct {
 // able to plant operator.json or hold the lock.
 func (s *opStore) lock() error {
 	dir := filepath.Dir(s.path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("api: state dir: %w", err)
-	}
-	if err := private(dir); err != nil {
-		return err
+	if err := statedir.Make(dir); err != nil {
+		return fmt.Errorf("api: %w", err)
 	}
 	f, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
@@ -57,25 +56,6 @@ func (s *opStore) lock() error {
 		return fmt.Errorf("api: state dir %s is in use by another process (one daemon per state dir; a standby needs its own): %w", dir, err)
 	}
 	s.lk = f
-	return nil
-}
-
-// private checks that dir belongs to this process's user and that other
-// users cannot write into it.
-func private(dir string) error {
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return fmt.Errorf("api: state dir: %w", err)
-	}
-	if !fi.IsDir() {
-		return fmt.Errorf("api: state dir %s is not a directory", dir)
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
-		return fmt.Errorf("api: state dir %s belongs to uid %d, not to this process's user (uid %d): chown it to this user or choose a directory of its own", dir, st.Uid, os.Geteuid())
-	}
-	if fi.Mode().Perm()&0o002 != 0 {
-		return fmt.Errorf("api: state dir %s is writable by every user (mode %v): another user could plant operator.json or hold the lock; chmod o-w %s, or choose a directory private to this user", dir, fi.Mode().Perm(), dir)
-	}
 	return nil
 }
 

@@ -9,9 +9,62 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/brownout/brownout/signals"
 )
+
+// The bounds of a configuration. Every published state carries every
+// feature's level and, per segment, its segment levels, names and
+// reasons; a follower of brownoutd (provider.Remote) holds and decodes
+// that state. The bounds keep the largest state a valid configuration
+// can publish small enough for a follower to accept whole (see
+// MaxStateBytes), far above what a real service declares: a ladder of
+// tens of optional sections and a handful of user groups.
+const (
+	// MaxFeatures bounds Config.Features.
+	MaxFeatures = 1000
+	// MaxSegments bounds Config.Segments: a state holds MaxFeatures ×
+	// MaxSegments segment levels.
+	MaxSegments = 32
+	// MaxName bounds a feature's or a segment's name, in bytes: a name is
+	// a flag key or an attribute's value, one or two words.
+	MaxName = 64
+	// MaxReason bounds a scheduled cap's and a pin's reason, in bytes: a
+	// sentence or two (the operator API's own bound).
+	MaxReason = 500
+	// MaxSchedule bounds Config.Schedule: a year of daily windows for two
+	// features fits; the state's reason names every active entry.
+	MaxSchedule = 1000
+)
+
+// MaxStateBytes bounds the JSON of a state that a valid configuration
+// publishes (brownoutd's /v1/stream state event), for the followers' read
+// limit. Per feature: its name and every segment's, each at most MaxName
+// bytes and escaped at most six-fold (json.Marshal writes "<" as
+// "\u003c"), two reasons (pin and cap) of MaxReason bytes likewise, and
+// 200 bytes of numbers, mode and punctuation per feature and 16 per
+// segment level: about 19.5 MB at the bounds; the state's reason names
+// every active scheduled cap (MaxSchedule × MaxReason, six-fold: 3 MB).
+// The rest of 32 MiB is for what a daemon adds beside the features (its
+// signals and its sources' health).
+const MaxStateBytes = 32 << 20
+
+// checkName says what is wrong with a feature's or segment's name.
+func checkName(s string) error {
+	switch {
+	case s == "":
+		return errors.New("no name")
+	case len(s) > MaxName:
+		return fmt.Errorf("name %.20q… is %d bytes long: at most %d", s, len(s), MaxName)
+	case !utf8.ValidString(s):
+		return fmt.Errorf("name %q is not valid UTF-8", s)
+	case strings.IndexFunc(s, unicode.IsControl) >= 0:
+		return fmt.Errorf("name %q contains a control character", s)
+	}
+	return nil
+}
 
 // Target is one pressure signal: the signal's value divided by Target is its
 // pressure (1 means "at target").
@@ -77,7 +130,7 @@ type Cap struct {
 	For time.Duration
 	// Reason says why, e.g. "11.11 midnight: pre-dim recommendations"; it
 	// is shown in the state's reason and in flag metadata while the cap
-	// binds. Required.
+	// binds. Required, at most MaxReason bytes.
 	Reason string
 }
 
@@ -152,9 +205,11 @@ type Config struct {
 	// that starts at MaxStep and halves with each change of direction.
 	// Default 0.12.
 	MaxStep float64
-	// Features is the ladder. At least one.
+	// Features is the ladder. At least one, at most MaxFeatures, each
+	// named (at most MaxName bytes of text).
 	Features []Feature
-	// Segments are user groups with offset brightness.
+	// Segments are user groups with offset brightness: at most
+	// MaxSegments, each named like a feature.
 	Segments []Segment
 	// Quantum rounds published levels. Default 0.01 (1 %).
 	Quantum float64
@@ -206,11 +261,11 @@ type Config struct {
 	// second; when the offered load falls below the load mark it ends at
 	// once. Default 1: a full cascade (2) ends within 2 s.
 	UnshedRate float64
-	// Schedule holds scheduled caps (feed-forward dimming), evaluated at
-	// each Step's now. Where several apply to a feature at once, the lowest
-	// Max wins (the first declared on a tie). An operator's pin beats a
-	// cap, and a freeze holds levels as published; see the package
-	// documentation ("Scheduled caps").
+	// Schedule holds scheduled caps (feed-forward dimming; at most
+	// MaxSchedule), evaluated at each Step's now. Where several apply to
+	// a feature at once, the lowest Max wins (the first declared on a
+	// tie). An operator's pin beats a cap, and a freeze holds levels as
+	// published; see the package documentation ("Scheduled caps").
 	Schedule []Cap
 	// Logger receives level changes. Default: discard.
 	Logger *slog.Logger
@@ -330,6 +385,15 @@ func (c Config) withDefaults() (Config, error) {
 	if len(c.Features) == 0 {
 		bad("no features")
 	}
+	if len(c.Features) > MaxFeatures {
+		bad("%d features: at most %d", len(c.Features), MaxFeatures)
+	}
+	if len(c.Segments) > MaxSegments {
+		bad("%d segments: at most %d", len(c.Segments), MaxSegments)
+	}
+	if len(c.Schedule) > MaxSchedule {
+		bad("%d scheduled caps: at most %d", len(c.Schedule), MaxSchedule)
+	}
 	seen := map[string]bool{}
 	c = c.clone() // the controller never shares the caller's slices
 	for i := range c.Features {
@@ -339,6 +403,8 @@ func (c Config) withDefaults() (Config, error) {
 		switch {
 		case f.Name == "":
 			bad("feature %d has no name", i)
+		case checkName(f.Name) != nil:
+			bad("feature %d: %v", i, checkName(f.Name))
 		case seen[f.Name]:
 			bad("feature %q declared twice", f.Name)
 		case !(f.Floor >= 0 && f.Floor < 1):
@@ -349,8 +415,11 @@ func (c Config) withDefaults() (Config, error) {
 		seen[f.Name] = true
 	}
 	segSeen := map[string]bool{}
-	for _, s := range c.Segments {
-		if s.Name == "" || segSeen[s.Name] || math.IsNaN(s.Offset) || math.Abs(s.Offset) > 1 {
+	for i, s := range c.Segments {
+		switch {
+		case s.Name != "" && checkName(s.Name) != nil:
+			bad("segment %d: %v", i, checkName(s.Name))
+		case s.Name == "" || segSeen[s.Name] || math.IsNaN(s.Offset) || math.Abs(s.Offset) > 1:
 			bad("segment %q: want a unique name and an offset in [-1, 1]", s.Name)
 		}
 		segSeen[s.Name] = true
@@ -369,6 +438,8 @@ func (c Config) withDefaults() (Config, error) {
 			bad("schedule[%d] (%s): for %s: want a positive duration", i, p.target(), p.For)
 		case p.Reason == "":
 			bad("schedule[%d] (%s): a reason is required", i, p.target())
+		case len(p.Reason) > MaxReason:
+			bad("schedule[%d] (%s): the reason is %d bytes long: at most %d", i, p.target(), len(p.Reason), MaxReason)
 		}
 	}
 	if len(errs) > 0 {

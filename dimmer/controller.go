@@ -35,8 +35,10 @@ func (l local) Snapshot(_ context.Context, now time.Time) (signals.Snapshot, err
 //
 // A Controller must be made with New. It is safe for concurrent use.
 type Controller struct {
-	cfg   Config
-	state atomic.Pointer[State]
+	cfg    Config
+	spans  [][2]float64 // per feature of cfg: its stretch of the brightness scale (see span)
+	capped []int        // per schedule entry of cfg: the feature it caps, −1 for all
+	state  atomic.Pointer[State]
 
 	mu controllerState
 }
@@ -119,7 +121,7 @@ func New(cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Controller{cfg: cfg}
+	c := &Controller{cfg: cfg, spans: spans(cfg.Features), capped: capped(&cfg)}
 	c.mu.brightness, c.mu.lastCeil = 1, 1
 	c.mu.good, c.mu.bad = -1, -1
 	c.mu.q, c.mu.maxStep, c.mu.span = cfg.Quantum, cfg.MaxStep, cfg.MaxStep

@@ -618,6 +618,7 @@ func TestOperatorsPinFreezeShadow(t *testing.T) {
 		{"reviews", 1.5, time.Minute, "x", "want 0 ≤ level ≤ 1", ErrBadPin},
 		{"reviews", 0.5, 0, "x", "ttl", ErrBadPin},
 		{"reviews", 0.5, time.Minute, " ", "reason is required", ErrBadPin},
+		{"reviews", 0.5, time.Minute, strings.Repeat("x", MaxReason+1), "the reason is 501 bytes long: at most 500", ErrBadPin},
 	} {
 		_, err := c.PinAt(now, bad.feature, bad.level, bad.ttl, bad.reason)
 		assert.ErrorContains(t, err, bad.want)
@@ -709,6 +710,21 @@ func TestConfigErrors(t *testing.T) {
 		"setpoint 3":        func(c *Config) { c.Setpoint = 3 },
 		"load margin 1":     func(c *Config) { c.LoadMargin = 1 },
 		"stale after -1":    func(c *Config) { c.StaleAfter = -1 },
+		"1001 features: at most 1000": func(c *Config) {
+			c.Features = benchConfig(MaxFeatures + 1).Features
+		},
+		"33 segments: at most 32": func(c *Config) {
+			c.Segments = nil
+			for i := range MaxSegments + 1 {
+				c.Segments = append(c.Segments, Segment{Name: fmt.Sprint("s", i)})
+			}
+		},
+		"feature 0: name \"xxxxxxxxxxxxxxxxxxxx\"… is 65 bytes long: at most 64": func(c *Config) {
+			c.Features[0].Name = strings.Repeat("x", MaxName+1)
+		},
+		"feature 1: name \"re\\nviews\" contains a control character": func(c *Config) { c.Features[1].Name = "re\nviews" },
+		"feature 1: name \"\\xff\" is not valid UTF-8":                func(c *Config) { c.Features[1].Name = "\xff" },
+		"segment 0: name \"vip\\x00\" contains a control character":   func(c *Config) { c.Segments[0].Name = "vip\x00" },
 	}
 	for want, mutate := range cases {
 		cfg := testConfig()
@@ -1094,5 +1110,22 @@ func TestEvidenceIsPerSecond(t *testing.T) {
 		} else {
 			assert.Less(t, st.Brightness, 1.0, "2.5 s of 2 a second: confirmed")
 		}
+	}
+}
+
+// BenchmarkStepMaxFeatures measures a changing step at the largest ladder
+// a configuration may declare (MaxFeatures): every feature's level is
+// recomputed from its stretch of the scale.
+func BenchmarkStepMaxFeatures(b *testing.B) {
+	c, _ := New(benchConfig(MaxFeatures))
+	now := t0
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		now = now.Add(time.Second)
+		p := 3.0
+		if i%200 >= 100 {
+			p = 0.1
+		}
+		c.Step(now, snap(now, p, float64(100+i%200)))
 	}
 }

@@ -27,15 +27,26 @@ func notify(subs []chan *State, st *State) {
 // span returns feature i's stretch [lo, hi] of the brightness scale: the
 // first feature of the ladder occupies the top.
 func (c *Controller) span(i int) (lo, hi float64) {
-	var total, before float64
-	for j, f := range c.cfg.Features {
+	s := c.spans[i]
+	return s[0], s[1]
+}
+
+// spans computes every feature's stretch once per configuration (span
+// reads it on every step for every feature): feature i spans its share of
+// the total cost, below the features before it.
+func spans(fs []Feature) [][2]float64 {
+	var total float64
+	for _, f := range fs {
 		total += f.Cost
-		if j < i {
-			before += f.Cost
-		}
 	}
-	hi = 1 - before/total
-	return hi - c.cfg.Features[i].Cost/total, hi
+	out := make([][2]float64, len(fs))
+	var before float64
+	for i, f := range fs {
+		hi := 1 - before/total
+		out[i] = [2]float64{hi - f.Cost/total, hi}
+		before += f.Cost
+	}
+	return out
 }
 
 // ladder maps a brightness to feature i's level.

@@ -33,8 +33,9 @@ func (c *Controller) hasFeature(name string) bool {
 	return slices.ContainsFunc(c.cfg.Features, func(f Feature) bool { return f.Name == name })
 }
 
-// PinAt pins feature's level until now+ttl, with a reason shown in the
-// state and in flag metadata. A pin beats a scheduled cap.
+// PinAt pins feature's level until now+ttl, with a reason (at most
+// MaxReason bytes) shown in the state and in flag metadata. A pin beats a
+// scheduled cap.
 func (c *Controller) PinAt(now time.Time, feature string, level float64, ttl time.Duration, reason string) (*State, error) {
 	c.mu.Lock()
 	known := c.hasFeature(feature)
@@ -51,6 +52,9 @@ func (c *Controller) PinAt(now time.Time, feature string, level float64, ttl tim
 	reason = strings.TrimSpace(reason)
 	if reason == "" {
 		return nil, fmt.Errorf("dimmer: pin %s: %w: a reason is required", feature, ErrBadPin)
+	}
+	if len(reason) > MaxReason {
+		return nil, fmt.Errorf("dimmer: pin %s: %w: the reason is %d bytes long: at most %d", feature, ErrBadPin, len(reason), MaxReason)
 	}
 	c.mu.Lock()
 	if !c.hasFeature(feature) { // a Reconfigure removed it meanwhile
@@ -165,7 +169,7 @@ func (c *Controller) ReconfigureAt(now time.Time, cfg Config) error {
 		// nothing about the new one's.
 		m.calmRun, m.hotRun, m.underRun, m.underSum = 0, 0, 0, 0
 	}
-	c.cfg = cfg
+	c.cfg, c.spans, c.capped = cfg, spans(cfg.Features), capped(&cfg)
 	m.q, m.maxStep = cfg.Quantum, cfg.MaxStep
 	m.span = min(max(m.span, m.q), m.maxStep)
 	var dropped []string

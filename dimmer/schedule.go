@@ -19,12 +19,36 @@ func (c *Controller) schedule(now time.Time) {
 			continue
 		}
 		mx := c.quantize(p.Max)
-		for i, f := range c.cfg.Features {
-			if (p.Feature == "" || p.Feature == f.Name) && (m.capBy[i] < 0 || mx < m.caps[i]) {
+		capped := func(i int) {
+			if m.capBy[i] < 0 || mx < m.caps[i] {
 				m.caps[i], m.capBy[i] = mx, k
 			}
 		}
+		if i := c.capped[k]; i >= 0 {
+			capped(i)
+			continue
+		}
+		for i := range c.cfg.Features {
+			capped(i)
+		}
 	}
+}
+
+// capped maps each schedule entry of cfg to the index of the feature it
+// caps, −1 for every feature; once per configuration, not per step.
+func capped(cfg *Config) []int {
+	index := make(map[string]int, len(cfg.Features))
+	for i, f := range cfg.Features {
+		index[f.Name] = i
+	}
+	out := make([]int, len(cfg.Schedule))
+	for k, p := range cfg.Schedule {
+		out[k] = -1
+		if p.Feature != "" {
+			out[k] = index[p.Feature] // withDefaults checked it exists
+		}
+	}
+	return out
 }
 
 // ceiling is the highest brightness the scheduled caps let act: above it

@@ -2,6 +2,8 @@ package dimmer
 
 import (
 	"math"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -279,14 +281,15 @@ func TestScheduleWhileStaleOrFrozen(t *testing.T) {
 func TestScheduleConfigErrors(t *testing.T) {
 	ok := Cap{Feature: "reviews", Max: 0.5, From: saleEve, For: time.Minute, Reason: "fine"}
 	cases := map[string]Cap{
-		`schedule[1]: unknown feature "nope"`:                        {Feature: "nope", Max: 0.5, From: saleEve, For: time.Minute, Reason: "x"},
-		"schedule[1] (reviews): max 1.5: want 0 ≤ max ≤ 1":           {Feature: "reviews", Max: 1.5, From: saleEve, For: time.Minute, Reason: "x"},
-		"schedule[1] (every feature): max -0.1":                      {Max: -0.1, From: saleEve, For: time.Minute, Reason: "x"},
-		"schedule[1] (reviews): max NaN":                             {Feature: "reviews", Max: math.NaN(), From: saleEve, For: time.Minute, Reason: "x"},
-		"schedule[1] (reviews): for 0s: want a positive duration":    {Feature: "reviews", Max: 0.5, From: saleEve, Reason: "x"},
-		"schedule[1] (reviews): for -1m0s: want a positive duration": {Feature: "reviews", Max: 0.5, From: saleEve, For: -time.Minute, Reason: "x"},
-		"schedule[1] (reviews): no start":                            {Feature: "reviews", Max: 0.5, For: time.Minute, Reason: "x"},
-		"schedule[1] (recommendations): a reason is required":        {Feature: "recommendations", Max: 0.5, From: saleEve, For: time.Minute, Reason: "  "},
+		`schedule[1]: unknown feature "nope"`:                              {Feature: "nope", Max: 0.5, From: saleEve, For: time.Minute, Reason: "x"},
+		"schedule[1] (reviews): max 1.5: want 0 ≤ max ≤ 1":                 {Feature: "reviews", Max: 1.5, From: saleEve, For: time.Minute, Reason: "x"},
+		"schedule[1] (every feature): max -0.1":                            {Max: -0.1, From: saleEve, For: time.Minute, Reason: "x"},
+		"schedule[1] (reviews): max NaN":                                   {Feature: "reviews", Max: math.NaN(), From: saleEve, For: time.Minute, Reason: "x"},
+		"schedule[1] (reviews): for 0s: want a positive duration":          {Feature: "reviews", Max: 0.5, From: saleEve, Reason: "x"},
+		"schedule[1] (reviews): for -1m0s: want a positive duration":       {Feature: "reviews", Max: 0.5, From: saleEve, For: -time.Minute, Reason: "x"},
+		"schedule[1] (reviews): no start":                                  {Feature: "reviews", Max: 0.5, For: time.Minute, Reason: "x"},
+		"schedule[1] (recommendations): a reason is required":              {Feature: "recommendations", Max: 0.5, From: saleEve, For: time.Minute, Reason: "  "},
+		"schedule[1] (reviews): the reason is 501 bytes long: at most 500": {Feature: "reviews", Max: 0.5, From: saleEve, For: time.Minute, Reason: strings.Repeat("x", MaxReason+1)},
 	}
 	for want, bad := range cases {
 		cfg := testConfig()
@@ -298,6 +301,9 @@ func TestScheduleConfigErrors(t *testing.T) {
 	cfg.Schedule = []Cap{ok}
 	_, err := New(cfg)
 	assert.NoError(t, err)
+	cfg.Schedule = slices.Repeat([]Cap{ok}, MaxSchedule+1)
+	_, err = New(cfg)
+	assert.ErrorContains(t, err, "dimmer: 1001 scheduled caps: at most 1000")
 }
 
 func TestCapWindow(t *testing.T) {

@@ -65,6 +65,7 @@ type Provider struct {
 	counts atomic.Pointer[map[string]*flagCounts]
 
 	countsMu sync.Mutex // serializes growing counts
+	metaMu   sync.Mutex // serializes making meta's cache for a new state
 
 	mu struct {
 		sync.Mutex
@@ -358,25 +359,47 @@ func sameFeature(a *dimmer.State, k int, b *dimmer.State, i int) bool {
 	return true
 }
 
-// metaCache holds the flag metadata of one state generation, built once and
-// shared by every evaluation of that generation, so that evaluating does not
-// allocate. The maps are read-only: callers must not change them (the SDK
-// copies them before handing them to applications).
+// metaCache holds the flag metadata of one state generation, shared by
+// every evaluation of that generation, so that evaluating does not
+// allocate. It is made once per state (under Provider.metaMu, never by
+// each racing evaluation), and each entry is built on first use: a state
+// holds up to dimmer.MaxFeatures × (dimmer.MaxSegments+1) × 2 of them, and
+// a page asks for a few. The maps are read-only: callers must not change
+// them (the SDK copies them before handing them to applications).
 type metaCache struct {
-	gen uint64
-	st  *dimmer.State
-	// by feature, then segment+1 (0: no segment), then sticky (0 false, 1 true)
-	md [][][2]openfeature.FlagMetadata
+	st   *dimmer.State
+	nseg int
+	// by feature × (segment+1) (0: no segment), then sticky (0 false, 1 true)
+	md []atomic.Pointer[[2]openfeature.FlagMetadata]
 	// FeaturesFlag's, by sticky
 	all [2]openfeature.FlagMetadata
 }
 
-func (p *Provider) allMetadata(st *dimmer.State, sticky bool) openfeature.FlagMetadata {
-	c := p.meta.Load()
-	if c == nil || c.st != st {
-		c = buildMeta(st)
+// cache returns st's metadata cache, making it if st is new.
+func (p *Provider) cache(st *dimmer.State) *metaCache {
+	if c := p.meta.Load(); c != nil && c.st == st {
+		return c
+	}
+	p.metaMu.Lock()
+	defer p.metaMu.Unlock()
+	if c := p.meta.Load(); c != nil && c.st == st {
+		return c
+	}
+	c := &metaCache{st: st, nseg: st.NumSegments(),
+		md: make([]atomic.Pointer[[2]openfeature.FlagMetadata], st.NumFeatures()*(st.NumSegments()+1))}
+	for s, sticky := range [2]bool{false, true} {
+		c.all[s] = openfeature.FlagMetadata{"generation": int64(st.Seq()), "reason": st.Why(), "sticky": sticky}
+	}
+	// An evaluation of an older state (read before this one was
+	// published) makes its own and does not replace the newer one.
+	if old := p.meta.Load(); old == nil || old.st.Seq() <= st.Seq() {
 		p.meta.Store(c)
 	}
+	return c
+}
+
+func (p *Provider) allMetadata(st *dimmer.State, sticky bool) openfeature.FlagMetadata {
+	c := p.cache(st)
 	if sticky {
 		return c.all[1]
 	}
@@ -384,48 +407,44 @@ func (p *Provider) allMetadata(st *dimmer.State, sticky bool) openfeature.FlagMe
 }
 
 func (p *Provider) metadata(st *dimmer.State, i, seg int, sticky bool) openfeature.FlagMetadata {
-	c := p.meta.Load()
-	if c == nil || c.st != st {
-		c = buildMeta(st)
-		p.meta.Store(c) // racing builders store equal caches
-	}
-	s := 0
-	if sticky {
-		s = 1
-	}
-	return c.md[i][seg+1][s]
-}
-
-func buildMeta(st *dimmer.State) *metaCache {
-	c := &metaCache{gen: st.Seq(), st: st, md: make([][][2]openfeature.FlagMetadata, st.NumFeatures())}
-	for i := range st.NumFeatures() {
-		nseg := st.NumSegments()
-		c.md[i] = make([][2]openfeature.FlagMetadata, nseg+1)
-		for j := -1; j < nseg; j++ {
-			for s, sticky := range [2]bool{false, true} {
-				md := openfeature.FlagMetadata{
-					"level":      st.LevelAt(i, j),
-					"generation": int64(st.Seq()),
-					"mode":       st.FeatureMode(i).String(),
-					"reason":     st.Why(),
-					"sticky":     sticky,
-				}
-				if why, pinned := st.PinReason(i); pinned {
-					md["reason"] = why
-				} else if why, capped := st.CapReason(i); capped {
-					md["reason"] = why // the scheduled cap's, as a pin's
-				}
-				if j >= 0 {
-					md["segment"] = st.SegmentName(j)
-				}
-				c.md[i][j+1][s] = md
-			}
+	c := p.cache(st)
+	slot := &c.md[i*(c.nseg+1)+seg+1]
+	e := slot.Load()
+	if e == nil {
+		e = buildMeta(st, i, seg)
+		if !slot.CompareAndSwap(nil, e) {
+			e = slot.Load() // a racing evaluation built the same
 		}
 	}
-	for s, sticky := range [2]bool{false, true} {
-		c.all[s] = openfeature.FlagMetadata{"generation": int64(st.Seq()), "reason": st.Why(), "sticky": sticky}
+	if sticky {
+		return e[1]
 	}
-	return c
+	return e[0]
+}
+
+// buildMeta makes feature i's metadata for segment seg (−1: none), not
+// sticky and sticky.
+func buildMeta(st *dimmer.State, i, seg int) *[2]openfeature.FlagMetadata {
+	var out [2]openfeature.FlagMetadata
+	for s, sticky := range [2]bool{false, true} {
+		md := openfeature.FlagMetadata{
+			"level":      st.LevelAt(i, seg),
+			"generation": int64(st.Seq()),
+			"mode":       st.FeatureMode(i).String(),
+			"reason":     st.Why(),
+			"sticky":     sticky,
+		}
+		if why, pinned := st.PinReason(i); pinned {
+			md["reason"] = why
+		} else if why, capped := st.CapReason(i); capped {
+			md["reason"] = why // the scheduled cap's, as a pin's
+		}
+		if seg >= 0 {
+			md["segment"] = st.SegmentName(seg)
+		}
+		out[s] = md
+	}
+	return &out
 }
 
 // flagCounts are the evaluation counters of one feature.

@@ -423,3 +423,48 @@ func TestChangedStateFieldsChangeNoAnswer(t *testing.T) {
 	after := p.BooleanEvaluation(ctx, "recommendations", false, fc("user-7"))
 	assert.Equal(t, before.Value, after.Value)
 }
+
+// fixedSource serves one state.
+type fixedSource struct{ st *dimmer.State }
+
+func (s fixedSource) State() *dimmer.State { return s.st }
+func (s fixedSource) Subscribe() (<-chan *dimmer.State, func()) {
+	return make(chan *dimmer.State), func() {}
+}
+
+// TestMetadataIsBuiltOnUse: the first evaluation of a new state builds
+// the metadata it answers with, not every feature's for every segment
+// (up to MaxFeatures × (MaxSegments+1) × 2 maps); evaluations racing on
+// a new state share one cache.
+func TestMetadataIsBuiltOnUse(t *testing.T) {
+	var segs []string
+	for j := range dimmer.MaxSegments {
+		segs = append(segs, "s"+strconv.Itoa(j))
+	}
+	fs := make([]dimmer.PublishedFeature, dimmer.MaxFeatures)
+	for i := range fs {
+		fs[i] = dimmer.PublishedFeature{Name: "f" + strconv.Itoa(i), Level: 0.5, Segments: make([]float64, len(segs))}
+	}
+	st := dimmer.Published(7, t0, dimmer.Auto, 0, "test", segs, fs)
+	allocs := testing.AllocsPerRun(5, func() {
+		p, err := New(fixedSource{st}, Options{})
+		require.NoError(t, err)
+		p.BooleanEvaluation(context.Background(), "f3", false, fc("u1", "segment", "s2"))
+	})
+	assert.Less(t, allocs, 100.0, "one entry's maps, not the state's")
+
+	p, err := New(fixedSource{st}, Options{})
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	got := make([]openfeature.FlagMetadata, 8)
+	for g := range got {
+		wg.Go(func() {
+			got[g] = p.BooleanEvaluation(context.Background(), "f3", false, fc("u1")).FlagMetadata
+		})
+	}
+	wg.Wait()
+	for _, md := range got {
+		assert.Equal(t, int64(7), md["generation"])
+		assert.Equal(t, 0.5, md["level"])
+	}
+}

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -65,6 +66,12 @@ type RemoteOptions struct {
 // PROVIDER_READY). A daemon that restarted (another boot epoch in the
 // event ids) is followed even though its generation starts again.
 //
+// A state the daemon could not have published — not version 1, a level
+// outside 0..1, an event over dimmer.MaxStateBytes, more features or
+// segments than a configuration may declare (dimmer.MaxFeatures,
+// dimmer.MaxSegments) — is a bad state: the connection ends, the levels
+// held stay, and the next attempt waits a growing backoff.
+//
 // Run it with Run; it is safe for concurrent use.
 type Remote struct {
 	o   RemoteOptions
@@ -89,37 +96,124 @@ type Remote struct {
 var _ Source = (*Remote)(nil)
 
 // wireState is the part of the daemon's state (api.StateJSON, "v": 1)
-// that evaluation needs; other fields are ignored.
+// that evaluation needs; other fields are ignored. Its lists and maps are
+// bounded as a valid daemon's configuration is (dimmer.MaxFeatures,
+// dimmer.MaxSegments), and decoding stops at the first element past a
+// bound: a hostile daemon's state costs no more memory than its bytes.
 type wireState struct {
-	V            int       `json:"v"`
-	Boot         int64     `json:"boot"`
-	Generation   uint64    `json:"generation"`
-	Time         time.Time `json:"time"`
-	Mode         string    `json:"mode"`
-	Shed         float64   `json:"shed"`
-	Reason       string    `json:"reason"`
-	SegmentNames []string  `json:"segment_names"`
+	V            int            `json:"v"`
+	Boot         int64          `json:"boot"`
+	Generation   uint64         `json:"generation"`
+	Time         time.Time      `json:"time"`
+	Mode         string         `json:"mode"`
+	Shed         float64        `json:"shed"`
+	Reason       string         `json:"reason"`
+	SegmentNames boundedStrings `json:"segment_names"`
 	// ShedSeed is in the stream's state events only (see dimmer.ShedSeed).
 	ShedSeed *dimmer.ShedSeed `json:"shed_seed,omitempty"`
-	Features []struct {
-		Name     string             `json:"name"`
-		Level    float64            `json:"level"`
-		Computed float64            `json:"computed"`
-		Floor    float64            `json:"floor"`
-		Mode     string             `json:"mode"`
-		Default  *bool              `json:"default"`
-		Segments map[string]float64 `json:"segments"`
-		Override *struct {
-			Level  float64   `json:"level"`
-			Until  time.Time `json:"until"`
-			Reason string    `json:"reason"`
-		} `json:"override"`
-		Cap *struct {
-			Reason string `json:"reason"`
-		} `json:"cap"`
-	} `json:"features"`
+	Features wireFeatures     `json:"features"`
 	// SavedAt is set in the state file only.
 	SavedAt time.Time `json:"saved_at,omitzero"`
+}
+
+// wireFeature is one feature of wireState.
+type wireFeature struct {
+	Name     string        `json:"name"`
+	Level    float64       `json:"level"`
+	Computed float64       `json:"computed"`
+	Floor    float64       `json:"floor"`
+	Mode     string        `json:"mode"`
+	Default  *bool         `json:"default"`
+	Segments segmentLevels `json:"segments"`
+	Override *struct {
+		Level  float64   `json:"level"`
+		Until  time.Time `json:"until"`
+		Reason string    `json:"reason"`
+	} `json:"override"`
+	Cap *struct {
+		Reason string `json:"reason"`
+	} `json:"cap"`
+}
+
+// wireFeatures holds at most dimmer.MaxFeatures features.
+type wireFeatures []wireFeature
+
+func (l *wireFeatures) UnmarshalJSON(b []byte) error {
+	v, err := decodeList[wireFeature](b, dimmer.MaxFeatures, "features")
+	*l = v
+	return err
+}
+
+// boundedStrings holds at most dimmer.MaxSegments names.
+type boundedStrings []string
+
+func (l *boundedStrings) UnmarshalJSON(b []byte) error {
+	v, err := decodeList[string](b, dimmer.MaxSegments, "segment names")
+	*l = v
+	return err
+}
+
+// segmentLevels holds at most dimmer.MaxSegments levels by segment name.
+type segmentLevels map[string]float64
+
+func (m *segmentLevels) UnmarshalJSON(b []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if tok == nil {
+		*m = nil
+		return nil
+	}
+	if tok != json.Delim('{') {
+		return fmt.Errorf("segments: want an object")
+	}
+	out := segmentLevels{}
+	for dec.More() {
+		if len(out) == dimmer.MaxSegments {
+			return fmt.Errorf("segments: more than %d", dimmer.MaxSegments)
+		}
+		k, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		var v float64
+		if err := dec.Decode(&v); err != nil {
+			return err
+		}
+		out[k.(string)] = v
+	}
+	*m = out
+	return nil
+}
+
+// decodeList decodes a JSON array (or null) of at most limit elements,
+// stopping at the first one past it.
+func decodeList[T any](b []byte, limit int, what string) ([]T, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	if tok == nil {
+		return nil, nil
+	}
+	if tok != json.Delim('[') {
+		return nil, fmt.Errorf("%s: want an array", what)
+	}
+	out := []T{}
+	for dec.More() {
+		if len(out) == limit {
+			return nil, fmt.Errorf("%s: more than %d", what, limit)
+		}
+		var v T
+		if err := dec.Decode(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }
 
 func (w *wireState) check() error {
@@ -455,8 +549,13 @@ func (r *Remote) connect(ctx context.Context) error {
 	var data strings.Builder
 	heard := false
 	for {
-		line, err := readLine(br)
+		// A line may hold what is left of the event's bound, and its
+		// field name.
+		line, err := readLine(br, maxEvent-data.Len()+len("data: "))
 		if err != nil {
+			if err == errEventTooLarge {
+				return err // a bad state: the backoff grows
+			}
 			if heard {
 				return errHeard
 			}
@@ -489,22 +588,36 @@ func (r *Remote) connect(ctx context.Context) error {
 				data.WriteByte('\n')
 			}
 			data.WriteString(strings.TrimPrefix(line[5:], " "))
+			if data.Len() > maxEvent {
+				return errEventTooLarge
+			}
 		}
 	}
 }
 
-// readLine reads one line of at most 4 MiB.
-func readLine(br *bufio.Reader) (string, error) {
+// maxEvent bounds one event's data: the largest state a valid daemon
+// publishes (dimmer.MaxStateBytes). A larger event ends the connection
+// as a bad state does: the daemon is not one this follower can trust.
+const maxEvent = dimmer.MaxStateBytes
+
+// maxStateFile bounds the state file: a state event's data, re-encoded
+// with its saved_at.
+const maxStateFile = maxEvent + 1<<10
+
+var errEventTooLarge = fmt.Errorf("provider: remote: an event over %d bytes (a valid brownoutd's largest state)", maxEvent)
+
+// readLine reads one line of at most limit bytes.
+func readLine(br *bufio.Reader, limit int) (string, error) {
 	var b strings.Builder
 	for {
 		part, isPrefix, err := br.ReadLine()
 		if err != nil {
 			return "", err
 		}
-		b.Write(part)
-		if b.Len() > 4<<20 {
-			return "", errors.New("provider: remote: a line over 4 MiB")
+		if b.Len()+len(part) > limit {
+			return "", errEventTooLarge
 		}
+		b.Write(part)
 		if !isPrefix {
 			return b.String(), nil
 		}
@@ -544,12 +657,20 @@ func (r *Remote) apply(id, data string) error {
 }
 
 func readStateFile(path string) (*wireState, error) {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxStateFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxStateFile {
+		return nil, fmt.Errorf("provider: remote: %s: over %d bytes", path, maxStateFile)
 	}
 	var w wireState
 	if err := json.Unmarshal(b, &w); err != nil {

@@ -137,7 +137,10 @@ func TestRemoteFollows(t *testing.T) {
 	start := time.Now()
 	v, _ := client.FloatValue(ctx, "recommendations.level", -1, openfeature.NewEvaluationContext("u", nil))
 	assert.Equal(t, 0.37, v, "last-known level held")
-	assert.Less(t, time.Since(start), 50*time.Millisecond, "never blocked")
+	// No I/O on an evaluation: it answers from memory, where a blocking
+	// one would wait out a connection attempt or a backoff. The bound is
+	// loose so that a busy machine under -race does not fail it.
+	assert.Less(t, time.Since(start), time.Second, "never blocked")
 
 	// After the TTL: the defaults (reviews fails closed, as the daemon said).
 	waitFor(t, 5*time.Second, func() bool { return level(r, "recommendations") == 1 }, "defaults after the TTL")

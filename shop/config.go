@@ -154,8 +154,13 @@ type Config struct {
 	// DB is a PostgreSQL URL (postgres://…) or a SQLite file path.
 	// Default: shop.db under StateDir.
 	DB string
-	// StateDir holds the SQLite database. Default: a directory under the
-	// user cache dir.
+	// StateDir holds the SQLite database (and, in fleet mode, the last
+	// levels brownoutd sent). It must be private to this user (created
+	// 0700 when missing; New refuses one that every user may write).
+	// Default: $STATE_DIRECTORY (systemd), else
+	// $XDG_STATE_HOME/brownout/shop, else ~/.local/state/brownout/shop;
+	// with none of them New refuses to start (never a shared temporary
+	// directory).
 	StateDir string
 	// Payment, SMS and Recs are the dependencies' base URLs. Empty: the
 	// shop starts its own simulated ones on 127.0.0.1.

@@ -7,13 +7,17 @@ import (
 	"math"
 	"net/http"
 	"time"
+
+	"github.com/brownout/brownout/internal/local"
 )
 
 // The demo endpoints, under /api/demo/ beside the API and never shed: what
 // a sale run needs from a shop it did not start — where its dependencies
 // are (to set their fault knobs), a capacity dip, and the count of orders
 // and their SMS. A real shop would keep them on an admin listener; the
-// demo binds 127.0.0.1.
+// demo binds 127.0.0.1, and serves them to clients on this machine only
+// (internal/local): a page in a browser there, of another site or of a
+// name re-pointed at 127.0.0.1, gets 403 — it could slow the shop down.
 
 // DepsInfo says where the shop's dependencies are (their /admin/fault
 // knobs are on the same servers).
@@ -125,7 +129,8 @@ func (s *Shop) Report(ctx context.Context, since time.Time) (SaleReport, error) 
 }
 
 // demo serves /api/demo/.
-func (s *Shop) demo(mux *http.ServeMux) {
+func (s *Shop) demo(parent *http.ServeMux) {
+	mux := localMux{parent}
 	mux.HandleFunc("GET /api/demo/deps", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, DepsInfo{Payment: s.cfg.Payment, SMS: s.cfg.SMS, Recs: s.cfg.Recs, Capacity: s.Capacity(), Protect: s.cfg.Protect})
 	})
@@ -180,6 +185,13 @@ func (s *Shop) demo(mux *http.ServeMux) {
 		}
 		writeJSON(w, http.StatusOK, rep)
 	})
+}
+
+// localMux registers handlers served to local clients only.
+type localMux struct{ *http.ServeMux }
+
+func (m localMux) HandleFunc(pattern string, h http.HandlerFunc) {
+	m.ServeMux.Handle(pattern, local.Only(h, problem))
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -61,7 +61,14 @@ func (s *Shop) routes() http.Handler {
 
 	api := s.guard(e)
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+	metrics := promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})
+	if s.api != nil {
+		// On a loopback listener, refused as the controller's reads are to
+		// a page whose name was re-pointed at it (the shop's own routes
+		// are for its users, wherever they come from).
+		metrics = s.api.Local(metrics)
+	}
+	mux.Handle("GET /metrics", metrics)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Write([]byte("ok\n"))
@@ -73,7 +80,7 @@ func (s *Shop) routes() http.Handler {
 		// The operator dial over the same API; never shed. Its files are
 		// relative, so /dial redirects to /dial/.
 		mux.Handle("GET /dial", http.RedirectHandler("/dial/", http.StatusMovedPermanently))
-		mux.Handle("GET /dial/", http.StripPrefix("/dial", web.Handler()))
+		mux.Handle("GET /dial/", s.api.Local(http.StripPrefix("/dial", web.Handler())))
 	}
 	mux.Handle("/", api)
 	return mux

@@ -74,7 +74,9 @@ func (p payer) Cancel(ctx context.Context, key string) error {
 const reconcileEvery = 10 * time.Second
 
 // reconcile runs store.Reconcile when the shop starts — what a crashed
-// process left — and every reconcileEvery until ctx ends.
+// process left — and every reconcileEvery until ctx ends; and with it
+// store.ExpireCarts, the carts' reaper (idle carts, and the carts past the
+// store's bound).
 func (s *Shop) reconcile(ctx context.Context) {
 	t := time.NewTicker(reconcileEvery)
 	defer t.Stop()
@@ -83,6 +85,9 @@ func (s *Shop) reconcile(ctx context.Context) {
 		s.counts.cancelled.Add(int64(n))
 		if err != nil && ctx.Err() == nil {
 			s.cfg.Logger.Warn("shop: reconciling abandoned checkouts", "settled", n, "err", err)
+		}
+		if dropped, err := s.store.ExpireCarts(ctx, time.Now()); err != nil && ctx.Err() == nil {
+			s.cfg.Logger.Warn("shop: expiring carts", "dropped", dropped, "err", err)
 		}
 		select {
 		case <-ctx.Done():

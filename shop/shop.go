@@ -24,6 +24,7 @@ import (
 	"github.com/brownout/brownout/dimmer"
 	"github.com/brownout/brownout/fallback"
 	"github.com/brownout/brownout/internal/pool"
+	"github.com/brownout/brownout/internal/statedir"
 	"github.com/brownout/brownout/provider"
 	"github.com/brownout/brownout/shed"
 	"github.com/brownout/brownout/shed/redisstore"
@@ -115,14 +116,14 @@ func New(ctx context.Context, cfg Config) (_ *Shop, err error) {
 	}
 	if cfg.DB == "" {
 		if cfg.StateDir == "" {
-			dir, err := os.UserCacheDir()
-			if err != nil {
-				dir = os.TempDir()
+			if cfg.StateDir, err = statedir.Default(filepath.Join("brownout", "shop"), os.Getenv); err != nil {
+				return nil, fmt.Errorf("shop: %w: set Config.StateDir (shop-demo serve --state DIR) to a directory private to this user, or Config.DB", err)
 			}
-			cfg.StateDir = filepath.Join(dir, "brownout", "shop")
 		}
-		if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
-			return nil, fmt.Errorf("shop: state dir: %w", err)
+		// The orders and the outbox: another local user must not read
+		// them, nor plant a database of their own.
+		if err := statedir.Make(cfg.StateDir); err != nil {
+			return nil, fmt.Errorf("shop: %w", err)
 		}
 		cfg.DB = filepath.Join(cfg.StateDir, "shop.db")
 	}

@@ -83,6 +83,11 @@ func TestBadInputWritesNothing(t *testing.T) {
 		{call{"POST", "/api/checkout", big, u}, 413},
 		{call{"POST", "/api/cart", `{"product":"seven","qty":1}`, u}, 400},
 		{call{"POST", "/api/cart", `{"product":9999,"qty":1}`, u}, 404},
+		// A name twice, or in another case: a filter in front and the shop
+		// would read different bodies.
+		{call{"POST", "/api/cart", `{"product":1,"qty":1,"product":2}`, u}, 400},
+		{call{"POST", "/api/cart", `{"Product":1,"qty":1}`, u}, 400},
+		{call{"POST", "/api/checkout", `{"items":[{"product":7,"qty":1,"product":8}]}`, u}, 400},
 		{call{"GET", "/api/products/abc", "", nil}, 400},
 		{call{"GET", "/api/products/9999", "", nil}, 404},
 		{call{"GET", "/nowhere", "", nil}, 404},
@@ -101,6 +106,9 @@ func TestBadInputWritesNothing(t *testing.T) {
 	st, err := s.store.Stats(context.Background())
 	require.NoError(t, err)
 	assert.Zero(t, st.Orders)
+	cart, err := s.store.Cart(context.Background(), "u1")
+	require.NoError(t, err)
+	assert.Empty(t, cart, "nothing in the cart")
 }
 
 func TestCheckoutOnceWithItsSMS(t *testing.T) {

@@ -93,7 +93,9 @@
 // time is the instance's clock when it read its Recorder and start when
 // its Pusher started: within one run, pushes are ordered by time (a late
 // or repeated one is refused with 409; a push without time, which could
-// not be ordered, with 400) and rates are timed by it; a push from a run
+// not be ordered, and one more than MaxClockAhead (10 s) ahead of the
+// source's clock, which would shut out the pushes after it, with 400) and
+// rates are timed by it; a push from a run
 // that started before the one pushing under the same instance id is
 // refused with 409 too (two processes share the id). Decoders ignore the
 // fields, classes and reasons they do not know, so version 1 can grow
@@ -102,8 +104,9 @@
 // A push is checked whole before it is applied, and a refused push changes
 // nothing: 400 for malformed JSON or an invalid value (negative, not whole,
 // out of range, bounds or indices not ascending, counts not cumulative),
-// 413 over MaxBody (1 MiB) or 4096 histogram buckets, 415 for a
-// Content-Type other than JSON, 409 for a late push or a shared id, 429
+// 413 over MaxBody (256 KiB) or 4096 histogram buckets, 415 for a
+// Content-Type other than JSON, 408 for a body that stopped arriving, 409
+// for a late push or a shared id, 429
 // (with Retry-After) from a new instance past MaxInstances, 405 (with Allow)
 // for a method other than POST, each with an application/problem+json body (type urn:brownout:push:<kind>, title,
 // status, detail) whose detail names the field, e.g. "latency.buckets[3]:

@@ -1,6 +1,10 @@
 package signals
 
-import "time"
+import (
+	"fmt"
+	"strings"
+	"time"
+)
 
 // SourceHealth is how a signal source is doing, for a status page or a
 // metric: ScrapeSource, PromQLSource and PushSource report it with their
@@ -63,7 +67,15 @@ func (h *health) record(now time.Time, err error) {
 	h.fail(now, err.Error())
 }
 
+// maxHealthError bounds SourceHealth.LastError: a source's error can
+// join one part per target or instance (a push source's, per refusing
+// instance), and the health is in every state brownoutd publishes.
+const maxHealthError = 1 << 10
+
 func (h *health) fail(now time.Time, msg string) {
+	if len(msg) > maxHealthError {
+		msg = strings.ToValidUTF8(msg[:maxHealthError], "") + fmt.Sprintf("… (%d bytes)", len(msg))
+	}
 	h.lastError, h.lastErrorAt = msg, now
 	h.errors++
 }

@@ -2,6 +2,8 @@ package signals
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -81,4 +83,18 @@ func TestPromQLSourceHealth(t *testing.T) {
 	assert.False(t, h.OK)
 	assert.Equal(t, uint64(1), h.Errors)
 	assert.Contains(t, h.LastError, "latency.p99")
+}
+
+// TestHealthErrorIsBounded: a source's last error, which may join a part
+// per instance, is kept to maxHealthError bytes and says how long it was.
+func TestHealthErrorIsBounded(t *testing.T) {
+	var h health
+	long := strings.Repeat("instance x: bucket bounds differ; ", 1000)
+	h.record(time.Unix(1, 0), errors.New(long))
+	got := h.report("push").LastError
+	assert.LessOrEqual(t, len(got), maxHealthError+32)
+	assert.True(t, strings.HasPrefix(long, strings.TrimSuffix(got, fmt.Sprintf("… (%d bytes)", len(long)))))
+	assert.True(t, strings.HasSuffix(got, fmt.Sprintf("… (%d bytes)", len(long))))
+	h.record(time.Unix(2, 0), errors.New("short"))
+	assert.Equal(t, "short", h.report("push").LastError)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"sort"
@@ -32,6 +33,9 @@ type PromQLConfig struct {
 	Window time.Duration
 	// RoundTripper sends the requests. Default http.DefaultTransport.
 	RoundTripper http.RoundTripper
+	// MaxBody bounds one answer's size: a larger one fails its query
+	// (its signal is missing). Default DefaultMaxBody, as ScrapeSource's.
+	MaxBody int64
 }
 
 // DefaultQueries returns queries for the metrics Collector exports,
@@ -98,7 +102,14 @@ func NewPromQLSource(cfg PromQLConfig) (*PromQLSource, error) {
 	if cfg.Window <= 0 {
 		cfg.Window = time.Minute
 	}
-	c, err := api.NewClient(api.Config{Address: cfg.Address, RoundTripper: cfg.RoundTripper})
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = DefaultMaxBody
+	}
+	rt := cfg.RoundTripper
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	c, err := api.NewClient(api.Config{Address: cfg.Address, RoundTripper: limitBodies{rt, cfg.MaxBody}})
 	if err != nil {
 		return nil, fmt.Errorf("signals: promql source %s: %w", cfg.Address, err)
 	}
@@ -173,4 +184,25 @@ func (s *PromQLSource) query(ctx context.Context, q string, now time.Time) (floa
 		return 0, fmt.Errorf("value %v: %w", f, errValue)
 	}
 	return f, nil
+}
+
+// limitBodies bounds the bodies of the answers rt receives: the client
+// reads an answer whole before decoding it.
+type limitBodies struct {
+	rt  http.RoundTripper
+	max int64
+}
+
+func (l limitBodies) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := l.rt.RoundTrip(req)
+	if err != nil {
+		return resp, err
+	}
+	resp.Body = limitedBody{&countingReader{r: resp.Body, limit: l.max, what: "answer"}, resp.Body}
+	return resp, nil
+}
+
+type limitedBody struct {
+	io.Reader
+	io.Closer
 }

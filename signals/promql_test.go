@@ -1,8 +1,12 @@
 package signals
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -104,4 +108,30 @@ func TestPromQLSourceAgainstRealPrometheus(t *testing.T) {
 	snap, err = down.Snapshot(context.Background(), time.Now())
 	require.Error(t, err)
 	assert.True(t, snap.Empty())
+}
+
+// TestPromQLSourceBoundsAnswers: a server that answers without end (a
+// vector's start, then spaces) fails the query once the answer passes
+// the source's bound (16 MiB by default, as a scrape's), and no more of it
+// is read.
+func TestPromQLSourceBoundsAnswers(t *testing.T) {
+	const bound = 16 << 20
+	var wrote atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"status":"success","data":{"resultType":"vector","result":[`)
+		pad := bytes.Repeat([]byte(" "), 1<<20)
+		for range 4 * bound >> 20 {
+			if _, err := w.Write(pad); err != nil {
+				return
+			}
+			wrote.Add(int64(len(pad)))
+		}
+	}))
+	defer srv.Close()
+	src, err := NewPromQLSource(PromQLConfig{Address: srv.URL, Queries: map[Key]string{LatencyP99: "up"}, Timeout: time.Minute})
+	require.NoError(t, err)
+	_, err = src.Snapshot(context.Background(), time.Now())
+	assert.ErrorContains(t, err, "answer larger than 16777216 bytes")
+	assert.Less(t, wrote.Load(), int64(2*bound), "the source stopped reading at its bound")
 }

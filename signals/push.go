@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -52,6 +53,25 @@ const (
 	maxInstanceBuckets = 8192
 )
 
+// DefaultMaxInstances is PushConfig.MaxInstances' default: a fleet of a
+// thousand instances pushing to one daemon, each kept within about 300 KB.
+const DefaultMaxInstances = 1000
+
+// DefaultMaxPushBody is PushConfig.MaxBody's default, 256 KiB: the
+// largest push the source keeps, maxPushBuckets (4 096) buckets each
+// written at its widest (maxBucketJSON, 43 bytes: 176 KB), with the
+// push's other fields (under 2 KB), fits with 45 % to spare for encoders
+// that add spaces; a Recorder's largest push is 48 KB. Decoding is what a
+// push costs (encoding/json reads buckets at about 10 MB/s): a body at
+// this cap costs about 30 ms of CPU, against about 100 ms for 0.9 MB of
+// buckets under the former cap of 1 MiB.
+const DefaultMaxPushBody = 256 << 10
+
+// maxBucketJSON is the longest a bucket is written in JSON: "[", the
+// longest float64 (24 characters: -1.2345678901234567e-308), ",", the
+// longest count (16 digits: 2^53), "]" and the comma after it.
+const maxBucketJSON = 1 + 24 + 1 + 16 + 1 + 1
+
 // PushConfig configures a PushSource. The zero value is usable.
 type PushConfig struct {
 	// Window is how far back deltas look: quantiles and rates describe the
@@ -64,12 +84,14 @@ type PushConfig struct {
 	// pushes. An expired instance is still listed by Health, not OK, for
 	// 10 × Expire, then forgotten.
 	Expire time.Duration
-	// MaxBody bounds a push's size; a larger one gets 413. Default 1 MiB
-	// (a Recorder's push is a few KiB).
+	// MaxBody bounds a push's size; a larger one gets 413. Default
+	// DefaultMaxPushBody, 256 KiB (a Recorder's push is a few KiB, 48 KB
+	// at most).
 	MaxBody int64
 	// MaxInstances bounds how many instances the source keeps (live ones
 	// and expired ones still listed); a push from a new instance beyond it
-	// is refused (ErrTooManyInstances, 429). Default 1000. Each instance
+	// is refused (ErrTooManyInstances, 429). Default DefaultMaxInstances
+	// (1000). Each instance
 	// keeps at most 64 readings and 8192 histogram buckets (about 290 KB;
 	// a Recorder's pushes over the default Window keep about 170 KB), so
 	// the source's memory is bounded by about MaxInstances × 300 KB.
@@ -87,10 +109,10 @@ func (c PushConfig) withDefaults() PushConfig {
 		c.Expire = 15 * time.Second
 	}
 	if c.MaxBody <= 0 {
-		c.MaxBody = 1 << 20
+		c.MaxBody = DefaultMaxPushBody
 	}
 	if c.MaxInstances <= 0 {
-		c.MaxInstances = 1000
+		c.MaxInstances = DefaultMaxInstances
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -110,7 +132,9 @@ func (c PushConfig) withDefaults() PushConfig {
 // signal. Every push carries its "time", and pushes of one run of an
 // instance (same "start") are ordered by it: a late or repeated one is
 // refused with 409, and so is a push from a run that started before the
-// one pushing now (two processes sharing an instance id). What the source
+// one pushing now (two processes sharing an instance id); a push whose
+// time or start is more than MaxClockAhead ahead of the source's clock is
+// refused with 400, so that it cannot shut its instance out. What the source
 // keeps is bounded: MaxInstances instances, each at most 64 readings and
 // 8192 histogram buckets (older readings are thinned, see PushConfig), a
 // push at most 4096 buckets. ServeHTTP does no authentication; mount it
@@ -152,9 +176,12 @@ func (s *PushSource) Name() string { return "push" }
 // none), a version-1 body. It answers 204 when the push was applied, 405
 // (with Allow) for other methods, 413 over MaxBody or 4096 buckets, 415
 // for another media type, 400 for a body that is malformed or invalid
-// (without "time" among them), 409 for a late push or a duplicate
-// instance id, and 429 (with Retry-After) when MaxInstances is reached;
-// every refusal has an application/problem+json body.
+// (without "time", or a time or start more than MaxClockAhead ahead of the
+// source's clock, among them), 409 for a late push or a duplicate
+// instance id, 408 for a body that stopped arriving before the server's
+// read deadline (package server's BodyTimeout), and 429 (with
+// Retry-After) when MaxInstances is reached; every refusal has an
+// application/problem+json body.
 func (s *PushSource) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
@@ -174,6 +201,8 @@ func (s *PushSource) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p := &pushProblem{http.StatusBadRequest, "malformed", "reading the body: " + err.Error()}
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 			p = &pushProblem{http.StatusRequestEntityTooLarge, "too-large", fmt.Sprintf("the body is over %d bytes", s.cfg.MaxBody)}
+		} else if errors.Is(err, os.ErrDeadlineExceeded) { // the server's body deadline
+			p = &pushProblem{http.StatusRequestTimeout, "timeout", "the body did not arrive in time"}
 		}
 		s.refuse("", p)
 		writeProblem(w, p)
@@ -203,9 +232,40 @@ func (s *PushSource) Push(body []byte) error {
 		s.refuse(p.instance, err)
 		return err
 	}
-	if err := s.apply(s.cfg.Now(), p); err != nil {
+	now := s.cfg.Now()
+	if err := p.ahead(now); err != nil {
 		s.refuse(p.instance, err)
 		return err
+	}
+	if err := s.apply(now, p); err != nil {
+		s.refuse(p.instance, err)
+		return err
+	}
+	return nil
+}
+
+// MaxClockAhead is how far ahead of the source's clock a push's "time"
+// or "start" may be. An instance's pushes are ordered by them, so that
+// one far ahead would have every later push of the instance refused (409)
+// until their clock caught up with it or the instance expired. Clocks kept
+// by NTP agree within milliseconds and one left alone drifts by seconds a
+// day, so that beyond 10 s a clock is wrong (or the push hostile); and
+// one push within it shuts its instance's honest pushes out for at most
+// 10 s, less than Expire's default (15 s): the instance never expires for
+// it.
+const MaxClockAhead = 10 * time.Second
+
+// ahead refuses a push whose time or start is more than MaxClockAhead
+// ahead of now.
+func (p pushed) ahead(now time.Time) error {
+	for _, t := range []struct {
+		name string
+		at   time.Time
+	}{{"time", p.clock}, {"start", p.run}} {
+		if d := t.at.Sub(now); d > MaxClockAhead {
+			return invalid("%q %s is %s ahead of this server's clock (%s): at most %s; is the instance's clock set (NTP)?",
+				t.name, t.at.Format(time.RFC3339Nano), d.Round(time.Millisecond), now.Format(time.RFC3339Nano), MaxClockAhead)
+		}
 	}
 	return nil
 }

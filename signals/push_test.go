@@ -334,6 +334,44 @@ func TestPushSourceOrder(t *testing.T) {
 	assert.Empty(t, src.Health().Instances[0].LastError)
 }
 
+// TestPushSourceRefusesTheFuture: a push whose time or start is more
+// than MaxClockAhead ahead of the source's clock is refused (400, saying
+// how far ahead) and changes nothing; the instance's honest pushes go on
+// being taken. Before, a push an hour ahead was taken and every honest
+// push after it refused as stale until the instance expired.
+func TestPushSourceRefusesTheFuture(t *testing.T) {
+	c := &clock{t: t0}
+	src := newPushSource(c)
+	rec := NewRecorder(Config{})
+	start := t0.Add(-time.Minute)
+	mustPush(t, src, body(t, rec, "a", start, t0))
+	before, _ := src.Snapshot(context.Background(), c.t)
+	for _, tc := range []struct {
+		name, detail string
+		body         []byte
+	}{
+		{"time an hour ahead", `"time" 2026-11-11T01:00:00Z is 1h0m0s ahead of this server's clock`, body(t, rec, "a", start, t0.Add(time.Hour))},
+		{"time just past the skew", "ahead of this server's clock", body(t, rec, "a", start, t0.Add(MaxClockAhead+time.Millisecond))},
+		{"start ahead", `"start" 2026-11-11T01:00:00Z is 1h0m0s ahead`, body(t, rec, "a", t0.Add(time.Hour), t0.Add(time.Second))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := post(src, tc.body)
+			assert.Equal(t, http.StatusBadRequest, w.Code)
+			p := problemOf(t, w)
+			assert.Equal(t, "urn:brownout:push:invalid", p.Type)
+			assert.Contains(t, p.Detail, tc.detail)
+			assert.Contains(t, p.Detail, "at most 10s")
+			after, _ := src.Snapshot(context.Background(), c.t)
+			assert.Equal(t, before, after, "a refused push changes nothing")
+		})
+	}
+	for i := 1; i <= 3; i++ { // the instance's own pushes go on
+		c.t = t0.Add(time.Duration(i) * time.Second)
+		mustPush(t, src, body(t, rec, "a", start, c.t))
+	}
+	mustPush(t, src, body(t, rec, "a", start, c.t.Add(MaxClockAhead))) // a clock ahead within the skew is taken
+}
+
 type problem struct {
 	Type, Title, Detail string
 	Status              int
@@ -615,4 +653,32 @@ func TestHistSubSumDown(t *testing.T) {
 	cur := hist{count: 3, sum: 0.5, bounds: []float64{math.Inf(1)}, classic: []float64{3}}
 	_, ok := cur.sub(old)
 	assert.False(t, ok, "a sum of durations that went down is a reset")
+}
+
+// stalled is a body that ends in the read deadline's error, as a
+// connection's body does when its client stops sending.
+type stalled struct{ sent bool }
+
+func (s *stalled) Read(p []byte) (int, error) {
+	if !s.sent {
+		s.sent = true
+		return copy(p, `{"v":1,`), nil
+	}
+	return 0, os.ErrDeadlineExceeded
+}
+
+// TestPushStalledBody: a push whose body stops before the server's read
+// deadline is answered 408 (it was a 400 "malformed"), and changes
+// nothing.
+func TestPushStalledBody(t *testing.T) {
+	src := newPushSource(&clock{t: t0})
+	req := httptest.NewRequest(http.MethodPost, "/v1/signals", &stalled{})
+	req.Header.Set("Content-Type", "application/json")
+	w := httptest.NewRecorder()
+	src.ServeHTTP(w, req)
+	assert.Equal(t, http.StatusRequestTimeout, w.Code)
+	p := problemOf(t, w)
+	assert.Equal(t, "urn:brownout:push:timeout", p.Type)
+	assert.Equal(t, "the body did not arrive in time", p.Detail)
+	assert.Empty(t, src.Health().Instances)
 }

@@ -17,7 +17,7 @@ import (
 // TestPusherEndToEnd: two Pushers post their Recorders to an httptest
 // server of a PushSource; the source's snapshot is the fleet's.
 func TestPusherEndToEnd(t *testing.T) {
-	c := &clock{t: t0}
+	c := &clock{t: time.Now()} // the Pushers read their Recorders on the real clock
 	src := newPushSource(c)
 	var mu sync.Mutex
 	var auth []string

@@ -190,6 +190,7 @@ var pushTitles = map[string]string{
 	"invalid":            "Invalid push",
 	"stale":              "Stale push",
 	"duplicate-instance": "Instance id used by another run",
+	"timeout":            "Request timeout",
 	"too-many-instances": "Too many instances",
 }
 

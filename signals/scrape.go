@@ -30,9 +30,15 @@ type ScrapeConfig struct {
 	// Window is how far back deltas look: quantiles and rates describe the
 	// last Window. Default 10 s.
 	Window time.Duration
-	// MaxBody bounds an exposition's size. Default 16 MiB.
+	// MaxBody bounds an exposition's size. Default DefaultMaxBody.
 	MaxBody int64
 }
+
+// DefaultMaxBody bounds what a source reads from one answer (a scrape's
+// exposition, a PromQL answer) by default: 16 MiB holds the exposition of
+// an app with thousands of series, and a server that sends more is
+// broken or hostile, not a source of signals.
+const DefaultMaxBody = 16 << 20
 
 // ScrapeSource reads the signals of a fleet from the instances' /metrics
 // endpoints (the names Collector exports), in the Prometheus text or
@@ -100,7 +106,7 @@ func NewScrapeSource(cfg ScrapeConfig) (*ScrapeSource, error) {
 		cfg.Window = 10 * time.Second
 	}
 	if cfg.MaxBody <= 0 {
-		cfg.MaxBody = 16 << 20
+		cfg.MaxBody = DefaultMaxBody
 	}
 	c := cfg.Client
 	if c == nil {
@@ -196,7 +202,7 @@ func (s *ScrapeSource) scrape(ctx context.Context, target string) (targetState, 
 		return targetState{}, fmt.Errorf("signals: scrape %s: all metrics: HTTP %s", target, resp.Status)
 	}
 	body := io.LimitReader(resp.Body, s.cfg.MaxBody+1)
-	st, err := parseExposition(&countingReader{r: body, limit: s.cfg.MaxBody}, expfmt.ResponseFormat(resp.Header), s.cfg.MaxBody)
+	st, err := parseExposition(&countingReader{r: body, limit: s.cfg.MaxBody, what: "exposition"}, expfmt.ResponseFormat(resp.Header), s.cfg.MaxBody)
 	if err != nil {
 		return st, fmt.Errorf("signals: scrape %s: %w", target, err)
 	}
@@ -212,17 +218,20 @@ func (d *protoDecoder) Decode(mf *dto.MetricFamily) error {
 	return protodelim.UnmarshalOptions{MaxSize: d.max}.UnmarshalFrom(d.r, mf)
 }
 
+// countingReader fails a read that takes its total past limit, naming
+// what it reads.
 type countingReader struct {
 	r     io.Reader
 	n     int64
 	limit int64
+	what  string
 }
 
 func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n += int64(n)
 	if c.n > c.limit {
-		return n, fmt.Errorf("exposition larger than %d bytes", c.limit)
+		return n, fmt.Errorf("%s larger than %d bytes", c.what, c.limit)
 	}
 	return n, err
 }

@@ -86,7 +86,9 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		json.NewEncoder(w).Encode(p.Read())
 	})
 	mux.Handle("/", p.Handler)
-	ln, err := server.Listen(cfg.Listen)
+	// The lab's load generator is the app's one client, with as many
+	// connections as its load needs: no cap per client.
+	ln, err := server.ListenWith(cfg.Listen, server.Limits{PerClient: -1})
 	if err != nil {
 		return err
 	}

@@ -16,22 +16,25 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/brownout/brownout/dimmer"
+	"github.com/brownout/brownout/internal/server"
 	"github.com/brownout/brownout/signals"
 )
 
 // fileConfig is brownoutd's YAML configuration (see brownoutd.example.yaml).
 type fileConfig struct {
-	Listen   string        `yaml:"listen"`
-	StateDir string        `yaml:"state_dir"`
-	Tick     duration      `yaml:"tick"`
-	Law      lawConfig     `yaml:"law"`
-	Targets  []targetCfg   `yaml:"targets"`
-	Features []featureCfg  `yaml:"features"`
-	Segments []segmentCfg  `yaml:"segments"`
-	Schedule []scheduleCfg `yaml:"schedule"`
-	Sources  sourcesCfg    `yaml:"sources"`
-	Auth     authCfg       `yaml:"auth"`
-	TLS      tlsCfg        `yaml:"tls"`
+	Listen string `yaml:"listen"`
+	// MaxConnsPerClient caps one client address's connections (0: none).
+	MaxConnsPerClient *int          `yaml:"max_conns_per_client"`
+	StateDir          string        `yaml:"state_dir"`
+	Tick              duration      `yaml:"tick"`
+	Law               lawConfig     `yaml:"law"`
+	Targets           []targetCfg   `yaml:"targets"`
+	Features          []featureCfg  `yaml:"features"`
+	Segments          []segmentCfg  `yaml:"segments"`
+	Schedule          []scheduleCfg `yaml:"schedule"`
+	Sources           sourcesCfg    `yaml:"sources"`
+	Auth              authCfg       `yaml:"auth"`
+	TLS               tlsCfg        `yaml:"tls"`
 }
 
 type lawConfig struct {
@@ -143,6 +146,7 @@ var defaultFeatures = []string{"recommendations", "reviews", "gallery"}
 // config is the daemon's resolved configuration.
 type config struct {
 	Listen   string
+	Conns    server.Limits
 	StateDir string
 	TLS      tlsCfg
 	Dimmer   dimmer.Config
@@ -278,6 +282,12 @@ func resolve(fc *fileConfig, at func(path, format string, a ...any)) *config {
 	} else if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		at("listen", "%q: want host:port", c.Listen)
 	}
+	if n := fc.MaxConnsPerClient; n != nil {
+		var err error
+		if c.Conns, err = perClient(*n); err != nil {
+			at("max_conns_per_client", "%v", err)
+		}
+	}
 	if (c.TLS.Cert == "") != (c.TLS.Key == "") {
 		at("tls", "cert and key go together")
 	}
@@ -317,12 +327,20 @@ func resolve(fc *fileConfig, at func(path, format string, a ...any)) *config {
 	if len(fc.Targets) == 0 {
 		d.Targets = []dimmer.Target{{Signal: signals.LatencyP99, Target: 0.3}, {Signal: signals.RejectRatio, Target: 0.01, DimOnly: true}}
 	}
+	if len(fc.Features) > dimmer.MaxFeatures {
+		at("features", "%d features: at most %d", len(fc.Features), dimmer.MaxFeatures)
+	}
+	if len(fc.Segments) > dimmer.MaxSegments {
+		at("segments", "%d segments: at most %d", len(fc.Segments), dimmer.MaxSegments)
+	}
 	seen := map[string]bool{}
 	for i, f := range fc.Features {
 		p := fmt.Sprintf("features[%d]", i)
 		switch {
 		case f.Name == "":
 			at(p+".name", "required")
+		case len(f.Name) > dimmer.MaxName:
+			at(p+".name", "%d bytes long: at most %d", len(f.Name), dimmer.MaxName)
 		case seen[f.Name]:
 			at(p+".name", "%q: declared twice", f.Name)
 		case strings.ContainsAny(f.Name, " \t/\\?#%") || strings.HasSuffix(f.Name, ".level") || f.Name == "brownout.features":
@@ -357,8 +375,11 @@ func resolve(fc *fileConfig, at func(path, format string, a ...any)) *config {
 	}
 	for i, s := range fc.Segments {
 		p := fmt.Sprintf("segments[%d]", i)
-		if s.Name == "" {
+		switch {
+		case s.Name == "":
 			at(p+".name", "required")
+		case len(s.Name) > dimmer.MaxName:
+			at(p+".name", "%d bytes long: at most %d", len(s.Name), dimmer.MaxName)
 		}
 		if s.Offset < -1 || s.Offset > 1 || math.IsNaN(s.Offset) {
 			at(p+".offset", "%v: want −1 to 1", s.Offset)
@@ -402,6 +423,18 @@ func resolve(fc *fileConfig, at func(path, format string, a ...any)) *config {
 	return c
 }
 
+// perClient reads a cap of connections per client: a number of
+// connections, 0 for none.
+func perClient(n int) (server.Limits, error) {
+	switch {
+	case n < 0:
+		return server.Limits{}, fmt.Errorf("%d: want a number of connections, or 0 for no cap", n)
+	case n == 0:
+		return server.Limits{PerClient: -1}, nil
+	}
+	return server.Limits{PerClient: n}, nil
+}
+
 // targetValue reads a target: a duration for latency and sojourn signals
 // (in seconds for the controller), a number otherwise.
 func targetValue(k signals.Key, s string) (float64, error) {
@@ -421,16 +454,18 @@ func targetValue(k signals.Key, s string) (float64, error) {
 }
 
 // readTokens reads a tokens file: "name token" or "name: token" per line,
-// # comments and blank lines ignored.
+// # comments and blank lines ignored; a regular file of at most
+// maxTokensFile bytes.
 func readTokens(path string) (map[string]string, error) {
 	if path == "" {
 		return nil, nil
 	}
-	b, err := os.ReadFile(path)
+	b, err := readFile(path, maxTokensFile)
 	if err != nil {
 		return nil, err
 	}
 	out := map[string]string{}
+	owner := map[string]string{} // token → name
 	for i, line := range strings.Split(string(b), "\n") {
 		line = strings.TrimSpace(line)
 		if line == "" || strings.HasPrefix(line, "#") {
@@ -446,12 +481,10 @@ func readTokens(path string) (map[string]string, error) {
 		if _, dup := out[f[0]]; dup {
 			return nil, fmt.Errorf("%s:%d: %s named twice", path, i+1, f[0])
 		}
-		for other, tok := range out {
-			if tok == f[1] {
-				return nil, fmt.Errorf("%s:%d: %s has %s's token: each name needs its own (the audit's \"who\")", path, i+1, f[0], other)
-			}
+		if other, ok := owner[f[1]]; ok {
+			return nil, fmt.Errorf("%s:%d: %s has %s's token: each name needs its own (the audit's \"who\")", path, i+1, f[0], other)
 		}
-		out[f[0]] = f[1]
+		out[f[0]], owner[f[1]] = f[1], f[0]
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%s: no tokens (an empty file would turn the check off: remove the setting instead)", path)
@@ -468,7 +501,7 @@ func runCheckConfig(args []string, stdout, stderr io.Writer) error {
 		}
 		return usagef("check-config: want one file")
 	}
-	b, err := os.ReadFile(args[0])
+	b, err := readFile(args[0], maxConfigFile)
 	if err != nil {
 		return err
 	}

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/brownout/brownout/dimmer"
+	"github.com/brownout/brownout/internal/server"
 )
 
 // TestExampleConfig keeps the commented example valid.
@@ -203,4 +206,79 @@ func FuzzConfig(f *testing.F) {
 			t.Fatalf("accepted config, controller refused oddly: %v", err)
 		}
 	})
+}
+
+// TestFilesAreBounded: a token or configuration file that is not a
+// regular file (a device that never ends, a FIFO that would block the
+// reload) or is over its bound is refused at once, saying why.
+func TestFilesAreBounded(t *testing.T) {
+	dir := t.TempDir()
+	zero := filepath.Join(dir, "zero")
+	require.NoError(t, os.Symlink("/dev/zero", zero))
+	fifo := filepath.Join(dir, "fifo")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	big := filepath.Join(dir, "big")
+	line := "alice 0123456789abcdef0123\n"
+	bigText := strings.Repeat("# "+strings.Repeat("x", 60)+"\n", maxTokensFile/60) + line
+	require.NoError(t, os.WriteFile(big, []byte(bigText), 0o600))
+	for path, want := range map[string]string{
+		zero: "not a regular file but a device",
+		fifo: "not a regular file but a FIFO",
+		dir:  "not a regular file but a directory",
+		big:  fmt.Sprintf("%d bytes: at most 1048576", len(bigText)),
+	} {
+		_, err := readTokens(path)
+		assert.ErrorContains(t, err, path+": "+want)
+		f := serveFlags{config: path}
+		_, _, err = f.settings(func(string) string { return "" }, map[string]bool{"config": true})
+		assert.ErrorContains(t, err, path+": "+want)
+	}
+	// A symbolic link to a regular file is fine.
+	ok := filepath.Join(dir, "ok")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "tokens"), []byte(line), 0o600))
+	require.NoError(t, os.Symlink(filepath.Join(dir, "tokens"), ok))
+	toks, err := readTokens(ok)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"alice": "0123456789abcdef0123"}, toks)
+}
+
+// TestConfigBounds: the controller's bounds are reported with the line of
+// what exceeds them.
+func TestConfigBounds(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("features:\n")
+	for i := range dimmer.MaxFeatures + 1 {
+		fmt.Fprintf(&b, "  - name: f%d\n", i)
+	}
+	b.WriteString("segments:\n  - name: " + strings.Repeat("s", dimmer.MaxName+1) + "\n")
+	_, err := parseConfig("many.yaml", []byte(b.String()))
+	assert.ErrorContains(t, err, "line 2: features: 1001 features: at most 1000")
+	assert.ErrorContains(t, err, "segments[0].name: 65 bytes long: at most 64")
+}
+
+// TestConnsPerClient: the cap of connections per client, from the file,
+// the environment or a flag; 0 turns it off; anything else is refused.
+func TestConnsPerClient(t *testing.T) {
+	c, err := parseConfig("c.yaml", []byte("max_conns_per_client: 64\n"))
+	require.NoError(t, err)
+	assert.Equal(t, server.Limits{PerClient: 64}, c.Conns)
+	c, err = parseConfig("c.yaml", []byte("max_conns_per_client: 0\n"))
+	require.NoError(t, err)
+	assert.Equal(t, server.Limits{PerClient: -1}, c.Conns, "0: no cap")
+	_, err = parseConfig("c.yaml", []byte("max_conns_per_client: -3\n"))
+	assert.ErrorContains(t, err, "line 1: max_conns_per_client: -3: want a number of connections, or 0 for no cap")
+	c, err = parseConfig("(defaults)", nil)
+	require.NoError(t, err)
+	assert.Equal(t, server.Limits{}, c.Conns, "the default cap")
+
+	var f serveFlags
+	c, _, err = f.settings(func(k string) string {
+		return map[string]string{"BROWNOUTD_MAX_CONNS_PER_CLIENT": "9", "HOME": t.TempDir()}[k]
+	}, map[string]bool{})
+	require.NoError(t, err)
+	assert.Equal(t, server.Limits{PerClient: 9}, c.Conns)
+	f.perClient = "many"
+	_, _, err = f.settings(func(k string) string { return map[string]string{"HOME": t.TempDir()}[k] }, map[string]bool{"max-conns-per-client": true})
+	assert.ErrorContains(t, err, `max conns per client "many"`)
+	assert.Equal(t, []string{"max_conns_per_client"}, restartOnly(&config{}, &config{Conns: server.Limits{PerClient: 9}}))
 }

@@ -25,11 +25,14 @@ func newEcho(a *api.API, reg *prometheus.Registry) *echoServer {
 	h := echo.WrapHandler(a.Handler())
 	e.Any("/ofrep/*", h)
 	e.Any("/v1/*", h)
+	// The routes beside the API's are refused, as its reads are, to a
+	// page whose name was re-pointed at a loopback daemon (api.Local).
+	local := echo.WrapMiddleware(a.Local)
 	// The operator dial at / (its files at /dial.js, /vendor/…); the
 	// routes above and below are longer and win.
 	dial := echo.WrapHandler(web.Handler())
-	e.GET("/*", dial)
-	e.HEAD("/*", dial)
+	e.GET("/*", dial, local)
+	e.HEAD("/*", dial, local)
 	metrics := echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	healthz := func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") }
 	readyz := func(c echo.Context) error {
@@ -40,9 +43,9 @@ func newEcho(a *api.API, reg *prometheus.Registry) *echoServer {
 	}
 	// GET and HEAD both: load balancers' health checks use either.
 	for _, m := range []string{http.MethodGet, http.MethodHead} {
-		e.Add(m, "/metrics", metrics)
-		e.Add(m, "/healthz", healthz)
-		e.Add(m, "/readyz", readyz)
+		e.Add(m, "/metrics", metrics, local)
+		e.Add(m, "/healthz", healthz, local)
+		e.Add(m, "/readyz", readyz, local)
 	}
 	return s
 }

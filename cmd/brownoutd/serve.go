@@ -10,8 +10,9 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"reflect"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"github.com/brownout/brownout/api"
 	"github.com/brownout/brownout/dimmer"
 	"github.com/brownout/brownout/internal/server"
+	"github.com/brownout/brownout/internal/statedir"
 	"github.com/brownout/brownout/provider"
 	"github.com/brownout/brownout/signals"
 )
@@ -47,6 +49,7 @@ Flags:
 // serveFlags are serve's flags; each has a BROWNOUTD_* variable.
 type serveFlags struct {
 	config, listen, stateDir, tick       string
+	perClient                            string
 	operatorTokens, evalTokens, pushToks string
 	tlsCert, tlsKey                      string
 }
@@ -56,6 +59,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.listen, "listen", "", "address to listen on, host:port (env BROWNOUTD_LISTEN; default 127.0.0.1:8080)")
 	fs.StringVar(&f.stateDir, "state-dir", "", "directory for the operators' overrides, freeze and shadow, private to this user (env BROWNOUTD_STATE_DIR; default $STATE_DIRECTORY under systemd, else $XDG_STATE_HOME/brownoutd, else ~/.local/state/brownoutd)")
 	fs.StringVar(&f.tick, "tick", "", "control period, e.g. 1s (env BROWNOUTD_TICK)")
+	fs.StringVar(&f.perClient, "max-conns-per-client", "", fmt.Sprintf("connections one client address may hold open, every loopback address one client; 0 for no cap, e.g. behind a load balancer (env BROWNOUTD_MAX_CONNS_PER_CLIENT; default %d, a quarter of the %d the server holds)", server.DefaultPerClient, server.MaxConns))
 	fs.StringVar(&f.operatorTokens, "operator-tokens", "", "file of named operator tokens, \"name token\" per line (env BROWNOUTD_OPERATOR_TOKENS); without any, writes only on a loopback listener")
 	fs.StringVar(&f.evalTokens, "eval-tokens", "", "file of tokens required on OFREP evaluations (env BROWNOUTD_EVAL_TOKENS); default open")
 	fs.StringVar(&f.pushToks, "push-tokens", "", "file of tokens required on POST /v1/signals (env BROWNOUTD_PUSH_TOKENS); required with the push source on a non-loopback listener")
@@ -75,7 +79,7 @@ func (f *serveFlags) settings(getenv func(string) string, set map[string]bool) (
 	file := pick("config", f.config, "BROWNOUTD_CONFIG")
 	var data []byte
 	if file != "" {
-		b, err := os.ReadFile(file)
+		b, err := readFile(file, maxConfigFile)
 		if err != nil {
 			return nil, file, err
 		}
@@ -90,6 +94,15 @@ func (f *serveFlags) settings(getenv func(string) string, set map[string]bool) (
 			return nil, file, fmt.Errorf("listen %q: want host:port", v)
 		}
 		c.Listen = v
+	}
+	if v := pick("max-conns-per-client", f.perClient, "BROWNOUTD_MAX_CONNS_PER_CLIENT"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err == nil {
+			c.Conns, err = perClient(n)
+		}
+		if err != nil {
+			return nil, file, fmt.Errorf("max conns per client %q: want a number of connections, or 0 for no cap", v)
+		}
 	}
 	if v := pick("state-dir", f.stateDir, "BROWNOUTD_STATE_DIR"); v != "" {
 		c.StateDir = v
@@ -145,16 +158,11 @@ func (f *serveFlags) settings(getenv func(string) string, set map[string]bool) (
 // another local user could plant operator.json or hold the lock: without
 // any of these, an error says what to set.
 func defaultStateDir(getenv func(string) string) (string, error) {
-	if d, _, _ := strings.Cut(getenv("STATE_DIRECTORY"), ":"); d != "" {
-		return d, nil
+	d, err := statedir.Default("brownoutd", getenv)
+	if err != nil {
+		return "", fmt.Errorf("%w: set --state-dir (or BROWNOUTD_STATE_DIR, state_dir in the file) to a directory private to this user, or run under systemd with StateDirectory=brownoutd", err)
 	}
-	if d := getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
-		return filepath.Join(d, "brownoutd"), nil
-	}
-	if h := getenv("HOME"); filepath.IsAbs(h) {
-		return filepath.Join(h, ".local", "state", "brownoutd"), nil
-	}
-	return "", errors.New("no state dir: set --state-dir (or BROWNOUTD_STATE_DIR, state_dir in the file) to a directory private to this user, or run under systemd with StateDirectory=brownoutd; with no HOME there is no default")
+	return d, nil
 }
 
 func fileName(f string) string {
@@ -247,7 +255,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// The Go runtime's usual metrics, and the heap live after the last
+	// collection (go_gc_heap_live_bytes): what the daemon keeps, without
+	// the garbage of the moment (the hostile clients' test bounds it).
+	reg.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
+		collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)})),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	prov, err := provider.New(ctl, provider.Options{Registerer: reg})
 	if err != nil {
 		return err
@@ -263,7 +276,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer a.Close() // the state dir's lock, after the last Save
-	ln, err := server.Listen(c.Listen)
+	ln, err := server.ListenWith(c.Listen, c.Conns)
 	if err != nil {
 		return err
 	}
@@ -356,6 +369,9 @@ func restartOnly(running, next *config) []string {
 	var out []string
 	if running.Listen != next.Listen {
 		out = append(out, "listen")
+	}
+	if running.Conns != next.Conns {
+		out = append(out, "max_conns_per_client")
 	}
 	if running.StateDir != next.StateDir {
 		out = append(out, "state_dir")

@@ -36,7 +36,10 @@ that point a shop at them:
   shop-demo: dependencies: --payment URL --sms URL --recs URL
 
 They keep every idempotency key they saw, by design. The admin endpoints
-have no authentication: keep them on loopback (the default).
+have no authentication: keep them on loopback (the default); they serve
+clients on this machine only (a browser's page of another site, or of a
+name re-pointed at 127.0.0.1, gets 403), and writes must be
+Content-Type: application/json.
 
 Flags:
 `)

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/brownout/brownout/api"
 	"github.com/brownout/brownout/internal/server"
 	"github.com/brownout/brownout/web"
 )
@@ -42,7 +43,14 @@ func startDialFront(addr string) (*dialFront, error) {
 	mux.Handle("GET /{$}", http.RedirectHandler("/dial/", http.StatusFound))
 	mux.Handle("GET /dial/", http.StripPrefix("/dial", web.Handler()))
 	mux.HandleFunc("/v1/", f.api)
-	f.srv = server.New(mux)
+	var h http.Handler = mux
+	if loopback(addr) {
+		// The shop behind it takes every Host (a sale's shop is not told it
+		// listens on loopback): this front refuses, as a loopback daemon
+		// does, a page whose name was re-pointed at it.
+		h = api.LocalOnly(mux)
+	}
+	f.srv = server.New(h)
 	go f.srv.Serve(ln)
 	return f, nil
 }

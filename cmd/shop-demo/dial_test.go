@@ -103,3 +103,40 @@ func TestDialFrontKeepsTheBrowsersOrigin(t *testing.T) {
 	assert.Equal(t, 200, resp.StatusCode, "the dial's own write, through the front")
 	assert.Equal(t, dimmer.Frozen, ctl.State().Mode)
 }
+
+// TestDialFrontRefusesRebinding: the sale's shop behind the front takes
+// any Host (it is not told it listens on loopback), so the front, on
+// loopback, refuses a page whose name was re-pointed at it, as a loopback
+// daemon does: the state and the stream (with its shed seed) are not
+// read through it; the dial's own reads are.
+func TestDialFrontRefusesRebinding(t *testing.T) {
+	ctl, err := dimmer.New(dimmer.Config{Targets: []dimmer.Target{{Signal: signals.LatencyP99, Target: 1}},
+		Features: []dimmer.Feature{{Name: "recommendations"}}})
+	require.NoError(t, err)
+	a, err := api.New(api.Config{Controller: ctl})
+	require.NoError(t, err)
+	shop := httptest.NewServer(a.Handler())
+	defer shop.Close()
+	f, err := startDialFront("127.0.0.1:0")
+	require.NoError(t, err)
+	defer f.close()
+	f.follow(shop.URL)
+	base := strings.SplitN(f.url, "/dial/", 2)[0]
+	_, port, _ := net.SplitHostPort(hostile.Addr(t, base))
+	c := hostile.Client()
+	for _, path := range []string{"/v1/state", "/v1/stream", "/dial/"} {
+		req, err := http.NewRequest("GET", base+path, nil)
+		require.NoError(t, err)
+		req.Host = "evil.example:" + port
+		resp, err := c.Do(req)
+		require.NoError(t, err)
+		hostile.RequireProblem(t, resp, http.StatusForbidden, "a rebound page: "+path)
+	}
+	req, err := http.NewRequest("GET", base+"/v1/state", nil)
+	require.NoError(t, err)
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	resp, err := c.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, 200, resp.StatusCode, "the dial's own read")
+}

@@ -3,16 +3,21 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/brownout/brownout/api"
 	"github.com/brownout/brownout/internal/hostile"
 	"github.com/brownout/brownout/internal/server"
+	"github.com/brownout/brownout/shop"
 )
 
 // TestHostileClients runs `shop-demo serve` on its defaults over
@@ -82,6 +87,14 @@ func TestHostileClients(t *testing.T) {
 		return string(b)
 	}
 	user := http.Header{"X-User-Id": {"u1"}}
+	alive := func(tb testing.TB) { get(tb, "/v1/state") }
+	// The shop's rate-limited routes, each keyed by the user (and the
+	// flash deal by the address too).
+	routes := []struct{ method, path, body string }{
+		{"GET", "/api/deals/flash", ""},
+		{"POST", "/api/beacon", `{"e":"view"}`},
+		{"GET", "/api/products/1", ""},
+	}
 	hostile.Target{
 		Base: base,
 		Writes: []hostile.Write{
@@ -101,6 +114,115 @@ func TestHostileClients(t *testing.T) {
 		MaxHeaderBytes: server.MaxHeaderBytes,
 		Stream:         "/v1/stream",
 		Streams:        200,
-		Alive:          func(tb testing.TB) { get(tb, "/v1/state") },
+		Alive:          alive,
+		Reads:          append(apiReads(), hostile.Read{Method: "GET", Path: "/metrics"}, hostile.Read{Method: "GET", Path: "/dial/"}),
+
+		GC: runtime.GC,
+		Floods: []hostile.Flood{
+			{
+				Name: "distinct user ids near the header cap",
+				N:    300,
+				Request: func(tb testing.TB, i int) *http.Request {
+					r := routes[i%len(routes)]
+					req := newRequest(tb, r.method, base+r.path, r.body)
+					req.Header.Set(shop.UserHeader, hostile.Key(i, keyBytes))
+					return req
+				},
+				// 429: the flash deal's per-address limit; 503: shed.
+				Allow: []int{http.StatusOK, http.StatusNoContent, http.StatusTooManyRequests, http.StatusServiceUnavailable},
+				Keep:  2 << 10,
+				Why:   "a digest of the key (not the key) in each rate limiter that saw it, the shedder's and the flash deal's per user: a few hundred bytes each",
+			},
+			{
+				Name: "rotating forwarded addresses",
+				N:    40,
+				Request: func(tb testing.TB, i int) *http.Request {
+					req := newRequest(tb, "GET", base+"/api/deals/flash", "")
+					req.Header.Set(shop.UserHeader, fmt.Sprintf("bot-%d", i)) // and a new user each time
+					req.Header.Set("X-Forwarded-For", fmt.Sprintf("203.0.113.%d", i+1))
+					return req
+				},
+				Allow: []int{http.StatusOK, http.StatusTooManyRequests, http.StatusServiceUnavailable},
+				Keep:  2 << 10,
+				Why:   "a digest per user in the per-user limits; the claimed addresses are not kept",
+				Check: func(tb testing.TB, statuses []int, elapsed time.Duration) {
+					// The shop trusts no proxy: every lookup is 127.0.0.1's,
+					// which the per-address limit holds to its burst and rate.
+					served, most := hostile.Count(statuses, http.StatusOK), dealAddrBurst+int(dealAddrRate*elapsed.Seconds())+1
+					assert.LessOrEqual(tb, served, most, "lookups served in %v with rotating X-Forwarded-For", elapsed)
+					tb.Logf("%d of %d served, %d refused by the limit, %d shed", served, len(statuses),
+						hostile.Count(statuses, http.StatusTooManyRequests), hostile.Count(statuses, http.StatusServiceUnavailable))
+				},
+			},
+			{
+				Name: "rotating addresses",
+				N:    500,
+				From: hostile.Loopback,
+				Request: func(tb testing.TB, i int) *http.Request {
+					req := newRequest(tb, "GET", base+"/api/deals/flash", "")
+					req.Header.Set(shop.UserHeader, fmt.Sprintf("visitor-%d", i))
+					return req
+				},
+				Allow: []int{http.StatusOK, http.StatusTooManyRequests, http.StatusServiceUnavailable},
+				Keep:  2 << 10,
+				Why:   "an entry per address and per user in the limits (digests): a few hundred bytes each",
+				Check: func(tb testing.TB, statuses []int, _ time.Duration) {
+					assert.Zero(tb, hostile.Count(statuses, http.StatusTooManyRequests), "each address (and user) has its own allowance")
+					tb.Logf("%d of %d served, %d shed", hostile.Count(statuses, http.StatusOK), len(statuses), hostile.Count(statuses, http.StatusServiceUnavailable))
+				},
+			},
+		},
+		FloodStreams: []hostile.StreamPath{{Path: "/v1/stream"}, {Path: "/ofrep/v1/events", OFREP: true}},
+		MaxStreams:   api.DefaultMaxStreams,
+		StreamKeep:   streamKeep,
+		StreamWhy:    streamWhy,
 	}.Run(t)
+}
+
+// The flash deal's per-address limit (shop.New: burst 10, 2 a second).
+const (
+	dealAddrBurst = 10
+	dealAddrRate  = 2.0
+)
+
+// keyBytes is the size of a hostile client key: near the servers' header
+// cap (server.MaxHeaderBytes, which net/http enforces with 4 KiB of
+// slack).
+const keyBytes = 60 << 10
+
+// streamKeep is what an unread stream may keep in the server's heap, and
+// streamWhy says why: net/http's buffers for its connection (4 KiB read,
+// 4 KiB write, 2 KiB chunking), its request and response (~4 KiB), the
+// stream's first state event (~3 KiB), subscriber and timers, and the
+// test's own end of the connection (the server runs in the test's
+// process): about 19 KiB measured against brownoutd.
+const (
+	streamKeep = 24 << 10
+	streamWhy  = "a connection's buffers (10 KiB), request and response, the stream's state event, subscriber and timers, and the test's end: ~19 KiB measured"
+)
+
+// apiReads are the embedded controller's reads, which a loopback shop
+// without tokens must refuse to a rebound page or another site's.
+func apiReads() []hostile.Read {
+	ctx := `{"context":{"targetingKey":"u1"}}`
+	return []hostile.Read{
+		{Method: "GET", Path: "/v1/state"},
+		{Method: "GET", Path: "/v1/history"},
+		{Method: "GET", Path: "/v1/events"},
+		{Method: "GET", Path: "/v1/stream"},
+		{Method: "POST", Path: "/v1/stream/token"},
+		{Method: "GET", Path: "/ofrep/v1/events", OFREP: true},
+		{Method: "POST", Path: "/ofrep/v1/evaluate/flags", Body: ctx, OFREP: true},
+		{Method: "POST", Path: "/ofrep/v1/evaluate/flags/recommendations", Body: ctx, OFREP: true},
+	}
+}
+
+func newRequest(tb testing.TB, method, url, body string) *http.Request {
+	tb.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	require.NoError(tb, err)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	return req
 }

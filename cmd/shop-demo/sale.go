@@ -121,7 +121,9 @@ func saleOnce(ctx context.Context, cfg shop.SaleConfig, p shop.Protect, workers 
 		return nil, err
 	}
 	defer s.Close()
-	ln, err := server.Listen("127.0.0.1:0")
+	// The generator is the shop's only client, with as many connections
+	// as the load needs: no cap per client.
+	ln, err := server.ListenWith("127.0.0.1:0", server.Limits{PerClient: -1})
 	if err != nil {
 		return nil, err
 	}

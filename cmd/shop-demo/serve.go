@@ -22,7 +22,7 @@ import (
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	listen := fs.String("listen", "127.0.0.1:8081", "address to listen on (:0 or 127.0.0.1:0 picks a free port; the bound address is printed)")
-	state := fs.String("state", "", "state directory for the SQLite database (default: brownout/shop under the user cache dir)")
+	state := fs.String("state", "", "state directory for the SQLite database, private to this user (default $STATE_DIRECTORY under systemd, else $XDG_STATE_HOME/brownout/shop, else ~/.local/state/brownout/shop)")
 	db := fs.String("db", "", "database: postgres://… for PostgreSQL, or an SQLite file path (default: shop.db in --state)")
 	protect := fs.String("protect", "brownout", "protection: none (the baseline), shed (shedding only), brownout")
 	workers := fs.Int("workers", 4, "the hidden worker pool (never told to the shedder)")
@@ -33,6 +33,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	brownoutd := fs.String("brownoutd", "", "fleet mode: follow the levels of the brownoutd at this base URL (http://HOST:PORT) instead of an embedded controller; the daemon reads this shop's /metrics")
 	brownoutdToken := fs.String("brownoutd-token", "", "token sent to --brownoutd (env BROWNOUTD_TOKEN)")
 	redisURL := fs.String("redis", "", "keep the per-client rate limits in this Redis (redis://HOST:PORT[/DB]), shared by every instance")
+	perClient := fs.Int("max-conns-per-client", server.DefaultPerClient, fmt.Sprintf("connections one client address may hold open, every loopback address one client (a quarter of the %d the server holds); 0 for no cap, e.g. behind a load balancer that holds more", server.MaxConns))
 	proxies := fs.String("trusted-proxies", "", "comma-separated addresses or CIDR prefixes of the load balancers in front, whose X-Forwarded-For names the client (default none: every client is its connection's address; the sale's generator on this machine needs 127.0.0.1)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: shop-demo serve [flags]
@@ -95,7 +96,14 @@ Flags:
 		return err
 	}
 	defer s.Close()
-	ln, err := server.Listen(*listen)
+	if *perClient < 0 {
+		return usagef("serve: --max-conns-per-client %d: want a number of connections, or 0 for no cap", *perClient)
+	}
+	limits := server.Limits{PerClient: *perClient}
+	if *perClient == 0 {
+		limits.PerClient = -1
+	}
+	ln, err := server.ListenWith(*listen, limits)
 	if err != nil {
 		return err
 	}

@@ -1,11 +1,17 @@
 // Package hostile is what the project's tests throw at its servers the
 // way a hostile web page, a careless client or a noisy neighbour would:
-// cross-site and DNS-rebinding writes, untyped bodies, headers that never
-// end, bodies that stall, huge headers, streams nobody reads. Every
-// helper is bounded (a deadline on every read) and talks to 127.0.0.1
-// only; the assertions say what a server must answer: a clear 4xx
-// (problem+json, or OFREP's shape on OFREP routes) or a closed
-// connection.
+// cross-site and DNS-rebinding writes and reads, untyped bodies, headers
+// that never end, bodies that stall, huge headers, streams nobody reads;
+// then floods — many client keys near the header cap, many client
+// addresses, many pushing instances, streams up to the server's cap —
+// each bounded in the server's live heap (HeapMetric, read after a
+// collection, without the race detector). Every helper is bounded (a
+// deadline on every read, a number of requests, never a duration) and
+// talks to 127.0.0.0/8 only; the assertions say what a server must
+// answer: a clear 4xx (problem+json, or OFREP's shape on OFREP routes)
+// or a closed connection, and where a write was refused, an unchanged
+// state. Target.Run is the suite; the commands' tests give it their
+// servers on their defaults.
 package hostile
 
 import (

@@ -3,8 +3,11 @@ package hostile
 import (
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // Write is a tokenless write a target takes from its local operator: a
@@ -48,12 +51,86 @@ type Target struct {
 	Stream  string
 	Streams int
 	Alive   func(tb testing.TB)
+	// Reads are its reads without a token on its loopback listener: each
+	// must be refused (403: problem+json, OFREP's shape where OFREP) to a
+	// page whose name was re-pointed at 127.0.0.1 and to a page of another
+	// site, and the refusal must not carry the stream's shed seed.
+	Reads []Read
+
+	// GC makes the server collect (runtime.GC for a server in the test's
+	// process), so that its live heap (HeapMetric) is current. The floods
+	// below run one after another once the attacks above are over, each
+	// bounded in the server's live heap; without the race detector only
+	// (Race), whose allocations blur the figures.
+	GC     func()
+	Floods []Flood
+	// FloodStreams are the server's event streams: MaxStreams of them
+	// (spread over the paths) are opened and never read, the server's
+	// live heap growing by at most MaxStreams × StreamKeep (StreamWhy says
+	// why); one more on each path is refused (503 with Retry-After, in the
+	// path's error shape), Alive keeps answering, and once they close a
+	// stream opens again and the heap comes back.
+	FloodStreams []StreamPath
+	MaxStreams   int
+	StreamKeep   int64
+	StreamWhy    string
 }
 
-// Run attacks tg, each attack a parallel subtest.
+// Read is a read a page must not make of a loopback server: a method, a
+// path, a body (OFREP's evaluations take one), and whether the route
+// answers in OFREP's error shape.
+type Read struct {
+	Method, Path, Body string
+	OFREP              bool
+}
+
+// Run attacks tg: the attacks in parallel subtests, then the floods one
+// after another.
 func (tg Target) Run(t *testing.T) {
+	t.Run("attacks", tg.attacks)
+	t.Run("floods", tg.floods)
+}
+
+// attacks runs the attacks on tg, each a parallel subtest.
+func (tg Target) attacks(t *testing.T) {
 	addr := Addr(t, tg.Base)
 	_, port, _ := net.SplitHostPort(addr)
+	if len(tg.Reads) > 0 {
+		t.Run("rebound and cross-site reads", func(t *testing.T) {
+			t.Parallel()
+			evil := "evil.example:" + port
+			c := Client()
+			for _, rd := range tg.Reads {
+				for _, a := range []Attack{
+					{Name: "rebound page", Host: evil, Header: map[string]string{"Origin": "http://" + evil, "Sec-Fetch-Site": "same-origin"}},
+					{Name: "rebound name, no browser headers", Host: evil},
+					{Name: "page of another site", Header: map[string]string{"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "cors"}},
+					{Name: "page of another local port", Header: map[string]string{"Sec-Fetch-Site": "same-site", "Sec-Fetch-Mode": "no-cors"}},
+				} {
+					req := a.Request(t, rd.Method, tg.Base+rd.Path, rd.Body)
+					if rd.Body == "" {
+						req.Body, req.ContentLength = http.NoBody, 0
+					}
+					resp, err := c.Do(req)
+					if err != nil {
+						t.Fatalf("%s %s %s: %v", a.Name, rd.Method, rd.Path, err)
+					}
+					what := a.Name + ": " + rd.Method + " " + rd.Path
+					if rd.OFREP {
+						e := RequireOFREPError(t, resp, http.StatusForbidden, what)
+						if strings.Contains(e.ErrorDetails, "shed_seed") {
+							t.Fatalf("%s: the refusal carries the shed seed", what)
+						}
+						continue
+					}
+					p := RequireProblem(t, resp, http.StatusForbidden, what)
+					if strings.Contains(p.Detail, "shed_seed") {
+						t.Fatalf("%s: the refusal carries the shed seed", what)
+					}
+				}
+			}
+		})
+	}
 	if len(tg.Writes) > 0 {
 		t.Run("browser writes", func(t *testing.T) {
 			t.Parallel()
@@ -84,12 +161,21 @@ func (tg Target) Run(t *testing.T) {
 			t.Fatalf("a header of %d bytes: status %d, want 431", 2*tg.MaxHeaderBytes, resp.StatusCode)
 		}
 		RequireClosed(t, c, Slack, "huge header")
+		if resp != nil {
+			t.Logf("a header of %d bytes: %d, then closed", 2*tg.MaxHeaderBytes, resp.StatusCode)
+		} else {
+			t.Logf("a header of %d bytes: closed without an answer", 2*tg.MaxHeaderBytes)
+		}
 	})
 	for _, s := range tg.Stalls {
 		t.Run("stalled body "+s.Method+" "+s.Path, func(t *testing.T) {
 			t.Parallel()
+			start := time.Now()
 			c := StalledBody(t, addr, s.Method, s.Path, s.Header, s.Sent, s.Length)
 			resp, err := ReadResponse(t, c, tg.BodyTimeout+Slack)
+			if err == nil {
+				t.Logf("%d after %v", resp.StatusCode, time.Since(start).Round(10*time.Millisecond))
+			}
 			switch {
 			case s.Want == 0:
 			case err != nil:
@@ -100,6 +186,7 @@ func (tg Target) Run(t *testing.T) {
 				RequireProblem(t, resp, s.Want, "stalled body")
 			}
 			RequireClosed(t, c, Slack, "after a stalled body")
+			t.Logf("closed after %v", time.Since(start).Round(10*time.Millisecond))
 		})
 	}
 	if tg.Stream != "" {
@@ -113,4 +200,80 @@ func (tg Target) Run(t *testing.T) {
 			}
 		})
 	}
+}
+
+// floods runs tg's floods one after another, each bounded in the
+// server's live heap.
+func (tg Target) floods(t *testing.T) {
+	if len(tg.Floods) == 0 && len(tg.FloodStreams) == 0 {
+		return
+	}
+	if Race {
+		t.Skip("heap figures are meaningless under -race: the floods run in the pass without it")
+	}
+	for _, f := range tg.Floods {
+		t.Run(f.Name, func(t *testing.T) {
+			before := LiveHeap(t, tg.Base, tg.GC)
+			f.run(t)
+			after := LiveHeap(t, tg.Base, tg.GC)
+			t.Logf("%d requests: live heap %s → %s (%+.1f MB; bound %s = %s slack + %d × %d B: %s)",
+				f.N, MB(before), MB(after), float64(after-before)/1e6, MB(f.bound()), MB(HeapSlack), f.N, f.Keep, f.Why)
+			if after-before > f.bound() {
+				t.Fatalf("the live heap grew by %s over %d requests: at most %s", MB(after-before), f.N, MB(f.bound()))
+			}
+		})
+	}
+	if len(tg.FloodStreams) > 0 {
+		t.Run("streams nobody reads, up to the cap", tg.floodStreams)
+	}
+}
+
+// floodStreams opens MaxStreams streams that are never read, spread over
+// FloodStreams, and checks the server's heap, its cap and its recovery.
+func (tg Target) floodStreams(t *testing.T) {
+	addr := Addr(t, tg.Base)
+	before := LiveHeap(t, tg.Base, tg.GC)
+	conns := make([]net.Conn, 0, tg.MaxStreams)
+	for i := range tg.MaxStreams {
+		sp := tg.FloodStreams[i%len(tg.FloodStreams)]
+		c, status := OpenStream(t, addr, sp.Path)
+		if status != http.StatusOK {
+			t.Fatalf("stream %d of %d (%s): status %d, want 200", i+1, tg.MaxStreams, sp.Path, status)
+		}
+		conns = append(conns, c)
+	}
+	open := LiveHeap(t, tg.Base, tg.GC)
+	bound := HeapSlack + int64(tg.MaxStreams)*tg.StreamKeep
+	t.Logf("%d streams unread: live heap %s → %s (%+.1f MB; bound %s = %s slack + %d × %d B: %s)",
+		tg.MaxStreams, MB(before), MB(open), float64(open-before)/1e6, MB(bound), MB(HeapSlack), tg.MaxStreams, tg.StreamKeep, tg.StreamWhy)
+	if open-before > bound {
+		t.Fatalf("%d unread streams grew the live heap by %s: at most %s", tg.MaxStreams, MB(open-before), MB(bound))
+	}
+	for _, sp := range tg.FloodStreams {
+		StreamRefused(t, addr, sp, http.StatusServiceUnavailable)
+	}
+	start := time.Now()
+	tg.Alive(t)
+	if d := time.Since(start); d > Slack {
+		t.Fatalf("with %d streams unread, the server took %v to answer", tg.MaxStreams, d)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	// The server sees each client leave (its read of the connection ends)
+	// and frees the stream: one opens again, and the heap comes back.
+	require.Eventually(t, func() bool {
+		c, status, err := openStream(addr, tg.FloodStreams[0].Path)
+		if err == nil {
+			c.Close()
+		}
+		return status == http.StatusOK
+	}, 10*time.Second, 50*time.Millisecond, "no stream opens once the unread ones have closed")
+	var after int64
+	require.Eventually(t, func() bool {
+		n, err := liveHeap(tg.Base, tg.GC)
+		after = n
+		return err == nil && after-before <= HeapSlack
+	}, 10*time.Second, 100*time.Millisecond, "the streams' heap is not freed once they close")
+	t.Logf("closed: live heap %s", MB(after))
 }

@@ -1,7 +1,8 @@
 // Package jsonbody reads a JSON request body the way every API of this
 // project does: application/json (the media type parsed, not prefixed),
-// at most a given size, one value, within a deadline, and an error that
-// tells the client what was wrong with the status to answer it with.
+// at most a given size, one value, within a deadline, each name once and
+// in its field's own case, and an error that tells the client what was
+// wrong with the status to answer it with.
 //
 // The deadline is the connection's read deadline, set before reading and
 // never cleared here (net/http clears it once the body is read to its
@@ -11,6 +12,7 @@
 package jsonbody
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +20,7 @@ import (
 	"mime"
 	"net/http"
 	"os"
+	"reflect"
 	"time"
 
 	"github.com/brownout/brownout/internal/server"
@@ -58,7 +61,19 @@ func decode(w http.ResponseWriter, r *http.Request, v any, o Options) (int, erro
 	if o.Timeout > 0 {
 		server.SetBodyDeadline(w, r, o.Timeout)
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, o.Max))
+	// Read whole (at most Max): its names are checked before it is
+	// decoded.
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, o.Max))
+	if err != nil {
+		if status, err := readError(err, o); status != 0 {
+			return status, err
+		}
+		return http.StatusBadRequest, fmt.Errorf("reading the body: %v", err)
+	}
+	if err := checkNames(body, reflect.TypeOf(v)); err != nil {
+		return http.StatusBadRequest, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	if o.Strict {
 		dec.DisallowUnknownFields()
 	}

@@ -51,7 +51,9 @@ func TestDecode(t *testing.T) {
 func TestTrailingData(t *testing.T) {
 	for _, body := range []string{`{"a":1}}`, `{"a":1}]`, `{"a":1} x`} {
 		r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body))
-		var v struct{ A int }
+		var v struct {
+			A int `json:"a"`
+		}
 		w := httptest.NewRecorder()
 		status, err := Decode(w, r, &v, Options{Max: 64})
 		assert.Equal(t, 400, status, body)

@@ -10,9 +10,11 @@
 //     us (net/http clears it when the body reaches its end), so that the
 //     drain net/http does after a handler that left its body unread is
 //     bounded too, and a body that stalls ends in a closed connection;
-//   - an idle keep-alive connection closes after IdleTimeout;
+//   - an idle keep-alive connection closes after IdleTimeout, and sooner
+//     when the server is near MaxConns (Listener);
 //   - at most MaxConns connections open at once (Listen; further
-//     connections wait in the kernel's backlog until one closes).
+//     connections wait in the kernel's backlog until one closes), at most
+//     Limits.PerClient of them (DefaultPerClient) from one client address.
 //
 // There is no WriteTimeout: brownoutd and the shop carry event streams
 // (/v1/stream, /ofrep/v1/events) that last as long as their clients; the
@@ -23,8 +25,6 @@ import (
 	"net"
 	"net/http"
 	"time"
-
-	"golang.org/x/net/netutil"
 )
 
 const (
@@ -35,7 +35,7 @@ const (
 	ReadHeaderTimeout = 5 * time.Second
 	// BodyTimeout bounds the time a client takes to send a request body
 	// once its headers are in: our bodies are at most a few hundred KiB
-	// (a push is capped at 1 MiB), 10 s is a slow mobile link's worth.
+	// (a push is capped at 256 KiB), 10 s is a slow mobile link's worth.
 	BodyTimeout = 10 * time.Second
 	// IdleTimeout closes a keep-alive connection that carries no request
 	// for this long: long enough for the apps' and load generators'
@@ -58,28 +58,30 @@ const (
 )
 
 // New returns a server of h with the bounds above; the caller serves it
-// on a listener from Listen.
+// on a listener from Listen (the server tells the listener which of its
+// connections are idle).
 func New(h http.Handler) *http.Server {
 	return &http.Server{
 		Handler:           BodyDeadline(h, BodyTimeout),
 		ReadHeaderTimeout: ReadHeaderTimeout,
 		IdleTimeout:       IdleTimeout,
 		MaxHeaderBytes:    MaxHeaderBytes,
+		ConnState:         trackState,
 	}
 }
 
-// Listen listens on the TCP address addr with at most MaxConns
-// connections open at once.
-func Listen(addr string) (net.Listener, error) {
+// Listen listens on the TCP address addr with the default Limits.
+func Listen(addr string) (*Listener, error) { return ListenWith(addr, Limits{}) }
+
+// ListenWith listens on the TCP address addr with at most MaxConns
+// connections open at once and l's other bounds.
+func ListenWith(addr string, l Limits) (*Listener, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	return Limit(ln), nil
+	return LimitWith(ln, l), nil
 }
-
-// Limit caps ln at MaxConns connections open at once.
-func Limit(ln net.Listener) net.Listener { return netutil.LimitListener(ln, MaxConns) }
 
 // BodyDeadline gives every request with a body d to send it: the
 // connection's read deadline is set before h runs. It is never cleared

@@ -108,7 +108,8 @@ func (c PaymentClient) Charge(ctx context.Context, order string, amountCents int
 
 // Void gives charge id back (idempotent: voiding twice is fine).
 func (c PaymentClient) Void(ctx context.Context, id string) error {
-	return call(ctx, c.HTTP, http.MethodPost, c.BaseURL+"/v1/charges/"+url.PathEscape(id)+"/void", nil, "", "payment void", nil)
+	// A write is JSON, an empty object at least (internal/local).
+	return call(ctx, c.HTTP, http.MethodPost, c.BaseURL+"/v1/charges/"+url.PathEscape(id)+"/void", []byte("{}"), "", "payment void", nil)
 }
 
 // Cancel voids whatever was charged under key, and makes sure nothing

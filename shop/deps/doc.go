@@ -42,17 +42,21 @@
 //
 // For example:
 //
-//	curl -X PUT -d '{"slow":true}' $SMS/admin/fault
-//	curl -X PUT -d '{"latency":"80ms","error_rate":0.2}' $PAYMENT/admin/fault
+//	curl -X PUT -H 'Content-Type: application/json' -d '{"slow":true}' $SMS/admin/fault
+//	curl -X PUT -H 'Content-Type: application/json' -d '{"latency":"80ms","error_rate":0.2}' $PAYMENT/admin/fault
 //
-// (curl's default form content type is accepted: the body is read as JSON
-// whatever its type says, unless it names another format, which gets 415.)
 // Durations are Go duration strings. A body that is not one JSON object,
 // an unknown field or a value out of bounds is refused with 400 and an
 // application/problem+json body saying which knob and why, and changes
-// nothing; bodies are bounded to [MaxAdminBody] (413 past it). The admin
-// endpoints have no authentication: serve them on loopback only, as Start
-// does by default.
+// nothing; bodies are bounded to [MaxAdminBody] (413 past it).
+//
+// The admin endpoints have no authentication: serve them on loopback only,
+// as Start does by default. Every route of a dependency serves clients on
+// its machine only (internal/local): a request whose Host is not loopback,
+// localhost or the listener's address, whose Origin or Sec-Fetch-Site is
+// another site's, that came through a proxy, or a write (DELETE too) not
+// typed application/json gets 403 — what a page in a browser on the
+// machine could send, to void a charge or slow a dependency down.
 //
 // # Time
 //

@@ -64,7 +64,8 @@ type pipeServer struct {
 
 func servePipe(h http.Handler, stop func()) *pipeServer {
 	l := newPipeNet()
-	return &pipeServer{Server: serve(l, "http://dep.test", h, stop), tr: &http.Transport{DialContext: l.dial}}
+	// Host 127.0.0.1: the dependencies serve local clients only.
+	return &pipeServer{Server: serve(l, "http://127.0.0.1", h, stop), tr: &http.Transport{DialContext: l.dial}}
 }
 
 // client is an HTTP client on the pipe network with a timeout (0: none).
@@ -77,13 +78,19 @@ func (p *pipeServer) close() {
 	p.tr.CloseIdleConnections()
 }
 
-// serveRecorded calls h once, without a network.
+// serveRecorded calls h once, without a network, as a client on the
+// same machine would (Host 127.0.0.1, a write typed application/json
+// unless header says otherwise).
 func serveRecorded(h http.Handler, method, path, body string, header ...string) *httptest.ResponseRecorder {
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
 	}
 	r := httptest.NewRequest(method, path, rd)
+	r.Host = "127.0.0.1"
+	if method != http.MethodGet {
+		r.Header.Set("Content-Type", "application/json")
+	}
 	for i := 0; i+1 < len(header); i += 2 {
 		r.Header.Set(header[i], header[i+1])
 	}

@@ -140,7 +140,12 @@ func NewPaymentGateway(opts Options) *PaymentGateway {
 }
 
 // ServeHTTP serves POST /v1/charges and the admin endpoints.
-func (p *PaymentGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { p.mux.ServeHTTP(w, r) }
+func (p *PaymentGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if foreign(w, r) {
+		return
+	}
+	p.mux.ServeHTTP(w, r)
+}
 
 // Start serves the gateway on addr ("" or ":0": a free port on
 // 127.0.0.1). Closing the Server closes the gateway.

@@ -60,7 +60,12 @@ func NewRecsEngine(opts Options, catalog []string) *RecsEngine {
 }
 
 // ServeHTTP serves GET /v1/recommendations and the admin endpoints.
-func (e *RecsEngine) ServeHTTP(w http.ResponseWriter, r *http.Request) { e.mux.ServeHTTP(w, r) }
+func (e *RecsEngine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if foreign(w, r) {
+		return
+	}
+	e.mux.ServeHTTP(w, r)
+}
 
 // Start serves the engine on addr ("" or ":0": a free port on
 // 127.0.0.1). Closing the Server closes the engine.

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/brownout/brownout/internal/local"
 	"github.com/brownout/brownout/internal/server"
 )
 
@@ -83,6 +84,22 @@ type Server struct {
 	stop func()
 }
 
+// foreign refuses (403, true) a request that is not a local client's
+// (internal/local): a dependency's every route — its API, its fault knobs,
+// its listings — trusts its 127.0.0.1 listener, which every page a
+// browser on the machine has open reaches too (another site's fetch, a
+// name re-pointed at 127.0.0.1). The shop and the sale call them from the
+// same machine, without a browser's headers.
+func foreign(w http.ResponseWriter, r *http.Request) bool {
+	why := local.Check(r)
+	if why == nil {
+		return false
+	}
+	server.Abandon(w, r)
+	writeProblem(w, http.StatusForbidden, why.Type, why.Detail)
+	return true
+}
+
 // listen binds addr; an empty host (or an empty addr) binds 127.0.0.1, an
 // empty port a free one.
 func listen(addr string) (net.Listener, error) {
@@ -99,7 +116,11 @@ func listen(addr string) (net.Listener, error) {
 	if port == "" {
 		port = "0"
 	}
-	return server.Listen(net.JoinHostPort(host, port))
+	ln, err := server.Listen(net.JoinHostPort(host, port))
+	if err != nil {
+		return nil, err // not a nil *server.Listener in a non-nil interface
+	}
+	return ln, nil
 }
 
 func start(addr string, h http.Handler, stop func()) (*Server, error) {
@@ -252,7 +273,9 @@ func (k *knobs[F]) put(w http.ResponseWriter, r *http.Request) {
 }
 
 // jsonish accepts JSON media types, and text/plain and curl's default
-// form type for a body that is JSON all the same.
+// form type for a body that is JSON all the same. Over a dependency's own
+// routes only application/json gets here (foreign refuses the rest, which
+// a page of another site could send).
 func jsonish(contentType string) bool {
 	mt, _, err := mime.ParseMediaType(contentType)
 	if err != nil {

@@ -137,7 +137,12 @@ func NewSMSProvider(opts Options) *SMSProvider {
 }
 
 // ServeHTTP serves POST /v1/messages and the admin endpoints.
-func (s *SMSProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+func (s *SMSProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if foreign(w, r) {
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
 
 // Start serves the provider on addr ("" or ":0": a free port on
 // 127.0.0.1). Closing the Server closes the provider.

@@ -92,6 +92,8 @@ func TestSMSContractRate(t *testing.T) {
 // serveRecordedFrom sends an SMS from a client address, without a network.
 func serveRecordedFrom(h http.Handler, remote, body, key string) *httptest.ResponseRecorder {
 	r := httptest.NewRequest("POST", "/v1/messages", strings.NewReader(body))
+	r.Host = "127.0.0.1"
+	r.Header.Set("Content-Type", "application/json")
 	r.RemoteAddr = remote
 	r.Header.Set("Idempotency-Key", key)
 	w := httptest.NewRecorder()

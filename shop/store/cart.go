@@ -2,8 +2,11 @@ package store
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 )
@@ -38,9 +41,10 @@ func checkText(what, s string) error {
 
 // AddToCart adds qty units of a product to the user's cart: one row per
 // user and product, whose quantity grows with each add. qty must be 1 to
-// MaxQty and the line may not grow beyond MaxQty (ErrBadInput); the
-// product must exist (ErrNotFound). Stock is not reserved: Checkout
-// decides.
+// MaxQty, the line may not grow beyond MaxQty, and a cart holds at most
+// MaxCartLines products (ErrBadInput); the product must exist
+// (ErrNotFound). Stock is not reserved: Checkout decides. Each add
+// renews the whole cart's lifetime (CartTTL, see ExpireCarts).
 func (s *Store) AddToCart(ctx context.Context, user string, productID, qty int64) error {
 	if err := checkUser(user); err != nil {
 		return fmt.Errorf("store: add to cart: %w", err)
@@ -55,16 +59,103 @@ func (s *Store) AddToCart(ctx context.Context, user string, productID, qty int64
 		return fmt.Errorf("store: add to cart: %w", err)
 	}
 	defer s.unlock()
-	res, err := s.db.ExecContext(ctx, s.q.cartAdd, user, productID, qty)
-	if err != nil {
+	if err := s.addToCart(ctx, user, productID, qty); err != nil {
 		return fmt.Errorf("store: add to cart: %w", err)
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("store: add to cart: %w", err)
-	} else if n == 0 {
-		return fmt.Errorf("store: add to cart: %w: product %d: at most %d in a cart line", ErrBadInput, productID, MaxQty)
 	}
 	return nil
+}
+
+func (s *Store) addToCart(ctx context.Context, user string, productID, qty int64) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if s.pg { // SQLite's writers are one at a time already
+		if _, err := tx.ExecContext(ctx, s.q.cartLock, user); err != nil {
+			return err
+		}
+	}
+	now := s.now().UnixMicro()
+	res, err := tx.ExecContext(ctx, s.q.cartAdd, user, productID, qty, now, user, user, productID)
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		var had int64
+		switch err := tx.QueryRowContext(ctx, s.q.cartQty, user, productID).Scan(&had); {
+		case errors.Is(err, sql.ErrNoRows):
+			return fmt.Errorf("%w: at most %d products in a cart", ErrBadInput, MaxCartLines)
+		case err != nil:
+			return err
+		}
+		return fmt.Errorf("%w: product %d: at most %d in a cart line", ErrBadInput, productID, MaxQty)
+	}
+	if _, err := tx.ExecContext(ctx, s.q.cartTouch, now, user); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// cartBatch bounds one statement of ExpireCarts: a write lock held for a
+// few milliseconds, not for the whole table.
+const cartBatch = 1000
+
+// ExpireCarts drops the carts idle for CartTTL at now (no add since),
+// then, while more than MaxStoredCartLines lines are kept, the carts idle
+// longest; it returns how many lines it dropped. The shop runs it with
+// Reconcile.
+func (s *Store) ExpireCarts(ctx context.Context, now time.Time) (int64, error) {
+	dropped, err := s.dropCarts(ctx, now.Add(-CartTTL).UnixMicro())
+	if err != nil {
+		return dropped, fmt.Errorf("store: expire carts: %w", err)
+	}
+	var n int64
+	if err := s.db.QueryRowContext(ctx, s.q.cartCount).Scan(&n); err != nil {
+		return dropped, fmt.Errorf("store: expire carts: %w", err)
+	}
+	if n <= MaxStoredCartLines {
+		return dropped, nil
+	}
+	// The time of the last line to go; carts are touched whole, so the
+	// lines of a cart go together (and ties with it, a few more).
+	var cutoff int64
+	if err := s.db.QueryRowContext(ctx, s.q.cartNth, n-MaxStoredCartLines-1).Scan(&cutoff); err != nil {
+		return dropped, fmt.Errorf("store: expire carts: %w", err)
+	}
+	more, err := s.dropCarts(ctx, cutoff)
+	if err != nil {
+		err = fmt.Errorf("store: expire carts: %w", err)
+	}
+	return dropped + more, err
+}
+
+// dropCarts deletes the lines touched at or before cutoff (Unix µs), a
+// batch at a time.
+func (s *Store) dropCarts(ctx context.Context, cutoff int64) (int64, error) {
+	var dropped int64
+	for {
+		if err := s.lock(ctx); err != nil {
+			return dropped, err
+		}
+		res, err := s.db.ExecContext(ctx, s.q.cartExpire, cutoff, cartBatch)
+		s.unlock()
+		if err != nil {
+			return dropped, err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return dropped, err
+		}
+		dropped += n
+		if n < cartBatch {
+			return dropped, nil
+		}
+	}
 }
 
 // Cart reads the user's cart, by product id. An empty cart is no error.

@@ -66,6 +66,27 @@ const (
 	// MaxKeyLen bounds the length, in bytes, of a user id and of an
 	// idempotency key.
 	MaxKeyLen = 200
+	// MaxCartLines is the most products one user's cart holds: a
+	// checkout takes at most MaxItems, so a longer cart could not be
+	// bought whole.
+	MaxCartLines = MaxItems
+)
+
+// The carts' lifetime (ExpireCarts): a user needs no account, any
+// X-User-ID is a user, so carts would otherwise pile up for ever — a
+// client rotating user ids grew the database by 1.3 GB an hour.
+const (
+	// CartTTL is how long a cart lives after its last add: a shopper's
+	// day, as long as a sale.
+	CartTTL = 24 * time.Hour
+	// MaxStoredCartLines bounds every cart's lines together: past it,
+	// ExpireCarts drops the carts idle longest. A line of a 190-byte user
+	// id takes about 460 bytes on SQLite (the id in the table and its
+	// key), so 100 000 lines are under 50 MB; a sale's 20 minutes at
+	// twice the shop's capacity add about 40 000. A client rotating user
+	// ids (600 new carts a second) fills them in minutes, and then only
+	// churns them.
+	MaxStoredCartLines = 100_000
 )
 
 // Store is the shop's data: the product catalogue with its stock, carts,
@@ -189,6 +210,8 @@ func parseDSN(dsn string) (dsnKind, string, error) {
 type queries struct {
 	product, products, productStock                   string
 	cartAdd, cartList, cartClear                      string
+	cartQty, cartTouch, cartLock, cartExpire          string
+	cartCount, cartNth                                string
 	claimByKey, claimByOrder, claimInsert, claimTake  string
 	claimDone, claimFail, claimRelease, claimsPending string
 	claimsAbandoned, claimDrop, take                  string
@@ -205,11 +228,26 @@ func newQueries(pg bool) queries {
 		product:      `SELECT id, name, price_cents, stock, flash FROM shop_products WHERE id = ?`,
 		products:     `SELECT id, name, price_cents, stock, flash FROM shop_products ORDER BY id`,
 		productStock: `SELECT stock FROM shop_products WHERE id = ?`,
-		cartAdd: `INSERT INTO shop_cart (user_id, product_id, qty) VALUES (?, ?, ?)
-			ON CONFLICT (user_id, product_id) DO UPDATE SET qty = shop_cart.qty + excluded.qty
-			WHERE shop_cart.qty + excluded.qty <= ` + strconv.Itoa(MaxQty),
-		cartList:     `SELECT product_id, qty FROM shop_cart WHERE user_id = ? ORDER BY product_id`,
-		cartClear:    `DELETE FROM shop_cart WHERE user_id = ?`,
+		// A new line only while the cart has room; a line grows only up
+		// to MaxQty. Neither writes anything otherwise (no error: on
+		// PostgreSQL an error would end the transaction).
+		cartAdd: `INSERT INTO shop_cart_lines (user_id, product_id, qty, updated_at)
+			SELECT CAST(? AS TEXT), CAST(? AS BIGINT), CAST(? AS INTEGER), CAST(? AS BIGINT)
+			WHERE (SELECT COUNT(*) FROM shop_cart_lines WHERE user_id = ?) < ` + strconv.Itoa(MaxCartLines) + `
+				OR EXISTS (SELECT 1 FROM shop_cart_lines WHERE user_id = ? AND product_id = ?)
+			ON CONFLICT (user_id, product_id) DO UPDATE SET qty = shop_cart_lines.qty + excluded.qty, updated_at = excluded.updated_at
+			WHERE shop_cart_lines.qty + excluded.qty <= ` + strconv.Itoa(MaxQty),
+		cartQty:   `SELECT qty FROM shop_cart_lines WHERE user_id = ? AND product_id = ?`,
+		cartTouch: `UPDATE shop_cart_lines SET updated_at = ? WHERE user_id = ?`,
+		// One user's adds one at a time (the count of its lines holds).
+		cartLock:  `SELECT pg_advisory_xact_lock(hashtextextended(CAST(? AS TEXT), 7541110112))`,
+		cartList:  `SELECT product_id, qty FROM shop_cart_lines WHERE user_id = ? ORDER BY product_id`,
+		cartClear: `DELETE FROM shop_cart_lines WHERE user_id = ?`,
+		// Lines idle since the cutoff, a batch at a time.
+		cartExpire: `DELETE FROM shop_cart_lines WHERE (user_id, product_id) IN
+			(SELECT user_id, product_id FROM shop_cart_lines WHERE updated_at <= ? ORDER BY updated_at LIMIT ?)`,
+		cartCount:    `SELECT COUNT(*) FROM shop_cart_lines`,
+		cartNth:      `SELECT updated_at FROM shop_cart_lines ORDER BY updated_at LIMIT 1 OFFSET ?`,
 		claimByKey:   `SELECT ` + claimColumns + ` FROM shop_checkouts WHERE idem_key = ?`,
 		claimByOrder: `SELECT ` + claimColumns + ` FROM shop_checkouts WHERE order_id = ?`,
 		// A key claimed meanwhile inserts nothing (no error: on
@@ -246,6 +284,7 @@ func newQueries(pg bool) queries {
 	}
 	if pg {
 		for _, p := range []*string{&q.product, &q.products, &q.productStock, &q.cartAdd, &q.cartList, &q.cartClear,
+			&q.cartQty, &q.cartTouch, &q.cartLock, &q.cartExpire, &q.cartCount, &q.cartNth,
 			&q.claimByKey, &q.claimByOrder, &q.claimInsert, &q.claimTake, &q.claimDone, &q.claimFail, &q.claimRelease,
 			&q.claimsAbandoned, &q.claimsPending, &q.claimDrop, &q.take, &q.orderInsert, &q.itemInsert, &q.orderGet, &q.orderItems,
 			&q.orderPayments, &q.statsOrders, &q.statsProducts, &q.seedCount, &q.seedInsert} {
@@ -268,11 +307,27 @@ var schema = []string{
 		stock BIGINT NOT NULL CHECK (stock >= 0),
 		initial_stock BIGINT NOT NULL,
 		flash INTEGER NOT NULL DEFAULT 0)`,
-	`CREATE TABLE IF NOT EXISTS shop_cart (
+	// A cart line with the time of its cart's last add (Unix µs), which
+	// ExpireCarts reads through its index.
+	`CREATE TABLE IF NOT EXISTS shop_cart_lines (
 		user_id TEXT NOT NULL,
 		product_id BIGINT NOT NULL REFERENCES shop_products (id),
 		qty INTEGER NOT NULL CHECK (qty BETWEEN 1 AND 10),
+		updated_at BIGINT NOT NULL,
 		PRIMARY KEY (user_id, product_id))`,
+	`CREATE INDEX IF NOT EXISTS shop_cart_lines_updated ON shop_cart_lines (updated_at)`,
+	// The carts of an older version, without their time: they become
+	// lines of time 0, the first ExpireCarts drops them, and the old table
+	// goes (created first, empty, where it never was).
+	`CREATE TABLE IF NOT EXISTS shop_cart (
+		user_id TEXT NOT NULL,
+		product_id BIGINT NOT NULL,
+		qty INTEGER NOT NULL,
+		PRIMARY KEY (user_id, product_id))`,
+	`INSERT INTO shop_cart_lines (user_id, product_id, qty, updated_at)
+		SELECT user_id, product_id, qty, 0 FROM shop_cart WHERE true
+		ON CONFLICT DO NOTHING`,
+	`DROP TABLE shop_cart`,
 	`CREATE TABLE IF NOT EXISTS shop_orders (
 		id TEXT PRIMARY KEY,
 		user_id TEXT NOT NULL,

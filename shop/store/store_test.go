@@ -51,6 +51,9 @@ func suite(t *testing.T, db newDB) {
 	t.Run("Catalogue", func(t *testing.T) { testCatalogue(t, db(t)) })
 	t.Run("Reopen", func(t *testing.T) { testReopen(t, db(t)) })
 	t.Run("Cart", func(t *testing.T) { testCart(t, db(t)) })
+	t.Run("CartLines", func(t *testing.T) { testCartLines(t, db(t)) })
+	t.Run("ExpireCarts", func(t *testing.T) { testExpireCarts(t, db(t)) })
+	t.Run("LegacyCarts", func(t *testing.T) { testLegacyCarts(t, db(t)) })
 	t.Run("LastUnits", func(t *testing.T) { testLastUnits(t, db(t)) })
 	t.Run("MultiItem", func(t *testing.T) { testMultiItem(t, db(t)) })
 	t.Run("IdempotentRetries", func(t *testing.T) { testIdempotentRetries(t, db(t)) })
@@ -707,4 +710,89 @@ func testCallerGone(t *testing.T, dsn string) {
 	assert.EqualValues(t, 1, g.calls.Load())
 	assert.EqualValues(t, FlashStock-1, stock(t, s, 1))
 	books(t, s, &g)
+}
+
+// A cart holds at most MaxCartLines products, even under concurrent adds
+// of one user; a full cart's lines still grow.
+func testCartLines(t *testing.T, dsn string) {
+	s := open(t, dsn)
+	ctx := t.Context()
+	warm(t, s, 16)
+	var wg sync.WaitGroup
+	var refused atomic.Int64
+	for p := range 2 * MaxCartLines {
+		wg.Go(func() {
+			err := s.AddToCart(ctx, "ann", int64(p+1), 1)
+			if errors.Is(err, ErrBadInput) {
+				refused.Add(1)
+				assert.ErrorContains(t, err, "at most 20 products in a cart")
+				return
+			}
+			assert.NoError(t, err)
+		})
+	}
+	wg.Wait()
+	cart, err := s.Cart(ctx, "ann")
+	require.NoError(t, err)
+	assert.Len(t, cart, MaxCartLines)
+	assert.EqualValues(t, MaxCartLines, refused.Load())
+	require.NoError(t, s.AddToCart(ctx, "ann", cart[0].ProductID, 2), "a line of a full cart grows")
+	require.NoError(t, s.AddToCart(ctx, "bob", 1, 1), "another user's cart is another")
+}
+
+// Carts live CartTTL after their last add, which renews the whole cart;
+// past MaxStoredCartLines lines in all, the carts idle longest go.
+func testExpireCarts(t *testing.T, dsn string) {
+	s := open(t, dsn)
+	clk := newClock(s)
+	ctx := t.Context()
+	require.NoError(t, s.AddToCart(ctx, "ann", 3, 1))
+	require.NoError(t, s.AddToCart(ctx, "bob", 3, 1))
+	clk.advance(CartTTL / 2)
+	require.NoError(t, s.AddToCart(ctx, "bob", 7, 1)) // renews bob's line of product 3 too
+	clk.advance(CartTTL / 2)
+	n, err := s.ExpireCarts(ctx, clk.now())
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, n, "ann's cart, idle for CartTTL")
+	cart, err := s.Cart(ctx, "ann")
+	require.NoError(t, err)
+	assert.Empty(t, cart)
+	cart, err = s.Cart(ctx, "bob")
+	require.NoError(t, err)
+	assert.Equal(t, []Item{{3, 1}, {7, 1}}, cart, "renewed whole")
+
+	// A client rotating user ids: more lines than kept, each its own
+	// user, all within CartTTL, older than bob's cart (a second before
+	// it, a µs apart).
+	const extra = 100
+	base := clk.now().Add(-CartTTL/2 - time.Second).UnixMicro()
+	exec(t, s, `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+		INSERT INTO shop_cart_lines (user_id, product_id, qty, updated_at) SELECT 'u' || i, 1, 1, CAST(? AS BIGINT) + i FROM n`,
+		MaxStoredCartLines+extra, base)
+	n, err = s.ExpireCarts(ctx, clk.now())
+	require.NoError(t, err)
+	assert.EqualValues(t, extra+2, n, "the lines idle longest, down to the bound: the extra and two more, as bob's two count too")
+	var kept int64
+	require.NoError(t, s.DB().QueryRow(`SELECT COUNT(*) FROM shop_cart_lines`).Scan(&kept))
+	assert.EqualValues(t, MaxStoredCartLines, kept)
+	cart, err = s.Cart(ctx, "bob")
+	require.NoError(t, err)
+	assert.Len(t, cart, 2, "the newest cart stays")
+}
+
+// Carts of a version without their time become lines of time 0: kept
+// until the first ExpireCarts.
+func testLegacyCarts(t *testing.T, dsn string) {
+	s := open(t, dsn)
+	exec(t, s, `CREATE TABLE shop_cart (user_id TEXT NOT NULL, product_id BIGINT NOT NULL, qty INTEGER NOT NULL, PRIMARY KEY (user_id, product_id))`)
+	exec(t, s, `INSERT INTO shop_cart VALUES ('ann', 3, 2)`)
+	b := open(t, dsn)
+	cart, err := b.Cart(t.Context(), "ann")
+	require.NoError(t, err)
+	assert.Equal(t, []Item{{3, 2}}, cart)
+	_, err = b.ExpireCarts(t.Context(), time.Now())
+	require.NoError(t, err)
+	cart, err = b.Cart(t.Context(), "ann")
+	require.NoError(t, err)
+	assert.Empty(t, cart)
 }

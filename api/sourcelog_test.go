@@ -1,0 +1,102 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/brownout/brownout/signals"
+)
+
+// changingSource fails with another long error on every snapshot (as a
+// push source joining one error per refusing instance does) while failing
+// is set.
+type changingSource struct {
+	mu      sync.Mutex
+	n       int
+	failing bool
+}
+
+func (s *changingSource) Snapshot(_ context.Context, now time.Time) (signals.Snapshot, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.n++
+	if !s.failing {
+		return signals.Snapshot{Time: now}, nil
+	}
+	return signals.Snapshot{Time: now}, fmt.Errorf("signals: push: %d: %s", s.n, strings.Repeat("instance x: bucket bounds differ; ", 3000))
+}
+
+func (s *changingSource) set(failing bool) {
+	s.mu.Lock()
+	s.failing = failing
+	s.mu.Unlock()
+}
+
+// TestAFailingSourceLogsALineAMinute: a source whose error changes on
+// every tick is logged at once, then once a minute with how often it
+// changed meanwhile, each line bounded; its recovery once.
+func TestAFailingSourceLogsALineAMinute(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var logs syncBuf
+		a, err := New(Config{Controller: newController(t), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		require.NoError(t, err)
+		src := &changingSource{failing: true}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); a.Run(ctx, src) }()
+		time.Sleep(10*time.Minute + time.Second/2) // 600 ticks, 600 errors
+		synctest.Wait()
+		src.set(false)
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		cancel()
+		<-done
+
+		var warns, backs []string
+		for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+			switch {
+			case strings.Contains(l, `msg="brownout: signals"`):
+				warns = append(warns, l)
+			case strings.Contains(l, "signals back"):
+				backs = append(backs, l)
+			}
+		}
+		assert.Len(t, warns, 10, "one a minute")
+		assert.Len(t, backs, 1)
+		for _, l := range warns {
+			assert.Less(t, len(l), 2*maxLoggedError, "bounded")
+		}
+		if assert.NotEmpty(t, warns) {
+			assert.Contains(t, warns[0], "changes=1")
+			assert.Contains(t, warns[len(warns)-1], "changes=60")
+			assert.Contains(t, warns[0], "bytes)")
+		}
+	})
+}
+
+// syncBuf is a log written by Run and read by the test.
+type syncBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

@@ -1,0 +1,45 @@
+package shop
+
+import (
+	"net"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/brownout/brownout/internal/hostile"
+)
+
+// TestDemoEndpointsAreLocal: what a page in a browser on the shop's
+// machine could send — another site's fetch or form, a name re-pointed at
+// 127.0.0.1, an untyped body — gets 403 problem+json from every demo
+// endpoint and slows nothing down; curl and the sale's own calls pass.
+func TestDemoEndpointsAreLocal(t *testing.T) {
+	s, srv := newShop(t, Brownout)
+	_, port, _ := net.SplitHostPort(hostile.Addr(t, srv.URL))
+	c := hostile.Client()
+	for _, a := range hostile.Attacks(port) {
+		resp, err := c.Do(a.Request(t, "PUT", srv.URL+"/api/demo/slowdown", `{"factor":100}`))
+		require.NoError(t, err)
+		p := hostile.RequireProblem(t, resp, http.StatusForbidden, a.Name+": PUT /api/demo/slowdown")
+		assert.Regexp(t, "cross-site|json-required|proxied", p.Type, a.Name)
+	}
+	assert.Equal(t, 1.0, s.pool.Slowdown(), "nothing slowed down")
+	for _, a := range hostile.Attacks(port) {
+		if _, typed := a.Header["Content-Type"]; typed || a.Body != "" || a.Empty {
+			continue // a read has no body to type
+		}
+		for _, path := range []string{"/api/demo/deps", "/api/demo/state", "/api/demo/report"} {
+			resp, err := c.Do(a.Request(t, "GET", srv.URL+path, ""))
+			require.NoError(t, err)
+			hostile.RequireProblem(t, resp, http.StatusForbidden, a.Name+": GET "+path)
+		}
+	}
+
+	resp, _ := send(t, srv, call{"PUT", "/api/demo/slowdown", `{"factor":2}`, nil})
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, 2.0, s.pool.Slowdown())
+	resp, _ = send(t, srv, call{"GET", "/api/demo/deps", "", map[string]string{"Sec-Fetch-Site": "none"}})
+	assert.Equal(t, http.StatusOK, resp.StatusCode, "typed in by the user")
+}
