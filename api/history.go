@@ -34,24 +34,86 @@ type Point struct {
 	Generation uint64             `json:"generation"`
 }
 
-// history is a ring of points, and the tick lag's recent values.
+// history is a ring of ticks, and the tick lag's recent values. A tick
+// is kept compactly (slot): its numbers, and its readings and levels as
+// values by a name table shared by the ring, so that the ring's memory is
+// what it holds from its first round on (900 ticks of 15 minutes: a few
+// hundred bytes each, where a Point with its two maps took about 600) and
+// a full ring reuses each slot's values instead of allocating.
 type history struct {
-	mu   sync.Mutex
-	ring []Point
-	next int
-	full bool
-	lags []float64 // seconds, ring of the last 1000
-	lagN uint64
+	mu    sync.Mutex
+	ring  []slot
+	next  int
+	full  bool
+	names []name       // what slot.vals hold, in order
+	index map[name]int // names' positions
+	lags  []float64    // seconds, ring of the last 1000
+	lagN  uint64
+}
+
+// name is a reading's or a level's name in the ring's table.
+type name struct {
+	key   string
+	level bool
+}
+
+// slot is one tick of the ring: a Point without its maps and pointers
+// (NaN: none).
+type slot struct {
+	t                                                time.Time
+	pressure, lat, soj, shedRate, goodput, tput, shed float64
+	mode                                             string
+	gen                                              uint64
+	vals                                             []float64 // by history.names; NaN: absent
 }
 
 func newHistory(n int) *history {
-	return &history{ring: make([]Point, n), lags: make([]float64, 0, 1000)}
+	return &history{ring: make([]slot, n), index: map[name]int{}, lags: make([]float64, 0, 1000)}
+}
+
+// maxHistoryNames bounds the ring's name table: the readings a snapshot
+// can carry and the features of the largest configuration, with room for
+// a configuration's change. Names past it are not kept.
+const maxHistoryNames = 4 * dimmer.MaxFeatures
+
+// at returns the position of n in the table, adding it; -1 past the
+// table's bound.
+func (h *history) at(n name) int {
+	if i, ok := h.index[n]; ok {
+		return i
+	}
+	if len(h.names) >= maxHistoryNames {
+		return -1
+	}
+	h.index[n] = len(h.names)
+	h.names = append(h.names, n)
+	return len(h.names) - 1
 }
 
 func (h *history) add(p Point, lag time.Duration) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.ring[h.next] = p
+	sl := &h.ring[h.next]
+	vals := sl.vals[:0]
+	put := func(key string, level bool, v float64) {
+		i := h.at(name{key, level})
+		if i < 0 {
+			return
+		}
+		for len(vals) <= i {
+			vals = append(vals, math.NaN())
+		}
+		vals[i] = v
+	}
+	for k, v := range p.Readings {
+		put(k, false, v)
+	}
+	for k, v := range p.Levels {
+		put(k, true, v)
+	}
+	*sl = slot{t: p.Time, pressure: nan(p.Pressure), lat: nan(p.LatencyP99), soj: nan(p.SojournP99),
+		shedRate: nan(p.ShedRate), goodput: nan(p.Goodput), tput: nan(p.Throughput), shed: p.Shed,
+		mode: p.Mode, gen: p.Generation, vals: vals}
 	h.next++
 	if h.next == len(h.ring) {
 		h.next, h.full = 0, true
@@ -62,6 +124,33 @@ func (h *history) add(p Point, lag time.Duration) {
 		h.lags[h.lagN%uint64(cap(h.lags))] = lag.Seconds()
 	}
 	h.lagN++
+}
+
+// nan is p's value, or NaN for none.
+func nan(p *float64) float64 {
+	if p == nil {
+		return math.NaN()
+	}
+	return *p
+}
+
+// point makes sl a Point again.
+func (h *history) point(sl *slot) Point {
+	p := Point{Time: sl.t, Readings: map[string]float64{}, Levels: map[string]float64{},
+		Pressure: num(sl.pressure, true), LatencyP99: num(sl.lat, true), SojournP99: num(sl.soj, true),
+		ShedRate: num(sl.shedRate, true), Goodput: num(sl.goodput, true), Throughput: num(sl.tput, true),
+		Shed: sl.shed, Mode: sl.mode, Generation: sl.gen}
+	for i, v := range sl.vals {
+		if math.IsNaN(v) {
+			continue
+		}
+		if n := h.names[i]; n.level {
+			p.Levels[n.key] = v
+		} else {
+			p.Readings[n.key] = v
+		}
+	}
+	return p
 }
 
 // since returns the points after t, oldest first.
@@ -78,8 +167,8 @@ func (h *history) since(t time.Time) []Point {
 		if h.full {
 			j = (h.next + i) % len(h.ring)
 		}
-		if p := h.ring[j]; p.Time.After(t) {
-			out = append(out, p)
+		if sl := &h.ring[j]; sl.t.After(t) {
+			out = append(out, h.point(sl))
 		}
 	}
 	return out

@@ -378,6 +378,17 @@ func (s *Shop) API() *api.API { return s.api }
 // Store returns the shop's store.
 func (s *Shop) Store() *store.Store { return s.store }
 
+// Register adds collectors to the shop's /metrics (e.g. its listener's
+// connections, server.Listener.Collector).
+func (s *Shop) Register(cs ...prometheus.Collector) error {
+	for _, c := range cs {
+		if err := s.reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Config returns the configuration with defaults filled in.
 func (s *Shop) Config() Config { return s.cfg }
 

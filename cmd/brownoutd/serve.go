@@ -280,6 +280,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	if err := reg.Register(ln.Collector()); err != nil {
+		ln.Close()
+		return err
+	}
 	e := newEcho(a, reg)
 	srv := server.New(e) // no WriteTimeout: /v1/stream and /ofrep/v1/events last
 	scheme := "http"

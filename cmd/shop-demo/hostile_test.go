@@ -174,6 +174,7 @@ func TestHostileClients(t *testing.T) {
 		},
 		FloodStreams: []hostile.StreamPath{{Path: "/v1/stream"}, {Path: "/ofrep/v1/events", OFREP: true}},
 		MaxStreams:   api.DefaultMaxStreams,
+		PerClient:    server.DefaultPerClient,
 		StreamKeep:   streamKeep,
 		StreamWhy:    streamWhy,
 	}.Run(t)

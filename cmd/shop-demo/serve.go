@@ -107,6 +107,10 @@ Flags:
 	if err != nil {
 		return err
 	}
+	if err := s.Register(ln.Collector()); err != nil {
+		ln.Close()
+		return err
+	}
 	srv := server.New(s.Handler())
 	fmt.Fprintf(stdout, "shop-demo: serving http://%s/ (protection %s)\n", ln.Addr(), p)
 	if s.Controller() != nil { // embedded mode: the API and the dial

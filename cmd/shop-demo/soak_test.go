@@ -43,14 +43,18 @@ const (
 	// end, relative to minute 5.
 	soakHeapGrowth = 0.10
 	// soakGoroutineBand is how far the goroutines may stray from minute
-	// 5's count, either way, relative to it.
+	// 5's count, either way, relative to it: the goroutines besides the
+	// connections' own (rest), since the generator opens and closes
+	// connections as its requests time out (each one goroutine: 144–220
+	// from one minute to the next at a steady load).
 	soakGoroutineBand = 0.05
 	// soakSamples is the shop's /metrics samples a minute. A minute's heap
 	// is the median of its go_gc_heap_live_bytes, the heap live after the
 	// last collection — what the shop keeps, not the garbage of the moment
 	// (go_memstats_heap_inuse_bytes swings by half with the collector's
-	// cycle: printed beside); its goroutines the least of its samples,
-	// between bursts of requests in flight (the median printed beside).
+	// cycle: printed beside); its goroutines the median of its samples'
+	// goroutines less connections open (rest; the least of the raw count,
+	// between bursts of requests in flight, printed beside).
 	soakSamples = 12
 	// soakLoad is the offered load, × the shop's all-off capacity.
 	soakLoad = 2
@@ -91,12 +95,16 @@ func TestShopSoak(t *testing.T) {
 }
 
 // sample is one reading of the shop's /metrics: the heap live after the
-// last collection, the heap in use, the goroutines.
-type sample struct{ live, inuse, goroutines float64 }
+// last collection, the heap in use, the goroutines, the connections open.
+type sample struct{ live, inuse, goroutines, conns float64 }
 
 func live(s sample) float64       { return s.live }
 func inuse(s sample) float64      { return s.inuse }
 func goroutines(s sample) float64 { return s.goroutines }
+
+// rest is the goroutines besides the connections' own (one each): what a
+// leak would grow, without the generator's churn of connections.
+func rest(s sample) float64 { return s.goroutines - s.conns }
 
 func soak(t *testing.T, db string, d time.Duration) {
 	hc := &http.Client{Timeout: 10 * time.Second}
@@ -178,23 +186,23 @@ func soak(t *testing.T, db string, d time.Duration) {
 		(time.Since(start) - d).Round(time.Second), sr.Orders, sr.Replays, sr.Voided, sr.Cancelled, sr.Unmatched, sr.Dead)
 
 	// The shop's memory and goroutines.
-	heap, gor := make([]float64, soakMinutes), make([]float64, soakMinutes)
+	heap, gor, raw := make([]float64, soakMinutes), make([]float64, soakMinutes), make([]float64, soakMinutes)
 	for i, ss := range minutes {
 		if !assert.NotEmpty(t, ss, "minute %d: no sample", i+1) {
 			continue
 		}
-		heap[i], gor[i] = median(ss, live), least(ss, goroutines)
+		heap[i], gor[i], raw[i] = median(ss, live), median(ss, rest), least(ss, goroutines)
 	}
 	base := soakSteadyFrom - 1
 	var curve strings.Builder
 	for i := range soakMinutes {
-		fmt.Fprintf(&curve, "minute %2d: live heap %6.1f MB (%+5.1f %%), goroutines %5.0f (%+5.1f %%)\n",
-			i+1, heap[i]/(1<<20), 100*(heap[i]/heap[base]-1), gor[i], 100*(gor[i]/gor[base]-1))
+		fmt.Fprintf(&curve, "minute %2d: live heap %6.1f MB (%+5.1f %%), goroutines besides connections %5.0f (%+5.1f %%), goroutines %5.0f (%+5.1f %%)\n",
+			i+1, heap[i]/(1<<20), 100*(heap[i]/heap[base]-1), gor[i], 100*(gor[i]/gor[base]-1), raw[i], 100*(raw[i]/raw[base]-1))
 	}
-	t.Logf("%s: the shop's live heap (the median of each minute) and goroutines (the least), against minute %d:\n%s", db, soakSteadyFrom, curve.String())
+	t.Logf("%s: the shop's live heap (the median of each minute), goroutines besides its connections (the median) and goroutines (the least), against minute %d:\n%s", db, soakSteadyFrom, curve.String())
 	for i := base; i < soakMinutes; i++ {
 		assert.LessOrEqual(t, heap[i], (1+soakHeapGrowth)*heap[base], "minute %d: the heap grew more than %.0f %% since minute %d", i+1, 100*soakHeapGrowth, soakSteadyFrom)
-		assert.InDelta(t, gor[base], gor[i], soakGoroutineBand*gor[base], "minute %d: goroutines", i+1)
+		assert.InDelta(t, gor[base], gor[i], soakGoroutineBand*gor[base], "minute %d: goroutines besides connections", i+1)
 	}
 
 	// The books, read once the shop has stopped.
@@ -244,8 +252,8 @@ func logMinute(t *testing.T, m int, ss []sample, hc *http.Client, base string) {
 		t.Logf("minute %2d: no sample", m)
 		return
 	}
-	t.Logf("minute %2d: live heap %.1f MB (in use %.1f), goroutines %.0f (median %.0f); %d orders, %d queued, %d checkouts unsettled",
-		m, median(ss, live)/(1<<20), median(ss, inuse)/(1<<20), least(ss, goroutines), median(ss, goroutines), sr.Orders, sr.Queued, sr.Pending)
+	t.Logf("minute %2d: live heap %.1f MB (in use %.1f), goroutines %.0f (median %.0f; besides connections %.0f); %d orders, %d queued, %d checkouts unsettled",
+		m, median(ss, live)/(1<<20), median(ss, inuse)/(1<<20), least(ss, goroutines), median(ss, goroutines), median(ss, rest), sr.Orders, sr.Queued, sr.Pending)
 }
 
 // scrape reads the live heap, the heap in use and the goroutines from a
@@ -273,6 +281,8 @@ func scrape(hc *http.Client, url string) (sample, error) {
 			dst = &s.inuse
 		case "go_goroutines":
 			dst = &s.goroutines
+		case "brownout_http_connections_open":
+			dst = &s.conns
 		default:
 			continue
 		}
@@ -284,8 +294,8 @@ func scrape(hc *http.Client, url string) (sample, error) {
 	if err := sc.Err(); err != nil {
 		return sample{}, err
 	}
-	if found != 3 {
-		return sample{}, fmt.Errorf("%s: want go_gc_heap_live_bytes, go_memstats_heap_inuse_bytes and go_goroutines", url)
+	if found != 4 {
+		return sample{}, fmt.Errorf("%s: want go_gc_heap_live_bytes, go_memstats_heap_inuse_bytes, go_goroutines and brownout_http_connections_open", url)
 	}
 	return s, nil
 }

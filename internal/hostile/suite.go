@@ -69,9 +69,14 @@ type Target struct {
 	// live heap growing by at most MaxStreams × StreamKeep (StreamWhy says
 	// why); one more on each path is refused (503 with Retry-After, in the
 	// path's error shape), Alive keeps answering, and once they close a
-	// stream opens again and the heap comes back.
+	// stream opens again and the heap comes back. Where one client may
+	// hold fewer connections than MaxStreams (PerClient, every loopback
+	// address one client), the flood holds PerClient streams, and the
+	// client's next connection is closed at once instead: all of its
+	// connections are busy, and the server's streams stay for others.
 	FloodStreams []StreamPath
 	MaxStreams   int
+	PerClient    int
 	StreamKeep   int64
 	StreamWhy    string
 }
@@ -228,34 +233,62 @@ func (tg Target) floods(t *testing.T) {
 	}
 }
 
-// floodStreams opens MaxStreams streams that are never read, spread over
+// floodStreams opens MaxStreams streams (PerClient where fewer) that are never read, spread over
 // FloodStreams, and checks the server's heap, its cap and its recovery.
 func (tg Target) floodStreams(t *testing.T) {
 	addr := Addr(t, tg.Base)
 	before := LiveHeap(t, tg.Base, tg.GC)
-	conns := make([]net.Conn, 0, tg.MaxStreams)
-	for i := range tg.MaxStreams {
+	n := tg.MaxStreams
+	perClient := tg.PerClient > 0 && tg.PerClient < n
+	if perClient {
+		n = tg.PerClient - 1 // one left for reading the heap
+	}
+	conns := make([]net.Conn, 0, n)
+	for i := range n {
 		sp := tg.FloodStreams[i%len(tg.FloodStreams)]
 		c, status := OpenStream(t, addr, sp.Path)
 		if status != http.StatusOK {
-			t.Fatalf("stream %d of %d (%s): status %d, want 200", i+1, tg.MaxStreams, sp.Path, status)
+			t.Fatalf("stream %d of %d (%s): status %d, want 200", i+1, n, sp.Path, status)
 		}
 		conns = append(conns, c)
 	}
 	open := LiveHeap(t, tg.Base, tg.GC)
-	bound := HeapSlack + int64(tg.MaxStreams)*tg.StreamKeep
+	bound := HeapSlack + int64(n)*tg.StreamKeep
 	t.Logf("%d streams unread: live heap %s → %s (%+.1f MB; bound %s = %s slack + %d × %d B: %s)",
-		tg.MaxStreams, MB(before), MB(open), float64(open-before)/1e6, MB(bound), MB(HeapSlack), tg.MaxStreams, tg.StreamKeep, tg.StreamWhy)
+		n, MB(before), MB(open), float64(open-before)/1e6, MB(bound), MB(HeapSlack), n, tg.StreamKeep, tg.StreamWhy)
 	if open-before > bound {
-		t.Fatalf("%d unread streams grew the live heap by %s: at most %s", tg.MaxStreams, MB(open-before), MB(bound))
+		t.Fatalf("%d unread streams grew the live heap by %s: at most %s", n, MB(open-before), MB(bound))
 	}
-	for _, sp := range tg.FloodStreams {
-		StreamRefused(t, addr, sp, http.StatusServiceUnavailable)
-	}
-	start := time.Now()
-	tg.Alive(t)
-	if d := time.Since(start); d > Slack {
-		t.Fatalf("with %d streams unread, the server took %v to answer", tg.MaxStreams, d)
+	if perClient {
+		// The client's next connections reach its cap (the heap's reader,
+		// idle, is closed for one; other connections of the test's may
+		// hold the rest): every connection busy, the next one is closed
+		// before a request is read.
+		closed := false
+		for range 2 + len(tg.FloodStreams) {
+			c, status, err := openStream(addr, tg.FloodStreams[0].Path)
+			if err != nil {
+				closed = true
+				break
+			}
+			if status != http.StatusOK {
+				c.Close()
+				t.Fatalf("a stream within the client's %d connections: status %d, want 200", tg.PerClient, status)
+			}
+			conns = append(conns, c)
+		}
+		if !closed {
+			t.Fatalf("%d streams from one client: none closed past its cap of %d", len(conns), tg.PerClient)
+		}
+	} else {
+		for _, sp := range tg.FloodStreams {
+			StreamRefused(t, addr, sp, http.StatusServiceUnavailable)
+		}
+		start := time.Now()
+		tg.Alive(t)
+		if d := time.Since(start); d > Slack {
+			t.Fatalf("with %d streams unread, the server took %v to answer", n, d)
+		}
 	}
 	for _, c := range conns {
 		c.Close()

@@ -1,10 +1,12 @@
 package server
 
 import (
+	"fmt"
 	"net"
 	"net/http"
 	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/net/netutil"
 )
 
@@ -189,4 +191,18 @@ func trackState(c net.Conn, s http.ConnState) {
 	if tc, ok := c.(*conn); ok {
 		tc.l.state(tc, s)
 	}
+}
+
+// Collector exports the connections open on l as the gauge
+// brownout_http_connections_open: beside MaxConns and the per-client cap,
+// what an operator watches for a client holding connections, and what a
+// soak subtracts from the goroutines (one each) to see the rest.
+func (l *Listener) Collector() prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "brownout_http_connections_open",
+		Help: fmt.Sprintf("Connections open on the server's listener (at most %d, %d from one client by default).", MaxConns, DefaultPerClient),
+	}, func() float64 {
+		n, _ := l.Open("")
+		return float64(n)
+	})
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/brownout/brownout/internal/hostile"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // serve runs h as New builds it on a listener limited by l (and changed
@@ -171,4 +172,22 @@ func TestClientOf(t *testing.T) {
 		assert.Equal(t, want, clientOf(a), addr)
 	}
 	assert.True(t, strings.HasPrefix(clientOf(&net.UnixAddr{Name: "/x", Net: "unix"}), "/x"))
+}
+
+// TestCollectorCountsOpenConnections: the gauge reads the connections
+// open, and falls when they close.
+func TestCollectorCountsOpenConnections(t *testing.T) {
+	addr, ln := serve(t, ok, Limits{})
+	g := ln.Collector()
+	assert.Zero(t, testutil.ToFloat64(g))
+	var cs []net.Conn
+	for range 3 {
+		cs = append(cs, keepAlive(t, addr))
+	}
+	waitIdle(t, ln, 3)
+	assert.Equal(t, 3.0, testutil.ToFloat64(g))
+	for _, c := range cs {
+		c.Close()
+	}
+	require.Eventually(t, func() bool { return testutil.ToFloat64(g) == 0 }, hostile.Slack, time.Millisecond)
 }
