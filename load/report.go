@@ -86,15 +86,21 @@ type Summary struct {
 
 // Second is one second of the run, by the time requests were sent.
 type Second struct {
-	T        int                `json:"t"`
-	Sent     int                `json:"sent"`
-	OK       int                `json:"ok"`
-	Refused  int                `json:"refused"`
-	Timeouts int                `json:"timeouts"`
-	Retries  int                `json:"retries,omitempty"` // part of Sent
-	P99      time.Duration      `json:"p99_ns"`
-	Critical float64            `json:"critical_ok"` // -1: no critical request
-	Sample   map[string]float64 `json:"sample,omitempty"`
+	T        int           `json:"t"`
+	Sent     int           `json:"sent"`
+	OK       int           `json:"ok"`
+	Refused  int           `json:"refused"`
+	Timeouts int           `json:"timeouts"`
+	Retries  int           `json:"retries,omitempty"` // part of Sent
+	P99      time.Duration `json:"p99_ns"`
+	Critical float64       `json:"critical_ok"` // -1: no critical request
+	// Served and Refusals count the requests of each class sent this
+	// second that were answered in time, or refused (503/429): a second
+	// with a lower class served while critical was refused is a priority
+	// inversion as a client sees it.
+	Served   [signals.NumClasses]int `json:"served"`
+	Refusals [signals.NumClasses]int `json:"refusals"`
+	Sample   map[string]float64      `json:"sample,omitempty"`
 }
 
 func report(cfg Config, rs []result, samples []map[string]float64) *Report {
@@ -135,12 +141,15 @@ func report(cfg Config, rs []result, samples []map[string]float64) *Report {
 			if r.attempt > 0 {
 				sec.Retries++
 			}
+			class := cfg.Mix[r.kind].Class % signals.NumClasses
 			switch {
 			case r.ok():
 				sec.OK++
+				sec.Served[class]++
 				lat = append(lat, r.latency)
 			case r.reason > 0:
 				sec.Refused++
+				sec.Refusals[class]++
 			case r.timeout:
 				sec.Timeouts++
 			}

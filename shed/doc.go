@@ -52,6 +52,18 @@
 //     first (adaptive LIFO, as in Facebook's Fail at Scale), FIFO
 //     otherwise. Requests whose deadline passes while queued are dropped
 //     before they start.
+//     Critical first: the gate measures the cost each class brings per
+//     second and the cost the server completes per second while it is
+//     saturated. A class is over capacity when it and the classes above
+//     bring more than 1.1 × that throughput; only such a class is cut
+//     short by CoDel (a class within capacity waits its MaxWait), and
+//     while it is, every class below it is refused at the door and its
+//     queue dropped. So no default or sheddable request is admitted while
+//     a critical one is refused, but through sheddable's assured share,
+//     which is never taken while a critical request waits nor while
+//     critical work itself is over capacity. When the load falls under
+//     the throughput the cutting stops with it (the rates are averaged
+//     over 5 s; refusals stop within about 2 s of the fall).
 //
 // Costs count, not requests ("one search = 100 profile views"): limits and
 // queues are in cost units, estimated up front from the route and its

@@ -48,32 +48,42 @@ type Config struct {
 // counted in the second they arrived (Arrivals, New, Refused), were
 // dropped or timed out, or finished (Served, Good, latencies).
 type Second struct {
-	T             int                     `json:"t"`
-	Arrivals      int                     `json:"arrivals"` // attempts, retries included
-	New           int                     `json:"new"`
-	Served        int                     `json:"served"` // work completed, in time or not
-	Good          int                     `json:"good"`   // answered within the client's deadline
-	Refused       [signals.NumClasses]int `json:"refused"`
-	Dropped       int                     `json:"dropped"` // taken in, then thrown away unserved
-	Timeouts      int                     `json:"timeouts"`
-	P99           time.Duration           `json:"p99_ns"`     // of good answers finishing this second
-	Sojourn       time.Duration           `json:"sojourn_ns"` // mean wait of requests starting this second
-	Level         float64                 `json:"level"`      // dimmer level at the end of the second
-	Shed          float64                 `json:"shed"`       // cascade shed level at the end of the second
-	Optional      float64                 `json:"optional"`   // share of good answers with optional parts
-	InSystem      int                     `json:"in_system"`  // queued or in service at the end of the second
-	Limit         float64                 `json:"limit"`      // the admission layer's concurrency limit at the end of the second, if it has one
-	GoodByArrival int                     `json:"good_by_arrival"`
+	T        int                     `json:"t"`
+	Arrivals int                     `json:"arrivals"` // attempts, retries included
+	New      int                     `json:"new"`
+	Served   int                     `json:"served"` // work completed, in time or not
+	Good     int                     `json:"good"`   // answered within the client's deadline
+	Refused  [signals.NumClasses]int `json:"refused"`
+	Dropped  int                     `json:"dropped"` // taken in, then thrown away unserved
+	// Admitted counts the requests the admission policy let start this
+	// second (at once or from its queue), by class; Failed the refusals
+	// and drops that happened this second, by class and reason — together
+	// they show a priority inversion: a second in which a lower class was
+	// admitted while a higher one was turned away.
+	Admitted      [signals.NumClasses]int                     `json:"admitted"`
+	Failed        [signals.NumClasses][signals.NumReasons]int `json:"failed"`
+	Timeouts      int                                         `json:"timeouts"`
+	P99           time.Duration                               `json:"p99_ns"`     // of good answers finishing this second
+	Sojourn       time.Duration                               `json:"sojourn_ns"` // mean wait of requests starting this second
+	Level         float64                                     `json:"level"`      // dimmer level at the end of the second
+	Shed          float64                                     `json:"shed"`       // cascade shed level at the end of the second
+	Optional      float64                                     `json:"optional"`   // share of good answers with optional parts
+	InSystem      int                                         `json:"in_system"`  // queued or in service at the end of the second
+	Limit         float64                                     `json:"limit"`      // the admission layer's concurrency limit at the end of the second, if it has one
+	GoodByArrival int                                         `json:"good_by_arrival"`
 	// Users counts the new user requests that arrived this second and
 	// whose first deadline fell inside the run; UsersInTime those of them
 	// answered in time by some attempt.
 	Users       int `json:"users"`
 	UsersInTime int `json:"users_in_time"`
-	lat         []time.Duration
-	sojSum      time.Duration
-	sojN        int
-	optGood     int
-	seen        bool // an event happened in this second
+	// CriticalUsers and CriticalInTime are the same for critical users.
+	CriticalUsers  int `json:"critical_users"`
+	CriticalInTime int `json:"critical_in_time"`
+	lat            []time.Duration
+	sojSum         time.Duration
+	sojN           int
+	optGood        int
+	seen           bool // an event happened in this second
 }
 
 // Summary is a run in one line, as the sources' tables have it.
@@ -269,7 +279,7 @@ func newEngine(cfg Config) *engine {
 		e.mixSum += m.Share
 	}
 	if r, ok := cfg.Admission.(recording); ok {
-		r.record(e.rec)
+		r.record(e.rec, func(c signals.Class) { e.sec().Admitted[c]++ })
 		e.gateRecords = true
 	}
 	e.rec.Snapshot(epoch) // start the recorder's windows at zero
@@ -368,6 +378,7 @@ func (e *engine) refuse(r *Request, why signals.Reason) {
 	r.state = stRefused
 	e.rec.Reject(r.Class, why)
 	e.secAt(r.arrival).Refused[r.Class]++
+	e.sec().Failed[r.Class][why]++
 	e.sum.Refused++
 	if e.cfg.Client.Retry.RetryRefused {
 		e.retry(r)
@@ -380,6 +391,7 @@ func (e *engine) drop(r *Request, why signals.Reason) {
 	e.inSys--
 	e.rec.Reject(r.Class, why)
 	e.sec().Dropped++
+	e.sec().Failed[r.Class][why]++
 	e.sum.Dropped++
 	if wasWaiting && e.cfg.Client.Retry.RetryRefused {
 		e.retry(r) // the client hears a 503 now
@@ -415,7 +427,11 @@ func (e *engine) startWork() {
 		s := e.sec()
 		s.sojSum += sojourn
 		s.sojN++
-		hold := max(seconds(e.svc.Exp(mean)), 1)
+		hold := seconds(mean)
+		if !e.cfg.Server.Fixed {
+			hold = seconds(e.svc.Exp(mean))
+		}
+		hold = max(hold, 1)
 		if r.dep != nil {
 			hold += r.dep.call(e.now)
 		}
@@ -543,8 +559,10 @@ func (e *engine) result() Result {
 		}
 		if u.class == signals.Critical {
 			crit++
+			s.CriticalUsers++
 			if u.ok {
 				critOK++
+				s.CriticalInTime++
 			}
 		}
 	}

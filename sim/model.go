@@ -226,6 +226,9 @@ type Server struct {
 	// ServiceMean is the mean service time of one cost unit at full
 	// capacity; service times are exponential. Default 10 ms.
 	ServiceMean time.Duration
+	// Fixed makes every service time exactly its mean (work of a fixed
+	// size, as a CPU-bound handler's) instead of exponential.
+	Fixed bool
 	// Capacity, when set, scales the speed over time (1 = full, 0.5 =
 	// half). A request's service time is drawn when it starts.
 	Capacity func(t time.Duration) float64

@@ -22,7 +22,8 @@ type Shed struct {
 	byT     map[*gate.Ticket]*Request
 	ready   []*Request // admitted, waiting for a worker inside the app
 
-	rec *signals.Recorder // the engine's, for sojourn at the gate and the gate's reading
+	rec      *signals.Recorder   // the engine's, for sojourn at the gate and the gate's reading
+	admitted func(signals.Class) // the engine's count of admissions
 
 	// observe, when set, sees every completion before the gate does (the
 	// lab's comparison of limit algorithms drives SetLimit from it).
@@ -81,11 +82,11 @@ func (s *Shed) Offer(now time.Time, r *Request, drop func(*Request, signals.Reas
 // recording is an Admission that records queue sojourn and its gate's
 // reading into the engine's recorder itself.
 type recording interface {
-	record(rec *signals.Recorder)
+	record(rec *signals.Recorder, admitted func(signals.Class))
 }
 
-func (s *Shed) record(rec *signals.Recorder) {
-	s.rec = rec
+func (s *Shed) record(rec *signals.Recorder, admitted func(signals.Class)) {
+	s.rec, s.admitted = rec, admitted
 	rec.SetGate(func() signals.GateReading {
 		q := 0
 		for c := range signals.Class(signals.NumClasses) {
@@ -96,6 +97,9 @@ func (s *Shed) record(rec *signals.Recorder) {
 }
 
 func (s *Shed) queued(c signals.Class, d time.Duration, now time.Time) {
+	if s.admitted != nil {
+		s.admitted(c)
+	}
 	if s.rec != nil {
 		s.rec.Queued(c, d, now)
 	}

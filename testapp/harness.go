@@ -149,6 +149,9 @@ func RunHarness(ctx context.Context, cfg HarnessConfig) (*HarnessResult, error) 
 		for f, v := range l.Levels {
 			m[f] = v
 		}
+		for k, v := range l.Refused {
+			m["refused."+k] = float64(v)
+		}
 		return m
 	}
 	res := &HarnessResult{}

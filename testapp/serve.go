@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/brownout/brownout/signals"
 	"net/http"
 	"time"
 
@@ -25,6 +26,9 @@ type Live struct {
 	Reason     string
 	Generation uint64
 	App        Stats
+	// Refused counts the refusals so far by class and reason (the
+	// shedder's recorder), for per-second readings.
+	Refused map[string]uint64
 }
 
 // Read returns p's live state.
@@ -35,6 +39,14 @@ func (p *Protected) Read() Live {
 		st := p.Shedder.Stats()
 		l.Limit, l.Admitting, l.InFlight = st.Limit, st.Admitting, st.InFlight
 		l.Queued = st.Queued[0] + st.Queued[1] + st.Queued[2]
+		l.Refused = map[string]uint64{}
+		for c, cc := range p.Shedder.Recorder().Counters().Load() {
+			for why, n := range cc.Rejected {
+				if n > 0 {
+					l.Refused[signals.Class(c).String()+"."+signals.Reason(why).String()] = n
+				}
+			}
+		}
 	case p.Limiter != nil:
 		l.Limit, l.InFlight, l.Queued = float64(p.Limiter.Limit()), float64(p.Limiter.Inflight()), p.Limiter.Queued()
 		l.Admitting = l.Limit

@@ -36,9 +36,14 @@ type Config struct {
 	// requests (a 0.4 ms analytics beacon) to save work worth next to
 	// nothing. A class earns credit on every admission of another class's
 	// request (at most one unit banked) and jumps the
-	// queue when its credit covers its next request. Default: sheddable
-	// 5 %, none for the others; a negative share turns it off. A class
-	// whose demand is above its share still gets only its share.
+	// queue when its credit covers its next request — the queues of the
+	// classes between, never a waiting critical request's: the share is
+	// taken from default work, so that it never costs a critical request
+	// its wait bound (critical has none). Default: sheddable 5 % — 1/20 of
+	// an overloaded server's work, which serves twenty beacons of a
+	// thirtieth of a page for every page refused — none for the others; a
+	// negative share turns it off. A class whose demand is above its share
+	// still gets only its share.
 	Assured [signals.NumClasses]float64
 }
 
@@ -137,8 +142,10 @@ type Gate struct {
 	standing [signals.NumClasses]bool      // CoDel's dropping state, until the queue empties
 
 	credit [signals.NumClasses]float64 // assured shares' credit, cost units
+	dem    demand                      // who overloads the server
 
 	inflight atomic.Int64 // cost in flight, in micro-units
+	open     atomic.Int32 // the lowest class admitted: those below are closed
 	queued   atomic.Int32 // tickets queued, all classes
 }
 
@@ -149,7 +156,9 @@ func micro(cost float64) int64 { return int64(math.Round(cost * 1e6)) }
 func New(cfg Config) *Gate {
 	cfg = cfg.withDefaults()
 	cfg.Limit = cfg.Limit.withDefaults()
-	return &Gate{cfg: cfg, limit: newLimiter(cfg.Limit)}
+	g := &Gate{cfg: cfg, limit: newLimiter(cfg.Limit)}
+	g.open.Store(signals.NumClasses - 1)
+	return g
 }
 
 // Config returns the gate's settings with defaults filled in.
@@ -192,6 +201,9 @@ func (g *Gate) Queued(c signals.Class) int { return g.queues[c].len() }
 // drain is not an overload.
 func (g *Gate) Standing(c signals.Class, now time.Time) bool {
 	q := &g.queues[c]
+	if !g.dem.over[c] {
+		return false // a class within capacity waits its MaxWait: see demand
+	}
 	if !g.standing[c] && !g.limit.cold && q.len() > 0 && !g.since[c].IsZero() && now.Sub(g.since[c]) >= g.cfg.Interval &&
 		now.Sub(q.front().Arrival) > g.cfg.Target {
 		g.standing[c] = true
@@ -199,12 +211,48 @@ func (g *Gate) Standing(c signals.Class, now time.Time) bool {
 	return g.standing[c]
 }
 
+// throughput is the cost the server completes per second, for the
+// door's wait estimates: as measured while saturated (see demand), else
+// Little's law at the limit (the limit over the measured seconds per
+// cost unit there); 0 before any measurement. Not the admitting limit
+// over it: a probe halves what the gate admits, but with one worker
+// behind it not what the server completes, and waits estimated from
+// the halved limit refused critical work that would have been served.
+func (g *Gate) throughput() float64 {
+	if x := g.dem.throughput(); x > 0 {
+		return x
+	}
+	if unit := g.limit.unit(); unit > 0 {
+		return g.limit.limit / unit
+	}
+	return 0
+}
+
 // allowed is the wait class c may have now, and the reason for exceeding it.
 func (g *Gate) allowed(c signals.Class, now time.Time) (time.Duration, signals.Reason) {
+	if g.shutOut(c) {
+		return 0, signals.ReasonMaxWait // it would wait for as long as the class above is over capacity
+	}
 	if g.Standing(c, now) && g.cfg.Target < g.cfg.MaxWait[c] {
 		return g.cfg.Target, signals.ReasonCoDel
 	}
 	return g.cfg.MaxWait[c], signals.ReasonMaxWait
+}
+
+// closed reports whether class c is shut out: a class above it brings,
+// with those above it, more than the server completes (see demand), so
+// that every slot c would take is a slot that class needs. It is refused
+// at the door and its queue dropped, its wait being unbounded
+// (ReasonMaxWait): otherwise the higher class's queue, cut short by
+// CoDel, empties now and then and lets c in — admitted while the class
+// above is refused.
+func (g *Gate) closed(c signals.Class) bool { return c > signals.Class(g.open.Load()) }
+
+// shutOut reports whether class c is closed with nothing to come in by:
+// no assured share, or the class over capacity is critical (an assured
+// share never takes from critical work).
+func (g *Gate) shutOut(c signals.Class) bool {
+	return g.closed(c) && (g.cfg.Assured[c] <= 0 || g.dem.over[signals.Critical])
 }
 
 // tryAdmit admits t if the cost in flight leaves room (or nothing is in
@@ -229,6 +277,7 @@ func (g *Gate) tryAdmit(t *Ticket, now time.Time) bool {
 				} else {
 					g.limit.cohortT.Add(now.UnixNano())
 					g.limit.cohortC.Add(u)
+					g.limit.cohortFirst.CompareAndSwap(0, now.UnixNano())
 				}
 			}
 			return true
@@ -243,7 +292,12 @@ func (g *Gate) TryAdmit(t *Ticket, now time.Time) bool {
 	if t.Cost <= 0 {
 		t.Cost = 1
 	}
-	return g.queued.Load() == 0 && g.tryAdmit(t, now)
+	c := t.Class % signals.NumClasses
+	if g.queued.Load() == 0 && !g.closed(c) && g.tryAdmit(t, now) {
+		g.dem.arrive(c, micro(t.Cost))
+		return true
+	}
+	return false
 }
 
 // Release returns t's cost and records its completion at now for the
@@ -253,6 +307,7 @@ func (g *Gate) TryAdmit(t *Ticket, now time.Time) bool {
 func (g *Gate) Release(now time.Time, t *Ticket) (waiting, due bool) {
 	u := micro(t.Cost)
 	cur := g.inflight.Add(-u) + u
+	g.dem.done.Add(u)
 	due = g.limit.record(t, now, cur)
 	return g.queued.Load() > 0, due
 }
@@ -260,6 +315,7 @@ func (g *Gate) Release(now time.Time, t *Ticket) (waiting, due bool) {
 // Update moves the adaptive limit if it is due. Callers serialize it.
 func (g *Gate) Update(now time.Time) {
 	if g.limit.isDue(now) {
+		g.limit.critical = g.criticalWaits()
 		g.limit.update(now)
 	}
 }
@@ -272,25 +328,33 @@ func (g *Gate) Arrive(now time.Time, t *Ticket, drop func(*Ticket, signals.Reaso
 	}
 	c := t.Class % signals.NumClasses
 	t.Class = c
+	g.fold(now)
+	g.dem.arrive(c, micro(t.Cost))
 	if !t.Deadline.IsZero() && !now.Before(t.Deadline) {
 		return Refused, signals.ReasonDeadline
 	}
 	g.sweep(now, drop)
-	if g.queued.Load() == 0 && g.tryAdmit(t, now) {
+	if g.shutOut(c) {
+		return Refused, signals.ReasonMaxWait
+	}
+	if g.queued.Load() == 0 && !g.closed(c) && g.tryAdmit(t, now) {
 		return Admitted, 0
 	}
 	// The time bound: refuse now what would wait too long.
 	// (Not while the limit is in its slow start: the throughput it
 	// estimates from is about to double.)
-	if unit := g.limit.unit(); unit > 0 && !g.limit.cold {
+	if tput := g.throughput(); tput > 0 && !g.limit.cold {
 		ahead := t.Cost
 		for i := signals.Class(0); i <= c; i++ {
 			ahead += g.queues[i].cost
 		}
-		est := time.Duration(ahead * unit / max(g.Admitting(), 1e-6) * float64(time.Second))
+		est := time.Duration(ahead / tput * float64(time.Second))
+		if g.closed(c) {
+			est = time.Duration(math.MaxInt64) // only its share serves it
+		}
 		if share := g.cfg.Assured[c]; share > 0 {
 			// Its share serves the class's own queue meanwhile.
-			own := (g.queues[c].cost + t.Cost) * unit / max(share*g.Admitting(), 1e-6)
+			own := (g.queues[c].cost + t.Cost) / (share * tput)
 			est = min(est, time.Duration(own*float64(time.Second)))
 		}
 		if wait, why := g.allowed(c, now); est > wait {
@@ -310,13 +374,16 @@ func (g *Gate) Arrive(now time.Time, t *Ticket, drop func(*Ticket, signals.Reaso
 // it; nil if none can start. drop receives the requests thrown away on the
 // way.
 func (g *Gate) Next(now time.Time, drop func(*Ticket, signals.Reason)) *Ticket {
+	g.fold(now)
 	g.sweep(now, drop)
 	// An assured share first: a class whose credit covers its next
 	// request goes ahead of the higher classes — its newest request, which
 	// has the most of its time left (the older ones would mostly be
-	// served near their wait bound).
+	// served near their wait bound) — but never ahead of a waiting
+	// critical request: the share is taken from the work between, so that
+	// it can never cost a critical request its wait bound.
 	for c := range g.queues {
-		if g.cfg.Assured[c] <= 0 {
+		if g.cfg.Assured[c] <= 0 || c == int(signals.Critical) || g.queues[signals.Critical].len() > 0 {
 			continue
 		}
 		t := g.head(signals.Class(c), now, true, drop)
@@ -331,6 +398,9 @@ func (g *Gate) Next(now time.Time, drop func(*Ticket, signals.Reason)) *Ticket {
 		return t
 	}
 	for c := range g.queues {
+		if g.closed(signals.Class(c)) {
+			break // and every class below: their assured shares were served above
+		}
 		t := g.head(signals.Class(c), now, false, drop)
 		if t == nil {
 			continue
@@ -371,10 +441,30 @@ func (g *Gate) head(c signals.Class, now time.Time, newest bool, drop func(*Tick
 	return nil
 }
 
+// fold brings the demand model up to now and opens or closes classes.
+func (g *Gate) fold(now time.Time) {
+	g.dem.fold(now, g.queued.Load() > 0)
+	open := signals.Class(signals.NumClasses - 1)
+	for c := range signals.Class(signals.NumClasses - 1) {
+		if g.dem.over[c] {
+			open = c
+			break
+		}
+	}
+	g.open.Store(int32(open))
+}
+
+// criticalWaits reports whether critical requests within capacity wait:
+// what a probe of the limit would make wait longer.
+func (g *Gate) criticalWaits() bool {
+	return g.queues[signals.Critical].len() > 0 && !g.dem.over[signals.Critical]
+}
+
 // Done records the end of an admitted request's work: Release, then
 // Update. Callers serialize it.
 func (g *Gate) Done(now time.Time, t *Ticket) {
 	if _, due := g.Release(now, t); due {
+		g.limit.critical = g.criticalWaits()
 		g.limit.update(now)
 	}
 }
@@ -413,8 +503,8 @@ func (g *Gate) sweep(now time.Time, drop func(*Ticket, signals.Reason)) {
 }
 
 func (g *Gate) remove(c signals.Class, t *Ticket, _ time.Time) {
-	if g.queues[c].remove(t) {
-		g.queued.Add(-1)
+	if g.queues[c].remove(t) && g.queued.Add(-1) == 0 {
+		g.dem.emptied = true
 	}
 	t.queued = false
 	if g.queues[c].len() == 0 {

@@ -93,55 +93,129 @@ func TestGateTimeBoundAndSweep(t *testing.T) {
 	assert.Equal(t, 0, g.Queued(signals.Default))
 }
 
-func TestGateCoDelAdaptiveLIFO(t *testing.T) {
-	g := New(Config{Limit: LimitConfig{Initial: 1, Min: 1, Max: 1, Fixed: true},
-		MaxWait: [3]time.Duration{time.Second, time.Second, time.Second}, Target: 50 * time.Millisecond, Interval: 100 * time.Millisecond})
-	var d drops
-	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	warm := &Ticket{Class: signals.Default, Arrival: at(-1000)}
-	g.Arrive(warm.Arrival, warm, d.drop)
-	g.Done(warm.Arrival.Add(time.Millisecond), warm) // 1 ms per unit: the door lets them queue
-	running := &Ticket{Class: signals.Default, Arrival: at(0)}
-	g.Arrive(at(0), running, d.drop)
-	arrive := func(from, to int) { // one every 10 ms, in time order
-		for ms := from; ms <= to; ms += 10 {
-			g.Arrive(at(ms), &Ticket{Class: signals.Default, Arrival: at(ms)}, d.drop)
+// rig drives a gate with a server of one slot that completes a request
+// every `service`: arrivals are scripted per class, every decision is
+// recorded.
+type rig struct {
+	g        *Gate
+	now      time.Time
+	running  *Ticket
+	service  time.Duration
+	next     time.Time // the running request's end
+	d        drops
+	dropAt   []time.Time                   // when each of d's drops happened
+	admitted [signals.NumClasses][]*Ticket // with their admission time in Start
+	refused  [signals.NumClasses][]signals.Reason
+}
+
+func newRig(cfg Config, service time.Duration) *rig {
+	cfg.Limit = LimitConfig{Initial: 1, Min: 1, Max: 1, Fixed: true}
+	return &rig{g: New(cfg), now: t0, service: service}
+}
+
+func (r *rig) start(tk *Ticket) {
+	r.running, r.next = tk, r.now.Add(r.service)
+	r.admitted[tk.Class] = append(r.admitted[tk.Class], tk)
+}
+
+func (r *rig) arrive(c signals.Class) {
+	tk := &Ticket{Class: c, Arrival: r.now}
+	switch dec, why := r.g.Arrive(r.now, tk, r.drop); dec {
+	case Admitted:
+		r.start(tk)
+	case Refused:
+		r.refused[c] = append(r.refused[c], why)
+	}
+}
+
+func (r *rig) drop(tk *Ticket, why signals.Reason) {
+	r.d.drop(tk, why)
+	r.dropAt = append(r.dropAt, r.now)
+	r.refused[tk.Class] = append(r.refused[tk.Class], why)
+}
+
+// advance moves the clock to `to` in steps of 1 ms, completing the
+// running request when its time is up and starting the next.
+func (r *rig) advance(to time.Time) {
+	for r.now.Before(to) {
+		r.now = r.now.Add(time.Millisecond)
+		if r.running != nil && !r.now.Before(r.next) {
+			r.g.Done(r.now, r.running)
+			r.running = nil
+		}
+		if r.running == nil {
+			if tk := r.g.Next(r.now, r.drop); tk != nil {
+				r.start(tk)
+			}
 		}
 	}
-	step := func(ms int) *Ticket {
-		g.Done(at(ms), running)
-		running = g.Next(at(ms), d.drop)
-		require.NotNil(t, running, "at %d ms", ms)
-		return running
+}
+
+// TestGateCoDelCutsAClassOverCapacity: a class that brings twice what the
+// server completes is cut by CoDel once its queue stands: the requests
+// past Target are dropped, the newest are served first and within Target
+// while it stands; when the overload ends and the queue empties, it is
+// served in order again.
+func TestGateCoDelCutsAClassOverCapacity(t *testing.T) {
+	r := newRig(Config{MaxWait: [3]time.Duration{time.Second, time.Second, time.Second}, Target: 50 * time.Millisecond, Interval: 100 * time.Millisecond}, 10*time.Millisecond)
+	end := t0.Add(20 * time.Second)
+	for r.now.Before(end) { // a default request every 5 ms: twice the throughput
+		r.arrive(signals.Default)
+		r.advance(r.now.Add(5 * time.Millisecond))
 	}
-	// The queue holds requests from 0 ms on. At 60 ms it has not for an
-	// Interval (100 ms): FIFO, MaxWait.
-	arrive(0, 60)
-	assert.False(t, g.Standing(signals.Default, at(60)))
-	assert.Equal(t, at(0), step(60).Arrival, "FIFO")
-	assert.Empty(t, d.got)
-	// From 100 ms it is standing: requests older than Target (50 ms) are
-	// dropped, and the newest is served first.
-	arrive(70, 140)
-	require.True(t, g.Standing(signals.Default, at(145)))
-	require.NotEmpty(t, d.got)
-	for i, why := range d.got {
-		assert.Equal(t, signals.ReasonCoDel, why)
-		assert.Greater(t, at(145).Sub(d.ts[i].Arrival), 50*time.Millisecond, "only requests past the target are dropped")
+	require.True(t, r.g.Standing(signals.Default, r.now), "twice the throughput for 20 s: standing")
+	late := r.admitted[signals.Default][len(r.admitted[signals.Default])-500:]
+	for _, tk := range late {
+		assert.LessOrEqual(t, tk.Start.Sub(tk.Arrival), 50*time.Millisecond, "while it stands, served within Target")
 	}
-	assert.Equal(t, at(140), step(145).Arrival, "newest first while standing")
-	// Still standing until the queue empties: whatever waits is served
-	// newest first within the target, or dropped.
-	for ms := 150; g.Queued(signals.Default) > 0; ms += 5 {
-		n := step(ms)
-		assert.LessOrEqual(t, at(ms).Sub(n.Arrival), 50*time.Millisecond, "at %d ms", ms)
+	require.NotEmpty(t, r.d.got)
+	for i := len(r.d.got) / 2; i < len(r.d.got); i++ {
+		assert.Equal(t, signals.ReasonCoDel, r.d.got[i])
+		assert.Greater(t, r.dropAt[i].Sub(r.d.ts[i].Arrival), 50*time.Millisecond, "only requests past Target are dropped")
 	}
-	// Empty: the episode is over. A new queue is FIFO again.
-	assert.False(t, g.Standing(signals.Default, at(300)))
-	a, b := &Ticket{Class: signals.Default, Arrival: at(300)}, &Ticket{Class: signals.Default, Arrival: at(301)}
-	g.Arrive(at(300), a, d.drop)
-	g.Arrive(at(301), b, d.drop)
-	assert.Same(t, a, step(305), "FIFO after the queue emptied")
+	// The overload ends: the queue empties, the episode is over, and a new
+	// queue is served in order again.
+	r.advance(r.now.Add(2 * time.Second))
+	assert.Zero(t, r.g.Queued(signals.Default))
+	assert.False(t, r.g.Standing(signals.Default, r.now))
+	for range 3 {
+		r.arrive(signals.Default)
+	}
+	first := r.admitted[signals.Default][len(r.admitted[signals.Default])-1]
+	a := r.g.queues[signals.Default].front()
+	r.advance(r.now.Add(10 * time.Millisecond))
+	assert.Same(t, a, r.running, "in order after the queue emptied (the first was %v)", first.Arrival)
+}
+
+// TestGateCriticalWithinCapacityIsNeverCut: critical requests bring 95 %
+// of what the server completes and default ones twice as much again.
+// The critical queue stands now and then, but critical is within
+// capacity: it is never refused, and never waits past its MaxWait; the
+// excess is default work, refused — and no default request is admitted
+// in a second in which a critical one is refused.
+func TestGateCriticalWithinCapacityIsNeverCut(t *testing.T) {
+	r := newRig(Config{}, 10*time.Millisecond) // package defaults: CoDel 100 ms / 500 ms
+	end := t0.Add(60 * time.Second)
+	rng := uint64(7)
+	for r.now.Before(end) {
+		// Poisson arrivals in 1 ms steps: critical 95 a second (the server
+		// completes 100), default 200.
+		rng = rng*6364136223846793005 + 1442695040888963407
+		u := float64(rng>>11) / (1 << 53)
+		switch {
+		case u < 0.095:
+			r.arrive(signals.Critical)
+		case u < 0.295:
+			r.arrive(signals.Default)
+		}
+		r.advance(r.now.Add(time.Millisecond))
+	}
+	assert.Empty(t, r.refused[signals.Critical], "critical within capacity: never refused")
+	for _, tk := range r.admitted[signals.Critical] {
+		require.LessOrEqual(t, tk.Start.Sub(tk.Arrival), 800*time.Millisecond)
+	}
+	assert.NotEmpty(t, r.refused[signals.Default], "the excess is default work")
+	t.Logf("critical admitted %d, default admitted %d, refused %d", len(r.admitted[signals.Critical]), len(r.admitted[signals.Default]), len(r.refused[signals.Default]))
 }
 
 func TestGateDeadlines(t *testing.T) {
@@ -211,4 +285,30 @@ func TestGateAssuredShare(t *testing.T) {
 			assert.InDelta(t, tc.want, share, 0.01, "sheddable's share of the admitted cost")
 		})
 	}
+}
+
+// TestGateAssuredShareNeverAheadOfCritical: the sheddable class's assured
+// share jumps the default queue, never a waiting critical request.
+func TestGateAssuredShareNeverAheadOfCritical(t *testing.T) {
+	cfg := fixed(1)
+	cfg.Assured[signals.Sheddable] = 0.5
+	cfg.MaxWait = [3]time.Duration{time.Hour, time.Hour, time.Hour}
+	g := New(cfg)
+	var d drops
+	running := &Ticket{Class: signals.Default, Arrival: t0}
+	g.Arrive(t0, running, d.drop)
+	now := t0
+	for i := range 200 {
+		now = now.Add(time.Millisecond)
+		for _, c := range []signals.Class{signals.Critical, signals.Default, signals.Sheddable} {
+			g.Arrive(now, &Ticket{Class: c, Arrival: now}, d.drop)
+		}
+		g.Done(now, running)
+		running = g.Next(now, d.drop)
+		require.NotNil(t, running, "step %d", i)
+		if running.Class != signals.Critical {
+			assert.Zero(t, g.Queued(signals.Critical), "step %d: %v admitted while a critical request waits", i, running.Class)
+		}
+	}
+	assert.Empty(t, d.got)
 }

@@ -126,13 +126,15 @@ const (
 	probeMax     = time.Second
 	probeMaxRTTs = 8           // the time limit: probeMax or this many latencies
 	probeDuty    = 20          // probes take at most 1/probeDuty of the time
+	probeDefer   = 1           // a probe waits out a critical queue at most this many ProbeEvery since the last
 	maxGrow      = 1.5         // the most a window grows the limit, which it does
 	flat         = 1.15        // with a ratio under this twice running or at a cold start,
 	coldMin      = 4           // whose windows need only this many completions
 	minTrigger   = time.Second // between probes triggered by a jump
 	drift        = 1.2         // the limit this far from the baseline's: probe again…
 	nearKnee     = 1.25        // …upwards only with latency this much above the baseline
-	halving      = 1.8         // at a cold start, a probe ratio this near 2: halve
+	halving      = 1.8         // at a cold start, a probe ratio this near 2: halve…
+	keptAbove    = 0.75        // …if the probe kept this share of the throughput
 	coldCohort   = 16          // a cold start's probes admit at least this many
 	// slack is added to both latencies of the ratio (seconds per cost
 	// unit): a difference of a few microseconds between L and L/2 is the
@@ -181,21 +183,23 @@ type limiter struct {
 	cfg LimitConfig
 
 	// Lock-free: read and written by admissions and releases.
-	adm        atomic.Int64  // admission limit in micro-units (half the limit while probing)
-	phase      atomic.Uint32 // even: normal; odd: probing. Tickets carry it.
-	full       atomic.Bool   // an arrival found no room since the last update
-	warm       atomic.Bool   // recent holds a measurement
-	peak       atomic.Int64  // most cost in flight at a release since the last update
-	due        atomic.Int64  // unix ns: the earliest next update
-	win        acc           // completions admitted at the limit
-	probe      acc           // completions of the current probe's cohort
-	cohort     atomic.Int64  // tickets admitted during the current probe
-	cohortT    atomic.Int64  // Σ admission times (unix ns) of the cohort…
-	cohortC    atomic.Int64  // …and Σ costs (micro-units)
-	doneT      atomic.Int64  // Σ admission times of the cohort members done
-	cohortSize atomic.Int64  // the current probe's cohort
-	cap        atomic.Int64  // nanoseconds per cost unit a cohort sample counts at most; 0: none
-	winN       atomic.Int64  // completions a window needs
+	adm         atomic.Int64  // admission limit in micro-units (half the limit while probing)
+	phase       atomic.Uint32 // even: normal; odd: probing. Tickets carry it.
+	full        atomic.Bool   // an arrival found no room since the last update
+	warm        atomic.Bool   // recent holds a measurement
+	peak        atomic.Int64  // most cost in flight at a release since the last update
+	due         atomic.Int64  // unix ns: the earliest next update
+	completed   atomic.Int64  // micro-units completed, ever
+	win         acc           // completions admitted at the limit
+	probe       acc           // completions of the current probe's cohort
+	cohort      atomic.Int64  // tickets admitted during the current probe
+	cohortT     atomic.Int64  // Σ admission times (unix ns) of the cohort…
+	cohortC     atomic.Int64  // …and Σ costs (micro-units)
+	cohortFirst atomic.Int64  // unix ns: the cohort's first admission
+	doneT       atomic.Int64  // Σ admission times of the cohort members done
+	cohortSize  atomic.Int64  // the current probe's cohort
+	cap         atomic.Int64  // nanoseconds per cost unit a cohort sample counts at most; 0: none
+	winN        atomic.Int64  // completions a window needs
 
 	// Serialized.
 	limit       float64 // outside probes
@@ -203,6 +207,8 @@ type limiter struct {
 	recent      float64 // seconds per cost unit at the limit; 0: none yet
 	ratio       float64 // the last window's recent/base
 	external    bool    // the limit is set from outside (SetLimit)
+	critical    bool    // critical requests within capacity wait at the gate (set by the gate before update)
+	costly      bool    // the last probe kept less than keptAbove of the throughput
 	settle      bool    // the next window is the refill after a probe: discard it
 	cold        bool    // no sign of the knee yet: slow start
 	flatRun     int     // windows in a row with flat latency and the limit in use
@@ -217,6 +223,12 @@ type limiter struct {
 	probeStart  time.Time
 	nextProbe   time.Time
 	lastProbe   time.Time
+	dutyUntil   time.Time // no probe before: probes cost at most 1/probeDuty of the throughput
+	doneAt      int64     // completed at the last probe's start or end, micro-units
+	winDone     int64     // completed at the start of this window, micro-units
+	lastX       float64   // cost units per second completed in the last window at the limit
+	probeX      float64   // …and during the last probe, at half the limit
+	between     float64   // cost units per second completed between the last two probes
 	windowStart time.Time
 	rng         uint64
 }
@@ -234,6 +246,7 @@ func newLimiter(cfg LimitConfig) *limiter {
 // before t's release. It is safe for concurrent use and reports whether an
 // update is due.
 func (l *limiter) record(t *Ticket, now time.Time, cur int64) bool {
+	l.completed.Add(micro(t.Cost))
 	lat := max(now.Sub(t.Start), 0)
 	switch {
 	case t.phase&1 == 0:
@@ -301,16 +314,22 @@ func (l *limiter) update(now time.Time) {
 	}
 	per, _ := l.win.take()
 	full, peak := l.full.Swap(false), float64(l.peak.Swap(0))/1e6
+	done, el := l.completed.Load(), now.Sub(l.windowStart).Seconds()
 	l.windowStart = now
 	if per <= 0 {
 		return
 	}
 	if l.settle {
 		l.settle = false // the work in flight was still coming back from half
+		l.winDone = done
 		return
 	}
 	l.recent = smooth(l.recent, per)
 	l.last = per
+	if el > 0 && l.winDone > 0 {
+		l.lastX = float64(done-l.winDone) / 1e6 / el
+	}
+	l.winDone = done
 	l.windows++
 	if l.external {
 		return
@@ -328,12 +347,18 @@ func (l *limiter) update(now time.Time) {
 	switch {
 	case l.cold && l.ratio >= halving:
 		// A cold start above the knee: latency about doubled since half
-		// the limit, twice running, puts both past it. Halve, and measure
-		// again after two windows.
+		// the limit, twice running, puts both past it — if the throughput
+		// at half the limit was about as high as at the limit (see
+		// endProbe); halve, and measure again after two windows. If it
+		// was not, the baseline is stale: measure it again now.
 		if l.highRun++; l.highRun >= 2 {
 			l.highRun, l.kneeRun = 0, 0
-			l.set(l.limit / 2)
-			l.reprobe, l.windows = true, 0
+			if l.probeX > 0 && l.lastX > 0 && l.probeX/l.lastX >= keptAbove {
+				l.set(l.limit / 2)
+				l.reprobe, l.windows = true, 0
+			} else {
+				l.startProbe(now)
+			}
 			return
 		}
 	case l.ratio > nearKnee:
@@ -383,7 +408,16 @@ func (l *limiter) update(now time.Time) {
 	// under the limit would feel as an overload, and with the limit
 	// unused there is nothing to decide.
 	l.prevFull = full
-	if used && (!now.Before(l.nextProbe) || (jump && now.Sub(l.lastProbe) >= minTrigger)) {
+	// Nor, when the last probe cost throughput (it kept less than
+	// keptAbove of it: half the limit is under the knee, as with two
+	// workers), while critical requests wait and critical work is within
+	// capacity, for up to probeDefer periods since the last probe: the
+	// probe's cost would fall on critical requests the server can serve,
+	// and a baseline a few probes old costs less than their refusal. Not
+	// when critical work is over capacity: then the limit may be what is
+	// wrong (the bottleneck lost workers), and a probe finds out.
+	waitOut := l.critical && l.costly && !l.cold && now.Sub(l.lastProbe) < probeDefer*l.cfg.ProbeEvery
+	if used && !waitOut && (!now.Before(l.nextProbe) || (jump && now.Sub(l.lastProbe) >= minTrigger && !now.Before(l.dutyUntil))) {
 		l.startProbe(now)
 	}
 }
@@ -406,10 +440,16 @@ func (l *limiter) set(v float64) {
 
 // startProbe admits half the limit until endProbe.
 func (l *limiter) startProbe(now time.Time) {
+	done := l.completed.Load()
+	if el := now.Sub(l.lastProbe).Seconds(); !l.lastProbe.IsZero() && el > 0 {
+		l.between = float64(done-l.doneAt) / 1e6 / el
+	}
+	l.doneAt = done
 	l.probing, l.probeStart = true, now
 	l.probe.take()
 	l.cohort.Store(0)
 	l.cohortT.Store(0)
+	l.cohortFirst.Store(0)
 	l.cohortC.Store(0)
 	l.doneT.Store(0)
 	lo := float64(cohortMin)
@@ -455,12 +495,39 @@ func (l *limiter) endProbe(now time.Time) {
 	// is not settled.
 	soon := time.Duration(-1)
 	l.reprobe = false
+	// The share of the throughput that the probe kept: against the
+	// higher of the last window's and the whole time since the last
+	// probe's (the bar a halving must pass), and against the latter alone
+	// (the less noisy measure of what a probe costs). 1 when not known.
+	// The probe's throughput is its cohort's: the cohort's cost done over
+	// the time since its first admission — not every completion during the
+	// probe, which counts the work admitted at the full limit draining
+	// out and reads a short probe's throughput as high as the limit's.
+	done, kept, cost := l.completed.Load(), 1.0, 1.0
+	if first := l.cohortFirst.Load(); first > 0 && now.UnixNano() > first {
+		l.probeX = float64(l.probe.cost.Load()) / 1e6 / time.Duration(now.UnixNano()-first).Seconds()
+		if ref := max(l.lastX, l.between); ref > 0 {
+			kept = l.probeX / ref
+		}
+		if l.between > 0 {
+			cost = l.probeX / l.between
+		}
+	}
 	if per, n := l.cohortLatency(now); n >= probeMinimum && per > 0 {
 		// At a cold start, compare with the last window at the limit:
 		// latency about doubled between L/2 and L puts both past the
-		// knee; somewhat higher puts the knee between them.
-		coldHalve := l.cold && !l.external && l.last > 0 && ratioOf(l.last, per) >= halving
-		if l.cold && !coldHalve && l.last > 0 && ratioOf(l.last, per) > nearKnee {
+		// knee; somewhat higher puts the knee between them. Little's law
+		// read the other way checks it: past the knee, halving what is
+		// admitted keeps the throughput (X(L/2)/X(L) = ratio/2, about
+		// 0.9); a probe that kept less than keptAbove of the throughput
+		// between probes ran below the knee, whatever one cohort's
+		// latency says (a cohort of 16 exponential jobs, or one whose
+		// cost was estimated before the dimmer turned features off, read
+		// ratios over 1.8 at the knee, and halvings took a limit from 16
+		// to 1 under two workers within half a second).
+		ratio := ratioOf(l.last, per)
+		coldHalve := l.cold && !l.external && l.last > 0 && ratio >= halving && kept >= keptAbove
+		if l.cold && !coldHalve && l.last > 0 && ratio > nearKnee {
 			l.cold = false
 		}
 		// Otherwise the baseline moves halfway in log space: one noisy
@@ -485,7 +552,7 @@ func (l *limiter) endProbe(now time.Time) {
 		}
 	}
 	if Trace != nil {
-		Trace(now, fmt.Sprintf("probe end n=%d el=%v", n, el), l.limit, l.ratio, l.base, l.recent)
+		Trace(now, fmt.Sprintf("probe end n=%d el=%v kept=%.2f cost=%.2f px=%.0f lx=%.0f btw=%.0f", n, el, kept, cost, l.probeX, l.lastX, l.between), l.limit, l.ratio, l.base, l.recent)
 	}
 	l.probing = false
 	l.phase.Add(1)
@@ -494,13 +561,30 @@ func (l *limiter) endProbe(now time.Time) {
 	l.full.Store(false)
 	l.peak.Store(0)
 	l.windowStart, l.lastProbe, l.settle, l.windows = now, now, true, 0
-	// ±25 % so that probes do not lock onto a period in the load, and at
-	// most 1/probeDuty of the time spent probing once settled.
+	// Every probe halves what the gate admits: under a bottleneck of two
+	// workers that halves the throughput, and whoever queues meanwhile —
+	// critical work first — pays for it; under one worker it costs
+	// nothing (the gate still admits one at a time). So a probe's cost is
+	// the throughput it lost (lost: its time times the share it lost
+	// against the time between probes), and past a cold start (which
+	// refuses nothing) no probe starts before that cost has been paid
+	// back probeDuty−1 times over: probes take at most 1/probeDuty of the
+	// throughput, however often the ratio jumps. Scheduled probes come
+	// every ProbeEvery (±25 %, so that they do not lock onto a period in
+	// the load), or as the duty allows, or sooner while the baseline is
+	// not settled.
+	lost := time.Duration(max(1-cost, 0) * float64(el))
+	l.costly = cost < keptAbove
+	l.doneAt = done
+	l.dutyUntil = now
+	if !l.cold {
+		l.dutyUntil = now.Add((probeDuty - 1) * lost)
+	}
 	l.rng ^= l.rng << 13
 	l.rng ^= l.rng >> 7
 	l.rng ^= l.rng << 17
 	jitter := 0.75 + 0.5*float64(l.rng>>11)/(1<<53)
-	every := max(time.Duration(float64(l.cfg.ProbeEvery)*jitter), min(probeDuty*el, 4*l.cfg.ProbeEvery))
+	every := max(time.Duration(float64(l.cfg.ProbeEvery)*jitter), min(probeDuty*lost, 4*l.cfg.ProbeEvery))
 	if soon >= 0 {
 		every = soon
 	}
