@@ -60,11 +60,11 @@ type name struct {
 // slot is one tick of the ring: a Point without its maps and pointers
 // (NaN: none).
 type slot struct {
-	t                                                time.Time
+	t                                                 time.Time
 	pressure, lat, soj, shedRate, goodput, tput, shed float64
-	mode                                             string
-	gen                                              uint64
-	vals                                             []float64 // by history.names; NaN: absent
+	mode                                              string
+	gen                                               uint64
+	vals                                              []float64 // by history.names; NaN: absent
 }
 
 func newHistory(n int) *history {
