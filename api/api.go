@@ -15,6 +15,7 @@ import (
 
 	"github.com/brownout/brownout/dimmer"
 	"github.com/brownout/brownout/internal/jsonbody"
+	"github.com/brownout/brownout/internal/local"
 	"github.com/brownout/brownout/internal/server"
 	"github.com/brownout/brownout/provider"
 	"github.com/brownout/brownout/signals"
@@ -399,8 +400,8 @@ func (a *API) pushAuth(next http.Handler) http.Handler {
 				refuse(w, r, http.StatusUnauthorized, "unauthorized", "pushes need a push token (Authorization: Bearer …)")
 				return
 			}
-			if !isJSON(r) {
-				refuse(w, r, http.StatusUnsupportedMediaType, "json-required", "Content-Type "+quote(r.Header.Get("Content-Type"))+": a push is Content-Type: application/json")
+			if !local.IsJSON(r) {
+				refuse(w, r, http.StatusUnsupportedMediaType, "json-required", "Content-Type "+local.Quote(r.Header.Get("Content-Type"))+": a push is Content-Type: application/json")
 				return
 			}
 		case !a.cfg.Loopback:

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/brownout/brownout/internal/local"
 )
 
 // FuzzOFREPBody: whatever the body, an evaluation answers 200, 400, 404
@@ -91,10 +93,10 @@ func FuzzLocalRefusal(f *testing.F) {
 			}
 			return
 		}
-		if !isJSON(r) || !localHost(r) {
+		if !local.IsJSON(r) || !local.Host(r) {
 			t.Fatalf("passed: Content-Type %q, Host %q", ct, host)
 		}
-		if origin != "" && !sameOrigin(r, origin) {
+		if origin != "" && !local.SameOrigin(r, origin) {
 			t.Fatalf("passed from Origin %q to Host %q", origin, host)
 		}
 		if site != "" && site != "same-origin" && site != "none" {

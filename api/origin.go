@@ -1,13 +1,9 @@
 package api
 
 import (
-	"mime"
-	"net"
 	"net/http"
-	"net/netip"
-	"net/url"
-	"strconv"
-	"strings"
+
+	"github.com/brownout/brownout/internal/local"
 )
 
 // A write without a token is trusted as the local operator's only because
@@ -40,39 +36,28 @@ import (
 // or X-API-Key header cross-site only after a CORS preflight, which this
 // server never grants, and a rebound page does not know the token.
 
-// jsonType is the media type every write and push body must declare (the
-// pushers of package signals send it).
-const jsonType = "application/json"
-
-// isJSON reports whether r declares a JSON body (the media type parsed,
-// parameters such as charset allowed).
-func isJSON(r *http.Request) bool {
-	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	return err == nil && mt == jsonType
-}
-
 // localRefusal says why r, a write or push without a token, cannot be
 // taken as the local operator's (its problem type and detail), or "" when
 // it can.
 func localRefusal(r *http.Request) (typ, detail string) {
-	if o := r.Header.Get("Origin"); o != "" && !sameOrigin(r, o) {
-		return "cross-site", "Origin " + quote(o) + " is not this server's (" + quote(scheme(r)+"://"+r.Host) + "): without a token, writes are taken from this server's own pages and from non-browser clients only"
+	if o := r.Header.Get("Origin"); o != "" && !local.SameOrigin(r, o) {
+		return "cross-site", "Origin " + local.Quote(o) + " is not this server's (" + local.Quote(local.Scheme(r)+"://"+r.Host) + "): without a token, writes are taken from this server's own pages and from non-browser clients only"
 	}
 	if s := r.Header.Get("Sec-Fetch-Site"); s != "" && s != "same-origin" && s != "none" {
-		return "cross-site", "Sec-Fetch-Site " + quote(s) + ": without a token, writes are taken from this server's own pages and from non-browser clients only"
+		return "cross-site", "Sec-Fetch-Site " + local.Quote(s) + ": without a token, writes are taken from this server's own pages and from non-browser clients only"
 	}
-	for _, h := range proxyHeaders {
+	for _, h := range local.ProxyHeaders {
 		if v := r.Header.Get(h); v != "" {
-			return "proxied", h + " " + quote(v) + ": the request came through a proxy, so its client may not be on this machine: without a token, writes are taken from local clients only (configure operator tokens to write through a proxy)"
+			return "proxied", h + " " + local.Quote(v) + ": the request came through a proxy, so its client may not be on this machine: without a token, writes are taken from local clients only (configure operator tokens to write through a proxy)"
 		}
 	}
 	if d := hostRefusal(r); d != "" {
 		return "cross-site", d
 	}
-	if !isJSON(r) {
+	if !local.IsJSON(r) {
 		ct := "no Content-Type"
 		if v := r.Header.Get("Content-Type"); v != "" {
-			ct = "Content-Type " + quote(v)
+			ct = "Content-Type " + local.Quote(v)
 		}
 		return "json-required", ct + ": without a token, a write must be Content-Type: application/json with a JSON body, {} at least (curl: -H 'Content-Type: application/json' -d '{}')"
 	}
@@ -83,10 +68,10 @@ func localRefusal(r *http.Request) (typ, detail string) {
 // localHost), or "" when it does: the one Host rule of tokenless writes,
 // pushes and reads.
 func hostRefusal(r *http.Request) string {
-	if localHost(r) {
+	if local.Host(r) {
 		return ""
 	}
-	return "Host " + quote(r.Host) + " is not a loopback address, localhost or this listener's address (a name re-pointed at 127.0.0.1?): without a token, this server answers Host 127.0.0.1, [::1] or localhost only"
+	return "Host " + local.Quote(r.Host) + " is not a loopback address, localhost or this listener's address (a name re-pointed at 127.0.0.1?): without a token, this server answers Host 127.0.0.1, [::1] or localhost only"
 }
 
 // Reads on a loopback listener. Without a token, the state, history,
@@ -118,7 +103,7 @@ func readRefusal(r *http.Request) (typ, detail string) {
 		return "cross-site", d
 	}
 	if s := r.Header.Get("Sec-Fetch-Site"); s != "" && s != "same-origin" && s != "none" && r.Header.Get("Sec-Fetch-Mode") != "navigate" {
-		return "cross-site", "Sec-Fetch-Site " + quote(s) + ": without a token, this server's data is for its own pages and non-browser clients only"
+		return "cross-site", "Sec-Fetch-Site " + local.Quote(s) + ": without a token, this server's data is for its own pages and non-browser clients only"
 	}
 	return "", ""
 }
@@ -136,75 +121,4 @@ func LocalOnly(h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
-}
-
-// proxyHeaders are the headers a proxy adds to say whom it forwards for.
-var proxyHeaders = []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Real-Ip"}
-
-// scheme is the request's own scheme as the client used it.
-func scheme(r *http.Request) string {
-	if r.TLS != nil {
-		return "https"
-	}
-	return "http"
-}
-
-// sameOrigin reports whether origin is r's own scheme://Host (host names
-// compared without case, default ports made explicit).
-func sameOrigin(r *http.Request, origin string) bool {
-	u, err := url.Parse(origin)
-	if err != nil || u.Scheme == "" || u.Host == "" || u.Path != "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		return false // "null" (sandboxed pages, file://) among them
-	}
-	h, p := hostPort(u.Host, u.Scheme)
-	rh, rp := hostPort(r.Host, scheme(r))
-	return strings.EqualFold(u.Scheme, scheme(r)) && strings.EqualFold(h, rh) && p == rp
-}
-
-// hostPort splits a Host into its name and port, the scheme's default
-// port when it has none.
-func hostPort(hostport, scheme string) (string, string) {
-	h, p, err := net.SplitHostPort(hostport)
-	if err != nil {
-		h, p = strings.Trim(hostport, "[]"), ""
-	}
-	if p == "" {
-		p = "80"
-		if strings.EqualFold(scheme, "https") {
-			p = "443"
-		}
-	}
-	return h, p
-}
-
-// localHost reports whether r's Host names this loopback listener:
-// localhost, a loopback address, or the address r arrived on.
-func localHost(r *http.Request) bool {
-	h, _ := hostPort(r.Host, scheme(r))
-	if strings.EqualFold(h, "localhost") {
-		return true
-	}
-	ip, err := netip.ParseAddr(h)
-	if err != nil {
-		return false // a name: the browser resolved it, maybe to us
-	}
-	if ip.Unmap().IsLoopback() {
-		return true
-	}
-	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
-		if ap, err := netip.ParseAddrPort(la.String()); err == nil && ap.Addr().Unmap() == ip.Unmap() {
-			return true
-		}
-	}
-	return false
-}
-
-// maxQuoted bounds what a refusal repeats of a client's header.
-const maxQuoted = 100
-
-func quote(s string) string {
-	if len(s) > maxQuoted {
-		s = s[:maxQuoted] + "…"
-	}
-	return strconv.Quote(s)
 }

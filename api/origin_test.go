@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/brownout/brownout/internal/hostile"
+	"github.com/brownout/brownout/internal/local"
 )
 
 // writes are the operators' writes, each with a valid body.
@@ -145,6 +146,6 @@ func TestListenersOwnAddressIsLocal(t *testing.T) {
 		r := httptest.NewRequest("POST", "/v1/freeze", nil)
 		r.Host = host
 		r = r.WithContext(context.WithValue(r.Context(), http.LocalAddrContextKey, &net.TCPAddr{IP: net.ParseIP("10.1.2.3"), Port: 8080}))
-		assert.Equal(t, want, localHost(r), host)
+		assert.Equal(t, want, local.Host(r), host)
 	}
 }

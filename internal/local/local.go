@@ -53,25 +53,25 @@ type Refusal struct {
 func Check(r *http.Request) *Refusal {
 	write := r.Method != http.MethodGet && r.Method != http.MethodHead && r.Method != http.MethodOptions
 	const only = "only this server's own pages and clients on this machine are served here"
-	if o := r.Header.Get("Origin"); o != "" && !sameOrigin(r, o) {
-		return &Refusal{"cross-site", "Origin " + quote(o) + " is not this server's (" + quote(scheme(r)+"://"+r.Host) + "): " + only}
+	if o := r.Header.Get("Origin"); o != "" && !SameOrigin(r, o) {
+		return &Refusal{"cross-site", "Origin " + Quote(o) + " is not this server's (" + Quote(Scheme(r)+"://"+r.Host) + "): " + only}
 	}
 	if s := r.Header.Get("Sec-Fetch-Site"); s != "" && s != "same-origin" && s != "none" &&
 		(write || r.Header.Get("Sec-Fetch-Mode") != "navigate") {
-		return &Refusal{"cross-site", "Sec-Fetch-Site " + quote(s) + ": " + only}
+		return &Refusal{"cross-site", "Sec-Fetch-Site " + Quote(s) + ": " + only}
 	}
-	for _, h := range proxyHeaders {
+	for _, h := range ProxyHeaders {
 		if v := r.Header.Get(h); v != "" {
-			return &Refusal{"proxied", h + " " + quote(v) + ": the request came through a proxy, so its client may not be on this machine: " + only}
+			return &Refusal{"proxied", h + " " + Quote(v) + ": the request came through a proxy, so its client may not be on this machine: " + only}
 		}
 	}
-	if !localHost(r) {
-		return &Refusal{"cross-site", "Host " + quote(r.Host) + " is not a loopback address, localhost or this listener's address (a name re-pointed at 127.0.0.1?): use Host 127.0.0.1, [::1] or localhost"}
+	if !Host(r) {
+		return &Refusal{"cross-site", "Host " + Quote(r.Host) + " is not a loopback address, localhost or this listener's address (a name re-pointed at 127.0.0.1?): use Host 127.0.0.1, [::1] or localhost"}
 	}
 	if write && !IsJSON(r) {
 		ct := "no Content-Type"
 		if v := r.Header.Get("Content-Type"); v != "" {
-			ct = "Content-Type " + quote(v)
+			ct = "Content-Type " + Quote(v)
 		}
 		return &Refusal{"json-required", ct + ": a write must be Content-Type: application/json with a JSON body, {} at least (curl: -H 'Content-Type: application/json' -d '{}')"}
 	}
@@ -85,27 +85,27 @@ func IsJSON(r *http.Request) bool {
 	return err == nil && mt == "application/json"
 }
 
-// proxyHeaders are the headers a proxy adds to say whom it forwards for.
-var proxyHeaders = []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Real-Ip"}
+// ProxyHeaders are the headers a proxy adds to say whom it forwards for.
+var ProxyHeaders = []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Real-Ip"}
 
-// scheme is the request's own scheme as the client used it.
-func scheme(r *http.Request) string {
+// Scheme is the request's own scheme as the client used it.
+func Scheme(r *http.Request) string {
 	if r.TLS != nil {
 		return "https"
 	}
 	return "http"
 }
 
-// sameOrigin reports whether origin is r's own scheme://Host (host names
+// SameOrigin reports whether origin is r's own scheme://Host (host names
 // compared without case, default ports made explicit).
-func sameOrigin(r *http.Request, origin string) bool {
+func SameOrigin(r *http.Request, origin string) bool {
 	u, err := url.Parse(origin)
 	if err != nil || u.Scheme == "" || u.Host == "" || u.Path != "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
 		return false // "null" (sandboxed pages, file://) among them
 	}
 	h, p := hostPort(u.Host, u.Scheme)
-	rh, rp := hostPort(r.Host, scheme(r))
-	return strings.EqualFold(u.Scheme, scheme(r)) && strings.EqualFold(h, rh) && p == rp
+	rh, rp := hostPort(r.Host, Scheme(r))
+	return strings.EqualFold(u.Scheme, Scheme(r)) && strings.EqualFold(h, rh) && p == rp
 }
 
 // hostPort splits a Host into its name and port, the scheme's default
@@ -124,10 +124,10 @@ func hostPort(hostport, scheme string) (string, string) {
 	return h, p
 }
 
-// localHost reports whether r's Host names this listener: localhost, a
+// Host reports whether r's Host names this listener: localhost, a
 // loopback address, or the address r arrived on.
-func localHost(r *http.Request) bool {
-	h, _ := hostPort(r.Host, scheme(r))
+func Host(r *http.Request) bool {
+	h, _ := hostPort(r.Host, Scheme(r))
 	if strings.EqualFold(h, "localhost") {
 		return true
 	}
@@ -149,7 +149,8 @@ func localHost(r *http.Request) bool {
 // maxQuoted bounds what a refusal repeats of a client's header.
 const maxQuoted = 100
 
-func quote(s string) string {
+// Quote quotes a client's header for a refusal, at most maxQuoted bytes of it.
+func Quote(s string) string {
 	if len(s) > maxQuoted {
 		s = s[:maxQuoted] + "…"
 	}
