@@ -63,8 +63,10 @@
 //     which is never taken while a critical request waits nor while
 //     critical work itself is over capacity. When the load falls under
 //     the throughput the cutting stops with it (the rates are averaged
-//     over 5 s; refusals stop within about 2 s of the fall, though a short
-//     burst can follow when the dimmer brings every part back at once).
+//     over 5 s; refusals stop within about 2 s of the fall). A probe of
+//     the adaptive limit, which halves what the gate admits, ends at once
+//     when the load is within capacity and a request has waited half its
+//     class's MaxWait: the queue is the probe's, not the load's.
 //
 // Costs count, not requests ("one search = 100 profile views"): limits and
 // queues are in cost units, estimated up front from the route and its

@@ -315,7 +315,7 @@ func (g *Gate) Release(now time.Time, t *Ticket) (waiting, due bool) {
 // Update moves the adaptive limit if it is due. Callers serialize it.
 func (g *Gate) Update(now time.Time) {
 	if g.limit.isDue(now) {
-		g.limit.critical = g.criticalWaits()
+		g.inform(now)
 		g.limit.update(now)
 	}
 }
@@ -454,17 +454,52 @@ func (g *Gate) fold(now time.Time) {
 	g.open.Store(int32(open))
 }
 
+// inform tells the limit, before it moves, what its probes would cost
+// the requests at the gate.
+func (g *Gate) inform(now time.Time) {
+	g.limit.critical = g.criticalWaits()
+	g.limit.hurts = g.probeHurts(now)
+}
+
 // criticalWaits reports whether critical requests within capacity wait:
 // what a probe of the limit would make wait longer.
 func (g *Gate) criticalWaits() bool {
 	return g.queues[signals.Critical].len() > 0 && !g.dem.over[signals.Critical]
 }
 
+// probeWaitShare is the share of its class's MaxWait a request may have
+// waited, while the load is within capacity, before a probe of the limit
+// that made it wait gives up: half, so that the queue the probe leaves
+// drains, at the full limit, before anyone in it reaches the bound.
+const probeWaitShare = 0.5
+
+// probeHurts reports whether a probe running now makes requests wait
+// that the load alone would not: no class is over capacity, yet a
+// request has waited probeWaitShare of its MaxWait. A probe halves what
+// the gate admits, and the limit settles near 1.6 × the knee, so its
+// half is under the knee (with two workers and requests of 1.6 units, a
+// single worker): at 65 % of capacity that lets a queue grow for as long
+// as the probe lasts (up to a second), and the requests at its end were
+// refused for a measurement. While a class is over capacity the queue is
+// the load's, and the probe goes on: the limit may be what is wrong.
+func (g *Gate) probeHurts(now time.Time) bool {
+	if g.dem.over[signals.NumClasses-1] {
+		return false
+	}
+	for c := range g.queues {
+		q := &g.queues[c]
+		if q.len() > 0 && now.Sub(q.front().Arrival) >= time.Duration(probeWaitShare*float64(g.cfg.MaxWait[c])) {
+			return true
+		}
+	}
+	return false
+}
+
 // Done records the end of an admitted request's work: Release, then
 // Update. Callers serialize it.
 func (g *Gate) Done(now time.Time, t *Ticket) {
 	if _, due := g.Release(now, t); due {
-		g.limit.critical = g.criticalWaits()
+		g.inform(now)
 		g.limit.update(now)
 	}
 }

@@ -312,3 +312,36 @@ func TestGateAssuredShareNeverAheadOfCritical(t *testing.T) {
 	}
 	assert.Empty(t, d.got)
 }
+
+// TestGateProbeEndsWhenItHurts: a probe of the limit halves what the gate
+// admits; when the load is within capacity and a request has waited half
+// its class's MaxWait, the queue is the probe's doing and the probe ends
+// at once. While a class is over capacity the queue is the load's, and the
+// probe goes on.
+func TestGateProbeEndsWhenItHurts(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		waited time.Duration
+		over   bool
+		ends   bool
+	}{
+		{"within capacity, waited half of MaxWait", 150 * time.Millisecond, false, true},
+		{"within capacity, waited less", 140 * time.Millisecond, false, false},
+		{"over capacity", 150 * time.Millisecond, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := New(Config{}) // default class MaxWait 300 ms
+			g.limit.warm.Store(true)
+			g.limit.cold = false
+			g.limit.startProbe(t0)
+			require.True(t, g.limit.probing)
+			g.queues[signals.Default].push(&Ticket{Class: signals.Default, Arrival: t0})
+			g.queued.Add(1)
+			g.dem.over[signals.NumClasses-1] = tc.over
+			now := t0.Add(tc.waited)
+			require.True(t, g.limit.isDue(now))
+			g.Update(now)
+			assert.Equal(t, tc.ends, !g.limit.probing)
+		})
+	}
+}

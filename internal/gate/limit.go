@@ -33,6 +33,11 @@ import (
 // with the time they have run) — with each sample capped at 4 baselines so
 // that a few long jobs cannot swing it; the baseline moves halfway (in log
 // space) to each probe's result.
+// A probe that makes requests wait which the load alone would not — no
+// class over capacity, and one request has waited half its class's
+// MaxWait — ends at once with the part of its cohort it has: half the
+// limit is under the knee (the limit settles near 1.6 × it), so at a load
+// within capacity a probe's whole cost is the queue it builds.
 // Probes run every ProbeEvery (±25 %, and at most 5 % of the time), and
 // sooner (at least 1 s apart) while the baseline is unsettled, when the
 // limit has moved more than 20 % from where the baseline was measured, or
@@ -208,6 +213,7 @@ type limiter struct {
 	ratio       float64 // the last window's recent/base
 	external    bool    // the limit is set from outside (SetLimit)
 	critical    bool    // critical requests within capacity wait at the gate (set by the gate before update)
+	hurts       bool    // a probe now makes requests wait that the load alone would not (set by the gate before update)
 	costly      bool    // the last probe kept less than keptAbove of the throughput
 	settle      bool    // the next window is the refill after a probe: discard it
 	cold        bool    // no sign of the knee yet: slow start
@@ -487,10 +493,13 @@ func (l *limiter) endProbe(now time.Time) {
 	el := now.Sub(l.probeStart)
 	n := l.probe.n.Load()
 	limit := max(probeMax, time.Duration(probeMaxRTTs*max(l.recent, l.base)*float64(time.Second)))
-	if n < l.cohortSize.Load() && el < limit {
+	if n < l.cohortSize.Load() && el < limit && !l.hurts {
 		l.due.Store(now.Add(time.Millisecond).UnixNano())
 		return
 	}
+	// A probe that hurts (see Gate.probeHurts) ends at once, with the
+	// part of its cohort it has: enough of it is a baseline like any
+	// other, too little leaves the old one.
 	// When to look again: after ProbeEvery, or sooner while the baseline
 	// is not settled.
 	soon := time.Duration(-1)
