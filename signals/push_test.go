@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -589,7 +590,7 @@ func FuzzPushBody(f *testing.F) {
 			if w.Header().Get("Content-Type") != "application/problem+json" {
 				t.Fatalf("refusal %d without problem+json", w.Code)
 			}
-			if after != before || instances() != was {
+			if !reflect.DeepEqual(after, before) || instances() != was {
 				t.Fatalf("refused push (%d %s) changed the state:\n%v\n%v", w.Code, w.Body, before, after)
 			}
 			return

@@ -82,6 +82,10 @@ type Snapshot struct {
 	ClassesOK bool
 	// Standing reports a standing queue (CoDel) in any class.
 	Standing bool
+	// Tallies holds each feature's on/off contrast over the window, when
+	// the source provides them (see Tally). The slice may be shared with
+	// the source: it is valid until the source's next snapshot.
+	Tallies []Tally
 
 	values  [NumKeys]float64
 	present uint32
