@@ -10,6 +10,7 @@ import (
 	"github.com/failsafe-go/failsafe-go/failsafehttp"
 	"github.com/open-feature/go-sdk/openfeature"
 
+	"github.com/brownout/brownout"
 	"github.com/brownout/brownout/dimmer"
 	"github.com/brownout/brownout/provider"
 	"github.com/brownout/brownout/shed"
@@ -20,24 +21,23 @@ import (
 // "Embedded mode, end to end", verbatim between the markers below
 // (TestReadmeSnippet keeps the two equal), with the package defaults — what
 // a new user gets.
-func Embedded(ctx context.Context, app http.Handler) (http.Handler, *dimmer.Controller, *shed.Shedder) {
+func Embedded(ctx context.Context, app http.Handler) (http.Handler, *brownout.Brownout, error) {
 	// README:embedded
-	rec := signals.NewRecorder(signals.Config{Latency: signals.WindowConfig{Slices: 5}})
-	ctl, _ := dimmer.New(dimmer.Config{
-		Targets: []dimmer.Target{
-			{Signal: signals.LatencyP99, Target: 0.3},
-			{Signal: signals.RejectRatio, Target: 0.01, DimOnly: true},
-		},
-		Features: []dimmer.Feature{{Name: "recommendations"}, {Name: "reviews", Rank: 1}},
+	b, err := brownout.New(brownout.Options{
+		Features: []brownout.Feature{{Name: "recommendations"}, {Name: "reviews", Rank: 1}},
+		// Believe the callers' X-Priority: only where they are your own services.
+		TrustPriority: true,
 	})
-	go ctl.Run(ctx, dimmer.Local(rec))
-	p, _ := provider.New(ctl, provider.Options{})
-	openfeature.SetProviderAndWait(p)
-	// TrustPriority believes the callers' X-Priority: only where they are your own services.
-	s, _ := shed.New(shed.Config{Recorder: rec, ShedLevel: ctl.ShedLevel, TrustPriority: true})
-	handler := s.Middleware(app) // app asks flags per user; http.ListenAndServe(addr, handler)
+	if err != nil {
+		return nil, nil, err
+	}
+	go b.Run(ctx) // the control loop, until ctx ends
+	if err := b.RegisterProvider(); err != nil {
+		return nil, nil, err
+	}
+	handler := b.Middleware(app) // app asks the flags per user; http.ListenAndServe(addr, handler)
 	// README:end
-	return handler, ctl, s
+	return handler, b, nil
 }
 
 // Stack is the protection in front of the app.
@@ -95,11 +95,14 @@ func Build(ctx context.Context, cfg Config, stack Stack) (*Protected, error) {
 	case Unprotected:
 		return &Protected{Handler: app, App: app}, nil
 	case ShedOnly, Brownout:
-		h, ctl, s := Embedded(ctx, app)
-		if stack == ShedOnly {
-			ctl.Freeze("shedding alone: the control run")
+		h, b, err := Embedded(ctx, app)
+		if err != nil {
+			return nil, err
 		}
-		return &Protected{Handler: h, App: app, Controller: ctl, Shedder: s}, nil
+		if stack == ShedOnly {
+			b.Controller().Freeze("shedding alone: the control run")
+		}
+		return &Protected{Handler: h, App: app, Controller: b.Controller(), Shedder: b.Shedder()}, nil
 	case Failsafe:
 		// The same controller, fed by signals.Middleware around failsafe's
 		// handler, so that its refusals (429) count in reject.ratio.

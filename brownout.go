@@ -1,0 +1,330 @@
+// Package brownout protects an HTTP service from overload by dimming it:
+// when it is overloaded, a share of the users stops getting the optional
+// features (recommendations, reviews, …) so that every user keeps getting
+// the page, and only when dimming is not enough is work refused, lowest
+// priority first.
+//
+// New returns the whole stack with the recommended defaults: a signals
+// recorder, the brownout controller (a p99 latency objective and at most
+// 1 % refused), its OpenFeature provider, the admission gate as
+// middleware, and the operator API with OFREP and the web dial:
+//
+//	b, err := brownout.New(brownout.Options{
+//		Features: []brownout.Feature{{Name: "recommendations"}, {Name: "reviews", Rank: 1}},
+//	})
+//	if err != nil { … }
+//	defer b.Close()
+//	go b.Run(ctx)
+//	if err := b.RegisterProvider(); err != nil { … } // openfeature's default provider
+//	http.ListenAndServe(addr, b.Middleware(app))      // echo: e.Use(echo.WrapMiddleware(b.Middleware))
+//
+// The app asks openfeature for each optional feature per user (the
+// targeting key), and renders it only when the flag is true.
+//
+// With Options.Daemon set it follows a brownoutd instead (fleet mode):
+// the levels come from the daemon's stream, and the recorder's signals are
+// pushed to it.
+//
+// The packages underneath (signals, dimmer, provider, shed, api) stay
+// public for whoever needs another arrangement.
+package brownout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/open-feature/go-sdk/openfeature"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/brownout/brownout/api"
+	"github.com/brownout/brownout/dimmer"
+	"github.com/brownout/brownout/provider"
+	"github.com/brownout/brownout/shed"
+	"github.com/brownout/brownout/signals"
+	"github.com/brownout/brownout/web"
+)
+
+// Feature is an optional feature the controller dims (dimmer.Feature).
+type Feature = dimmer.Feature
+
+// Route classifies and costs the requests of one path pattern (shed.Route).
+type Route = shed.Route
+
+// Defaults of Options.
+const (
+	// DefaultTarget is the p99 latency objective: a page that answers
+	// within 300 ms feels immediate, and it leaves room under the
+	// client timeouts of a few seconds that retries start from.
+	DefaultTarget = 300 * time.Millisecond
+	// DefaultMaxRejectRatio is the share of requests the gate may refuse
+	// for overload before the controller dims: 1 %, so that a few
+	// refusals of a burst do not dim, and a sustained overload — which
+	// the gate shows as refusals, not latency — does.
+	DefaultMaxRejectRatio = 0.01
+	// latencySlices is the recorder's latency window in slices of a
+	// second each: 5 s, so that p99 moves within a few ticks of a change.
+	latencySlices = 5
+)
+
+// Options configures New. The zero value protects a service with no
+// optional features (admission control only); list them in Features.
+type Options struct {
+	// Features are the optional features, dimmed lowest Rank last (see
+	// dimmer.Feature).
+	Features []Feature
+	// Target is the p99 latency objective. Default DefaultTarget.
+	Target time.Duration
+	// MaxRejectRatio is the share of requests refused for overload past
+	// which the controller dims. Default DefaultMaxRejectRatio; negative:
+	// latency alone.
+	MaxRejectRatio float64
+	// Routes classify requests (critical, default, sheddable) and give
+	// their cost relative to an average request; requests no route
+	// matches are default and cost 1.
+	Routes []Route
+	// TrustPriority believes the callers' X-Priority header: only where
+	// they are your own services.
+	TrustPriority bool
+	// Gate and RateLimit configure the admission gate (see package shed);
+	// the zero values are its defaults, no rate limit.
+	Gate      shed.GateConfig
+	RateLimit *shed.RateLimitConfig
+	// Domain registers the provider under an OpenFeature domain in
+	// RegisterProvider; "" is the default provider.
+	Domain string
+	// Registerer, when set, receives the metrics of every part (signals,
+	// flag evaluations, the operator API).
+	Registerer prometheus.Registerer
+	// OperatorTokens are the named bearer tokens the operator API takes
+	// for writes (overrides, freeze, shadow). Without any, writes are
+	// refused — unless Loopback.
+	OperatorTokens map[string]string
+	// Loopback says that Handler is served on a loopback-only listener,
+	// so that writes without a token are taken from the same machine
+	// (still never on another site's behalf). The handler cannot know
+	// its listener: false unless you are sure.
+	Loopback bool
+	// StateDir, when set, keeps the operators' overrides, freeze and
+	// shadow across restarts.
+	StateDir string
+	// Daemon, when set, is a brownoutd's URL: fleet mode. The levels come
+	// from the daemon and the recorder's signals are pushed to it; the
+	// operator API is the daemon's (Handler serves the dial's page only to
+	// say so).
+	Daemon string
+	// DaemonToken is sent to the daemon with every evaluation stream and
+	// push (its eval and push token).
+	DaemonToken string
+	// Instance names this process in its pushes. Default: the host name
+	// and the process id.
+	Instance string
+	// Logger receives the controller's and the API's log lines. Default:
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// Brownout is the protection stack of one service.
+type Brownout struct {
+	opts    Options
+	rec     *signals.Recorder
+	ctl     *dimmer.Controller // nil in fleet mode
+	remote  *provider.Remote   // nil in embedded mode
+	pusher  *signals.Pusher    // nil in embedded mode
+	prov    *provider.Provider
+	shedder *shed.Shedder
+	api     *api.API // nil in fleet mode
+	handler http.Handler
+
+	mu      sync.Mutex
+	running bool
+	closed  bool
+}
+
+// New builds the stack of o. Nothing runs until Run.
+func New(o Options) (*Brownout, error) {
+	if o.Target == 0 {
+		o.Target = DefaultTarget
+	}
+	if o.Target < 0 {
+		return nil, fmt.Errorf("brownout: Target %v: want a positive latency", o.Target)
+	}
+	if o.MaxRejectRatio == 0 {
+		o.MaxRejectRatio = DefaultMaxRejectRatio
+	}
+	if o.MaxRejectRatio >= 1 {
+		return nil, fmt.Errorf("brownout: MaxRejectRatio %v: want a share under 1", o.MaxRejectRatio)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	b := &Brownout{opts: o}
+	b.rec = signals.NewRecorder(signals.Config{Latency: signals.WindowConfig{Slices: latencySlices}})
+	var (
+		src       provider.Source
+		shedLevel func() float64
+		shedSeed  func() (dimmer.ShedSeed, bool)
+		err       error
+	)
+	if o.Daemon != "" {
+		if o.Instance == "" {
+			host, _ := os.Hostname()
+			o.Instance = fmt.Sprintf("%s-%d", host, os.Getpid())
+		}
+		b.remote, err = provider.NewRemote(provider.RemoteOptions{URL: o.Daemon, Token: o.DaemonToken, Logger: o.Logger})
+		if err != nil {
+			return nil, fmt.Errorf("brownout: %w", err)
+		}
+		b.pusher, err = signals.NewPusher(b.rec, signals.PusherConfig{URL: strings.TrimSuffix(o.Daemon, "/") + "/v1/signals", Instance: o.Instance, Token: o.DaemonToken, Logger: o.Logger})
+		if err != nil {
+			return nil, fmt.Errorf("brownout: %w", err)
+		}
+		src, shedSeed = b.remote, b.remote.ShedSeed
+		shedLevel = func() float64 { return b.remote.State().Shed }
+	} else {
+		targets := []dimmer.Target{{Signal: signals.LatencyP99, Target: o.Target.Seconds()}}
+		if o.MaxRejectRatio > 0 {
+			targets = append(targets, dimmer.Target{Signal: signals.RejectRatio, Target: o.MaxRejectRatio, DimOnly: true})
+		}
+		b.ctl, err = dimmer.New(dimmer.Config{Targets: targets, Features: o.Features, Logger: o.Logger})
+		if err != nil {
+			return nil, fmt.Errorf("brownout: %w", err)
+		}
+		src, shedLevel = b.ctl, b.ctl.ShedLevel
+	}
+	b.prov, err = provider.New(src, provider.Options{Registerer: o.Registerer})
+	if err != nil {
+		return nil, fmt.Errorf("brownout: %w", err)
+	}
+	scfg := shed.Config{Gate: o.Gate, RateLimit: o.RateLimit, TrustPriority: o.TrustPriority,
+		Recorder: b.rec, ShedLevel: shedLevel, ShedSeed: shedSeed}
+	if len(o.Routes) > 0 {
+		rt, err := shed.NewRoutes(o.Routes...)
+		if err != nil {
+			return nil, fmt.Errorf("brownout: %w", err)
+		}
+		scfg.Classify, scfg.Cost = rt.Classify, rt.DeclaredCost
+	}
+	if b.shedder, err = shed.New(scfg); err != nil {
+		return nil, fmt.Errorf("brownout: %w", err)
+	}
+	if o.Registerer != nil {
+		if err := o.Registerer.Register(signals.NewCollector(b.rec, signals.CollectorOpts{})); err != nil {
+			return nil, fmt.Errorf("brownout: metrics: %w", err)
+		}
+	}
+	if b.ctl == nil {
+		b.handler = fleetHandler(o.Daemon)
+		return b, nil
+	}
+	b.api, err = api.New(api.Config{Controller: b.ctl, Provider: b.prov, OperatorTokens: o.OperatorTokens,
+		Loopback: o.Loopback, StateDir: o.StateDir, Registerer: o.Registerer, Logger: o.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("brownout: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/ofrep/", b.api.Handler())
+	mux.Handle("/v1/", b.api.Handler())
+	mux.Handle("/", b.api.Local(web.Handler()))
+	b.handler = mux
+	return b, nil
+}
+
+// fleetHandler answers every request of the operator surface in fleet
+// mode: the daemon has it.
+func fleetHandler(daemon string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprintf(w, `{"type":"about:blank","title":"Not Found","status":404,"detail":"fleet mode: the operator API and the dial are the daemon's, at %q"}`+"\n", daemon)
+	})
+}
+
+// Middleware wraps h in the admission gate and the signals recorder: the
+// one line in front of a handler. With echo:
+// e.Use(echo.WrapMiddleware(b.Middleware)).
+func (b *Brownout) Middleware(h http.Handler) http.Handler { return b.shedder.Middleware(h) }
+
+// Provider returns the OpenFeature provider of the levels.
+func (b *Brownout) Provider() *provider.Provider { return b.prov }
+
+// RegisterProvider registers the provider with openfeature, under
+// Options.Domain or as the default provider, and waits for it to be
+// ready.
+func (b *Brownout) RegisterProvider() error {
+	if b.opts.Domain != "" {
+		return openfeature.SetNamedProviderAndWait(b.opts.Domain, b.prov)
+	}
+	return openfeature.SetProviderAndWait(b.prov)
+}
+
+// Client returns an openfeature client of Options.Domain (the default
+// provider's when empty); call RegisterProvider first.
+func (b *Brownout) Client() *openfeature.Client { return openfeature.NewClient(b.opts.Domain) }
+
+// Handler serves the operator surface: OFREP (/ofrep/v1/…), the state,
+// history, events and operators' writes (/v1/…), and the web dial (/).
+// Mount it on an internal listener; writes need a token of
+// Options.OperatorTokens unless Options.Loopback.
+func (b *Brownout) Handler() http.Handler { return b.handler }
+
+// Controller returns the embedded controller; nil in fleet mode.
+func (b *Brownout) Controller() *dimmer.Controller { return b.ctl }
+
+// Shedder returns the admission gate.
+func (b *Brownout) Shedder() *shed.Shedder { return b.shedder }
+
+// Recorder returns the signals recorder the middleware feeds.
+func (b *Brownout) Recorder() *signals.Recorder { return b.rec }
+
+// ErrRunning is returned by Run when the stack already runs, and by Run
+// after Close.
+var ErrRunning = errors.New("brownout: already running or closed")
+
+// Run runs the control loop — the controller's ticks in embedded mode;
+// following the daemon and pushing to it in fleet mode — until ctx is
+// done, and returns nil then.
+func (b *Brownout) Run(ctx context.Context) error {
+	b.mu.Lock()
+	if b.running || b.closed {
+		b.mu.Unlock()
+		return ErrRunning
+	}
+	b.running = true
+	b.mu.Unlock()
+	var err error
+	if b.api != nil {
+		err = b.api.Run(ctx, dimmer.Local(b.rec))
+	} else {
+		var wg sync.WaitGroup
+		wg.Go(func() { _ = b.pusher.Run(ctx) })
+		err = b.remote.Run(ctx)
+		wg.Wait()
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// Close ends the operator API's streams and releases its state
+// directory. Stop Run (its context) first.
+func (b *Brownout) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil
+	}
+	b.closed = true
+	if b.api != nil {
+		b.api.Close()
+	}
+	return nil
+}

@@ -1,0 +1,240 @@
+package brownout_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/open-feature/go-sdk/openfeature"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/brownout/brownout"
+	"github.com/brownout/brownout/api"
+	"github.com/brownout/brownout/dimmer"
+	"github.com/brownout/brownout/signals"
+)
+
+var domains atomic.Int64
+
+// domain returns an OpenFeature domain of its own for each test: the
+// SDK's registry is global.
+func domain() string { return fmt.Sprintf("brownout-test-%d", domains.Add(1)) }
+
+func features() []brownout.Feature {
+	return []brownout.Feature{{Name: "recommendations"}, {Name: "reviews", Rank: 1}}
+}
+
+// page is an app that renders its optional sections per user as the flags
+// say.
+func page(client *openfeature.Client) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ec := openfeature.NewEvaluationContext(r.URL.Query().Get("user"), nil)
+		fmt.Fprint(w, "page")
+		for _, f := range []string{"recommendations", "reviews"} {
+			if on, _ := client.BooleanValue(r.Context(), f, false, ec); on {
+				fmt.Fprint(w, " ", f)
+			}
+		}
+	})
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(b)
+}
+
+func TestNewDefaults(t *testing.T) {
+	b, err := brownout.New(brownout.Options{Features: features()})
+	require.NoError(t, err)
+	defer b.Close()
+	cfg := b.Controller().Config()
+	require.Len(t, cfg.Targets, 2)
+	assert.Equal(t, signals.LatencyP99, cfg.Targets[0].Signal)
+	assert.Equal(t, brownout.DefaultTarget.Seconds(), cfg.Targets[0].Target)
+	assert.Equal(t, signals.RejectRatio, cfg.Targets[1].Signal)
+	assert.Equal(t, brownout.DefaultMaxRejectRatio, cfg.Targets[1].Target)
+	assert.True(t, cfg.Targets[1].DimOnly, "refusals dim, they never brighten")
+	assert.NotNil(t, b.Shedder())
+	assert.NotNil(t, b.Recorder())
+
+	lat, err := brownout.New(brownout.Options{Features: features(), MaxRejectRatio: -1, Target: time.Second})
+	require.NoError(t, err)
+	defer lat.Close()
+	require.Len(t, lat.Controller().Config().Targets, 1, "a negative MaxRejectRatio: latency alone")
+}
+
+func TestNewRefusesBadOptions(t *testing.T) {
+	for name, o := range map[string]brownout.Options{
+		"negative target":            {Target: -time.Second},
+		"reject ratio of 1":          {MaxRejectRatio: 1},
+		"a feature twice":            {Features: []brownout.Feature{{Name: "a"}, {Name: "a"}}},
+		"a route without class":      {Routes: []brownout.Route{{Pattern: "GET /{"}}},
+		"a daemon that is not a URL": {Daemon: "localhost:8080"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			b, err := brownout.New(o)
+			assert.Error(t, err)
+			assert.Nil(t, b)
+			if err != nil {
+				assert.True(t, strings.HasPrefix(err.Error(), "brownout: "), err.Error())
+			}
+		})
+	}
+}
+
+// TestEmbedded: one call protects a handler, the flags follow the levels,
+// the operator surface serves the state, OFREP and the dial, and writes
+// take a token unless the listener is said to be loopback.
+func TestEmbedded(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	b, err := brownout.New(brownout.Options{Features: features(), Domain: domain(), Registerer: reg,
+		OperatorTokens: map[string]string{"ops": "s3cret"}})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
+	defer func() {
+		cancel()
+		require.NoError(t, <-done)
+		require.NoError(t, b.Close())
+	}()
+	require.NoError(t, b.RegisterProvider())
+
+	app := httptest.NewServer(b.Middleware(page(b.Client())))
+	defer app.Close()
+	ops := httptest.NewServer(b.Handler())
+	defer ops.Close()
+
+	code, body := get(t, app.URL+"/?user=u1")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Equal(t, "page recommendations reviews", body, "full brightness at the start")
+
+	code, body = get(t, ops.URL+"/v1/state")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Contains(t, body, `"recommendations"`)
+	code, body = get(t, ops.URL+"/")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Contains(t, body, "<html", "the dial")
+
+	pin := func(token string) int {
+		req, err := http.NewRequest(http.MethodPut, ops.URL+"/v1/features/recommendations/override",
+			strings.NewReader(`{"level":0,"ttl":"10m","reason":"test"}`))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	assert.Equal(t, http.StatusUnauthorized, pin(""), "no token: refused")
+	assert.Equal(t, http.StatusOK, pin("s3cret"))
+	code, body = get(t, app.URL+"/?user=u1")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Equal(t, "page reviews", body, "the pin reaches the app's flags at once")
+
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	names := map[string]bool{}
+	for _, mf := range mfs {
+		names[mf.GetName()] = true
+	}
+	assert.True(t, names["brownout_flag_evaluations_total"], "the provider's metrics")
+	assert.True(t, names["brownout_requests_total"] || len(names) > 3, "the recorder's metrics: %v", names)
+
+	assert.ErrorIs(t, b.Run(ctx), brownout.ErrRunning, "Run twice")
+}
+
+// TestLoopbackWrites: with Loopback, a tokenless write from the same
+// machine is taken; one sent on another site's behalf never is.
+func TestLoopbackWrites(t *testing.T) {
+	b, err := brownout.New(brownout.Options{Features: features(), Loopback: true})
+	require.NoError(t, err)
+	defer b.Close()
+	ops := httptest.NewServer(b.Handler())
+	defer ops.Close()
+	write := func(origin string) int {
+		req, err := http.NewRequest(http.MethodPost, ops.URL+"/v1/freeze", strings.NewReader(`{"reason":"test"}`))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	assert.Equal(t, http.StatusForbidden, write("https://evil.example"))
+	assert.NotEqual(t, dimmer.Frozen, b.Controller().State().Features[0].Mode)
+	assert.Equal(t, http.StatusOK, write(""))
+	assert.Equal(t, dimmer.Frozen, b.Controller().State().Features[0].Mode)
+}
+
+// TestFleet: with a daemon's URL the stack follows the daemon's levels
+// and pushes its signals to it.
+func TestFleet(t *testing.T) {
+	ctl, err := dimmer.New(dimmer.Config{
+		Targets:  []dimmer.Target{{Signal: signals.LatencyP99, Target: 0.3}},
+		Features: features(),
+	})
+	require.NoError(t, err)
+	push := signals.NewPushSource(signals.PushConfig{})
+	a, err := api.New(api.Config{Controller: ctl, Push: push, Loopback: true})
+	require.NoError(t, err)
+	defer a.Close()
+	daemon := httptest.NewServer(a.Handler())
+	defer daemon.Close()
+	dctx, dcancel := context.WithCancel(context.Background())
+	defer dcancel()
+	go a.Run(dctx, push)
+
+	b, err := brownout.New(brownout.Options{Daemon: daemon.URL, Domain: domain(), Instance: "app-1"})
+	require.NoError(t, err)
+	assert.Nil(t, b.Controller(), "fleet mode: the daemon controls")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
+	defer func() {
+		cancel()
+		require.NoError(t, <-done)
+		require.NoError(t, b.Close())
+	}()
+	require.NoError(t, b.RegisterProvider())
+	app := httptest.NewServer(b.Middleware(page(b.Client())))
+	defer app.Close()
+
+	_, err = ctl.Pin("reviews", 0, time.Hour, "test")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		_, body := get(t, app.URL+"/?user=u1")
+		return body == "page recommendations"
+	}, 10*time.Second, 20*time.Millisecond, "the daemon's pin reaches the app")
+	require.Eventually(t, func() bool {
+		for _, in := range push.Health().Instances {
+			if in.Name == "app-1" && in.OK {
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 20*time.Millisecond, "the app pushes its signals")
+
+	code, body := get(t, httptest.NewServer(b.Handler()).URL+"/v1/state")
+	assert.Equal(t, http.StatusNotFound, code)
+	assert.Contains(t, body, "fleet mode")
+}
