@@ -14,8 +14,8 @@ import (
 func TestReadmeSnippet(t *testing.T) {
 	readme, err := os.ReadFile("../README.md")
 	require.NoError(t, err)
-	_, after, ok := strings.Cut(string(readme), "## Embedded mode, end to end")
-	require.True(t, ok, "README: no embedded-mode section")
+	_, after, ok := strings.Cut(string(readme), "## Protect a handler")
+	require.True(t, ok, "README: no section \"Protect a handler\"")
 	_, block, ok := strings.Cut(after, "```go\n")
 	require.True(t, ok)
 	block, _, ok = strings.Cut(block, "```")
