@@ -17,6 +17,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/brownout/brownout"
 )
 
 func main() {
@@ -47,6 +49,7 @@ Usage:
   brownoutd serve [flags]         the controller as a service: OFREP, operator API, /metrics (brownoutd serve --help)
   brownoutd check-config FILE     check a YAML configuration; every error with its line and field path
   brownoutd sim …                 run the deterministic lab (brownoutd sim --help)
+  brownoutd version               the build: version, commit, Go
 `
 
 // run is the whole command behind main, so that tests can call it.
@@ -64,6 +67,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runCheckConfig(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
+		return nil
+	case "version", "-version", "--version":
+		fmt.Fprintln(stdout, "brownoutd", brownout.Version())
 		return nil
 	}
 	fmt.Fprint(stderr, usage)

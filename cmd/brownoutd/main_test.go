@@ -67,3 +67,12 @@ func TestSimBadInput(t *testing.T) {
 	_, _, err := runArgs("sim", "run", "--help")
 	assert.ErrorIs(t, err, flag.ErrHelp)
 }
+
+func TestVersion(t *testing.T) {
+	for _, arg := range []string{"version", "--version"} {
+		out, errOut, err := runArgs(arg)
+		require.NoError(t, err)
+		assert.Regexp(t, `^brownoutd \S+.* go1\.\d+`, out)
+		assert.Empty(t, errOut)
+	}
+}

@@ -18,6 +18,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/brownout/brownout"
 )
 
 func main() {
@@ -49,6 +51,7 @@ Usage:
   shop-demo sale    send the sale's traffic to a shop (its own, or --target URL)
   shop-demo knee    find where a URL's p99 turns steep, and the settings that follow
   shop-demo deps    run the simulated payment gateway, SMS provider and recommendation engine on their own
+  shop-demo version the build: version, commit, Go
 
 Run "shop-demo COMMAND --help" for a command's flags.
 `
@@ -70,6 +73,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runDeps(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
+		return nil
+	case "version", "-version", "--version":
+		fmt.Fprintln(stdout, "shop-demo", brownout.Version())
 		return nil
 	}
 	fmt.Fprint(stderr, usage)

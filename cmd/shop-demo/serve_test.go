@@ -22,3 +22,10 @@ func TestServeTrustedProxies(t *testing.T) {
 		assert.Empty(t, stdout.String(), "%q: nothing served", bad)
 	}
 }
+
+func TestVersion(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	assert.NoError(t, run(context.Background(), []string{"version"}, &stdout, &stderr))
+	assert.Regexp(t, `^shop-demo \S+.* go1\.\d+`, stdout.String())
+	assert.Empty(t, stderr.String())
+}
