@@ -16,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/brownout/brownout/dimmer"
+	"github.com/brownout/brownout/internal/cli"
 	"github.com/brownout/brownout/internal/server"
 	"github.com/brownout/brownout/signals"
 )
@@ -494,11 +495,13 @@ func readTokens(path string) (map[string]string, error) {
 
 // runCheckConfig is `brownoutd check-config FILE`.
 func runCheckConfig(args []string, stdout, stderr io.Writer) error {
+	const checkUsage = "Usage: brownoutd check-config FILE\n\nReports every error in a YAML configuration with its line and field path; unknown fields are errors."
+	if len(args) == 1 && cli.IsHelp(args[0]) {
+		fmt.Fprintln(stdout, checkUsage)
+		return nil
+	}
 	if len(args) != 1 || strings.HasPrefix(args[0], "-") {
-		fmt.Fprintln(stderr, "Usage: brownoutd check-config FILE\n\nReports every error in a YAML configuration with its line and field path; unknown fields are errors.")
-		if len(args) == 1 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
-			return nil
-		}
+		fmt.Fprintln(stderr, checkUsage)
 		return usagef("check-config: want one file")
 	}
 	b, err := readFile(args[0], maxConfigFile)

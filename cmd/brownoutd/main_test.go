@@ -76,3 +76,16 @@ func TestVersion(t *testing.T) {
 		assert.Empty(t, errOut)
 	}
 }
+
+// TestHelpOnStdout: every command's --help goes to stdout and succeeds.
+func TestHelpOnStdout(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"serve", "--help"}, {"check-config", "--help"}, {"sim", "--help"},
+		{"sim", "run", "--help"}, {"sim", "real", "-h"}, {"sim", "seed", "--help"}} {
+		out, errOut, err := runArgs(args...)
+		if err != nil {
+			assert.ErrorIs(t, err, flag.ErrHelp, "%v", args)
+		}
+		assert.Contains(t, out, "Usage", "%v", args)
+		assert.Empty(t, errOut, "%v", args)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/brownout/brownout/internal/cli"
 	"github.com/brownout/brownout/load"
 	"github.com/brownout/brownout/testapp"
 )
@@ -28,7 +29,6 @@ Flags:
 // runReal is "brownoutd sim real".
 func runReal(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("brownoutd sim real", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	stack := fs.String("stack", "brownout", "what protects the app: none, shed (the controller frozen: shedding alone), failsafe (failsafe-go's adaptive limiter with our controller dimming behind it), brownout")
 	workers := fs.Int("workers", 4, "the app's hidden concurrency (one worker per page)")
 	page := fs.Duration("page", 6*time.Millisecond, "a page's mandatory work")
@@ -44,8 +44,8 @@ func runReal(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	timeout := fs.Duration("timeout", time.Second, "the clients' timeout")
 	format := fs.String("format", "table", "output: table or json")
 	quiet := fs.Bool("quiet", false, "no per-second progress")
-	fs.Usage = func() { fmt.Fprint(stderr, realUsage); fs.PrintDefaults() }
-	if err := fs.Parse(args); err != nil {
+	fs.Usage = func() { fmt.Fprint(fs.Output(), realUsage); fs.PrintDefaults() }
+	if err := cli.Parse(fs, args, stdout, stderr); err != nil {
 		if err == flag.ErrHelp {
 			return err
 		}

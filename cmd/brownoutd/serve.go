@@ -22,6 +22,7 @@ import (
 
 	"github.com/brownout/brownout/api"
 	"github.com/brownout/brownout/dimmer"
+	"github.com/brownout/brownout/internal/cli"
 	"github.com/brownout/brownout/internal/server"
 	"github.com/brownout/brownout/internal/statedir"
 	"github.com/brownout/brownout/provider"
@@ -221,19 +222,17 @@ func buildSource(c *config) (source, *signals.PushSource, error) {
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	var f serveFlags
 	f.register(fs)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), serveUsage)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args, stdout, stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stdout)
-			fs.Usage()
+			return err
 		}
-		return err
+		return usageError{err.Error()}
 	}
 	if fs.NArg() > 0 {
 		return usagef("serve: unexpected argument %q", fs.Arg(0))

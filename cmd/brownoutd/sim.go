@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/brownout/brownout/internal/cli"
 	"github.com/brownout/brownout/sim"
 )
 
@@ -48,6 +49,10 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		simUsage(stdout)
 		return nil
 	case "seed":
+		if len(args) == 2 && cli.IsHelp(args[1]) {
+			simUsage(stdout)
+			return nil
+		}
 		if len(args) != 2 {
 			simUsage(stderr)
 			return usagef("sim seed: want exactly one name")
@@ -70,14 +75,13 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 
 func runScenario(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("brownoutd sim run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	name := fs.String("scenario", "", "scenario to run (see brownoutd sim --help)")
 	seed := fs.Uint("seed", 1, "random seed; the same seed gives the same run")
 	dur := fs.Duration("duration", 0, "length of each run (default: the scenario's)")
 	format := fs.String("format", "table", "output format: "+strings.Join(sim.Formats(), ", "))
 	series := fs.Bool("series", false, "with table: also print each case's per-second series")
-	fs.Usage = func() { simUsage(stderr); fmt.Fprintln(stderr, "\nFlags:"); fs.PrintDefaults() }
-	if err := fs.Parse(args); err != nil {
+	fs.Usage = func() { simUsage(fs.Output()); fmt.Fprintln(fs.Output(), "\nFlags:"); fs.PrintDefaults() }
+	if err := cli.Parse(fs, args, stdout, stderr); err != nil {
 		if err == flag.ErrHelp {
 			return err
 		}

@@ -20,6 +20,7 @@ import (
 	"syscall"
 
 	"github.com/brownout/brownout"
+	"github.com/brownout/brownout/internal/cli"
 )
 
 func main() {
@@ -83,9 +84,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 // parse parses a flag set, reporting mistakes as usage errors.
-func parse(fs *flag.FlagSet, args []string, stderr io.Writer) error {
-	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
+func parse(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) error {
+	if err := cli.Parse(fs, args, stdout, stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}

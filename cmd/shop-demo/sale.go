@@ -47,7 +47,7 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	if err := parse(fs, args, stderr); err != nil {
+	if err := parse(fs, args, stdout, stderr); err != nil {
 		return err
 	}
 	if *target != "" && *compare {

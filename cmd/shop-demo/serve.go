@@ -54,7 +54,7 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	if err := parse(fs, args, stderr); err != nil {
+	if err := parse(fs, args, stdout, stderr); err != nil {
 		return err
 	}
 	p, err := shop.ParseProtect(*protect)

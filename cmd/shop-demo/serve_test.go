@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"flag"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -28,4 +29,17 @@ func TestVersion(t *testing.T) {
 	assert.NoError(t, run(context.Background(), []string{"version"}, &stdout, &stderr))
 	assert.Regexp(t, `^shop-demo \S+.* go1\.\d+`, stdout.String())
 	assert.Empty(t, stderr.String())
+}
+
+// TestHelpOnStdout: every command's --help goes to stdout and succeeds.
+func TestHelpOnStdout(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"serve", "--help"}, {"sale", "--help"}, {"knee", "-h"}, {"deps", "--help"}} {
+		var stdout, stderr bytes.Buffer
+		err := run(context.Background(), args, &stdout, &stderr)
+		if err != nil {
+			assert.ErrorIs(t, err, flag.ErrHelp, "%v", args)
+		}
+		assert.Contains(t, stdout.String(), "Usage", "%v", args)
+		assert.Empty(t, stderr.String(), "%v", args)
+	}
 }
