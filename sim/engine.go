@@ -216,6 +216,11 @@ type engine struct {
 	// With Config.Parts: each part's current level, and Σ of their costs.
 	partLevel []float64
 	partsCost float64
+	// tallies[cur] accumulates each part's on/off service times over the
+	// current tick; the other is the one the last Snapshot handed the
+	// Dimmer, left alone until the next tick (Snapshot.Tallies' contract).
+	tallies [2][]signals.Tally
+	cur     int
 }
 
 type userState struct {
@@ -310,6 +315,12 @@ func newEngine(cfg Config) *engine {
 		checkParts(cfg.Parts)
 		e.partLevel = make([]float64, len(cfg.Parts))
 		e.partsCost = partsCost(cfg.Parts)
+		for k := range e.tallies {
+			e.tallies[k] = make([]signals.Tally, len(cfg.Parts))
+			for i, p := range cfg.Parts {
+				e.tallies[k][i].Feature = p.Name
+			}
+		}
 	}
 	e.rec.Snapshot(epoch) // start the recorder's windows at zero
 	e.dim = cfg.Dimmer.Step(epoch, signals.Snapshot{Time: epoch})
@@ -488,6 +499,9 @@ func (e *engine) finish(r *Request) {
 	e.busy--
 	e.inSys--
 	e.cfg.Admission.Done(e.vt(e.now), r)
+	if e.partLevel != nil {
+		e.tally(r)
+	}
 	// The latency the controller reads is the time inside the server, as
 	// a middleware at its edge measures it: queueing in the seeds' model is
 	// contention inside the server.
@@ -561,7 +575,16 @@ func (e *engine) retry(r *Request) {
 
 func (e *engine) tick() {
 	now := e.vt(e.now)
-	e.dim = e.cfg.Dimmer.Step(now, e.rec.Snapshot(now))
+	snap := e.rec.Snapshot(now)
+	if e.partLevel != nil {
+		snap.Tallies = e.tallies[e.cur]
+		e.cur ^= 1
+		for i := range e.tallies[e.cur] {
+			t := &e.tallies[e.cur][i]
+			t.On, t.Off = signals.Moments{}, signals.Moments{}
+		}
+	}
+	e.dim = e.cfg.Dimmer.Step(now, snap)
 	e.dim.Level = min(max(e.dim.Level, 0), 1)
 	if e.partLevel != nil {
 		e.resolveLevels()

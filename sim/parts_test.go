@@ -99,3 +99,56 @@ func TestLadder(t *testing.T) {
 		assert.InDelta(t, min(max(tc.share, 0), 1), WeightedLevel(twoParts, got), 1e-12)
 	}
 }
+
+// tallyRecorder keeps a copy of every snapshot's tallies.
+type tallyRecorder struct {
+	levels Fixed
+	got    [][]signals.Tally
+}
+
+func (r *tallyRecorder) Step(now time.Time, s signals.Snapshot) Dim {
+	r.got = append(r.got, append([]signals.Tally(nil), s.Tallies...))
+	return r.levels.Step(now, s)
+}
+
+// TestPartsTallies: each tick the Dimmer gets one tally per part of the
+// requests completed in that tick, split by whether they got the part, and
+// with fixed service times the on/off means differ by the part's cost.
+func TestPartsTallies(t *testing.T) {
+	rec := &tallyRecorder{levels: Fixed{0.5, 0.5}}
+	cfg := partsLabConfig(twoParts, rec, 0)
+	cfg.Server.Fixed = true
+	r := Run(cfg)
+	require.Len(t, rec.got, 20) // the first Step, then a tick a second
+	assert.Empty(t, rec.got[0], "the first Step, before any tick, has none")
+	var done int64
+	var recs, revs signals.Tally
+	for _, ts := range rec.got[1:] {
+		require.Len(t, ts, 2)
+		assert.Equal(t, "recommendations", ts[0].Feature)
+		assert.Equal(t, "reviews", ts[1].Feature)
+		assert.Equal(t, ts[0].On.N+ts[0].Off.N, ts[1].On.N+ts[1].Off.N, "every completion counts once per part")
+		done += ts[0].On.N + ts[0].Off.N
+		recs.Merge(ts[0])
+		revs.Merge(ts[1])
+	}
+	// Ticks at 1 … 19 s: the completions before the last tick.
+	served := 0
+	for _, s := range r.Seconds[:19] {
+		served += s.Served
+	}
+	assert.Equal(t, int64(served), done)
+	// Mandatory work 10 ms; the other part on or off half the time each.
+	ms := 0.010
+	assert.InDelta(t, ms*0.5, recs.On.Mean()-recs.Off.Mean(), 1e-9+ms*0.25*0.1, "recommendations cost half the mandatory work")
+	assert.InDelta(t, ms*0.25, revs.On.Mean()-revs.Off.Mean(), 1e-9+ms*0.5*0.1, "reviews a quarter")
+}
+
+// TestNoPartsNoTallies: without Parts the snapshot has no tallies.
+func TestNoPartsNoTallies(t *testing.T) {
+	rec := &tallyRecorder{}
+	Run(partsLabConfig(nil, rec, 0.5))
+	for _, ts := range rec.got {
+		assert.Nil(t, ts)
+	}
+}
