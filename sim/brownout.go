@@ -8,9 +8,12 @@ import (
 	"github.com/brownout/brownout/signals"
 )
 
-// Controller adapts a dimmer.Controller to the lab. The lab's requests have
-// one block of optional work; the dimmer's features share it by cost, so
-// the block's level is the cost-weighted mean of the feature levels.
+// Controller adapts a dimmer.Controller to the lab. Without Config.Parts
+// the lab's requests have one block of optional work; the dimmer's features
+// share it by their configured cost, so the block's level is the
+// cost-weighted mean of the feature levels (Dim.Level). With Parts each
+// feature's level goes straight to the part of its name (Dim.Names and
+// Dim.Levels), and the configured costs are only what the dimmer believes.
 type Controller struct {
 	C *dimmer.Controller
 }
@@ -23,7 +26,11 @@ func (b Controller) Step(now time.Time, s signals.Snapshot) Dim {
 		sum += f.Cost * st.Features[i].Level
 		w += f.Cost
 	}
-	return Dim{Level: sum / w, Shed: st.Shed}
+	d := Dim{Level: sum / w, Shed: st.Shed, Names: make([]string, len(st.Features)), Levels: make([]float64, len(st.Features))}
+	for i, f := range st.Features {
+		d.Names[i], d.Levels[i] = f.Name, f.Level
+	}
+	return d
 }
 
 // BrownoutFeatures returns the lab's optional parts as dimmer features:

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brownout/brownout/dimmer"
 	"github.com/brownout/brownout/provider"
 	"github.com/brownout/brownout/signals"
 	"github.com/stretchr/testify/assert"
@@ -151,4 +152,23 @@ func TestNoPartsNoTallies(t *testing.T) {
 	for _, ts := range rec.got {
 		assert.Nil(t, ts)
 	}
+}
+
+// TestControllerPassesLevelsByName: with Parts, the dimmer's feature levels
+// reach the parts of the same name, whatever the order, and Level is their
+// mean weighted by the TRUE costs, not the configured ones.
+func TestControllerPassesLevelsByName(t *testing.T) {
+	c, err := dimmer.New(BrownoutConfig(BrownoutTarget))
+	require.NoError(t, err)
+	_, err = c.PinAt(epoch, "recommendations", 0.9, time.Hour, "test")
+	require.NoError(t, err)
+	_, err = c.PinAt(epoch, "reviews", 0.3, time.Hour, "test")
+	require.NoError(t, err)
+	parts := []Part{{Name: "reviews", Cost: 1}, {Name: "recommendations", Cost: 0.2}}
+	cfg := partsLabConfig(parts, Controller{C: c}, 0)
+	r := Run(cfg)
+	s := r.Seconds[5]
+	assert.Equal(t, []float64{0.3, 0.9}, s.Levels)
+	assert.InDelta(t, (0.3*1+0.9*0.2)/1.2, s.Level, 1e-12)
+	assert.InDelta(t, (0.3*1+0.9*0.2)/1.2, r.Summary.OptionalShare, 0.03)
 }
