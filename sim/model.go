@@ -273,3 +273,32 @@ func Dip(at, d time.Duration, factor float64) func(time.Duration) float64 {
 		return 1
 	}
 }
+
+// Sine swings around Mean: Mean·(1 + Amplitude·sin(2πt/Period)). Amplitude
+// is a share of the mean (0.5: from half the mean to one and a half); it
+// starts at the mean, rising.
+type Sine struct {
+	Mean, Amplitude float64
+	Period          time.Duration
+}
+
+// Rate implements Profile.
+func (s Sine) Rate(t time.Duration) float64 {
+	return s.Mean * (1 + s.Amplitude*math.Sin(2*math.Pi*float64(t)/float64(s.Period)))
+}
+
+// Square alternates Mean·(1 + Amplitude) for the first half of every
+// Period and Mean·(1 − Amplitude) for the second. Amplitude is a share of
+// the mean.
+type Square struct {
+	Mean, Amplitude float64
+	Period          time.Duration
+}
+
+// Rate implements Profile.
+func (s Square) Rate(t time.Duration) float64 {
+	if t%s.Period < s.Period/2 {
+		return s.Mean * (1 + s.Amplitude)
+	}
+	return s.Mean * (1 - s.Amplitude)
+}
