@@ -105,3 +105,27 @@ func BrownoutLab(load Profile, d Dimmer) Config {
 		Signals:   signals.Config{Latency: signals.WindowConfig{Slices: 5}},
 	}
 }
+
+// BrownoutParts returns the parts of the lab with per-feature parts: the
+// features of [BrownoutFeatures], by name and in their ladder's order, with
+// TRUE costs that differ from the configured ones — recommendations cost
+// as much as the mandatory work, reviews half of it (configured: 0.25 and
+// 0.15 of a request) — so that with every part on a page is 2.5 times its
+// mandatory work. Large parts on purpose: with them off the server has 1.75
+// times the capacity it has at level 0.5, so that a sine of amplitude 0.5
+// around that capacity is absorbed by dimming alone. Each call returns a
+// new slice.
+func BrownoutParts() []Part {
+	return []Part{{Name: "recommendations", Cost: 1}, {Name: "reviews", Cost: 0.5}}
+}
+
+// BrownoutPartsLab is [BrownoutLab] (same admission, client and window)
+// with a part per feature ([BrownoutParts]) instead of one optional block,
+// mandatory cost 1 (one ServiceMean, 10 ms), and the given worker count.
+func BrownoutPartsLab(load Profile, d Dimmer, workers int) Config {
+	cfg := BrownoutLab(load, d)
+	cfg.Mix = []ClassMix{{Class: signals.Critical, Share: 0.3}, {Class: signals.Default, Share: 0.7}}
+	cfg.Parts = BrownoutParts()
+	cfg.Server.Workers = workers
+	return cfg
+}

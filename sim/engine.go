@@ -229,6 +229,33 @@ type userState struct {
 	first time.Duration
 }
 
+// withDefaults returns c with the documented defaults in its zero fields
+// (but Admission and Dimmer, which hold state: see newEngine).
+func (cfg Config) withDefaults() Config {
+	if cfg.Duration <= 0 {
+		cfg.Duration = 30 * time.Second
+	}
+	if len(cfg.Mix) == 0 {
+		cfg.Mix = []ClassMix{{Class: signals.Critical, Share: 0.3}, {Class: signals.Default, Share: 0.7}}
+	}
+	if cfg.Server.Workers <= 0 {
+		cfg.Server.Workers = 1
+	}
+	if cfg.Server.ServiceMean <= 0 {
+		cfg.Server.ServiceMean = 10 * time.Millisecond
+	}
+	if cfg.Client.Timeout <= 0 {
+		cfg.Client.Timeout = time.Second
+	}
+	if cfg.Client.Retry.BudgetBurst <= 0 {
+		cfg.Client.Retry.BudgetBurst = 10
+	}
+	if cfg.Tick <= 0 {
+		cfg.Tick = time.Second
+	}
+	return cfg
+}
+
 // Run runs one configuration to its end. It is deterministic: the same
 // Config gives the same Result.
 func Run(cfg Config) Result {
@@ -267,32 +294,12 @@ func Run(cfg Config) Result {
 }
 
 func newEngine(cfg Config) *engine {
-	if cfg.Duration <= 0 {
-		cfg.Duration = 30 * time.Second
-	}
-	if len(cfg.Mix) == 0 {
-		cfg.Mix = []ClassMix{{Class: signals.Critical, Share: 0.3}, {Class: signals.Default, Share: 0.7}}
-	}
-	if cfg.Server.Workers <= 0 {
-		cfg.Server.Workers = 1
-	}
-	if cfg.Server.ServiceMean <= 0 {
-		cfg.Server.ServiceMean = 10 * time.Millisecond
-	}
-	if cfg.Client.Timeout <= 0 {
-		cfg.Client.Timeout = time.Second
-	}
-	if cfg.Client.Retry.BudgetBurst <= 0 {
-		cfg.Client.Retry.BudgetBurst = 10
-	}
+	cfg = cfg.withDefaults()
 	if cfg.Admission == nil {
 		cfg.Admission = Unbounded()
 	}
 	if cfg.Dimmer == nil {
 		cfg.Dimmer = Static(1)
-	}
-	if cfg.Tick <= 0 {
-		cfg.Tick = time.Second
 	}
 	e := &engine{
 		cfg: cfg,
