@@ -109,14 +109,15 @@ func BrownoutLab(load Profile, d Dimmer) Config {
 // BrownoutParts returns the parts of the lab with per-feature parts: the
 // features of [BrownoutFeatures], by name and in their ladder's order, with
 // TRUE costs that differ from the configured ones — recommendations cost
-// as much as the mandatory work, reviews half of it (configured: 0.25 and
-// 0.15 of a request) — so that with every part on a page is 2.5 times its
-// mandatory work. Large parts on purpose: with them off the server has 1.75
-// times the capacity it has at level 0.5, so that a sine of amplitude 0.5
-// around that capacity is absorbed by dimming alone. Each call returns a
-// new slice.
+// one and a half times the mandatory work, reviews half of it (configured:
+// 0.25 and 0.15 of a request, a ratio of 5:3, not 3:1) — so that with every
+// part on a page is 3 times its mandatory work. Large parts on purpose:
+// with them off the server has twice the capacity it has at level 0.5, so
+// that a sine of amplitude 0.5 around that capacity is absorbed by dimming
+// alone at a utilisation of 0.75, where one worker's queue still answers
+// in time. Each call returns a new slice.
 func BrownoutParts() []Part {
-	return []Part{{Name: "recommendations", Cost: 1}, {Name: "reviews", Cost: 0.5}}
+	return []Part{{Name: "recommendations", Cost: 1.5}, {Name: "reviews", Cost: 0.5}}
 }
 
 // BrownoutPartsLab is [BrownoutLab] (same admission, client and window)

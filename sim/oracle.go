@@ -22,20 +22,21 @@ type OracleGrid struct {
 type OracleSecond struct {
 	T    int
 	Rate float64 // the shape's mean arrival rate over the second
-	// Load is the grid load it was judged at: the lowest one at or above
-	// Rate (the top one above the grid), so that the oracle errs towards
-	// less optional content.
-	Load float64
-	// Best is the best fixed share at Load (Setting) and what it did
-	// there, as [SweepRho] judges: the most optional content among the
-	// shares within half a point of the best users in time.
+	// Below and Above are the grid loads around Rate (equal at or beyond
+	// the grid's ends).
+	Below, Above float64
+	// Best is the best fixed share (Setting) at Rate and what it did, as
+	// [SweepRho] judges: the most optional content among the shares within
+	// half a point of the best users in time — measured at Below and
+	// Above and interpolated linearly in the rate between them.
 	Best Outcome
 }
 
 // Oracle is θ*(λ(t)): for each second of a load shape, the best fixed
 // level at that second's arrival rate, as if the load had stayed there.
 // No controller can know it; it tells what a controller that tracked the
-// load perfectly, second by second, could serve.
+// load perfectly, second by second, with a fixed level's steady state at
+// every rate, could serve.
 type Oracle struct {
 	Seconds []OracleSecond
 	// ByLoad is each measured grid load's best outcome (loads the shape
@@ -55,16 +56,29 @@ func NewOracle(build func(load Profile, d Dimmer) Config, shape Profile, dur tim
 		g.Warmup = 5 * time.Second
 	}
 	o := Oracle{ByLoad: map[float64]Outcome{}}
-	for t := range int(dur / time.Second) {
-		rate := meanRate(shape, time.Duration(t)*time.Second, time.Second)
-		i := sort.SearchFloat64s(g.Loads, rate)
-		load := g.Loads[min(i, len(g.Loads)-1)]
+	at := func(load float64) Outcome {
 		b, ok := o.ByLoad[load]
 		if !ok {
 			b = bestFixed(build, load, g)
 			o.ByLoad[load] = b
 		}
-		o.Seconds = append(o.Seconds, OracleSecond{T: t, Rate: rate, Load: load, Best: b})
+		return b
+	}
+	last := len(g.Loads) - 1
+	for t := range int(dur / time.Second) {
+		rate := meanRate(shape, time.Duration(t)*time.Second, time.Second)
+		i := sort.SearchFloat64s(g.Loads, rate) // g.Loads[i-1] < rate ≤ g.Loads[i]
+		lo, hi := g.Loads[max(min(i-1, last), 0)], g.Loads[min(i, last)]
+		s := OracleSecond{T: t, Rate: rate, Below: lo, Above: hi, Best: at(hi)}
+		if lo < hi {
+			a, b, f := at(lo), s.Best, (rate-lo)/(hi-lo)
+			s.Best = Outcome{
+				Setting:       a.Setting + f*(b.Setting-a.Setting),
+				InTime:        a.InTime + f*(b.InTime-a.InTime),
+				OptionalShare: a.OptionalShare + f*(b.OptionalShare-a.OptionalShare),
+			}
+		}
+		o.Seconds = append(o.Seconds, s)
 	}
 	return o
 }

@@ -19,7 +19,7 @@ func TestMandatoryCapacity(t *testing.T) {
 // predicted utilisation at Rho; above it with every part off, the shed
 // level refuses the excess of default users (the mix has no sheddable).
 func TestReferenceHoldsTheSetPoint(t *testing.T) {
-	parts := BrownoutParts() // Σc = 1.5
+	parts := []Part{{Name: "recommendations", Cost: 1}, {Name: "reviews", Cost: 0.5}} // Σc = 1.5
 	for _, tc := range []struct {
 		load, share, shed float64
 	}{
@@ -54,9 +54,9 @@ func TestReferenceShedsSheddableFirst(t *testing.T) {
 // TestReferenceFollowsTheLoad: on a sine the reference's levels move
 // against the load, predicted over the coming tick.
 func TestReferenceFollowsTheLoad(t *testing.T) {
-	cfg := BrownoutPartsLab(Sine{Mean: 60, Amplitude: 0.5, Period: 30 * time.Second}, nil, 1)
+	cfg := BrownoutPartsLab(Sine{Mean: 50, Amplitude: 0.5, Period: 30 * time.Second}, nil, 1)
 	cfg.Duration = 30 * time.Second
-	cfg.Dimmer = NewReference(cfg, 0.85)
+	cfg.Dimmer = NewReference(cfg, 0.7)
 	r := Run(cfg)
 	require.NotNil(t, r.Seconds[7].Levels)
 	assert.Less(t, r.Seconds[7].Level, r.Seconds[22].Level, "dimmer at the crest than in the trough")
@@ -65,7 +65,7 @@ func TestReferenceFollowsTheLoad(t *testing.T) {
 
 func TestSweepRho(t *testing.T) {
 	build := func() Config {
-		cfg := BrownoutPartsLab(Sine{Mean: 60, Amplitude: 0.5, Period: 30 * time.Second}, nil, 1)
+		cfg := BrownoutPartsLab(Sine{Mean: 50, Amplitude: 0.5, Period: 30 * time.Second}, nil, 1)
 		cfg.Duration = 30 * time.Second
 		return cfg
 	}
