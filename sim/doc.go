@@ -18,8 +18,7 @@
 //
 //   - load: an open-loop [Profile] of new requests per second ([Constant],
 //     [Steps], [Ramp], [Burst], the 11.11 [Midnight] spike, the periodic
-//     [Sine] and [Square]); Poisson
-//     arrivals at the current rate;
+//     [Sine] and [Square]); Poisson arrivals at the current rate;
 //   - traffic: a [ClassMix] per priority class, each with a cost and the
 //     extra cost of its optional parts;
 //   - server: workers, a mean service time per cost unit (exponential), and
