@@ -8,9 +8,12 @@ import (
 	"github.com/brownout/brownout/signals"
 )
 
-// Controller adapts a dimmer.Controller to the lab. The lab's requests have
-// one block of optional work; the dimmer's features share it by cost, so
-// the block's level is the cost-weighted mean of the feature levels.
+// Controller adapts a dimmer.Controller to the lab. Without Config.Parts
+// the lab's requests have one block of optional work; the dimmer's features
+// share it by their configured cost, so the block's level is the
+// cost-weighted mean of the feature levels (Dim.Level). With Parts each
+// feature's level goes straight to the part of its name (Dim.Names and
+// Dim.Levels), and the configured costs are only what the dimmer believes.
 type Controller struct {
 	C *dimmer.Controller
 }
@@ -23,7 +26,11 @@ func (b Controller) Step(now time.Time, s signals.Snapshot) Dim {
 		sum += f.Cost * st.Features[i].Level
 		w += f.Cost
 	}
-	return Dim{Level: sum / w, Shed: st.Shed}
+	d := Dim{Level: sum / w, Shed: st.Shed, Names: make([]string, len(st.Features)), Levels: make([]float64, len(st.Features))}
+	for i, f := range st.Features {
+		d.Names[i], d.Levels[i] = f.Name, f.Level
+	}
+	return d
 }
 
 // BrownoutFeatures returns the lab's optional parts as dimmer features:
@@ -97,4 +104,29 @@ func BrownoutLab(load Profile, d Dimmer) Config {
 		Server:    Server{CancelWaiting: true},
 		Signals:   signals.Config{Latency: signals.WindowConfig{Slices: 5}},
 	}
+}
+
+// BrownoutParts returns the parts of the lab with per-feature parts: the
+// features of [BrownoutFeatures], by name and in their ladder's order, with
+// TRUE costs that differ from the configured ones — recommendations cost
+// one and a half times the mandatory work, reviews half of it (configured:
+// 0.25 and 0.15 of a request, a ratio of 5:3, not 3:1) — so that with every
+// part on a page is 3 times its mandatory work. Large parts on purpose:
+// with them off the server has twice the capacity it has at level 0.5, so
+// that a sine of amplitude 0.5 around that capacity is absorbed by dimming
+// alone at a utilisation of 0.75, where one worker's queue still answers
+// in time. Each call returns a new slice.
+func BrownoutParts() []Part {
+	return []Part{{Name: "recommendations", Cost: 1.5}, {Name: "reviews", Cost: 0.5}}
+}
+
+// BrownoutPartsLab is [BrownoutLab] (same admission, client and window)
+// with a part per feature ([BrownoutParts]) instead of one optional block,
+// mandatory cost 1 (one ServiceMean, 10 ms), and the given worker count.
+func BrownoutPartsLab(load Profile, d Dimmer, workers int) Config {
+	cfg := BrownoutLab(load, d)
+	cfg.Mix = []ClassMix{{Class: signals.Critical, Share: 0.3}, {Class: signals.Default, Share: 0.7}}
+	cfg.Parts = BrownoutParts()
+	cfg.Server.Workers = workers
+	return cfg
 }

@@ -17,8 +17,8 @@
 // A [Config] describes one run:
 //
 //   - load: an open-loop [Profile] of new requests per second ([Constant],
-//     [Steps], [Ramp], [Burst], the 11.11 [Midnight] spike); Poisson
-//     arrivals at the current rate;
+//     [Steps], [Ramp], [Burst], the 11.11 [Midnight] spike, the periodic
+//     [Sine] and [Square]); Poisson arrivals at the current rate;
 //   - traffic: a [ClassMix] per priority class, each with a cost and the
 //     extra cost of its optional parts;
 //   - server: workers, a mean service time per cost unit (exponential), and
@@ -48,6 +48,23 @@
 // times and client jitter, seeded from Config.Seed, so two policies given
 // the same seed see the same users arrive at the same moments (common
 // random numbers), and event ties break by scheduling order.
+//
+// # Parts with true costs
+//
+// With Config.Parts a request has one optional [Part] per dimmer feature
+// instead of one block, each with its own TRUE cost (in units of the
+// mandatory cost) and its own level (Dim.Levels, passed by feature name by
+// [Controller]), decided per user by the provider's sticky bucketing
+// (provider.On, the part's name as flag key). Each tick the Dimmer's
+// snapshot carries a signals.Tally per part: the on/off service times of
+// the requests completed in the tick, as production tallies them. The
+// dimmer's configured costs are then only what it believes, so that a
+// learned cost can be tested against the lab's truth. [Reference] is the
+// Dimmer told the truth (load, true costs, capacity): it holds the
+// predicted utilisation at a set point ([SweepRho] picks one), and
+// [NewOracle] the per-second best fixed level θ*(λ(t)) at each second's
+// arrival rate; [Sine] and [Square] are the periodic loads they are run
+// on ([BrownoutPartsLab]).
 //
 // Named experiments are [Scenario]s (overload-sweep, burst, capacity-dip,
 // sale, brownout, dependency-slowdown), run by

@@ -34,6 +34,11 @@ type Config struct {
 	Admission Admission
 	// Dimmer moves the optional parts. Default Static(1).
 	Dimmer Dimmer
+	// Parts, when set, replace the mix's single optional block
+	// (ClassMix.Optional is then ignored) with one optional part per
+	// feature, each with its own true cost and its own level (Dim.Levels),
+	// decided per user as the provider buckets them. At most 64.
+	Parts []Part
 	// Tick is the controller's period. Default 1 s.
 	Tick time.Duration
 	// Signals configures the recorder the Dimmer reads.
@@ -60,17 +65,23 @@ type Second struct {
 	// and drops that happened this second, by class and reason — together
 	// they show a priority inversion: a second in which a lower class was
 	// admitted while a higher one was turned away.
-	Admitted      [signals.NumClasses]int                     `json:"admitted"`
-	Failed        [signals.NumClasses][signals.NumReasons]int `json:"failed"`
-	Timeouts      int                                         `json:"timeouts"`
-	P99           time.Duration                               `json:"p99_ns"`     // of good answers finishing this second
-	Sojourn       time.Duration                               `json:"sojourn_ns"` // mean wait of requests starting this second
-	Level         float64                                     `json:"level"`      // dimmer level at the end of the second
-	Shed          float64                                     `json:"shed"`       // cascade shed level at the end of the second
-	Optional      float64                                     `json:"optional"`   // share of good answers with optional parts
-	InSystem      int                                         `json:"in_system"`  // queued or in service at the end of the second
-	Limit         float64                                     `json:"limit"`      // the admission layer's concurrency limit at the end of the second, if it has one
-	GoodByArrival int                                         `json:"good_by_arrival"`
+	Admitted [signals.NumClasses]int                     `json:"admitted"`
+	Failed   [signals.NumClasses][signals.NumReasons]int `json:"failed"`
+	Timeouts int                                         `json:"timeouts"`
+	P99      time.Duration                               `json:"p99_ns"`     // of good answers finishing this second
+	Sojourn  time.Duration                               `json:"sojourn_ns"` // mean wait of requests starting this second
+	Level    float64                                     `json:"level"`      // dimmer level at the end of the second
+	Shed     float64                                     `json:"shed"`       // cascade shed level at the end of the second
+	Optional float64                                     `json:"optional"`   // share of good answers with optional parts
+	// Levels are the parts' levels at the end of the second, aligned with
+	// Config.Parts, and OptionalShare the share of the optional work the
+	// good answers finishing this second got, weighted by the parts' true
+	// costs (1: every part for every answer). Both only with Parts.
+	Levels        []float64 `json:"levels,omitempty"`
+	OptionalShare float64   `json:"optional_share,omitempty"`
+	InSystem      int       `json:"in_system"` // queued or in service at the end of the second
+	Limit         float64   `json:"limit"`     // the admission layer's concurrency limit at the end of the second, if it has one
+	GoodByArrival int       `json:"good_by_arrival"`
 	// Users counts the new user requests that arrived this second and
 	// whose first deadline fell inside the run; UsersInTime those of them
 	// answered in time by some attempt.
@@ -83,7 +94,8 @@ type Second struct {
 	sojSum         time.Duration
 	sojN           int
 	optGood        int
-	seen           bool // an event happened in this second
+	optWork        float64 // Σ over good answers of the optional work they got, in shares of all parts' cost
+	seen           bool    // an event happened in this second
 }
 
 // Summary is a run in one line, as the sources' tables have it.
@@ -101,11 +113,14 @@ type Summary struct {
 	// InTime is the share of user requests answered in time by some
 	// attempt, and CriticalOK the same for critical ones. Both count only
 	// users whose first deadline fell inside the run.
-	InTime         float64        `json:"in_time"`
-	CriticalOK     float64        `json:"critical_ok"`
-	OptionalServed float64        `json:"optional_served"`       // share of good answers with optional parts
-	InSystem       int            `json:"in_system"`             // left queued or in service at the end
-	Recovery       *time.Duration `json:"recovery_ns,omitempty"` // nil unless RecoverFrom is set; -1: never
+	InTime         float64 `json:"in_time"`
+	CriticalOK     float64 `json:"critical_ok"`
+	OptionalServed float64 `json:"optional_served"` // share of good answers with optional parts
+	// OptionalShare is the share of the optional work good answers got,
+	// weighted by the parts' true costs: only with Config.Parts.
+	OptionalShare float64        `json:"optional_share,omitempty"`
+	InSystem      int            `json:"in_system"`             // left queued or in service at the end
+	Recovery      *time.Duration `json:"recovery_ns,omitempty"` // nil unless RecoverFrom is set; -1: never
 }
 
 // Result is a run's per-second series and summary.
@@ -198,12 +213,47 @@ type engine struct {
 	users       []userState
 	goodLat     []time.Duration
 	sum         Summary
+	// With Config.Parts: each part's current level, and Σ of their costs.
+	partLevel []float64
+	partsCost float64
+	// tallies[cur] accumulates each part's on/off service times over the
+	// current tick; the other is the one the last Snapshot handed the
+	// Dimmer, left alone until the next tick (Snapshot.Tallies' contract).
+	tallies [2][]signals.Tally
+	cur     int
 }
 
 type userState struct {
 	class signals.Class
 	ok    bool
 	first time.Duration
+}
+
+// withDefaults returns c with the documented defaults in its zero fields
+// (but Admission and Dimmer, which hold state: see newEngine).
+func (cfg Config) withDefaults() Config {
+	if cfg.Duration <= 0 {
+		cfg.Duration = 30 * time.Second
+	}
+	if len(cfg.Mix) == 0 {
+		cfg.Mix = []ClassMix{{Class: signals.Critical, Share: 0.3}, {Class: signals.Default, Share: 0.7}}
+	}
+	if cfg.Server.Workers <= 0 {
+		cfg.Server.Workers = 1
+	}
+	if cfg.Server.ServiceMean <= 0 {
+		cfg.Server.ServiceMean = 10 * time.Millisecond
+	}
+	if cfg.Client.Timeout <= 0 {
+		cfg.Client.Timeout = time.Second
+	}
+	if cfg.Client.Retry.BudgetBurst <= 0 {
+		cfg.Client.Retry.BudgetBurst = 10
+	}
+	if cfg.Tick <= 0 {
+		cfg.Tick = time.Second
+	}
+	return cfg
 }
 
 // Run runs one configuration to its end. It is deterministic: the same
@@ -230,6 +280,12 @@ func Run(cfg Config) Result {
 		}
 		s := e.sec()
 		s.InSystem, s.Level, s.Shed, s.seen = e.inSys, e.dim.Level, e.dim.Shed, true
+		if e.partLevel != nil {
+			if s.Levels == nil {
+				s.Levels = make([]float64, len(e.partLevel))
+			}
+			copy(s.Levels, e.partLevel)
+		}
 		if l, ok := e.cfg.Admission.(Limiter); ok {
 			s.Limit = l.Limit()
 		}
@@ -238,32 +294,12 @@ func Run(cfg Config) Result {
 }
 
 func newEngine(cfg Config) *engine {
-	if cfg.Duration <= 0 {
-		cfg.Duration = 30 * time.Second
-	}
-	if len(cfg.Mix) == 0 {
-		cfg.Mix = []ClassMix{{Class: signals.Critical, Share: 0.3}, {Class: signals.Default, Share: 0.7}}
-	}
-	if cfg.Server.Workers <= 0 {
-		cfg.Server.Workers = 1
-	}
-	if cfg.Server.ServiceMean <= 0 {
-		cfg.Server.ServiceMean = 10 * time.Millisecond
-	}
-	if cfg.Client.Timeout <= 0 {
-		cfg.Client.Timeout = time.Second
-	}
-	if cfg.Client.Retry.BudgetBurst <= 0 {
-		cfg.Client.Retry.BudgetBurst = 10
-	}
+	cfg = cfg.withDefaults()
 	if cfg.Admission == nil {
 		cfg.Admission = Unbounded()
 	}
 	if cfg.Dimmer == nil {
 		cfg.Dimmer = Static(1)
-	}
-	if cfg.Tick <= 0 {
-		cfg.Tick = time.Second
 	}
 	e := &engine{
 		cfg: cfg,
@@ -282,8 +318,22 @@ func newEngine(cfg Config) *engine {
 		r.record(e.rec, func(c signals.Class) { e.sec().Admitted[c]++ })
 		e.gateRecords = true
 	}
+	if len(cfg.Parts) > 0 {
+		checkParts(cfg.Parts)
+		e.partLevel = make([]float64, len(cfg.Parts))
+		e.partsCost = partsCost(cfg.Parts)
+		for k := range e.tallies {
+			e.tallies[k] = make([]signals.Tally, len(cfg.Parts))
+			for i, p := range cfg.Parts {
+				e.tallies[k][i].Feature = p.Name
+			}
+		}
+	}
 	e.rec.Snapshot(epoch) // start the recorder's windows at zero
 	e.dim = cfg.Dimmer.Step(epoch, signals.Snapshot{Time: epoch})
+	if e.partLevel != nil {
+		e.resolveLevels()
+	}
 	e.schedule(e.gap(), evNew, nil)
 	e.schedule(cfg.Tick, evTick, nil)
 	return e
@@ -332,9 +382,13 @@ func (e *engine) newRequest() {
 		if cost <= 0 {
 			cost = 1
 		}
+		opt := m.Optional
+		if e.partLevel != nil {
+			opt = cost * e.partsCost // every part on
+		}
 		r := &Request{
 			ID: e.nextID, Attempt: 1, Class: m.Class, Key: uint32(e.arr.Float64() * 4294967296),
-			Cost: cost, Optional: m.Optional, first: e.now, dep: m.Dependency,
+			Cost: cost, Optional: opt, first: e.now, dep: m.Dependency,
 		}
 		e.nextID++
 		e.users = append(e.users, userState{class: m.Class, first: e.now})
@@ -408,10 +462,17 @@ func (e *engine) startWork() {
 		e.busy++
 		r.state = stRunning
 		r.Start = e.vt(e.now)
-		r.WithOptional = r.Optional > 0 && keyFraction(r.Key) < e.dim.Level
-		cost := r.Cost
-		if r.WithOptional {
-			cost += r.Optional
+		var cost float64
+		if e.partLevel != nil {
+			r.parts = e.decideParts(r.Key)
+			r.WithOptional = r.parts != 0
+			cost = r.Cost * (1 + e.onCost(r.parts))
+		} else {
+			r.WithOptional = r.Optional > 0 && keyFraction(r.Key) < e.dim.Level
+			cost = r.Cost
+			if r.WithOptional {
+				cost += r.Optional
+			}
 		}
 		speed := 1.0
 		if e.cfg.Server.Capacity != nil {
@@ -445,6 +506,9 @@ func (e *engine) finish(r *Request) {
 	e.busy--
 	e.inSys--
 	e.cfg.Admission.Done(e.vt(e.now), r)
+	if e.partLevel != nil {
+		e.tally(r)
+	}
 	// The latency the controller reads is the time inside the server, as
 	// a middleware at its edge measures it: queueing in the seeds' model is
 	// contention inside the server.
@@ -458,6 +522,9 @@ func (e *engine) finish(r *Request) {
 		s.lat = append(s.lat, lat)
 		if r.WithOptional {
 			s.optGood++
+			if e.partLevel != nil && e.partsCost > 0 {
+				s.optWork += e.onCost(r.parts) / e.partsCost
+			}
 		}
 		e.secAt(r.arrival).GoodByArrival++
 		e.sum.Good++
@@ -515,8 +582,20 @@ func (e *engine) retry(r *Request) {
 
 func (e *engine) tick() {
 	now := e.vt(e.now)
-	e.dim = e.cfg.Dimmer.Step(now, e.rec.Snapshot(now))
+	snap := e.rec.Snapshot(now)
+	if e.partLevel != nil {
+		snap.Tallies = e.tallies[e.cur]
+		e.cur ^= 1
+		for i := range e.tallies[e.cur] {
+			t := &e.tallies[e.cur][i]
+			t.On, t.Off = signals.Moments{}, signals.Moments{}
+		}
+	}
+	e.dim = e.cfg.Dimmer.Step(now, snap)
 	e.dim.Level = min(max(e.dim.Level, 0), 1)
+	if e.partLevel != nil {
+		e.resolveLevels()
+	}
 	if next := e.now + e.cfg.Tick; next < e.cfg.Duration {
 		e.schedule(next, evTick, nil)
 	}
@@ -528,11 +607,13 @@ func (e *engine) result() Result {
 		if !s.seen && i > 0 { // a quiet second keeps the state of the one before
 			prev := e.secs[i-1]
 			s.InSystem, s.Level, s.Shed, s.Limit = prev.InSystem, prev.Level, prev.Shed, prev.Limit
+			s.Levels = prev.Levels
 		}
 		if len(s.lat) > 0 {
 			slices.Sort(s.lat)
 			s.P99 = s.lat[int(math.Ceil(0.99*float64(len(s.lat))))-1]
 			s.Optional = float64(s.optGood) / float64(len(s.lat))
+			s.OptionalShare = s.optWork / float64(len(s.lat))
 		}
 		if s.sojN > 0 {
 			s.Sojourn = s.sojSum / time.Duration(s.sojN)
@@ -545,7 +626,7 @@ func (e *engine) result() Result {
 		slices.Sort(e.goodLat)
 		sum.P99 = e.goodLat[int(math.Ceil(0.99*float64(len(e.goodLat))))-1]
 	}
-	crit, critOK, decided, inTime, opt := 0, 0, 0, 0, 0
+	crit, critOK, decided, inTime, opt, optWork := 0, 0, 0, 0, 0, 0.0
 	for _, u := range e.users {
 		if u.first+e.cfg.Client.Timeout > e.cfg.Duration {
 			continue // its answer was still due when the run ended
@@ -574,9 +655,11 @@ func (e *engine) result() Result {
 	}
 	for _, s := range e.secs {
 		opt += s.optGood
+		optWork += s.optWork
 	}
 	if sum.Good > 0 {
 		sum.OptionalServed = float64(opt) / float64(sum.Good)
+		sum.OptionalShare = optWork / float64(sum.Good)
 	}
 	sum.InSystem = e.inSys
 	if e.cfg.RecoverFrom > 0 {
@@ -588,20 +671,24 @@ func (e *engine) result() Result {
 
 // Window is a stretch of a run in one line: see Result.Between.
 type Window struct {
-	Good     int           `json:"good"`
-	InTime   float64       `json:"in_time"`  // of the users who arrived in the window
-	Optional float64       `json:"optional"` // share of good answers with optional parts
-	P99      time.Duration `json:"p99_ns"`   // of the good answers that finished in the window
+	Good     int     `json:"good"`
+	InTime   float64 `json:"in_time"`  // of the users who arrived in the window
+	Optional float64 `json:"optional"` // share of good answers with optional parts
+	// OptionalShare is the share of the optional work the good answers
+	// got, weighted by the parts' true costs (only with Config.Parts).
+	OptionalShare float64       `json:"optional_share,omitempty"`
+	P99           time.Duration `json:"p99_ns"` // of the good answers that finished in the window
 }
 
 // Between summarizes seconds [from, to) of the run, as Summary does the
 // whole run: the lab judges a controller after its first minute.
 func (r Result) Between(from, to int) Window {
 	var w Window
-	users, inTime, opt := 0, 0, 0
+	users, inTime, opt, optWork := 0, 0, 0, 0.0
 	for _, s := range r.span(from, to) {
 		w.Good += len(s.lat)
 		opt += s.optGood
+		optWork += s.optWork
 		users += s.Users
 		inTime += s.UsersInTime
 	}
@@ -610,6 +697,7 @@ func (r Result) Between(from, to int) Window {
 	}
 	if w.Good > 0 {
 		w.Optional = float64(opt) / float64(w.Good)
+		w.OptionalShare = optWork / float64(w.Good)
 	}
 	w.P99, _ = r.P99Between(from, to)
 	return w

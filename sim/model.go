@@ -14,7 +14,8 @@ type Request struct {
 	Class   signals.Class // priority class
 	Key     uint32        // the user, for sticky decisions
 	// Cost is the work without optional parts and Optional the extra work
-	// when they are served, in units of the server's ServiceMean.
+	// when they are served, in units of the server's ServiceMean (with
+	// Config.Parts: when every part is served).
 	Cost, Optional float64
 	// Arrival is when this attempt reached the server and Deadline when its
 	// client gives up on it (both virtual time). The deadline travels with
@@ -23,7 +24,8 @@ type Request struct {
 
 	// Estimate is the expected work, set on arrival: Cost plus Optional
 	// times the current dimmer level (what an admission layer can know up
-	// front).
+	// front). With Config.Parts, Optional is Cost·Σ part costs and the level
+	// their true-cost-weighted mean, so Estimate is Cost·(1 + Σ ℓᵢ·cᵢ).
 	Estimate float64
 
 	// Set by the engine when work starts.
@@ -31,6 +33,7 @@ type Request struct {
 	WithOptional bool
 
 	cost    float64 // the work started, optional parts included
+	parts   uint64  // with Config.Parts: bit i set when part i was served
 	dep     *Dependency
 	first   time.Duration // the user's first attempt, for latency from the user's view
 	arrival time.Duration
@@ -269,4 +272,33 @@ func Dip(at, d time.Duration, factor float64) func(time.Duration) float64 {
 		}
 		return 1
 	}
+}
+
+// Sine swings around Mean: Mean·(1 + Amplitude·sin(2πt/Period)). Amplitude
+// is a share of the mean (0.5: from half the mean to one and a half); it
+// starts at the mean, rising.
+type Sine struct {
+	Mean, Amplitude float64
+	Period          time.Duration
+}
+
+// Rate implements Profile.
+func (s Sine) Rate(t time.Duration) float64 {
+	return s.Mean * (1 + s.Amplitude*math.Sin(2*math.Pi*float64(t)/float64(s.Period)))
+}
+
+// Square alternates Mean·(1 + Amplitude) for the first half of every
+// Period and Mean·(1 − Amplitude) for the second. Amplitude is a share of
+// the mean.
+type Square struct {
+	Mean, Amplitude float64
+	Period          time.Duration
+}
+
+// Rate implements Profile.
+func (s Square) Rate(t time.Duration) float64 {
+	if t%s.Period < s.Period/2 {
+		return s.Mean * (1 + s.Amplitude)
+	}
+	return s.Mean * (1 - s.Amplitude)
 }

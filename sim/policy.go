@@ -47,7 +47,16 @@ type Dimmer interface {
 // Dim is what a Dimmer decides for the next tick.
 type Dim struct {
 	// Level is the share of users served the optional parts, in [0, 1].
+	// With Config.Parts it is the fallback level of a part Levels leaves
+	// out; the engine then replaces it, for the reports, by the parts'
+	// levels' mean weighted by their true costs.
 	Level float64
+	// Levels, when the Config has Parts, are per-feature levels: Names[i]
+	// is the feature (Part.Name) of Levels[i], or, when Names is nil,
+	// Levels is aligned with Config.Parts. Ignored without Parts. The
+	// engine reads both during Step's tick only; a Dimmer may reuse them.
+	Levels []float64
+	Names  []string
 	// Shed is the cascade's shed level (dimmer.State.Shed): up to 1 the
 	// share of sheddable users refused at the door, from 1 to 2 every
 	// sheddable and Shed−1 of default users. Critical requests are never
