@@ -46,6 +46,7 @@ type Controller struct {
 // controllerState is the controller's mutable part, guarded by its mutex.
 type controllerState struct {
 	sync.Mutex
+	costs      *costs // what each feature costs, learned from the tallies
 	brightness float64
 	prevErr    float64
 	roomSince  time.Time // headroom at the gate since; zero when not
@@ -127,6 +128,7 @@ func New(cfg Config) (*Controller, error) {
 	c.mu.q, c.mu.maxStep, c.mu.span = cfg.Quantum, cfg.MaxStep, cfg.MaxStep
 	c.mu.pins = map[string]Pin{}
 	c.mu.subs = map[int]chan *State{}
+	c.mu.costs = newCosts(cfg.Features)
 	c.mu.readings = make([]Reading, len(cfg.Targets))
 	for i, t := range cfg.Targets {
 		c.mu.readings[i] = Reading{Signal: t.Signal, Target: t.Target, Missing: true}
@@ -257,6 +259,7 @@ func (c *Controller) step(now time.Time, s signals.Snapshot) (*State, bool) {
 	}
 	c.expirePins(now)
 	c.schedule(now)
+	m.costs.observe(now, s.Tallies)
 	busy, busyOK := s.Get(cfg.RoomSignal)
 	if busy < 0 || busy > 1 {
 		busyOK = false // not a share: ignore it

@@ -170,6 +170,7 @@ func (c *Controller) ReconfigureAt(now time.Time, cfg Config) error {
 		m.calmRun, m.hotRun, m.underRun, m.underSum = 0, 0, 0, 0
 	}
 	c.cfg, c.spans, c.capped = cfg, spans(cfg.Features), capped(&cfg)
+	m.costs = m.costs.remap(cfg.Features)
 	m.q, m.maxStep = cfg.Quantum, cfg.MaxStep
 	m.span = min(max(m.span, m.q), m.maxStep)
 	var dropped []string

@@ -1,0 +1,203 @@
+package dimmer
+
+import (
+	"math"
+	"time"
+
+	"github.com/brownout/brownout/signals"
+)
+
+// CostEstimate is what the controller has learned of a feature's cost
+// from the per-request tallies (signals.Tally): the extra work a request
+// that renders the feature takes, as a share of the work of a request with
+// every feature off (0.3: a third of a page more).
+type CostEstimate struct {
+	// Value is the estimate and SE its standard error, both in shares of
+	// the all-off request's work; NaN while unknown.
+	Value, SE float64
+	// Seconds is the extra service time itself, and Base the all-off
+	// request's, in seconds; NaN while unknown.
+	Seconds, Base float64
+	// Contrasted is how many ticks the feature was contrasted in: on for
+	// some requests and off for others, each side at least
+	// minContrastSide of them.
+	Contrasted int
+}
+
+// Known reports whether the estimate has a value.
+func (e CostEstimate) Known() bool { return !math.IsNaN(e.Value) }
+
+const (
+	// costMemory is how long the estimates remember: an observation
+	// weighs e^(−age/costMemory). A minute: a feature's cost drifts with
+	// its data and its dependencies over minutes, and a minute of ticks
+	// with a few hundred requests each puts the standard error of a
+	// feature of a tenth of a page within a few per cent.
+	costMemory = time.Minute
+	// minContrastSide is the fewest requests on each side (rendered, not
+	// rendered) for a tick's contrast to count: a variance needs two, and
+	// five keep one slow request from swinging the tick.
+	minContrastSide = 5
+)
+
+// costs estimates each feature's cost online from the dimmer's own
+// randomisation. While a feature's level is fractional, the provider's
+// sticky buckets give it to some users and not to others — independently
+// of the other features, whose buckets hash another flag key — so within
+// one tick the requests that rendered it and those that did not differ,
+// on average, by its cost alone:
+//
+//	Δᵢ = mean(service | i on) − mean(service | i off)
+//	     standard error √(s²_on/n_on + s²_off/n_off)
+//
+// The contrast is taken within each tick and never across ticks: levels
+// fall as the load rises, and pooling the requests of several ticks would
+// compare the rendered ones of calm ticks with the others of busy ones
+// (biasing Δᵢ low). The ticks' contrasts are combined weighted by their
+// counts (see weighted), each forgotten over costMemory. The all-off request's work
+// is what remains of a tick's mean service time once each feature's
+// expected share is taken out:
+//
+//	b = mean(service) − Σᵢ pᵢ·Δ̂ᵢ      pᵢ: the tick's share of requests that rendered i
+//
+// and the cost is cᵢ = Δ̂ᵢ / b̂. A feature never contrasted (always on or
+// always off since the start) is unknown, and counts as costing nothing
+// in b — so while a feature that is always on is unknown, b̂ holds its
+// cost and the others' shares read a little low.
+type costs struct {
+	delta []weighted // per feature: Δ̂ᵢ in seconds
+	base  weighted   // b̂ in seconds
+	ticks []int
+	last  time.Time
+	index map[string]int
+}
+
+// weighted is a weighted mean with exponential forgetting. Each tick
+// weighs by its counts — 1/(1/n_on + 1/n_off), the inverse of its
+// variance under a common spread — and not by its own sample variance:
+// service times are skewed, a tick whose sample came out fast has a small
+// variance as well, and weighing by it pulls the mean low (a feature of
+// 0.2 of a page read 0.17 on average over 40 runs). The spread enters the
+// standard error alone: Var = Σ wₜσₜ² / (Σ wₜ)².
+type weighted struct{ w, s, q float64 }
+
+func (m *weighted) decay(f float64) { m.w *= f; m.s *= f; m.q *= f }
+
+// add folds in x with weight w and the spread (variance of one
+// observation) of its sample.
+func (m *weighted) add(x, w, spread float64) {
+	if !(w > 0) || math.IsNaN(x) || math.IsInf(x, 0) || math.IsNaN(spread) || math.IsInf(spread, 0) {
+		return
+	}
+	m.w += w
+	m.s += w * x
+	m.q += w * spread
+}
+
+func (m weighted) mean() float64 {
+	if m.w <= 0 {
+		return math.NaN()
+	}
+	return m.s / m.w
+}
+
+// se is the standard error of the mean.
+func (m weighted) se() float64 {
+	if m.w <= 0 {
+		return math.NaN()
+	}
+	return math.Sqrt(m.q) / m.w
+}
+
+func newCosts(features []Feature) *costs {
+	c := &costs{delta: make([]weighted, len(features)), ticks: make([]int, len(features)), index: make(map[string]int, len(features))}
+	for i, f := range features {
+		c.index[f.Name] = i
+	}
+	return c
+}
+
+// observe folds one tick's tallies in at now. It allocates nothing.
+func (c *costs) observe(now time.Time, ts []signals.Tally) {
+	if len(ts) == 0 {
+		return
+	}
+	if !c.last.IsZero() && now.After(c.last) {
+		f := math.Exp(-now.Sub(c.last).Seconds() / costMemory.Seconds())
+		for i := range c.delta {
+			c.delta[i].decay(f)
+		}
+		c.base.decay(f)
+	}
+	c.last = now
+	var all signals.Moments
+	for _, t := range ts {
+		i, ok := c.index[t.Feature]
+		if !ok {
+			continue
+		}
+		if all.N == 0 {
+			all = t.On
+			all.Merge(t.Off) // every feature's tally counts the same requests
+		}
+		if t.On.N < minContrastSide || t.Off.N < minContrastSide {
+			continue
+		}
+		d := t.On.Mean() - t.Off.Mean()
+		non, noff := float64(t.On.N), float64(t.Off.N)
+		spread := ((non-1)*t.On.Var() + (noff-1)*t.Off.Var()) / (non + noff - 2) // pooled
+		c.delta[i].add(d, 1/(1/non+1/noff), spread)
+		c.ticks[i]++
+	}
+	if all.N < 2 {
+		return
+	}
+	b := all.Mean()
+	for _, t := range ts {
+		i, ok := c.index[t.Feature]
+		if n := t.On.N + t.Off.N; !ok || n == 0 {
+			continue
+		}
+		if d := c.delta[i].mean(); !math.IsNaN(d) {
+			b -= float64(t.On.N) / float64(t.On.N+t.Off.N) * d
+		}
+	}
+	c.base.add(b, float64(all.N), all.Var())
+}
+
+// estimate returns feature i's estimate.
+func (c *costs) estimate(i int) CostEstimate {
+	e := CostEstimate{Value: math.NaN(), SE: math.NaN(), Seconds: c.delta[i].mean(), Base: c.base.mean(), Contrasted: c.ticks[i]}
+	if math.IsNaN(e.Seconds) || !(e.Base > 0) {
+		return e
+	}
+	e.Value = e.Seconds / e.Base
+	e.SE = c.delta[i].se() / e.Base
+	return e
+}
+
+// remap returns the estimator for a new list of features: what was
+// learned of a feature that remains is kept, by name.
+func (c *costs) remap(features []Feature) *costs {
+	n := newCosts(features)
+	n.base, n.last = c.base, c.last
+	for i, f := range features {
+		if j, ok := c.index[f.Name]; ok {
+			n.delta[i], n.ticks[i] = c.delta[j], c.ticks[j]
+		}
+	}
+	return n
+}
+
+// Costs returns what the controller has learned of each feature's cost,
+// in the order of Config.Features. It allocates: for operators and tests,
+// not request paths.
+func (c *Controller) Costs() []CostEstimate {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]CostEstimate, len(c.cfg.Features))
+	for i := range out {
+		out[i] = c.mu.costs.estimate(i)
+	}
+	return out
+}
