@@ -409,3 +409,27 @@ func TestReleaseWithoutOverride(t *testing.T) {
 	assert.Equal(t, 404, resp.StatusCode)
 	assert.Contains(t, m["type"], "unknown-feature")
 }
+
+// TestStateShowsLearnedCosts: /v1/state shows a feature's cost once the
+// controller has contrasted it, and nothing for one it has not.
+func TestStateShowsLearnedCosts(t *testing.T) {
+	ctl := newController(t)
+	a, err := New(Config{Controller: ctl})
+	require.NoError(t, err)
+	defer a.Close()
+	now := time.Date(2026, 11, 11, 0, 0, 0, 0, time.UTC)
+	for k := range 10 {
+		now = now.Add(time.Second)
+		var on, off signals.Moments
+		for j := range 20 {
+			on.Add(0.015 + 0.001*float64(j%3))
+			off.Add(0.010 + 0.001*float64((j+k)%3))
+		}
+		ctl.Step(now, signals.Snapshot{Time: now, Tallies: []signals.Tally{{Feature: "recommendations", On: on, Off: off}}})
+	}
+	st := a.State()
+	require.NotNil(t, st.Features[0].Cost)
+	assert.InDelta(t, 0.5, st.Features[0].Cost.Value, 0.1)
+	assert.Equal(t, 10, st.Features[0].Cost.Contrasted)
+	assert.Nil(t, st.Features[1].Cost, "reviews was never contrasted")
+}

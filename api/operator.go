@@ -63,6 +63,18 @@ type FeatureJSON struct {
 	// Cap is the scheduled cap that binds now.
 	Cap      *CapJSON           `json:"cap,omitempty"`
 	Segments map[string]float64 `json:"segments,omitempty"`
+	// Cost is what the controller has learned of the feature's cost from
+	// the requests' tallies; absent until it was contrasted.
+	Cost *CostJSON `json:"cost,omitempty"`
+}
+
+// CostJSON is a learned cost (dimmer.CostEstimate): extra work as a
+// share of the all-off request's, its standard error, and the ticks it
+// was learned from.
+type CostJSON struct {
+	Value      float64 `json:"value"`
+	SE         float64 `json:"se"`
+	Contrasted int     `json:"contrasted_ticks"`
 }
 
 // CapJSON is a binding scheduled cap.
@@ -110,6 +122,7 @@ func num(v float64, ok bool) *float64 {
 func (a *API) State() StateJSON {
 	st := a.ctl.Status()
 	cfg := a.ctl.Config()
+	costs := a.ctl.Costs()
 	a.mu.Lock()
 	frozen, shadow := a.mu.frozen, a.mu.shadow
 	a.mu.Unlock()
@@ -136,6 +149,11 @@ func (a *API) State() StateJSON {
 			fj.Segments = map[string]float64{}
 			for i, sg := range cfg.Segments {
 				fj.Segments[sg.Name] = round(f.Segments[i])
+			}
+		}
+		for i, cf := range cfg.Features {
+			if cf.Name == f.Name && i < len(costs) && costs[i].Known() && !math.IsNaN(costs[i].SE) {
+				fj.Cost = &CostJSON{Value: round(costs[i].Value), SE: round(costs[i].SE), Contrasted: costs[i].Contrasted}
 			}
 		}
 		out.Features = append(out.Features, fj)
