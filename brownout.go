@@ -35,7 +35,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -92,6 +94,10 @@ type Options struct {
 	// TrustPriority believes the callers' X-Priority header: only where
 	// they are your own services.
 	TrustPriority bool
+	// TrustedProxies are the load balancers in front, whose
+	// X-Forwarded-For names the client for rate limits (see
+	// shed.Config.TrustedProxies); none by default.
+	TrustedProxies []netip.Prefix
 	// Gate and RateLimit configure the admission gate (see package shed);
 	// the zero values are its defaults, no rate limit.
 	Gate      shed.GateConfig
@@ -112,7 +118,9 @@ type Options struct {
 	// its listener: false unless you are sure.
 	Loopback bool
 	// StateDir, when set, keeps the operators' overrides, freeze and
-	// shadow across restarts.
+	// shadow across restarts; in fleet mode, the daemon's last levels
+	// (brownoutd-state.json), so that a restart during an outage of the
+	// daemon starts from them.
 	StateDir string
 	// Daemon, when set, is a brownoutd's URL: fleet mode. The levels come
 	// from the daemon and the recorder's signals are pushed to it; the
@@ -125,6 +133,9 @@ type Options struct {
 	// Instance names this process in its pushes. Default: the host name
 	// and the process id.
 	Instance string
+	// NoPush: in fleet mode, do not push the signals — the daemon reads
+	// this process's /metrics (scrape or PromQL) instead.
+	NoPush bool
 	// Logger receives the controller's and the API's log lines. Default:
 	// slog.Default().
 	Logger *slog.Logger
@@ -177,13 +188,19 @@ func New(o Options) (*Brownout, error) {
 			host, _ := os.Hostname()
 			o.Instance = fmt.Sprintf("%s-%d", host, os.Getpid())
 		}
-		b.remote, err = provider.NewRemote(provider.RemoteOptions{URL: o.Daemon, Token: o.DaemonToken, Logger: o.Logger})
+		ro := provider.RemoteOptions{URL: o.Daemon, Token: o.DaemonToken, Logger: o.Logger}
+		if o.StateDir != "" {
+			ro.StateFile = filepath.Join(o.StateDir, "brownoutd-state.json")
+		}
+		b.remote, err = provider.NewRemote(ro)
 		if err != nil {
 			return nil, fmt.Errorf("brownout: %w", err)
 		}
-		b.pusher, err = signals.NewPusher(b.rec, signals.PusherConfig{URL: strings.TrimSuffix(o.Daemon, "/") + "/v1/signals", Instance: o.Instance, Token: o.DaemonToken, Logger: o.Logger})
-		if err != nil {
-			return nil, fmt.Errorf("brownout: %w", err)
+		if !o.NoPush {
+			b.pusher, err = signals.NewPusher(b.rec, signals.PusherConfig{URL: strings.TrimSuffix(o.Daemon, "/") + "/v1/signals", Instance: o.Instance, Token: o.DaemonToken, Logger: o.Logger})
+			if err != nil {
+				return nil, fmt.Errorf("brownout: %w", err)
+			}
 		}
 		src, shedSeed = b.remote, b.remote.ShedSeed
 		shedLevel = func() float64 { return b.remote.State().Shed }
@@ -202,7 +219,7 @@ func New(o Options) (*Brownout, error) {
 	if err != nil {
 		return nil, fmt.Errorf("brownout: %w", err)
 	}
-	scfg := shed.Config{Gate: o.Gate, RateLimit: o.RateLimit, TrustPriority: o.TrustPriority,
+	scfg := shed.Config{Gate: o.Gate, RateLimit: o.RateLimit, TrustPriority: o.TrustPriority, TrustedProxies: o.TrustedProxies,
 		Recorder: b.rec, ShedLevel: shedLevel, ShedSeed: shedSeed}
 	if len(o.Routes) > 0 {
 		rt, err := shed.NewRoutes(o.Routes...)
@@ -284,6 +301,21 @@ func (b *Brownout) Shedder() *shed.Shedder { return b.shedder }
 // Recorder returns the signals recorder the middleware feeds.
 func (b *Brownout) Recorder() *signals.Recorder { return b.rec }
 
+// API returns the operator API; nil in fleet mode.
+func (b *Brownout) API() *api.API { return b.api }
+
+// Remote returns the follower of the daemon; nil in embedded mode.
+func (b *Brownout) Remote() *provider.Remote { return b.remote }
+
+// Source returns where the levels come from: the controller, or the
+// daemon's follower.
+func (b *Brownout) Source() provider.Source {
+	if b.remote != nil {
+		return b.remote
+	}
+	return b.ctl
+}
+
 // ErrRunning is returned by Run when the stack already runs, and by Run
 // after Close.
 var ErrRunning = errors.New("brownout: already running or closed")
@@ -304,7 +336,9 @@ func (b *Brownout) Run(ctx context.Context) error {
 		err = b.api.Run(ctx, dimmer.Local(b.rec))
 	} else {
 		var wg sync.WaitGroup
-		wg.Go(func() { _ = b.pusher.Run(ctx) })
+		if b.pusher != nil {
+			wg.Go(func() { _ = b.pusher.Run(ctx) })
+		}
 		err = b.remote.Run(ctx)
 		wg.Wait()
 	}

@@ -169,7 +169,7 @@ features:
 		// The test plays the load balancer: its X-Forwarded-For names the
 		// clients.
 		p := start(t, shopBin, "serve", "--listen", addr, "--state", filepath.Join(dir, fmt.Sprintf("shop%d", i)),
-			"--brownoutd", "http://"+daemonAddr, "--redis", "redis://"+rds.Addr, "--trusted-proxies", "127.0.0.1")
+			"--brownoutd", "http://"+daemonAddr, "--brownoutd-no-push", "--redis", "redis://"+rds.Addr, "--trusted-proxies", "127.0.0.1")
 		waitOK(t, "http://"+addr+"/healthz", p)
 		shopProcs = append(shopProcs, p)
 	}

@@ -186,8 +186,11 @@ type Config struct {
 	// Brownoutd, when set, is the base URL of a brownoutd serving this
 	// shop's levels (fleet mode): the shop follows its stream
 	// (provider.Remote) instead of running a controller of its own, and
-	// the daemon reads the shop's /metrics. BrownoutdToken is sent to it.
+	// pushes its signals to the daemon every second — unless NoPush, for a
+	// daemon that reads the shop's /metrics (scrape or PromQL).
+	// BrownoutdToken is sent to it.
 	Brownoutd, BrownoutdToken string
+	NoPush                    bool
 	// Redis, when set (redis://HOST:PORT[/DB]), keeps the per-client rate
 	// limits in Redis (shed/redisstore), so that a client spread over
 	// several instances is held to one allowance.

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/brownout/brownout"
 	"github.com/brownout/brownout/api"
 	"github.com/brownout/brownout/dimmer"
 	"github.com/brownout/brownout/fallback"
@@ -52,6 +53,7 @@ type Shop struct {
 	recs    deps.RecsClient
 
 	// The protection; nil under None.
+	stack   *brownout.Brownout
 	rec     *signals.Recorder
 	ctl     *dimmer.Controller // embedded mode
 	api     *api.API
@@ -209,79 +211,20 @@ func (s *Shop) startDeps() error {
 // of the worker pool.
 func (s *Shop) protect(ctx context.Context) error {
 	cfg := s.cfg
-	s.rec = signals.NewRecorder(signals.Config{Latency: signals.WindowConfig{Slices: 5}})
 	features := make([]dimmer.Feature, 0, 3)
 	for i, name := range Sections() {
 		features = append(features, dimmer.Feature{Name: name, Rank: i, Cost: cfg.Costs.sections()[i].Seconds() * 1000})
 	}
-	var err error
-	var shedLevel func() float64
-	var shedSeed func() (dimmer.ShedSeed, bool) // the daemon's in fleet mode: every instance sheds the same users
-	if cfg.Brownoutd != "" {
-		// Fleet mode: the levels come from brownoutd's stream, evaluated
-		// here with the in-process code; the daemon reads this instance's
-		// /metrics (or its pushes) for its signals.
-		ro := provider.RemoteOptions{URL: cfg.Brownoutd, Token: cfg.BrownoutdToken, Logger: cfg.Logger}
-		if cfg.StateDir != "" {
-			ro.StateFile = filepath.Join(cfg.StateDir, "brownoutd-state.json") // the last-known levels across restarts
-		}
-		r, err := provider.NewRemote(ro)
-		if err != nil {
-			return err
-		}
-		s.remote, s.src = r, r
-		shedLevel, shedSeed = func() float64 { return r.State().Shed }, r.ShedSeed
-		s.wg.Go(func() { r.Run(ctx) })
-	} else {
-		s.ctl, err = dimmer.New(dimmer.Config{
-			Targets: []dimmer.Target{
-				{Signal: signals.LatencyP99, Target: cfg.LatencyTarget.Seconds()},
-				{Signal: signals.RejectRatio, Target: 0.01, DimOnly: true},
-			},
-			Features: features,
-			Logger:   cfg.Logger,
-		})
-		if err != nil {
-			return err
-		}
-		if cfg.Protect == ShedOnly {
-			s.ctl.Freeze("shedding only: the comparison run")
-		}
-		s.src, shedLevel = s.ctl, s.ctl.ShedLevel
-	}
-	p, err := provider.New(s.src, provider.Options{Registerer: s.reg})
-	if err != nil {
-		return err
-	}
-	if s.ctl != nil {
-		// The controller's HTTP surface, the same package brownoutd
-		// mounts: OFREP, state, history, events, the operators' writes.
-		s.api, err = api.New(api.Config{Controller: s.ctl, Provider: p, OperatorTokens: cfg.OperatorTokens,
-			Loopback: cfg.Loopback, Registerer: s.reg, Logger: cfg.Logger})
-		if err != nil {
-			return err
-		}
-		s.wg.Go(func() { s.api.Run(ctx, dimmer.Local(s.rec)) })
-	}
-	domain := "shop-" + strconv.FormatInt(domains.Add(1), 10)
-	if err := openfeature.SetNamedProviderAndWait(domain, p); err != nil {
-		return err
-	}
-	s.flags = openfeature.NewClient(domain)
-
 	// Costs relative to a product page's mandatory part, as declared from
 	// the shop's own figures.
 	rel := func(d time.Duration) float64 { return d.Seconds() / cfg.Costs.Page.Seconds() }
-	routes, err := shed.NewRoutes(
-		shed.Route{Pattern: "GET /api/products/{id}", Class: signals.Default, Cost: 1},
-		shed.Route{Pattern: "GET /{$}", Class: signals.Default, Cost: 1},
-		shed.Route{Pattern: "POST /api/cart", Class: signals.Critical, Cost: rel(cfg.Costs.Cart)},
-		shed.Route{Pattern: "POST /api/checkout", Class: signals.Critical, Cost: rel(cfg.Costs.Checkout)},
-		shed.Route{Pattern: "GET /api/deals/flash", Class: signals.Sheddable, Cost: rel(cfg.Costs.Deal)},
-		shed.Route{Pattern: "POST /api/beacon", Class: signals.Sheddable, Cost: rel(cfg.Costs.Beacon)},
-	)
-	if err != nil {
-		return err
+	routes := []brownout.Route{
+		{Pattern: "GET /api/products/{id}", Class: signals.Default, Cost: 1},
+		{Pattern: "GET /{$}", Class: signals.Default, Cost: 1},
+		{Pattern: "POST /api/cart", Class: signals.Critical, Cost: rel(cfg.Costs.Cart)},
+		{Pattern: "POST /api/checkout", Class: signals.Critical, Cost: rel(cfg.Costs.Checkout)},
+		{Pattern: "GET /api/deals/flash", Class: signals.Sheddable, Cost: rel(cfg.Costs.Deal)},
+		{Pattern: "POST /api/beacon", Class: signals.Sheddable, Cost: rel(cfg.Costs.Beacon)},
 	}
 	// Fleet-wide limits: one Redis keeps every instance's allowances.
 	var store func(prefix string) shed.RateLimitStore
@@ -304,23 +247,43 @@ func (s *Shop) protect(ctx context.Context) error {
 	} else {
 		store = func(string) shed.RateLimitStore { return nil }
 	}
-	s.shedder, err = shed.New(shed.Config{
-		Recorder:  s.rec,
-		ShedLevel: shedLevel,
-		ShedSeed:  shedSeed,
-		Classify:  routes.Classify,
-		// Declared costs, not corrected by service time: a checkout waits
-		// 30 ms on the payment gateway, which costs the workers nothing.
-		Cost:           routes.DeclaredCost,
+	// The stack, as a user builds it: routes, classes, costs, targets —
+	// never told the size of the worker pool. Embedded, the controller and
+	// its HTTP surface (OFREP, state, history, events, the operators'
+	// writes) run here; in fleet mode the levels come from brownoutd's
+	// stream, evaluated here with the in-process code, and the daemon
+	// reads this instance's /metrics or its pushes for its signals.
+	o := brownout.Options{
+		// The routes' costs are declared, not corrected by service time: a
+		// checkout waits 30 ms on the payment gateway, which costs the
+		// workers nothing.
+		Features: features, Target: cfg.LatencyTarget, Routes: routes,
 		TrustedProxies: cfg.TrustedProxies,
 		// Ordinary users browse at well under a page a second; this holds
 		// a client that does not. Browsers read no X-RateLimit headers:
 		// they come with refusals only.
-		RateLimit: &shed.RateLimitConfig{Rate: 10, Burst: 30, HeadersOnRefusal: true, Store: store("client")},
-	})
+		RateLimit:  &shed.RateLimitConfig{Rate: 10, Burst: 30, HeadersOnRefusal: true, Store: store("client")},
+		Domain:     "shop-" + strconv.FormatInt(domains.Add(1), 10),
+		Registerer: s.reg, OperatorTokens: cfg.OperatorTokens, Loopback: cfg.Loopback, Logger: cfg.Logger,
+		Daemon: cfg.Brownoutd, DaemonToken: cfg.BrownoutdToken, NoPush: cfg.NoPush,
+	}
+	if cfg.Brownoutd != "" {
+		o.StateDir = cfg.StateDir // the last-known levels across restarts
+	}
+	b, err := brownout.New(o)
 	if err != nil {
 		return err
 	}
+	if b.Controller() != nil && cfg.Protect == ShedOnly {
+		b.Controller().Freeze("shedding only: the comparison run")
+	}
+	s.stack, s.rec, s.ctl, s.api, s.remote, s.src, s.shedder = b, b.Recorder(), b.Controller(), b.API(), b.Remote(), b.Source(), b.Shedder()
+	s.wg.Go(func() { _ = b.Run(ctx) })
+	if err := b.RegisterProvider(); err != nil {
+		return err
+	}
+	s.flags = b.Client()
+
 	if s.byUser, err = shed.NewRateLimiter(shed.RateLimitConfig{Rate: 1, Burst: 5, Store: store("deal-user")}); err != nil {
 		return err
 	}
@@ -350,7 +313,6 @@ func (s *Shop) protect(ctx context.Context) error {
 	}
 	s.wg.Go(func() { s.box.Run(ctx, s.sendSMS) })
 
-	s.reg.MustRegister(signals.NewCollector(s.rec, signals.CollectorOpts{}))
 	if len(s.stores) > 0 {
 		s.reg.MustRegister(s.stores)
 	}
@@ -400,6 +362,9 @@ func (s *Shop) Capacity() Capacity { return s.cfg.Capacity() }
 func (s *Shop) Close() error {
 	s.cancel()
 	s.wg.Wait()
+	if s.stack != nil {
+		s.stack.Close()
+	}
 	for _, srv := range s.servers {
 		srv.Close()
 	}

@@ -30,7 +30,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	sms := fs.String("sms", "", "the SMS provider's base URL, http(s)://HOST:PORT[/PATH] (default: the shop starts its own simulated one)")
 	recs := fs.String("recs", "", "the recommendation engine's base URL, http(s)://HOST:PORT[/PATH] (default: the shop starts its own simulated one)")
 	verbose := fs.Bool("v", false, "log the controller's changes")
-	brownoutd := fs.String("brownoutd", "", "fleet mode: follow the levels of the brownoutd at this base URL (http://HOST:PORT) instead of an embedded controller; the daemon reads this shop's /metrics")
+	brownoutd := fs.String("brownoutd", "", "fleet mode: follow the levels of the brownoutd at this base URL (http://HOST:PORT) instead of an embedded controller, and push this shop's signals to it")
+	noPush := fs.Bool("brownoutd-no-push", false, "fleet mode: do not push the signals; the daemon reads this shop's /metrics (scrape or promql source)")
 	brownoutdToken := fs.String("brownoutd-token", "", "token sent to --brownoutd (env BROWNOUTD_TOKEN)")
 	redisURL := fs.String("redis", "", "keep the per-client rate limits in this Redis (redis://HOST:PORT[/DB]), shared by every instance")
 	perClient := fs.Int("max-conns-per-client", server.DefaultPerClient, fmt.Sprintf("connections one client address may hold open, every loopback address one client (a quarter of the %d the server holds); 0 for no cap, e.g. behind a load balancer that holds more", server.MaxConns))
@@ -74,7 +75,7 @@ Flags:
 		if p != shop.Brownout {
 			return usageError{"--brownoutd needs --protect brownout"}
 		}
-		cfg.BrownoutdToken = *brownoutdToken
+		cfg.BrownoutdToken, cfg.NoPush = *brownoutdToken, *noPush
 		if cfg.BrownoutdToken == "" {
 			cfg.BrownoutdToken = os.Getenv("BROWNOUTD_TOKEN")
 		}
