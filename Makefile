@@ -33,7 +33,7 @@ test: ## vet, every test with the race detector, then the lab and real-HTTP test
 	$(GO) vet -tags brownout_procpin ./signals
 	$(GO) test -race -count=1 $(PKGS)
 	$(GO) test -race -count=1 -tags brownout_procpin ./signals
-	$(GO) test -p 1 -count=1 -run 'RealHTTP|Limit|SaleOrdering|Fleet|Priority' $(NORACE)
+	$(GO) test -p 1 -count=1 -run 'RealHTTP|Limit|SaleOrdering|Fleet|Priority|Dashboard' $(NORACE)
 	$(GO) test -p 1 -count=1 -run '^TestHeap' $(HEAP)
 	$(GO) test -p 1 -count=1 -run '^TestHostileClients$$' $(HOSTILE)
 	$(GO) test -count=1 -run 'Lab' ./dimmer

@@ -20,6 +20,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// Need finds a binary, or skips the test (fails it in CI, where .ci/run
+// must have installed Debian package pkg).
+func Need(tb testing.TB, bin, pkg string) string { tb.Helper(); return need(tb, bin, pkg) }
+
 // need finds a binary, or skips (fails in CI).
 func need(tb testing.TB, bin, pkg string) string {
 	tb.Helper()
