@@ -89,3 +89,13 @@ func TestHelpOnStdout(t *testing.T) {
 		assert.Empty(t, errOut, "%v", args)
 	}
 }
+
+func TestServeLogFlags(t *testing.T) {
+	for _, args := range [][]string{{"--log-level", "loud"}, {"--log-format", "xml"}} {
+		_, _, err := runArgs(append([]string{"serve", "--state-dir", t.TempDir()}, args...)...)
+		var ue usageError
+		if assert.ErrorAs(t, err, &ue, "%v", args) {
+			assert.Contains(t, ue.Error(), args[0])
+		}
+	}
+}

@@ -224,6 +224,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	var f serveFlags
 	f.register(fs)
+	logf := cli.LogFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), serveUsage)
 		fs.PrintDefaults()
@@ -243,7 +244,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(stderr, nil))
+	log, err := logf.Logger(stderr)
+	if err != nil {
+		return usageError{err.Error()}
+	}
 	c.Dimmer.Logger = log
 	ctl, err := dimmer.New(c.Dimmer)
 	if err != nil {

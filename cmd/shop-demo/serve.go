@@ -16,6 +16,7 @@ import (
 
 	"github.com/brownout/brownout/internal/server"
 	"github.com/brownout/brownout/shed"
+	"github.com/brownout/brownout/internal/cli"
 	"github.com/brownout/brownout/shop"
 )
 
@@ -29,7 +30,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	payment := fs.String("payment", "", "the payment gateway's base URL, http(s)://HOST:PORT[/PATH] (default: the shop starts its own simulated one)")
 	sms := fs.String("sms", "", "the SMS provider's base URL, http(s)://HOST:PORT[/PATH] (default: the shop starts its own simulated one)")
 	recs := fs.String("recs", "", "the recommendation engine's base URL, http(s)://HOST:PORT[/PATH] (default: the shop starts its own simulated one)")
-	verbose := fs.Bool("v", false, "log the controller's changes")
+	verbose := fs.Bool("v", false, "log every change of the controller's levels (the same as --log-level debug)")
+	logf := cli.LogFlags(fs)
 	brownoutd := fs.String("brownoutd", "", "fleet mode: follow the levels of the brownoutd at this base URL (http://HOST:PORT) instead of an embedded controller, and push this shop's signals to it")
 	noPush := fs.Bool("brownoutd-no-push", false, "fleet mode: do not push the signals; the daemon reads this shop's /metrics (scrape or promql source)")
 	brownoutdToken := fs.String("brownoutd-token", "", "token sent to --brownoutd (env BROWNOUTD_TOKEN)")
@@ -89,8 +91,13 @@ Flags:
 			return err
 		}
 	}
+	// Warnings and errors always reach the log (a 401 from the daemon,
+	// a dependency down); the controller's changes at info.
+	if cfg.Logger, err = logf.Logger(stderr); err != nil {
+		return usageError{err.Error()}
+	}
 	if *verbose {
-		cfg.Logger = slog.New(slog.NewTextHandler(stderr, nil))
+		cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	s, err := shop.New(ctx, cfg)
 	if err != nil {

@@ -43,3 +43,14 @@ func TestHelpOnStdout(t *testing.T) {
 		assert.Empty(t, stderr.String(), "%v", args)
 	}
 }
+
+func TestServeLogFlags(t *testing.T) {
+	for _, args := range [][]string{{"--log-level", "loud"}, {"--log-format", "xml"}} {
+		var stdout, stderr bytes.Buffer
+		err := run(context.Background(), append([]string{"serve"}, args...), &stdout, &stderr)
+		var ue usageError
+		if assert.ErrorAs(t, err, &ue, "%v", args) {
+			assert.Contains(t, ue.Error(), args[0])
+		}
+	}
+}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"testing"
@@ -34,4 +35,31 @@ func TestParse(t *testing.T) {
 	errOut.Reset()
 	assert.NoError(t, Parse(newFS(), []string{"-n", "3"}, &out, &errOut))
 	assert.Empty(t, out.String()+errOut.String())
+}
+
+func TestLogFlags(t *testing.T) {
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	l := LogFlags(fs)
+	assert.NoError(t, fs.Parse([]string{"--log-level", "warn", "--log-format", "json"}))
+	var buf bytes.Buffer
+	log, err := l.Logger(&buf)
+	assert.NoError(t, err)
+	log.Info("hidden")
+	log.Warn("shown", "k", 1)
+	assert.JSONEq(t, `{"level":"WARN","msg":"shown","k":1}`, stripTime(t, buf.Bytes()))
+	for _, args := range [][]string{{"--log-level", "loud"}, {"--log-format", "xml"}} {
+		fs := flag.NewFlagSet("x", flag.ContinueOnError)
+		l := LogFlags(fs)
+		assert.NoError(t, fs.Parse(args))
+		_, err := l.Logger(&buf)
+		assert.ErrorContains(t, err, args[0])
+	}
+}
+
+func stripTime(t *testing.T, line []byte) string {
+	var m map[string]any
+	assert.NoError(t, json.Unmarshal(line, &m))
+	delete(m, "time")
+	b, _ := json.Marshal(m)
+	return string(b)
 }
