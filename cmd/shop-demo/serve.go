@@ -14,9 +14,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/brownout/brownout/internal/cli"
 	"github.com/brownout/brownout/internal/server"
 	"github.com/brownout/brownout/shed"
-	"github.com/brownout/brownout/internal/cli"
 	"github.com/brownout/brownout/shop"
 )
 
