@@ -10,8 +10,10 @@
 //
 //   - Latency lives in a [Window]: a log-linear histogram (1024 buckets, 32
 //     per power of two, so any value is within 1.6 % of its bucket's
-//     midpoint from 1 µs to 68 s) kept cumulatively, with one copy per
-//     processor so that cores do not fight over cache lines, and a ring of
+//     midpoint from 1 µs to 68 s) kept cumulatively, in shards — four per
+//     processor, picked by a hash of the writer's stack (one per processor
+//     with -tags brownout_procpin; see shard.go) — so that cores do not
+//     fight over cache lines, and a ring of
 //     time slots (default 10 × 1 s). At each slot boundary the reader copies
 //     the counts; the window is "now − copy at the oldest slot". Quantiles
 //     use the nearest-rank definition, the same as sorting the samples.

@@ -35,7 +35,7 @@ func (c WindowConfig) Span() time.Duration {
 // buckets.go).
 //
 // Model. Writers add to one cumulative histogram that is never reset: 1024
-// atomic counters, one copy per processor shard (see shard.go) so that
+// atomic counters, one copy per shard (four per processor by default; see shard.go) so that
 // writers on different cores do not bounce cache lines. Record does one
 // atomic add and two loads; there is no
 // shared running sum, so the mean and the exported _sum are computed from

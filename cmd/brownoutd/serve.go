@@ -40,7 +40,8 @@ default: apps POST /v1/signals), serves levels over OFREP
 
 With no configuration it runs on embedded defaults: 127.0.0.1:8080, the
 push source, the features recommendations, reviews, gallery (in that shed
-order), latency.p99 target 300ms. Settings: flags over BROWNOUTD_*
+order), the targets latency.p99 300ms and reject.ratio 1 % (dim only).
+Settings: flags over BROWNOUTD_*
 environment variables over the YAML file over the defaults. SIGHUP reloads
 the file: an invalid one keeps the running configuration (and says why).
 
