@@ -90,6 +90,25 @@ func TestDashboard(t *testing.T) {
 	})
 	defer func() { close(stop); wg.Wait() }()
 
+	// The shop pushes its signals: the daemon sees it and is not stale.
+	var st struct {
+		Mode    string `json:"mode"`
+		Sources []struct {
+			Name      string `json:"name"`
+			OK        bool   `json:"ok"`
+			Instances []struct {
+				OK bool `json:"ok"`
+			} `json:"instances"`
+		} `json:"sources"`
+	}
+	pushed := false
+	for deadline := time.Now().Add(15 * time.Second); !pushed && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if err := getJSON("http://"+daemonAddr+"/v1/state", &st); err == nil && len(st.Sources) == 1 {
+			pushed = st.Sources[0].OK && len(st.Sources[0].Instances) == 1 && st.Sources[0].Instances[0].OK && st.Mode != "stale"
+		}
+	}
+	assert.True(t, pushed, "the shop's pushes reach the daemon: %+v", st)
+
 	for _, addr := range []string{daemonAddr, shopAddr} {
 		resp, err := http.Get("http://" + addr + "/metrics")
 		require.NoError(t, err)

@@ -282,3 +282,16 @@ func TestConnsPerClient(t *testing.T) {
 	assert.ErrorContains(t, err, `max conns per client "many"`)
 	assert.Equal(t, []string{"max_conns_per_client"}, restartOnly(&config{}, &config{Conns: server.Limits{PerClient: 9}}))
 }
+
+// TestDeployConfigs: the ready-made daemon configurations under deploy/
+// pass check-config.
+func TestDeployConfigs(t *testing.T) {
+	files, err := filepath.Glob("../../deploy/brownoutd/*.yaml")
+	require.NoError(t, err)
+	require.Len(t, files, 3, "push, scrape and promql")
+	for _, f := range files {
+		out, errOut, err := runArgs("check-config", f)
+		assert.NoError(t, err, "%s: %s", f, errOut)
+		assert.Contains(t, out, "ok")
+	}
+}
