@@ -51,10 +51,17 @@ type Knee struct {
 	// −1 when no step got there.
 	At int
 	// Capacity (μ, requests per second) is the most a saturated step
-	// served (goodput under 95 % of its rate), else the most any served;
-	// Base the p50 of the lightest step (the service time, unloaded).
+	// served (goodput under 95 % of its rate) that did not collapse
+	// (under half of what was served up to the knee: an unprotected server
+	// past its capacity serves less, not the same, down to nothing);
+	// without such a step, the most served up to the knee (a lower bound
+	// when there is no knee). Base is the p50 of the lightest step (the
+	// service time, unloaded).
 	Capacity float64
 	Base     time.Duration
+	// Collapsed is the index of the first step past the knee whose
+	// goodput fell under half of Capacity; −1 when none did.
+	Collapsed int
 	// Suggested settings.
 	Suggest Suggestion
 }
@@ -119,7 +126,7 @@ func FindKnee(ctx context.Context, cfg KneeConfig) (*Knee, error) {
 	if err != nil {
 		return nil, err
 	}
-	k := &Knee{At: -1}
+	k := &Knee{At: -1, Collapsed: -1}
 	for _, p := range rep.Phases {
 		var refused float64
 		for _, v := range p.Refused {
@@ -131,6 +138,10 @@ func FindKnee(ctx context.Context, cfg KneeConfig) (*Knee, error) {
 	return k, nil
 }
 
+// collapseShare: a step past the knee that serves under 1/collapseShare
+// of the capacity has collapsed.
+const collapseShare = 2
+
 // analyse finds the knee and the suggestions.
 func (k *Knee) analyse() {
 	if len(k.Steps) == 0 {
@@ -138,23 +149,42 @@ func (k *Knee) analyse() {
 	}
 	k.Base = k.Steps[0].P50
 	base99 := k.Steps[0].P99
-	// μ is what a saturated step serves (goodput under 95 % of its rate):
-	// a step just past the knee may still serve its whole rate for a few
-	// seconds while its queue grows. Without a saturated step, the most
-	// any step served.
-	var best, saturated float64
+	k.At, k.Collapsed = -1, -1
 	for i, s := range k.Steps {
-		best = max(best, s.Goodput)
-		if s.Goodput < 0.95*s.Rate {
-			saturated = max(saturated, s.Goodput)
-		}
-		if k.At < 0 && i > 0 && (s.P99 >= 3*base99 || s.Goodput < 0.95*s.Rate) {
+		if i > 0 && (s.P99 >= 3*base99 || s.Goodput < 0.95*s.Rate) {
 			k.At = i
+			break
 		}
 	}
-	k.Capacity = best
-	if saturated > 0 {
-		k.Capacity = saturated
+	last := len(k.Steps) - 1
+	if k.At >= 0 {
+		last = k.At
+	}
+	// What the server served up to the knee: the steps before it served
+	// their whole rate.
+	var upTo float64
+	for _, s := range k.Steps[:last+1] {
+		upTo = max(upTo, s.Goodput)
+	}
+	// μ is what a saturated step serves (goodput under 95 % of its rate):
+	// a step just past the knee may still serve its whole rate for a few
+	// seconds while its queue grows. But not a step that collapsed (under
+	// half of what was served up to the knee): without admission control
+	// a server past its capacity serves less, down to nothing. With no
+	// saturated step that held, the most served up to the knee.
+	k.Capacity = 0
+	for i, s := range k.Steps {
+		switch {
+		case s.Goodput < upTo/collapseShare:
+			if k.Collapsed < 0 && k.At >= 0 && i > k.At {
+				k.Collapsed = i
+			}
+		case s.Goodput < 0.95*s.Rate:
+			k.Capacity = max(k.Capacity, s.Goodput)
+		}
+	}
+	if k.Capacity == 0 {
+		k.Capacity = upTo
 	}
 	before := len(k.Steps) - 1
 	if k.At > 0 {
@@ -190,6 +220,10 @@ func (k *Knee) WriteTable(w io.Writer) error {
 	} else {
 		fmt.Fprintf(&b, "the knee: p99 turns steep at %.0f/s (before it %s); capacity μ ≈ %.0f/s, unloaded service time %s\n",
 			k.Steps[k.At].Rate, ms(k.Steps[max(k.At-1, 0)].P99), k.Capacity, ms(k.Base))
+	}
+	if k.Collapsed >= 0 {
+		fmt.Fprintf(&b, "collapsed: at %.0f/s the server served %.0f/s — past its capacity an unprotected server serves less, not the same; this is what admission control is for\n",
+			k.Steps[k.Collapsed].Rate, k.Steps[k.Collapsed].Goodput)
 	}
 	s := k.Suggest
 	fmt.Fprintf(&b, "suggested: queue bounds K ≈ μ × wait: %d (100 ms), %d (300 ms), %d (800 ms); a fixed concurrency limit ≈ μ × service time = %.1f; p99 target %s; callers' timeout %s\n",

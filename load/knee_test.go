@@ -37,6 +37,25 @@ func TestKneeAnalysis(t *testing.T) {
 	assert.NoError(t, k.WriteTable(&b))
 	assert.Contains(t, b.String(), "← the knee")
 
+	// An unprotected server that collapses past its knee: the steps after
+	// it serve nothing, and say nothing of the capacity.
+	collapse := &Knee{Steps: []KneeStep{
+		{Rate: 40, Goodput: 40, P50: 5 * ms, P99: 9 * ms},
+		{Rate: 120, Goodput: 120, P50: 6 * ms, P99: 15 * ms},
+		{Rate: 200, Goodput: 199, P50: 9 * ms, P99: 60 * ms},
+		{Rate: 240, Goodput: 0.9, P50: 2000 * ms, P99: 2000 * ms},
+		{Rate: 280, Goodput: 0, Errors: 280},
+	}}
+	collapse.analyse()
+	assert.Equal(t, 2, collapse.At)
+	assert.Equal(t, 199.0, collapse.Capacity, "not the 0.9/s of the collapsed steps")
+	assert.Equal(t, 3, collapse.Collapsed)
+	assert.Equal(t, [3]int{20, 60, 160}, collapse.Suggest.QueueBound)
+	assert.InDelta(t, 0.995, collapse.Suggest.Concurrency, 1e-9)
+	b.Reset()
+	assert.NoError(t, collapse.WriteTable(&b))
+	assert.Contains(t, b.String(), "collapsed: at 240/s")
+
 	flat := &Knee{At: -1, Steps: []KneeStep{{Rate: 50, Goodput: 50, P50: ms, P99: 2 * ms}, {Rate: 100, Goodput: 100, P50: ms, P99: 3 * ms}}}
 	flat.analyse()
 	assert.Equal(t, -1, flat.At)
