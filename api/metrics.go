@@ -5,6 +5,8 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/brownout/brownout/signals"
 )
 
 // metrics are the API's own: OFREP answers by endpoint and status, the
@@ -34,14 +36,24 @@ var (
 	modeDesc  = prometheus.NewDesc("brownout_mode", "1 for the controller's current mode.", []string{"mode"}, nil)
 	shedDesc  = prometheus.NewDesc("brownout_shed_level", "The cascade's shed level, 0 to 2.", nil, nil)
 	genDesc   = prometheus.NewDesc("brownout_generation", "The published state's generation.", nil, nil)
-	readDesc  = prometheus.NewDesc("brownout_signal", "The controller's readings of its target signals (absent while missing).", []string{"signal"}, nil)
-	srcDesc   = prometheus.NewDesc("brownout_source_up", "1 when the signal source's last read succeeded.", []string{"source"}, nil)
-	saveDesc  = prometheus.NewDesc("brownout_state_save_errors_total", "Failed writes of the operators' state file (the change was in force, not on disk).", nil, nil)
-	lagDesc   = prometheus.NewDesc("brownout_tick_lag_p99_seconds", "p99 of how late the last 1000 control ticks ran.", nil, nil)
+	// The controller's readings of its target signals, one metric per
+	// unit (absent while missing).
+	readDescs = map[signals.Unit]*prometheus.Desc{
+		signals.UnitSeconds:   prometheus.NewDesc("brownout_signal_seconds", "The controller's readings of its duration signals (latency, sojourn), in seconds.", []string{"signal"}, nil),
+		signals.UnitRatio:     prometheus.NewDesc("brownout_signal_ratio", "The controller's readings of its ratio signals (reject, error, gate busy and utilization), 0 to 1.", []string{"signal"}, nil),
+		signals.UnitPerSecond: prometheus.NewDesc("brownout_signal_per_second", "The controller's readings of its rate signals (arrivals, throughput, goodput, refusals), per second.", []string{"signal"}, nil),
+		signals.UnitCount:     prometheus.NewDesc("brownout_signal_count", "The controller's readings of its count signals (in flight, queued at the gate, the gate's limit in cost units).", []string{"signal"}, nil),
+	}
+	srcDesc  = prometheus.NewDesc("brownout_source_up", "1 when the signal source's last read succeeded.", []string{"source"}, nil)
+	saveDesc = prometheus.NewDesc("brownout_state_save_errors_total", "Failed writes of the operators' state file (the change was in force, not on disk).", nil, nil)
+	lagDesc  = prometheus.NewDesc("brownout_tick_lag_p99_seconds", "p99 of how late the last 1000 control ticks ran.", nil, nil)
 )
 
 func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{saveDesc, ofrepDesc, levelDesc, fmodeDesc, pressDesc, modeDesc, shedDesc, genDesc, readDesc, srcDesc, lagDesc} {
+	for _, d := range []*prometheus.Desc{saveDesc, ofrepDesc, levelDesc, fmodeDesc, pressDesc, modeDesc, shedDesc, genDesc, srcDesc, lagDesc} {
+		ch <- d
+	}
+	for _, d := range readDescs {
 		ch <- d
 	}
 }
@@ -65,7 +77,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(genDesc, prometheus.GaugeValue, float64(st.Generation))
 	for _, r := range st.Signals {
 		if !r.Missing {
-			ch <- prometheus.MustNewConstMetric(readDesc, prometheus.GaugeValue, r.Value, r.Signal.String())
+			ch <- prometheus.MustNewConstMetric(readDescs[r.Signal.Unit()], prometheus.GaugeValue, r.Value, r.Signal.String())
 		}
 	}
 	if m.a.cfg.Sources != nil {

@@ -28,6 +28,7 @@ const (
 	MetricGateInFlight  = "brownout_gate_in_flight"
 	MetricGateQueued    = "brownout_gate_queued"
 	MetricLatencyWindow = "brownout_request_duration_window_seconds"
+	MetricLatencyMax    = "brownout_request_duration_window_max_seconds"
 	MetricClamped       = "brownout_samples_clamped_total"
 )
 
@@ -69,9 +70,9 @@ type Collector struct {
 	now     func() time.Time
 	created time.Time
 
-	latency, sojourn, sojournMin, standing, inFlight    *prometheus.Desc
-	arrived, completed, failed, good, rejected, clamp   *prometheus.Desc
-	window, waited, gateLimit, gateInFlight, gateQueued *prometheus.Desc
+	latency, sojourn, sojournMin, standing, inFlight               *prometheus.Desc
+	arrived, completed, failed, good, rejected, clamp              *prometheus.Desc
+	window, windowMax, waited, gateLimit, gateInFlight, gateQueued *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
@@ -103,7 +104,8 @@ func NewCollector(rec *Recorder, opts CollectorOpts) *Collector {
 		good:         d(MetricGood, "Completed requests that did not fail and met their deadline (goodput).", "class"),
 		rejected:     d(MetricRejected, "Requests refused before their work started.", "class", "reason"),
 		clamp:        d(MetricClamped, "Recorded durations that were out of range (not positive, or over 68.7 s) and were clamped.", "signal"),
-		window:       d(MetricLatencyWindow, "Request latency over the recorder's sliding window, by statistic (p50, p90, p99, p999, mean, max).", "stat"),
+		window:       d(MetricLatencyWindow, "Request latency over the recorder's sliding window: a summary (quantiles 0.5, 0.9, 0.99, 0.999; sum and count over the window)."),
+		windowMax:    d(MetricLatencyMax, "The longest request latency in the recorder's sliding window."),
 		waited:       d(MetricWaited, "Requests that found no room at the admission gate and queued before their work started.", "class"),
 		gateLimit:    d(MetricGateLimit, "The admission gate's adaptive concurrency limit, in cost units (absent without a gate)."),
 		gateInFlight: d(MetricGateInFlight, "Cost admitted by the gate and not done, in cost units (absent without a gate)."),
@@ -114,7 +116,7 @@ func NewCollector(rec *Recorder, opts CollectorOpts) *Collector {
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.latency, c.sojourn, c.sojournMin, c.standing, c.inFlight,
-		c.arrived, c.completed, c.failed, c.good, c.rejected, c.clamp, c.window, c.waited,
+		c.arrived, c.completed, c.failed, c.good, c.rejected, c.clamp, c.window, c.windowMax, c.waited,
 		c.gateLimit, c.gateInFlight, c.gateQueued} {
 		ch <- d
 	}
@@ -164,12 +166,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.gateQueued, prometheus.GaugeValue, float64(g.Queued))
 	}
 	if s := r.latency.Summary(now); s.Count > 0 {
-		for _, q := range []struct {
-			l string
-			v time.Duration
-		}{{"p50", s.P50}, {"p90", s.P90}, {"p99", s.P99}, {"p999", s.P999}, {"mean", s.Mean}, {"max", s.Max}} {
-			ch <- prometheus.MustNewConstMetric(c.window, prometheus.GaugeValue, q.v.Seconds(), q.l)
-		}
+		ch <- prometheus.MustNewConstSummary(c.window, uint64(s.Count), s.Mean.Seconds()*float64(s.Count), map[float64]float64{
+			0.5: s.P50.Seconds(), 0.9: s.P90.Seconds(), 0.99: s.P99.Seconds(), 0.999: s.P999.Seconds()})
+		ch <- prometheus.MustNewConstMetric(c.windowMax, prometheus.GaugeValue, s.Max.Seconds())
 	}
 }
 

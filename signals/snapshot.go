@@ -49,6 +49,29 @@ func (k Key) String() string {
 	return fmt.Sprintf("key(%d)", uint8(k))
 }
 
+// Unit is what a signal's values measure.
+type Unit uint8
+
+const (
+	UnitSeconds   Unit = iota // durations
+	UnitRatio                 // shares from 0 to 1
+	UnitPerSecond             // rates
+	UnitCount                 // counts, and the gate's limit in cost units
+)
+
+// Unit returns the unit of k's values.
+func (k Key) Unit() Unit {
+	switch k {
+	case InFlight, GateQueued, GateLimit:
+		return UnitCount
+	case ArrivalRate, Throughput, Goodput, RejectRate:
+		return UnitPerSecond
+	case ErrorRatio, RejectRatio, GateBusy, GateUtilization:
+		return UnitRatio
+	}
+	return UnitSeconds
+}
+
 // IsDuration reports whether the key's values are durations in seconds.
 func (k Key) IsDuration() bool { return k <= SojournMax }
 
