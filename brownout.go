@@ -47,6 +47,7 @@ import (
 
 	"github.com/brownout/brownout/api"
 	"github.com/brownout/brownout/dimmer"
+	httpproblem "github.com/brownout/brownout/internal/problem"
 	"github.com/brownout/brownout/provider"
 	"github.com/brownout/brownout/shed"
 	"github.com/brownout/brownout/signals"
@@ -257,10 +258,8 @@ func New(o Options) (*Brownout, error) {
 // mode: the daemon has it.
 func fleetHandler(daemon string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/problem+json")
-		w.Header().Set("Cache-Control", "no-store")
-		w.WriteHeader(http.StatusNotFound)
-		fmt.Fprintf(w, `{"type":"about:blank","title":"Not Found","status":404,"detail":"fleet mode: the operator API and the dial are the daemon's, at %q"}`+"\n", daemon)
+		httpproblem.Write(w, httpproblem.Problem{Type: httpproblem.Type("brownout", "fleet-mode"), Status: http.StatusNotFound,
+			Detail: fmt.Sprintf("fleet mode: the operator API and the dial are the daemon's, at %s", daemon)})
 	})
 }
 

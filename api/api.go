@@ -16,6 +16,7 @@ import (
 	"github.com/brownout/brownout/dimmer"
 	"github.com/brownout/brownout/internal/jsonbody"
 	"github.com/brownout/brownout/internal/local"
+	httpproblem "github.com/brownout/brownout/internal/problem"
 	"github.com/brownout/brownout/internal/server"
 	"github.com/brownout/brownout/provider"
 	"github.com/brownout/brownout/signals"
@@ -424,17 +425,10 @@ func refuse(w http.ResponseWriter, r *http.Request, status int, typ, detail stri
 	problem(w, status, typ, detail)
 }
 
-// problem writes an application/problem+json answer (RFC 9457).
+// problem writes an application/problem+json answer (RFC 9457) of type
+// urn:brownout:api:<typ>.
 func problem(w http.ResponseWriter, status int, typ, detail string) {
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(struct {
-		Type   string `json:"type"`
-		Title  string `json:"title"`
-		Status int    `json:"status"`
-		Detail string `json:"detail"`
-	}{"https://brownout.dev/problems/" + typ, http.StatusText(status), status, detail})
+	httpproblem.Write(w, httpproblem.Problem{Type: httpproblem.Type("api", typ), Status: status, Detail: detail})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

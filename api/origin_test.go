@@ -85,7 +85,7 @@ func TestTokenlessWritesRefuseProxies(t *testing.T) {
 	for _, h := range []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Real-IP"} {
 		resp, m := f.do(t, "POST", "/v1/freeze", `{}`, h, "203.0.113.7")
 		assert.Equal(t, 403, resp.StatusCode, h)
-		assert.Equal(t, "https://brownout.dev/problems/proxied", m["type"], h)
+		assert.Equal(t, "urn:brownout:api:proxied", m["type"], h)
 	}
 	assert.False(t, f.api.Frozen())
 }

@@ -103,7 +103,7 @@ func TestTokenlessReadsRefuseRebinding(t *testing.T) {
 			}
 			var p struct{ Type, Detail string }
 			require.NoError(t, json.Unmarshal([]byte(body), &p), what)
-			assert.Equal(t, "https://brownout.dev/problems/cross-site", p.Type, what)
+			assert.Equal(t, "urn:brownout:api:cross-site", p.Type, what)
 			assert.NotEmpty(t, p.Detail, what)
 		}
 		for _, tc := range []struct {

@@ -78,7 +78,7 @@ func TestPinErrorsHaveTheirOwnStatus(t *testing.T) {
 	} {
 		resp, m := f.do(t, tc.method, tc.path, tc.body)
 		assert.Equal(t, tc.status, resp.StatusCode, "%s %s %s: %v", tc.method, tc.path, tc.body, m)
-		assert.Equal(t, "https://brownout.dev/problems/"+tc.typ, m["type"], "%s %s", tc.method, tc.body)
+		assert.Equal(t, "urn:brownout:api:"+tc.typ, m["type"], "%s %s", tc.method, tc.body)
 	}
 	assert.Equal(t, gen, f.ctl.State().Generation)
 }

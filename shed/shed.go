@@ -14,6 +14,7 @@ import (
 
 	"github.com/brownout/brownout/dimmer"
 	"github.com/brownout/brownout/internal/gate"
+	httpproblem "github.com/brownout/brownout/internal/problem"
 	"github.com/brownout/brownout/signals"
 )
 
@@ -639,8 +640,10 @@ func buildReplies(retry time.Duration) [signals.NumReasons]reply {
 		if why == signals.ReasonRateLimit {
 			status, title = http.StatusTooManyRequests, "Too many requests"
 		}
-		body := fmt.Sprintf(`{"type":"urn:brownout:shed:%s","title":%q,"status":%d,"detail":%q,"reason":%q}`,
-			why, title, status, reasonDetail[i], why.String())
+		// Built once: the same body httpproblem.Write would write, without
+		// an encoder on the refusal path.
+		body := fmt.Sprintf(`{"type":%q,"title":%q,"status":%d,"detail":%q,"reason":%q}`,
+			httpproblem.Type("shed", why.String()), title, status, reasonDetail[i], why.String())
 		out[i] = reply{status: status, body: []byte(body), retry: secs, length: []string{strconv.Itoa(len(body))}}
 	}
 	return out

@@ -1,29 +1,21 @@
 package shop
 
 import (
-	"encoding/json"
 	"net/http"
 	"time"
 
 	"github.com/brownout/brownout/internal/jsonbody"
+	httpproblem "github.com/brownout/brownout/internal/problem"
 )
 
 // maxBody bounds a request body: a cart or checkout is a few hundred
 // bytes; anything past this is refused with 413 before it is parsed.
 const maxBody = 16 << 10
 
-// problem writes an application/problem+json answer (RFC 9457).
+// problem writes an application/problem+json answer (RFC 9457) of type
+// urn:brownout:shop:<typ>.
 func problem(w http.ResponseWriter, status int, typ, detail string) {
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(struct {
-		Type   string `json:"type"`
-		Title  string `json:"title"`
-		Status int    `json:"status"`
-		Detail string `json:"detail"`
-		Reason string `json:"reason,omitempty"`
-	}{Type: "https://brownout.dev/problems/" + typ, Title: http.StatusText(status), Status: status, Detail: detail, Reason: reasonOf(typ)})
+	httpproblem.Write(w, httpproblem.Problem{Type: httpproblem.Type("shop", typ), Status: status, Detail: detail, Reason: reasonOf(typ)})
 }
 
 // decode reads a JSON body into v: at most maxBody bytes, one value, no

@@ -2,9 +2,9 @@ package signals
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	httpproblem "github.com/brownout/brownout/internal/problem"
 	"io"
 	"mime"
 	"net/http"
@@ -411,14 +411,5 @@ func (s *PushSource) Health() SourceHealth {
 // writeProblem is the source's one error writer: an
 // application/problem+json body (RFC 9457).
 func writeProblem(w http.ResponseWriter, p *pushProblem) {
-	h := w.Header()
-	h.Set("Content-Type", "application/problem+json")
-	h.Set("Cache-Control", "no-store")
-	w.WriteHeader(p.status)
-	json.NewEncoder(w).Encode(struct {
-		Type   string `json:"type"`
-		Title  string `json:"title"`
-		Status int    `json:"status"`
-		Detail string `json:"detail"`
-	}{"urn:brownout:push:" + p.kind, pushTitles[p.kind], p.status, p.detail})
+	httpproblem.Write(w, httpproblem.Problem{Type: httpproblem.Type("push", p.kind), Title: pushTitles[p.kind], Status: p.status, Detail: p.detail})
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/brownout/brownout/api"
+	httpproblem "github.com/brownout/brownout/internal/problem"
 	"github.com/brownout/brownout/internal/server"
 	"github.com/brownout/brownout/web"
 )
@@ -64,11 +64,9 @@ func (f *dialFront) api(w http.ResponseWriter, r *http.Request) {
 		p.ServeHTTP(w, r)
 		return
 	}
-	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Retry-After", "2")
-	w.WriteHeader(http.StatusServiceUnavailable)
-	json.NewEncoder(w).Encode(map[string]any{"type": "https://brownout.dev/problems/waiting", "title": "Service Unavailable",
-		"status": http.StatusServiceUnavailable, "detail": "this dial follows the brownout run; now " + doing})
+	httpproblem.Write(w, httpproblem.Problem{Type: httpproblem.Type("dial", "waiting"), Status: http.StatusServiceUnavailable,
+		Detail: "this dial follows the brownout run; now " + doing})
 }
 
 // running notes which run goes now.

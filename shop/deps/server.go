@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/brownout/brownout/internal/local"
+	httpproblem "github.com/brownout/brownout/internal/problem"
 	"github.com/brownout/brownout/internal/server"
 )
 
@@ -328,7 +329,7 @@ func writeProblem(w http.ResponseWriter, status int, slug, detail string) {
 }
 
 // problemType is the problem type of a slug.
-func problemType(slug string) string { return "urn:brownout:deps:" + slug }
+func problemType(slug string) string { return httpproblem.Type("deps", slug) }
 
 func writeProblemP(w http.ResponseWriter, p problem) {
 	b, _ := json.Marshal(p)
