@@ -2,6 +2,7 @@ package signals
 
 import (
 	"bufio"
+	"context"
 	"net"
 	"net/http"
 	"time"
@@ -57,6 +58,13 @@ func RefusedUnavailable(status int, _ http.Header) (Reason, bool) {
 // MiddlewareConfig.Refused) or its latency and outcome (failed by status or
 // panic; good when it also met its deadline, see DeadlineOf).
 //
+// While features are registered (Recorder.Features), the handler's
+// request context carries a tally (see RequestTally): at completion, the
+// handler's duration counts as each marked feature's On or Off service
+// time. The tally is set on the request in place (its context becomes a
+// child of the one it had, with the same deadline, cancellation and
+// values), so that it costs no allocation.
+//
 // Use it for services without admission control of their own, or whose
 // admission control is another library's inside the handler. shed's
 // middleware records the same signals, plus queueing and its own
@@ -79,7 +87,21 @@ func Middleware(rec *Recorder, cfg MiddlewareConfig) func(http.Handler) http.Han
 			rec.Arrive(c)
 			start := rec.Start(now())
 			deadline, _, _ := DeadlineOf(r, start)
-			sw := StatusWriter{ResponseWriter: w}
+			var sw *StatusWriter
+			var tally *RequestTally
+			if rec.Tallying() {
+				// One allocation, as without tallies: the writer and the
+				// tally, which is the handler's context.
+				st := new(talliedWriter)
+				if rec.BeginTally(&st.tally, untallied(r.Context())) {
+					setContext(r, &st.tally)
+					tally = &st.tally
+				}
+				sw = &st.sw
+			} else {
+				sw = new(StatusWriter)
+			}
+			sw.ResponseWriter = w
 			defer func() {
 				p := recover()
 				if p == nil {
@@ -88,14 +110,44 @@ func Middleware(rec *Recorder, cfg MiddlewareConfig) func(http.Handler) http.Han
 						return
 					}
 				}
-				rec.Done(c, start, now(), p != nil || failed(sw.Status()), deadline)
+				end := now()
+				rec.Done(c, start, end, p != nil || failed(sw.Status()), deadline)
+				if tally != nil {
+					rec.EndTally(tally, end.Sub(start))
+				}
 				if p != nil {
 					panic(p)
 				}
 			}()
-			next.ServeHTTP(&sw, r)
+			next.ServeHTTP(sw, r)
 		})
 	}
+}
+
+// talliedWriter is what Middleware allocates for a request while features
+// are registered.
+type talliedWriter struct {
+	sw    StatusWriter
+	tally RequestTally
+}
+
+// setContext gives r the context ctx in place, where WithContext would
+// allocate a copy of the request (over 300 bytes, which the GC then
+// charges every request for): http.ServeMux sets a request's pattern in
+// place in the same way. ctx must descend from r's context, so that
+// whoever holds r (the server, outer middleware) sees the same
+// cancellation, deadline and values after the handler returns. The copy
+// that WithContext makes is inlined and stays on the stack.
+func setContext(r *http.Request, ctx context.Context) { *r = *r.WithContext(ctx) }
+
+// untallied returns ctx, or its parent when ctx is a tally Middleware set
+// in place on a request that is being served again (tests and benchmarks
+// reuse requests): tallies do not pile up.
+func untallied(ctx context.Context) context.Context {
+	if t, ok := ctx.(*RequestTally); ok {
+		return t.Context
+	}
+	return ctx
 }
 
 // refused counts a request whose work started (Start) and that a limiter

@@ -1,0 +1,254 @@
+package signals
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestFeaturesRegistration(t *testing.T) {
+	rec := NewRecorder(Config{})
+	assert.False(t, rec.Tallying())
+	assert.Nil(t, rec.Tallies())
+	require.NoError(t, rec.Features("a", "b"))
+	require.NoError(t, rec.Features("b", "c")) // b again is ignored
+	assert.True(t, rec.Tallying())
+	assert.Equal(t, []string{"a", "b", "c"}, rec.FeatureNames())
+	for _, bad := range []string{"", " a", "a\x00", strings.Repeat("x", 129), "\xff"} {
+		assert.Error(t, rec.Features("d", bad), "%q", bad)
+	}
+	assert.Equal(t, []string{"a", "b", "c"}, rec.FeatureNames(), "a failed call registers nothing")
+	var many []string
+	for i := range MaxFeatures - 3 {
+		many = append(many, fmt.Sprint("f", i))
+	}
+	require.NoError(t, rec.Features(many...))
+	assert.ErrorIs(t, rec.Features("one-too-many"), ErrTooManyFeatures)
+	assert.Len(t, rec.FeatureNames(), MaxFeatures)
+}
+
+func TestMarks(t *testing.T) {
+	rec := NewRecorder(Config{})
+	ctx := context.Background()
+	assert.False(t, Evaluated(ctx, "a", true), "no tally: unattributed")
+	assert.False(t, Rendered(ctx, "a"))
+	assert.False(t, Skipped(nil, "a")) //nolint:staticcheck // nil context must not panic
+	var rt RequestTally
+	assert.False(t, rec.BeginTally(&rt, ctx), "no features: no tally")
+
+	require.NoError(t, rec.Features("a", "b", "c", "d"))
+	type key struct{}
+	require.True(t, rec.BeginTally(&rt, context.WithValue(ctx, key{}, "v")))
+	var rc context.Context = &rt
+	rc, cancel := context.WithCancel(rc) // a descendant sees the tally, and the parent's values
+	defer cancel()
+	assert.Equal(t, "v", rc.Value(key{}))
+	assert.True(t, Evaluated(rc, "a", true))
+	assert.True(t, Evaluated(rc, "b", true))
+	assert.True(t, Skipped(rc, "b"))         // evaluated on, not rendered: off
+	assert.True(t, Evaluated(rc, "b", true)) // the provider does not override the app
+	assert.True(t, Rendered(rc, "c"))
+	assert.True(t, Evaluated(rc, "c", false))
+	assert.False(t, Evaluated(rc, "zz", true), "unregistered")
+	for f, want := range map[string][2]bool{"a": {true, true}, "b": {false, true}, "c": {true, true}, "d": {false, false}} {
+		on, marked := FeatureMarked(rc, f)
+		assert.Equal(t, want, [2]bool{on, marked}, f)
+	}
+	rec.EndTally(&rt, 30*time.Millisecond)
+	s := rec.Snapshot(t0)
+	require.Len(t, s.Tallies, 4)
+	assert.Equal(t, Tally{Feature: "a", On: Moments{1, .03, .03 * .03}}, s.Tallies[0])
+	assert.Equal(t, Tally{Feature: "b", Off: Moments{1, .03, .03 * .03}}, s.Tallies[1])
+	assert.Equal(t, int64(1), s.Tallies[2].On.N)
+	assert.Equal(t, Tally{Feature: "d"}, s.Tallies[3], "never marked: not counted")
+}
+
+func TestSnapshotTalliesSincePrevious(t *testing.T) {
+	rec := NewRecorder(Config{})
+	require.NoError(t, rec.Features("a"))
+	end := func(on bool, d time.Duration) {
+		var rt RequestTally
+		require.True(t, rec.BeginTally(&rt, context.Background()))
+		Evaluated(&rt, "a", on)
+		rec.EndTally(&rt, d)
+	}
+	end(true, time.Second)
+	end(false, 2*time.Second)
+	rec.Unattributed("a")
+	rec.Unattributed("unknown") // ignored
+	s := rec.Snapshot(t0)
+	assert.Equal(t, []Tally{{Feature: "a", On: Moments{1, 1, 1}, Off: Moments{1, 2, 4}, Unattributed: 1}}, s.Tallies)
+	end(true, 3*time.Second)
+	s = rec.Snapshot(t0.Add(time.Second))
+	assert.Equal(t, []Tally{{Feature: "a", On: Moments{1, 3, 9}}}, s.Tallies, "since the previous snapshot")
+	s = rec.Snapshot(t0.Add(2 * time.Second))
+	assert.Equal(t, []Tally{{Feature: "a"}}, s.Tallies)
+	assert.Equal(t, []Tally{{Feature: "a", On: Moments{2, 4, 10}, Off: Moments{1, 2, 4}, Unattributed: 1}}, rec.Tallies(), "cumulative")
+
+	require.NoError(t, rec.Features("b"))
+	s = rec.Snapshot(t0.Add(3 * time.Second))
+	assert.Equal(t, []Tally{{Feature: "a"}, {Feature: "b"}}, s.Tallies)
+	bare := NewRecorder(Config{})
+	bare.Snapshot(t0)
+	assert.Equal(t, testing.AllocsPerRun(20, func() { bare.Snapshot(t0.Add(4 * time.Second)) }),
+		testing.AllocsPerRun(20, func() { rec.Snapshot(t0.Add(4 * time.Second)) }), "Snapshot allocates nothing for its tallies once warm")
+}
+
+func TestMiddlewareTallies(t *testing.T) {
+	rec := NewRecorder(Config{})
+	require.NoError(t, rec.Features("recs", "reviews"))
+	clk := &fakeClock{t: t0, step: 10 * time.Millisecond}
+	h := Middleware(rec, MiddlewareConfig{Now: clk.now})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		clk.t = clk.t.Add(90 * time.Millisecond) // the handler's work
+		switch r.URL.Path {
+		case "/on":
+			Evaluated(r.Context(), "recs", true)
+		case "/off":
+			Evaluated(r.Context(), "recs", false)
+		case "/skip":
+			Evaluated(r.Context(), "recs", true)
+			Skipped(r.Context(), "recs")
+		case "/refused":
+			Evaluated(r.Context(), "recs", true)
+			w.WriteHeader(http.StatusServiceUnavailable)
+		case "/panic":
+			Evaluated(r.Context(), "reviews", true)
+			panic("boom")
+		}
+	}))
+	for _, p := range []string{"/on", "/on", "/off", "/skip", "/refused", "/none"} {
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, p, nil))
+	}
+	assert.Panics(t, func() { h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/panic", nil)) })
+	s := rec.Snapshot(t0)
+	require.Len(t, s.Tallies, 2)
+	recs := s.Tallies[0]
+	assert.Equal(t, int64(2), recs.On.N)
+	assert.Equal(t, int64(2), recs.Off.N, "off and skipped; the refusal is not a completion")
+	assert.InDelta(t, 0.1, recs.On.Mean(), 1e-9, "start to end, as the latency")
+	assert.InDelta(t, 0.1, recs.Off.Mean(), 1e-9)
+	assert.Equal(t, int64(1), s.Tallies[1].On.N, "a panic completes (failed)")
+}
+
+// The tally adds no allocation to the middleware (the writer and the
+// tally are one, the request is not copied).
+func TestMiddlewareTallyAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	plain := NewRecorder(Config{})
+	tallied := NewRecorder(Config{})
+	require.NoError(t, tallied.Features("recs", "reviews"))
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		Evaluated(r.Context(), "recs", true)
+		Rendered(r.Context(), "reviews")
+	})
+	req := httptest.NewRequest(http.MethodGet, "/", nil)
+	w := httptest.NewRecorder()
+	allocs := func(rec *Recorder) float64 {
+		h := Middleware(rec, MiddlewareConfig{})(handler)
+		return testing.AllocsPerRun(100, func() { h.ServeHTTP(w, req) })
+	}
+	assert.Equal(t, allocs(plain), allocs(tallied))
+	assert.Equal(t, int64(101), tallied.Snapshot(t0).Tallies[0].On.N)
+}
+
+// The tally is set on the request in place: whoever holds the request
+// sees a context with the same values and cancellation, and a request
+// served again does not pile tallies up.
+func TestMiddlewareTallyInPlace(t *testing.T) {
+	rec := NewRecorder(Config{})
+	require.NoError(t, rec.Features("a"))
+	type key struct{}
+	var seen []context.Context
+	h := Middleware(rec, MiddlewareConfig{})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen = append(seen, r.Context())
+		assert.Equal(t, "v", r.Context().Value(key{}))
+		Evaluated(r.Context(), "a", true)
+	}))
+	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), key{}, "v"))
+	req := httptest.NewRequest(http.MethodGet, "/", nil).WithContext(ctx)
+	for range 3 {
+		h.ServeHTTP(httptest.NewRecorder(), req)
+	}
+	require.Len(t, seen, 3)
+	for _, c := range seen {
+		assert.Same(t, ctx, c.(*RequestTally).Context, "a child of the request's own context, never of an earlier tally")
+	}
+	assert.Equal(t, "v", req.Context().Value(key{}))
+	cancel()
+	assert.ErrorIs(t, req.Context().Err(), context.Canceled)
+	assert.Equal(t, int64(3), rec.Tallies()[0].On.N)
+}
+
+func TestTallyConcurrent(t *testing.T) {
+	rec := NewRecorder(Config{})
+	require.NoError(t, rec.Features("a", "b"))
+	h := Middleware(rec, MiddlewareConfig{})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var wg sync.WaitGroup
+		wg.Go(func() { Evaluated(r.Context(), "a", true) })
+		wg.Go(func() { Skipped(r.Context(), "b") })
+		wg.Wait()
+	}))
+	var wg sync.WaitGroup
+	var snaps []Tally
+	var mu sync.Mutex
+	for range 4 {
+		wg.Go(func() {
+			for range 250 {
+				h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/", nil))
+			}
+		})
+	}
+	wg.Go(func() {
+		for i := range 50 {
+			s := rec.Snapshot(t0.Add(time.Duration(i) * time.Millisecond))
+			mu.Lock()
+			snaps = append(snaps, s.Tallies[0])
+			mu.Unlock()
+		}
+	})
+	wg.Wait()
+	total := rec.Snapshot(t0.Add(time.Second)).Tallies[0].On.N
+	for _, s := range snaps {
+		total += s.On.N
+	}
+	assert.Equal(t, int64(1000), total, "every request counted once over the snapshots")
+	assert.Equal(t, int64(1000), rec.Tallies()[1].Off.N)
+}
+
+// BenchmarkMiddlewareTally is BenchmarkMiddleware with four features
+// registered: a handler that marks none (the middleware's own cost) and
+// one that marks two (Evaluated, as the provider does: the marks are the
+// evaluations' cost, the middleware adds their service time).
+func BenchmarkMiddlewareTally(b *testing.B) {
+	for _, marks := range []int{0, 2} {
+		b.Run(fmt.Sprint("marks=", marks), func(b *testing.B) {
+			rec := NewRecorder(Config{})
+			if err := rec.Features("recs", "reviews", "related", "ads"); err != nil {
+				b.Fatal(err)
+			}
+			h := Middleware(rec, MiddlewareConfig{})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if marks > 0 {
+					Evaluated(r.Context(), "recs", true)
+					Evaluated(r.Context(), "reviews", false)
+				}
+			}))
+			req := httptest.NewRequest(http.MethodGet, "/", nil)
+			req.Header.Set(PriorityHeader, "critical")
+			w := httptest.NewRecorder()
+			b.ReportAllocs()
+			for b.Loop() {
+				h.ServeHTTP(w, req)
+			}
+		})
+	}
+}
