@@ -300,9 +300,11 @@ func (r *Recorder) BeginTally(t *RequestTally, parent context.Context) bool {
 		return false
 	}
 	t.Context, t.set = parent, fs
-	t.seen.Store(0)
-	t.on.Store(0)
-	t.explicit.Store(0)
+	for _, b := range []*atomic.Uint64{&t.seen, &t.on, &t.explicit} {
+		if b.Load() != 0 { // a fresh t is zero: spare the atomic stores
+			b.Store(0)
+		}
+	}
 	return true
 }
 
