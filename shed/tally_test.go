@@ -108,4 +108,3 @@ func BenchmarkMiddlewareTally(b *testing.B) {
 		})
 	}
 }
-

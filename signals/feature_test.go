@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -251,4 +253,50 @@ func BenchmarkMiddlewareTally(b *testing.B) {
 			}
 		})
 	}
+}
+
+func TestCollectorExportsTallies(t *testing.T) {
+	rec := NewRecorder(Config{})
+	c := NewCollector(rec, CollectorOpts{})
+	assert.Zero(t, testutil.CollectAndCount(c, MetricFeatureRequests), "no feature, no series")
+	require.NoError(t, rec.Features("recs", "reviews"))
+	for _, d := range []time.Duration{100 * time.Millisecond, 300 * time.Millisecond} {
+		var rt RequestTally
+		require.True(t, rec.BeginTally(&rt, context.Background()))
+		Evaluated(&rt, "recs", true)
+		Skipped(&rt, "reviews")
+		rec.EndTally(&rt, d)
+	}
+	rec.Unattributed("recs")
+	lint, err := testutil.CollectAndLint(c)
+	require.NoError(t, err)
+	assert.Empty(t, lint, "metric lint")
+	want := `
+# HELP brownout_feature_requests_total Completed requests that rendered the feature (state on) or evaluated it and did not (off); unattributed: evaluations of the feature outside any request's tally.
+# TYPE brownout_feature_requests_total counter
+brownout_feature_requests_total{feature="recs",state="off"} 0
+brownout_feature_requests_total{feature="recs",state="on"} 2
+brownout_feature_requests_total{feature="recs",state="unattributed"} 1
+brownout_feature_requests_total{feature="reviews",state="off"} 2
+brownout_feature_requests_total{feature="reviews",state="on"} 0
+brownout_feature_requests_total{feature="reviews",state="unattributed"} 0
+`
+	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want), MetricFeatureRequests))
+	mf := map[string]float64{}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	fams, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			key := f.GetName()
+			for _, l := range m.GetLabel() {
+				key += "," + l.GetValue()
+			}
+			mf[key] = m.GetCounter().GetValue()
+		}
+	}
+	assert.InDelta(t, 0.4, mf[MetricFeatureServiceSum+",recs,on"], 1e-12)
+	assert.InDelta(t, 0.1, mf[MetricFeatureServiceSquares+",recs,on"], 1e-12)
+	assert.InDelta(t, 0.4, mf[MetricFeatureServiceSum+",reviews,off"], 1e-12)
 }
