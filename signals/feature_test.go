@@ -300,3 +300,87 @@ brownout_feature_requests_total{feature="reviews",state="unattributed"} 0
 	assert.InDelta(t, 0.1, mf[MetricFeatureServiceSquares+",recs,on"], 1e-12)
 	assert.InDelta(t, 0.4, mf[MetricFeatureServiceSum+",reviews,off"], 1e-12)
 }
+
+// tally records one request that marked feature on or off and took d.
+func tally(rec *Recorder, feature string, on bool, d time.Duration) {
+	var rt RequestTally
+	if !rec.BeginTally(&rt, context.Background()) || !Evaluated(&rt, feature, on) {
+		panic("tally: " + feature + " is not registered")
+	}
+	rec.EndTally(&rt, d)
+}
+
+// The push carries each feature's cumulative tally; the source reports,
+// summed over the instances, each one's increase over its last push
+// interval.
+func TestPushTallies(t *testing.T) {
+	c := &clock{t: t0}
+	src := newPushSource(c)
+	start := t0.Add(-time.Minute)
+	a, b := NewRecorder(Config{}), NewRecorder(Config{})
+	require.NoError(t, a.Features("recs", "reviews"))
+	require.NoError(t, b.Features("recs"))
+	tally(a, "recs", true, 100*time.Millisecond)
+	tally(b, "recs", false, 50*time.Millisecond)
+	mustPush(t, src, body(t, a, "a", start, c.t))
+	mustPush(t, src, body(t, b, "b", start, c.t))
+	snap, err := src.Snapshot(context.Background(), c.t)
+	require.NoError(t, err)
+	assert.Empty(t, snap.Tallies, "a first push is a base, not an increase")
+
+	for range 3 {
+		tally(a, "recs", true, 200*time.Millisecond)
+	}
+	tally(a, "reviews", false, 300*time.Millisecond)
+	a.Unattributed("recs")
+	tally(b, "recs", true, 400*time.Millisecond)
+	tally(b, "recs", false, 10*time.Millisecond)
+	c.t = c.t.Add(time.Second)
+	mustPush(t, src, body(t, a, "a", start, c.t))
+	mustPush(t, src, body(t, b, "b", start, c.t))
+	want := []Tally{
+		{Feature: "recs", On: Moments{4, 1.0, 3*.04 + .16}, Off: Moments{1, .01, .0001}, Unattributed: 1},
+		{Feature: "reviews", Off: Moments{1, .3, .09}},
+	}
+	for range 2 { // idempotent: the same interval until the next push
+		snap, err = src.Snapshot(context.Background(), c.t)
+		require.NoError(t, err)
+		require.Len(t, snap.Tallies, 2)
+		for i, w := range want {
+			got := snap.Tallies[i]
+			assert.Equal(t, w.Feature, got.Feature)
+			assert.Equal(t, w.Unattributed, got.Unattributed, w.Feature)
+			for j, m := range [][2]Moments{{w.On, got.On}, {w.Off, got.Off}} {
+				assert.Equal(t, m[0].N, m[1].N, "%s %d", w.Feature, j)
+				assert.InDelta(t, m[0].Sum, m[1].Sum, 1e-9, "%s %d", w.Feature, j)
+				assert.InDelta(t, m[0].SumSq, m[1].SumSq, 1e-9, "%s %d", w.Feature, j)
+			}
+		}
+	}
+
+	// b restarts (a new run): its new counts are its increase.
+	b2 := NewRecorder(Config{})
+	require.NoError(t, b2.Features("recs"))
+	tally(b2, "recs", true, time.Second)
+	c.t = c.t.Add(time.Second)
+	mustPush(t, src, body(t, a, "a", start, c.t))
+	mustPush(t, src, body(t, b2, "b", c.t.Add(-time.Second), c.t))
+	snap, err = src.Snapshot(context.Background(), c.t)
+	require.NoError(t, err)
+	assert.Equal(t, []Tally{{Feature: "recs", On: Moments{1, 1, 1}}, {Feature: "reviews"}}, snap.Tallies)
+}
+
+// A Pusher's body carries the features; a Recorder without features
+// pushes none.
+func TestPushBodyFeatures(t *testing.T) {
+	rec := NewRecorder(Config{})
+	assert.NotContains(t, string(body(t, rec, "a", t0, t0)), `"features"`)
+	require.NoError(t, rec.Features("recs"))
+	tally(rec, "recs", true, 500*time.Millisecond)
+	rec.Unattributed("recs")
+	assert.Contains(t, string(body(t, rec, "a", t0, t0)),
+		`"features":{"recs":{"on":{"n":1,"sum":0.5,"sum_sq":0.25},"off":{"n":0,"sum":0,"sum_sq":0},"unattributed":1}}`)
+	p, err := decodePush(body(t, rec, "a", t0, t0))
+	require.NoError(t, err)
+	assert.Equal(t, []Tally{{Feature: "recs", On: Moments{1, .5, .25}, Unattributed: 1}}, p.st.tallies)
+}

@@ -86,6 +86,10 @@ type targetState struct {
 	hasGate             bool
 	classes             [NumClasses]ClassCounts
 	hasClasses          bool
+	// tallies are a push's cumulative feature tallies, by feature name
+	// (an exposition has none: ScrapeSource leaves Snapshot.Tallies
+	// empty). PushSource keeps them apart from the readings.
+	tallies []Tally
 }
 
 // NewScrapeSource checks cfg and returns a source.
