@@ -130,6 +130,8 @@ var acceptHeader = string(expfmt.NewFormat(expfmt.TypeProtoDelim)) + ";q=0.7," +
 	string(expfmt.NewFormat(expfmt.TypeTextPlain)) + ";q=0.3"
 
 // Snapshot scrapes every target and computes the fleet's signals at now.
+// Its Tallies are empty: the exposition's feature counters are not read
+// back (a Pusher carries them to a PushSource).
 func (s *ScrapeSource) Snapshot(ctx context.Context, now time.Time) (Snapshot, error) {
 	type result struct {
 		st  targetState
