@@ -144,7 +144,8 @@ func (r *Recorder) Done(c Class, start, now time.Time, failed bool, deadline tim
 // the start of the oldest slot of the window, at most Slices × Width.
 // Tallies, one per registered feature (see Features), cover the time
 // since the previous Snapshot (since the Recorder was made, for the
-// first); the slice is reused by the next Snapshot.
+// first), so that one reader, the controller's tick, should take them;
+// the slice is reused by the next Snapshot.
 func (r *Recorder) Snapshot(now time.Time) Snapshot {
 	s := Snapshot{Time: now, Window: r.cfg.Latency.Span(), Source: "local"}
 	lat := r.latency.Summary(now)
