@@ -157,8 +157,9 @@
 // space; more, or another name, is a 400. What the source keeps is
 // bounded: per instance at most 64
 // readings and 8192 buckets (readings inside the window are thinned
-// evenly past either, keeping its base and the newest), and MaxInstances
-// instances. ServeHTTP does no authentication: the daemon mounts it behind
+// evenly past either, keeping its base and the newest) and the feature
+// tallies of its last two pushes (at most 64 features each, about 13 KB),
+// and MaxInstances instances. ServeHTTP does no authentication: the daemon mounts it behind
 // its token check, and a Pusher sends its Token as a bearer token.
 //
 // # Usage
