@@ -60,6 +60,10 @@ type Feature = dimmer.Feature
 // Route classifies and costs the requests of one path pattern (shed.Route).
 type Route = shed.Route
 
+// CostEstimate is what the controller learned of a feature's cost
+// (dimmer.CostEstimate).
+type CostEstimate = dimmer.CostEstimate
+
 // Defaults of Options.
 const (
 	// DefaultTarget is the p99 latency objective: a page that answers
@@ -79,8 +83,10 @@ const (
 // Options configures New. The zero value protects a service with no
 // optional features (admission control only); list them in Features.
 type Options struct {
-	// Features are the optional features, dimmed lowest Rank last (see
-	// dimmer.Feature).
+	// Features are the optional features, dimmed lowest Rank first (see
+	// dimmer.Feature). Each request tallies which of them it rendered, so
+	// that the controller learns what each costs; in fleet mode list them
+	// too, for the tallies the app pushes to the daemon.
 	Features []Feature
 	// Target is the p99 latency objective. Default DefaultTarget.
 	Target time.Duration
@@ -178,6 +184,17 @@ func New(o Options) (*Brownout, error) {
 	}
 	b := &Brownout{opts: o}
 	b.rec = signals.NewRecorder(signals.Config{Latency: signals.WindowConfig{Slices: latencySlices}})
+	if len(o.Features) > 0 {
+		// Each request's feature tally: what the controller learns each
+		// feature's cost from (dimmer.Controller.Costs).
+		names := make([]string, len(o.Features))
+		for i, f := range o.Features {
+			names[i] = f.Name
+		}
+		if err := b.rec.Features(names...); err != nil {
+			return nil, fmt.Errorf("brownout: %w", err)
+		}
+	}
 	var (
 		src       provider.Source
 		shedLevel func() float64
@@ -216,7 +233,7 @@ func New(o Options) (*Brownout, error) {
 		}
 		src, shedLevel = b.ctl, b.ctl.ShedLevel
 	}
-	b.prov, err = provider.New(src, provider.Options{Registerer: o.Registerer})
+	b.prov, err = provider.New(src, provider.Options{Registerer: o.Registerer, Recorder: b.rec})
 	if err != nil {
 		return nil, fmt.Errorf("brownout: %w", err)
 	}

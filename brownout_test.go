@@ -238,3 +238,49 @@ func TestFleet(t *testing.T) {
 	assert.Equal(t, http.StatusNotFound, code)
 	assert.Contains(t, body, "fleet mode")
 }
+
+// TestCostsLearnedEndToEnd: through the middleware, the provider and the
+// control loop, the controller learns what a feature costs: reviews,
+// pinned at half the users, adds 4 ms to a 4 ms page.
+func TestCostsLearnedEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a few seconds of real requests")
+	}
+	b, err := brownout.New(brownout.Options{Features: features(), Domain: domain()})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
+	defer func() {
+		cancel()
+		require.NoError(t, <-done)
+		require.NoError(t, b.Close())
+	}()
+	require.NoError(t, b.RegisterProvider())
+	_, err = b.Controller().Pin("reviews", 0.5, time.Hour, "test")
+	require.NoError(t, err)
+	client := b.Client()
+	app := httptest.NewServer(b.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ec := openfeature.NewEvaluationContext(r.URL.Query().Get("user"), nil)
+		work := 4 * time.Millisecond
+		if on, _ := client.BooleanValue(r.Context(), "reviews", false, ec); on {
+			work += 4 * time.Millisecond
+		}
+		time.Sleep(work) // the page's work: a stand-in for a worker's time
+	})))
+	defer app.Close()
+	var known brownout.CostEstimate
+	learned := false
+	for i := 0; i < 4000 && !learned; i++ {
+		code, _ := get(t, fmt.Sprintf("%s/?user=u%d", app.URL, i))
+		require.Equal(t, http.StatusOK, code)
+		if i%50 == 49 {
+			if e := b.Controller().Costs()[1]; e.Contrasted >= 3 && e.Known() {
+				known, learned = e, true
+			}
+		}
+	}
+	require.True(t, learned, "reviews' cost learned from the requests")
+	t.Logf("reviews: %.2f ± %.2f of a page (true 1), %d ticks", known.Value, known.SE, known.Contrasted)
+	assert.InDelta(t, 1, known.Value, 0.5)
+}

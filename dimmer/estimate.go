@@ -24,8 +24,9 @@ type CostEstimate struct {
 	Contrasted int
 }
 
-// Known reports whether the estimate has a value.
-func (e CostEstimate) Known() bool { return !math.IsNaN(e.Value) }
+// Known reports whether the estimate has a value (the zero CostEstimate
+// has none).
+func (e CostEstimate) Known() bool { return e.Contrasted > 0 && !math.IsNaN(e.Value) }
 
 const (
 	// costMemory is how long the estimates remember: an observation

@@ -61,6 +61,21 @@
 // the request path) and exported as brownout_flag_evaluations_total when
 // Options.Registerer is set: "optional content served" is the on share.
 //
+// # Feature tallies
+//
+// When the context of a boolean evaluation (or of FeaturesFlag's) carries
+// a request's feature tally — the middlewares of packages signals and shed
+// put one in each request's context while features are registered on
+// their Recorder (signals.Recorder.Features) — the answer is marked in it
+// (signals.Evaluated), and the request's service time then counts as the
+// feature's on or off: a per-request contrast the controller reads as the
+// feature's cost (signals.Tally). Evaluate with the request's context (or
+// one derived from it). An evaluation without a tally counts as
+// unattributed, never as off, when Options.Recorder is set. An app that
+// evaluates a flag but does not render the feature says so with
+// signals.Skipped, one that renders without asking with signals.Rendered;
+// the app's word wins over the provider's marks.
+//
 // # Remote
 //
 // For apps that follow brownoutd instead of running a controller,

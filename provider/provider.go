@@ -47,6 +47,13 @@ type Options struct {
 	RequireTargetingKey bool
 	// Registerer, when set, receives brownout_flag_evaluations_total.
 	Registerer prometheus.Registerer
+	// Recorder, when set, counts the boolean evaluations of its
+	// registered features (signals.Recorder.Features) whose context
+	// carries no request's tally as unattributed
+	// (signals.Recorder.Unattributed). Evaluations whose context carries
+	// one are marked in it (signals.Evaluated) with or without it. Give
+	// the Recorder the middleware records into.
+	Recorder *signals.Recorder
 }
 
 // Provider is an OpenFeature provider that answers from the brownout
@@ -59,6 +66,7 @@ type Provider struct {
 	name   string
 	segKey string
 	strict bool
+	rec    *signals.Recorder
 
 	events chan openfeature.Event
 	meta   atomic.Pointer[metaCache]
@@ -83,7 +91,7 @@ var (
 // New returns a provider reading src.
 func New(src Source, o Options) (*Provider, error) {
 	p := &Provider{src: src, name: o.Name, segKey: o.SegmentAttribute, strict: o.RequireTargetingKey,
-		events: make(chan openfeature.Event, 16)}
+		rec: o.Recorder, events: make(chan openfeature.Event, 16)}
 	if p.name == "" {
 		p.name = "brownout"
 	}
@@ -106,8 +114,13 @@ func (p *Provider) Metadata() openfeature.Metadata { return openfeature.Metadata
 // Hooks implements openfeature.FeatureProvider.
 func (p *Provider) Hooks() []openfeature.Hook { return nil }
 
-// BooleanEvaluation answers "<feature>": on for this user or not.
-func (p *Provider) BooleanEvaluation(_ context.Context, flag string, def bool, fc openfeature.FlattenedContext) openfeature.BoolResolutionDetail {
+// BooleanEvaluation answers "<feature>": on for this user or not. When
+// ctx carries a request's feature tally (signals.RequestTally, which the
+// middlewares of packages signals and shed put there), the answer is
+// marked in it: the request's service time will count as the feature's
+// on or off. Without one, the evaluation counts as unattributed when
+// Options.Recorder is set. An evaluation that fails marks nothing.
+func (p *Provider) BooleanEvaluation(ctx context.Context, flag string, def bool, fc openfeature.FlattenedContext) openfeature.BoolResolutionDetail {
 	st := p.src.State()
 	f, ok := st.FeatureIndex(flag)
 	if !ok {
@@ -128,6 +141,7 @@ func (p *Provider) BooleanEvaluation(_ context.Context, flag string, def bool, f
 	default:
 		on = rand.Float64() < level
 	}
+	p.tally(ctx, flag, on)
 	c := p.flagCounts(flag)
 	variant := "off"
 	if on {
@@ -173,8 +187,9 @@ func (p *Provider) IntEvaluation(_ context.Context, flag string, def int64, _ op
 // for this user at once, as a map[string]any of feature name to bool —
 // one SDK evaluation where a page would make one per feature. Each
 // feature's answer is the one its boolean flag gives (same bucket, same
-// segment, same counters). Other keys are not object flags.
-func (p *Provider) ObjectEvaluation(_ context.Context, flag string, def any, fc openfeature.FlattenedContext) openfeature.InterfaceResolutionDetail {
+// segment, same counters, same tally marks). Other keys are not object
+// flags.
+func (p *Provider) ObjectEvaluation(ctx context.Context, flag string, def any, fc openfeature.FlattenedContext) openfeature.InterfaceResolutionDetail {
 	st := p.src.State()
 	if flag != FeaturesFlag {
 		return openfeature.InterfaceResolutionDetail{Value: def, ProviderResolutionDetail: p.notFound(st, flag, "an object")}
@@ -197,6 +212,7 @@ func (p *Provider) ObjectEvaluation(_ context.Context, flag string, def any, fc 
 		} else {
 			on = rand.Float64() < level
 		}
+		p.tally(ctx, name, on)
 		c := p.flagCounts(name)
 		if on {
 			c.on.Inc()
@@ -208,6 +224,14 @@ func (p *Provider) ObjectEvaluation(_ context.Context, flag string, def any, fc 
 	return openfeature.InterfaceResolutionDetail{Value: out, ProviderResolutionDetail: openfeature.ProviderResolutionDetail{
 		Reason: openfeature.SplitReason, Variant: "split", FlagMetadata: p.allMetadata(st, sticky),
 	}}
+}
+
+// tally marks feature's answer in the request's tally that ctx carries,
+// or counts it as unattributed: never as off.
+func (p *Provider) tally(ctx context.Context, feature string, on bool) {
+	if !signals.Evaluated(ctx, feature, on) && p.rec != nil {
+		p.rec.Unattributed(feature)
+	}
 }
 
 // notFound tells an unknown key (FLAG_NOT_FOUND) from a known key asked as

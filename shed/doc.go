@@ -83,7 +83,12 @@
 // Admitted requests carry their class ([ClassFrom]) and deadline (the
 // context's) into the handler; [Propagate] passes both on to outbound
 // calls, so dependencies shed the same requests (no priority inversion) and
-// drop work nobody waits for. On the client side, [Throttle] is the SRE
+// drop work nobody waits for. While the Recorder has features registered
+// (signals.Recorder.Features), they also carry a feature tally
+// (signals.RequestTally, in the same context value, no allocation more):
+// the provider marks the features it evaluates, and at completion the
+// request's service time from admission counts as each marked feature's
+// on or off (see signals' "Feature tallies"). On the client side, [Throttle] is the SRE
 // book's adaptive throttling: it refuses locally with probability
 // max(0, (requests − K·accepts)/(requests + 1)), K = 2, and honours
 // Retry-After.

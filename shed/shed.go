@@ -534,12 +534,30 @@ func ClassFrom(ctx context.Context) (signals.Class, bool) {
 	return c, true
 }
 
+// tallyCtx is the context value of an admitted request while features
+// are registered: its class and its tally.
+type tallyCtx struct {
+	signals.RequestTally
+	class signals.Class
+}
+
+// Value answers ClassFrom's key, and the tally's and the parent's.
+func (c *tallyCtx) Value(key any) any {
+	if key == (ctxKey{}) {
+		return c.class
+	}
+	return c.RequestTally.Value(key)
+}
+
 // Middleware returns the Shedder as net/http middleware. Refused requests
 // get 503 (overload) or 429 (rate limit) with Retry-After, Cache-Control:
 // no-store and an application/problem+json body, before the handler runs.
 // Admitted requests carry their class (ClassFrom) and their deadline (the
 // context's) to the handler, so that outbound calls made with Propagate
-// pass both on.
+// pass both on; and, while the Recorder has features registered
+// (signals.Recorder.Features), a tally (signals.RequestTally): at
+// completion, the time since admission (the wait at the gate left out)
+// counts as each marked feature's On or Off service time.
 func (s *Shedder) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		now := s.now()
@@ -572,7 +590,19 @@ func (s *Shedder) Middleware(next http.Handler) http.Handler {
 			}
 			return
 		}
-		ctx := context.WithValue(r.Context(), ctxKey{}, c)
+		var ctx context.Context
+		var tally *signals.RequestTally
+		if s.rec.Tallying() {
+			// The class and the tally in one context value, allocated
+			// where WithValue would allocate one.
+			rc := &tallyCtx{class: c}
+			if s.rec.BeginTally(&rc.RequestTally, r.Context()) {
+				ctx, tally = rc, &rc.RequestTally
+			}
+		}
+		if ctx == nil {
+			ctx = context.WithValue(r.Context(), ctxKey{}, c)
+		}
 		if hasDeadline {
 			if d, ok := ctx.Deadline(); !ok || deadline.Before(d) {
 				var cancel context.CancelFunc
@@ -588,6 +618,9 @@ func (s *Shedder) Middleware(next http.Handler) http.Handler {
 			s.release(end, &t.Ticket)
 			s.putTicket(t)
 			s.rec.Done(c, start, end, p != nil || s.failed(sw.Status()), deadline)
+			if tally != nil {
+				s.rec.EndTally(tally, end.Sub(start)) // from admission: the wait left out
+			}
 			if p != nil {
 				panic(p)
 			}

@@ -30,6 +30,14 @@ const (
 	MetricLatencyWindow = "brownout_request_duration_window_seconds"
 	MetricLatencyMax    = "brownout_request_duration_window_max_seconds"
 	MetricClamped       = "brownout_samples_clamped_total"
+
+	// Feature tallies (see Tally), by feature and state: on and off
+	// count and time completed requests that marked the feature,
+	// unattributed counts evaluations no request's tally saw (requests
+	// and service time only for on and off).
+	MetricFeatureRequests       = "brownout_feature_requests_total"
+	MetricFeatureServiceSum     = "brownout_feature_service_seconds_total"
+	MetricFeatureServiceSquares = "brownout_feature_service_seconds_squared_total"
 )
 
 // DefaultBuckets returns the classic bucket bounds (seconds) of the
@@ -73,6 +81,7 @@ type Collector struct {
 	latency, sojourn, sojournMin, standing, inFlight               *prometheus.Desc
 	arrived, completed, failed, good, rejected, clamp              *prometheus.Desc
 	window, windowMax, waited, gateLimit, gateInFlight, gateQueued *prometheus.Desc
+	featRequests, featSum, featSquares                             *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
@@ -110,6 +119,12 @@ func NewCollector(rec *Recorder, opts CollectorOpts) *Collector {
 		gateLimit:    d(MetricGateLimit, "The admission gate's adaptive concurrency limit, in cost units (absent without a gate)."),
 		gateInFlight: d(MetricGateInFlight, "Cost admitted by the gate and not done, in cost units (absent without a gate)."),
 		gateQueued:   d(MetricGateQueued, "Requests waiting at the admission gate (absent without a gate)."),
+		featRequests: d(MetricFeatureRequests, "Completed requests that rendered the feature (state on) or evaluated it and did not (off); "+
+			"unattributed: evaluations of the feature outside any request's tally.", "feature", "state"),
+		featSum: d(MetricFeatureServiceSum, "Service time (admission to completion) of the requests that rendered the feature (on) or did not (off), summed.",
+			"feature", "state"),
+		featSquares: d(MetricFeatureServiceSquares, "Squares of the service times in "+MetricFeatureServiceSum+", summed (seconds²): "+
+			"with the count and the sum, the variance, for the standard error of a feature's cost.", "feature", "state"),
 	}
 }
 
@@ -117,7 +132,7 @@ func NewCollector(rec *Recorder, opts CollectorOpts) *Collector {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.latency, c.sojourn, c.sojournMin, c.standing, c.inFlight,
 		c.arrived, c.completed, c.failed, c.good, c.rejected, c.clamp, c.window, c.windowMax, c.waited,
-		c.gateLimit, c.gateInFlight, c.gateQueued} {
+		c.gateLimit, c.gateInFlight, c.gateQueued, c.featRequests, c.featSum, c.featSquares} {
 		ch <- d
 	}
 }
@@ -164,6 +179,17 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.gateLimit, prometheus.GaugeValue, g.Limit)
 		ch <- prometheus.MustNewConstMetric(c.gateInFlight, prometheus.GaugeValue, g.InFlight)
 		ch <- prometheus.MustNewConstMetric(c.gateQueued, prometheus.GaugeValue, float64(g.Queued))
+	}
+	for _, t := range r.Tallies() {
+		for _, m := range []struct {
+			state string
+			m     Moments
+		}{{"on", t.On}, {"off", t.Off}} {
+			ch <- prometheus.MustNewConstMetric(c.featRequests, prometheus.CounterValue, float64(m.m.N), t.Feature, m.state)
+			ch <- prometheus.MustNewConstMetric(c.featSum, prometheus.CounterValue, m.m.Sum, t.Feature, m.state)
+			ch <- prometheus.MustNewConstMetric(c.featSquares, prometheus.CounterValue, m.m.SumSq, t.Feature, m.state)
+		}
+		ch <- prometheus.MustNewConstMetric(c.featRequests, prometheus.CounterValue, float64(t.Unattributed), t.Feature, "unattributed")
 	}
 	if s := r.latency.Summary(now); s.Count > 0 {
 		ch <- prometheus.MustNewConstSummary(c.window, uint64(s.Count), s.Mean.Seconds()*float64(s.Count), map[float64]float64{

@@ -36,6 +36,45 @@
 // and the outcome by status. Package shed records the same signals plus
 // queueing and rejections when it is the admission layer.
 //
+// # Feature tallies
+//
+// A brownout controller can estimate what each optional feature costs by
+// contrasting, within one tick, the service time of the requests that
+// rendered it against those that did not: while a feature's level is
+// fractional, the dimmer's bucketing decides by user, so the two groups
+// are a randomised experiment the controller runs anyway. Register the
+// features with [Recorder.Features] (at most [MaxFeatures], 64). From then
+// on:
+//
+//   - [Middleware], and package shed's middleware, give each request a
+//     [RequestTally] in its context: a bit per feature, no allocation
+//     more than without (Middleware sets it on the request in place; shed
+//     folds it into the context value it already makes).
+//   - The in-process OpenFeature provider (package provider) marks each
+//     boolean evaluation made with the request's context, on or off per
+//     the value it answered ([Evaluated]). An app that evaluated a flag but
+//     did not render the feature says so with [Skipped]; one that renders
+//     without asking, with [Rendered]; the app's marks win. An evaluation
+//     without a tally in its context counts as unattributed
+//     ([Recorder.Unattributed]), never as off.
+//   - At completion the middleware adds the request's service time in
+//     seconds (the handler's duration; for shed, from admission, the wait
+//     at the gate left out) to each marked feature's On or Off [Moments];
+//     features the request did not mark are not counted. Writers use
+//     sharded atomics, no lock.
+//   - [Recorder.Snapshot] fills [Snapshot.Tallies] with one [Tally] per
+//     feature, the counts since the previous Snapshot; [Collector]
+//     exports the cumulative counts as brownout_feature_requests_total
+//     {feature, state=on|off|unattributed},
+//     brownout_feature_service_seconds_total and
+//     brownout_feature_service_seconds_squared_total {feature, state}
+//     (the squares give the variance, hence the standard error of a cost
+//     estimate); a [Pusher] carries them, and a [PushSource]'s Snapshot
+//     sums each live instance's increase over its last push interval.
+//
+// [ScrapeSource] and [PromQLSource] leave Snapshot.Tallies empty: query
+// the exported counters yourself if you need them from Prometheus.
+//
 // # Getting signals out
 //
 // [Collector] exports a Recorder to Prometheus under brownout_ names,
@@ -85,7 +124,9 @@
 //	 "classes": {
 //	   "critical": {"arrived": 10, "completed": 9, "failed": 2, "good": 7, "waited": 6,
 //	     "rejected": {"codel": 1}, "sojourn": {…}, "sojourn_min": 0.001, "standing": false},
-//	   "default": {…}, "sheddable": {…}}}
+//	   "default": {…}, "sheddable": {…}},
+//	 "features": {"recommendations": {"on": {"n": 12, "sum": 0.91, "sum_sq": 0.0788},
+//	   "off": {"n": 9, "sum": 0.52, "sum_sq": 0.0331}, "unattributed": 0}}}
 //
 // v, instance and time are required, everything else optional. Durations are
 // seconds; counts are whole, non-negative numbers. Classic buckets are
@@ -113,10 +154,14 @@
 // for a method other than POST, each with an application/problem+json body (type urn:brownout:push:<kind>, title,
 // status, detail) whose detail names the field, e.g. "latency.buckets[3]:
 // upper bound 0.1 is not above the previous bucket's 0.25: bounds must
-// ascend". What the source keeps is bounded: per instance at most 64
+// ascend". A push holds at most 64 features (MaxFeatures), each name
+// 1 to 128 bytes of UTF-8 without control characters or surrounding
+// space; more, or another name, is a 400. What the source keeps is
+// bounded: per instance at most 64
 // readings and 8192 buckets (readings inside the window are thinned
-// evenly past either, keeping its base and the newest), and MaxInstances
-// instances. ServeHTTP does no authentication: the daemon mounts it behind
+// evenly past either, keeping its base and the newest) and the feature
+// tallies of its last two pushes (at most 64 features each, about 13 KB),
+// and MaxInstances instances. ServeHTTP does no authentication: the daemon mounts it behind
 // its token check, and a Pusher sends its Token as a bearer token.
 //
 // # Usage

@@ -130,7 +130,7 @@ func NewPromQLSource(cfg PromQLConfig) (*PromQLSource, error) {
 // Name describes the source for messages.
 func (s *PromQLSource) Name() string { return "promql(" + s.cfg.Address + ")" }
 
-// Snapshot evaluates every query at now.
+// Snapshot evaluates every query at now. Its Tallies are empty.
 func (s *PromQLSource) Snapshot(ctx context.Context, now time.Time) (Snapshot, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()

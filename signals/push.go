@@ -11,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -158,6 +159,13 @@ type pushInstance struct {
 	seen       time.Time // arrival of the last accepted push
 	run, clock time.Time // its start and time
 	lastError  string    // the instance's last refused push
+	// tallies are the cumulative feature tallies of its previous and its
+	// latest push (kept apart from reads: only the last interval is
+	// reported, and thinning must not choose its base); tallyBase is
+	// false while the previous is unknown (the first push of a live
+	// spell), true with a zero base after a restart.
+	tallies   [2][]Tally
+	tallyBase bool
 }
 
 var _ http.Handler = (*PushSource)(nil)
@@ -317,6 +325,15 @@ func (s *PushSource) apply(now time.Time, p pushed) error {
 				p.instance, p.clock.Format(time.RFC3339Nano), in.clock.Format(time.RFC3339Nano))}
 		}
 	}
+	switch {
+	case in.reads == nil: // new, or back after expiring: no base
+		in.tallies, in.tallyBase = [2][]Tally{nil, p.st.tallies}, false
+	case !p.run.Equal(in.run): // restarted: its counts are the increase
+		in.tallies, in.tallyBase = [2][]Tally{nil, p.st.tallies}, true
+	default:
+		in.tallies, in.tallyBase = [2][]Tally{in.tallies[1], p.st.tallies}, true
+	}
+	p.st.tallies = nil
 	in.reads.add(reading{at: now, clock: p.clock, run: p.run, st: p.st}, s.cfg.Window)
 	in.reads.thin(maxReadings, maxInstanceBuckets)
 	in.seen, in.run, in.clock, in.lastError = now, p.run, p.clock, ""
@@ -352,7 +369,11 @@ func (s *PushSource) expire(now time.Time) {
 }
 
 // Snapshot merges the signals of the instances live at now (see
-// ScrapeSource for the computation). With none, the snapshot is empty and
+// ScrapeSource for the computation). Its Tallies sum, by feature (sorted
+// by name), each live instance's increase over its latest push interval
+// (between its last two pushes, about a Pusher's Interval; an instance's
+// first push gives none, a restarted one's counts are its increase): two
+// snapshots taken between the same two pushes report the same interval. With none, the snapshot is empty and
 // the error wraps ErrNoInstances.
 func (s *PushSource) Snapshot(_ context.Context, now time.Time) (Snapshot, error) {
 	s.mu.Lock()
@@ -364,10 +385,16 @@ func (s *PushSource) Snapshot(_ context.Context, now time.Time) (Snapshot, error
 		return snap, fmt.Errorf("%w: none pushed in the last %s", ErrNoInstances, s.cfg.Expire)
 	}
 	f := fleet{snap: &snap}
+	var tallies map[string]*Tally
 	for _, id := range live {
-		f.add("push "+id, s.mu.instances[id].reads)
+		in := s.mu.instances[id]
+		f.add("push "+id, in.reads)
+		if in.tallyBase {
+			tallies = addTallyDelta(tallies, in.tallies[1], in.tallies[0])
+		}
 	}
 	f.finish()
+	snap.Tallies = sortedTallies(tallies)
 	return snap, errors.Join(f.errs...)
 }
 
@@ -412,4 +439,43 @@ func (s *PushSource) Health() SourceHealth {
 // application/problem+json body (RFC 9457).
 func writeProblem(w http.ResponseWriter, p *pushProblem) {
 	httpproblem.Write(w, httpproblem.Problem{Type: httpproblem.Type("push", p.kind), Title: pushTitles[p.kind], Status: p.status, Detail: p.detail})
+}
+
+// addTallyDelta adds cur − base (cumulative tallies of one instance,
+// matched by feature; a feature whose counts went down was reset, and its
+// counts are the increase) into sum, by feature, and returns sum.
+func addTallyDelta(sum map[string]*Tally, cur, base []Tally) map[string]*Tally {
+	for _, c := range cur {
+		d := c
+		if i := slices.IndexFunc(base, func(b Tally) bool { return b.Feature == c.Feature }); i >= 0 {
+			b := base[i]
+			if c.On.N >= b.On.N && c.Off.N >= b.Off.N && c.Unattributed >= b.Unattributed &&
+				c.On.Sum >= b.On.Sum && c.Off.Sum >= b.Off.Sum {
+				d = Tally{Feature: c.Feature, On: c.On.sub(b.On), Off: c.Off.sub(b.Off), Unattributed: c.Unattributed - b.Unattributed}
+			}
+		}
+		if sum == nil {
+			sum = map[string]*Tally{}
+		}
+		t := sum[c.Feature]
+		if t == nil {
+			t = &Tally{Feature: c.Feature}
+			sum[c.Feature] = t
+		}
+		t.Merge(d)
+	}
+	return sum
+}
+
+// sortedTallies returns the tallies of m sorted by feature.
+func sortedTallies(m map[string]*Tally) []Tally {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make([]Tally, 0, len(m))
+	for _, t := range m {
+		out = append(out, *t)
+	}
+	slices.SortFunc(out, func(a, b Tally) int { return strings.Compare(a.Feature, b.Feature) })
+	return out
 }

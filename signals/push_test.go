@@ -446,6 +446,15 @@ func TestPushBadBodies(t *testing.T) {
 		{"gate queued", timed + `"gate":{"limit":1,"queued":0.5}}`, "invalid", "gate.queued: 0.5 is not a whole number"},
 		{"in flight", timed + `"in_flight":"3"}`, "invalid", "in_flight: string is not a number"},
 		{"in flight negative", timed + `"in_flight":-3}`, "invalid", "in_flight: -3 is negative"},
+		{"too many features", timed + `"features":{` + manyFeatures(MaxFeatures+1) + `}}`, "invalid", "features: 65 features: at most 64 per push"},
+		{"feature name", timed + `"features":{" recs":{}}}`, "invalid", `features: feature name " recs" has leading or trailing space`},
+		{"feature empty name", timed + `"features":{"":{}}}`, "invalid", "features: empty feature name"},
+		{"feature n", timed + `"features":{"recs":{"on":{"n":-1}}}}`, "invalid", "features.recs.on.n: -1 is negative"},
+		{"feature n fraction", timed + `"features":{"recs":{"off":{"n":1.5,"sum":1}}}}`, "invalid", "features.recs.off.n: 1.5 is not a whole number"},
+		{"feature sum", timed + `"features":{"recs":{"on":{"n":1,"sum":-1}}}}`, "invalid", "features.recs.on.sum: -1 is negative"},
+		{"feature sum without n", timed + `"features":{"recs":{"off":{"sum_sq":2}}}}`, "invalid", "features.recs.off.sum_sq: 2 with n 0"},
+		{"feature unattributed", timed + `"features":{"recs":{"unattributed":0.5}}}`, "invalid", "features.recs.unattributed: 0.5 is not a whole number"},
+		{"features not an object", timed + `"features":[1]}`, "invalid", "features: array is not an object"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &clock{t: t0}
@@ -473,6 +482,18 @@ func TestPushBadBodies(t *testing.T) {
 			assert.Contains(t, h.LastError, tc.detail)
 		})
 	}
+}
+
+// manyFeatures returns n valid feature entries of a push body.
+func manyFeatures(n int) string {
+	var b strings.Builder
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"f%d":{"on":{"n":1,"sum":0.5,"sum_sq":0.25}}`, i)
+	}
+	return b.String()
 }
 
 func TestPushHTTP(t *testing.T) {
@@ -555,14 +576,21 @@ func FuzzPushBody(f *testing.F) {
 	f.Add([]byte(`{"v":2}`))
 	f.Add([]byte(`{"v":1,"instance":"shop-1","time":"2026-11-11T00:00:00Z","start":"2026-11-11T00:00:00Z"}`))
 	f.Add([]byte(`{"v":1,"instance":"x","latency":{"count":1,"native":{"schema":-4,"buckets":[[63,1]]}}}`))
+	f.Add([]byte(`{"v":1,"instance":"x","time":"2026-11-11T00:00:02Z","features":{"recs":{"on":{"n":3,"sum":0.3,"sum_sq":0.03},"off":{"n":1,"sum":0.1,"sum_sq":0.01},"unattributed":2}}}`))
+	f.Add([]byte(`{"v":1,"instance":"x","time":"2026-11-11T00:00:02Z","features":{` + manyFeatures(MaxFeatures+1) + `}}`))
 	// Two instances with two pushes each: the state a refusal must keep.
 	start := t0.Add(-time.Hour)
 	r := NewRecorder(Config{})
+	if err := r.Features("recs", "reviews"); err != nil {
+		f.Fatal(err)
+	}
+	tally(r, "recs", true, 10*time.Millisecond)
 	var setup [][]byte
 	for _, id := range []string{"shop-1", "x"} {
 		setup = append(setup, body(f, r, id, start, t0))
 	}
 	serve(r, t0, Default, 100, 3*time.Millisecond, 10, 30*time.Millisecond)
+	tally(r, "reviews", false, 20*time.Millisecond)
 	for _, id := range []string{"shop-1", "x"} {
 		setup = append(setup, body(f, r, id, start, t0.Add(time.Second)))
 	}
@@ -598,6 +626,16 @@ func FuzzPushBody(f *testing.F) {
 		for k := range NumKeys {
 			if v, ok := after.Get(k); ok && v < 0 {
 				t.Fatalf("%s = %v after an accepted push", k, v)
+			}
+		}
+		if len(after.Tallies) > MaxFeatures*2 {
+			t.Fatalf("%d tallies from 2 instances", len(after.Tallies))
+		}
+		for _, tl := range after.Tallies {
+			for _, m := range []Moments{tl.On, tl.Off} {
+				if m.N < 0 || m.Sum < 0 || m.SumSq < 0 || tl.Unattributed < 0 {
+					t.Fatalf("negative tally after an accepted push: %+v", tl)
+				}
 			}
 		}
 	})

@@ -274,3 +274,44 @@ func BenchmarkDecodePush(b *testing.B) {
 		})
 	}
 }
+
+// widestFeatures adds MaxFeatures features to a push body, their names
+// and numbers as wide as the source takes.
+func widestFeatures(body []byte) []byte {
+	var b pushBody
+	if err := json.Unmarshal(body, &b); err != nil {
+		panic(err)
+	}
+	m := pushMoments{N: maxCount, Sum: 1.2345678901234567e+08, SumSq: 1.2345678901234567e+16}
+	b.Features = map[string]pushFeature{}
+	for i := range MaxFeatures {
+		name := fmt.Sprintf("%03d", i) + strings.Repeat("f", maxFeatureLen-3)
+		b.Features[name] = pushFeature{On: m, Off: m, Unattributed: maxCount}
+	}
+	out, err := json.Marshal(b)
+	if err != nil {
+		panic(err)
+	}
+	return out
+}
+
+// TestPushMaxBodyHoldsTheFeatures: 64 features of the longest names
+// (about 22 KB) still fit the default body cap on top of the widest push,
+// and a Recorder's largest push with them keeps three times its size of
+// room.
+func TestPushMaxBodyHoldsTheFeatures(t *testing.T) {
+	widest := widestFeatures(widestPush("a", t0.Add(-time.Second)))
+	largest := widestFeatures(largestRecorderPush("a", t0))
+	t.Logf("widest push with features %d bytes, a Recorder's largest %d bytes, cap %d", len(widest), len(largest), DefaultMaxPushBody)
+	assert.Less(t, len(widest), DefaultMaxPushBody)
+	assert.Less(t, len(largest)*3, DefaultMaxPushBody)
+	c := &clock{t: t0}
+	src := newPushSource(c)
+	mustPush(t, src, widest)
+	mustPush(t, src, largest)
+	c.t = t0.Add(time.Second)
+	mustPush(t, src, widestFeatures(largestRecorderPush("a", c.t)))
+	snap, err := src.Snapshot(context.Background(), c.t)
+	require.NoError(t, err)
+	assert.Len(t, snap.Tallies, MaxFeatures)
+}

@@ -46,6 +46,24 @@ type pushBody struct {
 	Gate     *pushGate            `json:"gate,omitempty"`
 	Latency  *pushHist            `json:"latency,omitempty"`
 	Classes  map[string]pushClass `json:"classes,omitempty"`
+	// Features holds each registered feature's cumulative tally (see
+	// Tally), by feature name; at most MaxFeatures.
+	Features map[string]pushFeature `json:"features,omitempty"`
+}
+
+// pushFeature is one feature's cumulative tally.
+type pushFeature struct {
+	On           pushMoments `json:"on"`
+	Off          pushMoments `json:"off"`
+	Unattributed float64     `json:"unattributed"`
+}
+
+// pushMoments is Moments on the wire: a count and the sums of the service
+// times and of their squares, in seconds.
+type pushMoments struct {
+	N     float64 `json:"n"`
+	Sum   float64 `json:"sum"`
+	SumSq float64 `json:"sum_sq"`
 }
 
 type pushGate struct {
@@ -130,7 +148,17 @@ func pushOf(rec *Recorder, now time.Time, bounds []float64) pushBody {
 		}
 		b.Classes[cl.String()] = pc
 	}
+	if tl := rec.Tallies(); len(tl) > 0 {
+		b.Features = make(map[string]pushFeature, len(tl))
+		for _, t := range tl {
+			b.Features[t.Feature] = pushFeature{On: pushMomentsOf(t.On), Off: pushMomentsOf(t.Off), Unattributed: float64(t.Unattributed)}
+		}
+	}
 	return b
+}
+
+func pushMomentsOf(m Moments) pushMoments {
+	return pushMoments{N: float64(m.N), Sum: m.Sum, SumSq: m.SumSq}
 }
 
 func pushHistOf(n *[NumBuckets]uint64, sumNs float64, count uint64, bounds []float64) *pushHist {
@@ -359,8 +387,64 @@ func (b *pushBody) decode() (pushed, error) {
 			return p, err
 		}
 	}
+	if err := st.readFeatures(b.Features); err != nil {
+		return p, err
+	}
 	st.parsed = true
 	return p, nil
+}
+
+// readFeatures checks a push's feature tallies and keeps them sorted by
+// name.
+func (st *targetState) readFeatures(fs map[string]pushFeature) error {
+	if len(fs) > MaxFeatures {
+		return invalid("features: %d features: at most %d per push", len(fs), MaxFeatures)
+	}
+	if len(fs) == 0 {
+		return nil
+	}
+	names := make([]string, 0, len(fs))
+	for n := range fs {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	st.tallies = make([]Tally, 0, len(names))
+	for _, name := range names {
+		if err := CheckFeature(name); err != nil {
+			return invalid("features: %s", strings.TrimPrefix(err.Error(), "signals: "))
+		}
+		f := fs[name]
+		path := "features." + name
+		t := Tally{Feature: name}
+		for _, m := range []struct {
+			name string
+			w    pushMoments
+			into *Moments
+		}{{"on", f.On, &t.On}, {"off", f.Off, &t.Off}} {
+			p := path + "." + m.name
+			if err := checkCount(p+".n", m.w.N); err != nil {
+				return err
+			}
+			for _, g := range []struct {
+				name string
+				v    float64
+			}{{"sum", m.w.Sum}, {"sum_sq", m.w.SumSq}} {
+				if err := checkGauge(p+"."+g.name, g.v); err != nil {
+					return err
+				}
+				if m.w.N == 0 && g.v != 0 {
+					return invalid("%s.%s: %g with n 0: no request, no time", p, g.name, g.v)
+				}
+			}
+			*m.into = Moments{N: int64(m.w.N), Sum: m.w.Sum, SumSq: m.w.SumSq}
+		}
+		if err := checkCount(path+".unattributed", f.Unattributed); err != nil {
+			return err
+		}
+		t.Unattributed = int64(f.Unattributed)
+		st.tallies = append(st.tallies, t)
+	}
+	return nil
 }
 
 // buckets counts the histogram buckets of b, classic and native, over

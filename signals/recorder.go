@@ -33,6 +33,7 @@ type Recorder struct {
 	counters *Counters
 
 	gate atomic.Pointer[func() GateReading]
+	feat features
 
 	mu struct {
 		sync.Mutex
@@ -141,6 +142,10 @@ func (r *Recorder) Done(c Class, start, now time.Time, failed bool, deadline tim
 
 // Snapshot reads every signal at now. Rates and counts cover the time since
 // the start of the oldest slot of the window, at most Slices × Width.
+// Tallies, one per registered feature (see Features), cover the time
+// since the previous Snapshot (since the Recorder was made, for the
+// first), so that one reader, the controller's tick, should take them;
+// the slice is reused by the next Snapshot.
 func (r *Recorder) Snapshot(now time.Time) Snapshot {
 	s := Snapshot{Time: now, Window: r.cfg.Latency.Span(), Source: "local"}
 	lat := r.latency.Summary(now)
@@ -178,6 +183,9 @@ func (r *Recorder) Snapshot(now time.Time) Snapshot {
 	}
 	cur := r.counters.Load()
 	base, since, last, lastOK := r.rotate(now, cur)
+	r.mu.Lock()
+	r.snapshotTallies(&s)
+	r.mu.Unlock()
 	var all ClassCounts
 	for c := range cur {
 		s.Classes[c] = cur[c].sub(base[c])

@@ -86,6 +86,10 @@ type targetState struct {
 	hasGate             bool
 	classes             [NumClasses]ClassCounts
 	hasClasses          bool
+	// tallies are a push's cumulative feature tallies, by feature name
+	// (an exposition has none: ScrapeSource leaves Snapshot.Tallies
+	// empty). PushSource keeps them apart from the readings.
+	tallies []Tally
 }
 
 // NewScrapeSource checks cfg and returns a source.
@@ -126,6 +130,8 @@ var acceptHeader = string(expfmt.NewFormat(expfmt.TypeProtoDelim)) + ";q=0.7," +
 	string(expfmt.NewFormat(expfmt.TypeTextPlain)) + ";q=0.3"
 
 // Snapshot scrapes every target and computes the fleet's signals at now.
+// Its Tallies are empty: the exposition's feature counters are not read
+// back (a Pusher carries them to a PushSource).
 func (s *ScrapeSource) Snapshot(ctx context.Context, now time.Time) (Snapshot, error) {
 	type result struct {
 		st  targetState

@@ -1,0 +1,419 @@
+package signals
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// MaxFeatures bounds the features a Recorder tallies: a request's tally is
+// a 64-bit set, and a push carries at most this many.
+const MaxFeatures = 64
+
+// maxFeatureLen bounds a feature name (a label value, a JSON key).
+const maxFeatureLen = 128
+
+// featureSet is the registered features of a Recorder at one moment,
+// immutable: a request's tally holds the set it started with, so that its
+// bits keep their meaning if features are added meanwhile.
+type featureSet struct {
+	names []string
+	index map[string]int
+}
+
+func (fs *featureSet) lookup(name string) (int, bool) {
+	if fs == nil {
+		return 0, false
+	}
+	i, ok := fs.index[name]
+	return i, ok
+}
+
+// tallyStore holds the cumulative per-feature counters, sharded like
+// Counters (see shard.go).
+type tallyStore struct {
+	shards []*tallyShard
+	mask   int
+}
+
+// tallyShard is one writer shard: every feature's counters. Shards are
+// separate allocations (at least 3.5 KiB each), so they never share a
+// cache line.
+type tallyShard struct {
+	f [MaxFeatures]featureCounters
+}
+
+type featureCounters struct {
+	on, off      momentCounters
+	unattributed atomic.Uint64
+}
+
+// momentCounters is Moments kept with atomics: the count is an atomic add,
+// the sums are float64 bits updated by compare-and-swap (on a shard, the
+// swap fails only when two writers of the same shard race).
+type momentCounters struct {
+	n          atomic.Uint64
+	sum, sumSq atomic.Uint64
+}
+
+func addFloat(a *atomic.Uint64, x float64) {
+	for {
+		old := a.Load()
+		if a.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)+x)) {
+			return
+		}
+	}
+}
+
+func (m *momentCounters) add(x float64) {
+	m.n.Add(1)
+	addFloat(&m.sum, x)
+	addFloat(&m.sumSq, x*x)
+}
+
+func (m *momentCounters) load() Moments {
+	return Moments{N: int64(m.n.Load()), Sum: math.Float64frombits(m.sum.Load()), SumSq: math.Float64frombits(m.sumSq.Load())}
+}
+
+func newTallyStore() *tallyStore {
+	s := &tallyStore{shards: make([]*tallyShard, shardCount())}
+	for i := range s.shards {
+		s.shards[i] = new(tallyShard)
+	}
+	s.mask = len(s.shards) - 1
+	return s
+}
+
+func (s *tallyStore) shard() *tallyShard { return s.shards[shardHint()&s.mask] }
+
+// features is a Recorder's registered features and their counters.
+type features struct {
+	set   atomic.Pointer[featureSet]
+	store atomic.Pointer[tallyStore]
+	mu    sync.Mutex // serializes registration
+
+	// snapshot state, guarded by Recorder.mu
+	last []Tally // cumulative counts at the previous Snapshot, by index
+	out  []Tally // the buffer Snapshot.Tallies shares
+}
+
+// ErrTooManyFeatures is returned by Recorder.Features when registering
+// would take a Recorder over MaxFeatures.
+var ErrTooManyFeatures = fmt.Errorf("signals: more than %d features", MaxFeatures)
+
+// CheckFeature says what is wrong with a feature name: empty, over 128
+// bytes, not UTF-8, or holding space or control characters at its ends
+// or control characters anywhere.
+func CheckFeature(name string) error {
+	switch {
+	case name == "":
+		return errors.New("signals: empty feature name")
+	case len(name) > maxFeatureLen:
+		return fmt.Errorf("signals: feature name %q… is %d bytes long: at most %d", name[:32], len(name), maxFeatureLen)
+	case !utf8.ValidString(name):
+		return fmt.Errorf("signals: feature name %q is not valid UTF-8", name)
+	case strings.TrimSpace(name) != name:
+		return fmt.Errorf("signals: feature name %q has leading or trailing space", name)
+	case strings.IndexFunc(name, unicode.IsControl) >= 0:
+		return fmt.Errorf("signals: feature name %q contains a control character", name)
+	}
+	return nil
+}
+
+// Features registers features by name for per-request tallies (see
+// Tally): from then on, the middlewares give each request a tally in its
+// context, the in-process provider marks the features it evaluates, and
+// Snapshot, the Collector and the Pusher report each feature's counts.
+// Names already registered are ignored; a feature cannot be unregistered.
+// It fails, registering none of names, when a name is invalid (see
+// CheckFeature) or when the Recorder would hold more than MaxFeatures
+// (ErrTooManyFeatures). Register at start-up: requests already in flight
+// do not tally features registered after they started.
+func (r *Recorder) Features(names ...string) error {
+	f := &r.feat
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	old := f.set.Load()
+	var cur []string
+	if old != nil {
+		cur = old.names
+	}
+	next := slices.Clone(cur)
+	for _, n := range names {
+		if err := CheckFeature(n); err != nil {
+			return err
+		}
+		if !slices.Contains(next, n) {
+			next = append(next, n)
+		}
+	}
+	if len(next) > MaxFeatures {
+		return fmt.Errorf("%w: registering %d more would make %d", ErrTooManyFeatures, len(next)-len(cur), len(next))
+	}
+	if len(next) == len(cur) {
+		return nil
+	}
+	if f.store.Load() == nil {
+		f.store.Store(newTallyStore())
+	}
+	fs := &featureSet{names: next, index: make(map[string]int, len(next))}
+	for i, n := range next {
+		fs.index[n] = i
+	}
+	f.set.Store(fs)
+	return nil
+}
+
+// FeatureNames returns the registered features, in registration order.
+func (r *Recorder) FeatureNames() []string {
+	if fs := r.feat.set.Load(); fs != nil {
+		return slices.Clone(fs.names)
+	}
+	return nil
+}
+
+// Tallying reports whether any feature is registered: without one, the
+// middlewares give requests no tally and pay nothing for it.
+func (r *Recorder) Tallying() bool { return r.feat.set.Load() != nil }
+
+// Unattributed counts an evaluation of feature that no request's tally
+// saw (made outside the middlewares, or with a context that does not
+// descend from the request's). An unregistered feature is ignored. The
+// provider calls it; apps need not.
+func (r *Recorder) Unattributed(feature string) {
+	i, ok := r.feat.set.Load().lookup(feature)
+	if !ok {
+		return
+	}
+	r.feat.store.Load().shard().f[i].unattributed.Add(1)
+}
+
+// Tallies returns each registered feature's cumulative counts since the
+// Recorder was made, in registration order: what the Collector and the
+// Pusher export.
+func (r *Recorder) Tallies() []Tally {
+	fs := r.feat.set.Load()
+	if fs == nil {
+		return nil
+	}
+	out := make([]Tally, len(fs.names))
+	r.loadTallies(fs, out)
+	return out
+}
+
+// loadTallies fills out (len(fs.names) long) with the cumulative counts.
+func (r *Recorder) loadTallies(fs *featureSet, out []Tally) {
+	st := r.feat.store.Load()
+	for i := range out {
+		out[i] = Tally{Feature: fs.names[i]}
+	}
+	for _, sh := range st.shards {
+		for i := range out {
+			c := &sh.f[i]
+			out[i].On.Merge(c.on.load())
+			out[i].Off.Merge(c.off.load())
+			out[i].Unattributed += int64(c.unattributed.Load())
+		}
+	}
+}
+
+// snapshotTallies sets s.Tallies to the counts since the previous call.
+// Callers hold r.mu.
+func (r *Recorder) snapshotTallies(s *Snapshot) {
+	fs := r.feat.set.Load()
+	if fs == nil {
+		return
+	}
+	f := &r.feat
+	n := len(fs.names)
+	if cap(f.out) < n {
+		f.out = make([]Tally, n, MaxFeatures)
+	}
+	if len(f.last) < n {
+		f.last = append(f.last, make([]Tally, n-len(f.last))...)
+	}
+	out := f.out[:n]
+	r.loadTallies(fs, out)
+	for i := range out {
+		cur, last := out[i], f.last[i]
+		f.last[i] = cur
+		out[i] = Tally{Feature: cur.Feature, On: cur.On.sub(last.On), Off: cur.Off.sub(last.Off),
+			Unattributed: cur.Unattributed - last.Unattributed}
+	}
+	s.Tallies = out
+}
+
+// sub returns m − o, for cumulative moments: o is an earlier reading of
+// the same counters, never more than m.
+func (m Moments) sub(o Moments) Moments {
+	return Moments{N: m.N - o.N, Sum: max(m.Sum-o.Sum, 0), SumSq: max(m.SumSq-o.SumSq, 0)}
+}
+
+// RequestTally is one request's record of the features it rendered or
+// skipped: a bit per registered feature, set by the provider (Evaluated)
+// and by the app (Rendered, Skipped) through the request's context, read
+// by the middleware when the request completes (EndTally).
+//
+// It is a context.Context itself, the request's context plus the tally,
+// so that a middleware can embed it in a context value it allocates
+// anyway and carry it at no extra allocation: package shed does. A
+// middleware that has no context of its own to replace allocates one with
+// BeginTally's context. The zero value marks nothing; BeginTally binds it
+// to a Recorder. Its methods are safe for concurrent use (a handler's
+// goroutines may evaluate flags with the request's context), and a mark
+// made after EndTally is kept by nobody.
+type RequestTally struct {
+	context.Context
+	set                *featureSet
+	seen, on, explicit atomic.Uint64
+}
+
+type tallyKey struct{}
+
+// Value returns the tally for the package's key, else the parent's value.
+func (t *RequestTally) Value(key any) any {
+	if key == (tallyKey{}) {
+		return t
+	}
+	return t.Context.Value(key)
+}
+
+// String describes the context, as the context package's own do.
+func (t *RequestTally) String() string { return "signals.RequestTally" }
+
+// BeginTally makes t, which must not be in use, the tally of a request
+// whose context is parent, for the features registered now; t is then a
+// context to give the handler (or to embed in the handler's context). It
+// returns false, leaving t unbound, when no feature is registered.
+func (r *Recorder) BeginTally(t *RequestTally, parent context.Context) bool {
+	fs := r.feat.set.Load()
+	if fs == nil {
+		return false
+	}
+	t.Context, t.set = parent, fs
+	for _, b := range []*atomic.Uint64{&t.seen, &t.on, &t.explicit} {
+		if b.Load() != 0 { // a fresh t is zero: spare the atomic stores
+			b.Store(0)
+		}
+	}
+	return true
+}
+
+// EndTally adds the request's service time (admission to completion; a
+// negative one counts as 0) to the On or Off moments of each feature its
+// tally marked. A feature the request never marked is not counted: the
+// contrast is between requests that asked for the feature. Call it once,
+// when the request completes; a refused request has no service time and
+// no tally.
+func (r *Recorder) EndTally(t *RequestTally, service time.Duration) {
+	seen := t.seen.Load()
+	if seen == 0 || t.set == nil {
+		return
+	}
+	on := t.on.Load()
+	x := max(service.Seconds(), 0)
+	sh := r.feat.store.Load().shard()
+	for seen != 0 {
+		i := bits.TrailingZeros64(seen)
+		seen &= seen - 1
+		if on&(1<<i) != 0 {
+			sh.f[i].on.add(x)
+		} else {
+			sh.f[i].off.add(x)
+		}
+	}
+}
+
+// mark sets feature's bit to on; an explicit mark (Rendered, Skipped)
+// overrides the provider's and is not overridden by it.
+func (t *RequestTally) mark(feature string, on, explicit bool) bool {
+	i, ok := t.set.lookup(feature)
+	if !ok {
+		return false
+	}
+	bit := uint64(1) << i
+	if explicit {
+		t.explicit.Or(bit)
+	} else if t.explicit.Load()&bit != 0 {
+		return true
+	}
+	if on {
+		t.on.Or(bit)
+	} else {
+		t.on.And(^bit)
+	}
+	t.seen.Or(bit)
+	return true
+}
+
+// state returns whether feature is marked, and whether on.
+func (t *RequestTally) state(feature string) (on, marked bool) {
+	i, ok := t.set.lookup(feature)
+	if !ok {
+		return false, false
+	}
+	bit := uint64(1) << i
+	return t.on.Load()&bit != 0, t.seen.Load()&bit != 0
+}
+
+func tallyOf(ctx context.Context) *RequestTally {
+	if ctx == nil {
+		return nil
+	}
+	t, _ := ctx.Value(tallyKey{}).(*RequestTally)
+	return t
+}
+
+// Evaluated marks, in the tally of the request whose context is ctx,
+// that feature was evaluated to on (rendered) or off. It is what the
+// in-process provider calls for each boolean evaluation; an explicit mark
+// (Rendered, Skipped) made for the same request wins over it whatever the
+// order. It returns false when ctx carries no tally or the feature is not
+// registered: then the caller counts the evaluation as unattributed
+// (Recorder.Unattributed), never as off.
+func Evaluated(ctx context.Context, feature string, on bool) bool {
+	t := tallyOf(ctx)
+	return t != nil && t.mark(feature, on, false)
+}
+
+// Rendered marks, in the tally of the request whose context is ctx, that
+// the request rendered feature: its service time counts as the feature's
+// On. Use it where the app decides to render without asking the provider,
+// or to confirm what it asked. It overrides the provider's mark, and a
+// later Skipped overrides it. It returns false when ctx carries no tally
+// or the feature is not registered.
+func Rendered(ctx context.Context, feature string) bool {
+	t := tallyOf(ctx)
+	return t != nil && t.mark(feature, true, true)
+}
+
+// Skipped marks, in the tally of the request whose context is ctx, that
+// the request evaluated feature but did not render it (the flag said on,
+// but the page had no room, the data was missing, a fallback answered):
+// its service time counts as the feature's Off. It overrides the
+// provider's mark, and a later Rendered overrides it. It returns false
+// when ctx carries no tally or the feature is not registered.
+func Skipped(ctx context.Context, feature string) bool {
+	t := tallyOf(ctx)
+	return t != nil && t.mark(feature, false, true)
+}
+
+// FeatureMarked reports how the tally of the request whose context is ctx
+// marks feature: marked is false when it was neither evaluated nor marked
+// (or ctx carries no tally), else on says rendered.
+func FeatureMarked(ctx context.Context, feature string) (on, marked bool) {
+	t := tallyOf(ctx)
+	if t == nil {
+		return false, false
+	}
+	return t.state(feature)
+}
