@@ -1,0 +1,82 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
+)
+
+// schema compiles brownoutd.schema.json.
+func schema(t *testing.T) *jsonschema.Schema {
+	t.Helper()
+	f, err := os.Open("brownoutd.schema.json")
+	require.NoError(t, err)
+	defer f.Close()
+	doc, err := jsonschema.UnmarshalJSON(f)
+	require.NoError(t, err)
+	c := jsonschema.NewCompiler()
+	require.NoError(t, c.AddResource("brownoutd.schema.json", doc))
+	s, err := c.Compile("brownoutd.schema.json")
+	require.NoError(t, err)
+	return s
+}
+
+// validate checks a YAML document against the schema, as an editor with a
+// YAML language server would.
+func validate(s *jsonschema.Schema, src []byte) error {
+	var v any
+	if err := yaml.Unmarshal(src, &v); err != nil {
+		return err
+	}
+	if v == nil {
+		v = map[string]any{}
+	}
+	return s.Validate(v)
+}
+
+// TestSchemaAgreesWithTheParser: the JSON Schema of the configuration
+// accepts every configuration shipped (the example, deploy/brownoutd) and
+// the empty one, and rejects what the parser rejects for its shape —
+// unknown fields, wrong types, missing required fields — so that an editor
+// that validates against it says what check-config says.
+func TestSchemaAgreesWithTheParser(t *testing.T) {
+	s := schema(t)
+	files, err := filepath.Glob("../../deploy/brownoutd/*.yaml")
+	require.NoError(t, err)
+	for _, f := range append(files, "brownoutd.example.yaml") {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		_, perr := parseConfig(f, b)
+		require.NoError(t, perr, f)
+		assert.NoError(t, validate(s, b), f)
+	}
+	assert.NoError(t, validate(s, []byte("")), "the empty configuration")
+	for name, src := range map[string]string{
+		"unknown top-level field": "colour: blue\n",
+		"unknown feature field":   "features:\n  - name: a\n    colour: blue\n",
+		"feature without a name":  "features:\n  - rank: 1\n",
+		"tick not a duration":     "tick: fast\n",
+		"rank not an integer":     "features:\n  - name: a\n    rank: first\n",
+		"floor of 1":              "features:\n  - name: a\n    floor: 1\n",
+		"target without a signal": "targets:\n  - target: 300ms\n",
+		"two sources":             "sources:\n  push: {}\n  promql: {url: http://x}\n",
+		"scrape without targets":  "sources:\n  scrape: {window: 10s}\n",
+		"law field unknown":       "law:\n  gain: 2\n",
+		"tls without a key":       "tls:\n  cert: c.pem\n",
+		"schedule without max":    "schedule:\n  - {feature: a, from: \"2026-11-11 00:00\", for: 1m}\n",
+	} {
+		_, perr := parseConfig("bad.yaml", []byte(src))
+		assert.Error(t, perr, "%s: the parser", name)
+		err := validate(s, []byte(src))
+		assert.Error(t, err, "%s: the schema", name)
+		if err != nil {
+			assert.False(t, strings.Contains(err.Error(), "compil"), name)
+		}
+	}
+}
