@@ -39,8 +39,8 @@ test: ## vet, every test with the race detector, then the lab and real-HTTP test
 	$(GO) test -count=1 -run 'Lab' ./dimmer
 	$(GO) test -count=1 -run '^TestDial' ./cmd/brownoutd
 
-e2e: ## the real-HTTP harness on its defaults (brownoutd sim real), one stack after another
-	@for s in none shed failsafe brownout; do $(GO) run ./cmd/brownoutd sim real --quiet --stack $$s || exit 1; done
+e2e: ## the real-HTTP harness on its defaults (brownout-lab real), one stack after another
+	@for s in none shed failsafe brownout; do $(GO) run ./cmd/brownout-lab real --quiet --stack $$s || exit 1; done
 
 bench: ## run the benchmarks (BENCHTIME=1s); anchors run beside ours
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS)

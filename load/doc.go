@@ -1,5 +1,5 @@
 // Package load sends open-loop HTTP load and reports what came back: the
-// engine of the real-HTTP harness (brownoutd sim real) and of the shop's
+// engine of the real-HTTP harness (brownout-lab real) and of the shop's
 // sale traffic. It drives vegeta's attacker with a pacer over phases of
 // constant rate, a mix of request kinds by class (X-Priority) and a pool
 // of users (X-User-ID), and measures per phase — without its first Skip —

@@ -68,7 +68,7 @@
 //
 // Named experiments are [Scenario]s (overload-sweep, burst, capacity-dip,
 // sale, brownout, dependency-slowdown), run by
-// `brownoutd sim run --scenario NAME`.
+// `brownout-lab run --scenario NAME`.
 //
 // Nothing in the package is safe for concurrent use except running
 // independent Configs in parallel; Admission and Dimmer values hold state,

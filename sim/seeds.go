@@ -21,7 +21,7 @@ type SeedSimulator struct {
 	Run   func(io.Writer) error
 }
 
-// Seeds returns the ported simulators by the name `brownoutd sim seed`
+// Seeds returns the ported simulators by the name `brownout-lab seed`
 // takes. Each call returns a new map.
 func Seeds() map[string]SeedSimulator {
 	return map[string]SeedSimulator{

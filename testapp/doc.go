@@ -6,7 +6,7 @@
 // README's embedded brownout stack ([Embedded], kept verbatim equal to the
 // README by a test).
 //
-// [Serve] runs it on a socket; the harness (brownoutd sim real, and the
+// [Serve] runs it on a socket; the harness (brownout-lab real, and the
 // short ordering test in this package) starts it in its own process and
 // sends open-loop load with package load.
 package testapp

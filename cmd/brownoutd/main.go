@@ -2,10 +2,9 @@
 //
 //	brownoutd serve [--config FILE] [--listen ADDR] …
 //	brownoutd check-config FILE
-//	brownoutd sim seed overload|codel|retry
-//	brownoutd sim run --scenario NAME [--seed N] [--duration D] [--format table|csv|json] [--series]
+//	brownoutd version
 //
-// `brownoutd sim --help` lists the scenarios.
+// The lab (the simulator and the real-HTTP harness) is cmd/brownout-lab.
 package main
 
 import (
@@ -16,6 +15,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/brownout/brownout"
@@ -48,7 +48,6 @@ const usage = `brownoutd — dimmer, not dark
 Usage:
   brownoutd serve [flags]         the controller as a service: OFREP, operator API, /metrics (brownoutd serve --help)
   brownoutd check-config FILE     check a YAML configuration; every error with its line and field path
-  brownoutd sim …                 run the deterministic lab (brownoutd sim --help)
   brownoutd version               the build: version, commit, Go
 `
 
@@ -60,7 +59,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	switch args[0] {
 	case "sim":
-		return runSim(ctx, args[1:], stdout, stderr)
+		return usagef("the lab moved to its own command: brownout-lab %s (go run ./cmd/brownout-lab --help)", strings.Join(args[1:], " "))
 	case "serve":
 		return runServe(ctx, args[1:], stdout, stderr)
 	case "check-config":

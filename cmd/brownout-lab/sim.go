@@ -10,16 +10,20 @@ import (
 	"strings"
 	"time"
 
+	"github.com/brownout/brownout"
 	"github.com/brownout/brownout/internal/cli"
 	"github.com/brownout/brownout/sim"
 )
 
 func simUsage(w io.Writer) {
-	fmt.Fprint(w, `Usage:
-  brownoutd sim seed NAME          print a source simulator's output, byte for byte
-  brownoutd sim run --scenario NAME [--seed N] [--duration D] [--format table|csv|json] [--series]
-  brownoutd sim real [--stack brownout|shed|failsafe|none] [--workers N] [--phases R:D,…] …
-                                   the embedded stack on real HTTP (brownoutd sim real --help)
+	fmt.Fprint(w, `brownout-lab — the lab: the deterministic simulator and the real-HTTP harness
+
+Usage:
+  brownout-lab seed NAME          print a source simulator's output, byte for byte
+  brownout-lab run --scenario NAME [--seed N] [--duration D] [--format table|csv|json] [--series]
+  brownout-lab real [--stack brownout|shed|failsafe|none] [--workers N] [--phases R:D,…] …
+                                  the embedded stack on real HTTP (brownout-lab real --help)
+  brownout-lab version            the build: version, commit, Go
 
 Seeds:
 `)
@@ -39,14 +43,18 @@ Seeds:
 	}
 }
 
-func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// run is the whole command behind main, so that tests can call it.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		simUsage(stderr)
-		return usagef("sim: want a subcommand: seed, run or real")
+		return usagef("no command: want seed, run or real")
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
 		simUsage(stdout)
+		return nil
+	case "version", "-version", "--version":
+		fmt.Fprintln(stdout, "brownout-lab", brownout.Version())
 		return nil
 	case "seed":
 		if len(args) == 2 && cli.IsHelp(args[1]) {
@@ -55,11 +63,11 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		if len(args) != 2 {
 			simUsage(stderr)
-			return usagef("sim seed: want exactly one name")
+			return usagef("seed: want exactly one name")
 		}
 		s, ok := sim.Seeds()[args[1]]
 		if !ok {
-			return usagef("sim seed: unknown seed simulator %q", args[1])
+			return usagef("seed: unknown seed simulator %q", args[1])
 		}
 		return s.Run(stdout)
 	case "run":
@@ -70,12 +78,12 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return runRealApp(ctx, args[1:], stdout, stderr)
 	}
 	simUsage(stderr)
-	return usagef("sim: unknown subcommand %q", args[0])
+	return usagef("unknown command %q", args[0])
 }
 
 func runScenario(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("brownoutd sim run", flag.ContinueOnError)
-	name := fs.String("scenario", "", "scenario to run (see brownoutd sim --help)")
+	fs := flag.NewFlagSet("brownout-lab run", flag.ContinueOnError)
+	name := fs.String("scenario", "", "scenario to run (see brownout-lab --help)")
 	seed := fs.Uint("seed", 1, "random seed; the same seed gives the same run")
 	dur := fs.Duration("duration", 0, "length of each run (default: the scenario's)")
 	format := fs.String("format", "table", "output format: "+strings.Join(sim.Formats(), ", "))
@@ -89,15 +97,15 @@ func runScenario(_ context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	switch {
 	case fs.NArg() > 0:
-		return usagef("sim run: unexpected arguments %q", fs.Args())
+		return usagef("run: unexpected arguments %q", fs.Args())
 	case *name == "":
-		return usagef("sim run: --scenario is required (one of %s)", strings.Join(sim.ScenarioNames(), ", "))
+		return usagef("run: --scenario is required (one of %s)", strings.Join(sim.ScenarioNames(), ", "))
 	case *seed > 1<<32-1:
-		return usagef("sim run: --seed %d does not fit in 32 bits", *seed)
+		return usagef("run: --seed %d does not fit in 32 bits", *seed)
 	case *dur < 0 || (*dur > 0 && *dur < time.Second) || *dur > 24*time.Hour:
-		return usagef("sim run: --duration %s: want between 1s and 24h", *dur)
+		return usagef("run: --duration %s: want between 1s and 24h", *dur)
 	case !slices.Contains(sim.Formats(), *format):
-		return usagef("sim run: --format %q: want one of %s", *format, strings.Join(sim.Formats(), ", "))
+		return usagef("run: --format %q: want one of %s", *format, strings.Join(sim.Formats(), ", "))
 	}
 	sc, err := sim.Lookup(*name)
 	if err != nil {

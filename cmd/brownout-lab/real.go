@@ -16,7 +16,7 @@ import (
 )
 
 const realUsage = `Usage:
-  brownoutd sim real [flags]
+  brownout-lab real [flags]
 
 Runs the embedded stack (the README's snippet, package defaults) in front of
 a test app with a hidden bottleneck, in its own process on 127.0.0.1, and
@@ -26,9 +26,9 @@ a table per phase (each measured without its first 5 s) to stdout.
 Flags:
 `
 
-// runReal is "brownoutd sim real".
+// runReal is "brownout-lab real".
 func runReal(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("brownoutd sim real", flag.ContinueOnError)
+	fs := flag.NewFlagSet("brownout-lab real", flag.ContinueOnError)
 	stack := fs.String("stack", "brownout", "what protects the app: none, shed (the controller frozen: shedding alone), failsafe (failsafe-go's adaptive limiter with our controller dimming behind it), brownout")
 	workers := fs.Int("workers", 4, "the app's hidden concurrency (one worker per page)")
 	page := fs.Duration("page", 6*time.Millisecond, "a page's mandatory work")
@@ -67,19 +67,19 @@ func runReal(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	switch {
 	case fs.NArg() > 0:
-		return usagef("sim real: unexpected arguments %q", fs.Args())
+		return usagef("real: unexpected arguments %q", fs.Args())
 	case *workers < 1 || *workers > 10000:
-		return usagef("sim real: --workers %d: want 1 to 10000", *workers)
+		return usagef("real: --workers %d: want 1 to 10000", *workers)
 	case *page <= 0:
-		return usagef("sim real: --page %s: want a positive duration", *page)
+		return usagef("real: --page %s: want a positive duration", *page)
 	case !(*critical >= 0 && *critical < 1):
-		return usagef("sim real: --critical %v: want 0 ≤ share < 1", *critical)
+		return usagef("real: --critical %v: want 0 ≤ share < 1", *critical)
 	case *timeout <= 0:
-		return usagef("sim real: --timeout %s: want a positive duration", *timeout)
+		return usagef("real: --timeout %s: want a positive duration", *timeout)
 	case !(*spike > 0 && *spike <= 20) || !(*calm >= 0 && *calm <= 20):
-		return usagef("sim real: --spike %v, --calm %v: want multiples between 0 and 20", *spike, *calm)
+		return usagef("real: --spike %v, --calm %v: want multiples between 0 and 20", *spike, *calm)
 	case *format != "table" && *format != "json":
-		return usagef("sim real: --format %q: want table or json", *format)
+		return usagef("real: --format %q: want table or json", *format)
 	}
 	on, off := cfg.Capacity()
 	var phs []load.Phase
@@ -101,7 +101,7 @@ func runReal(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	res, err := testapp.RunHarness(ctx, testapp.HarnessConfig{
 		App: cfg, Stack: st, Phases: phs, Critical: *critical, Users: *users, Seed: *seed, Timeout: *timeout, Progress: progress,
 		Command: func(ctx context.Context, args []string) *exec.Cmd {
-			cmd := exec.CommandContext(ctx, exe, append([]string{"sim", "real-app"}, args...)...)
+			cmd := exec.CommandContext(ctx, exe, append([]string{"real-app"}, args...)...)
 			cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM} // never outlive us
 			return cmd
 		},
