@@ -249,6 +249,18 @@ func (c *Controller) Step(now time.Time, s signals.Snapshot) *State {
 	return st
 }
 
+// idle reports whether s is of a service that no request reached: the
+// arrival rate measured and zero, nothing in flight. Not a service whose
+// requests hang (in flight, never completing): that is no signal.
+func idle(s signals.Snapshot) bool {
+	rate, ok := s.Get(signals.ArrivalRate)
+	if !ok || rate != 0 {
+		return false
+	}
+	n, ok := s.Get(signals.InFlight)
+	return !ok || n == 0
+}
+
 // step is Step under the lock. It reports whether the published state
 // changed; it allocates only then.
 func (c *Controller) step(now time.Time, s signals.Snapshot) (*State, bool) {
@@ -299,6 +311,13 @@ func (c *Controller) step(now time.Time, s signals.Snapshot) (*State, bool) {
 			m.lastFresh = now
 		}
 		m.mode, m.why = Frozen, why{kind: whyFrozen}
+	case !ok && idle(s):
+		// Nothing to measure: the source answered, and no request came
+		// (none in flight either). An idle service is fresh, not stale:
+		// hold the levels — nobody is served them — and say so.
+		m.underSince, m.overSince = time.Time{}, time.Time{}
+		m.lastFresh = now
+		m.why = why{kind: whyIdle}
 	case !ok:
 		// Nothing measured: hold; after StaleAfter periods, say so.
 		m.underSince, m.overSince = time.Time{}, time.Time{}

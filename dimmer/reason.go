@@ -27,6 +27,7 @@ const (
 	whyStart whyKind = iota
 	whyNoSignal
 	whyStale
+	whyIdle
 	whyFrozen
 	whyReconfigured
 	whyCascade
@@ -90,6 +91,8 @@ func (c *Controller) reason() string {
 		r = "no signal this period: holding levels"
 	case whyStale:
 		r = fmt.Sprintf("no signal for %s: stale, holding levels", w.held.Round(time.Millisecond))
+	case whyIdle:
+		r = "idle: no request in the window, holding levels"
 	case whyFrozen:
 		r = "frozen by operator: " + m.freezeWhy
 	case whyReconfigured:
