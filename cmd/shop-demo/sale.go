@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/brownout/brownout/internal/server"
@@ -55,7 +56,9 @@ Flags:
 	}
 	runs := []string{*protect}
 	if *compare {
-		runs = []string{"none", "shed", "brownout"}
+		// The brownout run first, so that the dial is live as soon as it
+		// is opened; the table shows them weakest first.
+		runs = []string{"brownout", "shed", "none"}
 	}
 	var front *dialFront
 	if *dialAddr != "" {
@@ -85,6 +88,7 @@ Flags:
 			return err
 		}
 		results = append(results, res)
+		fmt.Fprintf(stderr, "== protection %s done: %s\n", p, midnight(res))
 		if !*asJSON && !*compare {
 			if err := shop.WriteSale(stdout, res); err != nil {
 				return err
@@ -97,9 +101,21 @@ Flags:
 		return enc.Encode(results)
 	}
 	if *compare {
+		slices.Reverse(results) // none, shed, brownout
 		return shop.WriteComparison(stdout, results)
 	}
 	return nil
+}
+
+// midnight is one line on a run's midnight spike, for the progress.
+func midnight(r *shop.SaleResult) string {
+	for _, p := range r.Load.Phases {
+		if p.Name == shop.PhaseMidnight {
+			return fmt.Sprintf("at midnight (2× capacity) %.0f good answers/s, %.1f %% of critical requests in time, p99 %s",
+				p.Goodput, 100*p.CriticalOK, p.P99.Round(time.Millisecond))
+		}
+	}
+	return "no midnight phase"
 }
 
 // saleOnce runs the sale against cfg.Target, or against a fresh shop of
