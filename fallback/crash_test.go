@@ -18,6 +18,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/brownout/brownout/fallback/sqlite"
 )
 
 // TestHelperDrainer is not a test: TestSIGKILLMidDrain runs the test binary
@@ -27,7 +29,7 @@ func TestHelperDrainer(t *testing.T) {
 	if path == "" {
 		t.Skip("helper process for TestSIGKILLMidDrain")
 	}
-	db, err := OpenSQLite(path)
+	db, err := sqlite.Open(path)
 	require.NoError(t, err)
 	o, err := NewOutbox(context.Background(), db, OutboxConfig{Rate: 200, Lease: time.Second})
 	require.NoError(t, err)
@@ -53,7 +55,7 @@ func TestSIGKILLMidDrain(t *testing.T) {
 	}
 	dir := t.TempDir()
 	path := filepath.Join(dir, "shop.db")
-	db, err := OpenSQLite(path)
+	db, err := sqlite.Open(path)
 	require.NoError(t, err)
 	_, err = db.Exec(`CREATE TABLE orders (id TEXT PRIMARY KEY, total INTEGER NOT NULL)`)
 	require.NoError(t, err)

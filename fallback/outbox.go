@@ -23,7 +23,8 @@ type Dialect uint8
 
 const (
 	// SQLite, through modernc.org/sqlite (driver "sqlite"): the embedded
-	// default. Open it with OpenSQLite for WAL and a busy timeout. Several
+	// default. Open it with fallback/sqlite.Open for WAL and a busy timeout
+	// (that package links the driver; this one does not). Several
 	// drainers on one machine may share the file.
 	SQLite Dialect = iota
 	// Postgres, through github.com/jackc/pgx/v5/stdlib (driver "pgx"):
@@ -608,16 +609,4 @@ func (o *Outbox) Stats(ctx context.Context) (OutboxStats, error) {
 	}
 	st.Sent, st.Failed, st.DeadLettered, st.Fenced = o.sent.Load(), o.failed.Load(), o.dead.Load(), o.fenced.Load()
 	return st, nil
-}
-
-// OpenSQLite opens (creating) an SQLite database for an outbox: WAL
-// journal, a 5 s busy timeout, synchronous NORMAL (durable across process
-// crashes; a power loss may lose the last transactions).
-func OpenSQLite(path string) (*sql.DB, error) {
-	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=synchronous(NORMAL)"
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		return nil, fmt.Errorf("fallback: open sqlite %s: %w", path, err)
-	}
-	return db, nil
 }

@@ -14,11 +14,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/brownout/brownout/fallback/sqlite"
 )
 
 func openTestDB(t *testing.T) *sql.DB {
 	t.Helper()
-	db, err := OpenSQLite(filepath.Join(t.TempDir(), "shop.db"))
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "shop.db"))
 	require.NoError(t, err)
 	_, err = db.Exec(`CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, total INTEGER NOT NULL)`)
 	require.NoError(t, err)
@@ -290,7 +292,7 @@ func TestSMSProviderSlowdown(t *testing.T) {
 
 func BenchmarkOutboxEnqueue(b *testing.B) {
 	dir := b.TempDir()
-	db, err := OpenSQLite(filepath.Join(dir, "bench.db"))
+	db, err := sqlite.Open(filepath.Join(dir, "bench.db"))
 	require.NoError(b, err)
 	defer db.Close()
 	_, err = db.Exec(`CREATE TABLE orders (id TEXT PRIMARY KEY, total INTEGER NOT NULL)`)
@@ -309,7 +311,7 @@ func BenchmarkOutboxEnqueue(b *testing.B) {
 }
 
 func BenchmarkOutboxDrainUnpaced(b *testing.B) {
-	db, err := OpenSQLite(filepath.Join(b.TempDir(), "bench.db"))
+	db, err := sqlite.Open(filepath.Join(b.TempDir(), "bench.db"))
 	require.NoError(b, err)
 	defer db.Close()
 	db.Exec(`CREATE TABLE orders (id TEXT PRIMARY KEY, total INTEGER NOT NULL)`)
@@ -369,7 +371,7 @@ func (l *sendLog) twice(n int) (twice, missing int) {
 
 // sqliteAt opens the SQLite file at path.
 func sqliteAt(path string) func() (*sql.DB, error) {
-	return func() (*sql.DB, error) { return OpenSQLite(path) }
+	return func() (*sql.DB, error) { return sqlite.Open(path) }
 }
 
 // drainersOn opens n outboxes, each on its own connection pool from open,
@@ -440,7 +442,7 @@ func TestOutboxLeaseOutlivedByPacedBatch(t *testing.T) {
 		t.Run(fmt.Sprintf("rate=%v,batch=%d,lease=%v", c.rate, c.batch, c.lease), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				path := filepath.Join(t.TempDir(), "shop.db")
-				db, err := OpenSQLite(path)
+				db, err := sqlite.Open(path)
 				require.NoError(t, err)
 				_, err = db.Exec(`CREATE TABLE orders (id TEXT PRIMARY KEY, total INTEGER NOT NULL)`)
 				require.NoError(t, err)
@@ -535,7 +537,7 @@ func TestOutboxPaceIsShared(t *testing.T) {
 		t.Run(fmt.Sprint(drainers), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				path := filepath.Join(t.TempDir(), "shop.db")
-				db, err := OpenSQLite(path)
+				db, err := sqlite.Open(path)
 				require.NoError(t, err)
 				_, err = db.Exec(`CREATE TABLE orders (id TEXT PRIMARY KEY, total INTEGER NOT NULL)`)
 				require.NoError(t, err)

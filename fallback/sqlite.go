@@ -1,3 +1,0 @@
-package fallback
-
-import _ "modernc.org/sqlite" // the embedded default database driver
