@@ -113,7 +113,7 @@ type Store struct {
 // A dsn starting with postgres:// or postgresql:// is a PostgreSQL
 // connection string (driver pgx; at most 32 open connections, all kept
 // when idle, which DB().SetMaxOpenConns and SetMaxIdleConns change). Anything else is the path of an SQLite
-// file, created if missing, opened with OpenSQLite's settings (WAL, a 5 s
+// file, created if missing, opened with fallback/sqlite.Open's settings (WAL, a 5 s
 // busy timeout, synchronous NORMAL) and with every writing transaction
 // begun IMMEDIATE, so that it takes the write lock at BEGIN rather than
 // failing to upgrade a read later (see the package documentation).
@@ -172,7 +172,7 @@ const (
 
 // parseDSN tells PostgreSQL URLs from SQLite paths and, for a path,
 // returns the modernc DSN: a file: URI (the path with %, ? and #
-// escaped, so that it cannot be read as URI syntax) with OpenSQLite's
+// escaped, so that it cannot be read as URI syntax) with fallback/sqlite.Open's
 // pragmas and _txlock=immediate.
 func parseDSN(dsn string) (dsnKind, string, error) {
 	for _, scheme := range []string{"postgres://", "postgresql://"} {
@@ -199,7 +199,7 @@ func parseDSN(dsn string) (dsnKind, string, error) {
 			b.WriteByte(c)
 		}
 	}
-	// The same pragmas as fallback.OpenSQLite, and BEGIN IMMEDIATE for
+	// The same pragmas as fallback/sqlite.Open, and BEGIN IMMEDIATE for
 	// every transaction that is not read-only.
 	b.WriteString("?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=synchronous(NORMAL)&_txlock=immediate")
 	return kindSQLite, b.String(), nil
