@@ -73,7 +73,7 @@ func gaps(at []time.Duration) []time.Duration {
 // At the floor, a full account that has nowhere to go does not back the
 // settled trim off: only steps double the wait, so the first steps up out
 // of the floor wait 20 s, then 40, not a minute each.
-func TestReviewHoldWaitGrowsWithoutAStepAtTheFloor(t *testing.T) {
+func TestHoldWaitGrowsWithoutAStepAtTheFloor(t *testing.T) {
 	r := newRvRig(t, settleConfig())
 	r.landAt04()
 	r.step(1.6, 0) // a fall on latency over CascadeAt: 0.4 → 0.2 → 0
@@ -93,7 +93,7 @@ func TestReviewHoldWaitGrowsWithoutAStepAtTheFloor(t *testing.T) {
 // cap's level — settled, it would climb back a quantum a minute (the cap
 // took 0.15: a quarter of an hour) at a pressure (0.5) under which the
 // landing doubles its steps.
-func TestReviewSettledTrimCrawlsBackAfterACap(t *testing.T) {
+func TestSettledTrimCrawlsBackAfterACap(t *testing.T) {
 	cfg := settleConfig()
 	from := t0.Add(54 * time.Second) // just after the trim settled at 0.4
 	// recommendations (0.5–1 of brightness) off, reviews (0–0.5) capped
@@ -122,7 +122,7 @@ func TestReviewSettledTrimCrawlsBackAfterACap(t *testing.T) {
 // With a level a regime fall left within a span above (the trim's span a
 // quantum or two after reversals), a regime move returns to it, not a
 // span up past it.
-func TestReviewBackToPriorOvershootsIt(t *testing.T) {
+func TestBackToPriorOvershootsIt(t *testing.T) {
 	r := newRvRig(t, settleConfig())
 	r.landAt04()
 	m := &r.c.mu
@@ -139,7 +139,7 @@ func TestReviewBackToPriorOvershootsIt(t *testing.T) {
 // wobbles) records no level the fall merely passed through (0.8, a second
 // after full brightness, already over CascadeAt) as one the trim held: a
 // calm run later moves a span, not back there.
-func TestReviewPriorFromALevelTheFallPassed(t *testing.T) {
+func TestPriorFromALevelTheFallPassed(t *testing.T) {
 	for _, wobble := range []bool{false, true} {
 		r := newRvRig(t, settleConfig())
 		r.step(1.6, 0) // 1 → 0.8
@@ -159,7 +159,7 @@ func TestReviewPriorFromALevelTheFallPassed(t *testing.T) {
 }
 
 // A settled regime move needs a run of 20 s, and its reason says so.
-func TestReviewSettledRegimeReasonStatesTheRun(t *testing.T) {
+func TestSettledRegimeReasonStatesTheRun(t *testing.T) {
 	r := newRvRig(t, settleConfig())
 	r.landAt04()
 	var moved *State
@@ -178,7 +178,7 @@ func TestReviewSettledRegimeReasonStatesTheRun(t *testing.T) {
 
 // A return on the relaxed run (under Low, its mean under Low/2) says so,
 // not "far under target (under 35%)": half its readings were over 35 %.
-func TestReviewRelaxedReturnReasonStatesTheRun(t *testing.T) {
+func TestRelaxedReturnReasonStatesTheRun(t *testing.T) {
 	r := newRvRig(t, settleConfig())
 	r.landAt04()
 	r.step(1.6, 0) // a fall from the level held: prior 0.4
@@ -193,7 +193,7 @@ func TestReviewRelaxedReturnReasonStatesTheRun(t *testing.T) {
 // An episode that starts with a load step (80 → 150 req/s): the slow load
 // average restarts at the fall, so its catching up with the step is no
 // drift that would land the trim afresh at a load that never moved.
-func TestReviewLoadStepRelandsSpuriously(t *testing.T) {
+func TestLoadStepRelandsSpuriously(t *testing.T) {
 	r := newRvRig(t, settleConfig())
 	r.load = 80
 	r.run(60*time.Second, 0.5, 0)
@@ -219,7 +219,7 @@ func TestReviewLoadStepRelandsSpuriously(t *testing.T) {
 // Reconfigure to a longer Tick restarts the run counters, which count
 // periods: 8 s of a run under Low at 100 ms (80 periods) must not become
 // 80 s' worth at 1 s and fire the return to the prior level at once.
-func TestReviewReconfigureTickKeepsRunsInPeriods(t *testing.T) {
+func TestReconfigureTickKeepsRunsInPeriods(t *testing.T) {
 	cfg := settleConfig()
 	cfg.Tick = 100 * time.Millisecond
 	r := newRvRig(t, cfg)
@@ -242,7 +242,7 @@ func TestReviewReconfigureTickKeepsRunsInPeriods(t *testing.T) {
 // The relaxed "back" run (under Low, mean under Low/2) is justified by a
 // known good level to return to; with a prior whose load mark the load has
 // since risen past ("no guide") it moves nothing, as without a prior.
-func TestReviewRelaxedRunWithAPriorThatIsNoGuide(t *testing.T) {
+func TestRelaxedRunWithAPriorThatIsNoGuide(t *testing.T) {
 	r := newRvRig(t, settleConfig())
 	r.landAt04()
 	m := &r.c.mu

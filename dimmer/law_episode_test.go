@@ -217,7 +217,7 @@ func stepUpAfterFall(t *testing.T, c *Controller, now time.Time, window time.Dur
 // readings over target that follow describe the level before the cap, and
 // must not count against the capped level (they used to, from 0.4 of the
 // window on, and dimmed a feature the cap does not touch).
-func TestReviewCapAfterAStepUpIsNoFailedProbe(t *testing.T) {
+func TestCapAfterAStepUpIsNoFailedProbe(t *testing.T) {
 	c, _ := New(testConfig())
 	const window = 5 * time.Second
 	now := stepUpAfterFall(t, c, t0, window)
@@ -243,7 +243,7 @@ func TestReviewCapAfterAStepUpIsNoFailedProbe(t *testing.T) {
 // window) are evidence about the level, not a change of regime: the regime
 // rule's runs count settled periods only. A plant over target above 0.5
 // and far under it below makes the trim step back and forth across 0.5.
-func TestReviewNoRegimeMoveWithinAWindow(t *testing.T) {
+func TestNoRegimeMoveWithinAWindow(t *testing.T) {
 	for _, ev := range []float64{1, 5} {
 		for _, w := range []time.Duration{5 * time.Second, 60 * time.Second} {
 			cfg := testConfig()
