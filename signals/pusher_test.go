@@ -2,7 +2,6 @@ package signals
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -12,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/brownout/brownout/internal/pipenet"
 )
 
 // TestPusherEndToEnd: two Pushers post their Recorders to an httptest
@@ -101,47 +102,6 @@ func TestNewPusherRejectsBadConfig(t *testing.T) {
 	assert.ErrorContains(t, err, "no recorder")
 }
 
-// pipeListener is an in-memory network for synctest bubbles, where real
-// sockets are not durably blocking: a listener whose connections are
-// net.Pipe ends, and a dialer for the client's end.
-type pipeListener struct {
-	conns chan net.Conn
-	done  chan struct{}
-	once  sync.Once
-}
-
-func newPipeListener() *pipeListener {
-	return &pipeListener{conns: make(chan net.Conn), done: make(chan struct{})}
-}
-
-func (l *pipeListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.conns:
-		return c, nil
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-}
-
-func (l *pipeListener) Close() error {
-	l.once.Do(func() { close(l.done) })
-	return nil
-}
-
-func (l *pipeListener) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 80} }
-
-func (l *pipeListener) dial(ctx context.Context, _, _ string) (net.Conn, error) {
-	client, server := net.Pipe()
-	select {
-	case l.conns <- server:
-		return client, nil
-	case <-l.done:
-		return nil, net.ErrClosed
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
 // TestPusherRunBacksOff runs a Pusher against an httptest server of a
 // PushSource in a synctest bubble: it pushes every Interval, backs off
 // with jitter while the server fails (honouring Retry-After), and comes
@@ -152,7 +112,7 @@ func TestPusherRunBacksOff(t *testing.T) {
 		var mu sync.Mutex
 		var attempts []time.Time
 		failing, retryAfter := false, ""
-		l := newPipeListener()
+		l := pipenet.New()
 		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			mu.Lock()
 			attempts = append(attempts, time.Now())
@@ -168,7 +128,7 @@ func TestPusherRunBacksOff(t *testing.T) {
 		srv.Listener = l
 		srv.Start()
 		defer srv.Close()
-		tr := &http.Transport{DialContext: l.dial}
+		tr := &http.Transport{DialContext: l.Dial}
 		defer tr.CloseIdleConnections()
 
 		rec := NewRecorder(Config{})

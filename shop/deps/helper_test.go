@@ -1,61 +1,16 @@
 package deps
 
 import (
-	"context"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"time"
+
+	"github.com/brownout/brownout/internal/pipenet"
 )
 
-// pipeNet is an in-memory network for testing/synctest bubbles, where real
-// sockets are not durably blocking: a listener whose connections are
-// net.Pipe ends, and a dialer for the client's end.
-type pipeNet struct {
-	conns chan net.Conn
-	done  chan struct{}
-	once  sync.Once
-}
-
-func newPipeNet() *pipeNet { return &pipeNet{conns: make(chan net.Conn), done: make(chan struct{})} }
-
-func (l *pipeNet) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.conns:
-		return c, nil
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-}
-
-func (l *pipeNet) Close() error {
-	l.once.Do(func() { close(l.done) })
-	return nil
-}
-
-func (l *pipeNet) Addr() net.Addr { return pipeAddr{} }
-
-func (l *pipeNet) dial(ctx context.Context, _, _ string) (net.Conn, error) {
-	client, server := net.Pipe()
-	select {
-	case l.conns <- server:
-		return client, nil
-	case <-l.done:
-		return nil, net.ErrClosed
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
-type pipeAddr struct{}
-
-func (pipeAddr) Network() string { return "pipe" }
-func (pipeAddr) String() string  { return "pipe" }
-
-// pipeServer serves h on a pipeNet; close stops the server (and the
+// pipeServer serves h on a pipenet.Listener; close stops the server (and the
 // dependency, through stop) and the client's idle connections.
 type pipeServer struct {
 	*Server
@@ -63,9 +18,9 @@ type pipeServer struct {
 }
 
 func servePipe(h http.Handler, stop func()) *pipeServer {
-	l := newPipeNet()
+	l := pipenet.New()
 	// Host 127.0.0.1: the dependencies serve local clients only.
-	return &pipeServer{Server: serve(l, "http://127.0.0.1", h, stop), tr: &http.Transport{DialContext: l.dial}}
+	return &pipeServer{Server: serve(l, "http://127.0.0.1", h, stop), tr: &http.Transport{DialContext: l.Dial}}
 }
 
 // client is an HTTP client on the pipe network with a timeout (0: none).
