@@ -34,6 +34,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/netip"
 	"os"
@@ -80,8 +81,8 @@ const (
 	latencySlices = 5
 )
 
-// Options configures New. The zero value protects a service with no
-// optional features (admission control only); list them in Features.
+// Options configures New. Features is required in embedded mode (the
+// controller dims them); the rest takes the defaults.
 type Options struct {
 	// Features are the optional features, dimmed lowest Rank first (see
 	// dimmer.Feature). Each request tallies which of them it rendered, so
@@ -176,8 +177,11 @@ func New(o Options) (*Brownout, error) {
 	if o.MaxRejectRatio == 0 {
 		o.MaxRejectRatio = DefaultMaxRejectRatio
 	}
-	if o.MaxRejectRatio >= 1 {
-		return nil, fmt.Errorf("brownout: MaxRejectRatio %v: want a share under 1", o.MaxRejectRatio)
+	if o.MaxRejectRatio >= 1 || math.IsNaN(o.MaxRejectRatio) {
+		return nil, fmt.Errorf("brownout: MaxRejectRatio %v: want a share under 1 (negative: latency alone)", o.MaxRejectRatio)
+	}
+	if o.Daemon == "" && len(o.Features) == 0 {
+		return nil, errors.New("brownout: no Features: list the optional features the controller dims (or set Daemon for fleet mode)")
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -374,6 +378,7 @@ func (b *Brownout) Close() error {
 	}
 	b.closed = true
 	if b.api != nil {
+		b.api.Shutdown() // end the streams, so that servers can shut down
 		b.api.Close()
 	}
 	return nil

@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -283,4 +286,52 @@ func TestCostsLearnedEndToEnd(t *testing.T) {
 	require.True(t, learned, "reviews' cost learned from the requests")
 	t.Logf("reviews: %.2f ± %.2f of a page (true 1), %d ticks", known.Value, known.SE, known.Contrasted)
 	assert.InDelta(t, 1, known.Value, 0.5)
+}
+
+// TestCloseEndsStreamsAndReleasesTheStateDir: Close ends the operator
+// API's open streams (a server's graceful shutdown does not wait on them)
+// and writes nothing more to the state directory, which another stack
+// may own now.
+func TestCloseEndsStreamsAndReleasesTheStateDir(t *testing.T) {
+	dir := t.TempDir()
+	b, err := brownout.New(brownout.Options{Features: features(), StateDir: dir, Loopback: true})
+	require.NoError(t, err)
+	ops := httptest.NewServer(b.Handler())
+	defer ops.Close()
+	resp, err := http.Get(ops.URL + "/v1/stream")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	ended := make(chan struct{})
+	go func() {
+		io.Copy(io.Discard, resp.Body)
+		close(ended)
+	}()
+	require.NoError(t, b.Close())
+	select {
+	case <-ended:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stream still open 5 s after Close")
+	}
+
+	b2, err := brownout.New(brownout.Options{Features: features(), StateDir: dir})
+	require.NoError(t, err, "the directory is free after Close")
+	defer b2.Close()
+	before, err := os.ReadFile(filepath.Join(dir, "operator.json"))
+	require.NoError(t, err)
+	req, _ := http.NewRequest(http.MethodPost, ops.URL+"/v1/freeze", strings.NewReader(`{"reason":"late"}`))
+	req.Header.Set("Content-Type", "application/json")
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+	}
+	after, err := os.ReadFile(filepath.Join(dir, "operator.json"))
+	require.NoError(t, err)
+	assert.Equal(t, string(before), string(after), "a closed stack does not write the directory")
+}
+
+func TestNewRefusesNoFeaturesAndNaN(t *testing.T) {
+	_, err := brownout.New(brownout.Options{})
+	assert.ErrorContains(t, err, "no Features")
+	_, err = brownout.New(brownout.Options{Features: features(), MaxRejectRatio: math.NaN()})
+	assert.ErrorContains(t, err, "MaxRejectRatio")
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -130,6 +131,7 @@ type API struct {
 	// file's write happen as one. Taken before mu, never while holding it;
 	// readers of the flags take mu alone.
 	writeMu sync.Mutex
+	closed  bool // Close ran: the state directory is no longer ours (under writeMu)
 	mu      struct {
 		sync.Mutex
 		frozen       bool
@@ -236,10 +238,15 @@ func (a *API) Note(kind, what string) {
 func (a *API) Save() { a.save() }
 
 // Close releases the state directory's lock (after Save, at shutdown).
+// After it, changes are no longer written there: another process may own
+// the directory now.
 func (a *API) Close() {
-	if a.store != nil {
+	a.writeMu.Lock()
+	defer a.writeMu.Unlock()
+	if a.store != nil && !a.closed {
 		a.store.unlock()
 	}
+	a.closed = true
 }
 
 // Handler returns the API's routes: /ofrep/v1/…, /v1/….
@@ -432,12 +439,19 @@ func problem(w http.ResponseWriter, status int, typ, detail string) {
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // an API, not a page: reasons stay readable (pages render them as text)
+	if err := enc.Encode(v); err != nil {
+		// A value JSON cannot say (a NaN that got through): a 500 that
+		// says so, never a 200 with an empty body.
+		problem(w, http.StatusInternalServerError, "encoding", err.Error())
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false) // an API, not a page: reasons stay readable (pages render them as text)
-	enc.Encode(v)
+	w.Write(b.Bytes())
 }
 
 // decode reads one JSON value of at most maxBody bytes into v; strict

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -432,4 +433,15 @@ func TestStateShowsLearnedCosts(t *testing.T) {
 	assert.InDelta(t, 0.5, st.Features[0].Cost.Value, 0.1)
 	assert.Equal(t, 10, st.Features[0].Cost.Contrasted)
 	assert.Nil(t, st.Features[1].Cost, "reviews was never contrasted")
+}
+
+// TestWriteJSONNeverEmpty: a value JSON cannot encode is a 500 problem,
+// never a 200 with an empty body.
+func TestWriteJSONNeverEmpty(t *testing.T) {
+	w := httptest.NewRecorder()
+	writeJSON(w, http.StatusOK, map[string]float64{"x": math.Inf(1)})
+	assert.Equal(t, http.StatusInternalServerError, w.Code)
+	assert.Equal(t, "application/problem+json", w.Header().Get("Content-Type"))
+	assert.NotEmpty(t, w.Body.String())
+	assert.NotEmpty(t, marshal(map[string]float64{"x": math.NaN()}))
 }

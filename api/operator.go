@@ -152,7 +152,7 @@ func (a *API) State() StateJSON {
 			}
 		}
 		for i, cf := range cfg.Features {
-			if cf.Name == f.Name && i < len(costs) && costs[i].Known() && !math.IsNaN(costs[i].SE) {
+			if cf.Name == f.Name && i < len(costs) && costs[i].Known() {
 				fj.Cost = &CostJSON{Value: round(costs[i].Value), SE: round(costs[i].SE), Contrasted: costs[i].Contrasted}
 			}
 		}

@@ -121,6 +121,9 @@ func (a *API) saveLocked() bool {
 	if a.store == nil {
 		return true
 	}
+	if a.closed {
+		return false // the directory's lock is released: not ours to write
+	}
 	if err := a.store.write(a.snapshot()); err != nil {
 		a.saveErrors.Add(1)
 		a.log.Error("brownout: saving the operators' state", "path", a.store.path, "err", err)

@@ -173,7 +173,11 @@ func parseEventID(s string) (boot int64, gen uint64, ok bool) {
 }
 
 func marshal(v any) []byte {
-	b, _ := json.Marshal(v)
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Never an empty event: a JSON object that says what went wrong.
+		b, _ = json.Marshal(map[string]string{"error": err.Error()})
+	}
 	return b
 }
 

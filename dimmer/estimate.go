@@ -24,9 +24,11 @@ type CostEstimate struct {
 	Contrasted int
 }
 
-// Known reports whether the estimate has a value (the zero CostEstimate
-// has none).
-func (e CostEstimate) Known() bool { return e.Contrasted > 0 && !math.IsNaN(e.Value) }
+// Known reports whether the estimate has a finite value (the zero
+// CostEstimate has none).
+func (e CostEstimate) Known() bool {
+	return e.Contrasted > 0 && !math.IsNaN(e.Value) && !math.IsInf(e.Value, 0) && !math.IsNaN(e.SE) && !math.IsInf(e.SE, 0)
+}
 
 const (
 	// costMemory is how long the estimates remember: an observation
@@ -172,8 +174,11 @@ func (c *costs) estimate(i int) CostEstimate {
 	if math.IsNaN(e.Seconds) || !(e.Base > 0) {
 		return e
 	}
-	e.Value = e.Seconds / e.Base
-	e.SE = c.delta[i].se() / e.Base
+	v, se := e.Seconds/e.Base, c.delta[i].se()/e.Base
+	if math.IsInf(v, 0) || math.IsInf(se, 0) {
+		return e // a base too small to divide by: not known
+	}
+	e.Value, e.SE = v, se
 	return e
 }
 

@@ -148,3 +148,17 @@ func TestCostsUnbiased(t *testing.T) {
 		assert.InEpsilon(t, want[i], sum[i]/runs, 0.03, names[i])
 	}
 }
+
+// TestCostsTinyBaseIsNotKnown: a base so small that the cost divides to
+// infinity is not an estimate (it must not reach /v1/state's JSON).
+func TestCostsTinyBaseIsNotKnown(t *testing.T) {
+	c := newCosts([]Feature{{Name: "a"}})
+	now := time.Unix(0, 0)
+	on := signals.Moments{N: 5, Sum: 5, SumSq: 5}
+	off := signals.Moments{N: 5, Sum: 5e-310, SumSq: 0}
+	c.observe(now, []signals.Tally{{Feature: "a", On: on, Off: off}})
+	c.observe(now.Add(time.Second), []signals.Tally{{Feature: "a", On: signals.Moments{}, Off: signals.Moments{N: 1005, Sum: 1e-307}}})
+	e := c.estimate(0)
+	assert.False(t, math.IsInf(e.Value, 0) && e.Known(), "%+v", e)
+	assert.False(t, e.Known() && (math.IsInf(e.Value, 0) || math.IsInf(e.SE, 0)))
+}

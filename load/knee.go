@@ -60,7 +60,8 @@ type Knee struct {
 	Capacity float64
 	Base     time.Duration
 	// Collapsed is the index of the first step past the knee whose
-	// goodput fell under half of Capacity; −1 when none did.
+	// goodput fell under half of what was served up to the knee; −1 when
+	// none did.
 	Collapsed int
 	// Suggested settings.
 	Suggest Suggestion

@@ -273,8 +273,19 @@ func (m Moments) sub(o Moments) Moments {
 // made after EndTally is kept by nobody.
 type RequestTally struct {
 	context.Context
-	set                *featureSet
-	seen, on, explicit atomic.Uint64
+	set *featureSet
+	// on holds the provider's marks, expOn the app's (Rendered, Skipped)
+	// where explicit is set: apart, so that a provider's mark racing an
+	// app's can never overwrite it (the two meet only when read: onBits).
+	seen, on, explicit, expOn atomic.Uint64
+}
+
+// onBits is the features marked on: the app's marks where it made one,
+// the provider's elsewhere. expOn is written before explicit, so a set
+// explicit bit always reads its own value.
+func (t *RequestTally) onBits() uint64 {
+	exp := t.explicit.Load()
+	return t.on.Load()&^exp | t.expOn.Load()&exp
 }
 
 type tallyKey struct{}
@@ -300,7 +311,7 @@ func (r *Recorder) BeginTally(t *RequestTally, parent context.Context) bool {
 		return false
 	}
 	t.Context, t.set = parent, fs
-	for _, b := range []*atomic.Uint64{&t.seen, &t.on, &t.explicit} {
+	for _, b := range []*atomic.Uint64{&t.seen, &t.on, &t.explicit, &t.expOn} {
 		if b.Load() != 0 { // a fresh t is zero: spare the atomic stores
 			b.Store(0)
 		}
@@ -319,7 +330,7 @@ func (r *Recorder) EndTally(t *RequestTally, service time.Duration) {
 	if seen == 0 || t.set == nil {
 		return
 	}
-	on := t.on.Load()
+	on := t.onBits()
 	x := max(service.Seconds(), 0)
 	sh := r.feat.store.Load().shard()
 	for seen != 0 {
@@ -341,14 +352,17 @@ func (t *RequestTally) mark(feature string, on, explicit bool) bool {
 		return false
 	}
 	bit := uint64(1) << i
-	if explicit {
+	switch {
+	case explicit:
+		if on {
+			t.expOn.Or(bit)
+		} else {
+			t.expOn.And(^bit)
+		}
 		t.explicit.Or(bit)
-	} else if t.explicit.Load()&bit != 0 {
-		return true
-	}
-	if on {
+	case on:
 		t.on.Or(bit)
-	} else {
+	default:
 		t.on.And(^bit)
 	}
 	t.seen.Or(bit)
@@ -362,7 +376,7 @@ func (t *RequestTally) state(feature string) (on, marked bool) {
 		return false, false
 	}
 	bit := uint64(1) << i
-	return t.on.Load()&bit != 0, t.seen.Load()&bit != 0
+	return t.onBits()&bit != 0, t.seen.Load()&bit != 0
 }
 
 func tallyOf(ctx context.Context) *RequestTally {

@@ -390,3 +390,25 @@ func TestPushBodyFeatures(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []Tally{{Feature: "recs", On: Moments{1, .5, .25}, Unattributed: 1}}, p.st.tallies)
 }
+
+// TestExplicitMarkWinsRaces: the app's Rendered and the provider's mark
+// racing on one feature: the app's always stands.
+func TestExplicitMarkWinsRaces(t *testing.T) {
+	rec := NewRecorder(Config{})
+	require.NoError(t, rec.Features("f"))
+	n := 20000
+	if raceEnabled {
+		n = 2000
+	}
+	for range n {
+		var tl RequestTally
+		require.True(t, rec.BeginTally(&tl, context.Background()))
+		var wg sync.WaitGroup
+		wg.Go(func() { Evaluated(&tl, "f", false) })
+		wg.Go(func() { Rendered(&tl, "f") })
+		wg.Wait()
+		on, marked := FeatureMarked(&tl, "f")
+		require.True(t, marked)
+		require.True(t, on, "the app said rendered")
+	}
+}

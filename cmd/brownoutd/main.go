@@ -59,7 +59,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	switch args[0] {
 	case "sim":
-		return usagef("the lab moved to its own command: brownout-lab %s (go run ./cmd/brownout-lab --help)", strings.Join(args[1:], " "))
+		return usagef("the lab moved to its own command: %s (go run ./cmd/brownout-lab --help)", strings.TrimSpace("brownout-lab "+strings.Join(args[1:], " ")))
 	case "serve":
 		return runServe(ctx, args[1:], stdout, stderr)
 	case "check-config":

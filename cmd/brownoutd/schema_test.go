@@ -57,6 +57,12 @@ func TestSchemaAgreesWithTheParser(t *testing.T) {
 		assert.NoError(t, validate(s, b), f)
 	}
 	assert.NoError(t, validate(s, []byte("")), "the empty configuration")
+	for _, src := range []string{"tick: .5s\n", "tick: +1s\n", "tick: 0\n", "state_dir: ~\n", "features: ~\nlaw: ~\n",
+		"features:\n  - {name: a, default: yes}\n"} {
+		if _, perr := parseConfig("ok.yaml", []byte(src)); perr == nil {
+			assert.NoError(t, validate(s, []byte(src)), "the parser takes %q", src)
+		}
+	}
 	for name, src := range map[string]string{
 		"unknown top-level field": "colour: blue\n",
 		"unknown feature field":   "features:\n  - name: a\n    colour: blue\n",
