@@ -14,6 +14,7 @@ import (
 
 	"github.com/open-feature/go-sdk-contrib/providers/ofrep"
 	"github.com/open-feature/go-sdk/openfeature"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -444,4 +445,32 @@ func TestWriteJSONNeverEmpty(t *testing.T) {
 	assert.Equal(t, "application/problem+json", w.Header().Get("Content-Type"))
 	assert.NotEmpty(t, w.Body.String())
 	assert.NotEmpty(t, marshal(map[string]float64{"x": math.NaN()}))
+}
+
+// TestMetricsShowLearnedCosts: a contrasted feature's cost and its
+// standard error are metrics; an uncontrasted one has none.
+func TestMetricsShowLearnedCosts(t *testing.T) {
+	ctl := newController(t)
+	reg := prometheus.NewRegistry()
+	a, err := New(Config{Controller: ctl, Registerer: reg})
+	require.NoError(t, err)
+	defer a.Close()
+	now := time.Date(2026, 11, 11, 0, 0, 0, 0, time.UTC)
+	for k := range 5 {
+		now = now.Add(time.Second)
+		var on, off signals.Moments
+		for j := range 20 {
+			on.Add(0.015 + 0.001*float64(j%3))
+			off.Add(0.010 + 0.001*float64((j+k)%3))
+		}
+		ctl.Step(now, signals.Snapshot{Time: now, Tallies: []signals.Tally{{Feature: "recommendations", On: on, Off: off}}})
+	}
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	got := map[string]int{}
+	for _, mf := range mfs {
+		got[mf.GetName()] = len(mf.GetMetric())
+	}
+	assert.Equal(t, 1, got["brownout_feature_cost_ratio"], "recommendations only")
+	assert.Equal(t, 1, got["brownout_feature_cost_stderr_ratio"])
 }

@@ -44,13 +44,15 @@ var (
 		signals.UnitPerSecond: prometheus.NewDesc("brownout_signal_per_second", "The controller's readings of its rate signals (arrivals, throughput, goodput, refusals), per second.", []string{"signal"}, nil),
 		signals.UnitCount:     prometheus.NewDesc("brownout_signal_count", "The controller's readings of its count signals (in flight, queued at the gate, the gate's limit in cost units).", []string{"signal"}, nil),
 	}
+	costDesc = prometheus.NewDesc("brownout_feature_cost_ratio", "Each feature's cost as the controller learned it: its extra work as a share of the work of a request with every feature off (absent until contrasted).", []string{"feature"}, nil)
+	costSE   = prometheus.NewDesc("brownout_feature_cost_stderr_ratio", "The standard error of brownout_feature_cost_ratio.", []string{"feature"}, nil)
 	srcDesc  = prometheus.NewDesc("brownout_source_up", "1 when the signal source's last read succeeded.", []string{"source"}, nil)
 	saveDesc = prometheus.NewDesc("brownout_state_save_errors_total", "Failed writes of the operators' state file (the change was in force, not on disk).", nil, nil)
 	lagDesc  = prometheus.NewDesc("brownout_tick_lag_p99_seconds", "p99 of how late the last 1000 control ticks ran.", nil, nil)
 )
 
 func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{saveDesc, ofrepDesc, levelDesc, fmodeDesc, pressDesc, modeDesc, shedDesc, genDesc, srcDesc, lagDesc} {
+	for _, d := range []*prometheus.Desc{saveDesc, ofrepDesc, levelDesc, fmodeDesc, pressDesc, modeDesc, shedDesc, genDesc, srcDesc, lagDesc, costDesc, costSE} {
 		ch <- d
 	}
 	for _, d := range readDescs {
@@ -71,6 +73,13 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	if st.PressureOK {
 		ch <- prometheus.MustNewConstMetric(pressDesc, prometheus.GaugeValue, st.Pressure)
+	}
+	for i, e := range m.a.ctl.Costs() {
+		if e.Known() {
+			name := m.a.ctl.Config().Features[i].Name
+			ch <- prometheus.MustNewConstMetric(costDesc, prometheus.GaugeValue, e.Value, name)
+			ch <- prometheus.MustNewConstMetric(costSE, prometheus.GaugeValue, e.SE, name)
+		}
 	}
 	ch <- prometheus.MustNewConstMetric(modeDesc, prometheus.GaugeValue, 1, st.Mode.String())
 	ch <- prometheus.MustNewConstMetric(shedDesc, prometheus.GaugeValue, st.Shed)

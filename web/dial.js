@@ -332,7 +332,8 @@
     v.big.textContent = pct(lvl);
     v.mode.textContent = f.mode;
     v.mode.dataset.mode = f.mode;
-    v.law.textContent = `Law says ${pct(f.computed)} · floor ${pct(f.floor)} · without the daemon: ${f.default ? 'on' : 'off'}`;
+    const cost = f.cost ? ` · costs ${f.cost.value.toFixed(2)} ± ${f.cost.se.toFixed(2)} of a page` : '';
+    v.law.textContent = `Law says ${pct(f.computed)} · floor ${pct(f.floor)} · without the daemon: ${f.default ? 'on' : 'off'}${cost}`;
     v.band.textContent = bandWords(num(st.pressure), S.law);
     let note = '';
     if (f.override) {
