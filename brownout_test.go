@@ -49,6 +49,21 @@ func page(client *openfeature.Client) http.Handler {
 	})
 }
 
+// run runs b; stop ends Run, checks that it returned nil, and closes b
+// (defer it where it belongs among the test's other defers: a daemon's
+// test server cannot close while b's stream to it is open).
+func run(t *testing.T, b *brownout.Brownout) (ctx context.Context, stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
+	return ctx, func() {
+		cancel()
+		require.NoError(t, <-done)
+		require.NoError(t, b.Close())
+	}
+}
+
 func get(t *testing.T, url string) (int, string) {
 	t.Helper()
 	resp, err := http.Get(url)
@@ -84,7 +99,7 @@ func TestNewRefusesBadOptions(t *testing.T) {
 		"negative target":            {Target: -time.Second},
 		"reject ratio of 1":          {MaxRejectRatio: 1},
 		"a feature twice":            {Features: []brownout.Feature{{Name: "a"}, {Name: "a"}}},
-		"a route without class":      {Routes: []brownout.Route{{Pattern: "GET /{"}}},
+		"a bad route pattern":        {Features: features(), Routes: []brownout.Route{{Pattern: "GET /{"}}},
 		"a daemon that is not a URL": {Daemon: "localhost:8080"},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -106,14 +121,8 @@ func TestEmbedded(t *testing.T) {
 	b, err := brownout.New(brownout.Options{Features: features(), Domain: domain(), Registerer: reg,
 		OperatorTokens: map[string]string{"ops": "s3cret"}})
 	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- b.Run(ctx) }()
-	defer func() {
-		cancel()
-		require.NoError(t, <-done)
-		require.NoError(t, b.Close())
-	}()
+	ctx, stop := run(t, b)
+	defer stop()
 	require.NoError(t, b.RegisterProvider())
 
 	app := httptest.NewServer(b.Middleware(page(b.Client())))
@@ -210,14 +219,8 @@ func TestFleet(t *testing.T) {
 	b, err := brownout.New(brownout.Options{Daemon: daemon.URL, Domain: domain(), Instance: "app-1"})
 	require.NoError(t, err)
 	assert.Nil(t, b.Controller(), "fleet mode: the daemon controls")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- b.Run(ctx) }()
-	defer func() {
-		cancel()
-		require.NoError(t, <-done)
-		require.NoError(t, b.Close())
-	}()
+	_, stop := run(t, b)
+	defer stop()
 	require.NoError(t, b.RegisterProvider())
 	app := httptest.NewServer(b.Middleware(page(b.Client())))
 	defer app.Close()
@@ -251,14 +254,8 @@ func TestCostsLearnedEndToEnd(t *testing.T) {
 	}
 	b, err := brownout.New(brownout.Options{Features: features(), Domain: domain()})
 	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- b.Run(ctx) }()
-	defer func() {
-		cancel()
-		require.NoError(t, <-done)
-		require.NoError(t, b.Close())
-	}()
+	_, stop := run(t, b)
+	defer stop()
 	require.NoError(t, b.RegisterProvider())
 	_, err = b.Controller().Pin("reviews", 0.5, time.Hour, "test")
 	require.NoError(t, err)
