@@ -269,6 +269,14 @@ type Config struct {
 	Schedule []Cap
 	// Logger receives level changes. Default: discard.
 	Logger *slog.Logger
+	// Model selects the model law (experimental): the levels that keep
+	// the offered load within a capacity K the controller measures and
+	// corrects, with each feature's cost learned from the tallies — see
+	// docs/model.md. Off, the search law of the package documentation
+	// decides. With it, Feature.Cost is a prior in shares of the all-off
+	// request's work; Evidence, MaxStep, DownGain, UpGain, Proportional,
+	// MaxRise and LoadMargin are not read.
+	Model bool
 }
 
 func (c Config) withDefaults() (Config, error) {

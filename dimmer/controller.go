@@ -83,6 +83,8 @@ type controllerState struct {
 	subs       map[int]chan *State
 	nextSub    int
 
+	mdl modelState // the model law's state (see Config.Model)
+
 	// The settled trim (see trim.go).
 	landAt   time.Time     // the trim's last fresh start
 	holdWait time.Duration // how long a settled step waits after the last move
@@ -147,6 +149,7 @@ func (c *Controller) sizeScratch() {
 	m.levels = make([]float64, nf*(1+len(c.cfg.Segments)))
 	m.caps, m.capBy, m.binds = make([]float64, nf), make([]int, nf), make([]bool, nf)
 	m.active = make([]bool, len(c.cfg.Schedule))
+	m.mdl.size(nf)
 	if n := int(math.Ceil(overSpan.Seconds() / c.cfg.Tick.Seconds())); len(m.overRing) != n {
 		m.overRing = make([]float64, n)
 		m.clearOver()
@@ -302,6 +305,11 @@ func (c *Controller) step(now time.Time, s signals.Snapshot) (*State, bool) {
 	// admission gate's warm-up after it), as with room at the gate.
 	gone := m.dimmed && m.loadMark > 0 && load >= 0 && load < m.loadMark*(1-cfg.LoadMargin)
 	p, pc, ok, top := c.pressure(now, s, room || gone)
+	var o observation
+	if cfg.Model {
+		o, ok = c.observe(now, s, busy, busyOK)
+		p = o.p
+	}
 	m.pressure, m.presOK, m.at = p, ok, now
 	m.mode = Auto
 	switch {
@@ -327,7 +335,11 @@ func (c *Controller) step(now time.Time, s signals.Snapshot) (*State, bool) {
 		}
 	default:
 		m.lastFresh = now
-		m.why = c.control(now, p, pc, top, load, room, saturated, headroom)
+		if cfg.Model {
+			m.why = c.controlModel(now, o)
+		} else {
+			m.why = c.control(now, p, pc, top, load, room, saturated, headroom)
+		}
 	}
 	if m.shadow && m.mode == Auto {
 		m.mode = Shadow

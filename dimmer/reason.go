@@ -2,6 +2,7 @@ package dimmer
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/brownout/brownout/signals"
@@ -19,6 +20,13 @@ type why struct {
 	settled bool          // the trim has landed (see trim.go)
 	run     time.Duration // a regime move's run
 	onMean  bool          // …whose readings were under Low, far under on average
+
+	// The model law (Config.Model): K, what set it last, and the
+	// brightness it gives.
+	model    bool
+	capacity float64
+	source   capSource
+	budget   float64
 }
 
 type whyKind uint8
@@ -51,6 +59,7 @@ const (
 	whyRegimeUp   // far under for long: conditions changed, a span up
 	whyRegimeBack // far under for long after a regime fall: back to the level it left
 	whyRegimeDown // far over for long: conditions changed, a fast fall
+	whyHold       // the model law: nothing moved the levels by a step
 )
 
 // action maps the last step's why to what the law did, and its cause.
@@ -101,6 +110,9 @@ func (c *Controller) reason() string {
 		r = fmt.Sprintf("%s with every feature at its floor: shedding %s", sig, shedName(-m.brightness))
 	case whyDim:
 		r = fmt.Sprintf("%s: dimming %s", sig, cfg.Features[w.feature].Name)
+		if w.model {
+			r = fmt.Sprintf("%s: %s: dimming %s", sig, c.describeModel(w), cfg.Features[w.feature].Name)
+		}
 	case whyFloor:
 		r = fmt.Sprintf("%s: every feature at its floor, shedding %s", sig, shedName(-m.brightness))
 	case whyUnshed:
@@ -110,12 +122,23 @@ func (c *Controller) reason() string {
 			sig, 100*m.busy, shedName(-m.brightness))
 	case whyUnshedLoad:
 		r = fmt.Sprintf("load %.4g/s fell below the %.4g/s that forced shedding: shedding nothing", w.load, w.mark)
+		if w.model {
+			r = fmt.Sprintf("%s: the floors fit the load again (%s): shedding nothing", sig, c.describeModel(w))
+		}
 	case whyFloorRoom:
 		r = fmt.Sprintf("%s: every feature at its floor, but the gate has room (%.0f%% of arrivals waited): not shedding", sig, 100*m.busy)
 	case whyFull:
 		r = sig + ": full brightness"
+		if w.model && w.capacity > 0 {
+			r += " (" + c.describeModel(w) + ")"
+		}
 	case whyBrighten:
 		r = fmt.Sprintf("%s: brightening %s", sig, cfg.Features[w.feature].Name)
+		if w.model {
+			r = fmt.Sprintf("%s: %s: brightening %s", sig, c.describeModel(w), cfg.Features[w.feature].Name)
+		}
+	case whyHold:
+		r = fmt.Sprintf("%s: %s: holding", sig, c.describeModel(w))
 	case whyBand:
 		r = fmt.Sprintf("%s: within %.0f–%.0f%% of target, holding", sig, 100*cfg.Low, 100*cfg.High)
 	case whyConfirm:
@@ -156,6 +179,42 @@ func (c *Controller) reason() string {
 	}
 	return r
 }
+
+// describeModel gives the model law's numbers behind a level, e.g. "load
+// 412/s, carries 3.6 s of service a second (measured while saturated),
+// recommendations costs 31±3 ms (learned) → brightness 0.35".
+func (c *Controller) describeModel(w why) string {
+	m := &c.mu
+	var b strings.Builder
+	if w.load >= 0 {
+		fmt.Fprintf(&b, "load %.4g/s, ", w.load)
+	}
+	if w.capacity <= 0 {
+		b.WriteString("capacity not yet known")
+		return b.String()
+	}
+	unit := "all-off requests"
+	if m.mdl.capacity.seconds {
+		unit = "s of service"
+	}
+	fmt.Fprintf(&b, "carries %.3g %s a second (%s)", w.capacity, unit, sourceNames[w.source])
+	if i := w.feature; i >= 0 && i < len(m.mdl.cost) {
+		f := c.cfg.Features[i].Name
+		switch e := m.costs.estimate(i); {
+		case m.mdl.learned[i] && m.mdl.capacity.seconds:
+			fmt.Fprintf(&b, ", %s costs %s±%s (learned)", f, fmtValue(signals.LatencyMean, e.Seconds), fmtValue(signals.LatencyMean, e.SE*e.Base))
+		case m.mdl.learned[i]:
+			fmt.Fprintf(&b, ", %s costs %.2f±%.2f of an all-off request (learned)", f, e.Value, e.SE)
+		default:
+			fmt.Fprintf(&b, ", %s costs %.2f of an all-off request (configured)", f, c.cfg.Features[i].Cost)
+		}
+	}
+	fmt.Fprintf(&b, " → brightness %.2f", w.budget)
+	return b.String()
+}
+
+var sourceNames = [...]string{capNone: "none", capMeasured: "measured while saturated", capDown: "lowered: over target",
+	capUp: "raised: under target", capCold: "carried at the first overload"}
 
 func shedName(level float64) string {
 	switch {

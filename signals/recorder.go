@@ -41,7 +41,8 @@ type Recorder struct {
 		starts []time.Time               // when each slot started (on the slots' grid)
 		taken  []time.Time               // when its counts were taken (the snapshot that opened it)
 		head   int
-		last   ClassCounts // all classes, at the previous Snapshot (gate.busy)
+		last   ClassCounts // all classes, at the previous Snapshot (gate.busy, Recent)
+		lastAt time.Time
 		lastOK bool
 	}
 }
@@ -182,7 +183,7 @@ func (r *Recorder) Snapshot(now time.Time) Snapshot {
 		}
 	}
 	cur := r.counters.Load()
-	base, since, last, lastOK := r.rotate(now, cur)
+	base, since, last, lastAt, lastOK := r.rotate(now, cur)
 	r.mu.Lock()
 	r.snapshotTallies(&s)
 	r.mu.Unlock()
@@ -212,6 +213,9 @@ func (r *Recorder) Snapshot(now time.Time) Snapshot {
 			total.add(cur[c])
 		}
 		d := total.sub(last)
+		if span := now.Sub(lastAt); span > 0 {
+			s.Recent, s.RecentSpan = d, span
+		}
 		if at := d.AtGate(); at > 0 {
 			s.Set(GateBusy, min(float64(d.NoRoom())/float64(at), 1))
 		}
@@ -228,12 +232,12 @@ func setMax(s *Snapshot, k Key, v float64) {
 // rotate keeps a copy of the cumulative counts at each slot start and
 // returns the copy at the start of the oldest slot in the window, and when
 // that copy was taken; and the counts of all classes at the previous call.
-func (r *Recorder) rotate(now time.Time, cur [NumClasses]ClassCounts) (base [NumClasses]ClassCounts, since time.Time, last ClassCounts, lastOK bool) {
+func (r *Recorder) rotate(now time.Time, cur [NumClasses]ClassCounts) (base [NumClasses]ClassCounts, since time.Time, last ClassCounts, lastAt time.Time, lastOK bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	m := &r.mu
-	last, lastOK = m.last, m.lastOK
-	m.last, m.lastOK = ClassCounts{}, true
+	last, lastAt, lastOK = m.last, m.lastAt, m.lastOK
+	m.last, m.lastAt, m.lastOK = ClassCounts{}, now, true
 	for c := range cur {
 		m.last.add(cur[c])
 	}
@@ -263,5 +267,5 @@ func (r *Recorder) rotate(now time.Time, cur [NumClasses]ClassCounts) (base [Num
 	// The counts of a slot were taken when the snapshot that opened it
 	// ran, which may be up to a slot after its start on the grid: rates
 	// are over the time since then.
-	return m.snaps[oldest], m.taken[oldest], last, lastOK
+	return m.snaps[oldest], m.taken[oldest], last, lastAt, lastOK
 }

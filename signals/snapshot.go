@@ -109,6 +109,12 @@ type Snapshot struct {
 	// the source provides them (see Tally). The slice may be shared with
 	// the source: it is valid until the source's next snapshot.
 	Tallies []Tally
+	// Recent holds the counts of every class since the source's previous
+	// snapshot, RecentSpan ago: what a period brought, where the window's
+	// rates average several. RecentSpan is zero when the source does not
+	// provide them (the first snapshot, scrape and PromQL sources).
+	Recent     ClassCounts
+	RecentSpan time.Duration
 
 	values  [NumKeys]float64
 	present uint32

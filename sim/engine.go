@@ -328,6 +328,13 @@ func newEngine(cfg Config) *engine {
 				e.tallies[k][i].Feature = p.Name
 			}
 		}
+	} else {
+		// One optional block and no parts: the service times are still
+		// tallied, as a Recorder does for every request, under no
+		// feature's name (every request "off").
+		for k := range e.tallies {
+			e.tallies[k] = make([]signals.Tally, 1)
+		}
 	}
 	e.rec.Snapshot(epoch) // start the recorder's windows at zero
 	e.dim = cfg.Dimmer.Step(epoch, signals.Snapshot{Time: epoch})
@@ -506,9 +513,7 @@ func (e *engine) finish(r *Request) {
 	e.busy--
 	e.inSys--
 	e.cfg.Admission.Done(e.vt(e.now), r)
-	if e.partLevel != nil {
-		e.tally(r)
-	}
+	e.tally(r)
 	// The latency the controller reads is the time inside the server, as
 	// a middleware at its edge measures it: queueing in the seeds' model is
 	// contention inside the server.
@@ -583,13 +588,11 @@ func (e *engine) retry(r *Request) {
 func (e *engine) tick() {
 	now := e.vt(e.now)
 	snap := e.rec.Snapshot(now)
-	if e.partLevel != nil {
-		snap.Tallies = e.tallies[e.cur]
-		e.cur ^= 1
-		for i := range e.tallies[e.cur] {
-			t := &e.tallies[e.cur][i]
-			t.On, t.Off = signals.Moments{}, signals.Moments{}
-		}
+	snap.Tallies = e.tallies[e.cur]
+	e.cur ^= 1
+	for i := range e.tallies[e.cur] {
+		t := &e.tallies[e.cur][i]
+		t.On, t.Off = signals.Moments{}, signals.Moments{}
 	}
 	e.dim = e.cfg.Dimmer.Step(now, snap)
 	e.dim.Level = min(max(e.dim.Level, 0), 1)

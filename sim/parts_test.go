@@ -145,13 +145,20 @@ func TestPartsTallies(t *testing.T) {
 	assert.InDelta(t, ms*0.25, revs.On.Mean()-revs.Off.Mean(), 1e-9+ms*0.5*0.1, "reviews a quarter")
 }
 
-// TestNoPartsNoTallies: without Parts the snapshot has no tallies.
-func TestNoPartsNoTallies(t *testing.T) {
+// TestNoPartsOneTally: without Parts the snapshot has one tally, under no
+// feature's name, of every request served "off" — the service times a
+// Recorder tallies although no feature marked the requests.
+func TestNoPartsOneTally(t *testing.T) {
 	rec := &tallyRecorder{}
 	Run(partsLabConfig(nil, rec, 0.5))
-	for _, ts := range rec.got {
-		assert.Nil(t, ts)
+	served := int64(0)
+	for _, ts := range rec.got[1:] {
+		require.Len(t, ts, 1)
+		assert.Empty(t, ts[0].Feature)
+		assert.Zero(t, ts[0].On.N)
+		served += ts[0].Off.N
 	}
+	assert.Positive(t, served)
 }
 
 // TestControllerPassesLevelsByName: with Parts, the dimmer's feature levels

@@ -1,0 +1,149 @@
+package dimmer
+
+import "time"
+
+// The capacity: K, the work a second the service carries within its
+// targets, and how it moves.
+//
+//   - Measured. A saturated period (arrivals beyond completions at a full
+//     gate) completes all the service can do, Ĉ (an average over such
+//     periods). The first sets K to setShare·Ĉ; after it K is at most Ĉ.
+//   - Corrected. Over High, K steps down; under Low for Hold with the
+//     levels under the ceiling, it steps up — each step a share of the
+//     work the whole ladder adds at the current load (so a step of 0.08
+//     moves the brightness by about 0.08), at least Hold (and a signal
+//     window) after the last. Steps double
+//     while they go the same way (up to stepMax) and halve at each
+//     reversal (down to stepMin), which also doubles the wait before the
+//     next (up to maxWait): Kesten's rule for stochastic approximation —
+//     a K that is right sees ever smaller, ever rarer moves around it.
+//   - Reset. A change of regime — the load jumped, or the service's
+//     work per request did — starts the steps afresh: the feedforward has moved
+//     the levels for the change, and what K lacks is found quickly.
+//
+// With tallies the unit of work is a second of service, and a service that
+// got slower or faster shows in the measured work of a request: the levels
+// follow it through the feedforward, and K moves only for what the
+// queue's shape changes.
+
+const (
+	// setShare is the share of a measured saturation capacity K is set
+	// to: 0.9 leaves the tenth of the capacity a queue needs to answer
+	// within its bound (the reference dimmer of the lab, told the true
+	// load and capacity, serves the most optional content at 0.85–0.95
+	// with four workers; the correction takes one worker lower).
+	setShare = 0.9
+	// saturatedExcess is how much the arrivals must exceed the
+	// completions (over the same window) for a period to measure the
+	// capacity: refusals or a growing queue, not the noise between two
+	// counts of nearly the same requests.
+	saturatedExcess = 0.05
+	// measureWeight is the weight of a saturated period's measurement in
+	// Ĉ: a fifth, so that a period in which the admission gate probed its
+	// limit at half (up to a second) moves Ĉ a tenth; a capacity that
+	// really changed is followed within five saturated periods.
+	measureWeight = 0.2
+	// stepStart, stepMin and stepMax bound the correction's step, in
+	// shares of the ladder's work (about brightness): 0.08 first, the
+	// search's span; halved three times, 0.01, a quantum; doubled three
+	// times, 0.64, so that four steps cross the whole ladder when a
+	// capacity came back.
+	stepStart, stepMin, stepMax = 0.04, 0.01, 0.64
+	// upShare is the size of a step up relative to one down: a half. At
+	// the level where the corrections balance, a period over High is then
+	// half as likely as one under Low: a level a little under the edge,
+	// since a period over costs users their answers and one under only
+	// some optional content.
+	upShare = 0.5
+	// maxWait caps the wait between corrections after reversals: each
+	// reversal doubles it from Hold (two moves in four minutes at most
+	// once it is long).
+	maxWait = 2 * time.Minute
+)
+
+// capacity is the estimator of K.
+type capacity struct {
+	k       float64       // K; 0 while unknown
+	c       float64       // Ĉ, the saturated measurement; 0 while never
+	step    float64       // the next correction's step, relative to K
+	dir     int           // the last correction: +1 up, −1 down, 0 none since a reset
+	wait    time.Duration // the wait after a correction before the next
+	movedAt time.Time     // the last correction or reset
+	src     capSource     // what set K last
+	// seconds: K is in seconds of service a second (the source tallies
+	// service time); else in all-off requests a second.
+	seconds bool
+}
+
+// capSource says what set K last, for the reason.
+type capSource uint8
+
+const (
+	capNone     capSource = iota
+	capMeasured           // a saturated period
+	capDown               // a correction down: over target
+	capUp                 // a correction up: under target
+	capCold               // the first overload without a saturated period
+)
+
+// reset starts the corrections afresh at now: a change of regime.
+func (e *capacity) reset(now time.Time, hold time.Duration) {
+	e.step, e.dir, e.wait, e.movedAt = stepStart, 0, hold, now
+}
+
+// saturated folds in a saturated period's measurement at now: the first
+// sets K to setShare·Ĉ; after it, K is at most Ĉ (no service carries
+// more than it can do), and the corrections find where under it.
+func (e *capacity) saturated(now time.Time, meas float64, hold time.Duration) {
+	first := e.c <= 0
+	if first {
+		e.c = meas
+	} else {
+		e.c += measureWeight * (meas - e.c)
+	}
+	switch {
+	case first || e.k <= 0:
+		e.k, e.src = setShare*e.c, capMeasured
+		e.reset(now, hold)
+	case e.k > e.c:
+		e.k, e.src = e.c, capMeasured
+		e.movedAt = now
+	default:
+		// A burst saturated the service for a period: the pressure of
+		// the next window is of that burst.
+		e.movedAt = now
+	}
+}
+
+// correct steps K by dir (+1 up, −1 down) if the wait since the last
+// correction is over; it reports whether it did. scale is the work a
+// second the whole ladder adds at the current load.
+func (e *capacity) correct(now time.Time, dir int, scale float64, window time.Duration) bool {
+	if e.step == 0 {
+		e.step = stepStart
+	}
+	if now.Sub(e.movedAt) < max(e.wait, window) {
+		return false
+	}
+	switch {
+	case e.dir != 0 && e.dir != dir:
+		e.step = max(e.step/2, stepMin)
+		e.wait = min(2*e.wait, maxWait)
+	case e.dir == dir:
+		e.step = min(2*e.step, stepMax)
+	}
+	if scale <= 0 {
+		scale = e.k // no ladder to speak of: relative to K
+	}
+	st := e.step
+	if dir > 0 {
+		st *= upShare
+	}
+	e.k = max(e.k+float64(dir)*st*scale, e.k/2)
+	e.dir, e.movedAt = dir, now
+	e.src = capUp
+	if dir < 0 {
+		e.src = capDown
+	}
+	return true
+}

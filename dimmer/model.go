@@ -1,0 +1,360 @@
+package dimmer
+
+import (
+	"math"
+	"time"
+
+	"github.com/brownout/brownout/signals"
+)
+
+// The model law (Config.Model; docs/model.md has its equations and its
+// figures in the lab). A request at brightness b costs
+//
+//	w(b) = w̄ + Σᵢ (ℓᵢ(b) − ℓᵢ(b₀))·ĉᵢ
+//
+// of work, where w̄ is the mean work of a request at the levels now (b₀),
+// ℓᵢ(b) feature i's level on the ladder and ĉᵢ its cost. The unit of work
+// is a second of service when the source tallies service time
+// (signals.Tally: the local Recorder, apps pushing to brownoutd): w̄ is
+// then measured (a tracker of the periods' means, shifted by the predicted
+// change when the levels move, corrected by what the next periods
+// measure), and a cost not yet learned is its prior (Feature.Cost, a share
+// of the all-off request) times the all-off request's work. Without
+// tallies the unit is the all-off request and w̄ = 1 + Σᵢ ℓᵢ·Costᵢ.
+//
+// The service carries K of work a second within its targets (see
+// capacity.go). At the offered load λ (a tracker of the periods' arrival
+// rates) the levels that fit are those with λ·w(b) ≤ K: the law sets b to
+// the brightest such level — a measured change of the load moves the
+// levels at once, by the amount it calls for — and moves it only when
+// that differs from the levels now by minMove (or two quanta).
+
+const (
+	// coldConfirm is how many periods in a row over High make an
+	// overload at full brightness without a saturated gate to measure it
+	// (a burst of one period is not one).
+	coldConfirm = 2
+	// minCostTicks is how many contrasted periods a learned cost needs
+	// before it replaces the configured prior.
+	minCostTicks = 10
+	// maxCostSE is the largest relative standard error of a learned cost
+	// that replaces the prior.
+	maxCostSE = 0.25
+	// minJumpCount is the fewest requests in a period whose mean may make
+	// the tracker of a request's work jump: a standard error needs a
+	// sample.
+	minJumpCount = 20
+	// minMove is the smallest move of the brightness the law makes: the
+	// noise that remains in the held estimates (a per cent or two of the
+	// load and of a request's work) moves the brightness by up to three
+	// times as much where the ladder is a third of a page.
+	minMove = 0.05
+)
+
+// modelState is the model law's part of the controller's state.
+type modelState struct {
+	capacity capacity  // K and Ĉ (see capacity.go)
+	load     tracker   // the offered load (see estimateLoad)
+	work     tracker   // the mean work of a request, measured (see demand)
+	regime   bool      // the load or the work of a request jumped this period
+	overRun  int       // periods in a row over High
+	mean     float64   // the mean work of a request at the levels now (see demand)
+	cost     []float64 // per feature, its cost in the unit of work (see demand)
+	share    []float64 // per feature, the share of the period's requests that rendered it
+	learned  []bool    // per feature: cost is the learned estimate, not the prior
+}
+
+// size makes the per-feature slices for nf features.
+func (s *modelState) size(nf int) {
+	s.cost, s.share, s.learned = make([]float64, nf), make([]float64, nf), make([]bool, nf)
+}
+
+// observe reads the model law's observation of one period from s:
+// busy is the room signal when busyOK.
+func (c *Controller) observe(now time.Time, s signals.Snapshot, busy float64, busyOK bool) (observation, bool) {
+	cfg := &c.cfg
+	o := observation{gate: busyOK, room: busyOK && busy < cfg.RoomBelow, full: !busyOK || busy >= cfg.SaturatedAt, load: -1, rate: -1}
+	if v, ok := s.Get(cfg.LoadSignal); ok && v >= 0 {
+		o.load = v
+	}
+	if v, ok := s.Get(signals.Throughput); ok && v >= 0 {
+		o.rate = v
+	}
+	o.tallies = s.Tallies
+	if s.RecentSpan > 0 {
+		sp := s.RecentSpan.Seconds()
+		o.recentSpan, o.recentLoad, o.recentRate = s.RecentSpan, float64(s.Recent.Arrived)/sp, float64(s.Recent.Completed)/sp
+	}
+	// Saturated: a full gate, and arrivals beyond the completions —
+	// refused or queued — so the completions are what the service can do.
+	o.saturated = busyOK && busy >= cfg.SaturatedAt && o.load > 0 && o.rate > 0 && o.load >= o.rate*(1+saturatedExcess)
+	var ok bool
+	o.p, o.pc, ok, o.top = c.pressure(now, s, o.room)
+	return o, ok
+}
+
+// observation is one period's signals, as the law reads them.
+type observation struct {
+	p, pc float64 // pressure, and that of the targets that may drive the cascade
+	top   int
+	load  float64 // offered load; < 0 when unknown
+	rate  float64 // completions per second; < 0 when unknown
+	// The same over the last period alone, when the source counts it.
+	recentLoad, recentRate float64
+	recentSpan             time.Duration
+	tallies                []signals.Tally
+	gate                   bool // an admission gate reports (RoomSignal present)
+	saturated              bool // the arrivals exceed the completions at a full gate
+	full                   bool // the gate is full (for the cascade)
+	room                   bool
+}
+
+// demand reads the period's tallies ts (see the law above). It updates
+// m.mdl.mean, the mean work of a request at the levels now, and fills
+// m.mdl.cost with each feature's cost in the unit of work. It returns the
+// unit — seconds (tallies with completions) or all-off requests — and the
+// work a second the period's requests took (0 when unknown).
+func (c *Controller) demand(ts []signals.Tally, span time.Duration) (seconds bool, busy float64) {
+	m := &c.mu
+	fs := c.cfg.Features
+	var all signals.Moments
+	if len(ts) > 0 {
+		all = ts[0].On
+		all.Merge(ts[0].Off) // every feature's tally counts the same requests
+	}
+	seconds = all.N > 0 && all.Sum > 0 || m.mdl.capacity.seconds && len(ts) > 0
+	b := max(m.brightness, 0)
+	for i := range fs {
+		m.mdl.share[i] = c.ladder(i, b)
+	}
+	if seconds && all.N > 0 && all.Sum > 0 {
+		se := math.Sqrt(max(all.Var(), 0) / float64(all.N))
+		m.mdl.work.update(all.Mean(), se*se, fastWeight(m.sigWindow.Seconds()/max(span.Seconds(), 1e-3)), all.N >= minJumpCount)
+		if sp := span.Seconds(); sp > 0 {
+			busy = all.Sum / sp
+		}
+	}
+	// The learned costs; the others are their priors times the all-off
+	// request's work: what the mean work leaves once the learned costs
+	// are taken out, shared by the priors.
+	learned, prior := 0.0, 1.0
+	for i, f := range fs {
+		m.mdl.learned[i] = false
+		e := m.costs.estimate(i)
+		if e.Known() && e.Contrasted >= minCostTicks && e.SE <= maxCostSE*max(math.Abs(e.Value), 0.1) {
+			m.mdl.learned[i] = true
+			m.mdl.cost[i] = max(e.Value, 0)
+			if seconds {
+				m.mdl.cost[i] = max(e.Seconds, 0)
+			}
+			learned += m.mdl.share[i] * m.mdl.cost[i]
+			continue
+		}
+		prior += m.mdl.share[i] * f.Cost
+	}
+	switch {
+	case !seconds:
+		m.mdl.mean = prior + learned
+	case m.mdl.work.ok:
+		m.mdl.mean = m.mdl.work.held
+	}
+	base := max(m.mdl.mean-learned, 0) / prior
+	for i, f := range fs {
+		if !m.mdl.learned[i] {
+			m.mdl.cost[i] = f.Cost * base
+		}
+	}
+	return seconds, busy
+}
+
+// work is w(b): the work of a request at brightness b — the mean work at
+// the levels now, plus the cost of what b changes.
+func (c *Controller) work(b float64) float64 {
+	m := &c.mu
+	w := m.mdl.mean
+	for i := range c.cfg.Features {
+		w += (c.ladder(i, b) - m.mdl.share[i]) * m.mdl.cost[i]
+	}
+	return max(w, 0)
+}
+
+// solve returns the brightest b in [0, ceil] with w(b) ≤ budget, by
+// bisection (w is monotone in b); 0 when even the floors exceed it.
+func (c *Controller) solve(budget, ceil float64) float64 {
+	if c.work(ceil) <= budget {
+		return ceil
+	}
+	if c.work(0) > budget {
+		return 0
+	}
+	lo, hi := 0.0, ceil
+	for hi-lo > c.cfg.Quantum/4 {
+		mid := (lo + hi) / 2
+		if c.work(mid) <= budget {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return lo
+}
+
+// estimateLoad follows the offered load with a tracker of the periods'
+// arrival rates (see tracker). Without per-period counts it is the
+// source's windowed rate.
+func (c *Controller) estimateLoad(o observation) float64 {
+	m := &c.mu
+	if o.recentSpan <= 0 || o.recentLoad < 0 {
+		m.mdl.load = tracker{}
+		return o.load
+	}
+	s := o.recentSpan.Seconds()
+	v := max(m.mdl.load.slow, o.recentLoad, 1/s) / s // a Poisson count's variance, as a rate
+	if m.mdl.load.update(o.recentLoad, v, fastWeight(m.sigWindow.Seconds()/s), true) {
+		m.mdl.regime = true
+	}
+	return m.mdl.load.held
+}
+
+// control applies the law for one period.
+func (c *Controller) controlModel(now time.Time, o observation) why {
+	m := &c.mu
+	cfg := &c.cfg
+	dt := cfg.Tick.Seconds()
+	ceil := c.ceiling()
+	if m.brightness > ceil {
+		m.brightness = ceil // a scheduled cap holds the levels down: no windup above it
+	}
+	b := m.brightness
+	w := why{top: o.top, load: o.load, model: true}
+	e := &m.mdl.capacity
+	lam := c.estimateLoad(o)
+	seconds, busy := c.demand(o.tallies, o.recentSpan)
+	if seconds != e.seconds {
+		// The unit of work changed (tallies appeared or went): what K
+		// was measured in is no more.
+		*e = capacity{seconds: seconds}
+	}
+	if !seconds && o.rate > 0 {
+		busy = o.rate * m.mdl.mean
+	}
+
+	if o.p < cfg.Low {
+		if m.underSince.IsZero() {
+			m.underSince = now
+		}
+	} else {
+		m.underSince = time.Time{}
+	}
+	if o.p >= cfg.High {
+		m.mdl.overRun++
+	} else {
+		m.mdl.overRun = 0
+	}
+	calm := !m.underSince.IsZero() && now.Sub(m.underSince) >= cfg.Hold
+
+	// The capacity.
+	win := max(m.sigWindow, cfg.Tick)
+	if m.mdl.regime {
+		e.reset(now, cfg.Hold)
+		m.mdl.regime = false
+	}
+	switch {
+	case o.saturated && busy > 0:
+		e.saturated(now, busy, cfg.Hold)
+	case e.k <= 0:
+		if m.mdl.overRun >= coldConfirm && busy > 0 {
+			// Over target, and no saturated period has measured the
+			// capacity: what the service carries now is all it carries
+			// within target.
+			e.k, e.src = busy, capCold
+			e.reset(now, cfg.Hold)
+		}
+	case o.p >= cfg.High:
+		e.correct(now, -1, lam*(c.work(1)-c.work(0)), win)
+	case calm && b < ceil:
+		e.correct(now, +1, lam*(c.work(1)-c.work(0)), win)
+	}
+	w.capacity, w.source = e.k, e.src
+
+	// The levels.
+	target := ceil
+	if e.k > 0 && lam > 0 {
+		target = c.solve(e.k/lam, ceil)
+	}
+	w.budget = target
+
+	if b < 0 {
+		// Shedding: it stops once the floors fit the load, or it no
+		// longer helps (under target, room at the gate).
+		up := cfg.UnshedRate * dt
+		switch {
+		case target > 0:
+			m.brightness, w.kind = 0, whyUnshedLoad
+		case o.room:
+			m.brightness, w.kind = min(b+up, 0), whyUnshedRoom
+		case o.pc < 1:
+			m.brightness, w.kind = min(b+up, 0), whyUnshed
+		default:
+			return c.cascadeModel(now, o, w)
+		}
+		m.overSince = time.Time{}
+		return w
+	}
+	if target <= 0 && b <= 0 && o.p >= cfg.High {
+		return c.cascadeModel(now, o, w)
+	}
+	m.overSince = time.Time{}
+	if math.Abs(target-b) < max(minMove, 2*cfg.Quantum) && !(target >= ceil && b < ceil) && !(target <= 0 && b > 0) {
+		switch {
+		case b >= 1:
+			w.kind = whyFull
+		case b >= ceil:
+			w.kind = whyCapped
+		default:
+			w.kind, w.feature = whyHold, c.dimming(b)
+		}
+		return w
+	}
+	if m.mdl.work.ok {
+		// What the move changes in a request's work, predicted: the
+		// tallies of the next periods correct it.
+		m.mdl.work.shift(c.work(max(target, 0)) - m.mdl.mean)
+	}
+	m.brightness = target
+	if target < b {
+		w.kind, w.feature = whyDim, c.dimming(b)
+	} else {
+		w.kind, w.feature = whyBrighten, c.dimming(target)
+	}
+	return w
+}
+
+// cascadeModel is the model law with every feature at its floor and the load still
+// over K: after CascadeHold over CascadeAt at a full gate, the shed level
+// rises with the pressure.
+func (c *Controller) cascadeModel(now time.Time, o observation, w why) why {
+	m := &c.mu
+	cfg := &c.cfg
+	b := m.brightness
+	switch {
+	case o.pc < cfg.CascadeAt || b <= -cfg.MaxShed:
+		m.overSince = time.Time{}
+		w.kind = whyFloor
+		return w
+	case !o.full:
+		m.overSince = time.Time{}
+		w.kind = whyFloorRoom
+		return w
+	}
+	if m.overSince.IsZero() {
+		m.overSince = now
+	}
+	if now.Sub(m.overSince) < cfg.CascadeHold {
+		w.kind, w.held = whyFloor, now.Sub(m.overSince)
+		return w
+	}
+	m.brightness = max(b-cfg.CascadeGain*(o.pc-cfg.Setpoint)*cfg.Tick.Seconds(), -cfg.MaxShed)
+	w.kind = whyCascade
+	return w
+}

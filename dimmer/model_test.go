@@ -1,0 +1,230 @@
+package dimmer
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/brownout/brownout/signals"
+)
+
+// TestTrackerHoldsOnNoiseAndFollowsASteps: a Poisson rate of 100/s seen a
+// period at a time moves what the law reads by a few per cent at most and
+// rarely; a step to 150/s (4 standard errors of a period) is followed
+// within a signal window (five periods), and one to 300/s within two.
+func TestTrackerHoldsOnNoiseAndFollowsASteps(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var tr tracker
+	fast := fastWeight(5)
+	moves, last := 0, 0.0
+	for range 600 {
+		x := 100 + 10*rng.NormFloat64() // a count of 100 a second: σ 10
+		tr.update(x, 100, fast, true)
+		if tr.held != last {
+			moves++
+			last = tr.held
+		}
+		assert.InDelta(t, 100, tr.held, 5, "the held estimate within 5 %% of the rate")
+	}
+	assert.LessOrEqual(t, moves, 60, "the held estimate moves on few periods")
+	jumped := -1
+	for i := range 5 {
+		if tr.update(150+10*rng.NormFloat64(), 150, fast, true) && jumped < 0 {
+			jumped = i
+		}
+	}
+	assert.True(t, jumped >= 0 && jumped <= 4, "a step of 50 %% is followed within a window of five periods: %d", jumped)
+	assert.InDelta(t, 150, tr.held, 12)
+	jumped = -1
+	for i := range 3 {
+		if tr.update(300+17*rng.NormFloat64(), 300, fast, true) && jumped < 0 {
+			jumped = i
+		}
+	}
+	assert.Equal(t, 1, jumped, "a step of 100 %% is followed in the second period")
+	assert.InDelta(t, 300, tr.held, 20)
+	// Without jumps allowed, a step is followed only slowly.
+	var slow tracker
+	slow.update(100, 100, fast, false)
+	for range 5 {
+		slow.update(150, 150, fast, false)
+	}
+	assert.Less(t, slow.held, 130.0)
+}
+
+// TestCapacityCorrectionsConverge: corrections double while they go the
+// same way and halve at each reversal, which doubles the wait; a change of
+// regime starts them afresh.
+func TestCapacityCorrectionsConverge(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	hold, win := 5*time.Second, 5*time.Second
+	var e capacity
+	e.saturated(t0, 10, hold)
+	assert.InDelta(t, setShare*10, e.k, 1e-9, "the first saturated period sets K")
+	now := t0
+	assert.False(t, e.correct(now.Add(time.Second), +1, 10, win), "not within the wait")
+	now = now.Add(hold)
+	require.True(t, e.correct(now, +1, 10, win))
+	assert.InDelta(t, 9+stepStart*upShare*10, e.k, 1e-9)
+	now = now.Add(hold)
+	require.True(t, e.correct(now, +1, 10, win))
+	assert.InDelta(t, 2*stepStart, e.step, 1e-9, "the same way: the step doubles")
+	now = now.Add(hold)
+	require.True(t, e.correct(now, -1, 10, win))
+	assert.InDelta(t, stepStart, e.step, 1e-9, "a reversal halves it")
+	assert.Equal(t, 2*hold, e.wait, "…and doubles the wait")
+	assert.False(t, e.correct(now.Add(hold), +1, 10, win))
+	now = now.Add(2 * hold)
+	require.True(t, e.correct(now, +1, 10, win))
+	assert.Equal(t, 4*hold, e.wait)
+	for range 10 {
+		now = now.Add(maxWait)
+		e.correct(now, -1, 10, win)
+		now = now.Add(maxWait)
+		e.correct(now, +1, 10, win)
+	}
+	assert.Equal(t, maxWait, e.wait)
+	assert.Equal(t, stepMin, e.step)
+	e.reset(now, hold)
+	assert.Equal(t, stepStart, e.step)
+	assert.Equal(t, hold, e.wait)
+	// A saturated period over K keeps K; one under it brings K down.
+	k := e.k
+	e.saturated(now, 2*e.c, hold)
+	assert.Equal(t, k, e.k)
+	e.saturated(now, k/2, hold)
+	assert.LessOrEqual(t, e.k, e.c)
+}
+
+// modelRig drives a controller on the model law with synthetic periods: a
+// server of `workers` busy seconds a second, requests of base seconds plus
+// each feature's seconds when on.
+type modelRig struct {
+	t       *testing.T
+	c       *Controller
+	now     time.Time
+	workers float64
+	base    float64
+	costs   []float64
+	rng     *rand.Rand
+}
+
+func newModelRig(t *testing.T) *modelRig {
+	c, err := New(Config{
+		Model: true,
+		Targets: []Target{
+			{Signal: signals.LatencyP99, Target: 0.3},
+			{Signal: signals.RejectRatio, Target: 0.01, DimOnly: true},
+		},
+		Features: []Feature{{Name: "recommendations", Rank: 0, Cost: 1.5}, {Name: "reviews", Rank: 1, Cost: 0.5}},
+	})
+	require.NoError(t, err)
+	return &modelRig{t: t, c: c, now: time.Unix(1000, 0), workers: 4, base: 0.01, costs: []float64{0.015, 0.005}, rng: rand.New(rand.NewPCG(3, 4))}
+}
+
+// period steps one second at offered load lam with the levels published.
+func (r *modelRig) period(lam float64) *State {
+	st := r.c.State()
+	var tallies [2]signals.Tally
+	tallies[0].Feature, tallies[1].Feature = "recommendations", "reviews"
+	work := r.base
+	for i := range r.costs {
+		l, _ := st.Level(tallies[i].Feature, "")
+		work += l * r.costs[i]
+	}
+	served := min(lam, r.workers/work)
+	n := int(served)
+	var all signals.Moments
+	for range n {
+		s := r.base
+		var on [2]bool
+		for i := range r.costs {
+			l, _ := st.Level(tallies[i].Feature, "")
+			if r.rng.Float64() < l {
+				s += r.costs[i]
+				on[i] = true
+			}
+		}
+		s *= 0.8 + 0.4*r.rng.Float64()
+		all.Add(s)
+		for i := range tallies {
+			if on[i] {
+				tallies[i].On.Add(s)
+			} else {
+				tallies[i].Off.Add(s)
+			}
+		}
+	}
+	r.now = r.now.Add(time.Second)
+	s := signals.Snapshot{Time: r.now, Window: 5 * time.Second, Tallies: tallies[:], RecentSpan: time.Second}
+	s.Recent.Arrived, s.Recent.Completed = uint64(lam), uint64(n)
+	s.Set(signals.ArrivalRate, lam)
+	s.Set(signals.Throughput, served)
+	refused := max(lam-served, 0) / lam
+	s.Set(signals.RejectRatio, refused)
+	u := lam * work / r.workers
+	busy := 0.0
+	if u >= 1 {
+		busy = 1
+	}
+	s.Set(signals.GateBusy, busy)
+	s.Set(signals.LatencyP99, 0.05+0.2*min(u, 1))
+	return r.c.Step(r.now, s)
+}
+
+// TestModelFollowsTheLoad: the first saturated period measures the
+// capacity and the levels fall at once to what fits; a load that doubles
+// dims within two periods, one that halves brightens within two, without a
+// search.
+func TestModelFollowsTheLoad(t *testing.T) {
+	r := newModelRig(t)
+	st := r.period(300) // all on: 30 ms a request, 9 s of work a second for 4
+	for range 2 {
+		st = r.period(300)
+	}
+	assert.Less(t, st.Brightness, 0.5, "dimmed at once: %s", st.Reason)
+	assert.Contains(t, st.Reason, "measured while saturated")
+	for range 20 {
+		st = r.period(200)
+	}
+	b200 := st.Brightness
+	assert.Greater(t, b200, 0.0)
+	assert.Less(t, b200, 1.0)
+	for range 2 {
+		st = r.period(100)
+	}
+	assert.Greater(t, st.Brightness, b200+0.1, "a load halved brightens at once: %s", st.Reason)
+	for range 2 {
+		st = r.period(300)
+	}
+	assert.Less(t, st.Brightness, b200, "a load tripled dims at once: %s", st.Reason)
+	assert.Contains(t, st.Reason, "load ")
+	assert.Contains(t, st.Reason, "s of service a second")
+}
+
+// TestModelStepAllocatesNothing: a step that publishes nothing allocates
+// nothing on the model law either.
+func TestModelStepAllocatesNothing(t *testing.T) {
+	r := newModelRig(t)
+	for range 30 {
+		r.period(100)
+	}
+	s := signals.Snapshot{Time: r.now, Window: 5 * time.Second, RecentSpan: time.Second}
+	s.Recent.Arrived, s.Recent.Completed = 100, 100
+	s.Set(signals.ArrivalRate, 100)
+	s.Set(signals.Throughput, 100)
+	s.Set(signals.LatencyP99, 0.1)
+	s.Set(signals.GateBusy, 0)
+	r.c.Step(r.now, s)
+	allocs := testing.AllocsPerRun(50, func() {
+		r.now = r.now.Add(time.Second)
+		s.Time = r.now
+		r.c.Step(r.now, s)
+	})
+	assert.Zero(t, allocs)
+	assert.False(t, math.IsNaN(r.c.State().Brightness))
+}
