@@ -31,8 +31,9 @@ import (
 
 const (
 	// coldConfirm is how many periods in a row over High make an
-	// overload at full brightness without a saturated gate to measure it
-	// (a burst of one period is not one).
+	// overload — at full brightness without a saturated gate to measure
+	// it, or a level K must be corrected down from: a burst of one period
+	// is not one.
 	coldConfirm = 2
 	// minCostTicks is how many contrasted periods a learned cost needs
 	// before it replaces the configured prior.
@@ -49,6 +50,15 @@ const (
 	// load and of a request's work) moves the brightness by up to three
 	// times as much where the ladder is a third of a page.
 	minMove = 0.05
+	// minScaleMove is the smallest predicted change of a request's work,
+	// relative to it, from which a move teaches the priors' scale: under
+	// it the measured change is mostly the periods' noise.
+	minScaleMove = 0.05
+	// maxScaleStep bounds what one move teaches the priors' scale (a
+	// factor, either way), and maxScale the scale itself: a configured
+	// cost is taken to be right within 8× either way, and one move —
+	// however far its prediction missed — moves the scale by at most 2×.
+	maxScaleStep, maxScale = 2.0, 8.0
 )
 
 // modelState is the model law's part of the controller's state.
@@ -62,6 +72,14 @@ type modelState struct {
 	cost     []float64 // per feature, its cost in the unit of work (see demand)
 	share    []float64 // per feature, the share of the period's requests that rendered it
 	learned  []bool    // per feature: cost is the learned estimate, not the prior
+	// scale multiplies every prior (Feature.Cost): what the moves taught
+	// of how wrong the configured costs are (see teach). 1 at first.
+	scale float64
+	// The last move, until it teaches the scale: when, the fast average of
+	// a request's work before it, and the change predicted by the learned
+	// costs and by the priors.
+	moveAt                           time.Time
+	moveFrom, moveLearned, movePrior float64
 }
 
 // size makes the per-feature slices for nf features.
@@ -114,7 +132,7 @@ type observation struct {
 // m.mdl.cost with each feature's cost in the unit of work. It returns the
 // unit — seconds (tallies with completions) or all-off requests — and the
 // work a second the period's requests took (0 when unknown).
-func (c *Controller) demand(ts []signals.Tally, span time.Duration) (seconds bool, busy float64) {
+func (c *Controller) demand(now time.Time, ts []signals.Tally, span time.Duration) (seconds bool, busy float64) {
 	m := &c.mu
 	fs := c.cfg.Features
 	var all signals.Moments
@@ -137,6 +155,9 @@ func (c *Controller) demand(ts []signals.Tally, span time.Duration) (seconds boo
 	// The learned costs; the others are their priors times the all-off
 	// request's work: what the mean work leaves once the learned costs
 	// are taken out, shared by the priors.
+	if m.mdl.scale == 0 {
+		m.mdl.scale = 1
+	}
 	learned, prior := 0.0, 1.0
 	for i, f := range fs {
 		m.mdl.learned[i] = false
@@ -150,7 +171,7 @@ func (c *Controller) demand(ts []signals.Tally, span time.Duration) (seconds boo
 			learned += m.mdl.share[i] * m.mdl.cost[i]
 			continue
 		}
-		prior += m.mdl.share[i] * f.Cost
+		prior += m.mdl.share[i] * f.Cost * m.mdl.scale
 	}
 	switch {
 	case !seconds:
@@ -161,10 +182,33 @@ func (c *Controller) demand(ts []signals.Tally, span time.Duration) (seconds boo
 	base := max(m.mdl.mean-learned, 0) / prior
 	for i, f := range fs {
 		if !m.mdl.learned[i] {
-			m.mdl.cost[i] = f.Cost * base
+			m.mdl.cost[i] = f.Cost * m.mdl.scale * base
 		}
 	}
+	if seconds {
+		c.teach(now)
+	}
 	return seconds, busy
+}
+
+// teach learns the priors' scale from the last move, a signal window
+// after it: the change of a request's work the tallies measured, less what
+// the learned costs predicted, over what the priors predicted. A move that
+// made the pages three times as heavy as the priors said teaches a scale
+// of 2 (at most maxScaleStep a move) and the next ones the rest — until the
+// features are contrasted and their own costs replace the priors.
+func (c *Controller) teach(now time.Time) {
+	m := &c.mu.mdl
+	if m.moveAt.IsZero() || now.Sub(m.moveAt) < max(c.mu.sigWindow, c.cfg.Tick) {
+		return
+	}
+	m.moveAt = time.Time{}
+	if !m.work.ok || math.Abs(m.movePrior) < minScaleMove*max(m.moveFrom, 1e-12) {
+		return
+	}
+	r := (m.work.fast - m.moveFrom - m.moveLearned) / m.movePrior
+	r = min(max(r, 1/maxScaleStep), maxScaleStep)
+	m.scale = min(max(m.scale*r, 1/maxScale), maxScale)
 }
 
 // work is w(b): the work of a request at brightness b — the mean work at
@@ -229,7 +273,7 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 	w := why{top: o.top, load: o.load, model: true}
 	e := &m.mdl.capacity
 	lam := c.estimateLoad(o)
-	seconds, busy := c.demand(o.tallies, o.recentSpan)
+	seconds, busy := c.demand(now, o.tallies, o.recentSpan)
 	if seconds != e.seconds {
 		// The unit of work changed (tallies appeared or went): what K
 		// was measured in is no more.
@@ -270,7 +314,9 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 			e.k, e.src = busy, capCold
 			e.reset(now, cfg.Hold)
 		}
-	case o.p >= cfg.High:
+	case m.mdl.overRun >= coldConfirm:
+		// Over High two periods in a row: one is a burst (a window's
+		// refusals of a second that had them), two are the level.
 		e.correct(now, -1, lam*(c.work(1)-c.work(0)), win)
 	case calm && b < ceil:
 		e.correct(now, +1, lam*(c.work(1)-c.work(0)), win)
@@ -318,8 +364,19 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 	}
 	if m.mdl.work.ok {
 		// What the move changes in a request's work, predicted: the
-		// tallies of the next periods correct it.
-		m.mdl.work.shift(c.work(max(target, 0)) - m.mdl.mean)
+		// tallies of the next periods correct it, and what they find
+		// teaches the priors' scale (see teach).
+		nb := max(target, 0)
+		m.mdl.moveAt, m.mdl.moveFrom, m.mdl.moveLearned, m.mdl.movePrior = now, m.mdl.work.fast, 0, 0
+		for i := range cfg.Features {
+			d := (c.ladder(i, nb) - m.mdl.share[i]) * m.mdl.cost[i]
+			if m.mdl.learned[i] {
+				m.mdl.moveLearned += d
+			} else {
+				m.mdl.movePrior += d
+			}
+		}
+		m.mdl.work.shift(m.mdl.moveLearned + m.mdl.movePrior)
 	}
 	m.brightness = target
 	if target < b {

@@ -228,3 +228,25 @@ func TestModelStepAllocatesNothing(t *testing.T) {
 	assert.Zero(t, allocs)
 	assert.False(t, math.IsNaN(r.c.State().Brightness))
 }
+
+// TestModelLearnsThePriorsScale: with every configured cost three times too
+// low, the moves' measured changes of a request's work teach a scale over
+// 1.5 on the priors within a minute of a load that swings.
+func TestModelLearnsThePriorsScale(t *testing.T) {
+	r := newModelRig(t)
+	r.c.mu.Lock()
+	r.c.cfg.Features[0].Cost, r.c.cfg.Features[1].Cost = 0.5, 0.5/3 // the truth: 1.5 and 0.5
+	r.c.mu.Unlock()
+	for i := range 60 {
+		lam := 200.0
+		if i/10%2 == 1 {
+			lam = 400
+		}
+		r.period(lam)
+	}
+	r.c.mu.Lock()
+	scale := r.c.mu.mdl.scale
+	r.c.mu.Unlock()
+	assert.Greater(t, scale, 1.5, "the priors' scale")
+	assert.LessOrEqual(t, scale, maxScale)
+}
