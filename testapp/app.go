@@ -44,6 +44,9 @@ type Config struct {
 	// Flag reports whether the user gets an optional part. Default: every
 	// part on.
 	Flag func(ctx context.Context, part, user string) bool
+	// ModelLaw runs the stack's controller on dimmer's experimental model
+	// law (dimmer.Config.Model) instead of the default search law.
+	ModelLaw bool
 }
 
 // Default is the app of the real-HTTP harness: 4 workers, pages of 6 ms,

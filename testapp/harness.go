@@ -35,6 +35,9 @@ func AppFlags(cfg Config, stack Stack) []string {
 	if c := cfg.Contention; c.Alpha != 0 || c.Beta != 0 {
 		args = append(args, "--contention", fmt.Sprintf("%g,%g", c.Alpha, c.Beta))
 	}
+	if cfg.ModelLaw {
+		args = append(args, "--model-law")
+	}
 	return args
 }
 
@@ -50,6 +53,7 @@ func ServeMain(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	parts := fs.String("parts", "recommendations=2.5ms,reviews=1.5ms", "optional parts, name=cost,…")
 	exp := fs.Bool("exponential", false, "exponential costs instead of exact ones")
 	cont := fs.String("contention", "", "database-like contention alpha,beta")
+	modelLaw := fs.Bool("model-law", false, "the controller on dimmer's experimental model law")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -61,7 +65,7 @@ func ServeMain(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	cfg := Config{Workers: *workers, Page: *page, Parts: ps, Exponential: *exp}
+	cfg := Config{Workers: *workers, Page: *page, Parts: ps, Exponential: *exp, ModelLaw: *modelLaw}
 	if *cont != "" {
 		if cfg.Contention.Alpha, cfg.Contention.Beta, err = ParseContention(*cont); err != nil {
 			return err

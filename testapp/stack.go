@@ -102,6 +102,13 @@ func Build(ctx context.Context, cfg Config, stack Stack) (*Protected, error) {
 		if stack == ShedOnly {
 			b.Controller().Freeze("shedding alone: the control run")
 		}
+		if cfg.ModelLaw {
+			dc := b.Controller().Config()
+			dc.Model = true
+			if err := b.Controller().Reconfigure(dc); err != nil {
+				return nil, err
+			}
+		}
 		return &Protected{Handler: h, App: app, Controller: b.Controller(), Shedder: b.Shedder()}, nil
 	case Failsafe:
 		// The same controller, fed by signals.Middleware around failsafe's

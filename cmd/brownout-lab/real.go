@@ -34,6 +34,7 @@ func runReal(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	page := fs.Duration("page", 6*time.Millisecond, "a page's mandatory work")
 	parts := fs.String("parts", "recommendations=2.5ms,reviews=1.5ms", "optional parts and their cost, name=duration,…")
 	exp := fs.Bool("exponential", false, "draw costs from an exponential distribution instead of holding them exactly")
+	law := fs.String("law", "search", "the controller's law: search (the default) or model (dimmer's experimental model law; brownout stack only)")
 	cont := fs.String("contention", "", "database-like contention alpha,beta: service time × (1 + alpha·(n−1) + beta·n·(n−1)) with n in service")
 	phases := fs.String("phases", "", "offered load, rate:duration,… (default: --calm × the all-on capacity for 20 s, --spike × the all-off capacity for 40 s, --calm × the all-on capacity for 30 s)")
 	spike := fs.Float64("spike", 2, "the spike, in multiples of the all-off capacity (without --phases)")
@@ -60,6 +61,13 @@ func runReal(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return usageError{err.Error()}
 	}
 	cfg := testapp.Config{Workers: *workers, Page: *page, Parts: ps, Exponential: *exp}
+	switch *law {
+	case "search":
+	case "model":
+		cfg.ModelLaw = true
+	default:
+		return usagef("--law %q: want search or model", *law)
+	}
 	if *cont != "" {
 		if cfg.Contention.Alpha, cfg.Contention.Beta, err = testapp.ParseContention(*cont); err != nil {
 			return usageError{err.Error()}
