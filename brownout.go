@@ -125,6 +125,14 @@ type Options struct {
 	// (still never on another site's behalf). The handler cannot know
 	// its listener: false unless you are sure.
 	Loopback bool
+	// CORSOrigins are the origins (scheme://host[:port], see
+	// api.ParseOrigin) whose pages may evaluate flags from a browser
+	// through Handler — OpenFeature's web SDK with its OFREP provider:
+	// OFREP's evaluations and event stream answer them CORS, nothing else
+	// does (never the operators' writes). None by default. Embedded mode
+	// only: in fleet mode the daemon serves OFREP (brownoutd
+	// --cors-origin).
+	CORSOrigins []string
 	// StateDir, when set, keeps the operators' overrides, freeze and
 	// shadow across restarts; in fleet mode, the daemon's last levels
 	// (brownoutd-state.json), so that a restart during an outage of the
@@ -179,6 +187,9 @@ func New(o Options) (*Brownout, error) {
 	}
 	if o.MaxRejectRatio >= 1 || math.IsNaN(o.MaxRejectRatio) {
 		return nil, fmt.Errorf("brownout: MaxRejectRatio %v: want a share under 1 (negative: latency alone)", o.MaxRejectRatio)
+	}
+	if o.Daemon != "" && len(o.CORSOrigins) > 0 {
+		return nil, errors.New("brownout: CORSOrigins in fleet mode: the daemon serves OFREP; allow the origins there (brownoutd --cors-origin)")
 	}
 	if o.Daemon == "" && len(o.Features) == 0 {
 		return nil, errors.New("brownout: no Features: list the optional features the controller dims (or set Daemon for fleet mode)")
@@ -263,7 +274,7 @@ func New(o Options) (*Brownout, error) {
 		return b, nil
 	}
 	b.api, err = api.New(api.Config{Controller: b.ctl, Provider: b.prov, OperatorTokens: o.OperatorTokens,
-		Loopback: o.Loopback, StateDir: o.StateDir, Registerer: o.Registerer, Logger: o.Logger})
+		Loopback: o.Loopback, StateDir: o.StateDir, CORSOrigins: o.CORSOrigins, Registerer: o.Registerer, Logger: o.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("brownout: %w", err)
 	}

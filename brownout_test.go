@@ -101,6 +101,8 @@ func TestNewRefusesBadOptions(t *testing.T) {
 		"a feature twice":            {Features: []brownout.Feature{{Name: "a"}, {Name: "a"}}},
 		"a bad route pattern":        {Features: features(), Routes: []brownout.Route{{Pattern: "GET /{"}}},
 		"a daemon that is not a URL": {Daemon: "localhost:8080"},
+		"a CORS origin with a path":  {Features: features(), CORSOrigins: []string{"https://shop.example/"}},
+		"CORS origins in fleet mode": {Daemon: "http://127.0.0.1:8080", CORSOrigins: []string{"https://shop.example"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			b, err := brownout.New(o)
@@ -196,6 +198,43 @@ func TestLoopbackWrites(t *testing.T) {
 	assert.NotEqual(t, dimmer.Frozen, b.Controller().State().Features[0].Mode)
 	assert.Equal(t, http.StatusOK, write(""))
 	assert.Equal(t, dimmer.Frozen, b.Controller().State().Features[0].Mode)
+}
+
+// TestCORSOrigins: Options.CORSOrigins lets those origins' pages
+// evaluate through Handler (the preflight granted on OFREP's routes),
+// and never write (no grant on /v1/freeze, the write refused as another
+// site's).
+func TestCORSOrigins(t *testing.T) {
+	const shop = "https://shop.example"
+	b, err := brownout.New(brownout.Options{Features: features(), Loopback: true, CORSOrigins: []string{shop}})
+	require.NoError(t, err)
+	defer b.Close()
+	ops := httptest.NewServer(b.Handler())
+	defer ops.Close()
+	do := func(method, path string, hdr ...string) *http.Response {
+		req, err := http.NewRequest(method, ops.URL+path, strings.NewReader(`{"context":{"targetingKey":"u1"}}`))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp
+	}
+	resp := do("OPTIONS", "/ofrep/v1/evaluate/flags", "Origin", shop, "Access-Control-Request-Method", "POST")
+	assert.Equal(t, http.StatusNoContent, resp.StatusCode)
+	assert.Equal(t, shop, resp.Header.Get("Access-Control-Allow-Origin"))
+	resp = do("POST", "/ofrep/v1/evaluate/flags", "Origin", shop, "Sec-Fetch-Site", "cross-site")
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, shop, resp.Header.Get("Access-Control-Allow-Origin"))
+
+	resp = do("OPTIONS", "/v1/freeze", "Origin", shop, "Access-Control-Request-Method", "POST")
+	assert.Empty(t, resp.Header.Get("Access-Control-Allow-Origin"), "no grant for a write")
+	resp = do("POST", "/v1/freeze", "Origin", shop, "Sec-Fetch-Site", "cross-site")
+	assert.Equal(t, http.StatusForbidden, resp.StatusCode)
+	assert.NotEqual(t, dimmer.Frozen, b.Controller().State().Features[0].Mode)
 }
 
 // TestFleet: with a daemon's URL the stack follows the daemon's levels

@@ -69,6 +69,11 @@ type Config struct {
 	// together) open at once; past it a stream is refused with 503 and
 	// Retry-After. Default DefaultMaxStreams.
 	MaxStreams int
+	// CORSOrigins are the origins (scheme://host[:port], ParseOrigin)
+	// whose pages may evaluate flags from a browser: OFREP's evaluations
+	// and its event stream answer them CORS, and no other route does
+	// (cors.go). Default none.
+	CORSOrigins []string
 	// EventStreams are advertised in the OFREP bulk answer. Default: this
 	// API's own OFREP stream, {"type":"sse","endpoint":{"requestUri":
 	// "/ofrep/v1/events"},"inactivityDelaySec":120}; an empty non-nil
@@ -119,6 +124,7 @@ type API struct {
 
 	tokens   atomic.Pointer[tokenSet]
 	defaults atomic.Pointer[map[string]bool]
+	origins  atomic.Pointer[originSet] // granted CORS (cors.go)
 
 	streams, ofrepStreams *hub
 	openStreams           atomic.Int64 // both kinds, bounded by MaxStreams
@@ -167,6 +173,9 @@ func New(cfg Config) (*API, error) {
 		}
 	}
 	a := &API{cfg: cfg, ctl: cfg.Controller, prov: cfg.Provider, now: cfg.Now, log: cfg.Logger}
+	if err := a.SetCORSOrigins(cfg.CORSOrigins); err != nil {
+		return nil, err
+	}
 	a.SetTokens(cfg.OperatorTokens, cfg.EvalTokens, cfg.PushTokens)
 	a.SetDefaults(cfg.Defaults)
 	a.streams, a.ofrepStreams, a.closing, a.secret = newHub(), newHub(), make(chan struct{}), newSecret()
@@ -259,9 +268,14 @@ func (a *API) routes() {
 	m := http.NewServeMux()
 	// Reads: on a loopback listener, a read without a token is the local
 	// operator's only (readRefusal).
-	m.HandleFunc("POST /ofrep/v1/evaluate/flags/{key}", a.counted("single", a.localOFREP(a.evalOne)))
-	m.HandleFunc("POST /ofrep/v1/evaluate/flags", a.counted("bulk", a.localOFREP(a.evalBulk)))
-	m.Handle("GET /ofrep/v1/events", a.localOFREPStream(http.HandlerFunc(a.getOFREPEvents)))
+	// OFREP's routes answer the pages of Config.CORSOrigins (cors.go);
+	// no other route does.
+	m.Handle("POST /ofrep/v1/evaluate/flags/{key}", a.cors(evalCORS, a.counted("single", a.localOFREP(a.evalOne))))
+	m.Handle("POST /ofrep/v1/evaluate/flags", a.cors(evalCORS, a.counted("bulk", a.localOFREP(a.evalBulk))))
+	m.Handle("GET /ofrep/v1/events", a.cors(eventsCORS, a.localOFREPStream(http.HandlerFunc(a.getOFREPEvents))))
+	m.HandleFunc("OPTIONS /ofrep/v1/evaluate/flags/{key}", a.preflight(evalCORS))
+	m.HandleFunc("OPTIONS /ofrep/v1/evaluate/flags", a.preflight(evalCORS))
+	m.HandleFunc("OPTIONS /ofrep/v1/events", a.preflight(eventsCORS))
 	m.Handle("GET /v1/stream", a.Local(http.HandlerFunc(a.getStream)))
 	m.Handle("POST /v1/stream/token", a.Local(http.HandlerFunc(a.postStreamToken)))
 	m.Handle("GET /v1/state", a.Local(http.HandlerFunc(a.getState)))
@@ -287,6 +301,20 @@ func (a *API) readRefusal(r *http.Request) (typ, detail string) {
 		return "", ""
 	}
 	return readRefusal(r)
+}
+
+// ofrepRefusal is readRefusal for OFREP's routes: there a page of an
+// origin of Config.CORSOrigins is no other site's page (the operator
+// allowed it), but on a loopback listener its request must still name
+// the listener in its Host (hostRefusal).
+func (a *API) ofrepRefusal(r *http.Request) (typ, detail string) {
+	if a.cfg.Loopback && !a.tokened(r) && a.corsGranted(r) {
+		if d := hostRefusal(r); d != "" {
+			return "cross-site", d
+		}
+		return "", ""
+	}
+	return a.readRefusal(r)
 }
 
 // tokened reports whether r carries a token of this API for a read: an
@@ -323,11 +351,11 @@ func (a *API) Local(h http.Handler) http.Handler {
 	})
 }
 
-// localOFREP is Local for OFREP's evaluations, refused in OFREP's error
-// shape.
+// localOFREP is Local for OFREP's evaluations (ofrepRefusal: a page of
+// an allowed origin may read them), refused in OFREP's error shape.
 func (a *API) localOFREP(h func(w http.ResponseWriter, r *http.Request) int) func(w http.ResponseWriter, r *http.Request) int {
 	return func(w http.ResponseWriter, r *http.Request) int {
-		if _, detail := a.readRefusal(r); detail != "" {
+		if _, detail := a.ofrepRefusal(r); detail != "" {
 			server.Abandon(w, r)
 			writeJSON(w, http.StatusForbidden, ofrepFailure{Key: r.PathValue("key"), ErrorCode: "GENERAL", ErrorDetails: detail})
 			return http.StatusForbidden
@@ -336,11 +364,11 @@ func (a *API) localOFREP(h func(w http.ResponseWriter, r *http.Request) int) fun
 	}
 }
 
-// localOFREPStream is Local for OFREP's event stream, refused in OFREP's
-// error shape.
+// localOFREPStream is Local for OFREP's event stream (ofrepRefusal),
+// refused in OFREP's error shape.
 func (a *API) localOFREPStream(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, detail := a.readRefusal(r); detail != "" {
+		if _, detail := a.ofrepRefusal(r); detail != "" {
 			ofrepFail(w, http.StatusForbidden, detail)
 			return
 		}

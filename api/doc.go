@@ -6,6 +6,10 @@
 //     provider's code (provider.Evaluate), with an ETag on the bulk answer
 //     over the boot epoch, the state's generation and the evaluation
 //     context, and 304 on If-None-Match.
+//   - CORS for the pages of Config.CORSOrigins (none by default) on
+//     OFREP's evaluations and event stream only, so that OpenFeature's
+//     web SDK evaluates from a page of another origin; never on the
+//     operators' writes or the other reads (cors.go).
 //   - The state (GET /v1/state), a per-tick history of at least 15
 //     minutes (GET /v1/history) and events (GET /v1/events). On a
 //     loopback listener, every read without a token (these, OFREP's, the

@@ -17,7 +17,9 @@ import (
 //   - Content-Type application/json: a page can send a cross-site request
 //     without a CORS preflight only as a form (urlencoded, multipart) or
 //     text/plain; a JSON one needs a preflight, which this server never
-//     grants (it answers no CORS at all). An empty body is no exception.
+//     grants for a write (it grants CORS on OFREP's routes only, and only
+//     to the origins Config.CORSOrigins lists: cors.go). An empty body is
+//     no exception.
 //   - Host: loopback, localhost or the listener's own address. A rebound
 //     name is same-origin for the browser, but its Host is the attacker's.
 //   - Origin, when present: the request's own scheme://Host.
@@ -34,7 +36,9 @@ import (
 //
 // Writes with a token need none of this: a page can send an Authorization
 // or X-API-Key header cross-site only after a CORS preflight, which this
-// server never grants, and a rebound page does not know the token.
+// server never grants for a write, and a rebound page does not know the
+// token. A page of an origin allowed to evaluate is no exception: its
+// write is another site's, refused as any other.
 
 // localRefusal says why r, a write or push without a token, cannot be
 // taken as the local operator's (its problem type and detail), or "" when
@@ -78,7 +82,8 @@ func hostRefusal(r *http.Request) string {
 // events, OFREP's answers and the streams (whose state events carry the
 // fleet's shed seed, dimmer.ShedSeed) are for the local operator too: a
 // page the operator's browser opens must not read them. A browser gives a
-// page of another site no response of ours (we grant no CORS), but a page
+// page of another site no response of ours (we grant no CORS, but for
+// OFREP's answers to the origins Config.CORSOrigins lists), but a page
 // whose name the attacker re-points at 127.0.0.1 (DNS rebinding) is
 // same-origin for the browser and reads everything it fetches: its Host
 // is the attacker's name, so a tokenless read must name this listener in
@@ -94,7 +99,10 @@ func hostRefusal(r *http.Request) string {
 // JSON, and no legitimate reader loses anything: this server's own pages
 // (the dial) are same-origin, and a page of another site never could read
 // us. A read with a token (evaluation or operator, or a stream token for
-// one) is checked by that token alone, as on any listener.
+// one) is checked by that token alone, as on any listener. On OFREP's
+// routes, a page of an origin of Config.CORSOrigins passes the
+// Sec-Fetch-Site check (the operator allowed it), never the Host check
+// (API.ofrepRefusal).
 
 // readRefusal says why r, a read without a token on a loopback listener,
 // cannot be answered (its problem type and detail), or "" when it can.

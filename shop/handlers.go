@@ -36,8 +36,8 @@ const GenerationHeader = "X-Brownout-Generation"
 const sessionCookie = "brownout_session"
 
 // routes builds the HTTP surface: echo for the API and the storefront,
-// behind the shedder when there is one; /metrics and /healthz beside it,
-// never shed.
+// behind the shedder when there is one; /metrics, /healthz and the
+// storefront's scripts (/static/) beside it, never shed.
 func (s *Shop) routes() http.Handler {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
@@ -73,6 +73,9 @@ func (s *Shop) routes() http.Handler {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Write([]byte("ok\n"))
 	})
+	// The storefront's scripts: small, fixed, revalidated with an ETag;
+	// never shed, as a page that got through must not lose its script.
+	mux.HandleFunc("GET /static/", static)
 	s.demo(mux)
 	if s.api != nil {
 		mux.Handle("/ofrep/", s.api.Handler())

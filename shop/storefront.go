@@ -5,6 +5,7 @@ import (
 	"html/template"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 )
@@ -25,8 +26,32 @@ func pad2(n int64) string {
 	return strconv.FormatInt(n, 10)
 }
 
+// live is what the page's script needs to evaluate the sections' flags
+// in the browser (static/storefront.js): the OFREP base URL, "" for the
+// shop's own origin, and the targeting key the server evaluated them for.
+type live struct {
+	OFREP, TargetingKey string
+}
+
+// live returns the page's live view for user, nil when there is no
+// controller to follow (unprotected). The targeting key is the user's
+// (X-User-ID, or the session cookie's "s:…" for anonymous browsing), so
+// that the browser's answers match the server's: the session only keys
+// the flags (the cart and checkout take X-User-ID), so the page may
+// know it.
+func (s *Shop) live(user string) *live {
+	switch {
+	case s.cfg.Brownoutd != "":
+		return &live{OFREP: strings.TrimSuffix(s.cfg.Brownoutd, "/"), TargetingKey: user}
+	case s.api != nil:
+		return &live{TargetingKey: user}
+	}
+	return nil
+}
+
 // storefront renders product ?id= (default 1) with its sections, so that
-// the dimming is visible in a browser.
+// the dimming is visible in a browser; its script follows the levels
+// live (live).
 func (s *Shop) storefront(c echo.Context) error {
 	id := int64(1)
 	if v := c.QueryParam("id"); v != "" {
@@ -51,5 +76,6 @@ func (s *Shop) storefront(c echo.Context) error {
 	return storefrontTmpl.Execute(w, struct {
 		Page
 		Order []string
-	}{pg, Sections()})
+		Live  *live
+	}{pg, Sections(), s.live(user)})
 }

@@ -15,6 +15,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/brownout/brownout/api"
 	"github.com/brownout/brownout/dimmer"
 	"github.com/brownout/brownout/internal/cli"
 	"github.com/brownout/brownout/internal/server"
@@ -36,6 +37,9 @@ type fileConfig struct {
 	Sources           sourcesCfg    `yaml:"sources"`
 	Auth              authCfg       `yaml:"auth"`
 	TLS               tlsCfg        `yaml:"tls"`
+	// CORSOrigins are the origins whose pages may evaluate flags from a
+	// browser (api.Config.CORSOrigins); none by default.
+	CORSOrigins []string `yaml:"cors_origins"`
 }
 
 type lawConfig struct {
@@ -156,6 +160,8 @@ type config struct {
 	Scrape   *scrapeCfg
 	PromQL   *promqlCfg
 	Auth     authCfg
+	// CORSOrigins, as browsers write them (api.ParseOrigin).
+	CORSOrigins []string
 	// Tokens, read from the auth files.
 	OperatorTokens, EvalTokens, PushTokens map[string]string
 }
@@ -292,6 +298,14 @@ func resolve(fc *fileConfig, at func(path, format string, a ...any)) *config {
 	if (c.TLS.Cert == "") != (c.TLS.Key == "") {
 		at("tls", "cert and key go together")
 	}
+	for i, o := range fc.CORSOrigins {
+		co, err := corsOrigin(o)
+		if err != nil {
+			at(fmt.Sprintf("cors_origins[%d]", i), "%v", err)
+			continue
+		}
+		c.CORSOrigins = append(c.CORSOrigins, co)
+	}
 	d := dimmer.Config{Tick: time.Duration(fc.Tick), High: fc.Law.High, Low: fc.Law.Low, Hold: time.Duration(fc.Law.Hold),
 		DownGain: fc.Law.DownGain, UpGain: fc.Law.UpGain, Proportional: fc.Law.Proportional, MaxRise: fc.Law.MaxRise,
 		Evidence: fc.Law.Evidence, MaxStep: fc.Law.MaxStep, Quantum: fc.Law.Quantum,
@@ -424,6 +438,16 @@ func resolve(fc *fileConfig, at func(path, format string, a ...any)) *config {
 	return c
 }
 
+// corsOrigin checks an origin that may evaluate from a browser
+// (api.ParseOrigin), its error said without the package's prefix.
+func corsOrigin(s string) (string, error) {
+	o, err := api.ParseOrigin(s)
+	if err != nil {
+		return "", errors.New(strings.TrimPrefix(err.Error(), "api: cors origin "))
+	}
+	return o, nil
+}
+
 // perClient reads a cap of connections per client: a number of
 // connections, 0 for none.
 func perClient(n int) (server.Limits, error) {
@@ -528,6 +552,15 @@ func runCheckConfig(args []string, stdout, stderr io.Writer) error {
 			}
 		}
 	}
-	fmt.Fprintf(stdout, "%s: ok (features %s)\n", args[0], featureNames(c.Dimmer))
+	fmt.Fprintf(stdout, "%s: ok (features %s%s)\n", args[0], featureNames(c.Dimmer), corsNote(c.CORSOrigins))
 	return nil
+}
+
+// corsNote says which origins' pages may evaluate, for a summary line:
+// nothing when none may.
+func corsNote(origins []string) string {
+	if len(origins) == 0 {
+		return ""
+	}
+	return "; pages of " + strings.Join(origins, ", ") + " may evaluate"
 }

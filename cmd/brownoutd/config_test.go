@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -294,4 +295,64 @@ func TestDeployConfigs(t *testing.T) {
 		assert.NoError(t, err, "%s: %s", f, errOut)
 		assert.Contains(t, out, "ok")
 	}
+}
+
+// TestCORSOrigins: no origin by default; cors_origins in the file, each
+// checked with its line (a path, another scheme, a wildcard are errors),
+// written as browsers send them; BROWNOUTD_CORS_ORIGINS over the file and
+// --cors-origin (repeatable, commas too) over both; check-config says
+// which pages may evaluate.
+func TestCORSOrigins(t *testing.T) {
+	c, err := parseConfig("(defaults)", nil)
+	require.NoError(t, err)
+	assert.Empty(t, c.CORSOrigins, "none by default")
+
+	c, err = parseConfig("ok.yaml", []byte("cors_origins:\n  - http://127.0.0.1:8081\n  - HTTPS://Shop.Example:443\n"))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"http://127.0.0.1:8081", "https://shop.example"}, c.CORSOrigins)
+
+	_, err = parseConfig("bad.yaml", []byte("tick: 1s\ncors_origins:\n  - https://shop.example/\n  - ftp://x\n  - \"*\"\n"))
+	require.Error(t, err)
+	for _, want := range []string{
+		`line 3: cors_origins[0]: "https://shop.example/": a path`,
+		`line 4: cors_origins[1]: "ftp://x": want an http:// or https:// origin`,
+		`line 5: cors_origins[2]: "*": a wildcard`,
+	} {
+		assert.Contains(t, err.Error(), want)
+	}
+
+	dir := t.TempDir()
+	file := filepath.Join(dir, "b.yaml")
+	require.NoError(t, os.WriteFile(file, []byte("state_dir: "+dir+"\ncors_origins: [https://file.example]\n"), 0o644))
+	env := map[string]string{"BROWNOUTD_CONFIG": file}
+	getenv := func(k string) string { return env[k] }
+	c, _, err = (&serveFlags{}).settings(getenv, map[string]bool{})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"https://file.example"}, c.CORSOrigins, "the file's")
+	env["BROWNOUTD_CORS_ORIGINS"] = "https://env.example, http://127.0.0.1:9000"
+	c, _, err = (&serveFlags{}).settings(getenv, map[string]bool{})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"https://env.example", "http://127.0.0.1:9000"}, c.CORSOrigins, "environment over file")
+
+	var f serveFlags
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	f.register(fs)
+	require.NoError(t, fs.Parse([]string{"--cors-origin", "https://a.example", "--cors-origin", "https://b.example,https://c.example:443"}))
+	c, _, err = f.settings(getenv, map[string]bool{"cors-origin": true})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"https://a.example", "https://b.example", "https://c.example"}, c.CORSOrigins, "flags over environment")
+
+	f = serveFlags{corsOrigins: originList{"https://shop.example/checkout"}}
+	_, _, err = f.settings(getenv, map[string]bool{"cors-origin": true})
+	assert.ErrorContains(t, err, `cors origin "https://shop.example/checkout": a path`)
+	env["BROWNOUTD_CORS_ORIGINS"] = "null"
+	_, _, err = (&serveFlags{}).settings(getenv, map[string]bool{})
+	assert.ErrorContains(t, err, `cors origin "null"`)
+
+	out, _, err := runArgs("check-config", file)
+	require.NoError(t, err)
+	assert.Contains(t, out, "pages of https://file.example may evaluate")
+	require.NoError(t, os.WriteFile(file, []byte("cors_origins: [https://file.example/]\n"), 0o644))
+	_, _, err = runArgs("check-config", file)
+	assert.ErrorContains(t, err, "cors_origins[0]")
 }

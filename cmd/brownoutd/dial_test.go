@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -29,6 +28,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/brownout/brownout/api"
+	"github.com/brownout/brownout/internal/testsrv"
 	"github.com/brownout/brownout/signals"
 	"github.com/brownout/brownout/web"
 )
@@ -44,32 +44,13 @@ var (
 )
 
 // chromium finds the browser, or skips (fails in CI).
-func chromium(tb testing.TB) string {
-	tb.Helper()
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("CI") != "" {
-		tb.Fatal("chromium not found in CI: .ci/run must install Debian package chromium")
-	}
-	tb.Skip("chromium not found: apt-get install chromium (as .ci/run does) to run the dial's browser test")
-	return ""
-}
+func chromium(tb testing.TB) string { tb.Helper(); return testsrv.Chromium(tb) }
 
 // browser starts a headless chromium of its own (its own renderer, so
 // one test's heap is not another's) and returns a tab's context.
 func browser(t *testing.T, bin string, w, h int) context.Context {
 	t.Helper()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(bin), chromedp.NoSandbox, chromedp.WindowSize(w, h),
-		chromedp.Flag("js-flags", "--expose-gc"), chromedp.Flag("enable-precise-memory-info", true))
-	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancel := chromedp.NewContext(actx)
-	t.Cleanup(func() { cancel(); acancel() })
-	require.NoError(t, chromedp.Do(ctx), "start chromium")
-	return ctx
+	return testsrv.Browser(t, bin, w, h)
 }
 
 func evalJS[T any](t *testing.T, ctx context.Context, js string) T {

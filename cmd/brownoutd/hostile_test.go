@@ -29,12 +29,16 @@ const pushBuckets = 100
 
 // TestHostileClients runs `brownoutd serve` on its defaults over
 // 127.0.0.1 (the push source, no tokens: the local operator writes
-// without one) and attacks it as a page in the operator's browser, a slow
+// without one) — but for one origin allowed to evaluate from a browser,
+// the page of another local port that the attacks use, so that they show
+// its writes refused as any other site's — and attacks it as a page in
+// the operator's browser, a slow
 // client and a noisy neighbour would; then floods it with many client
 // keys, addresses, pushing instances and unread streams, each bounded in
 // its live heap.
 func TestHostileClients(t *testing.T) {
-	d := startDaemon(t, "--listen", "127.0.0.1:0", "--state-dir", t.TempDir())
+	const allowed = "http://127.0.0.1:1" // hostile.Attacks' page of another local port
+	d := startDaemon(t, "--listen", "127.0.0.1:0", "--state-dir", t.TempDir(), "--cors-origin", allowed)
 	push := `{"v":1,"instance":"evil","classes":{"default":{"arrived":1000000,"completed":0,"failed":1000000}}}`
 	state := func(tb testing.TB) string {
 		st := stateOf(t, d.base)
@@ -67,7 +71,8 @@ func TestHostileClients(t *testing.T) {
 			{Method: "PUT", Path: "/v1/shadow", Body: `{"on":true}`},
 			{Method: "POST", Path: "/v1/signals", Body: push},
 		},
-		State: state,
+		State:       state,
+		CORSOrigins: []string{allowed},
 		Stalls: []hostile.Stall{
 			{Method: "POST", Path: "/v1/freeze", Sent: "{", Length: 100, Want: http.StatusRequestTimeout},
 			{Method: "POST", Path: "/v1/signals", Sent: `{"v":1,`, Length: 1000, Want: http.StatusRequestTimeout},

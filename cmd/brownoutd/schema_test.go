@@ -58,7 +58,7 @@ func TestSchemaAgreesWithTheParser(t *testing.T) {
 	}
 	assert.NoError(t, validate(s, []byte("")), "the empty configuration")
 	for _, src := range []string{"tick: .5s\n", "tick: +1s\n", "tick: 0\n", "state_dir: ~\n", "features: ~\nlaw: ~\n",
-		"features:\n  - {name: a, default: yes}\n"} {
+		"features:\n  - {name: a, default: yes}\n", "cors_origins: [http://127.0.0.1:8081, HTTPS://Shop.Example:443]\n", "cors_origins: ~\n"} {
 		if _, perr := parseConfig("ok.yaml", []byte(src)); perr == nil {
 			assert.NoError(t, validate(s, []byte(src)), "the parser takes %q", src)
 		}
@@ -76,6 +76,11 @@ func TestSchemaAgreesWithTheParser(t *testing.T) {
 		"law field unknown":       "law:\n  gain: 2\n",
 		"tls without a key":       "tls:\n  cert: c.pem\n",
 		"schedule without max":    "schedule:\n  - {feature: a, from: \"2026-11-11 00:00\", for: 1m}\n",
+		"cors origin with a path": "cors_origins: [https://shop.example/]\n",
+		"cors origin not http(s)": "cors_origins: [ftp://shop.example]\n",
+		"cors origin a wildcard":  "cors_origins: [\"*\"]\n",
+		"cors origin without one": "cors_origins: [shop.example]\n",
+		"cors origins not a list": "cors_origins: https://shop.example\n",
 	} {
 		_, perr := parseConfig("bad.yaml", []byte(src))
 		assert.Error(t, perr, "%s: the parser", name)

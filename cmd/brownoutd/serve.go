@@ -45,6 +45,10 @@ Settings: flags over BROWNOUTD_*
 environment variables over the YAML file over the defaults. SIGHUP reloads
 the file: an invalid one keeps the running configuration (and says why).
 
+No page of another origin may evaluate flags from a browser unless
+--cors-origin names its origin: then OFREP's evaluations and event stream
+answer it, and nothing else does (the operator API never).
+
 Flags:
 `
 
@@ -54,6 +58,29 @@ type serveFlags struct {
 	perClient                            string
 	operatorTokens, evalTokens, pushToks string
 	tlsCert, tlsKey                      string
+	corsOrigins                          originList
+}
+
+// originList is --cors-origin: repeatable, each a comma-separated list.
+type originList []string
+
+func (l *originList) String() string { return strings.Join(*l, ",") }
+
+func (l *originList) Set(v string) error {
+	*l = append(*l, splitList(v)...)
+	return nil
+}
+
+// splitList splits a comma-separated list, each item trimmed; empty
+// items are dropped.
+func splitList(v string) []string {
+	var out []string
+	for item := range strings.SplitSeq(v, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -67,6 +94,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.pushToks, "push-tokens", "", "file of tokens required on POST /v1/signals (env BROWNOUTD_PUSH_TOKENS); required with the push source on a non-loopback listener")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate file (env BROWNOUTD_TLS_CERT); or terminate TLS in front")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "TLS key file (env BROWNOUTD_TLS_KEY)")
+	fs.Var(&f.corsOrigins, "cors-origin", "an origin, scheme://host[:port], whose pages may evaluate flags from a browser (OFREP's evaluations and event stream, nothing else); repeat it or separate with commas (env BROWNOUTD_CORS_ORIGINS; default none)")
 }
 
 // settings resolves the configuration: flags over environment over file
@@ -132,6 +160,20 @@ func (f *serveFlags) settings(getenv func(string) string, set map[string]bool) (
 	}
 	if (c.TLS.Cert == "") != (c.TLS.Key == "") {
 		return nil, file, errors.New("tls: cert and key go together")
+	}
+	origins := []string(f.corsOrigins)
+	if !set["cors-origin"] {
+		origins = splitList(getenv("BROWNOUTD_CORS_ORIGINS"))
+	}
+	if set["cors-origin"] || len(origins) > 0 {
+		c.CORSOrigins = nil
+		for _, o := range origins {
+			co, err := corsOrigin(o)
+			if err != nil {
+				return nil, file, fmt.Errorf("cors origin %w", err)
+			}
+			c.CORSOrigins = append(c.CORSOrigins, co)
+		}
 	}
 	if c.StateDir == "" {
 		if c.StateDir, err = defaultStateDir(getenv); err != nil {
@@ -271,7 +313,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	acfg := api.Config{Controller: ctl, Provider: prov, OperatorTokens: c.OperatorTokens, EvalTokens: c.EvalTokens,
 		PushTokens: c.PushTokens, Loopback: loopback(c.Listen), StateDir: c.StateDir, Registerer: reg, Logger: log,
-		Defaults: c.Defaults, Sources: func() []signals.SourceHealth { return []signals.SourceHealth{src.Health()} }}
+		Defaults: c.Defaults, CORSOrigins: c.CORSOrigins, Sources: func() []signals.SourceHealth { return []signals.SourceHealth{src.Health()} }}
 	if push != nil {
 		acfg.Push = push
 	}
@@ -296,6 +338,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	fmt.Fprintf(stdout, "brownoutd: serving on %s://%s (config %s; features %s; state %s)\n", scheme, ln.Addr(), fileName(file), featureNames(c.Dimmer), c.StateDir)
 	fmt.Fprintf(stdout, "brownoutd: the dial at %s://%s/\n", scheme, ln.Addr())
+	if len(c.CORSOrigins) > 0 {
+		fmt.Fprintf(stdout, "brownoutd: pages of %s may evaluate flags from a browser (OFREP only)\n", strings.Join(c.CORSOrigins, ", "))
+	}
 	if len(c.OperatorTokens) == 0 && !loopback(c.Listen) {
 		log.Warn("brownoutd: no operator token and not on loopback: operator writes are refused")
 	}
@@ -366,6 +411,9 @@ func reload(ctl *dimmer.Controller, a *api.API, f *serveFlags, set map[string]bo
 	}
 	a.SetTokens(c.OperatorTokens, c.EvalTokens, c.PushTokens)
 	a.SetDefaults(c.Defaults)
+	if err := a.SetCORSOrigins(c.CORSOrigins); err != nil { // settings checked them: never
+		log.Error("brownoutd: reload: the CORS origins stay as they were", "err", err)
+	}
 	a.Save() // overrides on removed features are gone: not back after a crash
 	a.Note("reload", "configuration reloaded from "+fileName(file))
 	log.Info("brownoutd: configuration reloaded", "config", fileName(file), "features", featureNames(c.Dimmer))

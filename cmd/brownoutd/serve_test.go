@@ -92,6 +92,7 @@ features:
   - {name: recommendations}
   - {name: reviews}
   - {name: gallery}
+cors_origins: [http://127.0.0.1:8081]
 auth:
   operator_tokens_file: `+write("ops", "alice "+opTok+"\n")+`
   push_tokens_file: `+write("push", "shop "+pushTok+"\n")+`
@@ -154,6 +155,19 @@ auth:
 
 	resp := send(t, "POST", base+"/ofrep/v1/evaluate/flags/reviews", "", `{"context":{"targetingKey":"u1"}}`)
 	assert.Equal(t, 200, resp.StatusCode)
+	assert.Contains(t, out.String(), "pages of http://127.0.0.1:8081 may evaluate")
+	preflight := func() *http.Response {
+		req, _ := http.NewRequest("OPTIONS", base+"/ofrep/v1/evaluate/flags", nil)
+		req.Header.Set("Origin", "http://127.0.0.1:8081")
+		req.Header.Set("Access-Control-Request-Method", "POST")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp
+	}
+	resp = preflight()
+	assert.Equal(t, 204, resp.StatusCode, "the configured origin's preflight")
+	assert.Equal(t, "http://127.0.0.1:8081", resp.Header.Get("Access-Control-Allow-Origin"))
 
 	assert.Equal(t, 401, send(t, "PUT", base+"/v1/features/reviews/override", "", `{"level":0.3}`).StatusCode)
 	assert.Equal(t, 200, send(t, "PUT", base+"/v1/features/reviews/override", opTok, `{"level":0.3,"ttl":"1h","reason":"war room"}`).StatusCode)
@@ -176,6 +190,9 @@ auth:
 	rv := st["features"].([]any)[1].(map[string]any)
 	assert.Equal(t, 0.3, rv["level"], "the override survived the reload")
 	assert.LessOrEqual(t, st["features"].([]any)[0].(map[string]any)["level"].(float64), 0.2, "the schedule caps")
+	resp = preflight()
+	assert.Equal(t, 403, resp.StatusCode, "the reload withdrew the origin")
+	assert.Empty(t, resp.Header.Get("Access-Control-Allow-Origin"))
 
 	// A broken file: refused, the running configuration kept.
 	write("brownoutd.yaml", "features: [{name: a, floor: 7}]\n")

@@ -1,6 +1,7 @@
 // Package hostile is what the project's tests throw at its servers the
 // way a hostile web page, a careless client or a noisy neighbour would:
-// cross-site and DNS-rebinding writes and reads, untyped bodies, headers
+// cross-site and DNS-rebinding writes and reads, CORS preflights for
+// writes (also from an origin the server lets evaluate), untyped bodies, headers
 // that never end, bodies that stall, huge headers, streams nobody reads;
 // then floods — many client keys near the header cap, many client
 // addresses, many pushing instances, streams up to the server's cap —

@@ -38,6 +38,10 @@ type Target struct {
 	Writes []Write
 	// State reads what a refused write must leave unchanged.
 	State func(tb testing.TB) string
+	// CORSOrigins are the origins the target lets evaluate from a
+	// browser (brownoutd --cors-origin). A preflight for any of Writes
+	// from one of them, as from any other origin, must get no CORS grant.
+	CORSOrigins []string
 	// Stalls must end, each, in its answer and a closed connection within
 	// BodyTimeout (plus Slack).
 	Stalls      []Stall
@@ -152,6 +156,34 @@ func (tg Target) attacks(t *testing.T) {
 			}
 			if after := tg.State(t); after != before {
 				t.Fatalf("refused writes changed the state:\nbefore %s\nafter  %s", before, after)
+			}
+		})
+	}
+	if len(tg.Writes) > 0 {
+		t.Run("preflights for writes", func(t *testing.T) {
+			t.Parallel()
+			c := Client()
+			for _, origin := range append([]string{"https://evil.example", "http://127.0.0.1:1"}, tg.CORSOrigins...) {
+				for _, w := range tg.Writes {
+					req, err := http.NewRequest(http.MethodOptions, tg.Base+w.Path, nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					req.Header.Set("Origin", origin)
+					req.Header.Set("Access-Control-Request-Method", w.Method)
+					req.Header.Set("Access-Control-Request-Headers", "content-type")
+					req.Header.Set("Sec-Fetch-Mode", "cors")
+					resp, err := c.Do(req)
+					if err != nil {
+						t.Fatalf("preflight %s %s from %s: %v", w.Method, w.Path, origin, err)
+					}
+					resp.Body.Close()
+					for k := range resp.Header {
+						if strings.HasPrefix(k, "Access-Control-") {
+							t.Fatalf("preflight %s %s from %s: %d with %s %q: a write must never be granted", w.Method, w.Path, origin, resp.StatusCode, k, resp.Header.Get(k))
+						}
+					}
+				}
 			}
 		})
 	}

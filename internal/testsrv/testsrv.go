@@ -1,6 +1,7 @@
 // Package testsrv starts the real servers that tests run against —
 // redis-server and Prometheus — on 127.0.0.1, free ports and temp dirs,
-// stopped when the test ends. Each skips the test where its binary is
+// and the headless chromium of the browser tests, stopped when the test
+// ends. Each skips the test where its binary is
 // missing, except in CI (the CI environment variable set), where .ci/run
 // installs them and a missing binary fails the test.
 package testsrv
