@@ -25,8 +25,8 @@
 // the levels come from the daemon's stream, and the recorder's signals are
 // pushed to it.
 //
-// The packages underneath (signals, dimmer, provider, shed, api) stay
-// public for whoever needs another arrangement.
+// The packages underneath (signals, signals/fleet, dimmer, provider, shed,
+// api) stay public for whoever needs another arrangement.
 package brownout
 
 import (
@@ -52,6 +52,7 @@ import (
 	"github.com/brownout/brownout/provider"
 	"github.com/brownout/brownout/shed"
 	"github.com/brownout/brownout/signals"
+	"github.com/brownout/brownout/signals/fleet"
 	"github.com/brownout/brownout/web"
 )
 
@@ -155,7 +156,7 @@ type Brownout struct {
 	rec     *signals.Recorder
 	ctl     *dimmer.Controller // nil in fleet mode
 	remote  *provider.Remote   // nil in embedded mode
-	pusher  *signals.Pusher    // nil in embedded mode
+	pusher  *fleet.Pusher      // nil in embedded mode
 	prov    *provider.Provider
 	shedder *shed.Shedder
 	api     *api.API // nil in fleet mode
@@ -219,7 +220,7 @@ func New(o Options) (*Brownout, error) {
 			return nil, fmt.Errorf("brownout: %w", err)
 		}
 		if !o.NoPush {
-			b.pusher, err = signals.NewPusher(b.rec, signals.PusherConfig{URL: strings.TrimSuffix(o.Daemon, "/") + "/v1/signals", Instance: o.Instance, Token: o.DaemonToken, Logger: o.Logger})
+			b.pusher, err = fleet.NewPusher(b.rec, fleet.PusherConfig{URL: strings.TrimSuffix(o.Daemon, "/") + "/v1/signals", Instance: o.Instance, Token: o.DaemonToken, Logger: o.Logger})
 			if err != nil {
 				return nil, fmt.Errorf("brownout: %w", err)
 			}

@@ -23,6 +23,7 @@ import (
 	"github.com/brownout/brownout/api"
 	"github.com/brownout/brownout/dimmer"
 	"github.com/brownout/brownout/signals"
+	"github.com/brownout/brownout/signals/fleet"
 )
 
 var domains atomic.Int64
@@ -206,7 +207,7 @@ func TestFleet(t *testing.T) {
 		Features: features(),
 	})
 	require.NoError(t, err)
-	push := signals.NewPushSource(signals.PushConfig{})
+	push := fleet.NewPushSource(fleet.PushConfig{})
 	a, err := api.New(api.Config{Controller: ctl, Push: push, Loopback: true})
 	require.NoError(t, err)
 	defer a.Close()

@@ -1,4 +1,4 @@
-package signals
+package fleet
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/brownout/brownout/internal/pipenet"
+	"github.com/brownout/brownout/signals"
 )
 
 // TestPusherEndToEnd: two Pushers post their Recorders to an httptest
@@ -30,7 +31,7 @@ func TestPusherEndToEnd(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 
-	recs := []*Recorder{NewRecorder(Config{}), NewRecorder(Config{})}
+	recs := []*signals.Recorder{signals.NewRecorder(signals.Config{}), signals.NewRecorder(signals.Config{})}
 	var pushers []*Pusher
 	for i, id := range []string{"shop-1", "shop-2"} {
 		p, err := NewPusher(recs[i], PusherConfig{URL: srv.URL + "/v1/signals", Instance: id, Token: "s3cret"})
@@ -45,24 +46,24 @@ func TestPusherEndToEnd(t *testing.T) {
 	}
 	pushAll()
 	now := time.Now() // the Recorders' clock; the source's is c
-	serve(recs[0], now, Default, 500, 10*time.Millisecond, 0, 0)
-	serve(recs[1], now, Critical, 500, 10*time.Millisecond, 10, 300*time.Millisecond)
+	serve(recs[0], now, signals.Default, 500, 10*time.Millisecond, 0, 0)
+	serve(recs[1], now, signals.Critical, 500, 10*time.Millisecond, 10, 300*time.Millisecond)
 	recs[1].Start(now)
 	c.t = c.t.Add(2 * time.Second)
 	pushAll()
 
 	snap, err := src.Snapshot(ctx, c.t)
 	require.NoError(t, err)
-	p99, ok := snap.Get(LatencyP99)
+	p99, ok := snap.Get(signals.LatencyP99)
 	require.True(t, ok)
 	assert.InEpsilon(t, 0.300, p99, 0.05, "50 slow of 1000: the p99 is slow")
-	p50, _ := snap.Get(LatencyP50)
+	p50, _ := snap.Get(signals.LatencyP50)
 	assert.InEpsilon(t, 0.010, p50, 0.05)
-	assert.Equal(t, uint64(500), snap.Classes[Default].Arrived)
-	assert.Equal(t, uint64(500), snap.Classes[Critical].Arrived)
-	inf, _ := snap.Get(InFlight)
+	assert.Equal(t, uint64(500), snap.Classes[signals.Default].Arrived)
+	assert.Equal(t, uint64(500), snap.Classes[signals.Critical].Arrived)
+	inf, _ := snap.Get(signals.InFlight)
 	assert.Equal(t, 1.0, inf)
-	arr, ok := snap.Get(ArrivalRate)
+	arr, ok := snap.Get(signals.ArrivalRate)
 	require.True(t, ok)
 	assert.Greater(t, arr, 0.0, "timed by the instances' own clocks")
 
@@ -82,7 +83,7 @@ func TestPusherEndToEnd(t *testing.T) {
 }
 
 func TestNewPusherRejectsBadConfig(t *testing.T) {
-	rec := NewRecorder(Config{})
+	rec := signals.NewRecorder(signals.Config{})
 	for _, tc := range []struct {
 		name string
 		cfg  PusherConfig
@@ -131,7 +132,7 @@ func TestPusherRunBacksOff(t *testing.T) {
 		tr := &http.Transport{DialContext: l.Dial}
 		defer tr.CloseIdleConnections()
 
-		rec := NewRecorder(Config{})
+		rec := signals.NewRecorder(signals.Config{})
 		p, err := NewPusher(rec, PusherConfig{URL: srv.URL + "/v1/signals", Instance: "shop-1",
 			Client: &http.Client{Transport: tr}, MaxBackoff: 8 * time.Second})
 		require.NoError(t, err)

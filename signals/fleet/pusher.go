@@ -1,4 +1,4 @@
-package signals
+package fleet
 
 import (
 	"bytes"
@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/brownout/brownout/signals"
 )
 
 // PusherConfig configures a Pusher. URL and Instance are required.
@@ -35,8 +37,8 @@ type PusherConfig struct {
 	// (each push is bounded by Timeout).
 	Client *http.Client
 	// Buckets are the classic bucket bounds in seconds, ascending, as
-	// CollectorOpts.Buckets; every instance of a fleet must use the same.
-	// Default DefaultBuckets.
+	// signals.CollectorOpts.Buckets; every instance of a fleet must use
+	// the same. Default signals.DefaultBuckets.
 	Buckets []float64
 	// MaxBackoff caps the wait after failures. Default 30 s.
 	MaxBackoff time.Duration
@@ -45,9 +47,10 @@ type PusherConfig struct {
 	Logger *slog.Logger
 }
 
-// Pusher sends a Recorder's signals to a PushSource, for apps the daemon
-// cannot scrape. Every Interval it reads the Recorder's cumulative state —
-// the numbers Collector exports — and POSTs it with a Timeout; the request
+// Pusher sends a signals.Recorder's signals to a PushSource, for apps the
+// daemon cannot scrape. Every Interval it reads the Recorder's cumulative
+// state — the numbers signals.Collector exports — and POSTs it with a
+// Timeout; the request
 // path is never involved (the Recorder's writers do not wait for readers).
 //
 // After a failed push it waits Interval × 2^failures, capped at MaxBackoff,
@@ -63,7 +66,7 @@ type PusherConfig struct {
 // A Pusher must be made with NewPusher. It is safe for concurrent use; run
 // one Run per Pusher.
 type Pusher struct {
-	rec   *Recorder
+	rec   *signals.Recorder
 	cfg   PusherConfig
 	start time.Time
 
@@ -84,16 +87,16 @@ type PusherStats struct {
 }
 
 // NewPusher checks cfg and returns a Pusher of rec's signals.
-func NewPusher(rec *Recorder, cfg PusherConfig) (*Pusher, error) {
+func NewPusher(rec *signals.Recorder, cfg PusherConfig) (*Pusher, error) {
 	if rec == nil {
-		return nil, errors.New("signals: pusher: no recorder")
+		return nil, errors.New("fleet: pusher: no recorder")
 	}
 	u, err := url.Parse(cfg.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("signals: pusher: URL %q is not an http(s) URL", truncate(cfg.URL))
+		return nil, fmt.Errorf("fleet: pusher: URL %q is not an http(s) URL", truncate(cfg.URL))
 	}
 	if err := checkInstance(cfg.Instance); err != nil {
-		return nil, fmt.Errorf("signals: pusher: %w", err)
+		return nil, fmt.Errorf("fleet: pusher: %w", err)
 	}
 	if cfg.Interval <= 0 {
 		cfg.Interval = time.Second
@@ -106,10 +109,10 @@ func NewPusher(rec *Recorder, cfg PusherConfig) (*Pusher, error) {
 	}
 	cfg.Buckets = slices.Clone(cfg.Buckets)
 	if len(cfg.Buckets) == 0 {
-		cfg.Buckets = DefaultBuckets()
+		cfg.Buckets = signals.DefaultBuckets()
 	}
 	if !slices.IsSorted(cfg.Buckets) {
-		return nil, errors.New("signals: pusher: buckets are not ascending")
+		return nil, errors.New("fleet: pusher: buckets are not ascending")
 	}
 	if cfg.MaxBackoff <= 0 {
 		cfg.MaxBackoff = 30 * time.Second
@@ -143,10 +146,10 @@ func (p *Pusher) Run(ctx context.Context) error {
 			fails++
 			wait = p.backoff(fails, err)
 			if fails == 1 {
-				p.cfg.Logger.Warn("signals: push failed; backing off", "url", p.cfg.URL, "err", err, "retry_in", wait.Round(time.Millisecond))
+				p.cfg.Logger.Warn("fleet: push failed; backing off", "url", p.cfg.URL, "err", err, "retry_in", wait.Round(time.Millisecond))
 			}
 		} else if fails > 0 {
-			p.cfg.Logger.Info("signals: push recovered", "url", p.cfg.URL, "failures", fails)
+			p.cfg.Logger.Info("fleet: push recovered", "url", p.cfg.URL, "failures", fails)
 			fails = 0
 		}
 		t.Reset(max(wait-time.Since(began), 0))
@@ -176,9 +179,9 @@ type pushStatusError struct {
 
 func (e *pushStatusError) Error() string {
 	if e.detail == "" {
-		return fmt.Sprintf("signals: push to %s: HTTP %s", e.url, e.status)
+		return fmt.Sprintf("fleet: push to %s: HTTP %s", e.url, e.status)
 	}
-	return fmt.Sprintf("signals: push to %s: HTTP %s: %s", e.url, e.status, e.detail)
+	return fmt.Sprintf("fleet: push to %s: HTTP %s: %s", e.url, e.status, e.detail)
 }
 
 // Push sends the Recorder's state once, now.
@@ -208,13 +211,13 @@ func (p *Pusher) push(ctx context.Context) error {
 	b.Time = p.start.Add(now.Sub(p.start)).UTC().Format(time.RFC3339Nano)
 	body, err := json.Marshal(b)
 	if err != nil {
-		return fmt.Errorf("signals: push: encode: %w", err)
+		return fmt.Errorf("fleet: push: encode: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.cfg.URL, bytes.NewReader(body))
 	if err != nil {
-		return fmt.Errorf("signals: push to %s: %w", p.cfg.URL, err)
+		return fmt.Errorf("fleet: push to %s: %w", p.cfg.URL, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if p.cfg.Token != "" {
@@ -222,7 +225,7 @@ func (p *Pusher) push(ctx context.Context) error {
 	}
 	resp, err := p.cfg.Client.Do(req)
 	if err != nil {
-		return fmt.Errorf("signals: push to %s: %w", p.cfg.URL, err)
+		return fmt.Errorf("fleet: push to %s: %w", p.cfg.URL, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 == 2 {
