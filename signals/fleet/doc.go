@@ -56,6 +56,12 @@
 // stale. Its Snapshot's Tallies sum each live instance's increase over its
 // last push interval.
 //
+// A Pusher reports how its pushes fare from Health (a signals.SourceHealth,
+// as the sources report theirs): a daemon that refuses its token (401 or
+// 403) is [ErrUnauthorized], said once in the log, at WARN, with the URL
+// and what to fix, and shown in its health until a push is accepted
+// again; every change of state is one line, never one per push.
+//
 // The wire format is JSON, versioned (testdata/push_v1.json is a whole
 // body):
 //

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -42,26 +43,41 @@ type PusherConfig struct {
 	Buckets []float64
 	// MaxBackoff caps the wait after failures. Default 30 s.
 	MaxBackoff time.Duration
-	// Logger receives failures (the first of a run of them) and
-	// recoveries. Default: discard.
+	// Logger receives a line when the pushes change state: a WARN when
+	// they start failing, another when the daemon refuses the token
+	// (ErrUnauthorized), an INFO when one is accepted again — never one
+	// per push. Default: discard.
 	Logger *slog.Logger
 }
+
+// ErrUnauthorized is wrapped by a push's error when the daemon refused it
+// for its credentials: 401 (the token is missing or none of the daemon's
+// push tokens) or 403 (the daemon takes no pushes from here, e.g. it has
+// no push token and does not listen on loopback). A retry cannot fix it,
+// the configuration can: the Pusher's Token or the daemon's push tokens.
+// The Pusher still retries, backing off, so that it is accepted again
+// without a restart once they agree.
+var ErrUnauthorized = errors.New("fleet: push: the daemon refused the token")
 
 // Pusher sends a signals.Recorder's signals to a PushSource, for apps the
 // daemon cannot scrape. Every Interval it reads the Recorder's cumulative
 // state — the numbers signals.Collector exports — and POSTs it with a
-// Timeout; the request
-// path is never involved (the Recorder's writers do not wait for readers).
+// Timeout; the request path is never involved (the Recorder's writers do
+// not wait for readers).
 //
-// After a failed push it waits Interval × 2^failures, capped at MaxBackoff,
-// jittered between half and all of it (so that a fleet does not retry in
-// step), and at least the server's Retry-After (within MaxBackoff); a
-// success returns to Interval. Nothing is lost while pushes fail: the state is cumulative, so
-// the next push that arrives carries everything.
+// After a failed push it waits Interval × 2^failures, capped at
+// MaxBackoff, jittered between half and all of it (so that a fleet does
+// not retry in step), and at least the server's Retry-After (within
+// MaxBackoff); a success returns to Interval. Nothing is lost while
+// pushes fail: the state is cumulative, so the next push that arrives
+// carries everything.
 //
 // Each push carries the Pusher's start and a time that, within one
 // Pusher, never goes back (it follows the monotonic clock), so that the
 // source can order pushes and time the counts of one run.
+//
+// How the pushes fare is in Health (and counted in Stats); the Logger is
+// told when that changes.
 //
 // A Pusher must be made with NewPusher. It is safe for concurrent use; run
 // one Run per Pusher.
@@ -72,8 +88,38 @@ type Pusher struct {
 
 	mu struct {
 		sync.Mutex
-		stats PusherStats
+		health health
+		pushed uint64
+		// said is the outcome the log last told, and inARow the failures
+		// since the last accepted push.
+		said   outcome
+		inARow uint64
 	}
+}
+
+// outcome is what a push came to, as the log tells it: one line each time
+// it changes.
+type outcome uint8
+
+const (
+	// accepted is the zero value: a Pusher starts as if its pushes were
+	// accepted, so that its first failure is said.
+	accepted outcome = iota
+	// unauthorized: the daemon refused the token (ErrUnauthorized).
+	unauthorized
+	// failed: any other failure — the daemon away, a timeout, another
+	// status.
+	failed
+)
+
+func outcomeOf(err error) outcome {
+	switch {
+	case err == nil:
+		return accepted
+	case errors.Is(err, ErrUnauthorized):
+		return unauthorized
+	}
+	return failed
 }
 
 // PusherStats counts a Pusher's pushes; a plain value.
@@ -145,11 +191,7 @@ func (p *Pusher) Run(ctx context.Context) error {
 		if err != nil {
 			fails++
 			wait = p.backoff(fails, err)
-			if fails == 1 {
-				p.cfg.Logger.Warn("fleet: push failed; backing off", "url", p.cfg.URL, "err", err, "retry_in", wait.Round(time.Millisecond))
-			}
-		} else if fails > 0 {
-			p.cfg.Logger.Info("fleet: push recovered", "url", p.cfg.URL, "failures", fails)
+		} else {
 			fails = 0
 		}
 		t.Reset(max(wait-time.Since(began), 0))
@@ -172,33 +214,76 @@ func (p *Pusher) backoff(fails int, err error) time.Duration {
 // pushStatusError is a push the server answered with a non-2xx status.
 type pushStatusError struct {
 	url        string
+	code       int
 	status     string
 	detail     string
 	retryAfter time.Duration
 }
 
 func (e *pushStatusError) Error() string {
-	if e.detail == "" {
-		return fmt.Sprintf("fleet: push to %s: HTTP %s", e.url, e.status)
+	msg := fmt.Sprintf("fleet: push to %s: HTTP %s", e.url, e.status)
+	if e.refused() {
+		msg = fmt.Sprintf("fleet: push to %s: %s (%d) — check the push token (this app's, and the daemon's push tokens)",
+			e.url, strings.ToLower(http.StatusText(e.code)), e.code)
 	}
-	return fmt.Sprintf("fleet: push to %s: HTTP %s: %s", e.url, e.status, e.detail)
+	if e.detail != "" {
+		msg += ": " + e.detail
+	}
+	return msg
 }
 
-// Push sends the Recorder's state once, now.
+// refused: the daemon refused the push's credentials.
+func (e *pushStatusError) refused() bool {
+	return e.code == http.StatusUnauthorized || e.code == http.StatusForbidden
+}
+
+// Unwrap returns ErrUnauthorized for a refused token.
+func (e *pushStatusError) Unwrap() error {
+	if e.refused() {
+		return ErrUnauthorized
+	}
+	return nil
+}
+
+// Push sends the Recorder's state once, now, and notes how it went in
+// Health (telling the Logger when that changed).
 func (p *Pusher) Push(ctx context.Context) error {
 	err := p.push(ctx)
 	now := time.Now()
+	o := outcomeOf(err)
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	st := &p.mu.stats
+	p.mu.health.record(now, err)
+	if err == nil {
+		p.mu.pushed++
+	}
+	said, fails := p.mu.said, p.mu.inARow
 	if err != nil {
-		st.Failed++
-		st.LastError, st.LastErrorAt = err.Error(), now
+		p.mu.inARow++
 	} else {
-		st.Pushed++
-		st.LastSuccess = now
+		p.mu.inARow = 0
+	}
+	tell := o != said && ctx.Err() == nil // a push cut short by the end of ctx says nothing
+	if tell {
+		p.mu.said = o
+	}
+	p.mu.Unlock()
+	if tell {
+		p.tell(o, err, fails)
 	}
 	return err
+}
+
+// tell logs a change of outcome; fails is the failures in a row before
+// this push.
+func (p *Pusher) tell(o outcome, err error, fails uint64) {
+	switch o {
+	case unauthorized:
+		p.cfg.Logger.Warn("fleet: the daemon refuses this app's pushes: check the push token", "url", p.cfg.URL, "err", err)
+	case failed:
+		p.cfg.Logger.Warn("fleet: push failed; backing off", "url", p.cfg.URL, "err", err)
+	case accepted:
+		p.cfg.Logger.Info("fleet: push recovered", "url", p.cfg.URL, "failures", fails)
+	}
 }
 
 func (p *Pusher) push(ctx context.Context) error {
@@ -229,25 +314,44 @@ func (p *Pusher) push(ctx context.Context) error {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 == 2 {
-		io.Copy(io.Discard, io.LimitReader(resp.Body, 4096)) // reuse the connection
+		io.Copy(io.Discard, io.LimitReader(resp.Body, maxAnswer)) // reuse the connection
 		return nil
 	}
-	se := &pushStatusError{url: p.cfg.URL, status: resp.Status}
+	se := &pushStatusError{url: p.cfg.URL, code: resp.StatusCode, status: resp.Status}
 	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
 		se.retryAfter = time.Duration(s) * time.Second
 	}
 	var prob struct {
 		Detail string `json:"detail"`
 	}
-	if raw, _ := io.ReadAll(io.LimitReader(resp.Body, 4096)); json.Unmarshal(raw, &prob) == nil {
+	if raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxAnswer)); json.Unmarshal(raw, &prob) == nil {
 		se.detail = prob.Detail
 	}
 	return se
 }
 
+// maxAnswer bounds what a Pusher reads of an answer: a problem+json body
+// whose detail says why a push was refused (PushSource's are under 1 KiB),
+// or what is drained of a 2xx so that the connection is reused.
+const maxAnswer = 4 << 10
+
 // Stats returns the Pusher's counts.
 func (p *Pusher) Stats() PusherStats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.mu.stats
+	h := p.mu.health
+	return PusherStats{Pushed: p.mu.pushed, Failed: h.errors, LastSuccess: h.lastSuccess, LastErrorAt: h.lastErrorAt, LastError: h.lastError}
+}
+
+// Health reports how the pushes fare, for a status page (the root
+// package's GET /v1/state in fleet mode): OK while the last push was
+// accepted; LastError says why the last one failed — for a daemon that
+// refused the token, "…: unauthorized (401) — check the push token …" —
+// and stays after recovery (compare LastErrorAt with LastSuccess). Its
+// Name is "push " and the URL. Before the first push it is not OK and
+// says nothing else.
+func (p *Pusher) Health() signals.SourceHealth {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.mu.health.report("push " + p.cfg.URL)
 }

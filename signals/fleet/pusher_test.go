@@ -2,8 +2,12 @@ package fleet
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -204,6 +208,111 @@ func TestPusherRunBacksOff(t *testing.T) {
 		require.NoError(t, err)
 		assert.True(t, snap.ClassesOK)
 
+		cancel()
+		assert.ErrorIs(t, <-done, context.Canceled)
+	})
+}
+
+// logLines is a log's destination that a test reads while a Pusher
+// writes it: one text line per record.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// take returns the lines written since the last take.
+func (l *logLines) take() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.lines
+	l.lines = nil
+	return out
+}
+
+// TestPusherSaysUnauthorizedOnce: a daemon that refuses the token is one
+// WARN with the URL and what to fix, however many pushes it refuses, and
+// the Pusher's Health says it until a push is accepted again; every other
+// change of state is one line too.
+func TestPusherSaysUnauthorizedOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := NewPushSource(PushConfig{})
+		var mu sync.Mutex
+		status, asked := http.StatusUnauthorized, 0
+		l := pipenet.New()
+		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			st := status
+			asked++
+			mu.Unlock()
+			switch st {
+			case http.StatusOK:
+				src.ServeHTTP(w, r)
+			case http.StatusUnauthorized: // as brownoutd answers a push without one of its tokens
+				w.Header().Set("WWW-Authenticate", `Bearer realm="brownout push"`)
+				w.Header().Set("Content-Type", "application/problem+json")
+				w.WriteHeader(st)
+				fmt.Fprint(w, `{"type":"urn:brownout:api:unauthorized","title":"Unauthorized","status":401,"detail":"pushes need a push token (Authorization: Bearer …)"}`)
+			default:
+				w.WriteHeader(st)
+			}
+		}))
+		srv.Listener = l
+		srv.Start()
+		defer srv.Close()
+		tr := &http.Transport{DialContext: l.Dial}
+		defer tr.CloseIdleConnections()
+
+		logs := &logLines{}
+		url := srv.URL + "/v1/signals"
+		p, err := NewPusher(signals.NewRecorder(signals.Config{}), PusherConfig{URL: url, Instance: "shop-1", Token: "wrong",
+			Client: &http.Client{Transport: tr}, MaxBackoff: 4 * time.Second, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+		require.NoError(t, err)
+		assert.Equal(t, signals.SourceHealth{Name: "push " + url}, p.Health(), "before the first push")
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error)
+		go func() { done <- p.Run(ctx) }()
+
+		refuses := `level=WARN msg="fleet: the daemon refuses this app's pushes: check the push token" url=` + url
+		recovered := `level=INFO msg="fleet: push recovered" url=` + url
+		for _, phase := range []struct {
+			status int
+			line   string // the one line the phase logs
+			err    string // in Health's LastError, kept after recovery
+		}{
+			{http.StatusUnauthorized, refuses, "push to " + url + ": unauthorized (401) — check the push token (this app's, and the daemon's push tokens): pushes need a push token"},
+			{http.StatusOK, recovered, "unauthorized (401)"},
+			{http.StatusServiceUnavailable, `level=WARN msg="fleet: push failed; backing off" url=` + url, "HTTP 503 Service Unavailable"},
+			{http.StatusForbidden, refuses, "forbidden (403) — check the push token"},
+			{http.StatusOK, recovered, "forbidden (403)"},
+		} {
+			mu.Lock()
+			status, asked = phase.status, 0
+			mu.Unlock()
+			time.Sleep(20 * time.Second) // fake time: several pushes, backing off while they fail
+			synctest.Wait()
+			mu.Lock()
+			assert.GreaterOrEqual(t, asked, 4, "%d: pushes", phase.status)
+			mu.Unlock()
+			lines := logs.take()
+			require.Len(t, lines, 1, "%d: one line, however many pushes: %q", phase.status, lines)
+			assert.Contains(t, lines[0], phase.line, "%d", phase.status)
+			h := p.Health()
+			assert.Contains(t, h.LastError, phase.err, "%d", phase.status)
+			ok := phase.status == http.StatusOK
+			assert.Equal(t, ok, h.OK, "%d", phase.status)
+			assert.Equal(t, ok, h.LastSuccess.After(h.LastErrorAt), "%d: the newer of the two", phase.status)
+			if !ok {
+				err := p.Push(ctx)
+				assert.Equal(t, phase.status != http.StatusServiceUnavailable, errors.Is(err, ErrUnauthorized), "%d: %v", phase.status, err)
+			}
+		}
 		cancel()
 		assert.ErrorIs(t, <-done, context.Canceled)
 	})
