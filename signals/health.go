@@ -4,9 +4,10 @@ import "time"
 
 // SourceHealth is how a signal source is doing, for a status page or a
 // metric: package fleet's ScrapeSource, PromQLSource and PushSource
-// report it with their Health method. Times are by the source's clock
-// (the now of its last Snapshot for the sources that read on demand;
-// arrival for pushes).
+// report it with their Health method, and so do an app's links to its
+// daemon in fleet mode (fleet.Pusher, provider.Remote). Times are by the
+// source's clock (the now of its last Snapshot for the sources that read
+// on demand; arrival for pushes).
 //
 // SourceHealth is a plain value; its zero value is a source that never
 // got signals.
