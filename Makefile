@@ -21,7 +21,7 @@ NORACE := ./testapp ./sim ./shop ./e2e
 # Heap bounds under hostile input (TestHeap…, and the hostile clients'
 # floods against brownoutd and the shop) skip under -race, whose
 # allocations blur the figures; they run here without it.
-HEAP   := ./signals ./shed
+HEAP   := ./signals/fleet ./shed
 HOSTILE := ./cmd/brownoutd ./cmd/shop-demo
 SOAK   ?= 15m
 SOAK_SHOP ?= 20m

@@ -25,8 +25,8 @@
 // the levels come from the daemon's stream, and the recorder's signals are
 // pushed to it.
 //
-// The packages underneath (signals, dimmer, provider, shed, api) stay
-// public for whoever needs another arrangement.
+// The packages underneath (signals, signals/fleet, dimmer, provider, shed,
+// api) stay public for whoever needs another arrangement.
 package brownout
 
 import (
@@ -48,10 +48,10 @@ import (
 
 	"github.com/brownout/brownout/api"
 	"github.com/brownout/brownout/dimmer"
-	httpproblem "github.com/brownout/brownout/internal/problem"
 	"github.com/brownout/brownout/provider"
 	"github.com/brownout/brownout/shed"
 	"github.com/brownout/brownout/signals"
+	"github.com/brownout/brownout/signals/fleet"
 	"github.com/brownout/brownout/web"
 )
 
@@ -163,7 +163,7 @@ type Brownout struct {
 	rec     *signals.Recorder
 	ctl     *dimmer.Controller // nil in fleet mode
 	remote  *provider.Remote   // nil in embedded mode
-	pusher  *signals.Pusher    // nil in embedded mode
+	pusher  *fleet.Pusher      // nil in embedded mode
 	prov    *provider.Provider
 	shedder *shed.Shedder
 	api     *api.API // nil in fleet mode
@@ -230,7 +230,7 @@ func New(o Options) (*Brownout, error) {
 			return nil, fmt.Errorf("brownout: %w", err)
 		}
 		if !o.NoPush {
-			b.pusher, err = signals.NewPusher(b.rec, signals.PusherConfig{URL: strings.TrimSuffix(o.Daemon, "/") + "/v1/signals", Instance: o.Instance, Token: o.DaemonToken, Logger: o.Logger})
+			b.pusher, err = fleet.NewPusher(b.rec, fleet.PusherConfig{URL: strings.TrimSuffix(o.Daemon, "/") + "/v1/signals", Instance: o.Instance, Token: o.DaemonToken, Logger: o.Logger})
 			if err != nil {
 				return nil, fmt.Errorf("brownout: %w", err)
 			}
@@ -270,7 +270,7 @@ func New(o Options) (*Brownout, error) {
 		}
 	}
 	if b.ctl == nil {
-		b.handler = fleetHandler(o.Daemon)
+		b.handler = b.fleetHandler()
 		return b, nil
 	}
 	b.api, err = api.New(api.Config{Controller: b.ctl, Provider: b.prov, OperatorTokens: o.OperatorTokens,
@@ -284,15 +284,6 @@ func New(o Options) (*Brownout, error) {
 	mux.Handle("/", b.api.Local(web.Handler()))
 	b.handler = mux
 	return b, nil
-}
-
-// fleetHandler answers every request of the operator surface in fleet
-// mode: the daemon has it.
-func fleetHandler(daemon string) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		httpproblem.Write(w, httpproblem.Problem{Type: httpproblem.Type("brownout", "fleet-mode"), Status: http.StatusNotFound,
-			Detail: fmt.Sprintf("fleet mode: the operator API and the dial are the daemon's, at %s", daemon)})
-	})
 }
 
 // Middleware wraps h in the admission gate and the signals recorder: the
@@ -320,7 +311,10 @@ func (b *Brownout) Client() *openfeature.Client { return openfeature.NewClient(b
 // Handler serves the operator surface: OFREP (/ofrep/v1/…), the state,
 // history, events and operators' writes (/v1/…), and the web dial (/).
 // Mount it on an internal listener; writes need a token of
-// Options.OperatorTokens unless Options.Loopback.
+// Options.OperatorTokens unless Options.Loopback. In fleet mode those are
+// the daemon's: Handler serves GET /v1/state alone, a FleetState — the
+// levels this app follows and how its links to the daemon fare — and
+// answers everything else with a 404 that names the daemon.
 func (b *Brownout) Handler() http.Handler { return b.handler }
 
 // Controller returns the embedded controller; nil in fleet mode.

@@ -2,14 +2,17 @@ package brownout_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,6 +26,7 @@ import (
 	"github.com/brownout/brownout/api"
 	"github.com/brownout/brownout/dimmer"
 	"github.com/brownout/brownout/signals"
+	"github.com/brownout/brownout/signals/fleet"
 )
 
 var domains atomic.Int64
@@ -245,7 +249,7 @@ func TestFleet(t *testing.T) {
 		Features: features(),
 	})
 	require.NoError(t, err)
-	push := signals.NewPushSource(signals.PushConfig{})
+	push := fleet.NewPushSource(fleet.PushConfig{})
 	a, err := api.New(api.Config{Controller: ctl, Push: push, Loopback: true})
 	require.NoError(t, err)
 	defer a.Close()
@@ -279,9 +283,123 @@ func TestFleet(t *testing.T) {
 		return false
 	}, 10*time.Second, 20*time.Millisecond, "the app pushes its signals")
 
-	code, body := get(t, httptest.NewServer(b.Handler()).URL+"/v1/state")
+	ops := httptest.NewServer(b.Handler())
+	defer ops.Close()
+	code, body := get(t, ops.URL+"/v1/history")
 	assert.Equal(t, http.StatusNotFound, code)
-	assert.Contains(t, body, "fleet mode")
+	assert.Contains(t, body, "fleet mode: the operator API and the dial are the daemon's")
+	st := fleetState(t, ops.URL)
+	assert.Equal(t, daemon.URL, st.Daemon)
+	assert.Contains(t, st.Features, brownout.FleetFeature{Name: "reviews", Level: 0, Mode: "override"}, "the levels followed")
+	require.Len(t, st.Sources, 2)
+	for _, s := range st.Sources {
+		assert.True(t, s.OK, "%s: the links to the daemon are up", s.Name)
+	}
+}
+
+// fleetState reads an app's GET /v1/state in fleet mode.
+func fleetState(t *testing.T, base string) brownout.FleetState {
+	t.Helper()
+	code, body := get(t, base+"/v1/state")
+	require.Equal(t, http.StatusOK, code, body)
+	var st brownout.FleetState
+	require.NoError(t, json.Unmarshal([]byte(body), &st))
+	return st
+}
+
+// logLines is a log's destination that a test reads while the stack
+// writes it: one text line per record.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// count returns how many lines hold every one of parts.
+func (l *logLines) count(parts ...string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, line := range l.lines {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(line, p)
+		}
+		if all {
+			n++
+		}
+	}
+	return n
+}
+
+// TestFleetSaysUnauthorized: a daemon that refuses the app's token is said
+// once per link in the app's log, at WARN with the URL and what to fix,
+// and shown in the app's GET /v1/state, however often the app tries; once
+// the daemon takes the token (its tokens reloaded), the state clears.
+func TestFleetSaysUnauthorized(t *testing.T) {
+	ctl, err := dimmer.New(dimmer.Config{
+		Targets:  []dimmer.Target{{Signal: signals.LatencyP99, Target: 0.3}},
+		Features: features(),
+	})
+	require.NoError(t, err)
+	push := fleet.NewPushSource(fleet.PushConfig{})
+	old := map[string]string{"app": "old-token"}
+	a, err := api.New(api.Config{Controller: ctl, Push: push, EvalTokens: old, PushTokens: old})
+	require.NoError(t, err)
+	defer a.Close()
+	daemon := httptest.NewServer(a.Handler()) // on 127.0.0.1
+	defer daemon.Close()
+	dctx, dcancel := context.WithCancel(context.Background())
+	defer dcancel()
+	go a.Run(dctx, push)
+
+	logs := &logLines{}
+	b, err := brownout.New(brownout.Options{Daemon: daemon.URL, DaemonToken: "new-token", Domain: domain(), Instance: "app-1",
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	require.NoError(t, err)
+	_, stop := run(t, b)
+	defer stop()
+	ops := httptest.NewServer(b.Handler())
+	defer ops.Close()
+
+	// Several refusals on each link (the stream retries within a second,
+	// the pusher within two).
+	require.Eventually(t, func() bool {
+		h := b.DaemonHealth()
+		return len(h) == 2 && h[0].Errors >= 3 && h[1].Errors >= 2
+	}, 10*time.Second, 20*time.Millisecond, "the daemon refuses both links, several times")
+	st := fleetState(t, ops.URL)
+	require.Len(t, st.Sources, 2)
+	for i, want := range []struct{ name, err string }{
+		{"stream " + daemon.URL + "/v1/stream", "unauthorized (401) — check the token"},
+		{"push " + daemon.URL + "/v1/signals", "unauthorized (401) — check the push token"},
+	} {
+		s := st.Sources[i]
+		assert.Equal(t, want.name, s.Name)
+		assert.False(t, s.OK, s.Name)
+		assert.Contains(t, s.LastError, want.err, s.Name)
+	}
+	assert.Equal(t, "stale", st.Mode, "no levels from a daemon that refuses the app")
+	assert.Equal(t, 1, logs.count("level=WARN", "brownoutd refuses this app's token: check it", "url="+daemon.URL, "401"),
+		"one line for the stream, however many attempts")
+	assert.Equal(t, 1, logs.count("level=WARN", "the daemon refuses this app's pushes: check the push token", "url="+daemon.URL+"/v1/signals", "401"),
+		"one line for the pushes")
+
+	fixed := map[string]string{"app": "new-token"}
+	a.SetTokens(nil, fixed, fixed)
+	require.Eventually(t, func() bool {
+		st := fleetState(t, ops.URL)
+		return len(st.Sources) == 2 && st.Sources[0].OK && st.Sources[1].OK
+	}, 15*time.Second, 20*time.Millisecond, "the links recover once the daemon takes the token")
+	assert.Equal(t, 1, logs.count("level=INFO", "following brownoutd again"))
+	assert.Equal(t, 1, logs.count("level=INFO", "push recovered"))
+	assert.Equal(t, 2, logs.count("level=WARN"), "nothing more was said")
 }
 
 // TestCostsLearnedEndToEnd: through the middleware, the provider and the

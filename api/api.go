@@ -55,7 +55,7 @@ type Config struct {
 	// Loopback: the server listens on loopback addresses only, so that
 	// writes without a configured token are allowed (as "local").
 	Loopback bool
-	// Push, when set, serves POST /v1/signals (a signals.PushSource).
+	// Push, when set, serves POST /v1/signals (a fleet.PushSource).
 	Push http.Handler
 	// Sources reports the signal sources' health for /v1/state.
 	Sources func() []signals.SourceHealth

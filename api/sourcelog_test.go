@@ -32,7 +32,7 @@ func (s *changingSource) Snapshot(_ context.Context, now time.Time) (signals.Sna
 	if !s.failing {
 		return signals.Snapshot{Time: now}, nil
 	}
-	return signals.Snapshot{Time: now}, fmt.Errorf("signals: push: %d: %s", s.n, strings.Repeat("instance x: bucket bounds differ; ", 3000))
+	return signals.Snapshot{Time: now}, fmt.Errorf("fleet: push: %d: %s", s.n, strings.Repeat("instance x: bucket bounds differ; ", 3000))
 }
 
 func (s *changingSource) set(failing bool) {

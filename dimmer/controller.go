@@ -11,8 +11,9 @@ import (
 	"github.com/brownout/brownout/signals"
 )
 
-// Source gives the controller its signals; signals.ScrapeSource and
-// signals.PromQLSource are Sources, and Local wraps a signals.Recorder.
+// Source gives the controller its signals; fleet.ScrapeSource,
+// fleet.PromQLSource and fleet.PushSource (package signals/fleet) are
+// Sources, and Local wraps a signals.Recorder.
 type Source interface {
 	Snapshot(ctx context.Context, now time.Time) (signals.Snapshot, error)
 }

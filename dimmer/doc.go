@@ -387,7 +387,7 @@
 //		Targets:  []dimmer.Target{{Signal: signals.LatencyP99, Target: 0.3}},
 //		Features: []dimmer.Feature{{Name: "recommendations"}, {Name: "reviews", Rank: 1}},
 //	})
-//	go c.Run(ctx, dimmer.Local(recorder)) // or a signals.ScrapeSource
+//	go c.Run(ctx, dimmer.Local(recorder)) // or a fleet.ScrapeSource
 //	...
 //	if lvl, _ := c.State().Level("recommendations", ""); lvl > 0 { … }
 //

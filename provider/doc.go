@@ -92,6 +92,12 @@
 // stream for the cascade's choice of clients (dimmer.ShedSeed): give it
 // to shed.Config.ShedSeed, and every instance sheds the same users.
 //
+// Remote.Health reports the link (a signals.SourceHealth, as the daemon's
+// sources report theirs). A daemon that refuses the token (401 or 403) is
+// ErrUnauthorized: said once in the log, at WARN, with the URL and what
+// to fix, and shown in Health until a state arrives again; the log has a
+// line for each change of the link, never one per reconnection attempt.
+//
 // # Usage
 //
 //	p, _ := provider.New(controller, provider.Options{Registerer: reg})

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/brownout/brownout/dimmer"
+	"github.com/brownout/brownout/signals"
 )
 
 // RemoteOptions configure a Remote.
@@ -51,7 +52,10 @@ type RemoteOptions struct {
 	// Client makes the connections. Default: a client without an overall
 	// timeout (a stream lasts).
 	Client *http.Client
-	// Logger. Default: discard.
+	// Logger receives a line when the link to the daemon changes state: a
+	// WARN when it is lost, another when the daemon refuses the token
+	// (ErrUnauthorized), an INFO when a state arrives again — never one
+	// per attempt. Default: discard.
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
@@ -72,6 +76,9 @@ type RemoteOptions struct {
 // dimmer.MaxSegments) — is a bad state: the connection ends, the levels
 // held stay, and the next attempt waits a growing backoff.
 //
+// How the link to the daemon fares is in Health; the Logger is told when
+// that changes.
+//
 // Run it with Run; it is safe for concurrent use.
 type Remote struct {
 	o   RemoteOptions
@@ -90,7 +97,63 @@ type Remote struct {
 		connected bool
 		defaults  map[string]bool
 		names     []string
+		link      link
 	}
+}
+
+// ErrUnauthorized is wrapped by the error of a connection the daemon
+// refused for its credentials: 401 (the token is missing or none of the
+// daemon's evaluation or operator tokens) or 403. A retry cannot fix it,
+// the configuration can: RemoteOptions.Token or the daemon's tokens. The
+// Remote still reconnects, backing off, so that it follows the daemon
+// again without a restart once they agree.
+var ErrUnauthorized = errors.New("provider: remote: brownoutd refused the token")
+
+// link is how the stream to the daemon fares: what Health reports, and
+// what the log last said of it.
+type link struct {
+	lastSuccess, lastErrorAt time.Time
+	lastError                string
+	errors                   uint64
+	said                     linkState
+}
+
+// linkState is the link's state as the log tells it: one line each time
+// it changes.
+type linkState uint8
+
+const (
+	// following is the zero value: a Remote starts as if it followed, so
+	// that its first failure is said.
+	following linkState = iota
+	// refused: the daemon refused the token (ErrUnauthorized).
+	refused
+	// lost: any other failure — the daemon away, a bad state, a stream
+	// that ended.
+	lost
+)
+
+func linkStateOf(err error) linkState {
+	if errors.Is(err, ErrUnauthorized) {
+		return refused
+	}
+	return lost
+}
+
+// Health reports the link to the daemon, for a status page (the root
+// package's GET /v1/state in fleet mode): OK while the stream is up
+// (Connected); LastSuccess is when a state last arrived; LastError is why
+// the stream last failed or ended — for a daemon that refused the token,
+// "…: unauthorized (401) — check the token …" — and stays after recovery
+// (compare LastErrorAt with LastSuccess); Errors counts the failed or
+// ended connections. Its Name is "stream " and the stream's URL. Times are
+// by RemoteOptions.Now.
+func (r *Remote) Health() signals.SourceHealth {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	l := r.mu.link
+	return signals.SourceHealth{Name: "stream " + r.o.URL + "/v1/stream", OK: r.mu.connected, LastSuccess: l.lastSuccess,
+		LastError: l.lastError, LastErrorAt: l.lastErrorAt, Errors: l.errors}
 }
 
 var _ Source = (*Remote)(nil)
@@ -478,18 +541,47 @@ func (r *Remote) expire(ctx context.Context) {
 // (the backoff starts over).
 var errHeard = errors.New("provider: remote: stream ended")
 
+// disconnected notes a connection that failed or ended with err, and
+// tells the log when the link's state changed.
 func (r *Remote) disconnected(err error) {
+	now := r.o.Now()
+	st := linkStateOf(err)
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	was := r.mu.connected
 	r.mu.connected = false
 	if was {
-		r.mu.lastAt = r.o.Now() // the daemon was there until now: the stale clock starts here
+		r.mu.lastAt = now // the daemon was there until now: the stale clock starts here
 	}
 	if was && r.mu.last != nil {
 		r.publishLocked(r.stale(r.mu.last, errString(err)))
 	}
-	r.log.Warn("provider: remote: disconnected from brownoutd", "url", r.o.URL, "err", err)
+	l := &r.mu.link
+	l.lastError, l.lastErrorAt = errString(err), now
+	l.errors++
+	tell := st != l.said
+	l.said = st
+	r.mu.Unlock()
+	if !tell {
+		return
+	}
+	switch st {
+	case refused:
+		r.log.Warn("provider: remote: brownoutd refuses this app's token: check it", "url", r.o.URL, "err", err)
+	default:
+		r.log.Warn("provider: remote: disconnected from brownoutd", "url", r.o.URL, "err", err)
+	}
+}
+
+// followed notes that a connection delivered its first state, and tells
+// the log when that ends a failure it told.
+func (r *Remote) followed() {
+	r.mu.Lock()
+	tell := r.mu.link.said != following
+	r.mu.link.said = following
+	r.mu.Unlock()
+	if tell {
+		r.log.Info("provider: remote: following brownoutd again", "url", r.o.URL)
+	}
 }
 
 func errString(err error) string {
@@ -539,7 +631,7 @@ func (r *Remote) connect(ctx context.Context) error {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("provider: remote: %s/v1/stream: %s", r.o.URL, resp.Status)
+		return refusal(r.o.URL+"/v1/stream", resp)
 	}
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
 		return fmt.Errorf("provider: remote: %s/v1/stream: content type %q", r.o.URL, ct)
@@ -574,6 +666,9 @@ func (r *Remote) connect(ctx context.Context) error {
 				if err := r.apply(id, data.String()); err != nil {
 					return fmt.Errorf("provider: remote: bad state event: %w", err)
 				}
+				if !heard {
+					r.followed()
+				}
 				heard = true
 			}
 			event, id = "", ""
@@ -593,6 +688,57 @@ func (r *Remote) connect(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// statusError is the daemon's answer to the stream's request when it is
+// not 200.
+type statusError struct {
+	url    string
+	code   int
+	status string
+	detail string // the problem's, when the answer is problem+json
+}
+
+// maxRefusal bounds what the follower reads of a refusal: a problem+json
+// body (the daemon's are a few hundred bytes), whose detail the error,
+// and so the log and Health, quote.
+const maxRefusal = 1 << 10
+
+// refusal reads the daemon's answer resp to url.
+func refusal(url string, resp *http.Response) error {
+	e := &statusError{url: url, code: resp.StatusCode, status: resp.Status}
+	var prob struct {
+		Detail string `json:"detail"`
+	}
+	if raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxRefusal)); json.Unmarshal(raw, &prob) == nil {
+		e.detail = prob.Detail
+	}
+	return e
+}
+
+func (e *statusError) Error() string {
+	msg := fmt.Sprintf("provider: remote: %s: %s", e.url, e.status)
+	if e.refused() {
+		msg = fmt.Sprintf("provider: remote: %s: %s (%d) — check the token (this app's, and the daemon's evaluation or operator tokens)",
+			e.url, strings.ToLower(http.StatusText(e.code)), e.code)
+	}
+	if e.detail != "" {
+		msg += ": " + e.detail
+	}
+	return msg
+}
+
+// refused: the daemon refused the request's credentials.
+func (e *statusError) refused() bool {
+	return e.code == http.StatusUnauthorized || e.code == http.StatusForbidden
+}
+
+// Unwrap returns ErrUnauthorized for a refused token.
+func (e *statusError) Unwrap() error {
+	if e.refused() {
+		return ErrUnauthorized
+	}
+	return nil
 }
 
 // maxEvent bounds one event's data: the largest state a valid daemon
@@ -645,6 +791,7 @@ func (r *Remote) apply(id, data string) error {
 	}
 	r.mu.boot, r.mu.gen = w.Boot, w.Generation
 	r.mu.last, r.mu.lastAt, r.mu.connected = &w, r.o.Now(), true
+	r.mu.link.lastSuccess = r.mu.lastAt
 	r.learn(&w)
 	r.publishLocked(func(seq uint64) *dimmer.State { return fromWire(&w, seq, false, "") })
 	if r.o.StateFile != "" {

@@ -3,12 +3,17 @@ package provider_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/open-feature/go-sdk/openfeature"
@@ -17,6 +22,7 @@ import (
 
 	"github.com/brownout/brownout/api"
 	"github.com/brownout/brownout/dimmer"
+	"github.com/brownout/brownout/internal/pipenet"
 	"github.com/brownout/brownout/provider"
 	"github.com/brownout/brownout/signals"
 )
@@ -238,4 +244,119 @@ func TestRemoteBadStreams(t *testing.T) {
 	}
 	assert.GreaterOrEqual(t, conns.Load(), int32(3), "garbage: reconnected")
 	assert.GreaterOrEqual(t, stalls.Load(), int32(2), "stalled: timed out and reconnected")
+}
+
+// logLines is a log's destination that a test reads while a Remote
+// writes it: one text line per record.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// take returns the lines written since the last take.
+func (l *logLines) take() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.lines
+	l.lines = nil
+	return out
+}
+
+// TestRemoteSaysUnauthorizedOnce: a daemon that refuses the token is one
+// WARN with the URL and what to fix, however often the follower tries,
+// and Health says it until a state arrives again; every other change of
+// the link is one line too.
+func TestRemoteSaysUnauthorizedOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		status, asked, changed := http.StatusUnauthorized, 0, make(chan struct{})
+		l := pipenet.New()
+		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			st, end := status, changed
+			asked++
+			mu.Unlock()
+			switch st {
+			case http.StatusOK: // one state, then the stream holds until the test changes the daemon
+				w.Header().Set("Content-Type", "text/event-stream")
+				fmt.Fprint(w, "id: 1-1\nevent: state\ndata: {\"v\":1,\"boot\":1,\"generation\":1,\"mode\":\"auto\",\"features\":[{\"name\":\"x\",\"level\":0.5}]}\n\n")
+				w.(http.Flusher).Flush()
+				select {
+				case <-end:
+				case <-r.Context().Done():
+				}
+			case http.StatusUnauthorized: // as brownoutd answers a stream without one of its tokens
+				w.Header().Set("WWW-Authenticate", `Bearer realm="brownout stream"`)
+				w.Header().Set("Content-Type", "application/problem+json")
+				w.WriteHeader(st)
+				fmt.Fprint(w, `{"type":"urn:brownout:api:unauthorized","title":"Unauthorized","status":401,"detail":"this stream needs a token: Authorization: Bearer, X-API-Key, or ?token= from POST /v1/stream/token"}`)
+			default:
+				w.WriteHeader(st)
+			}
+		}))
+		srv.Listener = l
+		srv.Start()
+		defer srv.Close()
+		tr := &http.Transport{DialContext: l.Dial}
+		defer tr.CloseIdleConnections()
+
+		logs := &logLines{}
+		r, err := provider.NewRemote(provider.RemoteOptions{URL: srv.URL, Token: "wrong", Client: &http.Client{Transport: tr},
+			MinBackoff: 100 * time.Millisecond, MaxBackoff: time.Second, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+		require.NoError(t, err)
+		url := srv.URL + "/v1/stream"
+		assert.Equal(t, signals.SourceHealth{Name: "stream " + url}, r.Health(), "before the first attempt")
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error)
+		go func() { done <- r.Run(ctx) }()
+
+		refuses := `level=WARN msg="provider: remote: brownoutd refuses this app's token: check it" url=` + srv.URL
+		following := `level=INFO msg="provider: remote: following brownoutd again" url=` + srv.URL
+		for _, phase := range []struct {
+			status int
+			line   string // the one line the phase logs
+			err    string // in Health's LastError, kept after recovery
+		}{
+			{http.StatusUnauthorized, refuses, url + ": unauthorized (401) — check the token (this app's, and the daemon's evaluation or operator tokens): this stream needs a token"},
+			{http.StatusOK, following, "unauthorized (401)"},
+			// The daemon ends the stream, then answers 503: lost, once.
+			{http.StatusServiceUnavailable, `level=WARN msg="provider: remote: disconnected from brownoutd" url=` + srv.URL, "503 Service Unavailable"},
+			{http.StatusForbidden, refuses, "forbidden (403) — check the token"},
+			{http.StatusOK, following, "forbidden (403)"},
+		} {
+			mu.Lock()
+			status, asked = phase.status, 0
+			close(changed)
+			changed = make(chan struct{})
+			mu.Unlock()
+			time.Sleep(20 * time.Second) // fake time: several attempts while refused
+			synctest.Wait()
+			ok := phase.status == http.StatusOK
+			mu.Lock()
+			if ok {
+				assert.Equal(t, 1, asked, "one stream, held")
+			} else {
+				assert.GreaterOrEqual(t, asked, 4, "%d: attempts", phase.status)
+			}
+			mu.Unlock()
+			lines := logs.take()
+			require.Len(t, lines, 1, "%d: one line, however many attempts: %q", phase.status, lines)
+			assert.Contains(t, lines[0], phase.line, "%d", phase.status)
+			h := r.Health()
+			assert.Contains(t, h.LastError, phase.err, "%d", phase.status)
+			assert.Equal(t, ok, h.OK, "%d", phase.status)
+			assert.Equal(t, ok, r.Connected(), "%d", phase.status)
+			assert.Equal(t, ok, h.LastSuccess.After(h.LastErrorAt), "%d: the newer of the two", phase.status)
+		}
+		assert.Equal(t, 0.5, level(r, "x"), "the daemon's level")
+		cancel()
+		assert.ErrorIs(t, <-done, context.Canceled)
+	})
 }

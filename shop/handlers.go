@@ -84,6 +84,10 @@ func (s *Shop) routes() http.Handler {
 		// relative, so /dial redirects to /dial/.
 		mux.Handle("GET /dial", http.RedirectHandler("/dial/", http.StatusMovedPermanently))
 		mux.Handle("GET /dial/", s.api.Local(http.StripPrefix("/dial", web.Handler())))
+	} else if s.remote != nil {
+		// Fleet mode: the operator API is the daemon's; the shop's state
+		// says what it follows and how its links to the daemon fare.
+		mux.Handle("GET /v1/state", s.stack.Handler())
 	}
 	mux.Handle("/", api)
 	return mux

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/brownout/brownout"
 	"github.com/brownout/brownout/api"
 	"github.com/brownout/brownout/dimmer"
 	"github.com/brownout/brownout/signals"
@@ -256,6 +257,14 @@ func TestFleetMode(t *testing.T) {
 		}
 	}
 	assert.Equal(t, []string{"recommendations"}, page().Dimmed, "the daemon's override, evaluated here")
+	resp, err := http.Get(srv.URL + "/v1/state")
+	require.NoError(t, err)
+	var fs brownout.FleetState
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&fs))
+	resp.Body.Close()
+	assert.Equal(t, daemon.URL, fs.Daemon, "the shop's state in fleet mode")
+	require.NotEmpty(t, fs.Sources)
+	assert.True(t, fs.Sources[0].OK, "following the daemon's stream")
 	a.Shutdown()
 	daemon.Close()
 	for end := time.Now().Add(5 * time.Second); time.Now().Before(end) && s.Remote().Connected(); time.Sleep(20 * time.Millisecond) {

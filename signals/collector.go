@@ -11,7 +11,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
-// Metric names exported by Collector and read back by ScrapeSource.
+// Metric names exported by Collector and read back by package fleet's
+// ScrapeSource and PromQLSource.
 const (
 	MetricLatency       = "brownout_request_duration_seconds"
 	MetricSojourn       = "brownout_queue_sojourn_seconds"
@@ -208,7 +209,7 @@ func b2f(b bool) float64 {
 // histogram converts cumulative log-linear counts into a metric with classic
 // and native buckets.
 func (c *Collector) histogram(desc *prometheus.Desc, n *[NumBuckets]uint64, sumNs float64, count uint64, labels ...string) prometheus.Metric {
-	classic, native, zero := exportBuckets(n, c.buckets)
+	classic, native, zero := ExportBuckets(n, c.buckets)
 	h := &dto.Histogram{
 		SampleCount:      proto.Uint64(count),
 		SampleSum:        proto.Float64(sumNs / 1e9),
@@ -236,13 +237,14 @@ func (c *Collector) histogram(desc *prometheus.Desc, n *[NumBuckets]uint64, sumN
 	return constHistogram{Metric: base, h: h}
 }
 
-// exportBuckets converts cumulative log-linear counts into classic buckets
-// (a count per bound of bounds, not cumulative; values above the last bound
-// are in none) and native buckets at NativeSchema, with the zero bucket
-// apart. Each log-linear bucket is credited whole to the bucket holding its
-// midpoint. Collector and Pusher both export through it, so that a scrape
-// and a push of the same Recorder carry the same buckets.
-func exportBuckets(n *[NumBuckets]uint64, bounds []float64) (classic []uint64, native map[int]uint64, zero uint64) {
+// ExportBuckets converts cumulative log-linear counts (as
+// Window.Cumulative gives them) into classic buckets (a count per bound of
+// bounds, not cumulative; values above the last bound are in none) and
+// native buckets at NativeSchema, with the zero bucket apart. Each
+// log-linear bucket is credited whole to the bucket holding its midpoint.
+// Collector and package fleet's Pusher both export through it, so that a
+// scrape and a push of the same Recorder carry the same buckets.
+func ExportBuckets(n *[NumBuckets]uint64, bounds []float64) (classic []uint64, native map[int]uint64, zero uint64) {
 	classic = make([]uint64, len(bounds))
 	native = map[int]uint64{}
 	for i, k := range n {

@@ -73,15 +73,6 @@ func TestCollectorExportsHistogramsAndCounters(t *testing.T) {
 	}
 	assert.Equal(t, int64(1000), nat)
 
-	// Reading the native buckets back gives the right quantiles.
-	back, err := histFromDTO(h)
-	require.NoError(t, err)
-	require.True(t, back.native)
-	p50, _ := back.quantile(0.5)
-	p99, _ := back.quantile(0.99)
-	assert.InEpsilon(t, 0.020, p50, 0.05)
-	assert.InEpsilon(t, 0.700, p99, 0.05)
-
 	assert.Equal(t, 1.0, testutil.ToFloat64(rejectedCounter(t, reg, "sheddable", "codel")))
 	txt, err := testutil.CollectAndFormat(NewCollector(rec, CollectorOpts{}), expfmt.TypeTextPlain, MetricFailed)
 	require.NoError(t, err)
@@ -91,7 +82,7 @@ func TestCollectorExportsHistogramsAndCounters(t *testing.T) {
 func rejectedCounter(t *testing.T, reg *prometheus.Registry, class, reason string) prometheus.Collector {
 	mf := gatherOne(t, reg, MetricRejected)
 	for _, m := range mf.GetMetric() {
-		if labelOf(m, "class") == class && labelOf(m, "reason") == reason {
+		if label(m, "class") == class && label(m, "reason") == reason {
 			c := prometheus.NewCounter(prometheus.CounterOpts{Name: "x"})
 			c.Add(m.GetCounter().GetValue())
 			return c
@@ -99,6 +90,15 @@ func rejectedCounter(t *testing.T, reg *prometheus.Registry, class, reason strin
 	}
 	t.Fatalf("no rejected{%s,%s}", class, reason)
 	return nil
+}
+
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
 }
 
 func TestNativeIndex(t *testing.T) {

@@ -119,7 +119,10 @@ func (c ClassCounts) RejectedTotal() uint64 {
 	return n
 }
 
-func (c ClassCounts) sub(o ClassCounts) ClassCounts {
+// Sub returns c − o, for cumulative counts: o is an earlier reading of
+// the same counters, never more than c in any field (a caller that cannot
+// be sure, as a fleet source reading another process, checks first).
+func (c ClassCounts) Sub(o ClassCounts) ClassCounts {
 	c.Arrived -= o.Arrived
 	c.Completed -= o.Completed
 	c.Failed -= o.Failed
@@ -131,7 +134,8 @@ func (c ClassCounts) sub(o ClassCounts) ClassCounts {
 	return c
 }
 
-func (c *ClassCounts) add(o ClassCounts) {
+// Merge adds o's counts into c.
+func (c *ClassCounts) Merge(o ClassCounts) {
 	c.Arrived += o.Arrived
 	c.Completed += o.Completed
 	c.Failed += o.Failed

@@ -19,8 +19,9 @@ import (
 // a 64-bit set, and a push carries at most this many.
 const MaxFeatures = 64
 
-// maxFeatureLen bounds a feature name (a label value, a JSON key).
-const maxFeatureLen = 128
+// MaxFeatureLen bounds a feature name in bytes (a label value, a JSON key
+// of a push): CheckFeature refuses a longer one.
+const MaxFeatureLen = 128
 
 // featureSet is the registered features of a Recorder at one moment,
 // immutable: a request's tally holds the set it started with, so that its
@@ -117,8 +118,8 @@ func CheckFeature(name string) error {
 	switch {
 	case name == "":
 		return errors.New("signals: empty feature name")
-	case len(name) > maxFeatureLen:
-		return fmt.Errorf("signals: feature name %q… is %d bytes long: at most %d", name[:32], len(name), maxFeatureLen)
+	case len(name) > MaxFeatureLen:
+		return fmt.Errorf("signals: feature name %q… is %d bytes long: at most %d", name[:32], len(name), MaxFeatureLen)
 	case !utf8.ValidString(name):
 		return fmt.Errorf("signals: feature name %q is not valid UTF-8", name)
 	case strings.TrimSpace(name) != name:
@@ -132,7 +133,8 @@ func CheckFeature(name string) error {
 // Features registers features by name for per-request tallies (see
 // Tally): from then on, the middlewares give each request a tally in its
 // context, the in-process provider marks the features it evaluates, and
-// Snapshot, the Collector and the Pusher report each feature's counts.
+// Snapshot, the Collector and package fleet's Pusher report each
+// feature's counts.
 // Names already registered are ignored; a feature cannot be unregistered.
 // It fails, registering none of names, when a name is invalid (see
 // CheckFeature) or when the Recorder would hold more than MaxFeatures
@@ -198,8 +200,8 @@ func (r *Recorder) Unattributed(feature string) {
 }
 
 // Tallies returns each registered feature's cumulative counts since the
-// Recorder was made, in registration order: what the Collector and the
-// Pusher export.
+// Recorder was made, in registration order: what the Collector and
+// package fleet's Pusher export.
 func (r *Recorder) Tallies() []Tally {
 	fs := r.feat.set.Load()
 	if fs == nil {
@@ -246,15 +248,16 @@ func (r *Recorder) snapshotTallies(s *Snapshot) {
 	for i := range out {
 		cur, last := out[i], f.last[i]
 		f.last[i] = cur
-		out[i] = Tally{Feature: cur.Feature, On: cur.On.sub(last.On), Off: cur.Off.sub(last.Off),
+		out[i] = Tally{Feature: cur.Feature, On: cur.On.Sub(last.On), Off: cur.Off.Sub(last.Off),
 			Unattributed: cur.Unattributed - last.Unattributed}
 	}
 	s.Tallies = out
 }
 
-// sub returns m − o, for cumulative moments: o is an earlier reading of
-// the same counters, never more than m.
-func (m Moments) sub(o Moments) Moments {
+// Sub returns m − o, for cumulative moments: o is an earlier reading of
+// the same counters, never more than m (the sums' float noise is clamped
+// at zero).
+func (m Moments) Sub(o Moments) Moments {
 	return Moments{N: m.N - o.N, Sum: max(m.Sum-o.Sum, 0), SumSq: max(m.SumSq-o.SumSq, 0)}
 }
 

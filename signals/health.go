@@ -1,15 +1,13 @@
 package signals
 
-import (
-	"fmt"
-	"strings"
-	"time"
-)
+import "time"
 
 // SourceHealth is how a signal source is doing, for a status page or a
-// metric: ScrapeSource, PromQLSource and PushSource report it with their
-// Health method. Times are by the source's clock (the now of its last
-// Snapshot for the sources that read on demand; arrival for pushes).
+// metric: package fleet's ScrapeSource, PromQLSource and PushSource
+// report it with their Health method, and so do an app's links to its
+// daemon in fleet mode (fleet.Pusher, provider.Remote). Times are by the
+// source's clock (the now of its last Snapshot for the sources that read
+// on demand; arrival for pushes).
 //
 // SourceHealth is a plain value; its zero value is a source that never
 // got signals.
@@ -47,39 +45,4 @@ type InstanceHealth struct {
 	// LastError is the target's last scrape error, or the instance's last
 	// refused push since its last accepted one; empty when there is none.
 	LastError string `json:"last_error,omitempty"`
-}
-
-// health tracks a source's SourceHealth fields; guarded by the source.
-type health struct {
-	ok                       bool
-	lastSuccess, lastErrorAt time.Time
-	lastError                string
-	errors                   uint64
-}
-
-// record notes an attempt at now that ended with err.
-func (h *health) record(now time.Time, err error) {
-	h.ok = err == nil
-	if err == nil {
-		h.lastSuccess = now
-		return
-	}
-	h.fail(now, err.Error())
-}
-
-// maxHealthError bounds SourceHealth.LastError: a source's error can
-// join one part per target or instance (a push source's, per refusing
-// instance), and the health is in every state brownoutd publishes.
-const maxHealthError = 1 << 10
-
-func (h *health) fail(now time.Time, msg string) {
-	if len(msg) > maxHealthError {
-		msg = strings.ToValidUTF8(msg[:maxHealthError], "") + fmt.Sprintf("… (%d bytes)", len(msg))
-	}
-	h.lastError, h.lastErrorAt = msg, now
-	h.errors++
-}
-
-func (h *health) report(name string) SourceHealth {
-	return SourceHealth{Name: name, OK: h.ok, LastSuccess: h.lastSuccess, LastError: h.lastError, LastErrorAt: h.lastErrorAt, Errors: h.errors}
 }

@@ -189,8 +189,8 @@ func (r *Recorder) Snapshot(now time.Time) Snapshot {
 	r.mu.Unlock()
 	var all ClassCounts
 	for c := range cur {
-		s.Classes[c] = cur[c].sub(base[c])
-		all.add(s.Classes[c])
+		s.Classes[c] = cur[c].Sub(base[c])
+		all.Merge(s.Classes[c])
 	}
 	s.ClassesOK = true
 	if el := now.Sub(since).Seconds(); el > 0 {
@@ -210,9 +210,9 @@ func (r *Recorder) Snapshot(now time.Time) Snapshot {
 		// needs to know that the gate has room now, not five seconds ago.
 		var total ClassCounts
 		for c := range cur {
-			total.add(cur[c])
+			total.Merge(cur[c])
 		}
-		d := total.sub(last)
+		d := total.Sub(last)
 		if span := now.Sub(lastAt); span > 0 {
 			s.Recent, s.RecentSpan = d, span
 		}
@@ -239,7 +239,7 @@ func (r *Recorder) rotate(now time.Time, cur [NumClasses]ClassCounts) (base [Num
 	last, lastAt, lastOK = m.last, m.lastAt, m.lastOK
 	m.last, m.lastAt, m.lastOK = ClassCounts{}, now, true
 	for c := range cur {
-		m.last.add(cur[c])
+		m.last.Merge(cur[c])
 	}
 	n, w := len(m.snaps), r.cfg.Latency.Width
 	switch steps := int(now.Sub(m.starts[m.head]) / w); {

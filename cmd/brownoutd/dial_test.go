@@ -30,6 +30,7 @@ import (
 	"github.com/brownout/brownout/api"
 	"github.com/brownout/brownout/internal/testsrv"
 	"github.com/brownout/brownout/signals"
+	"github.com/brownout/brownout/signals/fleet"
 	"github.com/brownout/brownout/web"
 )
 
@@ -137,7 +138,7 @@ type pushLoad struct {
 func startLoad(t *testing.T, url string, latency time.Duration) *pushLoad {
 	l := &pushLoad{rec: signals.NewRecorder(signals.Config{})}
 	l.latency.Store(int64(latency))
-	p, err := signals.NewPusher(l.rec, signals.PusherConfig{URL: url, Instance: "shop-1", Interval: 100 * time.Millisecond, MaxBackoff: 300 * time.Millisecond})
+	p, err := fleet.NewPusher(l.rec, fleet.PusherConfig{URL: url, Instance: "shop-1", Interval: 100 * time.Millisecond, MaxBackoff: 300 * time.Millisecond})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	l.stop = cancel

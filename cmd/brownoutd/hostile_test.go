@@ -16,6 +16,7 @@ import (
 	"github.com/brownout/brownout/internal/hostile"
 	"github.com/brownout/brownout/internal/server"
 	"github.com/brownout/brownout/signals"
+	"github.com/brownout/brownout/signals/fleet"
 )
 
 // keyBytes is the size of a hostile client key: near the servers' header
@@ -114,23 +115,23 @@ func TestHostileClients(t *testing.T) {
 			},
 			{
 				Name: "many pushing instances",
-				N:    signals.DefaultMaxInstances + 50,
+				N:    fleet.DefaultMaxInstances + 50,
 				Request: func(tb testing.TB, i int) *http.Request {
 					return newRequest(tb, "POST", d.base+"/v1/signals", pushOf(fmt.Sprintf("hostile-%04d", i), time.Now(), pushBuckets))
 				},
 				Allow: []int{http.StatusNoContent, http.StatusTooManyRequests},
 				Keep:  8 << 10,
-				Why:   fmt.Sprintf("the source keeps at most %d instances, each here one reading of %d buckets (~35 B each: 4 KB) and its bookkeeping", signals.DefaultMaxInstances, pushBuckets+16),
+				Why:   fmt.Sprintf("the source keeps at most %d instances, each here one reading of %d buckets (~35 B each: 4 KB) and its bookkeeping", fleet.DefaultMaxInstances, pushBuckets+16),
 				Check: func(tb testing.TB, statuses []int, _ time.Duration) {
-					assert.Equal(tb, signals.DefaultMaxInstances, hostile.Count(statuses, http.StatusNoContent), "instances taken")
+					assert.Equal(tb, fleet.DefaultMaxInstances, hostile.Count(statuses, http.StatusNoContent), "instances taken")
 					assert.Equal(tb, 50, hostile.Count(statuses, http.StatusTooManyRequests), "instances past the cap refused")
 					st := stateOf(t, d.base)
 					var names []string
 					for _, in := range st.Sources[0].Instances {
 						names = append(names, in.Name)
 					}
-					assert.Len(tb, names, signals.DefaultMaxInstances, "the source keeps its cap")
-					assert.NotContains(tb, names, fmt.Sprintf("hostile-%04d", signals.DefaultMaxInstances), "a refused instance is not kept")
+					assert.Len(tb, names, fleet.DefaultMaxInstances, "the source keeps its cap")
+					assert.NotContains(tb, names, fmt.Sprintf("hostile-%04d", fleet.DefaultMaxInstances), "a refused instance is not kept")
 				},
 			},
 		},

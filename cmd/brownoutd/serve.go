@@ -27,6 +27,7 @@ import (
 	"github.com/brownout/brownout/internal/statedir"
 	"github.com/brownout/brownout/provider"
 	"github.com/brownout/brownout/signals"
+	"github.com/brownout/brownout/signals/fleet"
 )
 
 const serveUsage = `Usage: brownoutd serve [flags]
@@ -235,19 +236,19 @@ type source interface {
 	Health() signals.SourceHealth
 }
 
-func buildSource(c *config) (source, *signals.PushSource, error) {
+func buildSource(c *config) (source, *fleet.PushSource, error) {
 	switch {
 	case c.Scrape != nil:
-		s, err := signals.NewScrapeSource(signals.ScrapeConfig{Targets: c.Scrape.Targets, Window: time.Duration(c.Scrape.Window), Timeout: time.Duration(c.Scrape.Timeout)})
+		s, err := fleet.NewScrapeSource(fleet.ScrapeConfig{Targets: c.Scrape.Targets, Window: time.Duration(c.Scrape.Window), Timeout: time.Duration(c.Scrape.Timeout)})
 		return s, nil, err
 	case c.PromQL != nil:
-		cfg := signals.PromQLConfig{Address: c.PromQL.URL, Timeout: time.Duration(c.PromQL.Timeout)}
+		cfg := fleet.PromQLConfig{Address: c.PromQL.URL, Timeout: time.Duration(c.PromQL.Timeout)}
 		if c.PromQL.Range != "" || len(c.PromQL.Queries) > 0 {
 			rng := c.PromQL.Range
 			if rng == "" {
 				rng = "1m"
 			}
-			cfg.Queries = signals.DefaultQueries(rng)
+			cfg.Queries = fleet.DefaultQueries(rng)
 			if d, err := time.ParseDuration(rng); err == nil {
 				cfg.Window = d // what the controller waits after a step
 			}
@@ -256,10 +257,10 @@ func buildSource(c *config) (source, *signals.PushSource, error) {
 				cfg.Queries[key] = q
 			}
 		}
-		s, err := signals.NewPromQLSource(cfg)
+		s, err := fleet.NewPromQLSource(cfg)
 		return s, nil, err
 	}
-	p := signals.NewPushSource(signals.PushConfig{Window: time.Duration(c.Push.Window), Expire: time.Duration(c.Push.Expire)})
+	p := fleet.NewPushSource(fleet.PushConfig{Window: time.Duration(c.Push.Window), Expire: time.Duration(c.Push.Expire)})
 	return p, p, nil
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/brownout/brownout/signals"
+	"github.com/brownout/brownout/signals/fleet"
 )
 
 // syncBuffer is an io.Writer safe for the daemon's goroutines.
@@ -129,7 +130,7 @@ auth:
 
 	// An app pushes its signals: slow answers.
 	rec := signals.NewRecorder(signals.Config{})
-	p, err := signals.NewPusher(rec, signals.PusherConfig{URL: base + "/v1/signals", Instance: "shop-1", Interval: 100 * time.Millisecond, Token: pushTok})
+	p, err := fleet.NewPusher(rec, fleet.PusherConfig{URL: base + "/v1/signals", Instance: "shop-1", Interval: 100 * time.Millisecond, Token: pushTok})
 	require.NoError(t, err)
 	pctx, pcancel := context.WithCancel(ctx)
 	go p.Run(pctx)

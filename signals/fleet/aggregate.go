@@ -1,9 +1,11 @@
-package signals
+package fleet
 
 import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/brownout/brownout/signals"
 )
 
 // The fleet computation, shared by ScrapeSource and PushSource: both keep,
@@ -83,7 +85,7 @@ func elapsed(base, last reading) float64 {
 	return last.at.Sub(base.at).Seconds()
 }
 
-// fleet sums the signals of a fleet's instances into one Snapshot.
+// aggregate sums the signals of a fleet's instances into one Snapshot.
 //
 // Gauges (in flight, the gate, the minimum sojourn, standing queues) come
 // from each instance's latest reading: in flight and the gate are summed,
@@ -104,21 +106,21 @@ func elapsed(base, last reading) float64 {
 //
 // gate.busy is computed from the latest two readings, not the window: the
 // controller needs to know that the gate has room now (as Recorder does).
-type fleet struct {
-	snap                                 *Snapshot
+type aggregate struct {
+	snap                                 *signals.Snapshot
 	errs                                 []error
 	lat, soj                             hist
 	latOK, sojOK                         bool
 	rates                                [4]float64 // arrival, throughput, goodput, reject
 	failed, completed, overload, arrived float64
 	noRoom, atGate                       float64
-	gate                                 GateReading
+	gate                                 signals.GateReading
 	gateOK                               bool
 }
 
 // add takes one instance's series; name starts its errors ("scrape
 // http://…", "push shop-1").
-func (f *fleet) add(name string, s series) {
+func (f *aggregate) add(name string, s series) {
 	if len(s) == 0 {
 		return
 	}
@@ -126,10 +128,10 @@ func (f *fleet) add(name string, s series) {
 	last := s[len(s)-1]
 	st := last.st
 	if st.hasInFlight {
-		setSum(snap, InFlight, st.inFlight)
+		setSum(snap, signals.InFlight, st.inFlight)
 	}
 	if st.hasSojMin {
-		setMax(snap, SojournMin, st.sojournMin)
+		setMax(snap, signals.SojournMin, st.sojournMin)
 	}
 	if st.hasGate {
 		f.gate.Limit += st.gate.Limit
@@ -148,7 +150,7 @@ func (f *fleet) add(name string, s series) {
 		for c := range st.classes {
 			d := st.classes[c]
 			if d.Arrived >= prev.st.classes[c].Arrived {
-				d = d.sub(prev.st.classes[c])
+				d = d.Sub(prev.st.classes[c])
 			}
 			f.noRoom += float64(d.NoRoom())
 			f.atGate += float64(d.AtGate())
@@ -156,14 +158,14 @@ func (f *fleet) add(name string, s series) {
 	}
 	if st.hasLat {
 		if err := mergeDelta(&f.lat, st.latency, base.st.latency); err != nil {
-			f.errs = append(f.errs, fmt.Errorf("signals: %s: %s: %w", name, MetricLatency, err))
+			f.errs = append(f.errs, fmt.Errorf("fleet: %s: %s: %w", name, signals.MetricLatency, err))
 		} else {
 			f.latOK = true
 		}
 	}
 	if st.hasSoj {
 		if err := mergeDelta(&f.soj, st.sojourn, base.st.sojourn); err != nil {
-			f.errs = append(f.errs, fmt.Errorf("signals: %s: %s: %w", name, MetricSojourn, err))
+			f.errs = append(f.errs, fmt.Errorf("fleet: %s: %s: %w", name, signals.MetricSojourn, err))
 		} else {
 			f.sojOK = true
 		}
@@ -173,9 +175,9 @@ func (f *fleet) add(name string, s series) {
 		for c := range st.classes {
 			d := st.classes[c]
 			if d.Arrived >= base.st.classes[c].Arrived && d.Completed >= base.st.classes[c].Completed {
-				d = d.sub(base.st.classes[c])
+				d = d.Sub(base.st.classes[c])
 			} // else the instance restarted: its counts are the increase
-			snap.Classes[c].add(d)
+			snap.Classes[c].Merge(d)
 			f.rates[0] += float64(d.Arrived) / el
 			f.rates[1] += float64(d.Completed) / el
 			f.rates[2] += float64(d.Good) / el
@@ -189,48 +191,54 @@ func (f *fleet) add(name string, s series) {
 }
 
 // finish sets the signals computed from the sums.
-func (f *fleet) finish() {
+func (f *aggregate) finish() {
 	snap := f.snap
 	if f.latOK {
-		setQuantiles(snap, f.lat, LatencyP50, LatencyP90, LatencyP99, LatencyP999)
+		setQuantiles(snap, f.lat, signals.LatencyP50, signals.LatencyP90, signals.LatencyP99, signals.LatencyP999)
 		if f.lat.count > 0 {
-			snap.Set(LatencyMean, f.lat.sum/f.lat.count)
+			snap.Set(signals.LatencyMean, f.lat.sum/f.lat.count)
 		}
 	}
 	if f.sojOK {
 		if v, ok := f.soj.quantile(0.99); ok {
-			snap.Set(SojournP99, v)
+			snap.Set(signals.SojournP99, v)
 		}
 	}
 	if snap.ClassesOK {
-		for i, k := range []Key{ArrivalRate, Throughput, Goodput, RejectRate} {
+		for i, k := range []signals.Key{signals.ArrivalRate, signals.Throughput, signals.Goodput, signals.RejectRate} {
 			snap.Set(k, f.rates[i])
 		}
 		if f.completed > 0 {
-			snap.Set(ErrorRatio, f.failed/f.completed)
+			snap.Set(signals.ErrorRatio, f.failed/f.completed)
 		}
 		if f.arrived > 0 {
-			snap.Set(RejectRatio, f.overload/f.arrived)
+			snap.Set(signals.RejectRatio, f.overload/f.arrived)
 		}
 		if f.atGate > 0 {
-			snap.Set(GateBusy, min(f.noRoom/f.atGate, 1))
+			snap.Set(signals.GateBusy, min(f.noRoom/f.atGate, 1))
 		}
 	}
 	if f.gateOK {
-		snap.Set(GateLimit, f.gate.Limit)
-		snap.Set(GateQueued, float64(f.gate.Queued))
+		snap.Set(signals.GateLimit, f.gate.Limit)
+		snap.Set(signals.GateQueued, float64(f.gate.Queued))
 		if f.gate.Limit > 0 {
-			snap.Set(GateUtilization, f.gate.InFlight/f.gate.Limit)
+			snap.Set(signals.GateUtilization, f.gate.InFlight/f.gate.Limit)
 		}
 	}
 }
 
-func setSum(s *Snapshot, k Key, v float64) {
+func setSum(s *signals.Snapshot, k signals.Key, v float64) {
 	old, _ := s.Get(k)
 	s.Set(k, old+v)
 }
 
-func setQuantiles(s *Snapshot, h hist, keys ...Key) {
+func setMax(s *signals.Snapshot, k signals.Key, v float64) {
+	if old, ok := s.Get(k); !ok || v > old {
+		s.Set(k, v)
+	}
+}
+
+func setQuantiles(s *signals.Snapshot, h hist, keys ...signals.Key) {
 	for i, q := range []float64{0.5, 0.9, 0.99, 0.999} {
 		if v, ok := h.quantile(q); ok {
 			s.Set(keys[i], v)

@@ -1,4 +1,4 @@
-package signals
+package fleet
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/brownout/brownout/signals"
 )
 
 func TestScrapeSourceHealth(t *testing.T) {
@@ -31,14 +33,14 @@ func TestScrapeSourceHealth(t *testing.T) {
 
 	h := src.Health()
 	assert.False(t, h.OK, "no Snapshot yet")
-	assert.Equal(t, []InstanceHealth{{Name: good.srv.URL}, {Name: flaky.URL}}, h.Instances)
+	assert.Equal(t, []signals.InstanceHealth{{Name: good.srv.URL}, {Name: flaky.URL}}, h.Instances)
 
 	_, err = src.Snapshot(context.Background(), t0)
 	require.NoError(t, err)
 	h = src.Health()
 	assert.True(t, h.OK)
 	assert.Equal(t, t0, h.LastSuccess)
-	assert.Equal(t, []InstanceHealth{{Name: good.srv.URL, OK: true, LastSeen: t0}, {Name: flaky.URL, OK: true, LastSeen: t0}}, h.Instances)
+	assert.Equal(t, []signals.InstanceHealth{{Name: good.srv.URL, OK: true, LastSeen: t0}, {Name: flaky.URL, OK: true, LastSeen: t0}}, h.Instances)
 
 	broken.Store(true)
 	_, err = src.Snapshot(context.Background(), t0.Add(1e9))
@@ -67,15 +69,15 @@ func TestPromQLSourceHealth(t *testing.T) {
 		w.Write([]byte(`{"status":"success","data":{"resultType":"scalar","result":[1700000000,"0.5"]}}`))
 	}))
 	t.Cleanup(srv.Close)
-	src, err := NewPromQLSource(PromQLConfig{Address: srv.URL, Queries: map[Key]string{LatencyP99: "vector(0.5)"}})
+	src, err := NewPromQLSource(PromQLConfig{Address: srv.URL, Queries: map[signals.Key]string{signals.LatencyP99: "vector(0.5)"}})
 	require.NoError(t, err)
 	snap, err := src.Snapshot(context.Background(), t0)
 	require.NoError(t, err)
 	assert.Equal(t, time.Minute, snap.Window, "the queries' range, for the controller's settle")
 	h := src.Health()
-	assert.Equal(t, SourceHealth{Name: "promql(" + srv.URL + ")", OK: true, LastSuccess: t0}, h)
+	assert.Equal(t, signals.SourceHealth{Name: "promql(" + srv.URL + ")", OK: true, LastSuccess: t0}, h)
 
-	src, err = NewPromQLSource(PromQLConfig{Address: srv.URL, Queries: map[Key]string{LatencyP99: "broken("}})
+	src, err = NewPromQLSource(PromQLConfig{Address: srv.URL, Queries: map[signals.Key]string{signals.LatencyP99: "broken("}})
 	require.NoError(t, err)
 	_, err = src.Snapshot(context.Background(), t0)
 	require.Error(t, err)

@@ -1,4 +1,4 @@
-package signals
+package fleet
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/brownout/brownout/internal/testsrv"
+	"github.com/brownout/brownout/signals"
 )
 
 // startPrometheus runs a real Prometheus server on 127.0.0.1 that scrapes
@@ -26,10 +27,10 @@ func startPrometheus(t *testing.T, target string) string {
 }
 
 func TestPromQLSourceAgainstRealPrometheus(t *testing.T) {
-	rec := NewRecorder(Config{})
-	rec.SetGate(func() GateReading { return GateReading{Limit: 8, InFlight: 2} })
+	rec := signals.NewRecorder(signals.Config{})
+	rec.SetGate(func() signals.GateReading { return signals.GateReading{Limit: 8, InFlight: 2} })
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(NewCollector(rec, CollectorOpts{}))
+	reg.MustRegister(signals.NewCollector(rec, signals.CollectorOpts{}))
 	app := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	t.Cleanup(app.Close)
 
@@ -44,35 +45,35 @@ func TestPromQLSourceAgainstRealPrometheus(t *testing.T) {
 			case <-ctx.Done():
 				return
 			case now := <-tick.C:
-				rec.Arrive(Default)
+				rec.Arrive(signals.Default)
 				wait := time.Duration(0)
 				if i%10 == 0 {
 					wait = time.Millisecond // a tenth found no room
 				}
-				rec.Queued(Default, wait, now)
+				rec.Queued(signals.Default, wait, now)
 				s := rec.Start(now)
 				d := 20 * time.Millisecond
 				if i%20 == 0 {
 					d = 300 * time.Millisecond
 				}
-				rec.Done(Default, s, s.Add(d), false, time.Time{})
+				rec.Done(signals.Default, s, s.Add(d), false, time.Time{})
 			}
 		}
 	}()
 
 	base := startPrometheus(t, app.Listener.Addr().String())
 	qs := DefaultQueries("10s")
-	qs[SojournMax] = "sum(brownout_no_such_metric)"           // no data
-	qs[LatencyMax] = `brownout_requests_arrived_total`        // three series
-	qs[LatencyP90] = `histogram_quantile(0.9, vector(1) / 0)` // NaN / no buckets
+	qs[signals.SojournMax] = "sum(brownout_no_such_metric)"           // no data
+	qs[signals.LatencyMax] = `brownout_requests_arrived_total`        // three series
+	qs[signals.LatencyP90] = `histogram_quantile(0.9, vector(1) / 0)` // NaN / no buckets
 	src, err := NewPromQLSource(PromQLConfig{Address: base, Queries: qs})
 	require.NoError(t, err)
 
-	var snap Snapshot
+	var snap signals.Snapshot
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		snap, err = src.Snapshot(ctx, time.Now())
-		if snap.Has(LatencyP99) && snap.Has(LatencyP50) && snap.Has(ArrivalRate) {
+		if snap.Has(signals.LatencyP99) && snap.Has(signals.LatencyP50) && snap.Has(signals.ArrivalRate) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -80,17 +81,17 @@ func TestPromQLSourceAgainstRealPrometheus(t *testing.T) {
 		}
 		time.Sleep(500 * time.Millisecond) // waiting for real scrapes
 	}
-	p99, _ := snap.Get(LatencyP99)
+	p99, _ := snap.Get(signals.LatencyP99)
 	assert.GreaterOrEqual(t, p99, 0.25, "p99 lies in the (0.25, 0.5] bucket")
 	assert.LessOrEqual(t, p99, 0.5)
-	p50, _ := snap.Get(LatencyP50)
+	p50, _ := snap.Get(signals.LatencyP50)
 	assert.InDelta(t, 0.0175, p50, 0.0075, "p50 lies in the (0.01, 0.025] bucket")
-	arr, _ := snap.Get(ArrivalRate)
+	arr, _ := snap.Get(signals.ArrivalRate)
 	assert.Greater(t, arr, 10.0, "arrivals per second")
-	busy, ok := snap.Get(GateBusy)
+	busy, ok := snap.Get(signals.GateBusy)
 	assert.True(t, ok, "gate.busy from the default queries")
 	assert.InDelta(t, 0.1, busy, 0.03)
-	u, _ := snap.Get(GateUtilization)
+	u, _ := snap.Get(signals.GateUtilization)
 	assert.Equal(t, 0.25, u)
 
 	require.Error(t, err)
@@ -98,9 +99,9 @@ func TestPromQLSourceAgainstRealPrometheus(t *testing.T) {
 	assert.Contains(t, msg, base, "errors name the server")
 	assert.Contains(t, msg, "sojourn.max (sum(brownout_no_such_metric)): no data")
 	assert.Contains(t, msg, "latency.max (brownout_requests_arrived_total): 3 series")
-	assert.False(t, snap.Has(SojournMax))
-	assert.False(t, snap.Has(LatencyMax))
-	assert.False(t, snap.Has(LatencyP90), "NaN is missing, not a value")
+	assert.False(t, snap.Has(signals.SojournMax))
+	assert.False(t, snap.Has(signals.LatencyMax))
+	assert.False(t, snap.Has(signals.LatencyP90), "NaN is missing, not a value")
 
 	// A server that is down: every signal missing, one error per signal.
 	down, err := NewPromQLSource(PromQLConfig{Address: "http://127.0.0.1:1", Timeout: time.Second})
@@ -129,7 +130,7 @@ func TestPromQLSourceBoundsAnswers(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	src, err := NewPromQLSource(PromQLConfig{Address: srv.URL, Queries: map[Key]string{LatencyP99: "up"}, Timeout: time.Minute})
+	src, err := NewPromQLSource(PromQLConfig{Address: srv.URL, Queries: map[signals.Key]string{signals.LatencyP99: "up"}, Timeout: time.Minute})
 	require.NoError(t, err)
 	_, err = src.Snapshot(context.Background(), time.Now())
 	assert.ErrorContains(t, err, "answer larger than 16777216 bytes")

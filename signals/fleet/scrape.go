@@ -1,4 +1,4 @@
-package signals
+package fleet
 
 import (
 	"bufio"
@@ -16,6 +16,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"google.golang.org/protobuf/encoding/protodelim"
+
+	"github.com/brownout/brownout/signals"
 )
 
 // ScrapeConfig configures a ScrapeSource. Only Targets is required.
@@ -41,7 +43,7 @@ type ScrapeConfig struct {
 const DefaultMaxBody = 16 << 20
 
 // ScrapeSource reads the signals of a fleet from the instances' /metrics
-// endpoints (the names Collector exports), in the Prometheus text or
+// endpoints (the names signals.Collector exports), in the Prometheus text or
 // protobuf format (protobuf is asked for first, so native histograms come
 // through).
 //
@@ -52,7 +54,7 @@ const DefaultMaxBody = 16 << 20
 // quantiles are computed from the summed buckets — native buckets when every
 // target has them, else classic ones with linear interpolation, as PromQL's
 // histogram_quantile. The first Snapshot has no history and reports only the
-// gauges. PushSource computes its fleet with the same code (fleet.go).
+// gauges. PushSource computes its fleet with the same code (aggregate.go).
 //
 // A target that fails (timeout, non-2xx, unparsable body, a metric missing,
 // of the wrong type or not finite) is left out of the metrics it could not
@@ -69,7 +71,7 @@ type ScrapeSource struct {
 		sync.Mutex
 		history map[string]series // by target
 		health  health
-		targets map[string]InstanceHealth
+		targets map[string]signals.InstanceHealth
 	}
 }
 
@@ -82,25 +84,25 @@ type targetState struct {
 	hasSojMin, standing bool
 	inFlight            float64
 	hasInFlight         bool
-	gate                GateReading
+	gate                signals.GateReading
 	hasGate             bool
-	classes             [NumClasses]ClassCounts
+	classes             [signals.NumClasses]signals.ClassCounts
 	hasClasses          bool
 	// tallies are a push's cumulative feature tallies, by feature name
 	// (an exposition has none: ScrapeSource leaves Snapshot.Tallies
 	// empty). PushSource keeps them apart from the readings.
-	tallies []Tally
+	tallies []signals.Tally
 }
 
 // NewScrapeSource checks cfg and returns a source.
 func NewScrapeSource(cfg ScrapeConfig) (*ScrapeSource, error) {
 	if len(cfg.Targets) == 0 {
-		return nil, errors.New("signals: scrape source: no targets")
+		return nil, errors.New("fleet: scrape source: no targets")
 	}
 	for _, t := range cfg.Targets {
 		u, err := url.Parse(t)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("signals: scrape source: target %q is not an http(s) URL", truncate(t))
+			return nil, fmt.Errorf("fleet: scrape source: target %q is not an http(s) URL", truncate(t))
 		}
 	}
 	if cfg.Timeout <= 0 {
@@ -118,7 +120,7 @@ func NewScrapeSource(cfg ScrapeConfig) (*ScrapeSource, error) {
 	}
 	s := &ScrapeSource{cfg: cfg, client: c}
 	s.mu.history = map[string]series{}
-	s.mu.targets = map[string]InstanceHealth{}
+	s.mu.targets = map[string]signals.InstanceHealth{}
 	return s, nil
 }
 
@@ -132,7 +134,7 @@ var acceptHeader = string(expfmt.NewFormat(expfmt.TypeProtoDelim)) + ";q=0.7," +
 // Snapshot scrapes every target and computes the fleet's signals at now.
 // Its Tallies are empty: the exposition's feature counters are not read
 // back (a Pusher carries them to a PushSource).
-func (s *ScrapeSource) Snapshot(ctx context.Context, now time.Time) (Snapshot, error) {
+func (s *ScrapeSource) Snapshot(ctx context.Context, now time.Time) (signals.Snapshot, error) {
 	type result struct {
 		st  targetState
 		err error
@@ -148,8 +150,8 @@ func (s *ScrapeSource) Snapshot(ctx context.Context, now time.Time) (Snapshot, e
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	snap := Snapshot{Time: now, Window: s.cfg.Window, Source: s.Name()}
-	f := fleet{snap: &snap}
+	snap := signals.Snapshot{Time: now, Window: s.cfg.Window, Source: s.Name()}
+	f := aggregate{snap: &snap}
 	for i, t := range s.cfg.Targets {
 		r := res[i]
 		th := s.mu.targets[t]
@@ -175,7 +177,7 @@ func (s *ScrapeSource) Snapshot(ctx context.Context, now time.Time) (Snapshot, e
 
 // Health reports the last Snapshot: OK when it had no error, and each
 // target's last scrape.
-func (s *ScrapeSource) Health() SourceHealth {
+func (s *ScrapeSource) Health() signals.SourceHealth {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	h := s.mu.health.report(s.Name())
@@ -183,7 +185,7 @@ func (s *ScrapeSource) Health() SourceHealth {
 		if th, ok := s.mu.targets[t]; ok {
 			h.Instances = append(h.Instances, th)
 		} else {
-			h.Instances = append(h.Instances, InstanceHealth{Name: t})
+			h.Instances = append(h.Instances, signals.InstanceHealth{Name: t})
 		}
 	}
 	return h
@@ -195,22 +197,22 @@ func (s *ScrapeSource) scrape(ctx context.Context, target string) (targetState, 
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
-		return targetState{}, fmt.Errorf("signals: scrape %s: %w", target, err)
+		return targetState{}, fmt.Errorf("fleet: scrape %s: %w", target, err)
 	}
 	req.Header.Set("Accept", acceptHeader)
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return targetState{}, fmt.Errorf("signals: scrape %s: all metrics: %w", target, err)
+		return targetState{}, fmt.Errorf("fleet: scrape %s: all metrics: %w", target, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
-		return targetState{}, fmt.Errorf("signals: scrape %s: all metrics: HTTP %s", target, resp.Status)
+		return targetState{}, fmt.Errorf("fleet: scrape %s: all metrics: HTTP %s", target, resp.Status)
 	}
 	body := io.LimitReader(resp.Body, s.cfg.MaxBody+1)
 	st, err := parseExposition(&countingReader{r: body, limit: s.cfg.MaxBody, what: "exposition"}, expfmt.ResponseFormat(resp.Header), s.cfg.MaxBody)
 	if err != nil {
-		return st, fmt.Errorf("signals: scrape %s: %w", target, err)
+		return st, fmt.Errorf("fleet: scrape %s: %w", target, err)
 	}
 	return st, nil
 }
@@ -277,8 +279,8 @@ func parseExposition(r io.Reader, format expfmt.Format, maxMsg int64) (targetSta
 		}
 	}
 	st.parsed = true
-	if !seen[MetricLatency] {
-		errs = append(errs, fmt.Errorf("%s: metric missing", MetricLatency))
+	if !seen[signals.MetricLatency] {
+		errs = append(errs, fmt.Errorf("%s: metric missing", signals.MetricLatency))
 	}
 	return st, errors.Join(errs...)
 }
@@ -301,7 +303,7 @@ func (st *targetState) read(mf *dto.MetricFamily) error {
 		return nil
 	}
 	switch name := mf.GetName(); name {
-	case MetricLatency, MetricSojourn:
+	case signals.MetricLatency, signals.MetricSojourn:
 		if err := wantType(dto.MetricType_HISTOGRAM); err != nil {
 			return err
 		}
@@ -315,12 +317,12 @@ func (st *targetState) read(mf *dto.MetricFamily) error {
 				return err
 			}
 		}
-		if name == MetricLatency {
+		if name == signals.MetricLatency {
 			st.latency, st.hasLat = sum, len(mf.GetMetric()) > 0
 		} else {
 			st.sojourn, st.hasSoj = sum, len(mf.GetMetric()) > 0
 		}
-	case MetricSojournMin, MetricStanding, MetricInFlight, MetricGateLimit, MetricGateInFlight, MetricGateQueued:
+	case signals.MetricSojournMin, signals.MetricStanding, signals.MetricInFlight, signals.MetricGateLimit, signals.MetricGateInFlight, signals.MetricGateQueued:
 		if err := wantType(dto.MetricType_GAUGE); err != nil {
 			return err
 		}
@@ -330,22 +332,22 @@ func (st *targetState) read(mf *dto.MetricFamily) error {
 				return fmt.Errorf("value %v: %w", v, errValue)
 			}
 			switch name {
-			case MetricSojournMin:
+			case signals.MetricSojournMin:
 				st.sojournMin, st.hasSojMin = max(st.sojournMin, v), true
-			case MetricStanding:
+			case signals.MetricStanding:
 				st.standing = st.standing || v > 0
-			case MetricInFlight:
+			case signals.MetricInFlight:
 				st.inFlight += v
 				st.hasInFlight = true
-			case MetricGateLimit:
+			case signals.MetricGateLimit:
 				st.gate.Limit, st.hasGate = st.gate.Limit+v, true
-			case MetricGateInFlight:
+			case signals.MetricGateInFlight:
 				st.gate.InFlight += v
-			case MetricGateQueued:
+			case signals.MetricGateQueued:
 				st.gate.Queued += int(v)
 			}
 		}
-	case MetricArrived, MetricCompleted, MetricFailed, MetricGood, MetricRejected, MetricWaited:
+	case signals.MetricArrived, signals.MetricCompleted, signals.MetricFailed, signals.MetricGood, signals.MetricRejected, signals.MetricWaited:
 		if err := wantType(dto.MetricType_COUNTER); err != nil {
 			return err
 		}
@@ -354,28 +356,26 @@ func (st *targetState) read(mf *dto.MetricFamily) error {
 			if !finiteNonNeg(v) {
 				return fmt.Errorf("value %v: %w", v, errValue)
 			}
-			c, err := ParseClass(labelOf(m, "class"))
+			c, err := signals.ParseClass(labelOf(m, "class"))
 			if err != nil {
 				continue // a class this version does not know
 			}
 			cc := &st.classes[c]
 			n := uint64(v)
 			switch name {
-			case MetricArrived:
+			case signals.MetricArrived:
 				cc.Arrived += n
-			case MetricCompleted:
+			case signals.MetricCompleted:
 				cc.Completed += n
-			case MetricFailed:
+			case signals.MetricFailed:
 				cc.Failed += n
-			case MetricGood:
+			case signals.MetricGood:
 				cc.Good += n
-			case MetricWaited:
+			case signals.MetricWaited:
 				cc.Waited += n
-			case MetricRejected:
-				for i, rn := range reasonNames {
-					if rn == labelOf(m, "reason") {
-						cc.Rejected[i] += n
-					}
+			case signals.MetricRejected:
+				if r, ok := reasonNamed(labelOf(m, "reason")); ok {
+					cc.Rejected[r] += n
 				}
 			}
 			st.hasClasses = true

@@ -1,4 +1,4 @@
-package signals
+package fleet
 
 import (
 	"context"
@@ -15,6 +15,8 @@ import (
 	"github.com/prometheus/client_golang/api"
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
+
+	"github.com/brownout/brownout/signals"
 )
 
 // PromQLConfig configures a PromQLSource. Address is required.
@@ -23,7 +25,7 @@ type PromQLConfig struct {
 	Address string
 	// Queries maps signals to PromQL expressions that return a scalar or a
 	// one-element vector. Default DefaultQueries("1m").
-	Queries map[Key]string
+	Queries map[signals.Key]string
 	// Timeout bounds one Snapshot (all queries). Default 5 s.
 	Timeout time.Duration
 	// Window is how far back the queries look (their PromQL range),
@@ -38,36 +40,36 @@ type PromQLConfig struct {
 	MaxBody int64
 }
 
-// DefaultQueries returns queries for the metrics Collector exports,
+// DefaultQueries returns queries for the metrics signals.Collector exports,
 // aggregated over every instance Prometheus scrapes, with rates and
 // quantiles over rng (a PromQL range such as "30s" or "1m": at least four
 // scrape intervals). Classic buckets are used so that the queries work
 // whether or not the server ingests native histograms.
-func DefaultQueries(rng string) map[Key]string {
+func DefaultQueries(rng string) map[signals.Key]string {
 	q := func(quantile, metric string) string {
 		return fmt.Sprintf("histogram_quantile(%s, sum by (le) (rate(%s_bucket[%s])))", quantile, metric, rng)
 	}
 	rate := func(metric string) string { return fmt.Sprintf("sum(rate(%s[%s]))", metric, rng) }
-	return map[Key]string{
-		LatencyP50:  q("0.5", MetricLatency),
-		LatencyP90:  q("0.9", MetricLatency),
-		LatencyP99:  q("0.99", MetricLatency),
-		LatencyP999: q("0.999", MetricLatency),
-		LatencyMean: fmt.Sprintf("%s / %s", rate(MetricLatency+"_sum"), rate(MetricLatency+"_count")),
-		SojournP99:  q("0.99", MetricSojourn),
-		SojournMin:  "max(" + MetricSojournMin + ")",
-		InFlight:    "sum(" + MetricInFlight + ")",
-		ArrivalRate: rate(MetricArrived),
-		Throughput:  rate(MetricCompleted),
-		Goodput:     rate(MetricGood),
-		RejectRate:  rate(MetricRejected),
-		ErrorRatio:  fmt.Sprintf("%s / %s", rate(MetricFailed), rate(MetricCompleted)),
-		RejectRatio: fmt.Sprintf(`sum(rate(%s{reason=~"max_wait|codel|deadline|concurrency"}[%s])) / %s`, MetricRejected, rng, rate(MetricArrived)),
-		GateBusy: fmt.Sprintf(`clamp_max((%s + sum(rate(%s{reason=~"max_wait|codel|deadline|concurrency|canceled"}[%s]))) / (%s - sum(rate(%s{reason=~"rate_limit|shed_level"}[%s]))), 1)`,
-			rate(MetricWaited), MetricRejected, rng, rate(MetricArrived), MetricRejected, rng),
-		GateUtilization: fmt.Sprintf("sum(%s) / sum(%s)", MetricGateInFlight, MetricGateLimit),
-		GateQueued:      "sum(" + MetricGateQueued + ")",
-		GateLimit:       "sum(" + MetricGateLimit + ")",
+	return map[signals.Key]string{
+		signals.LatencyP50:  q("0.5", signals.MetricLatency),
+		signals.LatencyP90:  q("0.9", signals.MetricLatency),
+		signals.LatencyP99:  q("0.99", signals.MetricLatency),
+		signals.LatencyP999: q("0.999", signals.MetricLatency),
+		signals.LatencyMean: fmt.Sprintf("%s / %s", rate(signals.MetricLatency+"_sum"), rate(signals.MetricLatency+"_count")),
+		signals.SojournP99:  q("0.99", signals.MetricSojourn),
+		signals.SojournMin:  "max(" + signals.MetricSojournMin + ")",
+		signals.InFlight:    "sum(" + signals.MetricInFlight + ")",
+		signals.ArrivalRate: rate(signals.MetricArrived),
+		signals.Throughput:  rate(signals.MetricCompleted),
+		signals.Goodput:     rate(signals.MetricGood),
+		signals.RejectRate:  rate(signals.MetricRejected),
+		signals.ErrorRatio:  fmt.Sprintf("%s / %s", rate(signals.MetricFailed), rate(signals.MetricCompleted)),
+		signals.RejectRatio: fmt.Sprintf(`sum(rate(%s{reason=~"max_wait|codel|deadline|concurrency"}[%s])) / %s`, signals.MetricRejected, rng, rate(signals.MetricArrived)),
+		signals.GateBusy: fmt.Sprintf(`clamp_max((%s + sum(rate(%s{reason=~"max_wait|codel|deadline|concurrency|canceled"}[%s]))) / (%s - sum(rate(%s{reason=~"rate_limit|shed_level"}[%s]))), 1)`,
+			rate(signals.MetricWaited), signals.MetricRejected, rng, rate(signals.MetricArrived), signals.MetricRejected, rng),
+		signals.GateUtilization: fmt.Sprintf("sum(%s) / sum(%s)", signals.MetricGateInFlight, signals.MetricGateLimit),
+		signals.GateQueued:      "sum(" + signals.MetricGateQueued + ")",
+		signals.GateLimit:       "sum(" + signals.MetricGateLimit + ")",
 	}
 }
 
@@ -80,7 +82,7 @@ func DefaultQueries(rng string) map[Key]string {
 type PromQLSource struct {
 	cfg  PromQLConfig
 	api  v1.API
-	keys []Key // sorted, for stable messages
+	keys []signals.Key // sorted, for stable messages
 
 	mu struct {
 		sync.Mutex
@@ -91,7 +93,7 @@ type PromQLSource struct {
 // NewPromQLSource checks cfg and returns a source.
 func NewPromQLSource(cfg PromQLConfig) (*PromQLSource, error) {
 	if cfg.Address == "" {
-		return nil, errors.New("signals: promql source: no address")
+		return nil, errors.New("fleet: promql source: no address")
 	}
 	if cfg.Queries == nil {
 		cfg.Queries = DefaultQueries("1m")
@@ -111,15 +113,15 @@ func NewPromQLSource(cfg PromQLConfig) (*PromQLSource, error) {
 	}
 	c, err := api.NewClient(api.Config{Address: cfg.Address, RoundTripper: limitBodies{rt, cfg.MaxBody}})
 	if err != nil {
-		return nil, fmt.Errorf("signals: promql source %s: %w", cfg.Address, err)
+		return nil, fmt.Errorf("fleet: promql source %s: %w", cfg.Address, err)
 	}
 	s := &PromQLSource{cfg: cfg, api: v1.NewAPI(c)}
 	for k, q := range cfg.Queries {
-		if k >= NumKeys {
-			return nil, fmt.Errorf("signals: promql source: unknown signal %d", k)
+		if k >= signals.NumKeys {
+			return nil, fmt.Errorf("fleet: promql source: unknown signal %d", k)
 		}
 		if strings.TrimSpace(q) == "" {
-			return nil, fmt.Errorf("signals: promql source: empty query for %s", k)
+			return nil, fmt.Errorf("fleet: promql source: empty query for %s", k)
 		}
 		s.keys = append(s.keys, k)
 	}
@@ -131,16 +133,16 @@ func NewPromQLSource(cfg PromQLConfig) (*PromQLSource, error) {
 func (s *PromQLSource) Name() string { return "promql(" + s.cfg.Address + ")" }
 
 // Snapshot evaluates every query at now. Its Tallies are empty.
-func (s *PromQLSource) Snapshot(ctx context.Context, now time.Time) (Snapshot, error) {
+func (s *PromQLSource) Snapshot(ctx context.Context, now time.Time) (signals.Snapshot, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
-	snap := Snapshot{Time: now, Window: s.cfg.Window, Source: s.Name()}
+	snap := signals.Snapshot{Time: now, Window: s.cfg.Window, Source: s.Name()}
 	var errs []error
 	for _, k := range s.keys {
 		q := s.cfg.Queries[k]
 		v, err := s.query(ctx, q, now)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("signals: %s: %s (%s): %w", s.Name(), k, q, err))
+			errs = append(errs, fmt.Errorf("fleet: %s: %s (%s): %w", s.Name(), k, q, err))
 			continue
 		}
 		snap.Set(k, v)
@@ -153,7 +155,7 @@ func (s *PromQLSource) Snapshot(ctx context.Context, now time.Time) (Snapshot, e
 }
 
 // Health reports the last Snapshot: OK when every query answered.
-func (s *PromQLSource) Health() SourceHealth {
+func (s *PromQLSource) Health() signals.SourceHealth {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.mu.health.report(s.Name())

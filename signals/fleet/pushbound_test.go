@@ -1,4 +1,4 @@
-package signals
+package fleet
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/brownout/brownout/signals"
 )
 
 // wide is a push from instance at time at whose latency histogram has n
@@ -57,10 +59,10 @@ func kept(src *PushSource, instance string) (reads, buckets int) {
 func TestPushSourceThinsAnInstance(t *testing.T) {
 	c := &clock{t: t0}
 	src := newPushSource(c) // 10 s window
-	rec := NewRecorder(Config{})
+	rec := signals.NewRecorder(signals.Config{})
 	start := t0.Add(-time.Minute)
 	for range 400 { // every 50 ms for 20 s: 200 readings in each window
-		serve(rec, c.t, Default, 5, time.Millisecond, 0, 0)
+		serve(rec, c.t, signals.Default, 5, time.Millisecond, 0, 0)
 		mustPush(t, src, body(t, rec, "a", start, c.t))
 		c.t = c.t.Add(50 * time.Millisecond)
 	}
@@ -76,7 +78,7 @@ func TestPushSourceThinsAnInstance(t *testing.T) {
 
 	snap, err := src.Snapshot(context.Background(), c.t)
 	require.NoError(t, err)
-	arr, ok := snap.Get(ArrivalRate)
+	arr, ok := snap.Get(signals.ArrivalRate)
 	require.True(t, ok)
 	assert.InDelta(t, 100, arr, 1e-6, "5 arrivals every 50 ms, whatever the base")
 }
@@ -194,8 +196,8 @@ func TestHeapPushManyInstances(t *testing.T) {
 // and the classic ones, every count at 2^53 (the widest a count is).
 func largestRecorderPush(instance string, at time.Time) []byte {
 	hist := func() *pushHist {
-		h := &pushHist{Count: maxCount, Sum: 1.2345678901234567e+08, Native: &pushNative{Schema: NativeSchema}}
-		for _, ub := range DefaultBuckets() {
+		h := &pushHist{Count: maxCount, Sum: 1.2345678901234567e+08, Native: &pushNative{Schema: signals.NativeSchema}}
+		for _, ub := range signals.DefaultBuckets() {
 			h.Buckets = append(h.Buckets, []float64{ub, maxCount})
 		}
 		for i := range 526 { // as wide as counts that add up to at most count go
@@ -204,7 +206,7 @@ func largestRecorderPush(instance string, at time.Time) []byte {
 		return h
 	}
 	b := pushBody{V: 1, Instance: instance, Time: at.Format(time.RFC3339Nano), Start: at.Format(time.RFC3339Nano), Latency: hist(), Classes: map[string]pushClass{}}
-	for cl := range Class(NumClasses) {
+	for cl := range signals.Class(signals.NumClasses) {
 		b.Classes[cl.String()] = pushClass{Arrived: maxCount, Completed: maxCount, Failed: maxCount, Good: maxCount, Waited: maxCount, Sojourn: hist()}
 	}
 	out, _ := json.Marshal(b)
@@ -284,8 +286,8 @@ func widestFeatures(body []byte) []byte {
 	}
 	m := pushMoments{N: maxCount, Sum: 1.2345678901234567e+08, SumSq: 1.2345678901234567e+16}
 	b.Features = map[string]pushFeature{}
-	for i := range MaxFeatures {
-		name := fmt.Sprintf("%03d", i) + strings.Repeat("f", maxFeatureLen-3)
+	for i := range signals.MaxFeatures {
+		name := fmt.Sprintf("%03d", i) + strings.Repeat("f", signals.MaxFeatureLen-3)
 		b.Features[name] = pushFeature{On: m, Off: m, Unattributed: maxCount}
 	}
 	out, err := json.Marshal(b)
@@ -313,5 +315,5 @@ func TestPushMaxBodyHoldsTheFeatures(t *testing.T) {
 	mustPush(t, src, widestFeatures(largestRecorderPush("a", c.t)))
 	snap, err := src.Snapshot(context.Background(), c.t)
 	require.NoError(t, err)
-	assert.Len(t, snap.Tallies, MaxFeatures)
+	assert.Len(t, snap.Tallies, signals.MaxFeatures)
 }

@@ -1,10 +1,9 @@
-package signals
+package fleet
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	httpproblem "github.com/brownout/brownout/internal/problem"
 	"io"
 	"mime"
 	"net/http"
@@ -14,24 +13,27 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	httpproblem "github.com/brownout/brownout/internal/problem"
+	"github.com/brownout/brownout/signals"
 )
 
 // ErrNoInstances is wrapped by PushSource.Snapshot's error when no
 // instance is live: the snapshot is empty, and the controller holds (then
 // goes stale) as with any source that gives no signal.
-var ErrNoInstances = errors.New("signals: push: no live instance")
+var ErrNoInstances = errors.New("fleet: push: no live instance")
 
 // ErrTooManyInstances is wrapped by Push's error when a push comes from a
 // new instance and the source already keeps MaxInstances; ServeHTTP
 // answers 429 with a Retry-After of when the longest-silent instance will
 // be forgotten. Instances it knows still push.
-var ErrTooManyInstances = errors.New("signals: push: too many instances")
+var ErrTooManyInstances = errors.New("fleet: push: too many instances")
 
 // ErrPushTooLarge is wrapped by Push's error for a push over the size
 // the source keeps: more than 4096 histogram buckets in all (see
 // PushConfig for what the source keeps). ServeHTTP answers 413, as for a
 // body over MaxBody.
-var ErrPushTooLarge = errors.New("signals: push: too large")
+var ErrPushTooLarge = errors.New("fleet: push: too large")
 
 // What the source keeps of each instance. A reading (an accepted push) is
 // kept as decoded histograms, about 35 bytes a bucket (classic or
@@ -164,7 +166,7 @@ type pushInstance struct {
 	// reported, and thinning must not choose its base); tallyBase is
 	// false while the previous is unknown (the first push of a live
 	// spell), true with a zero base after a restart.
-	tallies   [2][]Tally
+	tallies   [2][]signals.Tally
 	tallyBase bool
 }
 
@@ -327,11 +329,11 @@ func (s *PushSource) apply(now time.Time, p pushed) error {
 	}
 	switch {
 	case in.reads == nil: // new, or back after expiring: no base
-		in.tallies, in.tallyBase = [2][]Tally{nil, p.st.tallies}, false
+		in.tallies, in.tallyBase = [2][]signals.Tally{nil, p.st.tallies}, false
 	case !p.run.Equal(in.run): // restarted: its counts are the increase
-		in.tallies, in.tallyBase = [2][]Tally{nil, p.st.tallies}, true
+		in.tallies, in.tallyBase = [2][]signals.Tally{nil, p.st.tallies}, true
 	default:
-		in.tallies, in.tallyBase = [2][]Tally{in.tallies[1], p.st.tallies}, true
+		in.tallies, in.tallyBase = [2][]signals.Tally{in.tallies[1], p.st.tallies}, true
 	}
 	p.st.tallies = nil
 	in.reads.add(reading{at: now, clock: p.clock, run: p.run, st: p.st}, s.cfg.Window)
@@ -375,17 +377,17 @@ func (s *PushSource) expire(now time.Time) {
 // first push gives none, a restarted one's counts are its increase): two
 // snapshots taken between the same two pushes report the same interval. With none, the snapshot is empty and
 // the error wraps ErrNoInstances.
-func (s *PushSource) Snapshot(_ context.Context, now time.Time) (Snapshot, error) {
+func (s *PushSource) Snapshot(_ context.Context, now time.Time) (signals.Snapshot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	snap := Snapshot{Time: now, Window: s.cfg.Window, Source: s.Name()}
+	snap := signals.Snapshot{Time: now, Window: s.cfg.Window, Source: s.Name()}
 	s.expire(now)
 	live := s.live()
 	if len(live) == 0 {
 		return snap, fmt.Errorf("%w: none pushed in the last %s", ErrNoInstances, s.cfg.Expire)
 	}
-	f := fleet{snap: &snap}
-	var tallies map[string]*Tally
+	f := aggregate{snap: &snap}
+	var tallies map[string]*signals.Tally
 	for _, id := range live {
 		in := s.mu.instances[id]
 		f.add("push "+id, in.reads)
@@ -414,7 +416,7 @@ func (s *PushSource) live() []string {
 
 // Health reports the instances at the source's Now: OK when at least one
 // is live; each instance with its last accepted push.
-func (s *PushSource) Health() SourceHealth {
+func (s *PushSource) Health() signals.SourceHealth {
 	now := s.cfg.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -430,7 +432,7 @@ func (s *PushSource) Health() SourceHealth {
 		in := s.mu.instances[id]
 		live := in.reads != nil
 		h.OK = h.OK || live
-		h.Instances = append(h.Instances, InstanceHealth{Name: id, OK: live, LastSeen: in.seen, LastError: in.lastError})
+		h.Instances = append(h.Instances, signals.InstanceHealth{Name: id, OK: live, LastSeen: in.seen, LastError: in.lastError})
 	}
 	return h
 }
@@ -444,22 +446,22 @@ func writeProblem(w http.ResponseWriter, p *pushProblem) {
 // addTallyDelta adds cur − base (cumulative tallies of one instance,
 // matched by feature; a feature whose counts went down was reset, and its
 // counts are the increase) into sum, by feature, and returns sum.
-func addTallyDelta(sum map[string]*Tally, cur, base []Tally) map[string]*Tally {
+func addTallyDelta(sum map[string]*signals.Tally, cur, base []signals.Tally) map[string]*signals.Tally {
 	for _, c := range cur {
 		d := c
-		if i := slices.IndexFunc(base, func(b Tally) bool { return b.Feature == c.Feature }); i >= 0 {
+		if i := slices.IndexFunc(base, func(b signals.Tally) bool { return b.Feature == c.Feature }); i >= 0 {
 			b := base[i]
 			if c.On.N >= b.On.N && c.Off.N >= b.Off.N && c.Unattributed >= b.Unattributed &&
 				c.On.Sum >= b.On.Sum && c.Off.Sum >= b.Off.Sum {
-				d = Tally{Feature: c.Feature, On: c.On.sub(b.On), Off: c.Off.sub(b.Off), Unattributed: c.Unattributed - b.Unattributed}
+				d = signals.Tally{Feature: c.Feature, On: c.On.Sub(b.On), Off: c.Off.Sub(b.Off), Unattributed: c.Unattributed - b.Unattributed}
 			}
 		}
 		if sum == nil {
-			sum = map[string]*Tally{}
+			sum = map[string]*signals.Tally{}
 		}
 		t := sum[c.Feature]
 		if t == nil {
-			t = &Tally{Feature: c.Feature}
+			t = &signals.Tally{Feature: c.Feature}
 			sum[c.Feature] = t
 		}
 		t.Merge(d)
@@ -468,14 +470,14 @@ func addTallyDelta(sum map[string]*Tally, cur, base []Tally) map[string]*Tally {
 }
 
 // sortedTallies returns the tallies of m sorted by feature.
-func sortedTallies(m map[string]*Tally) []Tally {
+func sortedTallies(m map[string]*signals.Tally) []signals.Tally {
 	if len(m) == 0 {
 		return nil
 	}
-	out := make([]Tally, 0, len(m))
+	out := make([]signals.Tally, 0, len(m))
 	for _, t := range m {
 		out = append(out, *t)
 	}
-	slices.SortFunc(out, func(a, b Tally) int { return strings.Compare(a.Feature, b.Feature) })
+	slices.SortFunc(out, func(a, b signals.Tally) int { return strings.Compare(a.Feature, b.Feature) })
 	return out
 }

@@ -1,9 +1,13 @@
-package signals
+package fleet
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -13,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/brownout/brownout/internal/pipenet"
+	"github.com/brownout/brownout/signals"
 )
 
 // TestPusherEndToEnd: two Pushers post their Recorders to an httptest
@@ -30,7 +35,7 @@ func TestPusherEndToEnd(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 
-	recs := []*Recorder{NewRecorder(Config{}), NewRecorder(Config{})}
+	recs := []*signals.Recorder{signals.NewRecorder(signals.Config{}), signals.NewRecorder(signals.Config{})}
 	var pushers []*Pusher
 	for i, id := range []string{"shop-1", "shop-2"} {
 		p, err := NewPusher(recs[i], PusherConfig{URL: srv.URL + "/v1/signals", Instance: id, Token: "s3cret"})
@@ -45,24 +50,24 @@ func TestPusherEndToEnd(t *testing.T) {
 	}
 	pushAll()
 	now := time.Now() // the Recorders' clock; the source's is c
-	serve(recs[0], now, Default, 500, 10*time.Millisecond, 0, 0)
-	serve(recs[1], now, Critical, 500, 10*time.Millisecond, 10, 300*time.Millisecond)
+	serve(recs[0], now, signals.Default, 500, 10*time.Millisecond, 0, 0)
+	serve(recs[1], now, signals.Critical, 500, 10*time.Millisecond, 10, 300*time.Millisecond)
 	recs[1].Start(now)
 	c.t = c.t.Add(2 * time.Second)
 	pushAll()
 
 	snap, err := src.Snapshot(ctx, c.t)
 	require.NoError(t, err)
-	p99, ok := snap.Get(LatencyP99)
+	p99, ok := snap.Get(signals.LatencyP99)
 	require.True(t, ok)
 	assert.InEpsilon(t, 0.300, p99, 0.05, "50 slow of 1000: the p99 is slow")
-	p50, _ := snap.Get(LatencyP50)
+	p50, _ := snap.Get(signals.LatencyP50)
 	assert.InEpsilon(t, 0.010, p50, 0.05)
-	assert.Equal(t, uint64(500), snap.Classes[Default].Arrived)
-	assert.Equal(t, uint64(500), snap.Classes[Critical].Arrived)
-	inf, _ := snap.Get(InFlight)
+	assert.Equal(t, uint64(500), snap.Classes[signals.Default].Arrived)
+	assert.Equal(t, uint64(500), snap.Classes[signals.Critical].Arrived)
+	inf, _ := snap.Get(signals.InFlight)
 	assert.Equal(t, 1.0, inf)
-	arr, ok := snap.Get(ArrivalRate)
+	arr, ok := snap.Get(signals.ArrivalRate)
 	require.True(t, ok)
 	assert.Greater(t, arr, 0.0, "timed by the instances' own clocks")
 
@@ -82,7 +87,7 @@ func TestPusherEndToEnd(t *testing.T) {
 }
 
 func TestNewPusherRejectsBadConfig(t *testing.T) {
-	rec := NewRecorder(Config{})
+	rec := signals.NewRecorder(signals.Config{})
 	for _, tc := range []struct {
 		name string
 		cfg  PusherConfig
@@ -131,7 +136,7 @@ func TestPusherRunBacksOff(t *testing.T) {
 		tr := &http.Transport{DialContext: l.Dial}
 		defer tr.CloseIdleConnections()
 
-		rec := NewRecorder(Config{})
+		rec := signals.NewRecorder(signals.Config{})
 		p, err := NewPusher(rec, PusherConfig{URL: srv.URL + "/v1/signals", Instance: "shop-1",
 			Client: &http.Client{Transport: tr}, MaxBackoff: 8 * time.Second})
 		require.NoError(t, err)
@@ -203,6 +208,111 @@ func TestPusherRunBacksOff(t *testing.T) {
 		require.NoError(t, err)
 		assert.True(t, snap.ClassesOK)
 
+		cancel()
+		assert.ErrorIs(t, <-done, context.Canceled)
+	})
+}
+
+// logLines is a log's destination that a test reads while a Pusher
+// writes it: one text line per record.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// take returns the lines written since the last take.
+func (l *logLines) take() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.lines
+	l.lines = nil
+	return out
+}
+
+// TestPusherSaysUnauthorizedOnce: a daemon that refuses the token is one
+// WARN with the URL and what to fix, however many pushes it refuses, and
+// the Pusher's Health says it until a push is accepted again; every other
+// change of state is one line too.
+func TestPusherSaysUnauthorizedOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := NewPushSource(PushConfig{})
+		var mu sync.Mutex
+		status, asked := http.StatusUnauthorized, 0
+		l := pipenet.New()
+		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			st := status
+			asked++
+			mu.Unlock()
+			switch st {
+			case http.StatusOK:
+				src.ServeHTTP(w, r)
+			case http.StatusUnauthorized: // as brownoutd answers a push without one of its tokens
+				w.Header().Set("WWW-Authenticate", `Bearer realm="brownout push"`)
+				w.Header().Set("Content-Type", "application/problem+json")
+				w.WriteHeader(st)
+				fmt.Fprint(w, `{"type":"urn:brownout:api:unauthorized","title":"Unauthorized","status":401,"detail":"pushes need a push token (Authorization: Bearer …)"}`)
+			default:
+				w.WriteHeader(st)
+			}
+		}))
+		srv.Listener = l
+		srv.Start()
+		defer srv.Close()
+		tr := &http.Transport{DialContext: l.Dial}
+		defer tr.CloseIdleConnections()
+
+		logs := &logLines{}
+		url := srv.URL + "/v1/signals"
+		p, err := NewPusher(signals.NewRecorder(signals.Config{}), PusherConfig{URL: url, Instance: "shop-1", Token: "wrong",
+			Client: &http.Client{Transport: tr}, MaxBackoff: 4 * time.Second, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+		require.NoError(t, err)
+		assert.Equal(t, signals.SourceHealth{Name: "push " + url}, p.Health(), "before the first push")
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error)
+		go func() { done <- p.Run(ctx) }()
+
+		refuses := `level=WARN msg="fleet: the daemon refuses this app's pushes: check the push token" url=` + url
+		recovered := `level=INFO msg="fleet: push recovered" url=` + url
+		for _, phase := range []struct {
+			status int
+			line   string // the one line the phase logs
+			err    string // in Health's LastError, kept after recovery
+		}{
+			{http.StatusUnauthorized, refuses, "push to " + url + ": unauthorized (401) — check the push token (this app's, and the daemon's push tokens): pushes need a push token"},
+			{http.StatusOK, recovered, "unauthorized (401)"},
+			{http.StatusServiceUnavailable, `level=WARN msg="fleet: push failed; backing off" url=` + url, "HTTP 503 Service Unavailable"},
+			{http.StatusForbidden, refuses, "forbidden (403) — check the push token"},
+			{http.StatusOK, recovered, "forbidden (403)"},
+		} {
+			mu.Lock()
+			status, asked = phase.status, 0
+			mu.Unlock()
+			time.Sleep(20 * time.Second) // fake time: several pushes, backing off while they fail
+			synctest.Wait()
+			mu.Lock()
+			assert.GreaterOrEqual(t, asked, 4, "%d: pushes", phase.status)
+			mu.Unlock()
+			lines := logs.take()
+			require.Len(t, lines, 1, "%d: one line, however many pushes: %q", phase.status, lines)
+			assert.Contains(t, lines[0], phase.line, "%d", phase.status)
+			h := p.Health()
+			assert.Contains(t, h.LastError, phase.err, "%d", phase.status)
+			ok := phase.status == http.StatusOK
+			assert.Equal(t, ok, h.OK, "%d", phase.status)
+			assert.Equal(t, ok, h.LastSuccess.After(h.LastErrorAt), "%d: the newer of the two", phase.status)
+			if !ok {
+				err := p.Push(ctx)
+				assert.Equal(t, phase.status != http.StatusServiceUnavailable, errors.Is(err, ErrUnauthorized), "%d: %v", phase.status, err)
+			}
+		}
 		cancel()
 		assert.ErrorIs(t, <-done, context.Canceled)
 	})

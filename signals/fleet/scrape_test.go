@@ -1,4 +1,4 @@
-package signals
+package fleet
 
 import (
 	"bytes"
@@ -6,15 +6,19 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/brownout/brownout/signals"
 )
 
 // instance is a fake app exposing real client_golang metrics under our names.
@@ -29,14 +33,14 @@ type instance struct {
 
 func newInstance(t *testing.T, native, textOnly bool) *instance {
 	in := &instance{reg: prometheus.NewRegistry()}
-	opts := prometheus.HistogramOpts{Name: MetricLatency, Help: "h", Buckets: DefaultBuckets()}
+	opts := prometheus.HistogramOpts{Name: signals.MetricLatency, Help: "h", Buckets: signals.DefaultBuckets()}
 	if native {
 		opts.NativeHistogramBucketFactor = 1.05
 	}
 	in.lat = prometheus.NewHistogram(opts)
-	in.sojourn = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: MetricSojourn, Help: "h", Buckets: DefaultBuckets()}, []string{"class"})
-	in.arrived = prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricArrived, Help: "h"}, []string{"class"})
-	in.inFlight = prometheus.NewGauge(prometheus.GaugeOpts{Name: MetricInFlight, Help: "h"})
+	in.sojourn = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: signals.MetricSojourn, Help: "h", Buckets: signals.DefaultBuckets()}, []string{"class"})
+	in.arrived = prometheus.NewCounterVec(prometheus.CounterOpts{Name: signals.MetricArrived, Help: "h"}, []string{"class"})
+	in.inFlight = prometheus.NewGauge(prometheus.GaugeOpts{Name: signals.MetricInFlight, Help: "h"})
 	in.reg.MustRegister(in.lat, in.sojourn, in.arrived, in.inFlight)
 	var h http.Handler = promhttp.HandlerFor(in.reg, promhttp.HandlerOpts{})
 	if textOnly {
@@ -90,24 +94,24 @@ func TestScrapeSourceFleet(t *testing.T) {
 			b.inFlight.Set(4)
 			s, err := src.Snapshot(ctx, t0)
 			require.NoError(t, err)
-			assert.False(t, s.Has(LatencyP99), "no delta on the first read")
-			inf, _ := s.Get(InFlight)
+			assert.False(t, s.Has(signals.LatencyP99), "no delta on the first read")
+			inf, _ := s.Get(signals.InFlight)
 			assert.Equal(t, 7.0, inf, "in-flight is summed over the fleet")
 
 			a.observe(1000, 0.040, 0.400)
 			b.observe(1000, 0.040, 0.400)
 			s, err = src.Snapshot(ctx, t0.Add(5*time.Second))
 			require.NoError(t, err)
-			p50, ok := s.Get(LatencyP50)
+			p50, ok := s.Get(signals.LatencyP50)
 			require.True(t, ok)
-			p99, _ := s.Get(LatencyP99)
-			p999, _ := s.Get(LatencyP999)
+			p99, _ := s.Get(signals.LatencyP99)
+			p999, _ := s.Get(signals.LatencyP999)
 			assert.InEpsilon(t, 0.040, p50, tc.tol, "p50")
 			assert.LessOrEqual(t, p99, 0.040*(1+tc.tol), "p99 is still fast (1 %% slow)")
 			assert.InEpsilon(t, 0.400, p999, tc.tol, "p999")
-			arr, _ := s.Get(ArrivalRate)
+			arr, _ := s.Get(signals.ArrivalRate)
 			assert.InDelta(t, 400, arr, 1e-9, "2000 arrivals in 5 s")
-			sp99, ok := s.Get(SojournP99)
+			sp99, ok := s.Get(signals.SojournP99)
 			require.True(t, ok)
 			assert.InEpsilon(t, 0.004, sp99, 0.5)
 		})
@@ -127,7 +131,7 @@ func TestScrapeSourceRestartedTarget(t *testing.T) {
 	fresh.observe(100, 0.010, 0.010)
 	s, err := src.Snapshot(context.Background(), t0.Add(time.Second))
 	require.NoError(t, err)
-	p99, ok := s.Get(LatencyP99)
+	p99, ok := s.Get(signals.LatencyP99)
 	require.True(t, ok)
 	assert.InEpsilon(t, 0.010, p99, 0.05, "counts since the restart, not a negative delta")
 }
@@ -148,19 +152,19 @@ func TestScrapeSourceBadTargets(t *testing.T) {
 
 	for _, tc := range []struct {
 		name, url, want string
-		gone            []Key
+		gone            []signals.Key
 	}{
-		{"500", serve(text, "oops", 500), "HTTP 500", []Key{InFlight}},
-		{"timeout", hang.URL, "deadline exceeded", []Key{InFlight}},
-		{"missing", serve(text, "# TYPE other_metric gauge\nother_metric 1\n", 200), MetricLatency + ": metric missing", []Key{InFlight}},
+		{"500", serve(text, "oops", 500), "HTTP 500", []signals.Key{signals.InFlight}},
+		{"timeout", hang.URL, "deadline exceeded", []signals.Key{signals.InFlight}},
+		{"missing", serve(text, "# TYPE other_metric gauge\nother_metric 1\n", 200), signals.MetricLatency + ": metric missing", []signals.Key{signals.InFlight}},
 		{"not a histogram", serve(text, "# TYPE brownout_request_duration_seconds gauge\nbrownout_request_duration_seconds 1\n", 200),
-			MetricLatency + ": is a gauge, want a histogram", nil},
+			signals.MetricLatency + ": is a gauge, want a histogram", nil},
 		{"NaN gauge", serve(text, "# TYPE brownout_requests_in_flight gauge\nbrownout_requests_in_flight NaN\n"+
 			"# TYPE brownout_request_duration_seconds histogram\nbrownout_request_duration_seconds_bucket{le=\"+Inf\"} 1\nbrownout_request_duration_seconds_sum 1\nbrownout_request_duration_seconds_count 1\n", 200),
-			MetricInFlight + ": value NaN", []Key{InFlight}},
+			signals.MetricInFlight + ": value NaN", []signals.Key{signals.InFlight}},
 		{"Inf sum", serve(text, "# TYPE brownout_request_duration_seconds histogram\nbrownout_request_duration_seconds_bucket{le=\"+Inf\"} 1\nbrownout_request_duration_seconds_sum +Inf\nbrownout_request_duration_seconds_count 1\n", 200),
-			MetricLatency + ": count or sum", nil},
-		{"garbage", serve(text, "{{{ not metrics", 200), "parse", []Key{InFlight}},
+			signals.MetricLatency + ": count or sum", nil},
+		{"garbage", serve(text, "{{{ not metrics", 200), "parse", []signals.Key{signals.InFlight}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src, err := NewScrapeSource(ScrapeConfig{Targets: []string{tc.url}, Timeout: 100 * time.Millisecond})
@@ -169,7 +173,7 @@ func TestScrapeSourceBadTargets(t *testing.T) {
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.url, "the error names the source")
 			assert.Contains(t, err.Error(), tc.want)
-			for _, k := range append(tc.gone, LatencyP99) {
+			for _, k := range append(tc.gone, signals.LatencyP99) {
 				assert.False(t, s.Has(k), "%s must be missing, not invented", k)
 			}
 		})
@@ -195,16 +199,43 @@ func TestHistQuantileClassicLikePromQL(t *testing.T) {
 	assert.False(t, ok)
 }
 
-func FuzzParseExposition(f *testing.F) {
-	// Seeds: a real exposition in both formats, and some broken ones.
-	rec := NewRecorder(Config{})
-	for i := range 50 {
-		rec.Arrive(Class(i % 3))
-		s := rec.Start(t0)
-		rec.Done(Class(i%3), s, s.Add(time.Duration(i+1)*time.Millisecond), i%7 == 0, time.Time{})
+// TestHistReadsCollectorNativeBuckets: what Collector exports, read
+// back, gives the recorded quantiles from its native buckets.
+func TestHistReadsCollectorNativeBuckets(t *testing.T) {
+	rec := signals.NewRecorder(signals.Config{})
+	for i := range 1000 { // 900 requests of 20 ms and 100 of 700 ms
+		d := 20 * time.Millisecond
+		if i%10 == 0 {
+			d = 700 * time.Millisecond
+		}
+		rec.Latency().Record(d)
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(NewCollector(rec, CollectorOpts{}))
+	reg.MustRegister(signals.NewCollector(rec, signals.CollectorOpts{Now: func() time.Time { return t0 }}))
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	i := slices.IndexFunc(mfs, func(mf *dto.MetricFamily) bool { return mf.GetName() == signals.MetricLatency })
+	require.GreaterOrEqual(t, i, 0, "%s gathered", signals.MetricLatency)
+
+	back, err := histFromDTO(mfs[i].GetMetric()[0].GetHistogram())
+	require.NoError(t, err)
+	require.True(t, back.native)
+	p50, _ := back.quantile(0.5)
+	p99, _ := back.quantile(0.99)
+	assert.InEpsilon(t, 0.020, p50, 0.05)
+	assert.InEpsilon(t, 0.700, p99, 0.05)
+}
+
+func FuzzParseExposition(f *testing.F) {
+	// Seeds: a real exposition in both formats, and some broken ones.
+	rec := signals.NewRecorder(signals.Config{})
+	for i := range 50 {
+		rec.Arrive(signals.Class(i % 3))
+		s := rec.Start(t0)
+		rec.Done(signals.Class(i%3), s, s.Add(time.Duration(i+1)*time.Millisecond), i%7 == 0, time.Time{})
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(signals.NewCollector(rec, signals.CollectorOpts{}))
 	mfs, err := reg.Gather()
 	require.NoError(f, err)
 	for _, ft := range []expfmt.FormatType{expfmt.TypeTextPlain, expfmt.TypeProtoDelim} {
@@ -223,7 +254,7 @@ func FuzzParseExposition(f *testing.F) {
 			format = expfmt.NewFormat(expfmt.TypeProtoDelim)
 		}
 		st, err := parseExposition(bytes.NewReader(body), format, 1<<20)
-		if err != nil && !strings.Contains(err.Error(), MetricLatency) && !strings.Contains(err.Error(), "brownout_") && !strings.Contains(err.Error(), "parse") {
+		if err != nil && !strings.Contains(err.Error(), signals.MetricLatency) && !strings.Contains(err.Error(), "brownout_") && !strings.Contains(err.Error(), "parse") {
 			t.Fatalf("error names no metric: %v", err)
 		}
 		// Whatever parsed must give finite quantiles.
@@ -240,13 +271,15 @@ func FuzzParseExposition(f *testing.F) {
 // fleet p99 matches what the recorders measured.
 func TestScrapeOurOwnCollector(t *testing.T) {
 	now := t0
-	var recs []*Recorder
+	var recs []*signals.Recorder
 	var urls []string
 	for i := range 2 {
-		rec := NewRecorder(Config{})
-		rec.SetGate(func() GateReading { return GateReading{Limit: 10, InFlight: float64(4 + 4*i), Queued: i} })
+		rec := signals.NewRecorder(signals.Config{})
+		rec.SetGate(func() signals.GateReading {
+			return signals.GateReading{Limit: 10, InFlight: float64(4 + 4*i), Queued: i}
+		})
 		reg := prometheus.NewRegistry()
-		reg.MustRegister(NewCollector(rec, CollectorOpts{Now: func() time.Time { return now }}))
+		reg.MustRegister(signals.NewCollector(rec, signals.CollectorOpts{Now: func() time.Time { return now }}))
 		srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 		t.Cleanup(srv.Close)
 		recs, urls = append(recs, rec), append(urls, srv.URL)
@@ -258,7 +291,7 @@ func TestScrapeOurOwnCollector(t *testing.T) {
 
 	// Instance 0 is fast (20 ms), instance 1 slow (400 ms) for 1 % of its
 	// requests: the fleet p99 comes from the merged buckets.
-	all := NewWindow(WindowConfig{})
+	all := signals.NewWindow(signals.WindowConfig{})
 	all.Summary(now)
 	for i := range 2000 {
 		for j, rec := range recs {
@@ -266,31 +299,31 @@ func TestScrapeOurOwnCollector(t *testing.T) {
 			if j == 1 && i%50 == 0 {
 				d = 400 * time.Millisecond
 			}
-			rec.Arrive(Default)
+			rec.Arrive(signals.Default)
 			wait := time.Duration(0)
 			if j == 1 && i%4 == 0 {
 				wait = time.Millisecond // a quarter of instance 1's requests queued
 			}
-			rec.Queued(Default, wait, now)
+			rec.Queued(signals.Default, wait, now)
 			s := rec.Start(now)
-			rec.Done(Default, s, s.Add(d), false, time.Time{})
+			rec.Done(signals.Default, s, s.Add(d), false, time.Time{})
 			all.Record(d)
 		}
 	}
 	now = now.Add(5 * time.Second)
 	snap, err := src.Snapshot(context.Background(), now)
 	require.NoError(t, err)
-	got, ok := snap.Get(LatencyP99)
+	got, ok := snap.Get(signals.LatencyP99)
 	require.True(t, ok)
 	want, _ := all.Quantile(now, 0.99)
 	assert.InEpsilon(t, want.Seconds(), got, 0.06, "fleet p99 from native buckets: want %v", want)
-	arr, _ := snap.Get(ArrivalRate)
+	arr, _ := snap.Get(signals.ArrivalRate)
 	assert.InDelta(t, 800, arr, 1e-6, "4000 arrivals in 5 s")
-	busy, ok := snap.Get(GateBusy)
+	busy, ok := snap.Get(signals.GateBusy)
 	require.True(t, ok)
 	assert.InDelta(t, 500.0/4000, busy, 1e-9, "the fleet's share of arrivals that found no room")
-	u, _ := snap.Get(GateUtilization)
+	u, _ := snap.Get(signals.GateUtilization)
 	assert.InDelta(t, 12.0/20, u, 1e-9, "Σ in flight ÷ Σ limits")
-	q, _ := snap.Get(GateQueued)
+	q, _ := snap.Get(signals.GateQueued)
 	assert.Equal(t, 1.0, q)
 }

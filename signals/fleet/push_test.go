@@ -1,4 +1,4 @@
-package signals
+package fleet
 
 import (
 	"bytes"
@@ -20,9 +20,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/brownout/brownout/signals"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+// t0 is the tests' epoch: the start of the sale, 11 November.
+var t0 = time.Date(2026, 11, 11, 0, 0, 0, 0, time.UTC)
 
 // clock is a settable time for a PushSource.
 type clock struct{ t time.Time }
@@ -34,9 +39,9 @@ func newPushSource(c *clock) *PushSource {
 }
 
 // body encodes rec as a Pusher would, with the instance's clock at now.
-func body(t testing.TB, rec *Recorder, instance string, start, now time.Time) []byte {
+func body(t testing.TB, rec *signals.Recorder, instance string, start, now time.Time) []byte {
 	t.Helper()
-	b := pushOf(rec, now, DefaultBuckets())
+	b := pushOf(rec, now, signals.DefaultBuckets())
 	b.V, b.Instance = 1, instance
 	b.Start, b.Time = start.Format(time.RFC3339Nano), now.Format(time.RFC3339Nano)
 	out, err := json.Marshal(b)
@@ -61,7 +66,7 @@ func mustPush(t *testing.T, src http.Handler, body []byte) {
 
 // serve records n requests of class c lasting d (every k-th one slow
 // instead, when k > 0), each having queued q.
-func serve(rec *Recorder, now time.Time, c Class, n int, d time.Duration, k int, slow time.Duration) {
+func serve(rec *signals.Recorder, now time.Time, c signals.Class, n int, d time.Duration, k int, slow time.Duration) {
 	for i := range n {
 		rec.Arrive(c)
 		rec.Queued(c, time.Millisecond, now)
@@ -76,16 +81,16 @@ func serve(rec *Recorder, now time.Time, c Class, n int, d time.Duration, k int,
 
 // goldenRecorder is a small, fixed activity: three classes, a gate, a few
 // slow, failed and refused requests.
-func goldenRecorder() *Recorder {
-	rec := NewRecorder(Config{})
-	rec.SetGate(func() GateReading {
-		return GateReading{Limit: 8, InFlight: 3, Queued: 1, Standing: [NumClasses]bool{Sheddable: true}}
+func goldenRecorder() *signals.Recorder {
+	rec := signals.NewRecorder(signals.Config{})
+	rec.SetGate(func() signals.GateReading {
+		return signals.GateReading{Limit: 8, InFlight: 3, Queued: 1, Standing: [signals.NumClasses]bool{signals.Sheddable: true}}
 	})
 	for i := range 30 {
-		c := Class(i % 3)
+		c := signals.Class(i % 3)
 		rec.Arrive(c)
 		if i%10 == 9 {
-			rec.Reject(c, ReasonCoDel)
+			rec.Reject(c, signals.ReasonCoDel)
 			continue
 		}
 		rec.Queued(c, time.Duration(i%4)*time.Millisecond, t0)
@@ -136,10 +141,10 @@ func TestPushGolden(t *testing.T) {
 	assert.Equal(t, 27.0, st.latency.count, "27 requests done")
 	assert.True(t, st.latency.native, "native buckets")
 	assert.Equal(t, 2.0, st.inFlight)
-	assert.Equal(t, GateReading{Limit: 8, InFlight: 3, Queued: 1}, st.gate)
+	assert.Equal(t, signals.GateReading{Limit: 8, InFlight: 3, Queued: 1}, st.gate)
 	assert.True(t, st.standing, "the gate says the sheddable queue stands")
-	assert.Equal(t, uint64(10), st.classes[Critical].Arrived)
-	assert.Equal(t, uint64(1), st.classes[Sheddable].Rejected[ReasonCoDel])
+	assert.Equal(t, uint64(10), st.classes[signals.Critical].Arrived)
+	assert.Equal(t, uint64(1), st.classes[signals.Sheddable].Rejected[signals.ReasonCoDel])
 	assert.Equal(t, 27.0, st.sojourn.count, "sojourn summed over the classes")
 	assert.True(t, st.hasSojMin)
 	p99, ok := st.latency.quantile(0.99)
@@ -152,21 +157,21 @@ func TestPushGolden(t *testing.T) {
 func TestPushSourceMergedP99(t *testing.T) {
 	c := &clock{t: t0}
 	src := newPushSource(c)
-	a, b := NewRecorder(Config{}), NewRecorder(Config{})
+	a, b := signals.NewRecorder(signals.Config{}), signals.NewRecorder(signals.Config{})
 	start := t0.Add(-time.Minute)
 	mustPush(t, src, body(t, a, "a", start, c.t))
 	mustPush(t, src, body(t, b, "b", start, c.t))
 	snap, err := src.Snapshot(context.Background(), c.t)
 	require.NoError(t, err)
-	assert.False(t, snap.Has(LatencyP99), "one push each: no difference yet")
+	assert.False(t, snap.Has(signals.LatencyP99), "one push each: no difference yet")
 
 	// a: 1000 fast. b: 960 fast and 40 slow (4 %). Merged: 40 slow in
 	// 2000 (2 %), so the p99 is slow; the instances' p99s are 10 ms and
 	// 500 ms, averaging 255 ms.
-	all := NewWindow(WindowConfig{})
+	all := signals.NewWindow(signals.WindowConfig{})
 	all.Summary(c.t)
-	serve(a, c.t, Default, 1000, 10*time.Millisecond, 0, 0)
-	serve(b, c.t, Default, 1000, 10*time.Millisecond, 25, 500*time.Millisecond)
+	serve(a, c.t, signals.Default, 1000, 10*time.Millisecond, 0, 0)
+	serve(b, c.t, signals.Default, 1000, 10*time.Millisecond, 25, 500*time.Millisecond)
 	for i := range 2000 {
 		d := 10 * time.Millisecond
 		if i >= 1000 && (i-1000)%25 == 24 {
@@ -180,12 +185,12 @@ func TestPushSourceMergedP99(t *testing.T) {
 	mustPush(t, src, bodyB)
 	snap, err = src.Snapshot(context.Background(), c.t)
 	require.NoError(t, err)
-	got, ok := snap.Get(LatencyP99)
+	got, ok := snap.Get(signals.LatencyP99)
 	require.True(t, ok)
 
 	// The p99 of the two instances' histograms merged by hand.
 	var merged hist
-	for _, pair := range [][2][]byte{{body(t, NewRecorder(Config{}), "a", start, t0), bodyA}, {body(t, NewRecorder(Config{}), "b", start, t0), bodyB}} {
+	for _, pair := range [][2][]byte{{body(t, signals.NewRecorder(signals.Config{}), "a", start, t0), bodyA}, {body(t, signals.NewRecorder(signals.Config{}), "b", start, t0), bodyB}} {
 		old, err := decodePush(pair[0])
 		require.NoError(t, err)
 		cur, err := decodePush(pair[1])
@@ -200,11 +205,11 @@ func TestPushSourceMergedP99(t *testing.T) {
 	assert.InEpsilon(t, exact.Seconds(), got, 0.05, "and the p99 of every sample: %v", exact)
 	assert.Greater(t, got, 0.4, "not the average of the instances' p99s (255 ms)")
 
-	arr, _ := snap.Get(ArrivalRate)
+	arr, _ := snap.Get(signals.ArrivalRate)
 	assert.InDelta(t, 400, arr, 1e-9, "2000 arrivals in 5 s")
-	inf, _ := snap.Get(InFlight)
+	inf, _ := snap.Get(signals.InFlight)
 	assert.Equal(t, 0.0, inf)
-	sp99, ok := snap.Get(SojournP99)
+	sp99, ok := snap.Get(signals.SojournP99)
 	require.True(t, ok)
 	assert.InEpsilon(t, 0.001, sp99, 0.05)
 	assert.Equal(t, "push", snap.Source)
@@ -215,7 +220,7 @@ func TestPushSourceMergedP99(t *testing.T) {
 func TestPushSourceExpire(t *testing.T) {
 	c := &clock{t: t0}
 	src := NewPushSource(PushConfig{Now: c.now, Expire: 5 * time.Second})
-	a, b := NewRecorder(Config{}), NewRecorder(Config{})
+	a, b := signals.NewRecorder(signals.Config{}), signals.NewRecorder(signals.Config{})
 	a.Start(t0) // a has 1 in flight, b 2
 	b.Start(t0)
 	b.Start(t0)
@@ -230,7 +235,7 @@ func TestPushSourceExpire(t *testing.T) {
 	// Now t0+10s; a last pushed at t0+2s, b at t0+9s.
 	inFlight := func(now time.Time) (float64, error) {
 		snap, err := src.Snapshot(context.Background(), now)
-		v, _ := snap.Get(InFlight)
+		v, _ := snap.Get(signals.InFlight)
 		return v, err
 	}
 	v, err := inFlight(t0.Add(6 * time.Second))
@@ -243,8 +248,8 @@ func TestPushSourceExpire(t *testing.T) {
 	h := src.Health()
 	assert.True(t, h.OK)
 	require.Len(t, h.Instances, 2)
-	assert.Equal(t, InstanceHealth{Name: "a", OK: false, LastSeen: t0.Add(2 * time.Second)}, h.Instances[0])
-	assert.Equal(t, InstanceHealth{Name: "b", OK: true, LastSeen: t0.Add(9 * time.Second)}, h.Instances[1])
+	assert.Equal(t, signals.InstanceHealth{Name: "a", OK: false, LastSeen: t0.Add(2 * time.Second)}, h.Instances[0])
+	assert.Equal(t, signals.InstanceHealth{Name: "b", OK: true, LastSeen: t0.Add(9 * time.Second)}, h.Instances[1])
 	assert.Equal(t, t0.Add(9*time.Second), h.LastSuccess)
 
 	// a comes back: its history is gone, so its first push gives only
@@ -270,27 +275,27 @@ func TestPushSourceExpire(t *testing.T) {
 func TestPushSourceCounterReset(t *testing.T) {
 	c := &clock{t: t0}
 	src := newPushSource(c)
-	old := NewRecorder(Config{})
-	serve(old, t0, Default, 5000, 900*time.Millisecond, 0, 0)
+	old := signals.NewRecorder(signals.Config{})
+	serve(old, t0, signals.Default, 5000, 900*time.Millisecond, 0, 0)
 	mustPush(t, src, body(t, old, "a", t0.Add(-time.Hour), c.t))
 	c.t = c.t.Add(2 * time.Second)
 	mustPush(t, src, body(t, old, "a", t0.Add(-time.Hour), c.t))
 
 	// The process restarts: a new Recorder and a new run, fewer counts.
 	c.t = c.t.Add(2 * time.Second)
-	fresh := NewRecorder(Config{})
-	serve(fresh, c.t, Default, 100, 10*time.Millisecond, 0, 0)
+	fresh := signals.NewRecorder(signals.Config{})
+	serve(fresh, c.t, signals.Default, 100, 10*time.Millisecond, 0, 0)
 	mustPush(t, src, body(t, fresh, "a", c.t.Add(-time.Second), c.t))
 
 	snap, err := src.Snapshot(context.Background(), c.t)
 	require.NoError(t, err)
-	p99, ok := snap.Get(LatencyP99)
+	p99, ok := snap.Get(signals.LatencyP99)
 	require.True(t, ok)
 	assert.InEpsilon(t, 0.010, p99, 0.05, "counts since the restart")
-	arr, ok := snap.Get(ArrivalRate)
+	arr, ok := snap.Get(signals.ArrivalRate)
 	require.True(t, ok)
 	assert.InDelta(t, 100.0/4, arr, 1e-9, "the new counts over the window, not a negative rate")
-	assert.Equal(t, uint64(100), snap.Classes[Default].Arrived)
+	assert.Equal(t, uint64(100), snap.Classes[signals.Default].Arrived)
 }
 
 // TestPushSourceOrder: pushes of one run are ordered by their time; a run
@@ -298,11 +303,11 @@ func TestPushSourceCounterReset(t *testing.T) {
 func TestPushSourceOrder(t *testing.T) {
 	c := &clock{t: t0}
 	src := newPushSource(c)
-	rec := NewRecorder(Config{})
+	rec := signals.NewRecorder(signals.Config{})
 	start := t0.Add(-time.Minute)
 	mustPush(t, src, body(t, rec, "a", start, t0))
 	late := body(t, rec, "a", start, t0.Add(-time.Millisecond))
-	serve(rec, t0, Default, 10, time.Millisecond, 0, 0)
+	serve(rec, t0, signals.Default, 10, time.Millisecond, 0, 0)
 	c.t = t0.Add(time.Second)
 	mustPush(t, src, body(t, rec, "a", start, c.t))
 	before, _ := src.Snapshot(context.Background(), c.t)
@@ -343,7 +348,7 @@ func TestPushSourceOrder(t *testing.T) {
 func TestPushSourceRefusesTheFuture(t *testing.T) {
 	c := &clock{t: t0}
 	src := newPushSource(c)
-	rec := NewRecorder(Config{})
+	rec := signals.NewRecorder(signals.Config{})
 	start := t0.Add(-time.Minute)
 	mustPush(t, src, body(t, rec, "a", start, t0))
 	before, _ := src.Snapshot(context.Background(), c.t)
@@ -446,7 +451,7 @@ func TestPushBadBodies(t *testing.T) {
 		{"gate queued", timed + `"gate":{"limit":1,"queued":0.5}}`, "invalid", "gate.queued: 0.5 is not a whole number"},
 		{"in flight", timed + `"in_flight":"3"}`, "invalid", "in_flight: string is not a number"},
 		{"in flight negative", timed + `"in_flight":-3}`, "invalid", "in_flight: -3 is negative"},
-		{"too many features", timed + `"features":{` + manyFeatures(MaxFeatures+1) + `}}`, "invalid", "features: 65 features: at most 64 per push"},
+		{"too many features", timed + `"features":{` + manyFeatures(signals.MaxFeatures+1) + `}}`, "invalid", "features: 65 features: at most 64 per push"},
 		{"feature name", timed + `"features":{" recs":{}}}`, "invalid", `features: feature name " recs" has leading or trailing space`},
 		{"feature empty name", timed + `"features":{"":{}}}`, "invalid", "features: empty feature name"},
 		{"feature n", timed + `"features":{"recs":{"on":{"n":-1}}}}`, "invalid", "features.recs.on.n: -1 is negative"},
@@ -459,14 +464,14 @@ func TestPushBadBodies(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &clock{t: t0}
 			src := newPushSource(c)
-			rec := NewRecorder(Config{})
+			rec := signals.NewRecorder(signals.Config{})
 			mustPush(t, src, body(t, rec, "x", t0, t0))
-			serve(rec, t0, Default, 10, time.Millisecond, 0, 0)
+			serve(rec, t0, signals.Default, 10, time.Millisecond, 0, 0)
 			c.t = t0.Add(time.Second)
 			mustPush(t, src, body(t, rec, "x", t0, c.t))
 			before, err := src.Snapshot(context.Background(), c.t)
 			require.NoError(t, err)
-			require.True(t, before.Has(LatencyP99))
+			require.True(t, before.Has(signals.LatencyP99))
 
 			w := post(src, []byte(tc.body))
 			assert.Equal(t, http.StatusBadRequest, w.Code)
@@ -577,10 +582,10 @@ func FuzzPushBody(f *testing.F) {
 	f.Add([]byte(`{"v":1,"instance":"shop-1","time":"2026-11-11T00:00:00Z","start":"2026-11-11T00:00:00Z"}`))
 	f.Add([]byte(`{"v":1,"instance":"x","latency":{"count":1,"native":{"schema":-4,"buckets":[[63,1]]}}}`))
 	f.Add([]byte(`{"v":1,"instance":"x","time":"2026-11-11T00:00:02Z","features":{"recs":{"on":{"n":3,"sum":0.3,"sum_sq":0.03},"off":{"n":1,"sum":0.1,"sum_sq":0.01},"unattributed":2}}}`))
-	f.Add([]byte(`{"v":1,"instance":"x","time":"2026-11-11T00:00:02Z","features":{` + manyFeatures(MaxFeatures+1) + `}}`))
+	f.Add([]byte(`{"v":1,"instance":"x","time":"2026-11-11T00:00:02Z","features":{` + manyFeatures(signals.MaxFeatures+1) + `}}`))
 	// Two instances with two pushes each: the state a refusal must keep.
 	start := t0.Add(-time.Hour)
-	r := NewRecorder(Config{})
+	r := signals.NewRecorder(signals.Config{})
 	if err := r.Features("recs", "reviews"); err != nil {
 		f.Fatal(err)
 	}
@@ -589,7 +594,7 @@ func FuzzPushBody(f *testing.F) {
 	for _, id := range []string{"shop-1", "x"} {
 		setup = append(setup, body(f, r, id, start, t0))
 	}
-	serve(r, t0, Default, 100, 3*time.Millisecond, 10, 30*time.Millisecond)
+	serve(r, t0, signals.Default, 100, 3*time.Millisecond, 10, 30*time.Millisecond)
 	tally(r, "reviews", false, 20*time.Millisecond)
 	for _, id := range []string{"shop-1", "x"} {
 		setup = append(setup, body(f, r, id, start, t0.Add(time.Second)))
@@ -623,16 +628,16 @@ func FuzzPushBody(f *testing.F) {
 			}
 			return
 		}
-		for k := range NumKeys {
+		for k := range signals.NumKeys {
 			if v, ok := after.Get(k); ok && v < 0 {
 				t.Fatalf("%s = %v after an accepted push", k, v)
 			}
 		}
-		if len(after.Tallies) > MaxFeatures*2 {
+		if len(after.Tallies) > signals.MaxFeatures*2 {
 			t.Fatalf("%d tallies from 2 instances", len(after.Tallies))
 		}
 		for _, tl := range after.Tallies {
-			for _, m := range []Moments{tl.On, tl.Off} {
+			for _, m := range []signals.Moments{tl.On, tl.Off} {
 				if m.N < 0 || m.Sum < 0 || m.SumSq < 0 || tl.Unattributed < 0 {
 					t.Fatalf("negative tally after an accepted push: %+v", tl)
 				}
@@ -647,13 +652,13 @@ func TestPushAndScrapeAgree(t *testing.T) {
 	now := t0
 	c := &clock{t: now}
 	push := newPushSource(c)
-	var recs []*Recorder
+	var recs []*signals.Recorder
 	var urls []string
 	for i := range 2 {
-		rec := NewRecorder(Config{})
-		rec.SetGate(func() GateReading { return GateReading{Limit: 10, InFlight: float64(3 + i), Queued: i} })
+		rec := signals.NewRecorder(signals.Config{})
+		rec.SetGate(func() signals.GateReading { return signals.GateReading{Limit: 10, InFlight: float64(3 + i), Queued: i} })
 		reg := prometheus.NewRegistry()
-		reg.MustRegister(NewCollector(rec, CollectorOpts{Now: func() time.Time { return now }}))
+		reg.MustRegister(signals.NewCollector(rec, signals.CollectorOpts{Now: func() time.Time { return now }}))
 		srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 		t.Cleanup(srv.Close)
 		recs, urls = append(recs, rec), append(urls, srv.URL)
@@ -661,7 +666,7 @@ func TestPushAndScrapeAgree(t *testing.T) {
 	scrape, err := NewScrapeSource(ScrapeConfig{Targets: urls})
 	require.NoError(t, err)
 	start := t0.Add(-time.Hour)
-	read := func() (Snapshot, Snapshot) {
+	read := func() (signals.Snapshot, signals.Snapshot) {
 		c.t = now
 		for i, rec := range recs {
 			mustPush(t, push, body(t, rec, fmt.Sprint("shop-", i), start, now))
@@ -677,12 +682,12 @@ func TestPushAndScrapeAgree(t *testing.T) {
 	assert.Equal(t, ss, ps, "first read: gauges only")
 	for step := range 12 {
 		for i, rec := range recs {
-			serve(rec, now, Class(step%3), 100*(i+1), time.Duration(5+step)*time.Millisecond, 20-i*10, 300*time.Millisecond)
-			rec.Reject(Sheddable, ReasonCoDel)
+			serve(rec, now, signals.Class(step%3), 100*(i+1), time.Duration(5+step)*time.Millisecond, 20-i*10, 300*time.Millisecond)
+			rec.Reject(signals.Sheddable, signals.ReasonCoDel)
 		}
 		now = now.Add(time.Second)
 		ps, ss = read()
-		require.True(t, ps.Has(LatencyP99))
+		require.True(t, ps.Has(signals.LatencyP99))
 		assert.Equal(t, ss, ps, "step %d:\npush   %v\nscrape %v", step, ps, ss)
 	}
 }
@@ -720,4 +725,88 @@ func TestPushStalledBody(t *testing.T) {
 	assert.Equal(t, "urn:brownout:push:timeout", p.Type)
 	assert.Equal(t, "the body did not arrive in time", p.Detail)
 	assert.Empty(t, src.Health().Instances)
+}
+
+// tally records one request that marked feature on or off and took d.
+func tally(rec *signals.Recorder, feature string, on bool, d time.Duration) {
+	var rt signals.RequestTally
+	if !rec.BeginTally(&rt, context.Background()) || !signals.Evaluated(&rt, feature, on) {
+		panic("tally: " + feature + " is not registered")
+	}
+	rec.EndTally(&rt, d)
+}
+
+// The push carries each feature's cumulative tally; the source reports,
+// summed over the instances, each one's increase over its last push
+// interval.
+func TestPushTallies(t *testing.T) {
+	c := &clock{t: t0}
+	src := newPushSource(c)
+	start := t0.Add(-time.Minute)
+	a, b := signals.NewRecorder(signals.Config{}), signals.NewRecorder(signals.Config{})
+	require.NoError(t, a.Features("recs", "reviews"))
+	require.NoError(t, b.Features("recs"))
+	tally(a, "recs", true, 100*time.Millisecond)
+	tally(b, "recs", false, 50*time.Millisecond)
+	mustPush(t, src, body(t, a, "a", start, c.t))
+	mustPush(t, src, body(t, b, "b", start, c.t))
+	snap, err := src.Snapshot(context.Background(), c.t)
+	require.NoError(t, err)
+	assert.Empty(t, snap.Tallies, "a first push is a base, not an increase")
+
+	for range 3 {
+		tally(a, "recs", true, 200*time.Millisecond)
+	}
+	tally(a, "reviews", false, 300*time.Millisecond)
+	a.Unattributed("recs")
+	tally(b, "recs", true, 400*time.Millisecond)
+	tally(b, "recs", false, 10*time.Millisecond)
+	c.t = c.t.Add(time.Second)
+	mustPush(t, src, body(t, a, "a", start, c.t))
+	mustPush(t, src, body(t, b, "b", start, c.t))
+	want := []signals.Tally{
+		{Feature: "recs", On: signals.Moments{N: 4, Sum: 1.0, SumSq: 3*.04 + .16}, Off: signals.Moments{N: 1, Sum: .01, SumSq: .0001}, Unattributed: 1},
+		{Feature: "reviews", Off: signals.Moments{N: 1, Sum: .3, SumSq: .09}},
+	}
+	for range 2 { // idempotent: the same interval until the next push
+		snap, err = src.Snapshot(context.Background(), c.t)
+		require.NoError(t, err)
+		require.Len(t, snap.Tallies, 2)
+		for i, w := range want {
+			got := snap.Tallies[i]
+			assert.Equal(t, w.Feature, got.Feature)
+			assert.Equal(t, w.Unattributed, got.Unattributed, w.Feature)
+			for j, m := range [][2]signals.Moments{{w.On, got.On}, {w.Off, got.Off}} {
+				assert.Equal(t, m[0].N, m[1].N, "%s %d", w.Feature, j)
+				assert.InDelta(t, m[0].Sum, m[1].Sum, 1e-9, "%s %d", w.Feature, j)
+				assert.InDelta(t, m[0].SumSq, m[1].SumSq, 1e-9, "%s %d", w.Feature, j)
+			}
+		}
+	}
+
+	// b restarts (a new run): its new counts are its increase.
+	b2 := signals.NewRecorder(signals.Config{})
+	require.NoError(t, b2.Features("recs"))
+	tally(b2, "recs", true, time.Second)
+	c.t = c.t.Add(time.Second)
+	mustPush(t, src, body(t, a, "a", start, c.t))
+	mustPush(t, src, body(t, b2, "b", c.t.Add(-time.Second), c.t))
+	snap, err = src.Snapshot(context.Background(), c.t)
+	require.NoError(t, err)
+	assert.Equal(t, []signals.Tally{{Feature: "recs", On: signals.Moments{N: 1, Sum: 1, SumSq: 1}}, {Feature: "reviews"}}, snap.Tallies)
+}
+
+// A Pusher's body carries the features; a Recorder without features
+// pushes none.
+func TestPushBodyFeatures(t *testing.T) {
+	rec := signals.NewRecorder(signals.Config{})
+	assert.NotContains(t, string(body(t, rec, "a", t0, t0)), `"features"`)
+	require.NoError(t, rec.Features("recs"))
+	tally(rec, "recs", true, 500*time.Millisecond)
+	rec.Unattributed("recs")
+	assert.Contains(t, string(body(t, rec, "a", t0, t0)),
+		`"features":{"recs":{"on":{"n":1,"sum":0.5,"sum_sq":0.25},"off":{"n":0,"sum":0,"sum_sq":0},"unattributed":1}}`)
+	p, err := decodePush(body(t, rec, "a", t0, t0))
+	require.NoError(t, err)
+	assert.Equal(t, []signals.Tally{{Feature: "recs", On: signals.Moments{N: 1, Sum: .5, SumSq: .25}, Unattributed: 1}}, p.st.tallies)
 }

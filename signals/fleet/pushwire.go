@@ -1,4 +1,4 @@
-package signals
+package fleet
 
 import (
 	"bytes"
@@ -13,6 +13,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/brownout/brownout/signals"
 )
 
 // The push wire format, version 1 (doc.go shows a body). It carries the
@@ -108,20 +110,20 @@ type pushClass struct {
 // pushOf reads rec at now as Collector does: cumulative histograms with
 // the classic bounds given and native buckets at NativeSchema, gauges and
 // counters. The caller fills in V, Instance, Time and Start.
-func pushOf(rec *Recorder, now time.Time, bounds []float64) pushBody {
+func pushOf(rec *signals.Recorder, now time.Time, bounds []float64) pushBody {
 	var b pushBody
-	rec.latency.Cumulative(now, func(n *[NumBuckets]uint64, sum float64, count uint64) {
+	rec.Latency().Cumulative(now, func(n *[signals.NumBuckets]uint64, sum float64, count uint64) {
 		b.Latency = pushHistOf(n, sum, count, bounds)
 	})
-	inFlight := float64(max(rec.counters.InFlight(), 0)) // shards read one by one may add up below zero
+	inFlight := float64(max(rec.Counters().InFlight(), 0)) // shards read one by one may add up below zero
 	b.InFlight = &inFlight
 	gr, gated := rec.Gate()
 	if gated {
 		b.Gate = &pushGate{Limit: gr.Limit, InFlight: gr.InFlight, Queued: float64(gr.Queued)}
 	}
-	counts := rec.counters.Load()
-	b.Classes = make(map[string]pushClass, NumClasses)
-	for cl := range Class(NumClasses) {
+	counts := rec.Counters().Load()
+	b.Classes = make(map[string]pushClass, signals.NumClasses)
+	for cl := range signals.Class(signals.NumClasses) {
 		cc := counts[cl]
 		pc := pushClass{Arrived: float64(cc.Arrived), Completed: float64(cc.Completed), Failed: float64(cc.Failed),
 			Good: float64(cc.Good), Waited: float64(cc.Waited)}
@@ -130,11 +132,11 @@ func pushOf(rec *Recorder, now time.Time, bounds []float64) pushBody {
 				if pc.Rejected == nil {
 					pc.Rejected = map[string]float64{}
 				}
-				pc.Rejected[reasonNames[why]] = float64(n)
+				pc.Rejected[signals.Reason(why).String()] = float64(n)
 			}
 		}
-		sj := rec.sojourn[cl]
-		sj.w.Cumulative(now, func(n *[NumBuckets]uint64, sum float64, count uint64) {
+		sj := rec.Sojourn(cl)
+		sj.Window().Cumulative(now, func(n *[signals.NumBuckets]uint64, sum float64, count uint64) {
 			pc.Sojourn = pushHistOf(n, sum, count, bounds)
 		})
 		st := sj.Stats(now)
@@ -157,13 +159,13 @@ func pushOf(rec *Recorder, now time.Time, bounds []float64) pushBody {
 	return b
 }
 
-func pushMomentsOf(m Moments) pushMoments {
+func pushMomentsOf(m signals.Moments) pushMoments {
 	return pushMoments{N: float64(m.N), Sum: m.Sum, SumSq: m.SumSq}
 }
 
-func pushHistOf(n *[NumBuckets]uint64, sumNs float64, count uint64, bounds []float64) *pushHist {
-	classic, native, zero := exportBuckets(n, bounds)
-	h := &pushHist{Count: float64(count), Sum: sumNs / 1e9, Native: &pushNative{Schema: NativeSchema, Zero: float64(zero)}}
+func pushHistOf(n *[signals.NumBuckets]uint64, sumNs float64, count uint64, bounds []float64) *pushHist {
+	classic, native, zero := signals.ExportBuckets(n, bounds)
+	h := &pushHist{Count: float64(count), Sum: sumNs / 1e9, Native: &pushNative{Schema: signals.NativeSchema, Zero: float64(zero)}}
 	var cum uint64
 	for j, ub := range bounds {
 		cum += classic[j]
@@ -196,7 +198,7 @@ type pushProblem struct {
 	detail string
 }
 
-func (e *pushProblem) Error() string { return "signals: push refused: " + e.detail }
+func (e *pushProblem) Error() string { return "fleet: push refused: " + e.detail }
 
 // Unwrap returns the sentinel of the problem's kind, if it has one.
 func (e *pushProblem) Unwrap() error {
@@ -363,7 +365,7 @@ func (b *pushBody) decode() (pushed, error) {
 		if err := checkCount("gate.queued", g.Queued); err != nil {
 			return p, err
 		}
-		st.gate = GateReading{Limit: g.Limit, InFlight: g.InFlight, Queued: int(g.Queued)}
+		st.gate = signals.GateReading{Limit: g.Limit, InFlight: g.InFlight, Queued: int(g.Queued)}
 		st.hasGate = true
 	}
 	if b.Latency != nil {
@@ -379,11 +381,11 @@ func (b *pushBody) decode() (pushed, error) {
 	}
 	slices.Sort(names) // the first error is always the same one
 	for _, name := range names {
-		cl := slices.Index(classNames[:], name)
-		if cl < 0 {
+		cl, ok := classNamed(name)
+		if !ok {
 			continue // a class this version does not know
 		}
-		if err := st.readClass(Class(cl), b.Classes[name]); err != nil {
+		if err := st.readClass(cl, b.Classes[name]); err != nil {
 			return p, err
 		}
 	}
@@ -397,8 +399,8 @@ func (b *pushBody) decode() (pushed, error) {
 // readFeatures checks a push's feature tallies and keeps them sorted by
 // name.
 func (st *targetState) readFeatures(fs map[string]pushFeature) error {
-	if len(fs) > MaxFeatures {
-		return invalid("features: %d features: at most %d per push", len(fs), MaxFeatures)
+	if len(fs) > signals.MaxFeatures {
+		return invalid("features: %d features: at most %d per push", len(fs), signals.MaxFeatures)
 	}
 	if len(fs) == 0 {
 		return nil
@@ -408,18 +410,18 @@ func (st *targetState) readFeatures(fs map[string]pushFeature) error {
 		names = append(names, n)
 	}
 	slices.Sort(names)
-	st.tallies = make([]Tally, 0, len(names))
+	st.tallies = make([]signals.Tally, 0, len(names))
 	for _, name := range names {
-		if err := CheckFeature(name); err != nil {
+		if err := signals.CheckFeature(name); err != nil {
 			return invalid("features: %s", strings.TrimPrefix(err.Error(), "signals: "))
 		}
 		f := fs[name]
 		path := "features." + name
-		t := Tally{Feature: name}
+		t := signals.Tally{Feature: name}
 		for _, m := range []struct {
 			name string
 			w    pushMoments
-			into *Moments
+			into *signals.Moments
 		}{{"on", f.On, &t.On}, {"off", f.Off, &t.Off}} {
 			p := path + "." + m.name
 			if err := checkCount(p+".n", m.w.N); err != nil {
@@ -436,7 +438,7 @@ func (st *targetState) readFeatures(fs map[string]pushFeature) error {
 					return invalid("%s.%s: %g with n 0: no request, no time", p, g.name, g.v)
 				}
 			}
-			*m.into = Moments{N: int64(m.w.N), Sum: m.w.Sum, SumSq: m.w.SumSq}
+			*m.into = signals.Moments{N: int64(m.w.N), Sum: m.w.Sum, SumSq: m.w.SumSq}
 		}
 		if err := checkCount(path+".unattributed", f.Unattributed); err != nil {
 			return err
@@ -468,7 +470,7 @@ func (h *pushHist) buckets() int {
 	return n
 }
 
-func (st *targetState) readClass(cl Class, c pushClass) error {
+func (st *targetState) readClass(cl signals.Class, c pushClass) error {
 	path := "classes." + cl.String()
 	cc := &st.classes[cl]
 	for _, f := range []struct {
@@ -483,8 +485,8 @@ func (st *targetState) readClass(cl Class, c pushClass) error {
 		*f.into = uint64(f.v)
 	}
 	for why, n := range c.Rejected {
-		r := slices.Index(reasonNames[:], why)
-		if r < 0 {
+		r, ok := reasonNamed(why)
+		if !ok {
 			continue // a reason this version does not know
 		}
 		if err := checkCount(path+".rejected."+why, n); err != nil {
