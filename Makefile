@@ -17,7 +17,7 @@ build: ## build the commands into bin/
 # Timing-sensitive and single-threaded tests skip under -race; they run on
 # their own without it, one package at a time (the real-HTTP ordering test,
 # the lab's acceptance, the shop's sale; the dial in a headless chromium).
-NORACE := ./testapp ./sim ./shop ./e2e
+NORACE := ./testapp ./sim ./shop/... ./e2e
 # Heap bounds under hostile input (TestHeap…, and the hostile clients'
 # floods against brownoutd and the shop) skip under -race, whose
 # allocations blur the figures; they run here without it.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/brownout/brownout/internal/server"
 	"github.com/brownout/brownout/shop"
+	"github.com/brownout/brownout/shop/sale"
 )
 
 func runSale(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -72,13 +73,13 @@ Flags:
 		defer front.close()
 		fmt.Fprintf(stderr, "dial: %s — the brownout run, live; open it now\n", front.url)
 	}
-	var results []*shop.SaleResult
+	var results []*sale.Result
 	for _, name := range runs {
 		p, err := shop.ParseProtect(name)
 		if err != nil {
 			return usageError{err.Error()}
 		}
-		cfg := shop.SaleConfig{Target: *target, Scale: *scale, Duration: *duration, Seed: *seed, Settle: *settle}
+		cfg := sale.Config{Target: *target, Scale: *scale, Duration: *duration, Seed: *seed, Settle: *settle}
 		if !*quiet {
 			cfg.Progress = stderr
 		}
@@ -90,7 +91,7 @@ Flags:
 		results = append(results, res)
 		fmt.Fprintf(stderr, "== protection %s done: %s\n", p, midnight(res))
 		if !*asJSON && !*compare {
-			if err := shop.WriteSale(stdout, res); err != nil {
+			if err := sale.Write(stdout, res); err != nil {
 				return err
 			}
 		}
@@ -102,15 +103,15 @@ Flags:
 	}
 	if *compare {
 		slices.Reverse(results) // none, shed, brownout
-		return shop.WriteComparison(stdout, results)
+		return sale.WriteComparison(stdout, results)
 	}
 	return nil
 }
 
 // midnight is one line on a run's midnight spike, for the progress.
-func midnight(r *shop.SaleResult) string {
+func midnight(r *sale.Result) string {
 	for _, p := range r.Load.Phases {
-		if p.Name == shop.PhaseMidnight {
+		if p.Name == sale.PhaseMidnight {
 			return fmt.Sprintf("at midnight (2× capacity) %.0f good answers/s, %.1f %% of critical requests in time, p99 %s",
 				p.Goodput, 100*p.CriticalOK, p.P99.Round(time.Millisecond))
 		}
@@ -120,9 +121,9 @@ func midnight(r *shop.SaleResult) string {
 
 // saleOnce runs the sale against cfg.Target, or against a fresh shop of
 // its own (a temporary state directory, 127.0.0.1:0).
-func saleOnce(ctx context.Context, cfg shop.SaleConfig, p shop.Protect, workers int, stderr io.Writer, front *dialFront) (*shop.SaleResult, error) {
+func saleOnce(ctx context.Context, cfg sale.Config, p shop.Protect, workers int, stderr io.Writer, front *dialFront) (*sale.Result, error) {
 	if cfg.Target != "" {
-		return shop.Sale(ctx, cfg)
+		return sale.Run(ctx, cfg)
 	}
 	dir, err := os.MkdirTemp("", "shop-demo-sale-")
 	if err != nil {
@@ -152,5 +153,5 @@ func saleOnce(ctx context.Context, cfg shop.SaleConfig, p shop.Protect, workers 
 		front.follow(cfg.Target)
 		defer front.follow("")
 	}
-	return shop.Sale(ctx, cfg)
+	return sale.Run(ctx, cfg)
 }

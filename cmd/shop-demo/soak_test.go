@@ -23,6 +23,7 @@ import (
 	"github.com/brownout/brownout/load"
 	"github.com/brownout/brownout/shop"
 	"github.com/brownout/brownout/shop/deps"
+	"github.com/brownout/brownout/shop/sale"
 	"github.com/brownout/brownout/shop/store"
 )
 
@@ -172,7 +173,7 @@ func soak(t *testing.T, db string, d time.Duration) {
 			minutes[m] = append(minutes[m], s)
 		}
 	})
-	lc := shop.SaleLoad(sh.url, []load.Phase{{Name: "soak", Rate: rate, Duration: d}}, 1)
+	lc := sale.Load(sh.url, []load.Phase{{Name: "soak", Rate: rate, Duration: d}}, 1)
 	lc.MaxConnections = soakConnections
 	rep, err := load.Run(ctx, lc)
 	require.NoError(t, err)

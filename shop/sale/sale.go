@@ -1,4 +1,9 @@
-package shop
+// Package sale is the 11.11 flash sale against a shop (package shop): the
+// timeline of the sale's load (warm-up, midnight, a capacity dip,
+// recovery), its traffic of browsing, carts, checkouts and beacons, the
+// faults it injects through the shop's demo endpoints, and the report of
+// what the shoppers got. The shop itself knows nothing of it.
+package sale
 
 import (
 	"bytes"
@@ -6,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/brownout/brownout/shop"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -18,8 +24,8 @@ import (
 	"github.com/brownout/brownout/signals"
 )
 
-// SaleConfig shapes a sale: the 11.11 timeline against a shop.
-type SaleConfig struct {
+// Config shapes a sale: the 11.11 timeline against a shop.
+type Config struct {
 	// Target is the shop's base URL.
 	Target string
 	// Scale multiplies every rate (1: the timeline below). Default 1.
@@ -50,12 +56,12 @@ const (
 	PhaseRecovery = "recovery"
 )
 
-// SaleResult is one sale against one shop.
-type SaleResult struct {
-	Protect  Protect      `json:"protect"`
-	Capacity Capacity     `json:"capacity"`
-	Load     *load.Report `json:"load"`
-	Shop     SaleReport   `json:"shop"`
+// Result is one sale against one shop.
+type Result struct {
+	Protect  shop.Protect    `json:"protect"`
+	Capacity shop.Capacity   `json:"capacity"`
+	Load     *load.Report    `json:"load"`
+	Shop     shop.SaleReport `json:"shop"`
 }
 
 // timeline returns the phases and events for a total duration d and a
@@ -63,7 +69,7 @@ type SaleResult struct {
 // midnight at 200 % (6/16; the SMS provider slow from 1/16 into it for
 // 4/16), a capacity dip (the workers slowed ×2, 3/16) at 80 %, recovery at
 // 50 % (4/16).
-func timeline(d time.Duration, c Capacity, scale float64, pool func(f float64), sms func(slow bool)) ([]load.Phase, []load.Event) {
+func timeline(d time.Duration, c shop.Capacity, scale float64, pool func(f float64), sms func(slow bool)) ([]load.Phase, []load.Event) {
 	u := d / 16
 	base := c.MixOn * scale
 	phases := []load.Phase{
@@ -81,10 +87,10 @@ func timeline(d time.Duration, c Capacity, scale float64, pool func(f float64), 
 	return phases, events
 }
 
-// SaleTraffic returns the sale's traffic: browsing, carts, checkouts (impatient
+// Traffic returns the sale's traffic: browsing, carts, checkouts (impatient
 // clients retrying naively, and careful ones with backoff and a budget),
 // flash-deal lookups, a bot rotating user ids from one address, beacons.
-func SaleTraffic() []load.Kind {
+func Traffic() []load.Kind {
 	product := func(r load.Req) (string, []byte, http.Header) {
 		return "/api/products/" + strconv.Itoa(1+r.Rand.IntN(store.CatalogueSize)), nil, nil
 	}
@@ -94,7 +100,7 @@ func SaleTraffic() []load.Kind {
 	regular := func(r *rand.Rand) int { return store.FlashDeals + 1 + r.IntN(store.CatalogueSize-store.FlashDeals) }
 	checkout := func(r load.Req) (string, []byte, http.Header) {
 		h := jsonHeader()
-		h.Set(IdempotencyHeader, fmt.Sprintf("ck-%d-%d", r.Seq, r.Rand.Uint64()))
+		h.Set(shop.IdempotencyHeader, fmt.Sprintf("ck-%d-%d", r.Seq, r.Rand.Uint64()))
 		return "", []byte(fmt.Sprintf(`{"items":[{"product":%d,"qty":1}]}`, regular(r.Rand))), h
 	}
 	return []load.Kind{
@@ -115,13 +121,13 @@ func SaleTraffic() []load.Kind {
 	}
 }
 
-// SaleLoad is the sale's traffic (SaleTraffic) against the shop at
+// Load is the sale's traffic (Traffic) against the shop at
 // target, in phases, open loop: each simulated user its own address, sent
 // as X-Forwarded-For (the shop must trust the generator as its proxy:
 // Config.TrustedProxies), product pages' optional sections counted.
-// Sale runs it on the 11.11 timeline; a soak at a constant rate.
-func SaleLoad(target string, phases []load.Phase, seed uint64) load.Config {
-	return load.Config{Target: target, Phases: phases, Mix: SaleTraffic(), Seed: seed, Addr: userAddr, Optional: optional}
+// Run runs it on the 11.11 timeline; a soak at a constant rate.
+func Load(target string, phases []load.Phase, seed uint64) load.Config {
+	return load.Config{Target: target, Phases: phases, Mix: Traffic(), Seed: seed, Addr: userAddr, Optional: optional}
 }
 
 // userAddr gives each simulated user an address of its own (the shop
@@ -133,7 +139,7 @@ func userAddr(user int) string {
 // optional counts a product page's sections served (present or stale).
 func optional(body []byte) (served, offered int) {
 	var pg struct {
-		Sections map[string]Section `json:"sections"`
+		Sections map[string]shop.Section `json:"sections"`
 	}
 	if json.Unmarshal(body, &pg) != nil || pg.Sections == nil {
 		return 0, 0
@@ -147,9 +153,9 @@ func optional(body []byte) (served, offered int) {
 	return served, offered
 }
 
-// Sale runs the 11.11 timeline against the shop at cfg.Target and returns
+// Run runs the 11.11 timeline against the shop at cfg.Target and returns
 // the load's report with the shop's count of orders and SMS.
-func Sale(ctx context.Context, cfg SaleConfig) (*SaleResult, error) {
+func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Target == "" {
 		return nil, errors.New("shop: sale: no target")
 	}
@@ -172,7 +178,7 @@ func Sale(ctx context.Context, cfg SaleConfig) (*SaleResult, error) {
 	if cfg.HTTP == nil {
 		cfg.HTTP = &http.Client{Timeout: 10 * time.Second}
 	}
-	var info DepsInfo
+	var info shop.DepsInfo
 	if err := getJSON(ctx, cfg.HTTP, cfg.Target+"/api/demo/deps", &info); err != nil {
 		return nil, fmt.Errorf("shop: sale: %s is not a shop-demo (GET /api/demo/deps): %w", cfg.Target, err)
 	}
@@ -197,7 +203,7 @@ func Sale(ctx context.Context, cfg SaleConfig) (*SaleResult, error) {
 		}
 	}
 	phases, events := timeline(cfg.Duration, info.Capacity, cfg.Scale, slow, sms)
-	lc := SaleLoad(cfg.Target, phases, cfg.Seed)
+	lc := Load(cfg.Target, phases, cfg.Seed)
 	lc.Timeout, lc.Progress, lc.Events = cfg.Timeout, cfg.Progress, events
 	lc.Skip = min(5*time.Second, cfg.Duration/32)
 	rep, err := load.Run(ctx, lc)
@@ -213,11 +219,11 @@ func Sale(ctx context.Context, cfg SaleConfig) (*SaleResult, error) {
 	if settle == 0 {
 		settle = max(time.Until(recovered.Add(60*time.Second)), 5*time.Second)
 	}
-	res := &SaleResult{Protect: info.Protect, Capacity: info.Capacity, Load: rep}
+	res := &Result{Protect: info.Protect, Capacity: info.Capacity, Load: rep}
 	// Wait for the outbox to drain (or the settle time to pass).
 	deadline := time.Now().Add(settle)
 	for {
-		var sr SaleReport
+		var sr shop.SaleReport
 		if err := getJSON(ctx, cfg.HTTP, cfg.Target+"/api/demo/report?since="+start.Format(time.RFC3339Nano), &sr); err != nil {
 			return nil, err
 		}

@@ -1,7 +1,8 @@
-package shop
+package sale
 
 import (
 	"context"
+	"github.com/brownout/brownout/shop"
 	"net"
 	"net/http"
 	"testing"
@@ -23,17 +24,17 @@ func TestSaleOrdering(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a 1-minute real-HTTP run")
 	}
-	results := map[Protect]*SaleResult{}
-	for _, p := range Protections() {
-		s, err := New(context.Background(), Config{Protect: p, StateDir: t.TempDir(), TrustedProxies: LocalProxies()})
+	results := map[shop.Protect]*Result{}
+	for _, p := range shop.Protections() {
+		s, err := shop.New(context.Background(), shop.Config{Protect: p, StateDir: t.TempDir(), TrustedProxies: shop.LocalProxies()})
 		require.NoError(t, err)
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		require.NoError(t, err)
 		srv := &http.Server{Handler: s.Handler()}
 		go srv.Serve(ln)
-		res, err := Sale(context.Background(), SaleConfig{Target: "http://" + ln.Addr().String(), Duration: 16 * time.Second, Settle: 3 * time.Second})
+		res, err := Run(context.Background(), Config{Target: "http://" + ln.Addr().String(), Duration: 16 * time.Second, Settle: 3 * time.Second})
 		require.NoError(t, err)
-		if p == Brownout {
+		if p == shop.Brownout {
 			// The load has dropped: under light traffic (a page every
 			// 20 ms; without any, the controller's signals go stale and it
 			// holds) every section comes back.
@@ -65,7 +66,7 @@ func TestSaleOrdering(t *testing.T) {
 		s.Close()
 		results[p] = res
 	}
-	midnight := func(p Protect) (goodput, checkout float64) {
+	midnight := func(p shop.Protect) (goodput, checkout float64) {
 		for _, ph := range results[p].Load.Phases {
 			if ph.Name == PhaseMidnight {
 				ok, _, _ := Checkout(ph)
@@ -75,20 +76,20 @@ func TestSaleOrdering(t *testing.T) {
 		t.Fatalf("%s: no midnight phase", p)
 		return 0, 0
 	}
-	gb, cb := midnight(Brownout)
-	gs, cs := midnight(ShedOnly)
-	gn, cn := midnight(None)
+	gb, cb := midnight(shop.Brownout)
+	gs, cs := midnight(shop.ShedOnly)
+	gn, cn := midnight(shop.None)
 	t.Logf("midnight goodput: brownout %.0f/s, shed %.0f/s, none %.0f/s; checkout ok %.1f%%, %.1f%%, %.1f%%", gb, gs, gn, 100*cb, 100*cs, 100*cn)
 	assert.Greater(t, gb, gs, "dimming serves more than shedding alone")
 	assert.Greater(t, gs, gn, "shedding serves more than nothing")
 	assert.GreaterOrEqual(t, cb, cs, "checkouts: brownout at least as good as shedding alone")
 	assert.Greater(t, cb, cn, "checkouts: brownout better than nothing")
-	// Brownout's own figures, with a margin for a shared machine (the
+	// shop.Brownout's own figures, with a margin for a shared machine (the
 	// full-length run measures ≥ 99 % and ≥ 90 %).
-	capOff := results[Brownout].Capacity.MixOff
+	capOff := results[shop.Brownout].Capacity.MixOff
 	assert.GreaterOrEqual(t, cb, 0.98, "brownout: checkouts succeed at the spike")
 	assert.GreaterOrEqual(t, gb, 0.8*capOff, "brownout: goodput near the capacity with sections off (%.0f/s)", capOff)
-	for _, p := range []Protect{ShedOnly, Brownout} {
+	for _, p := range []shop.Protect{shop.ShedOnly, shop.Brownout} {
 		sh := results[p].Shop
 		assert.True(t, sh.StockOK, "%s: %s", p, sh.StockErr)
 		assert.Zero(t, sh.Twice, "%s: no SMS delivered twice", p)

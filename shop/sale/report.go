@@ -1,7 +1,8 @@
-package shop
+package sale
 
 import (
 	"fmt"
+	"github.com/brownout/brownout/shop"
 	"io"
 	"slices"
 	"strings"
@@ -34,9 +35,9 @@ func Checkout(p load.PhaseReport) (success float64, p99 time.Duration, requests 
 	return float64(ok) / float64(requests), p99, requests
 }
 
-// WriteSale writes one sale's report: the load's table per phase, the
+// Write writes one sale's report: the load's table per phase, the
 // checkouts, and the shop's orders and SMS.
-func WriteSale(w io.Writer, r *SaleResult) error {
+func Write(w io.Writer, r *Result) error {
 	fmt.Fprintf(w, "protection %s — %s\n", r.Protect, r.Capacity)
 	if err := r.Load.WriteTable(w); err != nil {
 		return err
@@ -52,7 +53,7 @@ func WriteSale(w io.Writer, r *SaleResult) error {
 	return nil
 }
 
-func writeShop(w io.Writer, s SaleReport) {
+func writeShop(w io.Writer, s shop.SaleReport) {
 	fmt.Fprintf(w, "orders %d (and %d retries answered with their order)", s.Orders, s.Replays)
 	if !s.StockOK {
 		fmt.Fprintf(w, "; STOCK: %s", s.StockErr)
@@ -93,7 +94,7 @@ func writeShop(w io.Writer, s SaleReport) {
 
 // WriteComparison writes several sales side by side, one column per
 // protection, one block per phase, like the sources' tables.
-func WriteComparison(w io.Writer, rs []*SaleResult) error {
+func WriteComparison(w io.Writer, rs []*Result) error {
 	if len(rs) == 0 {
 		return nil
 	}
