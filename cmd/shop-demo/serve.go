@@ -125,7 +125,8 @@ Flags:
 		fmt.Fprintf(stdout, "the dial at http://%s/dial/\n", ln.Addr())
 	}
 	if cfg.Brownoutd != "" {
-		fmt.Fprintf(stdout, "levels from brownoutd at %s (fleet mode)\n", cfg.Brownoutd)
+		fmt.Fprintf(stdout, "levels from brownoutd at %s (fleet mode): the dial at %s/dial/, this shop's links to it at http://%s/v1/state\n",
+			cfg.Brownoutd, strings.TrimSuffix(cfg.Brownoutd, "/"), ln.Addr())
 	}
 	fmt.Fprintf(stdout, "nominal capacity: %s\n", s.Capacity())
 	c := s.Config()
