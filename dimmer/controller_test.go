@@ -14,50 +14,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-var t0 = time.Date(2026, 11, 11, 0, 0, 0, 0, time.UTC)
-
-func testConfig() Config {
-	return Config{
-		Targets: []Target{{Signal: signals.LatencyP99, Target: 1}, {Signal: signals.SojournMin, Target: 0.05}},
-		Features: []Feature{
-			{Name: "reviews", Rank: 1, Cost: 1},
-			{Name: "recommendations", Rank: 0, Cost: 1},
-		},
-		Segments: []Segment{{Name: "vip", Offset: 0.3}},
-	}
-}
-
-// snap makes a snapshot with a p99 (seconds) and an arrival rate.
-func snap(now time.Time, p99, rate float64) signals.Snapshot {
-	var s signals.Snapshot
-	s.Time = now
-	s.Set(signals.LatencyP99, p99)
-	if rate >= 0 {
-		s.Set(signals.ArrivalRate, rate)
-	}
-	return s
-}
-
-// script steps c once a second from t0 with the given p99s and returns the
-// published states.
-func script(t *testing.T, c *Controller, p99s ...float64) []*State {
-	t.Helper()
-	var out []*State
-	for i, p := range p99s {
-		now := t0.Add(time.Duration(i+1) * time.Second)
-		out = append(out, c.Step(now, snap(now, p, 100)))
-	}
-	return out
-}
-
 func TestLadderOrderAndDimming(t *testing.T) {
-	c, err := New(testConfig())
-	require.NoError(t, err)
-	assert.Equal(t, "recommendations", c.Config().Features[0].Name, "rank 0 dims first")
+	r := newRig(t, testConfig())
+	assert.Equal(t, "recommendations", r.c.Config().Features[0].Name, "rank 0 dims first")
 
 	// A little over target at full brightness: evidence first (2 a
 	// period, 5 needed), then a step of at most 0.2.
-	sts := script(t, c, 1.3, 1.3, 1.3, 0.9)
+	sts := r.script(1.3, 1.3, 1.3, 0.9)
 	assert.Equal(t, 1.0, sts[1].Brightness, "two periods over target are no overload yet")
 	assert.Contains(t, sts[1].Reason, "latency.p99 1.3s > 1s target: over 85% of target at full brightness: weighing")
 	first := sts[2]
@@ -70,8 +33,7 @@ func TestLadderOrderAndDimming(t *testing.T) {
 	assert.Equal(t, first.Brightness, sts[3].Brightness, "dimmed, near target: the trim gathers evidence")
 
 	// Latency over CascadeAt dims every period, 0.2 at a time.
-	sts = script(t, c, 3, 3, 3, 3, 3)
-	last := sts[len(sts)-1]
+	last := r.steps(5, 3, -1)
 	rec, _ = last.Feature("recommendations")
 	rev, _ = last.Feature("reviews")
 	assert.Equal(t, 0.0, rec.Level)
@@ -84,18 +46,11 @@ func TestLadderOrderAndDimming(t *testing.T) {
 // fills in one period and the fall grows with the pressure.
 func TestFallGrowsWithThePressure(t *testing.T) {
 	fall := func(rr float64) float64 {
-		c, _ := New(Config{
+		r := newRig(t, Config{
 			Targets:  []Target{{Signal: signals.LatencyP99, Target: 1}, {Signal: signals.RejectRatio, Target: 0.01, DimOnly: true}},
 			Features: []Feature{{Name: "recommendations"}},
 		})
-		var st *State
-		for i := range 2 {
-			now := t0.Add(time.Duration(i+1) * time.Second)
-			s := snap(now, 0.2, 100)
-			s.Set(signals.RejectRatio, rr)
-			st = c.Step(now, s)
-		}
-		return 1 - st.Brightness
+		return 1 - r.steps(2, 0.2, rr).Brightness
 	}
 	assert.Equal(t, 0.0, fall(0.015), "1.5× target: evidence (2 a period), no fall yet")
 	assert.InDelta(t, 0.25, fall(0.04), 1e-9, "4× target (4 a period): a quarter in the second")
@@ -112,17 +67,14 @@ func TestFallGrowsWithThePressure(t *testing.T) {
 // burst, and the step is the ordinary first one, MaxStep.
 func TestFirstTrimStepAfterAFall(t *testing.T) {
 	firstStep := func(rrs ...float64) (fell, step float64) {
-		c, _ := New(Config{
+		r := newRig(t, Config{
 			Targets:  []Target{{Signal: signals.LatencyP99, Target: 1}, {Signal: signals.RejectRatio, Target: 0.01, DimOnly: true}},
 			Features: []Feature{{Name: "recommendations"}},
 		})
+		r.window = 5 * time.Second
 		b := 1.0
 		for i, rr := range rrs {
-			now := t0.Add(time.Duration(i+1) * time.Second)
-			s := snap(now, 0.2, 100)
-			s.Set(signals.RejectRatio, rr)
-			s.Window = 5 * time.Second
-			nb := c.Step(now, s).Brightness
+			nb := r.step(0.2, rr).Brightness
 			switch {
 			case i == 0:
 				fell = b - nb
@@ -150,27 +102,21 @@ func TestFirstTrimStepAfterAFall(t *testing.T) {
 }
 
 func TestHysteresisHoldsInBandAndBrightensSlowly(t *testing.T) {
-	c, _ := New(testConfig())
-	sts := script(t, c, 2, 2) // dim hard
+	r := newRig(t, testConfig())
+	sts := r.script(2, 2) // dim hard
 	b := sts[1].Brightness
 	require.Less(t, b, 1.0)
 
 	// In the band (0.70–0.85): nothing moves.
-	sts = script(t, c, 0.8, 0.75, 0.72)
-	for _, st := range sts {
+	for _, st := range r.script(0.8, 0.75, 0.72) {
 		assert.Equal(t, b, st.Brightness, "holding in the band")
 	}
 	// Under the low watermark: hold for 5 s, then brighten.
-	now := t0.Add(10 * time.Second)
+	r.now = t0.Add(10 * time.Second)
+	r.load = 10 // the load that caused the dimming is gone
 	var levels []float64
 	for i := range 9 {
-		now = now.Add(time.Second)
-		var s signals.Snapshot
-		s.Time = now
-		s.Set(signals.LatencyP99, 0.3)
-		// The load that caused the dimming is gone.
-		s.Set(signals.ArrivalRate, 10)
-		st := c.Step(now, s)
+		st := r.step(0.3, -1)
 		levels = append(levels, st.Brightness)
 		if i < 5 {
 			assert.Equal(t, b, st.Brightness, "second %d under low: still holding", i)
@@ -181,46 +127,36 @@ func TestHysteresisHoldsInBandAndBrightensSlowly(t *testing.T) {
 }
 
 func TestTrimProbesAndBacksOff(t *testing.T) {
-	c, _ := New(testConfig())
-	now := t0
-	step := func(p99, rate float64) *State {
-		now = now.Add(time.Second)
-		return c.Step(now, snap(now, p99, rate))
-	}
-	for range 3 {
-		step(1.6, 150) // latency over CascadeAt at 150/s: 0.2 a period
-	}
-	dimmed := step(0.8, 150).Brightness
+	r := newRig(t, testConfig())
+	r.load = 150
+	r.steps(3, 1.6, -1) // latency over CascadeAt at 150/s: 0.2 a period
+	dimmed := r.step(0.8, -1).Brightness
 	require.InDelta(t, 0.4, dimmed, 1e-9)
 	// Latency recovers, the load does not: the trim steps up after
 	// enough evidence (each period under Low/2 counts 2 of 5).
 	var st *State
 	for range 2 {
-		st = step(0.3, 150)
+		st = r.step(0.3, -1)
 		assert.Equal(t, dimmed, st.Brightness, "not enough evidence yet")
 	}
-	st = step(0.3, 150)
+	st = r.step(0.3, -1)
 	good := st.Brightness
 	assert.InDelta(t, dimmed+0.1, good, 1e-9, "the first step after a fall: half way to the last level that was over (0.6)")
 	assert.Contains(t, st.Reason, "probing")
-	for range 3 {
-		st = step(0.3, 150)
-	}
+	st = r.steps(3, 0.3, -1)
 	probe := st.Brightness
 	require.Greater(t, probe, good)
 	assert.InDelta(t, good+0.05, probe, 1e-9, "bisecting toward the level that was over")
 	// The probe is over: back near the last good level (a third of the
 	// probe above it, rounded to a quantum), not further.
-	for range 3 {
-		st = step(1.2, 150)
-	}
+	st = r.steps(3, 1.2, -1)
 	back := good + math.Round((probe-good)/3/0.01)*0.01
 	assert.InDelta(t, back, st.Brightness, 1e-9, "a failed probe returns near the last good level")
 	assert.Contains(t, st.Reason, "back to the last good level")
 	// A reversal: the next step waits twice as long (10 evidence: 5
 	// periods at −2) and is at most half the span.
 	for i := range 5 {
-		st = step(0.3, 150)
+		st = r.step(0.3, -1)
 		if i < 4 {
 			assert.InDelta(t, back, st.Brightness, 1e-9, "backing off: period %d", i)
 		}
@@ -228,38 +164,23 @@ func TestTrimProbesAndBacksOff(t *testing.T) {
 	assert.Greater(t, st.Brightness, back+0.005, "then a probe")
 	assert.Less(t, st.Brightness, probe, "smaller than the one that failed")
 	// The load drops by more than the margin: brighten at full speed.
-	for range 5 {
-		st = step(0.3, 100)
-	}
-	before := st.Brightness
-	st = step(0.3, 100)
+	r.load = 100
+	before := r.steps(5, 0.3, -1).Brightness
+	st = r.step(0.3, -1)
 	assert.InDelta(t, min(before+0.25, 1), st.Brightness, 0.011, "full speed once load fell")
-}
-
-// perSecond returns a function that steps c one second on from t0 each
-// call, with p99 latency and load as snap has them and the given signal
-// window (none when 0).
-func perSecond(c *Controller, load float64, window time.Duration) func(p99 float64) *State {
-	now := t0
-	return func(p99 float64) *State {
-		now = now.Add(time.Second)
-		s := snap(now, p99, load)
-		s.Window = window
-		return c.Step(now, s)
-	}
 }
 
 // The trim waits for the signals to describe the level it set: for a
 // snapshot's Window after each step, periods count for nothing.
 func TestTrimWaitsOutTheSignalWindow(t *testing.T) {
-	c, _ := New(testConfig())
-	step := perSecond(c, 150, 5*time.Second)
-	b := step(1.6).Brightness // the fall, at t0+1s
+	r := newRig(t, testConfig())
+	r.load, r.window = 150, 5*time.Second
+	b := r.step(1.6, -1).Brightness // the fall, at t0+1s
 	for i := range 6 {
-		st := step(0.3)
+		st := r.step(0.3, -1)
 		assert.Equal(t, b, st.Brightness, "t0+%ds: within the window of the fall (4 periods), or gathering (2 of 3)", i+2)
 	}
-	assert.Greater(t, step(0.3).Brightness, b, "t0+8s: the third period at −2")
+	assert.Greater(t, r.step(0.3, -1).Brightness, b, "t0+8s: the third period at −2")
 }
 
 // Readings against the trim's last step count before its signal window has
@@ -267,35 +188,35 @@ func TestTrimWaitsOutTheSignalWindow(t *testing.T) {
 // the older part of the window held. Readings for the step (calm after a
 // step up) wait out the window.
 func TestTrimCountsEvidenceAgainstAStepEarly(t *testing.T) {
-	c, _ := New(testConfig())
-	step := perSecond(c, 150, 5*time.Second)
-	fell := step(1.6).Brightness
+	r := newRig(t, testConfig())
+	r.load, r.window = 150, 5*time.Second
+	fell := r.step(1.6, -1).Brightness
 	// Calm after the fall: a step up once the window has passed.
 	var upAt int
 	for i := 1; i <= 20 && upAt == 0; i++ {
-		if step(0.3).Brightness > fell {
+		if r.step(0.3, -1).Brightness > fell {
 			upAt = i
 		}
 	}
 	require.NotZero(t, upAt, "a step up after the fall")
-	up := c.State().Brightness
+	up := r.c.State().Brightness
 	// Calm after the step up: for it, so nothing counts within the window.
 	for i := range 5 {
-		require.Equal(t, up, step(0.3).Brightness, "%d s after the step up: calm waits out the window", i+1)
+		require.Equal(t, up, r.step(0.3, -1).Brightness, "%d s after the step up: calm waits out the window", i+1)
 	}
 	// Now over target: against the step, counted from 0.4 of the window
 	// (2 s) — back to the good level in 4 periods, not 5 + 3.
 	upAgain := 0
 	for i := 1; i <= 20 && upAgain == 0; i++ {
-		if step(0.3).Brightness > up {
+		if r.step(0.3, -1).Brightness > up {
 			upAgain = i
 		}
 	}
 	require.NotZero(t, upAgain, "a second step up")
-	up2 := c.State().Brightness
+	up2 := r.c.State().Brightness
 	var back int
 	for i := 1; i <= 8 && back == 0; i++ {
-		if step(1.2).Brightness < up2 {
+		if r.step(1.2, -1).Brightness < up2 {
 			back = i
 		}
 	}
@@ -304,26 +225,24 @@ func TestTrimCountsEvidenceAgainstAStepEarly(t *testing.T) {
 	if up2-up >= 0.04-1e-9 { // a probe of four quanta or more goes back to a third of it
 		want = up + math.Round((up2-up)/3/0.01)*0.01
 	}
-	assert.InDelta(t, want, c.State().Brightness, 1e-9, "back near the last good level")
+	assert.InDelta(t, want, r.c.State().Brightness, 1e-9, "back near the last good level")
 }
 
 // Reversals near the level the load allows make the trim slower and its
 // steps smaller (Kesten's rule); a run far from target one way starts it
 // afresh.
 func TestTrimSettlesAndRestartsOnAChange(t *testing.T) {
-	c, _ := New(testConfig())
-	step := perSecond(c, 150, 0)
-	for range 3 {
-		step(1.6)
-	}
+	r := newRig(t, testConfig())
+	r.load = 150
+	r.steps(3, 1.6, -1)
 	var moves []float64
-	last := step(0.8).Brightness
+	last := r.step(0.8, -1).Brightness
 	for i := range 120 {
 		p := 0.5 // under Low: evidence up
 		if i%20 >= 10 {
 			p = 1.1 // over target: evidence down
 		}
-		b := step(p).Brightness
+		b := r.step(p, -1).Brightness
 		if b != last {
 			moves = append(moves, b-last)
 			last = b
@@ -340,8 +259,8 @@ func TestTrimSettlesAndRestartsOnAChange(t *testing.T) {
 	// left to go back to, the trim starts afresh from a span (MaxStep) up.
 	var st *State
 	for i := range 20 {
-		last = c.State().Brightness
-		st = step(0.1)
+		last = r.c.State().Brightness
+		st = r.step(0.1, -1)
 		if i < 19 {
 			require.NotContains(t, st.Reason, "conditions changed", "period %d of the run", i+1)
 		}
@@ -364,33 +283,20 @@ func TestRegimeMovesReturnToTheLevelBeforeADip(t *testing.T) {
 			name = "load rose " + rise
 		}
 		t.Run(name, func(t *testing.T) {
-			cfg := testConfig()
-			cfg.Targets = []Target{{Signal: signals.LatencyP99, Target: 1}, {Signal: signals.RejectRatio, Target: 0.01, DimOnly: true}}
-			c, err := New(cfg)
-			require.NoError(t, err)
-			now, load := t0, 150.0
-			step := func(p99, rr float64) *State {
-				now = now.Add(time.Second)
-				s := snap(now, p99, load)
-				s.Set(signals.RejectRatio, rr)
-				return c.Step(now, s)
-			}
-			for range 3 {
-				step(1.6, 0) // a fall to 0.4
-			}
+			r := newRig(t, refusalsConfig())
+			r.load = 150
+			r.steps(3, 1.6, 0) // a fall to 0.4
 			// Probes that fail: the trim settles (small steps, much
 			// evidence).
 			var st *State
 			for range 2 {
-				b := c.State().Brightness
-				for st = step(0.3, 0); st.Brightness == b; st = step(0.3, 0) {
+				b := r.c.State().Brightness
+				for st = r.step(0.3, 0); st.Brightness == b; st = r.step(0.3, 0) {
 				}
-				for st = step(1.2, 0); st.Brightness > b; st = step(1.2, 0) {
+				for st = r.step(1.2, 0); st.Brightness > b; st = r.step(1.2, 0) {
 				}
 			}
-			for range 30 {
-				st = step(0.8, 0.005) // in the band: the trim holds
-			}
+			st = r.steps(30, 0.8, 0.005) // in the band: the trim holds
 			held := st.Brightness
 			// The capacity dips: refusals 5 times their target,
 			// latency held by the gate. Settled, the trim steps a
@@ -406,12 +312,12 @@ func TestRegimeMovesReturnToTheLevelBeforeADip(t *testing.T) {
 				switch {
 				case rise == "at once" && i == 12:
 					require.Positive(t, st.Brightness)
-					load = 200 // a third more: a fast fall
-				case rise == "slowly" && i >= 12 && load < 250:
-					load *= 1.05 // the mark follows: no fast fall
+					r.load = 200 // a third more: a fast fall
+				case rise == "slowly" && i >= 12 && r.load < 250:
+					r.load *= 1.05 // the mark follows: no fast fall
 				}
 				b := st.Brightness
-				st = step(0.8, 0.05)
+				st = r.step(0.8, 0.05)
 				if before < 0 && strings.Contains(st.Reason, "conditions changed") {
 					before = b
 				}
@@ -425,7 +331,7 @@ func TestRegimeMovesReturnToTheLevelBeforeADip(t *testing.T) {
 			// probes up a quantum at a time from the floor meanwhile.
 			var back *State
 			for i := range 12 {
-				st = step(0.1, 0)
+				st = r.step(0.1, 0)
 				if strings.Contains(st.Reason, "conditions changed") {
 					back = st
 					t.Logf("back after %d s: %s", i+1, st.Reason)
@@ -440,9 +346,7 @@ func TestRegimeMovesReturnToTheLevelBeforeADip(t *testing.T) {
 			assert.InDelta(t, before, back.Brightness, 1e-9, "back to the level the dip's first fall left")
 			// A burst over target: an ordinary step down, not back to
 			// the floor.
-			for range 8 {
-				st = step(0.8, 0.02)
-			}
+			st = r.steps(8, 0.8, 0.02)
 			assert.Less(t, st.Brightness, before, "the burst dims")
 			assert.Greater(t, st.Brightness, before-0.1, "a step, not back to the floor")
 		})
@@ -453,78 +357,58 @@ func TestRegimeMovesReturnToTheLevelBeforeADip(t *testing.T) {
 // leave no level to go back to: only a regime fall does. The next lull
 // moves a span again, not back up to where the failed move went.
 func TestRegimeMoveUpThatFailedIsNoLevelToReturnTo(t *testing.T) {
-	c, _ := New(testConfig())
-	step := perSecond(c, 150, 0)
-	run := func(n int, p99 float64) *State {
-		var st *State
-		for range n {
-			st = step(p99)
-		}
-		return st
-	}
-	run(3, 1.6)  // a fall to 0.4
-	run(30, 0.8) // in the band
+	r := newRig(t, testConfig())
+	r.load = 150
+	r.steps(3, 1.6, -1)  // a fall to 0.4
+	r.steps(30, 0.8, -1) // in the band
 	for lull := range 3 {
 		var st *State
 		var b float64
 		for range 24 { // settled: a run twice as long as the landing's 10
-			b = c.State().Brightness
-			if st = step(0.1); strings.Contains(st.Reason, "conditions changed") {
+			b = r.c.State().Brightness
+			if st = r.step(0.1, -1); strings.Contains(st.Reason, "conditions changed") {
 				break
 			}
 		}
 		require.Contains(t, st.Reason, "conditions changed", "lull %d", lull)
 		assert.InDelta(t, b+0.12, st.Brightness, 1e-9, "lull %d: a span up", lull)
-		run(40, 1.2) // the move was over: the trim descends
-		run(30, 0.8)
+		r.steps(40, 1.2, -1) // the move was over: the trim descends
+		r.steps(30, 0.8, -1)
 	}
 }
 
 // An episode that ends under a scheduled cap (full brightness for the law,
 // the cap binding) leaves no level to return to for the next episode.
 func TestRegimeLevelDoesNotOutliveItsEpisodeUnderACap(t *testing.T) {
-	cfg := testConfig()
-	cfg.Targets = []Target{{Signal: signals.LatencyP99, Target: 1}, {Signal: signals.RejectRatio, Target: 0.01, DimOnly: true}}
-	c, err := New(cfg)
-	require.NoError(t, err)
-	now, load := t0, 150.0
-	step := func(n int, p99, rr float64) *State {
-		var st *State
-		for range n {
-			now = now.Add(time.Second)
-			s := snap(now, p99, load)
-			s.Set(signals.RejectRatio, rr)
-			st = c.Step(now, s)
-		}
-		return st
-	}
-	step(1, 1.6, 0)
-	step(30, 0.8, 0.005)
+	cfg := refusalsConfig()
+	r := newRig(t, cfg)
+	r.load = 150
+	r.step(1.6, 0)
+	r.steps(30, 0.8, 0.005)
 	fell := false
 	for range 15 {
-		if fell = strings.Contains(step(1, 0.8, 0.05).Reason, "conditions changed"); fell {
+		if fell = strings.Contains(r.step(0.8, 0.05).Reason, "conditions changed"); fell {
 			break
 		}
 	}
 	require.True(t, fell, "a regime fall")
-	load = 100 // the load fell: brighten at full speed to 1
-	for i := 0; c.State().Brightness < 1; i++ {
+	r.load = 100 // the load fell: brighten at full speed to 1
+	for i := 0; r.c.State().Brightness < 1; i++ {
 		require.Less(t, i, 30)
-		step(1, 0.3, 0)
+		r.step(0.3, 0)
 	}
 	capped := cfg
-	capped.Schedule = []Cap{{Feature: "recommendations", Max: 0.2, From: now, For: 10 * time.Minute, Reason: "sale"}}
-	require.NoError(t, c.ReconfigureAt(now, capped))
-	step(60, 0.3, 0)
+	capped.Schedule = []Cap{{Feature: "recommendations", Max: 0.2, From: r.now, For: 10 * time.Minute, Reason: "sale"}}
+	require.NoError(t, r.c.ReconfigureAt(r.now, capped))
+	r.steps(60, 0.3, 0)
 	// A new episode, at the first one's load: what the first learnt
 	// about its dip says nothing about this one.
-	load = 150
-	step(3, 1.6, 0.1)
-	step(30, 0.8, 0.005)
-	var st *State
+	r.load = 150
+	r.steps(3, 1.6, 0.1)
+	r.steps(30, 0.8, 0.005)
 	for range 12 {
-		b := c.State().Brightness
-		if st = step(1, 0.1, 0); strings.Contains(st.Reason, "conditions changed") {
+		b := r.c.State().Brightness
+		if st := r.step(0.1, 0); strings.Contains(st.Reason, "conditions changed") {
 			assert.NotContains(t, st.Reason, "back to the level before the fall")
 			assert.LessOrEqual(t, st.Brightness, b+0.12+1e-9, "a span up at most")
 			return
@@ -534,27 +418,19 @@ func TestRegimeLevelDoesNotOutliveItsEpisodeUnderACap(t *testing.T) {
 }
 
 func TestCascadeShedsOnlyAtTheFloorAndUnshedsFirst(t *testing.T) {
-	c, _ := New(testConfig())
-	step := perSecond(c, -1, 0)
-	for range 5 {
-		step(1.6) // over CascadeAt: 0.2 a period down to the floor
-	}
-	st := step(1.2) // over target but under CascadeAt: no shedding
+	r := newRig(t, testConfig())
+	r.load = -1
+	r.steps(5, 1.6, -1)   // over CascadeAt: 0.2 a period down to the floor
+	st := r.step(1.2, -1) // over target but under CascadeAt: no shedding
 	assert.Equal(t, 0.0, st.Brightness)
 	assert.Equal(t, 0.0, st.Shed, "under CascadeAt: no shedding")
-	for range 3 {
-		st = step(3) // runaway latency, held for CascadeHold
-	}
+	st = r.steps(3, 3, -1) // runaway latency, held for CascadeHold
 	assert.Equal(t, 0.0, st.Shed, "not before CascadeHold")
-	for range 5 {
-		st = step(3)
-	}
+	st = r.steps(5, 3, -1)
 	assert.Greater(t, st.Shed, 0.0, "held over CascadeAt at the floor: shedding")
 	assert.Equal(t, 0.0, ShedShare(st.Shed, signals.Critical))
 	shed := st.Shed
-	for range 6 {
-		st = step(0.2)
-	}
+	st = r.steps(6, 0.2, -1)
 	assert.Less(t, st.Shed, shed, "recovering: shedding goes first")
 	assert.LessOrEqual(t, st.Brightness, 0.0, "features wait until shedding is over")
 	f, _ := st.Feature("recommendations")
@@ -562,14 +438,10 @@ func TestCascadeShedsOnlyAtTheFloorAndUnshedsFirst(t *testing.T) {
 }
 
 func TestStaleSignalsHold(t *testing.T) {
-	c, _ := New(testConfig())
-	sts := script(t, c, 2)
-	level := sts[0].Features[0].Level
-	var empty signals.Snapshot
+	r := newRig(t, testConfig())
+	level := r.step(2, -1).Features[0].Level
 	for i := 2; i <= 4; i++ {
-		now := t0.Add(time.Duration(i) * time.Second)
-		empty.Time = now
-		st := c.Step(now, empty)
+		st := r.silent()
 		assert.Equal(t, level, st.Features[0].Level, "no signal: hold")
 		if i < 4 {
 			assert.Equal(t, Auto, st.Mode)
@@ -579,18 +451,19 @@ func TestStaleSignalsHold(t *testing.T) {
 		}
 	}
 	// An old snapshot is no snapshot either, and stale never brightens.
-	now := t0.Add(10 * time.Second)
-	st := c.Step(now, snap(now.Add(-5*time.Second), 0.1, 10))
+	r.now = t0.Add(10 * time.Second)
+	st := r.c.Step(r.now, snap(r.now.Add(-5*time.Second), 0.1, 10))
 	assert.Equal(t, Stale, st.Mode)
 	assert.Equal(t, level, st.Features[0].Level)
 	// Signals return.
-	st = c.Step(now.Add(time.Second), snap(now.Add(time.Second), 0.8, 10))
+	r.load = 10
+	st = r.step(0.8, -1)
 	assert.Equal(t, Auto, st.Mode)
 }
 
 func TestOperatorsPinFreezeShadow(t *testing.T) {
-	c, _ := New(testConfig())
-	now := t0
+	r := newRig(t, testConfig())
+	c, now := r.c, r.now
 	st, err := c.PinAt(now, "reviews", 0.25, time.Minute, "provider incident INC-7")
 	require.NoError(t, err)
 	f, _ := st.Feature("reviews")
@@ -601,7 +474,9 @@ func TestOperatorsPinFreezeShadow(t *testing.T) {
 	assert.Contains(t, st.Reason, "INC-7")
 
 	// The pin expires with its TTL.
-	st = c.Step(now.Add(61*time.Second), snap(now.Add(61*time.Second), 0.1, 10))
+	r.load = 10
+	r.now = now.Add(60 * time.Second)
+	st = r.step(0.1, -1)
 	f, _ = st.Feature("reviews")
 	assert.Equal(t, Auto, f.Mode)
 	assert.Equal(t, 1.0, f.Level)
@@ -632,12 +507,13 @@ func TestOperatorsPinFreezeShadow(t *testing.T) {
 	st = c.FreezeAt(now, "sale starts")
 	assert.Equal(t, Frozen, st.Mode)
 	gen := st.Generation
-	st = c.Step(now.Add(70*time.Second), snap(now.Add(70*time.Second), 5, 10))
+	r.now = now.Add(69 * time.Second)
+	st = r.step(5, -1)
 	assert.Equal(t, 1.0, st.Features[0].Level, "frozen: overload changes nothing")
 	assert.Equal(t, gen, st.Generation)
-	for i := 72; i < 80; i++ { // ticks without any signal: the freeze and its reason stay
-		at := now.Add(time.Duration(i) * time.Second)
-		st = c.Step(at, signals.Snapshot{Time: at})
+	r.now = now.Add(71 * time.Second)
+	for range 8 { // ticks without any signal: the freeze and its reason stay
+		st = r.silent()
 	}
 	assert.Equal(t, Frozen, st.Mode, "no signal does not undo the operator's freeze")
 	assert.Contains(t, st.Reason, "sale starts")
@@ -648,7 +524,8 @@ func TestOperatorsPinFreezeShadow(t *testing.T) {
 	st = c.SetShadowAt(now, true)
 	assert.Equal(t, Shadow, st.Mode)
 	assert.Contains(t, st.Reason, "shadow mode on")
-	st = c.Step(now.Add(81*time.Second), snap(now.Add(81*time.Second), 5, 10))
+	r.now = now.Add(80 * time.Second)
+	st = r.step(5, -1)
 	assert.Equal(t, Shadow, st.Mode)
 	assert.Equal(t, 1.0, st.Features[0].Level, "shadow: nothing applied")
 	assert.Less(t, st.Features[0].Computed, 1.0, "shadow: the computed level is reported")
@@ -656,10 +533,10 @@ func TestOperatorsPinFreezeShadow(t *testing.T) {
 }
 
 func TestQuantizedChangesAndSubscribers(t *testing.T) {
-	c, _ := New(testConfig())
-	ch, cancel := c.Subscribe()
+	r := newRig(t, testConfig())
+	ch, cancel := r.c.Subscribe()
 	defer cancel()
-	sts := script(t, c, 1.6, 1.6, 1.6, 1.6)
+	sts := r.script(1.6, 1.6, 1.6, 1.6)
 	var gens []uint64
 	for _, st := range sts {
 		gens = append(gens, st.Generation)
@@ -682,16 +559,15 @@ func TestQuantizedChangesAndSubscribers(t *testing.T) {
 	// published, with the same levels. Then a step that changes nothing a
 	// reader acts on — not the action, not its cause, not a level —
 	// publishes nothing, though the numbers in its reason differ.
-	st := c.State()
-	now := t0.Add(20 * time.Second)
-	hold := c.Step(now, snap(now, 0.78, 100)) // in the band
+	st := r.c.State()
+	r.now = t0.Add(19 * time.Second)
+	hold := r.step(0.78, -1) // in the band
 	assert.Equal(t, st.Generation+1, hold.Generation)
 	assert.Equal(t, Hold, hold.Action)
 	assert.Equal(t, st.Features[0].Level, hold.Features[0].Level)
-	now = now.Add(time.Second)
-	again := c.Step(now, snap(now, 0.8, 100))
+	again := r.step(0.8, -1)
 	assert.Same(t, hold, again)
-	assert.Contains(t, c.Status().Reason, "800ms", "Status has this tick's readings")
+	assert.Contains(t, r.c.Status().Reason, "800ms", "Status has this tick's readings")
 }
 
 func TestConfigErrors(t *testing.T) {
@@ -827,17 +703,10 @@ func BenchmarkStateRead(b *testing.B) {
 }
 
 func TestReasonReadsWell(t *testing.T) {
-	c, _ := New(Config{Targets: []Target{{Signal: signals.LatencyP99, Target: 1}}, Features: []Feature{{Name: "recommendations"}}})
-	st := c.Step(t0.Add(time.Second), snap(t0.Add(time.Second), 1.6, 100))
+	r := newRig(t, Config{Targets: []Target{{Signal: signals.LatencyP99, Target: 1}}, Features: []Feature{{Name: "recommendations"}}})
+	st := r.step(1.6, -1)
 	assert.Equal(t, "latency.p99 1.6s > 1s target: dimming recommendations", st.Reason)
 	assert.False(t, strings.Contains(st.Reason, "%!"))
-}
-
-// gateSnap is snap with the admission gate's room signal.
-func gateSnap(now time.Time, p99, rate, busy float64) signals.Snapshot {
-	s := snap(now, p99, rate)
-	s.Set(signals.GateBusy, busy)
-	return s
 }
 
 // The cascade refuses only while refusing helps: when the gate is full,
@@ -845,59 +714,41 @@ func gateSnap(now time.Time, p99, rate, busy float64) signals.Snapshot {
 // when the gate has room (and says why), and at once when the load that
 // forced it has gone.
 func TestCascadeOnlyWhileItHelps(t *testing.T) {
-	c, _ := New(testConfig())
-	now := t0
-	step := func(p99, rate, busy float64) *State {
-		now = now.Add(time.Second)
-		return c.Step(now, gateSnap(now, p99, rate, busy))
-	}
-	var st *State
-	for range 10 {
-		st = step(3, 100, 0.01) // runaway latency, but the gate has room: slow pages
-	}
+	r := newRig(t, testConfig())
+	st := r.steps(10, 3, -1, busy(0.01)) // runaway latency, but the gate has room: slow pages
 	assert.Equal(t, 0.0, st.Brightness, "features dim: cheaper pages do lower latency")
 	assert.Equal(t, 0.0, st.Shed, "refusing at the door would not")
-	assert.Contains(t, c.Status().Reason, "the gate has room")
+	assert.Contains(t, r.c.Status().Reason, "the gate has room")
 
-	for range 8 {
-		st = step(3, 100, 0.6) // the gate is full
-	}
+	st = r.steps(8, 3, -1, busy(0.6)) // the gate is full
 	require.Greater(t, st.Shed, 0.0, "a full gate and runaway latency: shedding")
 	shedding := st.Shed
 
-	st = step(3, 100, 0.02) // room again, latency still high
+	st = r.step(3, -1, busy(0.02)) // room again, latency still high
 	assert.InDelta(t, max(shedding-1, 0), st.Shed, 1e-9, "unwinds at UnshedRate")
 	assert.Contains(t, st.Reason, "shedding does not lower this latency")
 	assert.Equal(t, Brighten, st.Action)
-	st = step(3, 100, 0.02)
+	st = r.step(3, -1, busy(0.02))
 	assert.Equal(t, 0.0, st.Shed, "gone within two periods")
 
 	// Shedding again; then the load that forced it goes: at once.
-	for range 8 {
-		st = step(3, 100, 0.6)
-	}
+	st = r.steps(8, 3, -1, busy(0.6))
 	require.Greater(t, st.Shed, 0.0)
-	st = step(3, 50, 0.6)
+	r.load = 50
+	st = r.step(3, -1, busy(0.6))
 	assert.Equal(t, 0.0, st.Shed, "the load fell below the mark: shedding stops in one period")
 	assert.Contains(t, st.Reason, "fell below")
 
 	// And back under target with the gate still busy: unwinds too.
-	for range 8 {
-		st = step(3, 100, 0.6)
-	}
+	r.load = 100
+	st = r.steps(8, 3, -1, busy(0.6))
 	require.Greater(t, st.Shed, 0.0)
-	for range 2 {
-		st = step(0.9, 100, 0.6)
-	}
+	st = r.steps(2, 0.9, -1, busy(0.6))
 	assert.Equal(t, 0.0, st.Shed, "latency under target: no reason to refuse")
 
 	// Without the gate's signal (no gate to ask), the cascade works on
 	// latency alone, as before.
-	c2, _ := New(testConfig())
-	for i := range 10 {
-		at := t0.Add(time.Duration(i+1) * time.Second)
-		st = c2.Step(at, snap(at, 3, 100))
-	}
+	st = newRig(t, testConfig()).steps(10, 3, -1)
 	assert.Greater(t, st.Shed, 0.0)
 }
 
@@ -906,15 +757,12 @@ func TestCascadeOnlyWhileItHelps(t *testing.T) {
 func TestDimOnlyDiscountedWithRoom(t *testing.T) {
 	cfg := testConfig()
 	cfg.Targets = []Target{{Signal: signals.LatencyP99, Target: 1}, {Signal: signals.RejectRatio, Target: 0.05, DimOnly: true}}
-	c, _ := New(cfg)
-	s := gateSnap(t0, 0.2, 100, 0.5)
-	s.Set(signals.RejectRatio, 0.3)
-	st := c.Step(t0, s)
+	r := newRig(t, cfg)
+	r.now = t0.Add(-time.Second)
+	st := r.step(0.2, 0.3, busy(0.5))
 	assert.Less(t, st.Brightness, 1.0, "a full gate refusing 30 %%: dim")
-	s = gateSnap(t0.Add(time.Second), 0.2, 100, 0)
-	s.Set(signals.RejectRatio, 0.3)
-	c.Step(t0.Add(time.Second), s)
-	st = c.Status()
+	r.step(0.2, 0.3, busy(0))
+	st = r.c.Status()
 	assert.InDelta(t, 0.2, st.Pressure, 1e-9, "room: only latency counts")
 	assert.True(t, st.Signals[1].Discounted)
 	assert.False(t, st.Signals[0].Discounted)
@@ -925,19 +773,12 @@ func TestDimOnlyDiscountedWithRoom(t *testing.T) {
 func TestPublishOnActionOrCause(t *testing.T) {
 	cfg := testConfig()
 	cfg.Targets = append(cfg.Targets, Target{Signal: signals.RejectRatio, Target: 0.05, DimOnly: true})
-	c, _ := New(cfg)
-	now := t0
-	step := func(p99, reject float64) *State {
-		now = now.Add(time.Second)
-		s := snap(now, p99, 100)
-		s.Set(signals.RejectRatio, reject)
-		return c.Step(now, s)
-	}
-	first := step(0.78, 0) // in the band: hold, latency
+	r := newRig(t, cfg)
+	first := r.step(0.78, 0) // in the band: hold, latency
 	for _, p := range []float64{0.79, 0.8, 0.81, 0.77} {
-		assert.Same(t, first, step(p, 0), "hold on latency with other numbers: nothing new")
+		assert.Same(t, first, r.step(p, 0), "hold on latency with other numbers: nothing new")
 	}
-	byRefusals := step(0.5, 0.04) // in the band on refusals: same action, other cause
+	byRefusals := r.step(0.5, 0.04) // in the band on refusals: same action, other cause
 	assert.Equal(t, first.Generation+1, byRefusals.Generation)
 	assert.Equal(t, signals.RejectRatio, byRefusals.Cause)
 	assert.Equal(t, Hold, byRefusals.Action)
@@ -947,31 +788,24 @@ func TestPublishOnActionOrCause(t *testing.T) {
 // band count for nothing, and a level is only stepped on evidence. At full
 // brightness, over High but under target is no overload.
 func TestNearTargetHolds(t *testing.T) {
-	c, _ := New(testConfig())
-	step := perSecond(c, 150, 0)
-	b := step(1.6).Brightness
+	r := newRig(t, testConfig())
+	r.load = 150
+	b := r.step(1.6, -1).Brightness
 	require.Less(t, b, 1.0)
-	var st *State
-	for range 30 {
-		st = step(0.8) // in the band
-	}
+	st := r.steps(30, 0.8, -1) // in the band
 	assert.Equal(t, b, st.Brightness, "in the band: hold")
 	assert.Equal(t, Hold, st.Action)
-	for range 4 {
-		st = step(0.9) // over High: 1 a period
-	}
+	st = r.steps(4, 0.9, -1) // over High: 1 a period
 	assert.Equal(t, b, st.Brightness, "4 of 5")
-	st = step(0.9)
+	st = r.step(0.9, -1)
 	assert.Less(t, st.Brightness, b, "5 of 5: a step down")
 
 	// At full brightness, over High but under target counts 1 a period.
-	c, _ = New(testConfig())
-	step = perSecond(c, 150, 0)
-	for range 4 {
-		st = step(0.9)
-	}
+	r = newRig(t, testConfig())
+	r.load = 150
+	st = r.steps(4, 0.9, -1)
 	assert.Equal(t, 1.0, st.Brightness, "4 of 5")
-	assert.Less(t, step(0.9).Brightness, 1.0, "5 of 5")
+	assert.Less(t, r.step(0.9, -1).Brightness, 1.0, "5 of 5")
 }
 
 // With the load that forced dimming still there, calm latency brightens
@@ -979,28 +813,19 @@ func TestNearTargetHolds(t *testing.T) {
 // under Low count double.
 func TestHeadroomBrightensDespiteTheLoadMark(t *testing.T) {
 	run := func(util float64) float64 {
-		c, _ := New(testConfig())
-		now := t0
-		var st *State
-		for i := range 12 {
-			now = now.Add(time.Second)
-			p99 := 0.5 // under Low, over Low/2
-			if i < 2 {
-				p99 = 2 // a burst at 150/s
-			}
-			s := gateSnap(now, p99, 150, 0)
-			s.Set(signals.GateUtilization, util)
-			st = c.Step(now, s)
-		}
-		return st.Brightness
+		r := newRig(t, testConfig())
+		r.load = 150
+		inUse := reading{signals.GateUtilization, util}
+		r.steps(2, 2, -1, busy(0), inUse)                      // a burst at 150/s
+		return r.steps(10, 0.5, -1, busy(0), inUse).Brightness // under Low, over Low/2
 	}
 	assert.Greater(t, run(0.3), run(0.9), "a third of the gate in use: brightens sooner")
 }
 
 func TestConfigAndStateCannotBeChangedFromOutside(t *testing.T) {
 	in := testConfig()
-	c, err := New(in)
-	require.NoError(t, err)
+	r := newRig(t, in)
+	c := r.c
 	in.Features[0].Cost, in.Targets[0].Target, in.Segments[0].Offset = 99, 99, 0.9
 	got := c.Config()
 	got.Features[0].Cost, got.Targets[0].Target, got.Segments[0].Name = 42, 42, "x"
@@ -1010,11 +835,12 @@ func TestConfigAndStateCannotBeChangedFromOutside(t *testing.T) {
 	assert.Equal(t, "vip", cfg.Segments[0].Name)
 	assert.Equal(t, 0.3, cfg.Segments[0].Offset)
 
-	script(t, c, 2, 2, 2) // dimmed
-	_, err = c.PinAt(t0.Add(3*time.Second), "reviews", 0.4, time.Hour, "db migration")
+	r.script(2, 2, 2) // dimmed
+	_, err := c.PinAt(r.now, "reviews", 0.4, time.Hour, "db migration")
 	require.NoError(t, err)
-	c.FreezeAt(t0.Add(3*time.Second), "sale")
-	st := c.Step(t0.Add(4*time.Second), snap(t0.Add(4*time.Second), 2, -1)) // the first frozen tick
+	c.FreezeAt(r.now, "sale")
+	r.load = -1
+	st := r.step(2, -1) // the first frozen tick
 	require.False(t, st.Tampered())
 	gen, recs, vip := st.Generation, st.Features[0].Level, st.Features[0].Segments[0]
 	i, _ := st.FeatureIndex("reviews")
@@ -1046,13 +872,12 @@ func TestConfigAndStateCannotBeChangedFromOutside(t *testing.T) {
 
 	// Frozen holds what was published, not what a caller wrote; and the
 	// next steps publish nothing new.
-	for k := 5; k < 9; k++ {
-		at := t0.Add(time.Duration(k) * time.Second)
-		next := c.Step(at, snap(at, 2, -1))
+	for range 4 {
+		next := r.step(2, -1)
 		assert.Same(t, st, next, "a changed field is not a change: nothing new is published")
 		assert.Equal(t, gen, next.Seq())
 	}
-	st = c.UnfreezeAt(t0.Add(9 * time.Second))
+	st = c.UnfreezeAt(r.now.Add(time.Second))
 	assert.Equal(t, recs, st.Features[0].Level, "unfrozen from the published levels")
 	assert.False(t, st.Tampered())
 }
@@ -1061,15 +886,14 @@ func TestConfigAndStateCannotBeChangedFromOutside(t *testing.T) {
 // signals are stale gives the feature back to the law; the pin's level is
 // not held with no end.
 func TestUnpinWhileStale(t *testing.T) {
-	c, err := New(Config{Tick: time.Second, Targets: []Target{{Signal: signals.LatencyP99, Target: 1}},
+	r := newRig(t, Config{Tick: time.Second, Targets: []Target{{Signal: signals.LatencyP99, Target: 1}},
 		Features: []Feature{{Name: "a"}, {Name: "b", Rank: 1}}})
-	require.NoError(t, err)
-	now := time.Date(2026, 11, 11, 0, 0, 0, 0, time.UTC)
-	var fresh signals.Snapshot
-	fresh.Time = now
-	fresh.Set(signals.LatencyP99, 0.2)
-	c.Step(now, fresh)
-	_, err = c.PinAt(now, "b", 0.1, 2*time.Second, "incident")
+	c := r.c
+	r.load = -1
+	r.now = t0.Add(-time.Second)
+	r.step(0.2, -1)
+	now := r.now
+	_, err := c.PinAt(now, "b", 0.1, 2*time.Second, "incident")
 	require.NoError(t, err)
 	for range 5 { // no signals: stale
 		now = now.Add(time.Second)
@@ -1099,12 +923,9 @@ func TestUnpinWhileStale(t *testing.T) {
 func TestEvidenceIsPerSecond(t *testing.T) {
 	cfg := testConfig()
 	cfg.Tick = 250 * time.Millisecond
-	c, err := New(cfg)
-	require.NoError(t, err)
-	now := t0
+	r := newRig(t, cfg)
 	for i := 1; i <= 10; i++ {
-		now = now.Add(cfg.Tick)
-		st := c.Step(now, snap(now, 1.3, 100))
+		st := r.step(1.3, -1)
 		if i < 10 {
 			require.Equal(t, 1.0, st.Brightness, "period %d (%v): gathering", i, time.Duration(i)*cfg.Tick)
 		} else {

@@ -2,10 +2,8 @@ package dimmer
 
 import (
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	"github.com/brownout/brownout/signals"
 )
@@ -17,34 +15,22 @@ import (
 func TestIdleIsNotStale(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		snap  func(signals.Snapshot) signals.Snapshot
+		load  float64 // the arrival rate; negative: none
+		more  []reading
 		stale bool
 	}{
-		{"idle", func(s signals.Snapshot) signals.Snapshot {
-			s.Set(signals.ArrivalRate, 0)
-			s.Set(signals.InFlight, 0)
-			return s
-		}, false},
-		{"requests hang", func(s signals.Snapshot) signals.Snapshot {
-			s.Set(signals.ArrivalRate, 0)
-			s.Set(signals.InFlight, 3)
-			return s
-		}, true},
-		{"nothing measured", func(s signals.Snapshot) signals.Snapshot { return s }, true},
+		{"idle", 0, []reading{{signals.InFlight, 0}}, false},
+		{"requests hang", 0, []reading{{signals.InFlight, 3}}, true},
+		{"nothing measured", -1, nil, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := New(Config{Targets: []Target{{Signal: signals.LatencyP99, Target: 0.3}}, Features: []Feature{{Name: "a"}}})
-			require.NoError(t, err)
-			now := time.Date(2026, 11, 11, 0, 0, 0, 0, time.UTC)
-			var st *State
-			for range 10 {
-				now = now.Add(time.Second)
-				st = c.Step(now, tc.snap(signals.Snapshot{Time: now}))
-			}
+			r := newRig(t, Config{Targets: []Target{{Signal: signals.LatencyP99, Target: 0.3}}, Features: []Feature{{Name: "a"}}})
+			r.load = tc.load
+			st := r.steps(10, -1, -1, tc.more...)
 			assert.Equal(t, tc.stale, st.Mode == Stale, "mode %v", st.Mode)
 			if !tc.stale {
 				assert.Equal(t, Auto, st.Mode)
-				assert.Contains(t, c.Status().Reason, "idle")
+				assert.Contains(t, r.c.Status().Reason, "idle")
 			}
 		})
 	}

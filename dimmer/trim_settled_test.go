@@ -5,77 +5,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brownout/brownout/signals"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// rvRig steps a controller every Tick with a fixed signal window.
-type rvRig struct {
-	t      *testing.T
-	c      *Controller
-	now    time.Time
-	load   float64 // < 0: no load signal
-	window time.Duration
-}
-
-func newRvRig(t *testing.T, cfg Config) *rvRig {
-	c, err := New(cfg)
-	require.NoError(t, err)
-	return &rvRig{t: t, c: c, now: t0, load: 150, window: 5 * time.Second}
-}
-
-func (r *rvRig) step(p99, rr float64) *State {
-	r.now = r.now.Add(r.c.cfg.Tick)
-	s := snap(r.now, p99, r.load)
-	s.Window = r.window
-	if rr >= 0 {
-		s.Set(signals.RejectRatio, rr)
-	}
-	return r.c.Step(r.now, s)
-}
-
-// run steps for d at p99/rr and returns the instants (from the start) of
-// brightness changes and the changes.
-func (r *rvRig) run(d time.Duration, p99, rr float64) (at []time.Duration, dv []float64) {
-	start := r.now
-	b := r.c.State().Brightness
-	for r.now.Sub(start) < d {
-		st := r.step(p99, rr)
-		if st.Brightness != b {
-			at, dv = append(at, r.now.Sub(start)), append(dv, st.Brightness-b)
-			b = st.Brightness
-		}
-	}
-	return at, dv
-}
-
-// landAt04 dims from full brightness with three fast steps (to 0.4) and
-// holds in the band until the trim has settled there.
-func (r *rvRig) landAt04() {
-	for range 3 {
-		r.step(1.6, 0)
-	}
-	r.run(50*time.Second, 0.8, 0.005)
-	require.InDelta(r.t, 0.4, r.c.State().Brightness, 1e-9)
-	require.Contains(r.t, r.c.Status().Reason, "settled, holding")
-}
-
-// gaps returns the differences between successive instants.
-func gaps(at []time.Duration) []time.Duration {
-	var g []time.Duration
-	for i := 1; i < len(at); i++ {
-		g = append(g, at[i]-at[i-1])
-	}
-	return g
-}
 
 // At the floor, a full account that has nowhere to go does not back the
 // settled trim off: only steps double the wait, so the first steps up out
 // of the floor wait 20 s, then 40, not a minute each.
 func TestHoldWaitGrowsWithoutAStepAtTheFloor(t *testing.T) {
-	r := newRvRig(t, settleConfig())
-	r.landAt04()
+	r := newLabRig(t, refusalsConfig())
+	r.land()
 	r.step(1.6, 0) // a fall on latency over CascadeAt: 0.4 → 0.2 → 0
 	r.step(1.6, 0)
 	require.Zero(t, r.c.State().Brightness)
@@ -94,7 +33,7 @@ func TestHoldWaitGrowsWithoutAStepAtTheFloor(t *testing.T) {
 // took 0.15: a quarter of an hour) at a pressure (0.5) under which the
 // landing doubles its steps.
 func TestSettledTrimCrawlsBackAfterACap(t *testing.T) {
-	cfg := settleConfig()
+	cfg := refusalsConfig()
 	from := t0.Add(54 * time.Second) // just after the trim settled at 0.4
 	// recommendations (0.5–1 of brightness) off, reviews (0–0.5) capped
 	// at 50 %: a ceiling of 0.25.
@@ -102,8 +41,8 @@ func TestSettledTrimCrawlsBackAfterACap(t *testing.T) {
 		{Feature: "recommendations", Max: 0, From: from, For: 3 * time.Minute, Reason: "pre-dim"},
 		{Feature: "reviews", Max: 0.5, From: from, For: 3 * time.Minute, Reason: "pre-dim"},
 	}
-	r := newRvRig(t, cfg)
-	r.landAt04()
+	r := newLabRig(t, cfg)
+	r.land()
 	require.Equal(t, holdFirst, r.c.mu.holdWait)
 	for r.now.Before(from.Add(3*time.Minute - time.Second)) {
 		st := r.step(0.5, 0) // under Low: the law would brighten
@@ -123,13 +62,13 @@ func TestSettledTrimCrawlsBackAfterACap(t *testing.T) {
 // quantum or two after reversals), a regime move returns to it, not a
 // span up past it.
 func TestBackToPriorOvershootsIt(t *testing.T) {
-	r := newRvRig(t, settleConfig())
-	r.landAt04()
+	r := newLabRig(t, refusalsConfig())
+	r.land()
 	m := &r.c.mu
 	// As after a regime fall from 0.45 and a landing back up whose
 	// reversals halved the span twice.
 	m.prior, m.priorMark, m.span = 0.45, m.loadMark, 0.03
-	moved := untilRegimeMove(r.step, 30, true) // under Low, the mean under Low/2: the "back" test
+	moved := r.untilRegimeMove(30, true) // under Low, the mean under Low/2: the "back" test
 	require.NotNil(t, moved)
 	t.Log(moved.Reason)
 	assert.InDelta(t, 0.45, moved.Brightness, 1e-9, "back to the level the fall left, not past it")
@@ -141,7 +80,7 @@ func TestBackToPriorOvershootsIt(t *testing.T) {
 // calm run later moves a span, not back there.
 func TestPriorFromALevelTheFallPassed(t *testing.T) {
 	for _, wobble := range []bool{false, true} {
-		r := newRvRig(t, settleConfig())
+		r := newLabRig(t, refusalsConfig())
 		r.step(1.6, 0) // 1 → 0.8
 		if wobble {
 			r.step(1.4, 0) // over High, under CascadeAt: one trim period
@@ -150,7 +89,7 @@ func TestPriorFromALevelTheFallPassed(t *testing.T) {
 		r.step(1.6, 0) // → 0.4
 		r.run(50*time.Second, 0.8, 0.005)
 		require.InDelta(t, 0.4, r.c.State().Brightness, 1e-9)
-		moved := untilRegimeMove(r.step, 30, false)
+		moved := r.untilRegimeMove(30, false)
 		require.NotNil(t, moved)
 		t.Logf("wobble %v: prior-driven move to %.2f: %s", wobble, moved.Brightness, moved.Reason)
 		assert.NotContains(t, moved.Reason, "back to the level before the fall", "wobble %v: no level was held before the fall", wobble)
@@ -160,8 +99,8 @@ func TestPriorFromALevelTheFallPassed(t *testing.T) {
 
 // A settled regime move needs a run of 20 s, and its reason says so.
 func TestSettledRegimeReasonStatesTheRun(t *testing.T) {
-	r := newRvRig(t, settleConfig())
-	r.landAt04()
+	r := newLabRig(t, refusalsConfig())
+	r.land()
 	var moved *State
 	n := 0
 	for range 40 {
@@ -179,12 +118,12 @@ func TestSettledRegimeReasonStatesTheRun(t *testing.T) {
 // A return on the relaxed run (under Low, its mean under Low/2) says so,
 // not "far under target (under 35%)": half its readings were over 35 %.
 func TestRelaxedReturnReasonStatesTheRun(t *testing.T) {
-	r := newRvRig(t, settleConfig())
-	r.landAt04()
+	r := newLabRig(t, refusalsConfig())
+	r.land()
 	r.step(1.6, 0) // a fall from the level held: prior 0.4
 	r.step(1.6, 0)
 	r.run(20*time.Second, 0.8, 0.005)
-	moved := untilRegimeMove(r.step, 30, true)
+	moved := r.untilRegimeMove(30, true)
 	require.NotNil(t, moved)
 	t.Log(moved.Reason)
 	assert.NotContains(t, moved.Reason, "(under 35%) for 10s", "the readings were not all under 35 %")
@@ -194,7 +133,7 @@ func TestRelaxedReturnReasonStatesTheRun(t *testing.T) {
 // average restarts at the fall, so its catching up with the step is no
 // drift that would land the trim afresh at a load that never moved.
 func TestLoadStepRelandsSpuriously(t *testing.T) {
-	r := newRvRig(t, settleConfig())
+	r := newLabRig(t, refusalsConfig())
 	r.load = 80
 	r.run(60*time.Second, 0.5, 0)
 	r.load = 150
@@ -220,9 +159,9 @@ func TestLoadStepRelandsSpuriously(t *testing.T) {
 // periods: 8 s of a run under Low at 100 ms (80 periods) must not become
 // 80 s' worth at 1 s and fire the return to the prior level at once.
 func TestReconfigureTickKeepsRunsInPeriods(t *testing.T) {
-	cfg := settleConfig()
+	cfg := refusalsConfig()
 	cfg.Tick = 100 * time.Millisecond
-	r := newRvRig(t, cfg)
+	r := newLabRig(t, cfg)
 	for r.c.State().Brightness > 0.45 {
 		r.step(1.6, 0)
 	}
@@ -243,11 +182,11 @@ func TestReconfigureTickKeepsRunsInPeriods(t *testing.T) {
 // known good level to return to; with a prior whose load mark the load has
 // since risen past ("no guide") it moves nothing, as without a prior.
 func TestRelaxedRunWithAPriorThatIsNoGuide(t *testing.T) {
-	r := newRvRig(t, settleConfig())
-	r.landAt04()
+	r := newLabRig(t, refusalsConfig())
+	r.land()
 	m := &r.c.mu
 	m.prior, m.priorMark = 0.8, m.loadMark/1.3 // held at a load 30 % lower
-	moved := untilRegimeMove(r.step, 30, true)
+	moved := r.untilRegimeMove(30, true)
 	if moved != nil {
 		t.Errorf("the level is no guide: a run that is not far under throughout should move nothing, as without a prior; moved to %.2f: %s", moved.Brightness, moved.Reason)
 	}

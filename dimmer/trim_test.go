@@ -1,67 +1,18 @@
 package dimmer
 
 import (
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/brownout/brownout/signals"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// settleConfig reads latency against 1 s and the refusal ratio against
-// 1 %, DimOnly: refusals dim without driving the cascade or a fast fall,
-// as in the lab.
-func settleConfig() Config {
-	cfg := testConfig()
-	cfg.Targets = []Target{{Signal: signals.LatencyP99, Target: 1}, {Signal: signals.RejectRatio, Target: 0.01, DimOnly: true}}
-	return cfg
-}
-
-// settleRig steps a controller once a second with a 5 s signal window.
-type settleRig struct {
-	t    *testing.T
-	c    *Controller
-	now  time.Time
-	load float64
-}
-
-func newSettleRig(t *testing.T) *settleRig {
-	c, err := New(settleConfig())
-	require.NoError(t, err)
-	return &settleRig{t: t, c: c, now: t0, load: 150}
-}
-
-// step runs one period with latency p99 (seconds) and refusal ratio rr.
-func (r *settleRig) step(p99, rr float64) *State {
-	r.now = r.now.Add(time.Second)
-	s := snap(r.now, p99, r.load)
-	s.Window = 5 * time.Second
-	s.Set(signals.RejectRatio, rr)
-	return r.c.Step(r.now, s)
-}
-
-// land dims from full brightness (latency over CascadeAt: 0.2 a period)
-// and holds in the band until the trim has settled.
-func (r *settleRig) land() float64 {
-	for range 3 {
-		r.step(1.6, 0)
-	}
-	var st *State
-	for range 50 {
-		st = r.step(0.8, 0.005) // in the band: no evidence either way
-	}
-	require.InDelta(r.t, 0.4, st.Brightness, 1e-9, "landed where the fall left it")
-	require.Contains(r.t, r.c.Status().Reason, "settled, holding")
-	return st.Brightness
-}
 
 // Settled, the trim steps a quantum at a time, and each step waits longer
 // than the one before: 10 s after the landing's last move, then 20, 40,
 // and 60 s at most.
 func TestSettledTrimStepsAQuantumAndBacksOff(t *testing.T) {
-	r := newSettleRig(t)
+	r := newLabRig(t, refusalsConfig())
 	b := r.land()
 	var at []int
 	var steps []float64
@@ -88,7 +39,7 @@ func TestSettledTrimStepsAQuantumAndBacksOff(t *testing.T) {
 // Settled, a level over target on average for 30 s (the mean of min(p, 5)
 // at least 2.2) steps two quanta down at once, whatever the wait says.
 func TestSettledTrimStepsDownWhenClearlyOver(t *testing.T) {
-	r := newSettleRig(t)
+	r := newLabRig(t, refusalsConfig())
 	b := r.land()
 	// Refusals three times their target: a quantum down on the first
 	// evidence, another after 20 s; the next would wait 40 s, but 30
@@ -123,7 +74,7 @@ func TestSettledTrimStepsDownWhenClearlyOver(t *testing.T) {
 // runs one) — unless it returns to the level a regime fall left — and a
 // run far over target too, unless it is heavy (16× target).
 func TestSettledRegimeRunsAreLonger(t *testing.T) {
-	c, err := New(settleConfig())
+	c, err := New(refusalsConfig())
 	require.NoError(t, err)
 	for _, tc := range []struct {
 		name           string
@@ -146,7 +97,7 @@ func TestSettledRegimeRunsAreLonger(t *testing.T) {
 // load mark to follow, so no fast move — starts the landing afresh: its
 // steps grow again, and a slowly changing load is followed.
 func TestSettledTrimLandsAfreshWhenTheLoadDrifts(t *testing.T) {
-	r := newSettleRig(t)
+	r := newLabRig(t, refusalsConfig())
 	r.land()
 	for range 40 {
 		r.load *= 1.005 // +22 % over 40 s: the mark follows
@@ -177,18 +128,15 @@ func TestFailedProbeGoesBackNearTheLastGoodLevel(t *testing.T) {
 		{0.40, 0.44, 0.41},
 		{0.40, 0.43, 0.40},
 	} {
-		c, err := New(settleConfig())
-		require.NoError(t, err)
-		m := &c.mu
+		r := newLabRig(t, refusalsConfig())
+		m := &r.c.mu
 		now := t0.Add(time.Minute)
 		m.started, m.lastFresh, m.dimmed = true, now, true
 		m.landAt, m.movedAt = now.Add(-10*time.Second), now.Add(-10*time.Second)
 		m.brightness, m.good, m.lastDir, m.loadMark = tc.probe, tc.good, 1, 150
-		m.acc = c.need()
-		s := snap(now, 0.8, 150)
-		s.Window = 5 * time.Second
-		s.Set(signals.RejectRatio, 0.02)
-		st := c.Step(now, s)
+		m.acc = r.c.need()
+		r.now = now.Add(-time.Second)
+		st := r.step(0.8, 0.02)
 		assert.InDelta(t, tc.want, st.Brightness, 1e-9, "good %.2f, probe %.2f", tc.good, tc.probe)
 		assert.Contains(t, st.Reason, "back to the last good level")
 	}
@@ -199,7 +147,7 @@ func TestFailedProbeGoesBackNearTheLastGoodLevel(t *testing.T) {
 // that level, and the capacity's return goes back there. The steps of one
 // fall after its first are no level held.
 func TestCascadeFallRemembersTheLevelHeld(t *testing.T) {
-	r := newSettleRig(t)
+	r := newLabRig(t, refusalsConfig())
 	held := r.land() // three fast steps from 1: no level held before them
 	r.step(1.6, 0)   // latency over CascadeAt: two fast steps of 0.2
 	r.step(1.6, 0)
@@ -207,7 +155,7 @@ func TestCascadeFallRemembersTheLevelHeld(t *testing.T) {
 	for range 20 {
 		r.step(0.8, 0.005)
 	}
-	back := untilRegimeMove(r.step, 25, false)
+	back := r.untilRegimeMove(25, false)
 	require.NotNil(t, back, "a regime move up")
 	assert.Contains(t, back.Reason, "back to the level before the fall")
 	assert.InDelta(t, held, back.Brightness, 1e-9, "back to the level the trim held, not one the fall passed")
@@ -219,7 +167,7 @@ func TestCascadeFallRemembersTheLevelHeld(t *testing.T) {
 // about Low/2. Without such a level, the same run moves nothing.
 func TestReturnToTheLevelBeforeAFallOnAMeanFarUnder(t *testing.T) {
 	for _, prior := range []bool{true, false} {
-		r := newSettleRig(t)
+		r := newLabRig(t, refusalsConfig())
 		held := r.land()
 		if prior {
 			r.step(1.6, 0) // two fast steps from the level held
@@ -228,7 +176,7 @@ func TestReturnToTheLevelBeforeAFallOnAMeanFarUnder(t *testing.T) {
 		for range 20 {
 			r.step(0.8, 0.005)
 		}
-		moved := untilRegimeMove(r.step, 24, true) // under Low, not all under Low/2: the mean is 0.325
+		moved := r.untilRegimeMove(24, true) // under Low, not all under Low/2: the mean is 0.325
 		if !prior {
 			assert.Nil(t, moved, "no level to go back to: a run that is not far under throughout moves nothing")
 			continue
@@ -236,24 +184,4 @@ func TestReturnToTheLevelBeforeAFallOnAMeanFarUnder(t *testing.T) {
 		require.NotNil(t, moved, "back to the level before the fall")
 		assert.InDelta(t, held, moved.Brightness, 1e-9)
 	}
-}
-
-// untilRegimeMove steps up to n periods under Low and returns the state of
-// the first regime move ("conditions changed"), or nil: far under (p99
-// 0.1 s against 1 s) or, alternating, 0.2 and 0.45 s — under Low, some not
-// under Low/2, the mean 0.325.
-func untilRegimeMove(step func(p99, rr float64) *State, n int, alternate bool) *State {
-	for i := range n {
-		p99 := 0.1
-		if alternate {
-			p99 = 0.2
-			if i%2 == 1 {
-				p99 = 0.45
-			}
-		}
-		if st := step(p99, 0); strings.Contains(st.Reason, "conditions changed") {
-			return st
-		}
-	}
-	return nil
 }
