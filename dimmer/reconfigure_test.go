@@ -235,3 +235,26 @@ func TestRunFollowsAReconfiguredTick(t *testing.T) {
 		assert.ErrorIs(t, <-done, context.Canceled)
 	})
 }
+
+// Reconfigure to a longer Tick restarts the run counters, which count
+// periods: 8 s of a run under Low at 100 ms (80 periods) must not become
+// 80 s' worth at 1 s and fire the return to the prior level at once.
+func TestReconfigureTickKeepsRunsInPeriods(t *testing.T) {
+	cfg := refusalsConfig()
+	cfg.Tick = 100 * time.Millisecond
+	r := newLabRig(t, cfg)
+	for r.c.State().Brightness > 0.45 {
+		r.step(1.6, 0)
+	}
+	r.run(50*time.Second, 0.8, 0.005)
+	require.Contains(t, r.c.Status().Reason, "settled, holding")
+	r.c.mu.prior, r.c.mu.priorMark = 0.6, r.c.mu.loadMark
+	for range 80 { // 8 s under Low/2: not yet the 10 s a regime move needs
+		st := r.step(0.2, 0)
+		require.NotContains(t, st.Reason, "conditions changed")
+	}
+	cfg.Tick = time.Second
+	require.NoError(t, r.c.ReconfigureAt(r.now, cfg))
+	st := r.step(0.2, 0)
+	assert.NotContains(t, st.Reason, "conditions changed", "8.1 s of run is no 10 s run")
+}

@@ -2,6 +2,7 @@ package dimmer
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 
@@ -34,4 +35,28 @@ func TestIdleIsNotStale(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestStaleSignalsHold(t *testing.T) {
+	r := newRig(t, testConfig())
+	level := r.step(2, -1).Features[0].Level
+	for i := 2; i <= 4; i++ {
+		st := r.silent()
+		assert.Equal(t, level, st.Features[0].Level, "no signal: hold")
+		if i < 4 {
+			assert.Equal(t, Auto, st.Mode)
+		} else {
+			assert.Equal(t, Stale, st.Mode, "3 periods without a signal: stale")
+			assert.Contains(t, st.Reason, "stale")
+		}
+	}
+	// An old snapshot is no snapshot either, and stale never brightens.
+	r.now = t0.Add(10 * time.Second)
+	st := r.c.Step(r.now, snap(r.now.Add(-5*time.Second), 0.1, 10))
+	assert.Equal(t, Stale, st.Mode)
+	assert.Equal(t, level, st.Features[0].Level)
+	// Signals return.
+	r.load = 10
+	st = r.step(0.8, -1)
+	assert.Equal(t, Auto, st.Mode)
 }
