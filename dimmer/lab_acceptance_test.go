@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/brownout/brownout/dimmer"
-	"github.com/brownout/brownout/signals"
+	"github.com/brownout/brownout/internal/lab"
 	"github.com/brownout/brownout/sim"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -32,24 +32,6 @@ type goalRun struct {
 	swing float64
 }
 
-// featureRecorder runs a dimmer.Controller in the lab and keeps every
-// feature's level each period (for the swing).
-type featureRecorder struct {
-	c      *dimmer.Controller
-	levels [][]float64
-}
-
-func (r *featureRecorder) Step(now time.Time, s signals.Snapshot) sim.Dim {
-	d := sim.Controller{C: r.c}.Step(now, s)
-	st := r.c.State()
-	lv := make([]float64, len(st.Features))
-	for i, f := range st.Features {
-		lv[i] = f.Level
-	}
-	r.levels = append(r.levels, lv)
-	return d
-}
-
 func runGoal(load sim.Profile, seed uint32, dur time.Duration, capacity func(time.Duration) float64) (sim.Result, goalRun) {
 	return runGoalWith(sim.BrownoutConfig(sim.BrownoutTarget), load, seed, dur, capacity)
 }
@@ -59,30 +41,23 @@ func runGoalWith(dc dimmer.Config, load sim.Profile, seed uint32, dur time.Durat
 	if err != nil {
 		panic(err)
 	}
-	rec := &featureRecorder{c: c}
+	rec := &lab.Recorder{C: c}
 	cfg := sim.BrownoutLab(load, rec)
 	cfg.Seed, cfg.Duration = seed, dur
 	cfg.Server.Capacity = capacity
 	res := sim.Run(cfg)
-	g := goalRun{w: res.Between(oracleSkip, int(dur/time.Second)), dirs: directionChanges(res.Seconds[oracleSkip:])}
-	for f := range rec.levels[0] {
-		lo, hi := 2.0, -1.0
-		for _, lv := range rec.levels[oracleSkip:] {
-			lo, hi = min(lo, lv[f]), max(hi, lv[f])
-		}
-		g.swing = max(g.swing, hi-lo)
-	}
+	g := goalRun{w: res.Between(lab.Skip, int(dur/time.Second)), dirs: lab.DirectionChanges(res.Seconds[lab.Skip:]), swing: lab.Swing(rec.Levels[lab.Skip:])}
 	return res, g
 }
 
 // constRuns are the controller's runs at the oracle's constant loads, per
 // load and seed, made once for the goal tests that read them.
 var constRuns = sync.OnceValue(func() [][]goalRun {
-	out := make([][]goalRun, len(oracleLoads))
-	for l, load := range oracleLoads {
+	out := make([][]goalRun, len(lab.Loads()))
+	for l, load := range lab.Loads() {
 		out[l] = make([]goalRun, goalSeeds)
 		eachSeed(func(i int, seed uint32) {
-			_, out[l][i] = runGoal(sim.Constant(load), seed, oracleRun, nil)
+			_, out[l][i] = runGoal(sim.Constant(load), seed, lab.Run, nil)
 		})
 	}
 	return out
@@ -91,7 +66,7 @@ var constRuns = sync.OnceValue(func() [][]goalRun {
 // runsAt returns constRuns at load.
 func runsAt(t *testing.T, load float64) []goalRun {
 	t.Helper()
-	for l, v := range oracleLoads {
+	for l, v := range lab.Loads() {
 		if v == load {
 			return constRuns()[l]
 		}
@@ -224,8 +199,8 @@ func TestLabCalmControl(t *testing.T) {
 	}
 	for _, row := range readOracle(t) {
 		ws := make([]sim.Window, goalSeeds)
-		eachSeed(func(i int, seed uint32) { ws[i] = staticWindow(row.Load, 1, seed) })
-		in, _, _ := pooled(ws)
+		eachSeed(func(i int, seed uint32) { ws[i] = lab.StaticWindow(row.Load, 1, seed) })
+		in, _, _ := lab.Pooled(ws)
 		assert.Less(t, in, row.InTime-0.005, "load %.0f: Static(1) in time %.2f%%", row.Load, 100*in)
 	}
 }
@@ -317,7 +292,7 @@ func TestLabModelLaw(t *testing.T) {
 		var inTime, optional, swing float64
 		dirs := 0
 		for i := range modelSeeds {
-			_, g := runGoalWith(dc, sim.Constant(row.Load), uint32(goalSeed0+i), oracleRun, nil)
+			_, g := runGoalWith(dc, sim.Constant(row.Load), uint32(goalSeed0+i), lab.Run, nil)
 			inTime += g.w.InTime / modelSeeds
 			optional += g.w.Optional / modelSeeds
 			dirs, swing = max(dirs, g.dirs), max(swing, g.swing)
