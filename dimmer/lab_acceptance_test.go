@@ -8,6 +8,7 @@ import (
 
 	"github.com/brownout/brownout/dimmer"
 	"github.com/brownout/brownout/internal/lab"
+	"github.com/brownout/brownout/internal/race"
 	"github.com/brownout/brownout/sim"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -105,7 +106,7 @@ func eachSeed(f func(i int, seed uint32)) {
 // previous gate on the same seeds (prevGate), in time within half a
 // point of θ*'s; the share of θ*'s is logged.
 func TestLabOptionalVsOracle(t *testing.T) {
-	if testing.Short() || raceEnabled {
+	if testing.Short() || race.Enabled {
 		t.Skip("300 s lab runs: skipped under -short and -race")
 	}
 	rows := readOracle(t)
@@ -163,7 +164,7 @@ const (
 )
 
 func TestLabCalm(t *testing.T) {
-	if testing.Short() || raceEnabled {
+	if testing.Short() || race.Enabled {
 		t.Skip("300 s lab runs: skipped under -short and -race")
 	}
 	rows := readOracle(t)
@@ -194,7 +195,7 @@ func TestLabCalm(t *testing.T) {
 // (sim.Static(1)) the lab misses θ*'s in-time share by more than half a
 // point at every load of the table.
 func TestLabCalmControl(t *testing.T) {
-	if testing.Short() || raceEnabled {
+	if testing.Short() || race.Enabled {
 		t.Skip("300 s lab runs: skipped under -short and -race")
 	}
 	for _, row := range readOracle(t) {
@@ -226,7 +227,7 @@ const (
 )
 
 func TestLabCapacityDip(t *testing.T) {
-	if testing.Short() || raceEnabled {
+	if testing.Short() || race.Enabled {
 		t.Skip("600 s lab runs: skipped under -short and -race")
 	}
 	const from, dip, back = 120, 300, 420
@@ -282,7 +283,7 @@ func TestLabCapacityDip(t *testing.T) {
 // It asserts only what the model law already holds everywhere: in time
 // within a point of θ*. docs/model.md has the figures and what is missing.
 func TestLabModelLaw(t *testing.T) {
-	if testing.Short() || raceEnabled {
+	if testing.Short() || race.Enabled {
 		t.Skip("300 s lab runs: skipped under -short and -race")
 	}
 	const modelSeeds = 5

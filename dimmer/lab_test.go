@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/brownout/brownout/internal/lab"
+	"github.com/brownout/brownout/internal/race"
 	"github.com/brownout/brownout/shed"
 	"github.com/brownout/brownout/sim"
 	"github.com/stretchr/testify/assert"
@@ -101,7 +102,7 @@ func (ta *tally) done(n int) {
 // elsewhere. make test runs them without it.
 func skipUnderRace(t *testing.T) {
 	t.Helper()
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("lab runs: make test runs them without -race")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/brownout/brownout/internal/lab"
+	"github.com/brownout/brownout/internal/race"
 	"github.com/brownout/brownout/sim"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -55,7 +56,7 @@ func TestLabOracle(t *testing.T) {
 			t.Logf("load %v: θ* %.2f in time %.2f%% optional %.3f p99 %v (found %v)", r.Load, r.Theta, 100*r.InTime, r.Optional, r.P99, r.Found)
 		}
 	}
-	if testing.Short() || raceEnabled {
+	if testing.Short() || race.Enabled {
 		t.Skip("the oracle check runs 2 × 20 runs of 300 s per load; the race detector adds nothing to a single-goroutine lab")
 	}
 	rows := readOracle(t)

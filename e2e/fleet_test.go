@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/brownout/brownout/internal/race"
 	"github.com/brownout/brownout/internal/testsrv"
 	"github.com/brownout/brownout/load"
 )
@@ -134,7 +135,7 @@ func build(t *testing.T) (shopDemo, brownoutd string) {
 // in scrape mode watches the same fleet, for the lag; the promql daemon
 // killed leaves the shops serving with their last-known levels.
 func TestFleet(t *testing.T) {
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("timing-sensitive: make test runs it without -race")
 	}
 	if testing.Short() {

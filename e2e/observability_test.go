@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/brownout/brownout/internal/race"
 	"github.com/brownout/brownout/internal/testsrv"
 )
 
@@ -40,7 +41,7 @@ func TestAlertRules(t *testing.T) {
 // signals to it, under a light load — and the metrics of both pass
 // promtool's lint.
 func TestDashboard(t *testing.T) {
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("runs without -race in make test")
 	}
 	if testing.Short() {

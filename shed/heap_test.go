@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/brownout/brownout/internal/race"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -29,7 +30,7 @@ func heapGrowth(f func()) int64 {
 // few KB behind, not the ids (they kept 85 MB when the limits kept their
 // keys verbatim). Without -race, whose allocations would blur the figure.
 func TestHeapRateLimitKeys(t *testing.T) {
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("heap figures are meaningless under -race")
 	}
 	s, err := New(Config{Now: fixedNow, RateLimit: &RateLimitConfig{}})

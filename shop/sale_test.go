@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brownout/brownout/internal/race"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -17,7 +18,7 @@ import (
 // 2-core machine), and the dimmed sections back once the load drops. It
 // runs outside the race detector (make test runs it on its own).
 func TestSaleOrdering(t *testing.T) {
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("timing-sensitive: make test runs it without -race")
 	}
 	if testing.Short() {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brownout/brownout/internal/race"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -122,7 +123,7 @@ func heapGrowth(f func()) int64 {
 // (they kept about 100 MB, then 15 MB, when every reading of the window
 // was kept). Without -race, whose allocations would blur the figure.
 func TestHeapPushOneInstance(t *testing.T) {
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("heap figures are meaningless under -race")
 	}
 	c := &clock{t: t0}
@@ -159,7 +160,7 @@ func TestHeapPushOneInstance(t *testing.T) {
 // wide as allowed, keep the heap within MaxInstances × what one instance
 // may keep; the instances past MaxInstances get 429.
 func TestHeapPushManyInstances(t *testing.T) {
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("heap figures are meaningless under -race")
 	}
 	const maxInstances = 50

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/brownout/brownout/internal/gate"
+	"github.com/brownout/brownout/internal/race"
 	"github.com/brownout/brownout/shed"
 )
 
@@ -164,7 +165,7 @@ func runCandidate(name string, mk func() *Shed, w int, cancel bool, seed uint32,
 // the lab reproduces the drift that real HTTP showed once clients cancel
 // (and does not without), and ours holds the band where the others do not.
 func TestLimitCandidates(t *testing.T) {
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("single-threaded lab: make test runs it without -race")
 	}
 	d := 120 * time.Second

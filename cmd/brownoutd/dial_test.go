@@ -29,6 +29,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/brownout/brownout/api"
+	"github.com/brownout/brownout/internal/race"
 	"github.com/brownout/brownout/signals"
 	"github.com/brownout/brownout/web"
 )
@@ -277,7 +278,7 @@ func screenshot(t *testing.T, ctx context.Context, path string) {
 
 // TestDial: the operator dial in a real browser against a real daemon.
 func TestDial(t *testing.T) {
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("timing-sensitive: make test runs it without -race")
 	}
 	if testing.Short() {
