@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -27,29 +26,12 @@ import (
 // proc is a started binary, killed when the test ends.
 type proc struct {
 	cmd *exec.Cmd
-	out *lockedBuf
-}
-
-type lockedBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	out *testsrv.Buffer
 }
 
 func start(t *testing.T, bin string, args ...string) *proc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(bin, args...), out: &lockedBuf{}}
+	p := &proc{cmd: exec.Command(bin, args...), out: &testsrv.Buffer{}}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	require.NoError(t, p.cmd.Start())
 	t.Cleanup(func() { p.kill() })

@@ -22,7 +22,7 @@ import (
 // TestAlertRules: the shipped alerting rules load in Prometheus and pass
 // their unit tests, and the shipped prometheus.yml is valid.
 func TestAlertRules(t *testing.T) {
-	promtool := testsrv.Need(t, "promtool", "prometheus")
+	promtool := testsrv.Need(t, "prometheus", "promtool")
 	dir := "../deploy/prometheus"
 	for _, args := range [][]string{
 		{"check", "rules", "brownout-alerts.yml"},
@@ -47,7 +47,7 @@ func TestDashboard(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a 20 s run on real servers")
 	}
-	promtool := testsrv.Need(t, "promtool", "prometheus")
+	promtool := testsrv.Need(t, "prometheus", "promtool")
 	raw, err := os.ReadFile("../deploy/grafana/brownout.json")
 	require.NoError(t, err)
 	var dash struct {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brownout/brownout/internal/hostile"
 	"github.com/brownout/brownout/internal/race"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -106,18 +107,6 @@ func TestPushSourceBoundsBuckets(t *testing.T) {
 	assert.Equal(t, [2]int{reads, buckets}, [2]int{r2, b2}, "a refused push changes nothing")
 }
 
-// heapGrowth returns how much the live heap grew over f, after a GC on
-// both sides.
-func heapGrowth(f func()) int64 {
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	f()
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	return int64(after.HeapAlloc) - int64(before.HeapAlloc)
-}
-
 // TestHeapPushOneInstance: 40 pushes of 0.9 MB to one instance, then 100
 // of the widest allowed, keep the heap within what one instance may keep
 // (they kept about 100 MB, then 15 MB, when every reading of the window
@@ -137,7 +126,7 @@ func TestHeapPushOneInstance(t *testing.T) {
 		widest[i] = wide("a", t0.Add(time.Second+time.Duration(i)*time.Millisecond), maxPushBuckets-1, 0)
 	}
 	refused := 0
-	grew := heapGrowth(func() {
+	grew := hostile.HeapGrowth(func() {
 		for _, b := range huge {
 			if post(src, b).Code == http.StatusRequestEntityTooLarge {
 				refused++
@@ -172,7 +161,7 @@ func TestHeapPushManyInstances(t *testing.T) {
 		bodies[i] = []byte(strings.Replace(string(one), `"instance":"x"`, fmt.Sprintf(`"instance":"shop-%d"`, i), 1))
 	}
 	refused := 0
-	grew := heapGrowth(func() {
+	grew := hostile.HeapGrowth(func() {
 		for _, b := range bodies {
 			switch w := post(src, b); w.Code {
 			case http.StatusTooManyRequests:
