@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/brownout/brownout/internal/testsrv"
 	"github.com/brownout/brownout/signals"
 )
 
@@ -46,7 +47,7 @@ func (s *changingSource) set(failing bool) {
 // changed meanwhile, each line bounded; its recovery once.
 func TestAFailingSourceLogsALineAMinute(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var logs syncBuf
+		var logs testsrv.Buffer
 		a, err := New(Config{Controller: newController(t), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 		require.NoError(t, err)
 		src := &changingSource{failing: true}
@@ -81,22 +82,4 @@ func TestAFailingSourceLogsALineAMinute(t *testing.T) {
 			assert.Contains(t, warns[0], "bytes)")
 		}
 	})
-}
-
-// syncBuf is a log written by Run and read by the test.
-type syncBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

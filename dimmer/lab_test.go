@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brownout/brownout/internal/lab"
+	"github.com/brownout/brownout/internal/race"
 	"github.com/brownout/brownout/shed"
 	"github.com/brownout/brownout/sim"
 	"github.com/stretchr/testify/assert"
@@ -100,7 +102,7 @@ func (ta *tally) done(n int) {
 // elsewhere. make test runs them without it.
 func skipUnderRace(t *testing.T) {
 	t.Helper()
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("lab runs: make test runs them without -race")
 	}
 }
@@ -189,7 +191,7 @@ func TestLabStep(t *testing.T) {
 					ta.check("settled within 5 s", seed, w.InTime >= off.InTime-0.02, "in time %.4f vs Static(0) %.4f", w.InTime, off.InTime)
 					ta.check("control: shedding alone is not", seed, on.InTime < off.InTime-0.02, "Static(1) %.4f", on.InTime)
 					ta.check("p99 ≤ target after 5 s", seed, w.P99 <= max(sim.BrownoutTarget, on.P99), "%v", w.P99)
-					n := directionChanges(res.Seconds[up:])
+					n := lab.DirectionChanges(res.Seconds[up:])
 					ta.check("at most 2 changes of direction", seed, n <= 2, "%d", n)
 					full := -1
 					for _, s := range res.Seconds[down:] {
@@ -204,46 +206,6 @@ func TestLabStep(t *testing.T) {
 			})
 		}
 	}
-}
-
-// directionChanges counts the reversals of the brightness of at least two
-// quanta (0.02), as issue 16 counts them: a move of one quantum back and
-// forth is not a change of direction.
-func directionChanges(secs []sim.Second) int {
-	const q = 0.02 - 1e-9
-	n, dir := 0, 0
-	ext := secs[0].Level // the extreme of the current run
-	for _, s := range secs[1:] {
-		switch {
-		case dir >= 0 && s.Level > ext, dir <= 0 && s.Level < ext:
-			ext = s.Level
-		}
-		switch {
-		case dir == 0 && s.Level-secs[0].Level >= q:
-			dir = 1
-		case dir == 0 && secs[0].Level-s.Level >= q:
-			dir = -1
-		case dir == 1 && ext-s.Level >= q:
-			n, dir, ext = n+1, -1, s.Level
-		case dir == -1 && s.Level-ext >= q:
-			n, dir, ext = n+1, 1, s.Level
-		}
-	}
-	return n
-}
-
-func TestDirectionChanges(t *testing.T) {
-	secs := func(levels ...float64) []sim.Second {
-		out := make([]sim.Second, len(levels))
-		for i, l := range levels {
-			out[i] = sim.Second{T: i, Level: l}
-		}
-		return out
-	}
-	assert.Equal(t, 0, directionChanges(secs(1, 0.5, 0, 0, 0.01, 0)), "a quantum back and forth is not a change")
-	assert.Equal(t, 1, directionChanges(secs(1, 0.5, 0, 0.02)))
-	assert.Equal(t, 2, directionChanges(secs(0.5, 0.6, 0.7, 0.68, 0.7, 0.72)))
-	assert.Equal(t, 0, directionChanges(secs(0.5, 0.51, 0.5, 0.51, 0.5)))
 }
 
 // TestLabGoldenTraces pins the per-second traces of the three runs (seed 1)

@@ -14,16 +14,17 @@ import (
 )
 
 func TestReconfigureKeepsTheLevels(t *testing.T) {
-	c, _ := New(testConfig())
+	r := newRig(t, testConfig())
+	c := r.c
 	ch, cancel := c.Subscribe()
 	defer cancel()
-	sts := script(t, c, 1.6) // latency over CascadeAt: dims at once
-	before := sts[len(sts)-1]
+	before := r.step(1.6, -1) // latency over CascadeAt: dims at once
 	require.Less(t, before.Features[0].Level, 1.0, "dimmed")
 
 	cfg := testConfig()
 	cfg.Hold, cfg.High, cfg.Low = 10*time.Second, 0.9, 0.6
-	require.NoError(t, c.ReconfigureAt(t0.Add(4*time.Second), cfg))
+	r.now = t0.Add(4 * time.Second)
+	require.NoError(t, c.ReconfigureAt(r.now, cfg))
 	st := c.State()
 	assert.Equal(t, before.Generation+1, st.Generation, "a reload publishes a state")
 	assert.Same(t, st, <-ch, "and tells subscribers")
@@ -38,8 +39,7 @@ func TestReconfigureKeepsTheLevels(t *testing.T) {
 
 	// The law goes on from there under the new parameters: 0.85 is now
 	// inside the band (0.6–0.9), so it holds.
-	now := t0.Add(5 * time.Second)
-	st = c.Step(now, snap(now, 0.85, 100))
+	st = r.step(0.85, -1)
 	assert.Equal(t, before.Brightness, st.Brightness)
 	assert.Equal(t, Hold, st.Action)
 }
@@ -47,8 +47,8 @@ func TestReconfigureKeepsTheLevels(t *testing.T) {
 func TestReconfigureFeaturesAndPins(t *testing.T) {
 	three := testConfig()
 	three.Features = append(three.Features, Feature{Name: "chat", Rank: 2})
-	c, _ := New(three)
-	now := t0
+	r := newRig(t, three)
+	c, now := r.c, r.now
 	_, err := c.PinAt(now, "chat", 0.3, time.Hour, "chat vendor down")
 	require.NoError(t, err)
 	_, err = c.PinAt(now, "reviews", 0.4, time.Hour, "reviews DB migration")
@@ -75,10 +75,7 @@ func TestReconfigureFeaturesAndPins(t *testing.T) {
 	assert.ErrorContains(t, err, `unknown feature "chat"`)
 
 	// Dimmed, a new feature gets the level its place in the ladder says.
-	for i := 1; i <= 6; i++ {
-		at := now.Add(time.Duration(i) * time.Second)
-		st = c.Step(at, snap(at, 3, 100))
-	}
+	st = r.steps(6, 3, -1)
 	require.Equal(t, 0.0, st.Brightness)
 	cfg.Features = append(cfg.Features, Feature{Name: "stories", Rank: 4})
 	require.NoError(t, c.ReconfigureAt(now.Add(4*time.Second), cfg))
@@ -86,8 +83,9 @@ func TestReconfigureFeaturesAndPins(t *testing.T) {
 }
 
 func TestReconfigureRejectsABadConfig(t *testing.T) {
-	c, _ := New(capConfig())
-	script(t, c, 2, 2)
+	r := newRig(t, capConfig())
+	c := r.c
+	r.script(2, 2)
 	_, err := c.PinAt(t0.Add(3*time.Second), "reviews", 0.4, time.Hour, "db")
 	require.NoError(t, err)
 	st, cfg := c.State(), c.Config()
@@ -113,30 +111,32 @@ func TestReconfigureRejectsABadConfig(t *testing.T) {
 }
 
 func TestReconfigureAddsASchedule(t *testing.T) {
-	c, _ := New(testConfig())
-	s := stepper{c}
-	for i := 10; i > 0; i-- { // quiet for longer than Hold
-		s.at(saleEve.Add(-time.Duration(i)*time.Second), 0.1, 100)
-	}
+	r := newRig(t, testConfig())
+	c := r.c
+	r.now = saleEve.Add(-11 * time.Second)
+	r.steps(10, 0.1, -1) // quiet for longer than Hold
 	require.NoError(t, c.ReconfigureAt(saleEve, capConfig()))
 	st := c.State()
 	assert.Equal(t, 0.2, level(t, st, "recommendations"), "the new schedule is evaluated at once")
 	assert.Equal(t, Scheduled, mode(t, st, "recommendations"))
 	assert.Contains(t, st.Reason, "1 scheduled caps")
-	st = s.at(saleEve.Add(time.Second), 0.1, 100)
+	r.now = saleEve
+	st = r.step(0.1, -1)
 	assert.Equal(t, 0.2, level(t, st, "recommendations"))
 	assert.InDelta(t, 0.6, st.Brightness, 1e-9, "the next step puts the integrator at the cap")
 
 	// And a reload without it lifts the cap, at the law's pace.
 	require.NoError(t, c.ReconfigureAt(saleEve.Add(2*time.Second), testConfig()))
 	assert.Equal(t, 0.2, level(t, c.State(), "recommendations"), "no jump: the brightness stays")
-	st = s.at(saleEve.Add(3*time.Second), 0.1, 100)
+	r.now = saleEve.Add(2 * time.Second)
+	st = r.step(0.1, -1)
 	assert.InDelta(t, 0.85, st.Brightness, 1e-9, "then MaxRise")
 }
 
 func TestReconfigureWhileFrozenHoldsByName(t *testing.T) {
-	c, _ := New(testConfig())
-	script(t, c, 1.6)
+	r := newRig(t, testConfig())
+	c := r.c
+	r.step(1.6, -1)
 	st := c.FreezeAt(t0.Add(4*time.Second), "sale")
 	rec, vip := level(t, st, "recommendations"), st.Features[0].Segments[0]
 	require.Less(t, rec, 1.0)
@@ -234,4 +234,27 @@ func TestRunFollowsAReconfiguredTick(t *testing.T) {
 		cancel()
 		assert.ErrorIs(t, <-done, context.Canceled)
 	})
+}
+
+// Reconfigure to a longer Tick restarts the run counters, which count
+// periods: 8 s of a run under Low at 100 ms (80 periods) must not become
+// 80 s' worth at 1 s and fire the return to the prior level at once.
+func TestReconfigureTickKeepsRunsInPeriods(t *testing.T) {
+	cfg := refusalsConfig()
+	cfg.Tick = 100 * time.Millisecond
+	r := newLabRig(t, cfg)
+	for r.c.State().Brightness > 0.45 {
+		r.step(1.6, 0)
+	}
+	r.run(50*time.Second, 0.8, 0.005)
+	require.Contains(t, r.c.Status().Reason, "settled, holding")
+	r.c.mu.prior, r.c.mu.priorMark = 0.6, r.c.mu.loadMark
+	for range 80 { // 8 s under Low/2: not yet the 10 s a regime move needs
+		st := r.step(0.2, 0)
+		require.NotContains(t, st.Reason, "conditions changed")
+	}
+	cfg.Tick = time.Second
+	require.NoError(t, r.c.ReconfigureAt(r.now, cfg))
+	st := r.step(0.2, 0)
+	assert.NotContains(t, st.Reason, "conditions changed", "8.1 s of run is no 10 s run")
 }

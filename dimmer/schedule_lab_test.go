@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/brownout/brownout/dimmer"
+	"github.com/brownout/brownout/internal/race"
 	"github.com/brownout/brownout/sim"
 	"github.com/stretchr/testify/assert"
 )
@@ -17,7 +18,7 @@ import (
 // and compares the first seconds after the spike. The figures are in the
 // package documentation ("Scheduled caps"); LAB_SEEDS sets the seeds.
 func TestLabScheduledCap(t *testing.T) {
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("lab runs: slow under -race, and the controller's locking is tested elsewhere")
 	}
 	const spike = 60 // s

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brownout/brownout/signals"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -28,45 +27,26 @@ func capConfig() Config {
 	return cfg
 }
 
-// stepper steps c at explicit instants.
-type stepper struct {
-	c *Controller
-}
-
-func (s stepper) at(now time.Time, p99, rate float64) *State {
-	return s.c.Step(now, snap(now, p99, rate))
-}
-
-func level(t *testing.T, st *State, feature string) float64 {
-	t.Helper()
-	f, ok := st.Feature(feature)
-	require.True(t, ok, feature)
-	return f.Level
-}
-
-func mode(t *testing.T, st *State, feature string) Mode {
-	t.Helper()
-	i, ok := st.FeatureIndex(feature)
-	require.True(t, ok, feature)
-	return st.FeatureMode(i)
+// newScheduleRig is a rig on cfg whose first step is at saleEve.
+func newScheduleRig(t *testing.T, cfg Config) *rig {
+	r := newRig(t, cfg)
+	r.now = saleEve.Add(-time.Second)
+	return r
 }
 
 func TestScheduleCapsOnlyInsideTheWindow(t *testing.T) {
-	c, err := New(capConfig())
-	require.NoError(t, err)
-	s := stepper{c}
+	r := newRig(t, capConfig())
 	from := saleEve.UTC() // Step's now may be in any zone
 	assert.Equal(t, time.Date(2026, 11, 11, 17, 59, 30, 0, time.UTC), from)
 
-	var st *State
-	for i := 10; i > 0; i-- { // quiet, before the window
-		st = s.at(from.Add(-time.Duration(i)*time.Second), 0.1, 100)
-	}
+	r.now = from.Add(-11 * time.Second)
+	st := r.steps(10, 0.1, -1) // quiet, before the window
 	assert.Equal(t, 1.0, level(t, st, "recommendations"), "before the window: no cap")
 	assert.Equal(t, Auto, mode(t, st, "recommendations"))
 	gen := st.Generation
 
-	st = s.at(from, 0.1, 100)
+	st = r.step(0.1, -1)
+	require.Equal(t, from, r.now)
 	assert.Equal(t, gen+1, st.Generation, "the window opening publishes a state; the signals did not change")
 	assert.Equal(t, 0.2, level(t, st, "recommendations"), "inside the window: at most the cap")
 	vip, _ := st.Level("recommendations", "vip")
@@ -89,20 +69,19 @@ func TestScheduleCapsOnlyInsideTheWindow(t *testing.T) {
 	// Quiet all through the window: nothing changes, nothing is published,
 	// and the integrator does not wind up.
 	gen = st.Generation
-	for d := time.Second; d < 2*time.Minute; d += time.Second {
-		st = s.at(from.Add(d), 0.1, 100)
-	}
+	st = r.steps(119, 0.1, -1)
 	assert.Equal(t, gen, st.Generation)
 	assert.InDelta(t, 0.6, st.Brightness, 1e-9)
-	assert.Contains(t, c.Status().Reason, "at the scheduled cap")
+	assert.Contains(t, r.c.Status().Reason, "at the scheduled cap")
 
 	// The window closes: a new state, and the level rises at the law's
 	// pace (MaxRise 0.25 of brightness a second), not in one jump.
 	b := st.Brightness
 	var rec []float64
-	for d := 2 * time.Minute; d < 2*time.Minute+5*time.Second; d += time.Second {
-		st = s.at(from.Add(d), 0.1, 100)
-		if d == 2*time.Minute {
+	for i := range 5 {
+		st = r.step(0.1, -1)
+		if i == 0 {
+			require.Equal(t, from.Add(2*time.Minute), r.now)
 			assert.Equal(t, gen+1, st.Generation, "the window closing publishes a state")
 			assert.Contains(t, st.Reason, "scheduled cap ended (11.11 midnight: pre-dim)")
 			assert.Equal(t, Auto, mode(t, st, "recommendations"))
@@ -115,35 +94,27 @@ func TestScheduleCapsOnlyInsideTheWindow(t *testing.T) {
 }
 
 func TestScheduleFeedbackDimsBelowTheCap(t *testing.T) {
-	c, _ := New(capConfig())
-	s := stepper{c}
-	now := saleEve
-	st := s.at(now, 0.1, 100)
+	r := newScheduleRig(t, capConfig())
+	st := r.step(0.1, -1)
 	require.Equal(t, 0.2, level(t, st, "recommendations"))
 
 	// Latency over CascadeAt: the law dims at once from the cap (no dead
 	// band between the law's level and the cap), and further than the cap.
-	now = now.Add(time.Second)
-	st = s.at(now, 1.6, 100)
+	st = r.step(1.6, -1)
 	assert.Less(t, level(t, st, "recommendations"), 0.2, "feedback dims below the cap in the first step")
 	assert.Equal(t, Auto, mode(t, st, "recommendations"), "the law decides, not the cap")
 	f, _ := st.Feature("recommendations")
 	assert.Nil(t, f.Cap)
 	assert.Contains(t, st.Reason, "scheduled cap of recommendations at 20% until Nov 12 00:01:30 +06 not binding")
 	assert.Contains(t, st.Reason, "dimming recommendations")
-	for range 3 {
-		now = now.Add(time.Second)
-		st = s.at(now, 3, 100)
-	}
+	st = r.steps(3, 3, -1)
 	assert.Equal(t, 0.0, level(t, st, "recommendations"))
 	assert.Equal(t, 0.0, level(t, st, "reviews"), "far over target: the next feature dims too")
 
 	// The overload ends (and its load with it): the law brightens back,
 	// but not past the cap while the window lasts.
-	for range 15 {
-		now = now.Add(time.Second)
-		st = s.at(now, 0.1, 10)
-	}
+	r.load = 10
+	st = r.steps(15, 0.1, -1)
 	assert.Equal(t, 1.0, level(t, st, "reviews"))
 	assert.Equal(t, 0.2, level(t, st, "recommendations"))
 	assert.Equal(t, Scheduled, mode(t, st, "recommendations"))
@@ -154,10 +125,9 @@ func TestScheduleFeedbackDimsBelowTheCap(t *testing.T) {
 // the law's brightness through the stretch the cap hides.
 func TestScheduleDimsAsFastAsWithoutIt(t *testing.T) {
 	run := func(cfg Config) float64 {
-		c, _ := New(cfg)
-		s := stepper{c}
-		s.at(saleEve, 0.78, 100) // in the band
-		return level(t, s.at(saleEve.Add(time.Second), 1.6, 100), "recommendations")
+		r := newScheduleRig(t, cfg)
+		r.step(0.78, -1) // in the band
+		return level(t, r.step(1.6, -1), "recommendations")
 	}
 	free, capped := run(testConfig()), run(capConfig())
 	assert.Less(t, free, 1.0)
@@ -166,23 +136,23 @@ func TestScheduleDimsAsFastAsWithoutIt(t *testing.T) {
 }
 
 func TestSchedulePinBeatsCap(t *testing.T) {
-	c, _ := New(capConfig())
-	s := stepper{c}
-	st := s.at(saleEve, 0.1, 100)
+	r := newScheduleRig(t, capConfig())
+	st := r.step(0.1, -1)
 	require.Equal(t, Scheduled, mode(t, st, "recommendations"))
 
-	st, err := c.PinAt(saleEve.Add(time.Second), "recommendations", 0.8, time.Minute, "marketing wants them on")
+	st, err := r.c.PinAt(saleEve.Add(time.Second), "recommendations", 0.8, time.Minute, "marketing wants them on")
 	require.NoError(t, err)
 	assert.Equal(t, 0.8, level(t, st, "recommendations"), "a pin beats the schedule")
 	assert.Equal(t, Override, mode(t, st, "recommendations"))
 	f, _ := st.Feature("recommendations")
 	assert.Nil(t, f.Cap)
-	st = s.at(saleEve.Add(2*time.Second), 0.1, 100)
+	r.now = saleEve.Add(time.Second)
+	st = r.step(0.1, -1)
 	assert.Equal(t, 0.8, level(t, st, "recommendations"))
 	assert.Equal(t, Override, mode(t, st, "recommendations"))
 	assert.Less(t, st.Features[0].Computed, 0.8, "Computed is the law under the cap")
 
-	st, err = c.UnpinAt(saleEve.Add(3*time.Second), "recommendations")
+	st, err = r.c.UnpinAt(saleEve.Add(3*time.Second), "recommendations")
 	require.NoError(t, err)
 	assert.Equal(t, 0.2, level(t, st, "recommendations"), "unpinned: the schedule again")
 	assert.Equal(t, Scheduled, mode(t, st, "recommendations"))
@@ -194,16 +164,15 @@ func TestScheduleEveryFeatureAndOverlaps(t *testing.T) {
 		{Max: 0.5, From: saleEve, For: time.Minute, Reason: "sale: everything at half"},
 		{Feature: "reviews", Max: 0.3, From: saleEve.Add(10 * time.Second), For: time.Minute, Reason: "reviews DB migration"},
 	}
-	c, err := New(cfg)
-	require.NoError(t, err)
-	s := stepper{c}
-	st := s.at(saleEve, 0.1, 100)
+	r := newScheduleRig(t, cfg)
+	st := r.step(0.1, -1)
 	assert.Equal(t, 0.5, level(t, st, "recommendations"))
 	assert.Equal(t, 0.5, level(t, st, "reviews"), "an entry without a feature caps every feature")
 	assert.Equal(t, Scheduled, mode(t, st, "reviews"))
 	assert.InDelta(t, 0.75, st.Brightness, 1e-9, "the first feature's cap sets the ceiling")
 
-	st = s.at(saleEve.Add(10*time.Second), 0.1, 100)
+	r.now = saleEve.Add(9 * time.Second)
+	st = r.step(0.1, -1)
 	assert.Equal(t, 0.3, level(t, st, "reviews"), "the lowest cap wins")
 	f, _ := st.Feature("reviews")
 	require.NotNil(t, f.Cap)
@@ -215,16 +184,14 @@ func TestScheduleEveryFeatureAndOverlaps(t *testing.T) {
 func TestScheduleStartAndEndPublishEvenWhenNotBinding(t *testing.T) {
 	cfg := testConfig()
 	cfg.Schedule = []Cap{{Feature: "recommendations", Max: 0.9, From: saleEve.Add(10 * time.Second), For: 5 * time.Second, Reason: "rehearsal"}}
-	c, _ := New(cfg)
-	s := stepper{c}
+	r := newScheduleRig(t, cfg)
 	var gens []uint64
-	var st *State
 	for i := range 20 {
 		p99 := 0.78 // in the band: the law holds
 		if i < 3 {
 			p99 = 3 // dim hard first
 		}
-		st = s.at(saleEve.Add(time.Duration(i)*time.Second), p99, 100)
+		st := r.step(p99, -1)
 		gens = append(gens, st.Generation)
 		if i == 10 {
 			assert.Contains(t, st.Reason, "scheduled cap of recommendations at 90% until Nov 11 23:59:45 +06 not binding (rehearsal)")
@@ -245,13 +212,10 @@ func TestScheduleWhileStaleOrFrozen(t *testing.T) {
 	cfg := capConfig()
 	cfg.Schedule[0].From = saleEve.Add(10 * time.Second)
 	cfg.Schedule[0].For = 10 * time.Second
-	c, _ := New(cfg)
-	s := stepper{c}
-	s.at(saleEve, 0.1, 100)
-	var st *State
+	r := newScheduleRig(t, cfg)
+	r.step(0.1, -1)
 	for i := 1; i < 25; i++ { // no signal from here on
-		at := saleEve.Add(time.Duration(i) * time.Second)
-		st = c.Step(at, signals.Snapshot{Time: at})
+		st := r.silent()
 		switch {
 		case i == 9:
 			require.Equal(t, Stale, st.Mode)
@@ -266,15 +230,15 @@ func TestScheduleWhileStaleOrFrozen(t *testing.T) {
 		}
 	}
 
-	c, _ = New(cfg)
-	s = stepper{c}
-	st = c.FreezeAt(saleEve, "hands off")
+	r = newRig(t, cfg)
+	st := r.c.FreezeAt(saleEve, "hands off")
 	gen := st.Generation
-	st = s.at(saleEve.Add(10*time.Second), 0.1, 100)
+	r.now = saleEve.Add(9 * time.Second)
+	st = r.step(0.1, -1)
 	assert.Equal(t, gen+1, st.Generation, "the window opening is published")
 	assert.Equal(t, 1.0, level(t, st, "recommendations"), "a freeze holds levels as published")
 	assert.Equal(t, Frozen, mode(t, st, "recommendations"))
-	st = c.UnfreezeAt(saleEve.Add(11 * time.Second))
+	st = r.c.UnfreezeAt(saleEve.Add(11 * time.Second))
 	assert.Equal(t, 0.2, level(t, st, "recommendations"), "unfrozen inside the window: capped")
 }
 

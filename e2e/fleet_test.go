@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -19,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/brownout/brownout/internal/race"
 	"github.com/brownout/brownout/internal/testsrv"
 	"github.com/brownout/brownout/load"
 )
@@ -26,29 +26,12 @@ import (
 // proc is a started binary, killed when the test ends.
 type proc struct {
 	cmd *exec.Cmd
-	out *lockedBuf
-}
-
-type lockedBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	out *testsrv.Buffer
 }
 
 func start(t *testing.T, bin string, args ...string) *proc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(bin, args...), out: &lockedBuf{}}
+	p := &proc{cmd: exec.Command(bin, args...), out: &testsrv.Buffer{}}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	require.NoError(t, p.cmd.Start())
 	t.Cleanup(func() { p.kill() })
@@ -134,7 +117,7 @@ func build(t *testing.T) (shopDemo, brownoutd string) {
 // in scrape mode watches the same fleet, for the lag; the promql daemon
 // killed leaves the shops serving with their last-known levels.
 func TestFleet(t *testing.T) {
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("timing-sensitive: make test runs it without -race")
 	}
 	if testing.Short() {

@@ -15,13 +15,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/brownout/brownout/internal/race"
 	"github.com/brownout/brownout/internal/testsrv"
 )
 
 // TestAlertRules: the shipped alerting rules load in Prometheus and pass
 // their unit tests, and the shipped prometheus.yml is valid.
 func TestAlertRules(t *testing.T) {
-	promtool := testsrv.Need(t, "promtool", "prometheus")
+	promtool := testsrv.Need(t, "prometheus", "promtool")
 	dir := "../deploy/prometheus"
 	for _, args := range [][]string{
 		{"check", "rules", "brownout-alerts.yml"},
@@ -40,13 +41,13 @@ func TestAlertRules(t *testing.T) {
 // signals to it, under a light load — and the metrics of both pass
 // promtool's lint.
 func TestDashboard(t *testing.T) {
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("runs without -race in make test")
 	}
 	if testing.Short() {
 		t.Skip("a 20 s run on real servers")
 	}
-	promtool := testsrv.Need(t, "promtool", "prometheus")
+	promtool := testsrv.Need(t, "prometheus", "promtool")
 	raw, err := os.ReadFile("../deploy/grafana/brownout.json")
 	require.NoError(t, err)
 	var dash struct {

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,27 +17,10 @@ import (
 
 	"github.com/brownout/brownout/api"
 	"github.com/brownout/brownout/dimmer"
+	"github.com/brownout/brownout/internal/testsrv"
 	"github.com/brownout/brownout/provider"
 	"github.com/brownout/brownout/signals"
 )
-
-// syncBuffer is a log's destination that tests read while it is written.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // hostileState is a state event of a daemon that does not keep to a
 // valid configuration's bounds.
@@ -113,14 +95,14 @@ func TestRemoteRefusesWhatNoDaemonPublishes(t *testing.T) {
 		"/segments":        "segment names: more than 32",
 		"/featuresegments": "segments: more than 32",
 	} {
-		logs := &syncBuffer{}
+		logs := &testsrv.Buffer{}
 		r, err := provider.NewRemote(provider.RemoteOptions{URL: "http://" + ln.Addr().String() + path,
 			Defaults: map[string]bool{"f0": false}, MinBackoff: time.Hour, MaxBackoff: time.Hour,
 			Logger: slog.New(slog.NewTextHandler(logs, nil))})
 		require.NoError(t, err)
 		rctx, stop := context.WithCancel(ctx)
 		go r.Run(rctx)
-		waitFor(t, 20*time.Second, func() bool { return strings.Contains(logs.String(), "disconnected") }, path+": the connection ends")
+		require.Eventually(t, func() bool { return strings.Contains(logs.String(), "disconnected") }, 20*time.Second, 10*time.Millisecond, path+": the connection ends")
 		stop()
 		assert.Contains(t, logs.String(), want, path)
 		assert.Equal(t, 0.0, level(r, "f0"), "%s: the default, not the bad state", path)
@@ -179,7 +161,7 @@ func TestRemoteAcceptsTheLargestValidState(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go r.Run(ctx)
-	waitFor(t, 30*time.Second, r.Connected, "the follower takes the state")
+	require.Eventually(t, r.Connected, 30*time.Second, 10*time.Millisecond, "the follower takes the state")
 	st := r.State()
 	assert.Equal(t, dimmer.MaxFeatures, st.NumFeatures())
 	assert.Equal(t, dimmer.MaxSegments, st.NumSegments())

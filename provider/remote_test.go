@@ -74,16 +74,6 @@ func (d *daemon) kill() {
 	d.srv.Close()
 }
 
-func waitFor(t *testing.T, d time.Duration, cond func() bool, msg string) {
-	t.Helper()
-	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatal("timed out: " + msg)
-}
-
 func level(r *provider.Remote, name string) float64 {
 	st := r.State()
 	i, ok := st.FeatureIndex(name)
@@ -105,7 +95,7 @@ func TestRemoteFollows(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go r.Run(ctx)
-	waitFor(t, 5*time.Second, func() bool { return level(r, "recommendations") == 0.37 }, "followed")
+	require.Eventually(t, func() bool { return level(r, "recommendations") == 0.37 }, 5*time.Second, 10*time.Millisecond, "followed")
 
 	local, _ := provider.New(d.ctl, provider.Options{})
 	remote, _ := provider.New(r, provider.Options{})
@@ -138,7 +128,7 @@ func TestRemoteFollows(t *testing.T) {
 
 	// Kill the daemon: levels held, STALE; evaluations answer at once.
 	d.kill()
-	waitFor(t, 5*time.Second, func() bool { return !r.Connected() }, "disconnected")
+	require.Eventually(t, func() bool { return !r.Connected() }, 5*time.Second, 10*time.Millisecond, "disconnected")
 	assert.Equal(t, openfeature.ProviderStale, <-events)
 	start := time.Now()
 	v, _ := client.FloatValue(ctx, "recommendations.level", -1, openfeature.NewEvaluationContext("u", nil))
@@ -149,14 +139,14 @@ func TestRemoteFollows(t *testing.T) {
 	assert.Less(t, time.Since(start), time.Second, "never blocked")
 
 	// After the TTL: the defaults (reviews fails closed, as the daemon said).
-	waitFor(t, 5*time.Second, func() bool { return level(r, "recommendations") == 1 }, "defaults after the TTL")
+	require.Eventually(t, func() bool { return level(r, "recommendations") == 1 }, 5*time.Second, 10*time.Millisecond, "defaults after the TTL")
 	on, _ := client.BooleanValue(ctx, "reviews", true, openfeature.NewEvaluationContext("u", nil))
 	assert.False(t, on, "reviews fails closed")
 
 	// A restarted daemon on the same address, generation starting again.
 	d2 := startDaemon(t, d.addr)
 	d2.change(t, 0.6)
-	waitFor(t, 5*time.Second, func() bool { return level(r, "recommendations") == 0.6 }, "followed after the restart")
+	require.Eventually(t, func() bool { return level(r, "recommendations") == 0.6 }, 5*time.Second, 10*time.Millisecond, "followed after the restart")
 	assert.Equal(t, openfeature.ProviderReady, <-events)
 	assert.Greater(t, r.State().Generation, st.Generation, "local generations never go back")
 }
@@ -189,7 +179,7 @@ func TestRemoteColdStart(t *testing.T) {
 
 	d := startDaemon(t, addr)
 	d.change(t, 0.25)
-	waitFor(t, 5*time.Second, func() bool { return level(r, "recommendations") == 0.25 }, "caught up")
+	require.Eventually(t, func() bool { return level(r, "recommendations") == 0.25 }, 5*time.Second, 10*time.Millisecond, "caught up")
 	d.kill()
 
 	// The app restarts with the daemon down: the state file's levels.

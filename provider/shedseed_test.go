@@ -40,7 +40,7 @@ func TestFleetShedsTheSameClients(t *testing.T) {
 		remotes = append(remotes, r)
 	}
 	for _, r := range remotes {
-		waitFor(t, 5*time.Second, func() bool { _, ok := r.ShedSeed(); return ok }, "the seed arrives")
+		require.Eventually(t, func() bool { _, ok := r.ShedSeed(); return ok }, 5*time.Second, 10*time.Millisecond, "the seed arrives")
 	}
 	a, _ := remotes[0].ShedSeed()
 	b, _ := remotes[1].ShedSeed()

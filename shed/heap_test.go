@@ -8,28 +8,18 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/brownout/brownout/internal/hostile"
+	"github.com/brownout/brownout/internal/race"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// heapGrowth returns how much the live heap grew over f, after a GC on
-// both sides.
-func heapGrowth(f func()) int64 {
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	f()
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	return int64(after.HeapAlloc) - int64(before.HeapAlloc)
-}
 
 // TestHeapRateLimitKeys: 60 clients with unique 800 KB user ids through
 // the middleware's rate limit (and a RateLimiter keyed by them) leave a
 // few KB behind, not the ids (they kept 85 MB when the limits kept their
 // keys verbatim). Without -race, whose allocations would blur the figure.
 func TestHeapRateLimitKeys(t *testing.T) {
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("heap figures are meaningless under -race")
 	}
 	s, err := New(Config{Now: fixedNow, RateLimit: &RateLimitConfig{}})
@@ -41,7 +31,7 @@ func TestHeapRateLimitKeys(t *testing.T) {
 	for i := range ids {
 		ids[i] = fmt.Sprintf("%03d", i) + strings.Repeat("x", 800<<10)
 	}
-	grew := heapGrowth(func() {
+	grew := hostile.HeapGrowth(func() {
 		for _, id := range ids {
 			req := httptest.NewRequest(http.MethodGet, "/", nil)
 			req.Header.Set("X-User-ID", id)

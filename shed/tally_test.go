@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/brownout/brownout/internal/race"
 	"github.com/brownout/brownout/signals"
 )
 
@@ -60,7 +61,7 @@ func TestMiddlewareTallies(t *testing.T) {
 
 // Without features no tally; with them, no allocation more.
 func TestMiddlewareTallyAllocs(t *testing.T) {
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("the race detector allocates")
 	}
 	allocs := func(features ...string) float64 {

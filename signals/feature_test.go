@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brownout/brownout/internal/race"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
@@ -145,7 +146,7 @@ func TestMiddlewareTallies(t *testing.T) {
 // request that carries it (net/http's contract: middleware does not change
 // the request it was given); the writer and the tally are one.
 func TestMiddlewareTallyAllocs(t *testing.T) {
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("the race detector allocates")
 	}
 	plain := NewRecorder(Config{})
@@ -313,7 +314,7 @@ func TestExplicitMarkWinsRaces(t *testing.T) {
 	rec := NewRecorder(Config{})
 	require.NoError(t, rec.Features("f"))
 	n := 20000
-	if raceEnabled {
+	if race.Enabled {
 		n = 2000
 	}
 	for range n {

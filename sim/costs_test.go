@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/brownout/brownout/dimmer"
+	"github.com/brownout/brownout/internal/race"
 )
 
 // TestCostsLearnedInTheLab: the controller learns each feature's true
@@ -18,7 +19,7 @@ import (
 // request's work — with the configured costs wrong (5:3 where the truth is
 // 3:1), unset, and 3× off either way.
 func TestCostsLearnedInTheLab(t *testing.T) {
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("a lab run: too slow under -race")
 	}
 	const fractionalFor = 60 // s

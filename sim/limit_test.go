@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/brownout/brownout/internal/race"
 	"github.com/brownout/brownout/shed"
 	"github.com/brownout/brownout/signals"
 )
@@ -35,7 +36,7 @@ var limitMix = []ClassMix{{Class: signals.Critical, Share: 0.3}, {Class: signals
 // times: under -race these tests skip, and make test runs them on their
 // own without it.
 func labSeeds(t *testing.T) (seeds uint32, length time.Duration) {
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("single-threaded lab: make test runs it without -race")
 	}
 	return 10, 300 * time.Second

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brownout/brownout/internal/race"
 	"github.com/stretchr/testify/assert"
 )
 
@@ -44,7 +45,7 @@ func partsLabMean(workers int) float64 {
 // seeds within their noise of 98 % (97.8 % on seed 2): logged, not
 // asserted.
 func TestPartsLabReferenceVsController(t *testing.T) {
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("a lab run: too slow under -race")
 	}
 	rhos := []float64{0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95}

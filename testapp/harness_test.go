@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/brownout/brownout/internal/race"
 	"github.com/brownout/brownout/load"
 )
 
@@ -21,7 +22,7 @@ import (
 // brownout serves critical requests at least as well as shedding alone.
 // It runs outside the race detector (make test runs it on its own).
 func TestRealHTTPOrdering(t *testing.T) {
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("timing-sensitive: make test runs it without -race")
 	}
 	cfg := Default()

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/brownout/brownout/internal/race"
 	"github.com/brownout/brownout/load"
 )
 
@@ -17,7 +18,7 @@ import (
 // capacity within 15 %, and its fixed-limit suggestion (Little's law, μ ×
 // the unloaded service time) within half a worker of W.
 func TestRealHTTPKnee(t *testing.T) {
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("timing-sensitive: make test runs it without -race")
 	}
 	cfg := Config{Workers: 4, Page: 8 * time.Millisecond, Parts: []Part{{"recommendations", 3 * time.Millisecond}, {"reviews", 2 * time.Millisecond}}}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/brownout/brownout/internal/race"
 	"github.com/brownout/brownout/load"
 	"github.com/brownout/brownout/signals"
 )
@@ -28,7 +29,7 @@ import (
 // halve what the gate admits, once brought a burst of refusals ten
 // seconds after the spike).
 func TestRealHTTPCriticalFirst(t *testing.T) {
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("timing-sensitive: make test runs it without -race")
 	}
 	cfg := Config{Workers: 2, Page: 8 * time.Millisecond, Exponential: true,

@@ -3,6 +3,7 @@
 //	brownout-lab seed overload|codel|retry
 //	brownout-lab run --scenario NAME [--seed N] [--duration D] [--format table|csv|json] [--series]
 //	brownout-lab real [--stack brownout|shed|failsafe|none] [--workers N] …
+//	brownout-lab explore VIEW [--load R] [--seed N] …
 //
 // `brownout-lab --help` lists the scenarios; docs/measurements.md has the
 // figures they produce.

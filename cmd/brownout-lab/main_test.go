@@ -70,7 +70,7 @@ func TestSimBadInput(t *testing.T) {
 
 // TestHelpOnStdout: every command's --help goes to stdout and succeeds.
 func TestHelpOnStdout(t *testing.T) {
-	for _, args := range [][]string{{"--help"}, {"run", "--help"}, {"real", "-h"}, {"seed", "--help"}} {
+	for _, args := range [][]string{{"--help"}, {"run", "--help"}, {"real", "-h"}, {"seed", "--help"}, {"explore", "--help"}, {"explore", "trace", "-h"}} {
 		out, errOut, err := runArgs(args...)
 		if err != nil {
 			assert.ErrorIs(t, err, flag.ErrHelp, "%v", args)

@@ -23,6 +23,8 @@ Usage:
   brownout-lab run --scenario NAME [--seed N] [--duration D] [--format table|csv|json] [--series]
   brownout-lab real [--stack brownout|shed|failsafe|none] [--workers N] [--phases R:D,…] …
                                   the embedded stack on real HTTP (brownout-lab real --help)
+  brownout-lab explore VIEW [--load R] [--seed N] …
+                                  the controller's law in the lab: traces and tables (brownout-lab explore --help)
   brownout-lab version            the build: version, commit, Go
 
 Seeds:
@@ -47,7 +49,7 @@ Seeds:
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		simUsage(stderr)
-		return usagef("no command: want seed, run or real")
+		return usagef("no command: want seed, run, real or explore")
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
@@ -74,6 +76,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runScenario(ctx, args[1:], stdout, stderr)
 	case "real":
 		return runReal(ctx, args[1:], stdout, stderr)
+	case "explore":
+		return runExplore(ctx, args[1:], stdout, stderr)
 	case "real-app":
 		return runRealApp(ctx, args[1:], stdout, stderr)
 	}

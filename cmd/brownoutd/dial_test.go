@@ -28,6 +28,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/brownout/brownout/api"
+	"github.com/brownout/brownout/internal/race"
 	"github.com/brownout/brownout/internal/testsrv"
 	"github.com/brownout/brownout/signals"
 	"github.com/brownout/brownout/signals/fleet"
@@ -85,7 +86,7 @@ type daemon struct {
 	base      string
 	cancel    context.CancelFunc
 	done      chan error
-	out, errs syncBuffer
+	out, errs testsrv.Buffer
 	once      sync.Once
 }
 
@@ -96,21 +97,21 @@ func startDaemon(t *testing.T, args ...string) *daemon {
 	go func() { d.done <- run(ctx, append([]string{"serve"}, args...), &d.out, &d.errs) }()
 	t.Cleanup(func() { d.stop(t) })
 	re := regexp.MustCompile(`serving on (http://[0-9.:]+)`)
-	eventually(t, 10*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		m := re.FindStringSubmatch(d.out.String())
 		if m != nil {
 			d.base = m[1]
 		}
 		return m != nil || strings.Contains(d.errs.String(), "level=ERROR")
-	}, "the daemon prints its URL")
+	}, 10*time.Second, 50*time.Millisecond, "the daemon prints its URL")
 	require.NotEmpty(t, d.base, "the daemon did not start: %s", d.errs.String())
-	eventually(t, 5*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		resp, err := http.Get(d.base + "/readyz")
 		if err == nil {
 			resp.Body.Close()
 		}
 		return err == nil && resp.StatusCode == 200
-	}, "ready")
+	}, 5*time.Second, 50*time.Millisecond, "ready")
 	return d
 }
 
@@ -166,8 +167,11 @@ func startLoad(t *testing.T, url string, latency time.Duration) *pushLoad {
 }
 
 // stateOf reads /v1/state.
-func stateOf(t *testing.T, base string) api.StateJSON {
-	t.Helper()
+// stateOf reads the daemon's state; t may be an Eventually's collector.
+func stateOf(t require.TestingT, base string) api.StateJSON {
+	if h, ok := t.(interface{ Helper() }); ok {
+		h.Helper()
+	}
 	resp, err := http.Get(base + "/v1/state")
 	require.NoError(t, err)
 	defer resp.Body.Close()
@@ -259,7 +263,7 @@ func screenshot(t *testing.T, ctx context.Context, path string) {
 
 // TestDial: the operator dial in a real browser against a real daemon.
 func TestDial(t *testing.T) {
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("timing-sensitive: make test runs it without -race")
 	}
 	if testing.Short() {
@@ -303,18 +307,23 @@ auth:
 	dialReauth(t, ctx)
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(d.base+"/")))
 	waitJS(t, ctx, 10*time.Second, `window.__dial && __dial.conn() === 'live' && document.querySelectorAll('[role=meter][data-feature]').length === 3`, "the page is live with a dial per feature")
-	eventually(t, 10*time.Second, func() bool { return stateOf(t, d.base).Sources[0].OK }, "the pushes arrive")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.True(c, stateOf(c, d.base).Sources[0].OK)
+	}, 10*time.Second, 50*time.Millisecond, "the pushes arrive")
 	st := checkDials(t, ctx, d.base)
 	assert.Equal(t, 1.0, feature(st, "recommendations").Level, "fast answers: full brightness")
 
 	// Slow answers: the controller dims, and the dials follow within 2 s.
 	ld.latency.Store(int64(900 * time.Millisecond))
-	eventually(t, 10*time.Second, func() bool { return feature(stateOf(t, d.base), "recommendations").Level < 1 }, "the pushed latency dims recommendations")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Less(c, feature(stateOf(c, d.base), "recommendations").Level, 1.0)
+	}, 10*time.Second, 50*time.Millisecond, "the pushed latency dims recommendations")
 	checkDials(t, ctx, d.base)
-	eventually(t, 10*time.Second, func() bool {
-		st := stateOf(t, d.base)
-		return feature(st, "gallery").Level <= 0.1 && feature(st, "reviews").Level == 0
-	}, "every feature at its floor")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		st := stateOf(c, d.base)
+		assert.LessOrEqual(c, feature(st, "gallery").Level, 0.1)
+		assert.Zero(c, feature(st, "reviews").Level)
+	}, 10*time.Second, 50*time.Millisecond, "every feature at its floor")
 	checkDials(t, ctx, d.base)
 
 	// The chart's last point is the observed value: the history's point of
@@ -394,10 +403,13 @@ auth:
 
 	// Within the band: the cascade unwinds; the screenshots show a busy page.
 	ld.latency.Store(int64(240 * time.Millisecond))
-	eventually(t, 10*time.Second, func() bool {
-		st := stateOf(t, d.base)
-		return st.Shed == 0 && st.Pressure != nil && *st.Pressure < st.Law.High
-	}, "pressure back in the band, the cascade unwound")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		st := stateOf(c, d.base)
+		assert.Zero(c, st.Shed)
+		if assert.NotNil(c, st.Pressure) {
+			assert.Less(c, *st.Pressure, st.Law.High)
+		}
+	}, 10*time.Second, 50*time.Millisecond, "pressure back in the band, the cascade unwound")
 	checkDials(t, ctx, d.base)
 
 	// Accessibility: axe-core in both themes, wide and narrow.
@@ -536,7 +548,7 @@ func dialReauth(t *testing.T, ctx context.Context) {
 	defer srv.CloseClientConnections() // the page's stream, before Close waits for it
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/")))
 	waitJS(t, ctx, 5*time.Second, `__dial.conn() === 'live'`, "the page is live")
-	eventually(t, 5*time.Second, func() bool { return renewed.Load() == 1 }, "the page came back with a new stream token")
+	require.Eventually(t, func() bool { return renewed.Load() == 1 }, 5*time.Second, 50*time.Millisecond, "the page came back with a new stream token")
 	waitJS(t, ctx, 5*time.Second, `__dial.conn() === 'live'`, "and is live on it")
 	assert.EqualValues(t, 1, tokens.Load(), "one token asked for")
 }

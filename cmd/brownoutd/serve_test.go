@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,41 +16,16 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/brownout/brownout/internal/testsrv"
 	"github.com/brownout/brownout/signals"
 	"github.com/brownout/brownout/signals/fleet"
 )
 
-// syncBuffer is an io.Writer safe for the daemon's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// eventually polls cond every 50 ms for at most d.
-func eventually(t *testing.T, d time.Duration, cond func() bool, msg string) {
-	t.Helper()
-	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-		if cond() {
-			return
-		}
+// getJSON decodes a GET of url; t may be an Eventually's collector.
+func getJSON(t require.TestingT, url string) map[string]any {
+	if h, ok := t.(interface{ Helper() }); ok {
+		h.Helper()
 	}
-	t.Fatal("timed out: " + msg)
-}
-
-func getJSON(t *testing.T, url string) map[string]any {
-	t.Helper()
 	resp, err := http.Get(url)
 	require.NoError(t, err)
 	defer resp.Body.Close()
@@ -99,27 +72,27 @@ auth:
   push_tokens_file: `+write("push", "shop "+pushTok+"\n")+`
 `)
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errs syncBuffer
+	var out, errs testsrv.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--state-dir", dir, "--config", cfg}, &out, &errs)
 	}()
 	re := regexp.MustCompile(`serving on (http://[0-9.:]+)`)
 	var base string
-	eventually(t, 10*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		m := re.FindStringSubmatch(out.String())
 		if m != nil {
 			base = m[1]
 		}
 		return m != nil
-	}, "the daemon prints its URL")
-	eventually(t, 5*time.Second, func() bool {
+	}, 10*time.Second, 50*time.Millisecond, "the daemon prints its URL")
+	require.Eventually(t, func() bool {
 		resp, err := http.Get(base + "/readyz")
 		if err == nil {
 			resp.Body.Close()
 		}
 		return err == nil && resp.StatusCode == 200
-	}, "ready")
+	}, 5*time.Second, 50*time.Millisecond, "ready")
 	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
 		req, _ := http.NewRequest(http.MethodHead, base+path, nil)
 		resp, err := http.DefaultClient.Do(req)
@@ -147,11 +120,12 @@ auth:
 			rec.Done(signals.Default, now.Add(-900*time.Millisecond), now, false, time.Time{})
 		}
 	}()
-	eventually(t, 10*time.Second, func() bool {
-		st := getJSON(t, base+"/v1/state")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		st := getJSON(c, base+"/v1/state")
 		src := st["sources"].([]any)[0].(map[string]any)
-		return src["ok"] == true && st["features"].([]any)[0].(map[string]any)["level"].(float64) < 1
-	}, "the pushed latency dims recommendations")
+		assert.Equal(c, true, src["ok"])
+		assert.Less(c, st["features"].([]any)[0].(map[string]any)["level"].(float64), 1.0)
+	}, 10*time.Second, 50*time.Millisecond, "the pushed latency dims recommendations")
 	assert.Equal(t, 401, send(t, "POST", base+"/v1/signals", "", `{"v":1,"instance":"x"}`).StatusCode, "pushes need the push token")
 
 	resp := send(t, "POST", base+"/ofrep/v1/evaluate/flags/reviews", "", `{"context":{"targetingKey":"u1"}}`)
@@ -186,7 +160,9 @@ auth:
   push_tokens_file: `+filepath.Join(dir, "push")+`
 `)
 	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
-	eventually(t, 5*time.Second, func() bool { return len(getJSON(t, base+"/v1/state")["features"].([]any)) == 2 }, "reloaded")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Len(c, getJSON(c, base+"/v1/state")["features"].([]any), 2)
+	}, 5*time.Second, 50*time.Millisecond, "reloaded")
 	st := getJSON(t, base+"/v1/state")
 	rv := st["features"].([]any)[1].(map[string]any)
 	assert.Equal(t, 0.3, rv["level"], "the override survived the reload")
@@ -198,7 +174,7 @@ auth:
 	// A broken file: refused, the running configuration kept.
 	write("brownoutd.yaml", "features: [{name: a, floor: 7}]\n")
 	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
-	eventually(t, 5*time.Second, func() bool { return strings.Contains(errs.String(), "reload refused") }, "the refusal is logged")
+	require.Eventually(t, func() bool { return strings.Contains(errs.String(), "reload refused") }, 5*time.Second, 50*time.Millisecond, "the refusal is logged")
 	assert.Len(t, getJSON(t, base+"/v1/state")["features"].([]any), 2)
 
 	resp, err = http.Get(base + "/metrics")

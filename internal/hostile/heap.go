@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -230,4 +231,17 @@ func StreamRefused(tb testing.TB, addr string, sp StreamPath, status int) {
 	if resp.Header.Get("Retry-After") == "" {
 		tb.Fatalf("hostile: stream %s past the cap: no Retry-After", sp.Path)
 	}
+}
+
+// HeapGrowth is how much this process's heap grew over f, after a
+// collection on both sides: what f left reachable. Without the race
+// detector (race.Enabled), whose allocations blur it.
+func HeapGrowth(f func()) int64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	return int64(after.HeapAlloc) - int64(before.HeapAlloc)
 }

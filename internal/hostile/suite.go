@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brownout/brownout/internal/race"
 	"github.com/stretchr/testify/require"
 )
 
@@ -65,7 +66,7 @@ type Target struct {
 	// process), so that its live heap (HeapMetric) is current. The floods
 	// below run one after another once the attacks above are over, each
 	// bounded in the server's live heap; without the race detector only
-	// (Race), whose allocations blur the figures.
+	// (race.Enabled), whose allocations blur the figures.
 	GC     func()
 	Floods []Flood
 	// FloodStreams are the server's event streams: MaxStreams of them
@@ -245,7 +246,7 @@ func (tg Target) floods(t *testing.T) {
 	if len(tg.Floods) == 0 && len(tg.FloodStreams) == 0 {
 		return
 	}
-	if Race {
+	if race.Enabled {
 		t.Skip("heap figures are meaningless under -race: the floods run in the pass without it")
 	}
 	for _, f := range tg.Floods {

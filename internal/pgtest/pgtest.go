@@ -17,6 +17,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+
+	"github.com/brownout/brownout/internal/testsrv"
 )
 
 // Start runs a PostgreSQL server on 127.0.0.1 in a temporary directory
@@ -33,10 +35,7 @@ func Start(t testing.TB) string {
 	t.Helper()
 	matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
 	if len(matches) == 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatal("postgres: no initdb under /usr/lib/postgresql in CI (.ci/run installs postgresql)")
-		}
-		t.Skip("postgres: no initdb under /usr/lib/postgresql (apt-get install postgresql)")
+		testsrv.Missing(t, "initdb under /usr/lib/postgresql", "postgresql")
 	}
 	bin := filepath.Dir(matches[len(matches)-1])
 	dir, err := os.MkdirTemp("", "brownout-pg-")

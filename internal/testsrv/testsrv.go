@@ -1,9 +1,11 @@
 // Package testsrv starts the real servers that tests run against —
-// redis-server and Prometheus — on 127.0.0.1, free ports and temp dirs,
-// and the headless chromium of the browser tests, stopped when the test
-// ends. Each skips the test where its binary is
-// missing, except in CI (the CI environment variable set), where .ci/run
-// installs them and a missing binary fails the test.
+// redis-server and Prometheus on 127.0.0.1, free ports and temp dirs, and
+// the headless chromium of the browser tests — stopped when the test
+// ends, and holds what tests share about them: the Debian tools they need
+// (Need, Missing), a free address, a Buffer for a server's output. A test
+// skips where a tool is missing, except in CI (the CI environment
+// variable set), where .ci/run installs them and a missing tool fails the
+// test.
 package testsrv
 
 import (
@@ -15,27 +17,55 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// Need finds a binary, or skips the test (fails it in CI, where .ci/run
-// must have installed Debian package pkg).
-func Need(tb testing.TB, bin, pkg string) string { tb.Helper(); return need(tb, bin, pkg) }
-
-// need finds a binary, or skips (fails in CI).
-func need(tb testing.TB, bin, pkg string) string {
+// Need finds the first of bins on the PATH, or skips the test (fails it
+// in CI, where .ci/run must have installed Debian package pkg).
+func Need(tb testing.TB, pkg string, bins ...string) string {
 	tb.Helper()
-	path, err := exec.LookPath(bin)
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			tb.Fatalf("%s not found in CI: .ci/run must install Debian package %s", bin, pkg)
+	for _, bin := range bins {
+		if path, err := exec.LookPath(bin); err == nil {
+			return path
 		}
-		tb.Skipf("%s not found: apt-get install %s (as .ci/run does) to run this test", bin, pkg)
 	}
-	return path
+	Missing(tb, strings.Join(bins, " or "), pkg)
+	return ""
+}
+
+// Missing skips the test for the want of what (a binary, a file), or fails
+// it in CI, where .ci/run must have installed Debian package pkg.
+func Missing(tb testing.TB, what, pkg string) {
+	tb.Helper()
+	if os.Getenv("CI") != "" {
+		tb.Fatalf("%s not found in CI: .ci/run must install Debian package %s", what, pkg)
+	}
+	tb.Skipf("%s not found: apt-get install %s (as .ci/run does) to run this test", what, pkg)
+}
+
+// Buffer is an io.Writer for a server's log or output that a test reads
+// while the server writes it; safe for concurrent use. The zero Buffer is
+// empty and ready.
+type Buffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *Buffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String returns what was written so far.
+func (s *Buffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // FreeAddr returns a free 127.0.0.1 address.
@@ -62,7 +92,7 @@ type Redis struct {
 // StartRedis starts a redis-server on a free port.
 func StartRedis(tb testing.TB) *Redis {
 	tb.Helper()
-	s := &Redis{tb: tb, bin: need(tb, "redis-server", "redis-server"), dir: tb.TempDir(), Addr: FreeAddr(tb)}
+	s := &Redis{tb: tb, bin: Need(tb, "redis-server", "redis-server"), dir: tb.TempDir(), Addr: FreeAddr(tb)}
 	s.Start()
 	tb.Cleanup(s.Kill)
 	return s
@@ -108,7 +138,7 @@ func (s *Redis) Kill() {
 // /metrics) every second, and returns its base URL once it is ready.
 func StartPrometheus(tb testing.TB, targets ...string) string {
 	tb.Helper()
-	bin := need(tb, "prometheus", "prometheus")
+	bin := Need(tb, "prometheus", "prometheus")
 	addr := FreeAddr(tb)
 	dir := tb.TempDir()
 	cfg := filepath.Join(dir, "prometheus.yml")

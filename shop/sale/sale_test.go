@@ -2,7 +2,6 @@ package sale
 
 import (
 	"context"
-	"github.com/brownout/brownout/shop"
 	"net"
 	"net/http"
 	"testing"
@@ -10,6 +9,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/brownout/brownout/internal/race"
+	"github.com/brownout/brownout/shop"
 )
 
 // TestSaleOrdering is the shop's short end-to-end run on real HTTP: the
@@ -18,7 +20,7 @@ import (
 // 2-core machine), and the dimmed sections back once the load drops. It
 // runs outside the race detector (make test runs it on its own).
 func TestSaleOrdering(t *testing.T) {
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("timing-sensitive: make test runs it without -race")
 	}
 	if testing.Short() {

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brownout/brownout/internal/hostile"
+	"github.com/brownout/brownout/internal/race"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -107,24 +109,12 @@ func TestPushSourceBoundsBuckets(t *testing.T) {
 	assert.Equal(t, [2]int{reads, buckets}, [2]int{r2, b2}, "a refused push changes nothing")
 }
 
-// heapGrowth returns how much the live heap grew over f, after a GC on
-// both sides.
-func heapGrowth(f func()) int64 {
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	f()
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	return int64(after.HeapAlloc) - int64(before.HeapAlloc)
-}
-
 // TestHeapPushOneInstance: 40 pushes of 0.9 MB to one instance, then 100
 // of the widest allowed, keep the heap within what one instance may keep
 // (they kept about 100 MB, then 15 MB, when every reading of the window
 // was kept). Without -race, whose allocations would blur the figure.
 func TestHeapPushOneInstance(t *testing.T) {
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("heap figures are meaningless under -race")
 	}
 	c := &clock{t: t0}
@@ -138,7 +128,7 @@ func TestHeapPushOneInstance(t *testing.T) {
 		widest[i] = wide("a", t0.Add(time.Second+time.Duration(i)*time.Millisecond), maxPushBuckets-1, 0)
 	}
 	refused := 0
-	grew := heapGrowth(func() {
+	grew := hostile.HeapGrowth(func() {
 		for _, b := range huge {
 			if post(src, b).Code == http.StatusRequestEntityTooLarge {
 				refused++
@@ -161,7 +151,7 @@ func TestHeapPushOneInstance(t *testing.T) {
 // wide as allowed, keep the heap within MaxInstances × what one instance
 // may keep; the instances past MaxInstances get 429.
 func TestHeapPushManyInstances(t *testing.T) {
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("heap figures are meaningless under -race")
 	}
 	const maxInstances = 50
@@ -173,7 +163,7 @@ func TestHeapPushManyInstances(t *testing.T) {
 		bodies[i] = []byte(strings.Replace(string(one), `"instance":"x"`, fmt.Sprintf(`"instance":"shop-%d"`, i), 1))
 	}
 	refused := 0
-	grew := heapGrowth(func() {
+	grew := hostile.HeapGrowth(func() {
 		for _, b := range bodies {
 			switch w := post(src, b); w.Code {
 			case http.StatusTooManyRequests:

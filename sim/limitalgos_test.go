@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/brownout/brownout/internal/gate"
+	"github.com/brownout/brownout/internal/race"
 	"github.com/brownout/brownout/shed"
 )
 
@@ -17,7 +18,7 @@ import (
 // gate.LimitConfig), side by side in the lab. Each drives the same gate
 // through SetLimit from every completion; ours runs inside the gate.
 //
-//	go test ./sim -run TestLimitCandidates -v
+//	go test ./sim -run TestLimitHoldsTheBandWhereOthersDrift -v
 
 // candidate is a limit algorithm fed every completion: its latency, its
 // cost and the cost in flight.
@@ -159,12 +160,12 @@ func runCandidate(name string, mk func() *Shed, w int, cancel bool, seed uint32,
 		critical: res.Summary.CriticalOK, p99: res.Summary.P99}
 }
 
-// TestLimitCandidates runs every candidate for W = 4 and 16 at 2× the
+// TestLimitHoldsTheBandWhereOthersDrift runs every candidate for W = 4 and 16 at 2× the
 // capacity, seed 1, 120 s, and checks the two facts the choice rests on:
 // the lab reproduces the drift that real HTTP showed once clients cancel
 // (and does not without), and ours holds the band where the others do not.
-func TestLimitCandidates(t *testing.T) {
-	if raceEnabled {
+func TestLimitHoldsTheBandWhereOthersDrift(t *testing.T) {
+	if race.Enabled {
 		t.Skip("single-threaded lab: make test runs it without -race")
 	}
 	d := 120 * time.Second

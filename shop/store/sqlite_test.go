@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,52 +14,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-func TestOrderIDs(t *testing.T) {
-	var g idGen
-	now := time.Now()
-	format := regexp.MustCompile(`^o-[0-9a-f]{14}-[0-9a-f]{12}$`)
-	prev := ""
-	for i := range 10000 {
-		at := now
-		if i%3 == 0 {
-			at = now.Add(-time.Second) // a clock step back
-		}
-		id := g.next(at)
-		require.Regexp(t, format, id)
-		require.Greater(t, id, prev, "ids increase")
-		prev = id
-	}
-	// Concurrent: all distinct.
-	seen := sync.Map{}
-	var dup atomic.Int64
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			for range 1000 {
-				if _, loaded := seen.LoadOrStore(g.next(time.Now()), true); loaded {
-					dup.Add(1)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	assert.Zero(t, dup.Load())
-	// Ids of later times sort later, across generators.
-	var h idGen
-	assert.Less(t, h.next(now), h.next(now.Add(time.Microsecond)))
-}
-
-func TestNormalize(t *testing.T) {
-	items, canon, err := normalize(CheckoutRequest{User: "u", Items: []Item{{9, 1}, {4, 1}, {4, 2}}})
-	require.NoError(t, err)
-	assert.Equal(t, []Item{{4, 3}, {9, 1}}, items)
-	assert.Equal(t, "4x3,9x1", canon)
-	in := []Item{{2, 1}, {1, 1}}
-	_, _, err = normalize(CheckoutRequest{User: "u", Items: in})
-	require.NoError(t, err)
-	assert.Equal(t, []Item{{2, 1}, {1, 1}}, in, "the caller's slice is not changed")
-}
 
 func TestParseDSN(t *testing.T) {
 	for _, tc := range []struct {
@@ -100,13 +53,6 @@ func TestSQLiteOddPath(t *testing.T) {
 	require.NoError(t, err)
 	defer s.Close()
 	assert.FileExists(t, path)
-}
-
-func TestStatsCheck(t *testing.T) {
-	assert.NoError(t, Stats{Products: map[int64]ProductStats{1: {100, 1, 99}, 2: {5, 5, 0}}}.Check())
-	err := Stats{Products: map[int64]ProductStats{1: {100, 0, 101}, 2: {5, 5, 0}, 3: {5, -1, 6}, 4: {5, 4, 0}}}.Check()
-	require.Error(t, err)
-	assert.Equal(t, "store: product 1: initial 100, sold 101, stock 0\nstore: product 3: initial 5, sold 6, stock -1\nstore: product 4: initial 5, sold 0, stock 4", err.Error())
 }
 
 // Every writing transaction on SQLite begins IMMEDIATE: it holds the

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestExploreTracesTheController: the trace view prints a line per change
+// of level with the signals and the controller's status, the same for the
+// same seed, and nothing on stderr with --quiet.
+func TestExploreTracesTheController(t *testing.T) {
+	out, errOut, err := runArgs("explore", "trace", "--load", "150", "--seed", "3", "--duration", "20s", "--quiet")
+	require.NoError(t, err)
+	assert.Empty(t, errOut)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.GreaterOrEqual(t, len(lines), 13, "the first 13 seconds, then the changes")
+	assert.Regexp(t, `^t=0 level=1\.00 p99=0 `, lines[0])
+	assert.Regexp(t, `^t=\d+ level=0\.\d\d p99=\d+ rr=\S+ arr=\d+ tp=\d+ lim=\S+ busy=\S+ util=\S+ b=\S+ p=\S+ dim: .*dimming`, strings.Join(lines[1:4], "\n"), "150 req/s dims within the first seconds")
+	again, _, err := runArgs("explore", "trace", "--load", "150", "--seed", "3", "--duration", "20s", "--quiet")
+	require.NoError(t, err)
+	assert.Equal(t, out, again, "deterministic")
+
+	all, _, err := runArgs("explore", "trace", "--load", "150", "--seed", "3", "--duration", "20s", "--quiet", "--all")
+	require.NoError(t, err)
+	assert.Len(t, strings.Split(strings.TrimSpace(all), "\n"), 20, "--all: every second")
+}
+
+func TestExploreBadUsage(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"explore"}, "want a view first"},
+		{[]string{"explore", "--load", "100"}, "want a view first"},
+		{[]string{"explore", "nope"}, `unknown view "nope"`},
+		{[]string{"explore", "trace", "extra"}, "unexpected arguments"},
+		{[]string{"explore", "controller", "--loads", "100,x"}, `--loads "100,x"`},
+		{[]string{"explore", "trace", "--load", "-5"}, "--load -5"},
+		{[]string{"explore", "traj", "--duration", "30s"}, "want 1m31s to 24h for traj"},
+		{[]string{"explore", "traj", "--swing-from", "400"}, "--swing-from 400"},
+		{[]string{"explore", "trace", "--gate", "x"}, `--gate "x"`},
+		{[]string{"explore", "trace", "--seeds", "0"}, "--seeds 0"},
+		{[]string{"explore", "trace", "--low", "2"}, "the controller's configuration"},
+		{[]string{"explore", "trace", "--seed", "-1"}, "invalid value"},
+	} {
+		_, _, err := runArgs(c.args...)
+		require.Error(t, err, "%q", c.args)
+		assert.True(t, errors.As(err, new(usageError)), "%q: a usage error (exit 2): %v", c.args, err)
+		assert.Contains(t, err.Error(), c.want, "%q", c.args)
+	}
+	_, _, err := runArgs("explore", "controller", "--loads", "100", "--oracle", "/nonexistent/oracle.csv")
+	require.Error(t, err)
+	assert.False(t, errors.As(err, new(usageError)), "a missing table is no usage error")
+	assert.Contains(t, err.Error(), "--oracle ''")
+}
+
+func TestExploreHelpListsTheViews(t *testing.T) {
+	out, _, _ := runArgs("explore", "--help")
+	for _, v := range exploreViews {
+		assert.Contains(t, out, "\n  "+v+" ", "the usage describes %s", v)
+	}
+	for _, f := range []string{"-loads", "-seed0", "-oracle", "-dip-trace", "-max-step"} {
+		assert.Contains(t, out, f)
+	}
+}

@@ -1,5 +1,0 @@
-//go:build race
-
-package dimmer_test
-
-const raceEnabled = true

@@ -1,5 +1,0 @@
-//go:build !race
-
-package shed
-
-const raceEnabled = false

@@ -1,5 +1,0 @@
-//go:build !race
-
-package shop
-
-const raceEnabled = false

@@ -1,5 +1,0 @@
-//go:build !race
-
-package fleet
-
-const raceEnabled = false

@@ -1,5 +1,0 @@
-//go:build !race
-
-package signals
-
-const raceEnabled = false

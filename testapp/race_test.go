@@ -1,5 +1,0 @@
-//go:build race
-
-package testapp
-
-const raceEnabled = true
