@@ -15,9 +15,12 @@ build: ## build the commands into bin/
 	$(GO) build -o $(BIN)/ ./cmd/...
 
 # Timing-sensitive and single-threaded tests skip under -race; they run on
-# their own without it, one package at a time (the real-HTTP ordering test,
-# the lab's acceptance, the shop's sale; the dial in a headless chromium).
-NORACE := ./testapp ./sim ./shop/... ./e2e
+# their own without it: on real HTTP one package at a time (the test app's
+# orderings, the shop's sale, the fleet; the dial in a headless chromium),
+# and the lab's (virtual time: its figures do not depend on the machine)
+# in parallel.
+NORACE := ./testapp ./shop/... ./e2e
+LAB    := ./dimmer ./sim
 # Heap bounds under hostile input (TestHeap…, and the hostile clients'
 # floods against brownoutd and the shop) skip under -race, whose
 # allocations blur the figures; they run here without it.
@@ -33,10 +36,10 @@ test: ## vet, every test with the race detector, then the lab and real-HTTP test
 	$(GO) vet -tags brownout_procpin ./signals
 	$(GO) test -race -count=1 $(PKGS)
 	$(GO) test -race -count=1 -tags brownout_procpin ./signals
-	$(GO) test -p 1 -count=1 -run 'RealHTTP|Limit|SaleOrdering|Fleet|Priority|Dashboard' $(NORACE)
+	$(GO) test -p 1 -count=1 -run 'RealHTTP|SaleOrdering|Fleet|Dashboard' $(NORACE)
 	$(GO) test -p 1 -count=1 -run '^TestHeap' $(HEAP)
 	$(GO) test -p 1 -count=1 -run '^TestHostileClients$$' $(HOSTILE)
-	$(GO) test -count=1 -run 'Lab' ./dimmer
+	$(GO) test -count=1 -run 'Lab|^TestLimit|^TestPriority' $(LAB)
 	$(GO) test -count=1 -run '^TestDial' ./cmd/brownoutd
 
 e2e: ## the real-HTTP harness on its defaults (brownout-lab real), one stack after another
