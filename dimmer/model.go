@@ -273,6 +273,9 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 	w := why{top: o.top, load: o.load, model: true}
 	e := &m.mdl.capacity
 	lam := c.estimateLoad(o)
+	if lam > 0 {
+		w.load = lam // the reason gives the load the levels are set for
+	}
 	seconds, busy := c.demand(now, o.tallies, o.recentSpan)
 	if seconds != e.seconds {
 		// The unit of work changed (tallies appeared or went): what K
