@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/brownout/brownout/dimmer"
+	httpproblem "github.com/brownout/brownout/internal/problem"
 	"github.com/brownout/brownout/signals"
 )
 
@@ -690,15 +691,6 @@ func (r *Remote) connect(ctx context.Context) error {
 	}
 }
 
-// statusError is the daemon's answer to the stream's request when it is
-// not 200.
-type statusError struct {
-	url    string
-	code   int
-	status string
-	detail string // the problem's, when the answer is problem+json
-}
-
 // maxRefusal bounds what the follower reads of a refusal: a problem+json
 // body (the daemon's are a few hundred bytes), whose detail the error,
 // and so the log and Health, quote.
@@ -706,39 +698,11 @@ const maxRefusal = 1 << 10
 
 // refusal reads the daemon's answer resp to url.
 func refusal(url string, resp *http.Response) error {
-	e := &statusError{url: url, code: resp.StatusCode, status: resp.Status}
-	var prob struct {
-		Detail string `json:"detail"`
-	}
-	if raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxRefusal)); json.Unmarshal(raw, &prob) == nil {
-		e.detail = prob.Detail
-	}
-	return e
-}
-
-func (e *statusError) Error() string {
-	msg := fmt.Sprintf("provider: remote: %s: %s", e.url, e.status)
-	if e.refused() {
-		msg = fmt.Sprintf("provider: remote: %s: %s (%d) — check the token (this app's, and the daemon's evaluation or operator tokens)",
-			e.url, strings.ToLower(http.StatusText(e.code)), e.code)
-	}
-	if e.detail != "" {
-		msg += ": " + e.detail
-	}
-	return msg
-}
-
-// refused: the daemon refused the request's credentials.
-func (e *statusError) refused() bool {
-	return e.code == http.StatusUnauthorized || e.code == http.StatusForbidden
-}
-
-// Unwrap returns ErrUnauthorized for a refused token.
-func (e *statusError) Unwrap() error {
-	if e.refused() {
-		return ErrUnauthorized
-	}
-	return nil
+	return httpproblem.ReadRefusal(resp, maxRefusal, httpproblem.Refusal{
+		Where:        "provider: remote: " + url,
+		Hint:         "check the token (this app's, and the daemon's evaluation or operator tokens)",
+		Unauthorized: ErrUnauthorized,
+	})
 }
 
 // maxEvent bounds one event's data: the largest state a valid daemon

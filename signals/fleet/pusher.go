@@ -13,10 +13,10 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
+	httpproblem "github.com/brownout/brownout/internal/problem"
 	"github.com/brownout/brownout/signals"
 )
 
@@ -211,38 +211,11 @@ func (p *Pusher) backoff(fails int, err error) time.Duration {
 	return d
 }
 
-// pushStatusError is a push the server answered with a non-2xx status.
+// pushStatusError is a push the server answered with a non-2xx status,
+// and the wait it asked for (Retry-After).
 type pushStatusError struct {
-	url        string
-	code       int
-	status     string
-	detail     string
+	*httpproblem.Refusal
 	retryAfter time.Duration
-}
-
-func (e *pushStatusError) Error() string {
-	msg := fmt.Sprintf("fleet: push to %s: HTTP %s", e.url, e.status)
-	if e.refused() {
-		msg = fmt.Sprintf("fleet: push to %s: %s (%d) — check the push token (this app's, and the daemon's push tokens)",
-			e.url, strings.ToLower(http.StatusText(e.code)), e.code)
-	}
-	if e.detail != "" {
-		msg += ": " + e.detail
-	}
-	return msg
-}
-
-// refused: the daemon refused the push's credentials.
-func (e *pushStatusError) refused() bool {
-	return e.code == http.StatusUnauthorized || e.code == http.StatusForbidden
-}
-
-// Unwrap returns ErrUnauthorized for a refused token.
-func (e *pushStatusError) Unwrap() error {
-	if e.refused() {
-		return ErrUnauthorized
-	}
-	return nil
 }
 
 // Push sends the Recorder's state once, now, and notes how it went in
@@ -317,15 +290,14 @@ func (p *Pusher) push(ctx context.Context) error {
 		io.Copy(io.Discard, io.LimitReader(resp.Body, maxAnswer)) // reuse the connection
 		return nil
 	}
-	se := &pushStatusError{url: p.cfg.URL, code: resp.StatusCode, status: resp.Status}
+	se := &pushStatusError{Refusal: httpproblem.ReadRefusal(resp, maxAnswer, httpproblem.Refusal{
+		Where:        "fleet: push to " + p.cfg.URL,
+		StatusPrefix: "HTTP ",
+		Hint:         "check the push token (this app's, and the daemon's push tokens)",
+		Unauthorized: ErrUnauthorized,
+	})}
 	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
 		se.retryAfter = time.Duration(s) * time.Second
-	}
-	var prob struct {
-		Detail string `json:"detail"`
-	}
-	if raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxAnswer)); json.Unmarshal(raw, &prob) == nil {
-		se.detail = prob.Detail
 	}
 	return se
 }
