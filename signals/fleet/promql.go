@@ -45,11 +45,33 @@ type PromQLConfig struct {
 // quantiles over rng (a PromQL range such as "30s" or "1m": at least four
 // scrape intervals). Classic buckets are used so that the queries work
 // whether or not the server ingests native histograms.
-func DefaultQueries(rng string) map[signals.Key]string {
-	q := func(quantile, metric string) string {
-		return fmt.Sprintf("histogram_quantile(%s, sum by (le) (rate(%s_bucket[%s])))", quantile, metric, rng)
+func DefaultQueries(rng string) map[signals.Key]string { return DefaultQueriesFor(rng, "") }
+
+// DefaultQueriesFor is DefaultQueries over the series that selector
+// selects: label matchers as PromQL writes them inside braces, e.g.
+// service="shop" or job=~"shop-.*",env="prod", added to every metric's
+// selector — the fleet of one service, where a Prometheus server scrapes
+// several. It is inserted as given: check it where it comes from (a
+// configuration); "" selects every series, as DefaultQueries.
+func DefaultQueriesFor(rng, selector string) map[signals.Key]string {
+	// sel writes metric{matchers…, selector}.
+	sel := func(metric string, matchers ...string) string {
+		if selector != "" {
+			matchers = append(matchers, selector)
+		}
+		if len(matchers) == 0 {
+			return metric
+		}
+		return metric + "{" + strings.Join(matchers, ",") + "}"
 	}
-	rate := func(metric string) string { return fmt.Sprintf("sum(rate(%s[%s]))", metric, rng) }
+	q := func(quantile, metric string) string {
+		return fmt.Sprintf("histogram_quantile(%s, sum by (le) (rate(%s[%s])))", quantile, sel(metric+"_bucket"), rng)
+	}
+	rateOf := func(metric string, matchers ...string) string {
+		return fmt.Sprintf("sum(rate(%s[%s]))", sel(metric, matchers...), rng)
+	}
+	rate := func(metric string) string { return rateOf(metric) }
+	const refused = `reason=~"max_wait|codel|deadline|concurrency"`
 	return map[signals.Key]string{
 		signals.LatencyP50:  q("0.5", signals.MetricLatency),
 		signals.LatencyP90:  q("0.9", signals.MetricLatency),
@@ -57,19 +79,20 @@ func DefaultQueries(rng string) map[signals.Key]string {
 		signals.LatencyP999: q("0.999", signals.MetricLatency),
 		signals.LatencyMean: fmt.Sprintf("%s / %s", rate(signals.MetricLatency+"_sum"), rate(signals.MetricLatency+"_count")),
 		signals.SojournP99:  q("0.99", signals.MetricSojourn),
-		signals.SojournMin:  "max(" + signals.MetricSojournMin + ")",
-		signals.InFlight:    "sum(" + signals.MetricInFlight + ")",
+		signals.SojournMin:  "max(" + sel(signals.MetricSojournMin) + ")",
+		signals.InFlight:    "sum(" + sel(signals.MetricInFlight) + ")",
 		signals.ArrivalRate: rate(signals.MetricArrived),
 		signals.Throughput:  rate(signals.MetricCompleted),
 		signals.Goodput:     rate(signals.MetricGood),
 		signals.RejectRate:  rate(signals.MetricRejected),
 		signals.ErrorRatio:  fmt.Sprintf("%s / %s", rate(signals.MetricFailed), rate(signals.MetricCompleted)),
-		signals.RejectRatio: fmt.Sprintf(`sum(rate(%s{reason=~"max_wait|codel|deadline|concurrency"}[%s])) / %s`, signals.MetricRejected, rng, rate(signals.MetricArrived)),
-		signals.GateBusy: fmt.Sprintf(`clamp_max((%s + sum(rate(%s{reason=~"max_wait|codel|deadline|concurrency|canceled"}[%s]))) / (%s - sum(rate(%s{reason=~"rate_limit|shed_level"}[%s]))), 1)`,
-			rate(signals.MetricWaited), signals.MetricRejected, rng, rate(signals.MetricArrived), signals.MetricRejected, rng),
-		signals.GateUtilization: fmt.Sprintf("sum(%s) / sum(%s)", signals.MetricGateInFlight, signals.MetricGateLimit),
-		signals.GateQueued:      "sum(" + signals.MetricGateQueued + ")",
-		signals.GateLimit:       "sum(" + signals.MetricGateLimit + ")",
+		signals.RejectRatio: fmt.Sprintf(`%s / %s`, rateOf(signals.MetricRejected, refused), rate(signals.MetricArrived)),
+		signals.GateBusy: fmt.Sprintf(`clamp_max((%s + %s) / (%s - %s), 1)`,
+			rate(signals.MetricWaited), rateOf(signals.MetricRejected, `reason=~"max_wait|codel|deadline|concurrency|canceled"`),
+			rate(signals.MetricArrived), rateOf(signals.MetricRejected, `reason=~"rate_limit|shed_level"`)),
+		signals.GateUtilization: fmt.Sprintf("sum(%s) / sum(%s)", sel(signals.MetricGateInFlight), sel(signals.MetricGateLimit)),
+		signals.GateQueued:      "sum(" + sel(signals.MetricGateQueued) + ")",
+		signals.GateLimit:       "sum(" + sel(signals.MetricGateLimit) + ")",
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -135,4 +137,23 @@ func TestPromQLSourceBoundsAnswers(t *testing.T) {
 	_, err = src.Snapshot(context.Background(), time.Now())
 	assert.ErrorContains(t, err, "answer larger than 16777216 bytes")
 	assert.Less(t, wrote.Load(), int64(2*bound), "the source stopped reading at its bound")
+}
+
+// TestDefaultQueriesForSelectEveryMetric: with a selector, every metric
+// of every default query selects with it (one service's fleet where a
+// Prometheus server scrapes several), and a metric's own matchers stay;
+// without, the queries are DefaultQueries'.
+func TestDefaultQueriesForSelectEveryMetric(t *testing.T) {
+	metric := regexp.MustCompile(`brownout_[a-z_]+(\{[^}]*\})?`)
+	for k, q := range DefaultQueriesFor("30s", `service="shop",env!="dev"`) {
+		ms := metric.FindAllStringSubmatch(q, -1)
+		require.NotEmpty(t, ms, "%s: %s", k, q)
+		for _, m := range ms {
+			assert.True(t, strings.HasSuffix(m[1], `service="shop",env!="dev"}`), "%s: %s selects with the selector: %s", k, m[0], q)
+		}
+		if k == signals.RejectRatio {
+			assert.Contains(t, q, `{reason=~"max_wait|codel|deadline|concurrency",service="shop",env!="dev"}`)
+		}
+	}
+	assert.Equal(t, DefaultQueries("1m"), DefaultQueriesFor("1m", ""))
 }
