@@ -17,6 +17,7 @@ import (
 	"time"
 
 	httpproblem "github.com/brownout/brownout/internal/problem"
+	"github.com/brownout/brownout/internal/service"
 	"github.com/brownout/brownout/signals"
 )
 
@@ -28,6 +29,15 @@ type PusherConfig struct {
 	// Instance names this process in the fleet (its host or pod name):
 	// unique, at most 128 bytes, no control characters.
 	Instance string
+	// Service, when set, names the service this app is on a daemon of
+	// several (brownoutd's services:): every push says it in the
+	// X-Brownout-Service header, and the daemon hands the push to that
+	// service's source, behind that service's push tokens and instance
+	// cap. A URL under the service's path
+	// (http://brownoutd:8080/services/shop/v1/signals) says it too; the
+	// two must then agree. A daemon of one service refuses a push that
+	// names one (404). Lower-case letters, digits, '-', '_' and '.'.
+	Service string
 	// Interval is the time between pushes. Default 1 s.
 	Interval time.Duration
 	// Timeout bounds one push. Default 2 s.
@@ -143,6 +153,11 @@ func NewPusher(rec *signals.Recorder, cfg PusherConfig) (*Pusher, error) {
 	}
 	if err := checkInstance(cfg.Instance); err != nil {
 		return nil, fmt.Errorf("fleet: pusher: %w", err)
+	}
+	if cfg.Service != "" {
+		if err := service.Check(cfg.Service); err != nil {
+			return nil, fmt.Errorf("fleet: pusher: %w", err)
+		}
 	}
 	if cfg.Interval <= 0 {
 		cfg.Interval = time.Second
@@ -280,6 +295,9 @@ func (p *Pusher) push(ctx context.Context) error {
 	req.Header.Set("Content-Type", "application/json")
 	if p.cfg.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+p.cfg.Token)
+	}
+	if p.cfg.Service != "" {
+		req.Header.Set(service.Header, p.cfg.Service)
 	}
 	resp, err := p.cfg.Client.Do(req)
 	if err != nil {
