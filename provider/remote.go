@@ -21,6 +21,7 @@ import (
 
 	"github.com/brownout/brownout/dimmer"
 	httpproblem "github.com/brownout/brownout/internal/problem"
+	"github.com/brownout/brownout/internal/service"
 	"github.com/brownout/brownout/signals"
 )
 
@@ -31,6 +32,16 @@ type RemoteOptions struct {
 	// Token, when set, is sent as Authorization: Bearer (the daemon's
 	// evaluation or operator token).
 	Token string
+	// Service, when set, names the service to follow on a daemon of
+	// several (brownoutd's services:), sent in the X-Brownout-Service
+	// header; a URL under the service's path
+	// (http://brownoutd:8080/services/shop) says it too. An app that
+	// follows several services runs a Remote (and a Provider) for each,
+	// registered under an OpenFeature domain each (the root package's
+	// Options.Service), each with its own StateFile. A daemon of one
+	// service refuses a stream that names one (404). Lower-case letters,
+	// digits, '-', '_' and '.'.
+	Service string
 	// StaleTTL: after this long without the daemon, every feature falls
 	// back to its default (until then the last-known levels hold, marked
 	// stale). Default 1 minute.
@@ -304,6 +315,11 @@ func NewRemote(o RemoteOptions) (*Remote, error) {
 		return nil, fmt.Errorf("provider: remote: URL %q: want brownoutd's http(s) base URL", o.URL)
 	}
 	o.URL = strings.TrimSuffix(o.URL, "/")
+	if o.Service != "" {
+		if err := service.Check(o.Service); err != nil {
+			return nil, fmt.Errorf("provider: remote: %w", err)
+		}
+	}
 	if o.StaleTTL <= 0 {
 		o.StaleTTL = time.Minute
 	}
@@ -603,6 +619,9 @@ func (r *Remote) connect(ctx context.Context) error {
 	req.Header.Set("Accept", "text/event-stream")
 	if r.o.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+r.o.Token)
+	}
+	if r.o.Service != "" {
+		req.Header.Set(service.Header, r.o.Service)
 	}
 	r.mu.Lock()
 	if r.mu.boot != 0 {
