@@ -52,6 +52,11 @@ type Config struct {
 	// Defaults are what apps should fall back to per feature when they
 	// cannot reach the daemon (true: fail open), shown in /v1/state.
 	Defaults map[string]bool
+	// Service names the service on a daemon of several (brownoutd's
+	// services:), shown in /v1/state; "" for a daemon's one service. The
+	// routes stay the API's own: the daemon mounts them under the
+	// service's path (and sets EventStreams to match).
+	Service string
 	// Loopback: the server listens on loopback addresses only, so that
 	// writes without a configured token are allowed (as "local").
 	Loopback bool

@@ -14,7 +14,10 @@ import (
 
 // StateJSON is GET /v1/state's body (version 1).
 type StateJSON struct {
-	V          int       `json:"v"`
+	V int `json:"v"`
+	// Service is the service's name on a daemon of several; absent for a
+	// daemon's one service.
+	Service    string    `json:"service,omitempty"`
 	Boot       int64     `json:"boot"`
 	Generation uint64    `json:"generation"`
 	Time       time.Time `json:"time"`
@@ -126,7 +129,7 @@ func (a *API) State() StateJSON {
 	a.mu.Lock()
 	frozen, shadow := a.mu.frozen, a.mu.shadow
 	a.mu.Unlock()
-	out := StateJSON{V: Version, Boot: a.boot, Generation: st.Generation, Time: st.Time, Mode: st.Mode.String(),
+	out := StateJSON{V: Version, Service: a.cfg.Service, Boot: a.boot, Generation: st.Generation, Time: st.Time, Mode: st.Mode.String(),
 		Frozen: frozen, Shadow: shadow, Brightness: st.Brightness, Pressure: num(st.Pressure, st.PressureOK),
 		Shed: st.Shed, Action: st.Action.String(), Reason: st.Reason,
 		Features: []FeatureJSON{}, Signals: []ReadingJSON{}, Sources: []signals.SourceHealth{}, SegmentNames: []string{}}
