@@ -20,26 +20,45 @@ import (
 	"github.com/brownout/brownout/internal/cli"
 	"github.com/brownout/brownout/internal/server"
 	"github.com/brownout/brownout/signals"
+	"github.com/brownout/brownout/signals/fleet"
 )
 
-// fileConfig is brownoutd's YAML configuration (see brownoutd.example.yaml).
+// fileConfig is brownoutd's YAML configuration (see brownoutd.example.yaml
+// and, for several services, brownoutd.services.example.yaml).
 type fileConfig struct {
 	Listen string `yaml:"listen"`
 	// MaxConnsPerClient caps one client address's connections (0: none).
-	MaxConnsPerClient *int          `yaml:"max_conns_per_client"`
-	StateDir          string        `yaml:"state_dir"`
-	Tick              duration      `yaml:"tick"`
-	Law               lawConfig     `yaml:"law"`
-	Targets           []targetCfg   `yaml:"targets"`
-	Features          []featureCfg  `yaml:"features"`
-	Segments          []segmentCfg  `yaml:"segments"`
-	Schedule          []scheduleCfg `yaml:"schedule"`
-	Sources           sourcesCfg    `yaml:"sources"`
-	Auth              authCfg       `yaml:"auth"`
-	TLS               tlsCfg        `yaml:"tls"`
+	MaxConnsPerClient *int   `yaml:"max_conns_per_client"`
+	StateDir          string `yaml:"state_dir"`
+	// serviceFields are the one service's, without Services; with them,
+	// only tick and auth may be set here, as what the services inherit.
+	serviceFields `yaml:",inline"`
+	TLS           tlsCfg `yaml:"tls"`
 	// CORSOrigins are the origins whose pages may evaluate flags from a
 	// browser (api.Config.CORSOrigins); none by default.
 	CORSOrigins []string `yaml:"cors_origins"`
+	// Services, when any, are the services this daemon controls, each
+	// with its own controller, source and tokens (services.go).
+	Services []serviceCfg `yaml:"services"`
+}
+
+// serviceFields are one service's settings: its controller's, its signal
+// source and its tokens.
+type serviceFields struct {
+	Tick     duration      `yaml:"tick"`
+	Law      lawConfig     `yaml:"law"`
+	Targets  []targetCfg   `yaml:"targets"`
+	Features []featureCfg  `yaml:"features"`
+	Segments []segmentCfg  `yaml:"segments"`
+	Schedule []scheduleCfg `yaml:"schedule"`
+	Sources  sourcesCfg    `yaml:"sources"`
+	Auth     authCfg       `yaml:"auth"`
+}
+
+// serviceCfg is one entry of services:.
+type serviceCfg struct {
+	Name          string `yaml:"name"`
+	serviceFields `yaml:",inline"`
 }
 
 type lawConfig struct {
@@ -99,6 +118,9 @@ type sourcesCfg struct {
 type pushCfg struct {
 	Window duration `yaml:"window"`
 	Expire duration `yaml:"expire"`
+	// MaxInstances caps the instances the source keeps
+	// (fleet.PushConfig.MaxInstances); 0: its default.
+	MaxInstances int `yaml:"max_instances"`
 }
 
 type scrapeCfg struct {
@@ -108,10 +130,13 @@ type scrapeCfg struct {
 }
 
 type promqlCfg struct {
-	URL     string            `yaml:"url"`
-	Range   string            `yaml:"range"`
-	Queries map[string]string `yaml:"queries"`
-	Timeout duration          `yaml:"timeout"`
+	URL   string `yaml:"url"`
+	Range string `yaml:"range"`
+	// Selector is label matchers every default query selects its series
+	// with (fleet.DefaultQueriesFor), e.g. service="shop".
+	Selector string            `yaml:"selector"`
+	Queries  map[string]string `yaml:"queries"`
+	Timeout  duration          `yaml:"timeout"`
 }
 
 type authCfg struct {
@@ -154,14 +179,26 @@ type config struct {
 	Conns    server.Limits
 	StateDir string
 	TLS      tlsCfg
+	// CORSOrigins, as browsers write them (api.ParseOrigin).
+	CORSOrigins []string
+	// serviceConfig is the one service of a file without services:;
+	// with them, its Dimmer.Tick and Auth (and tokens) are what the
+	// services inherit, and nothing else of it is used.
+	serviceConfig
+	// Services are the file's services:, in its order; none without.
+	Services []*serviceConfig
+}
+
+// serviceConfig is one service's resolved configuration.
+type serviceConfig struct {
+	// Name is the service's; "" for the one of a file without services:.
+	Name     string
 	Dimmer   dimmer.Config
 	Defaults map[string]bool
 	Push     *pushCfg
 	Scrape   *scrapeCfg
 	PromQL   *promqlCfg
 	Auth     authCfg
-	// CORSOrigins, as browsers write them (api.ParseOrigin).
-	CORSOrigins []string
 	// Tokens, read from the auth files.
 	OperatorTokens, EvalTokens, PushTokens map[string]string
 }
@@ -282,8 +319,7 @@ func yamlMsg(err error) string { return strings.TrimPrefix(err.Error(), "yaml: "
 
 // resolve turns a parsed file into a config, reporting problems to at.
 func resolve(fc *fileConfig, at func(path, format string, a ...any)) *config {
-	c := &config{Listen: fc.Listen, StateDir: fc.StateDir, TLS: fc.TLS, Auth: fc.Auth, Defaults: map[string]bool{},
-		Push: fc.Sources.Push, Scrape: fc.Sources.Scrape, PromQL: fc.Sources.PromQL}
+	c := &config{Listen: fc.Listen, StateDir: fc.StateDir, TLS: fc.TLS}
 	if c.Listen == "" {
 		c.Listen = "127.0.0.1:8080"
 	} else if _, _, err := net.SplitHostPort(c.Listen); err != nil {
@@ -306,6 +342,20 @@ func resolve(fc *fileConfig, at func(path, format string, a ...any)) *config {
 		}
 		c.CORSOrigins = append(c.CORSOrigins, co)
 	}
+	if len(fc.Services) > 0 {
+		resolveServices(fc, c, at)
+		return c
+	}
+	c.serviceConfig = *resolveService("", &fc.serviceFields, "", at)
+	return c
+}
+
+// resolveService resolves one service's fields, reporting problems to
+// top with their paths prefixed by prefix ("" or "services[1].").
+func resolveService(name string, fc *serviceFields, prefix string, top func(path, format string, a ...any)) *serviceConfig {
+	at := func(path, format string, a ...any) { top(prefix+path, format, a...) }
+	c := &serviceConfig{Name: name, Auth: fc.Auth, Defaults: map[string]bool{},
+		Push: fc.Sources.Push, Scrape: fc.Sources.Scrape, PromQL: fc.Sources.PromQL}
 	d := dimmer.Config{Tick: time.Duration(fc.Tick), High: fc.Law.High, Low: fc.Law.Low, Hold: time.Duration(fc.Law.Hold),
 		DownGain: fc.Law.DownGain, UpGain: fc.Law.UpGain, Proportional: fc.Law.Proportional, MaxRise: fc.Law.MaxRise,
 		Evidence: fc.Law.Evidence, MaxStep: fc.Law.MaxStep, Quantum: fc.Law.Quantum,
@@ -419,6 +469,9 @@ func resolve(fc *fileConfig, at func(path, format string, a ...any)) *config {
 		if !strings.HasPrefix(c.PromQL.URL, "http://") && !strings.HasPrefix(c.PromQL.URL, "https://") {
 			at("sources.promql.url", "%q: want Prometheus' http(s) base URL", c.PromQL.URL)
 		}
+		if c.PromQL.Selector != "" && !promSelector.MatchString(c.PromQL.Selector) {
+			at("sources.promql.selector", "%q: want label matchers such as service=\"shop\" or job=~\"shop-.*\", comma-separated", c.PromQL.Selector)
+		}
 		for k := range c.PromQL.Queries {
 			if _, err := signals.ParseKey(k); err != nil {
 				at("sources.promql.queries."+k, "not a signal")
@@ -433,6 +486,9 @@ func resolve(fc *fileConfig, at func(path, format string, a ...any)) *config {
 	}
 	if n > 1 {
 		at("sources", "choose one of push, scrape and promql")
+	}
+	if c.Push != nil && c.Push.MaxInstances < 0 {
+		at("sources.push.max_instances", "%d: want a number of instances, or 0 for the default (%d)", c.Push.MaxInstances, fleet.DefaultMaxInstances)
 	}
 	c.Dimmer = d
 	return c
@@ -536,13 +592,16 @@ func runCheckConfig(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if _, err := dimmer.New(c.Dimmer); err != nil {
-		return fmt.Errorf("%s: %w", args[0], err)
-	}
-	// What serve would refuse at start: token files, TLS files.
-	for _, f := range []string{c.Auth.OperatorTokensFile, c.Auth.EvalTokensFile, c.Auth.PushTokensFile} {
-		if _, err := readTokens(f); err != nil {
-			return fmt.Errorf("%s: auth: %w", args[0], err)
+	c.inherit()
+	for _, s := range c.units() {
+		if _, err := dimmer.New(s.Dimmer); err != nil {
+			return fmt.Errorf("%s: %s%w", args[0], serviceTag(s), err)
+		}
+		// What serve would refuse at start: token files, TLS files.
+		for _, f := range []string{s.Auth.OperatorTokensFile, s.Auth.EvalTokensFile, s.Auth.PushTokensFile} {
+			if _, err := readTokens(f); err != nil {
+				return fmt.Errorf("%s: %sauth: %w", args[0], serviceTag(s), err)
+			}
 		}
 	}
 	for _, f := range []string{c.TLS.Cert, c.TLS.Key} {
@@ -551,6 +610,14 @@ func runCheckConfig(args []string, stdout, stderr io.Writer) error {
 				return fmt.Errorf("%s: tls: %w", args[0], err)
 			}
 		}
+	}
+	if len(c.Services) > 0 {
+		var l []string
+		for _, s := range c.Services {
+			l = append(l, s.Name+": features "+featureNames(s.Dimmer))
+		}
+		fmt.Fprintf(stdout, "%s: ok (%d services: %s%s)\n", args[0], len(c.Services), strings.Join(l, "; "), corsNote(c.CORSOrigins))
+		return nil
 	}
 	fmt.Fprintf(stdout, "%s: ok (features %s%s)\n", args[0], featureNames(c.Dimmer), corsNote(c.CORSOrigins))
 	return nil

@@ -15,6 +15,7 @@ import (
 
 	"github.com/brownout/brownout/dimmer"
 	"github.com/brownout/brownout/internal/server"
+	"github.com/brownout/brownout/internal/service"
 )
 
 // TestExampleConfig keeps the commented example valid.
@@ -198,13 +199,22 @@ func FuzzConfig(f *testing.F) {
 	f.Add(b)
 	f.Add([]byte("features: [{name: a, floor: 0.5}]\ntargets: [{signal: error.ratio, target: '0.1'}]"))
 	f.Add([]byte("tick: 100ms\nlaw: {high: 2, low: 1}"))
+	b, _ = os.ReadFile("brownoutd.services.example.yaml")
+	f.Add(b)
+	f.Add([]byte("tick: 200ms\nservices: [{name: a, features: [{name: x}]}, {name: b, tick: 1s, sources: {push: {max_instances: 3}}}]"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := parseConfig("fuzz.yaml", data)
 		if err != nil {
 			return
 		}
-		if _, err := dimmer.New(c.Dimmer); err != nil && !strings.Contains(err.Error(), "dimmer") {
-			t.Fatalf("accepted config, controller refused oddly: %v", err)
+		c.inherit()
+		for _, s := range c.units() {
+			if err := service.Check(s.Name); s.Name != "" && err != nil {
+				t.Fatalf("accepted service name %q: %v", s.Name, err)
+			}
+			if _, err := dimmer.New(s.Dimmer); err != nil && !strings.Contains(err.Error(), "dimmer") {
+				t.Fatalf("accepted config, controller refused oddly: %v", err)
+			}
 		}
 	})
 }

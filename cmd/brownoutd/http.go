@@ -22,7 +22,7 @@ func newEcho(a *api.API, reg *prometheus.Registry) *echoServer {
 	s := &echoServer{Echo: echo.New()}
 	e := s.Echo
 	e.HideBanner, e.HidePort = true, true
-	h := echo.WrapHandler(a.Handler())
+	h := echo.WrapHandler(oneService(a.Handler()))
 	e.Any("/ofrep/*", h)
 	e.Any("/v1/*", h)
 	// The routes beside the API's are refused, as its reads are, to a

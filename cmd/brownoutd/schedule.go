@@ -13,7 +13,7 @@ import (
 var scheduleLayouts = []string{time.RFC3339, "2006-01-02T15:04:05", "2006-01-02 15:04:05", "2006-01-02 15:04"}
 
 // schedule reads the scheduled caps into d.
-func schedule(fc *fileConfig, d *dimmer.Config, features map[string]bool, at func(path, format string, a ...any)) {
+func schedule(fc *serviceFields, d *dimmer.Config, features map[string]bool, at func(path, format string, a ...any)) {
 	for i, s := range fc.Schedule {
 		p := fmt.Sprintf("schedule[%d]", i)
 		if s.Feature != "" && len(fc.Features) > 0 && !features[s.Feature] {

@@ -190,8 +190,14 @@ func (f *serveFlags) settings(getenv func(string) string, set map[string]bool) (
 	if c.PushTokens, err = readTokens(c.Auth.PushTokensFile); err != nil {
 		return nil, file, err
 	}
-	if c.Push != nil && len(c.PushTokens) == 0 && !loopback(c.Listen) {
-		return nil, file, fmt.Errorf("the push source on %s, not a loopback address, needs push tokens (--push-tokens, auth.push_tokens_file): without them anyone who reaches the port could push signals and set every level", c.Listen)
+	c.inherit()
+	if err := c.readServiceTokens(); err != nil {
+		return nil, file, err
+	}
+	for _, s := range c.units() {
+		if s.Push != nil && len(s.PushTokens) == 0 && !loopback(c.Listen) {
+			return nil, file, fmt.Errorf("the push source%s on %s, not a loopback address, needs push tokens (--push-tokens, auth.push_tokens_file): without them anyone who reaches the port could push signals and set every level", serviceNote(s), c.Listen)
+		}
 	}
 	return c, file, nil
 }
@@ -236,19 +242,19 @@ type source interface {
 	Health() signals.SourceHealth
 }
 
-func buildSource(c *config) (source, *fleet.PushSource, error) {
+func buildSource(c *serviceConfig) (source, *fleet.PushSource, error) {
 	switch {
 	case c.Scrape != nil:
 		s, err := fleet.NewScrapeSource(fleet.ScrapeConfig{Targets: c.Scrape.Targets, Window: time.Duration(c.Scrape.Window), Timeout: time.Duration(c.Scrape.Timeout)})
 		return s, nil, err
 	case c.PromQL != nil:
 		cfg := fleet.PromQLConfig{Address: c.PromQL.URL, Timeout: time.Duration(c.PromQL.Timeout)}
-		if c.PromQL.Range != "" || len(c.PromQL.Queries) > 0 {
+		if c.PromQL.Range != "" || len(c.PromQL.Queries) > 0 || c.PromQL.Selector != "" {
 			rng := c.PromQL.Range
 			if rng == "" {
 				rng = "1m"
 			}
-			cfg.Queries = fleet.DefaultQueries(rng)
+			cfg.Queries = fleet.DefaultQueriesFor(rng, c.PromQL.Selector)
 			if d, err := time.ParseDuration(rng); err == nil {
 				cfg.Window = d // what the controller waits after a step
 			}
@@ -260,7 +266,7 @@ func buildSource(c *config) (source, *fleet.PushSource, error) {
 		s, err := fleet.NewPromQLSource(cfg)
 		return s, nil, err
 	}
-	p := fleet.NewPushSource(fleet.PushConfig{Window: time.Duration(c.Push.Window), Expire: time.Duration(c.Push.Expire)})
+	p := fleet.NewPushSource(fleet.PushConfig{Window: time.Duration(c.Push.Window), Expire: time.Duration(c.Push.Expire), MaxInstances: c.Push.MaxInstances})
 	return p, p, nil
 }
 
@@ -292,12 +298,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return usageError{err.Error()}
 	}
+	if len(c.Services) > 0 {
+		return serveServices(ctx, c, file, &f, set, log, stdout)
+	}
 	c.Dimmer.Logger = log
 	ctl, err := dimmer.New(c.Dimmer)
 	if err != nil {
 		return err
 	}
-	src, push, err := buildSource(c)
+	src, push, err := buildSource(&c.serviceConfig)
 	if err != nil {
 		return err
 	}

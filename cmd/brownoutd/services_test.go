@@ -1,0 +1,275 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/open-feature/go-sdk-contrib/providers/ofrep"
+	"github.com/open-feature/go-sdk/openfeature"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/brownout/brownout/api"
+	"github.com/brownout/brownout/internal/service"
+	"github.com/brownout/brownout/provider"
+	"github.com/brownout/brownout/signals"
+	"github.com/brownout/brownout/signals/fleet"
+)
+
+// do sends a request with headers (name, value pairs) and returns the
+// answer with its body read.
+func do(t *testing.T, method, url, body string, headers ...string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	require.NoError(t, err)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := client.Do(req)
+	require.NoError(t, err)
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	return resp, string(b)
+}
+
+// servicesOf reads the root's GET /v1/state of a daemon of several
+// services; t may be an Eventually's collector.
+func servicesOf(t require.TestingT, base string) servicesJSON {
+	resp, err := http.Get(base + "/v1/state")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var m servicesJSON
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&m))
+	return m
+}
+
+// writeFiles writes name → content files into dir and returns their paths.
+func writeFiles(t *testing.T, dir string, files map[string]string) map[string]string {
+	out := map[string]string{}
+	for name, s := range files {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(s), 0o600))
+		out[name] = p
+	}
+	return out
+}
+
+// TestServeServices runs `brownoutd serve` with two services: each
+// takes its own pushes (by header at the root and by path), behind its
+// own push tokens; one dims, the other does not move; OFREP answers each
+// one's flags by path and by header (the OFREP Go provider unmodified),
+// the remote provider follows one by its Service option; an operator's
+// override on one leaves the other alone; the root lists both; a request
+// without a service, or with one the daemon does not serve, is refused
+// saying which there are; metrics carry the service; each keeps its
+// operators' state in its own directory.
+func TestServeServices(t *testing.T) {
+	dir := t.TempDir()
+	opTok, shopTok, searchTok, evalTok := "operator-secret-0123456789", "shop-push-0123456789", "search-push-0123456789", "search-eval-0123456789"
+	f := writeFiles(t, dir, map[string]string{"ops": "alice " + opTok + "\n", "shop-push": "shop " + shopTok + "\n",
+		"search-push": "search " + searchTok + "\n", "search-eval": "app " + evalTok + "\n"})
+	cfg := writeFiles(t, dir, map[string]string{"b.yaml": `tick: 100ms
+auth:
+  operator_tokens_file: ` + f["ops"] + `
+services:
+  - name: shop
+    features: [{name: recommendations}, {name: reviews}]
+    auth: {push_tokens_file: ` + f["shop-push"] + `}
+  - name: search
+    targets: [{signal: latency.p99, target: 200ms}]
+    features: [{name: suggestions}, {name: spelling, default: false}]
+    auth: {push_tokens_file: ` + f["search-push"] + `, eval_tokens_file: ` + f["search-eval"] + `}
+`})["b.yaml"]
+	d := startDaemon(t, "--listen", "127.0.0.1:0", "--state-dir", dir, "--config", cfg)
+	base := d.base
+	assert.Contains(t, d.out.String(), "service shop at "+base+"/services/shop/ (features recommendations, reviews)")
+
+	// The shop pushes slow answers at the root, saying its service; the
+	// search pushes fast ones under its path.
+	load := func(svc, url, tok string, latency time.Duration) {
+		rec := signals.NewRecorder(signals.Config{})
+		p, err := fleet.NewPusher(rec, fleet.PusherConfig{URL: url, Instance: svc + "-1", Service: svc, Token: tok,
+			Interval: 100 * time.Millisecond, MaxBackoff: 300 * time.Millisecond})
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		go p.Run(ctx)
+		go func() {
+			tk := time.NewTicker(2 * time.Millisecond)
+			defer tk.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case now := <-tk.C:
+					rec.Arrive(signals.Default)
+					rec.Done(signals.Default, now.Add(-latency), now, false, time.Time{})
+				}
+			}
+		}()
+	}
+	load("shop", base+"/v1/signals", shopTok, 900*time.Millisecond)
+	load("search", base+"/services/search/v1/signals", searchTok, 20*time.Millisecond)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		m := servicesOf(c, base)
+		require.Len(c, m.Services, 2)
+		shop, search := m.Services[0].State, m.Services[1].State
+		assert.Equal(c, "shop", shop.Service)
+		assert.Equal(c, "/services/search", m.Services[1].Base)
+		assert.Less(c, feature(shop, "recommendations").Level, 1.0, "the shop dims")
+		require.NotEmpty(c, search.Sources)
+		assert.True(c, search.Sources[0].OK, "the search's pushes arrive")
+		assert.Equal(c, 1.0, feature(search, "suggestions").Level, "the search does not")
+		require.Len(c, search.Sources[0].Instances, 1, "its own instances only")
+		assert.Equal(c, "search-1", search.Sources[0].Instances[0].Name)
+	}, 15*time.Second, 50*time.Millisecond)
+	st := stateOf(t, base+"/services/shop")
+	assert.Equal(t, "shop", st.Service)
+	require.Len(t, st.Sources[0].Instances, 1, "the shop's source has the shop's instance only")
+
+	push := `{"v":1,"instance":"x","time":"` + time.Now().UTC().Format(time.RFC3339Nano) + `"}`
+	for _, tc := range []struct {
+		name, url string
+		headers   []string
+		status    int
+		says      string
+	}{
+		{"another service's push token", base + "/services/search/v1/signals", []string{"Authorization", "Bearer " + shopTok}, 401, "push token"},
+		{"its token, another service named", base + "/v1/signals", []string{"Authorization", "Bearer " + shopTok, service.Header, "search"}, 401, "push token"},
+		{"no service at the root", base + "/v1/signals", []string{"Authorization", "Bearer " + shopTok}, 400, "several services (shop, search)"},
+		{"an unknown service by header", base + "/v1/signals", []string{service.Header, "cart"}, 404, `"cart": no such service here: shop, search`},
+		{"an unknown service by path", base + "/services/cart/v1/signals", nil, 404, `no service "cart" here`},
+		{"path and header disagree", base + "/services/shop/v1/signals", []string{service.Header, "search"}, 400, "the path names service \"shop\" and X-Brownout-Service \"search\""},
+	} {
+		resp, body := do(t, "POST", tc.url, push, tc.headers...)
+		assert.Equal(t, tc.status, resp.StatusCode, tc.name)
+		assert.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"), tc.name)
+		var pb struct{ Detail string }
+		require.NoError(t, json.Unmarshal([]byte(body), &pb), tc.name)
+		assert.Contains(t, pb.Detail, tc.says, tc.name)
+	}
+
+	// OFREP: by path and by header; the search's evaluation token.
+	ec := `{"context":{"targetingKey":"u1"}}`
+	resp, body := do(t, "POST", base+"/services/search/ofrep/v1/evaluate/flags/suggestions", ec, "Authorization", "Bearer "+evalTok)
+	assert.Equal(t, 200, resp.StatusCode, body)
+	assert.Contains(t, body, `"value":true`)
+	resp, _ = do(t, "POST", base+"/services/search/ofrep/v1/evaluate/flags/suggestions", ec)
+	assert.Equal(t, 401, resp.StatusCode, "the search's evaluations need its token")
+	resp, body = do(t, "POST", base+"/ofrep/v1/evaluate/flags/recommendations", ec, service.Header, "shop")
+	assert.Equal(t, 200, resp.StatusCode, body)
+	resp, body = do(t, "POST", base+"/ofrep/v1/evaluate/flags/suggestions", ec, service.Header, "shop")
+	assert.Equal(t, 404, resp.StatusCode, "the search's flag is not the shop's")
+	assert.Contains(t, body, "FLAG_NOT_FOUND")
+	resp, body = do(t, "POST", base+"/ofrep/v1/evaluate/flags/recommendations", ec)
+	assert.Equal(t, 400, resp.StatusCode)
+	assert.JSONEq(t, `{"key":"recommendations","errorCode":"GENERAL","errorDetails":"this daemon serves several services (shop, search): say which with the path /services/{name}/… or the header X-Brownout-Service"}`, body, "OFREP's error shape")
+	resp, body = do(t, "POST", base+"/services/shop/ofrep/v1/evaluate/flags", ec)
+	assert.Equal(t, 200, resp.StatusCode)
+	assert.Contains(t, body, `"requestUri":"/services/shop/ofrep/v1/events"`, "the bulk answer advertises the service's stream")
+
+	for _, tc := range []struct {
+		name string
+		opts []ofrep.Option
+	}{
+		{"base path", []ofrep.Option{ofrep.WithBearerToken(evalTok)}},
+		{"header", []ofrep.Option{ofrep.WithBearerToken(evalTok), ofrep.WithHeader(service.Header, "search")}},
+	} {
+		url := base
+		if tc.name == "base path" {
+			url = base + "/services/search"
+		}
+		require.NoError(t, openfeature.SetNamedProviderAndWait("search-"+tc.name, ofrep.NewProvider(url, tc.opts...)))
+		c := openfeature.NewClient("search-" + tc.name)
+		on, err := c.BooleanValue(context.Background(), "suggestions", false, openfeature.NewEvaluationContext("u1", nil))
+		require.NoError(t, err, tc.name)
+		assert.True(t, on, "%s: the OFREP Go provider, unmodified, evaluates the search's flags", tc.name)
+	}
+
+	// The remote provider follows the search by its Service option.
+	remote, err := provider.NewRemote(provider.RemoteOptions{URL: base, Service: "search", Token: evalTok})
+	require.NoError(t, err)
+	rctx, rcancel := context.WithCancel(context.Background())
+	t.Cleanup(rcancel)
+	go remote.Run(rctx)
+	require.Eventually(t, func() bool { return remote.Connected() }, 5*time.Second, 20*time.Millisecond)
+	names := []string{}
+	for _, ft := range remote.State().Features {
+		names = append(names, ft.Name)
+	}
+	assert.Equal(t, []string{"suggestions", "spelling"}, names)
+
+	// An operator pins the search; the shop is untouched.
+	shopGen := stateOf(t, base+"/services/shop").Generation
+	resp, body = do(t, "PUT", base+"/services/search/v1/features/spelling/override", `{"level":0.3,"ttl":"10m","reason":"test"}`, "Authorization", "Bearer "+opTok)
+	require.Equal(t, 200, resp.StatusCode, body)
+	require.Eventually(t, func() bool {
+		st := remote.State()
+		i, ok := st.FeatureIndex("spelling")
+		return ok && st.LevelAt(i, -1) == 0.3
+	}, 5*time.Second, 20*time.Millisecond, "the remote follows the search's override")
+	shop := stateOf(t, base+"/services/shop")
+	for _, ft := range shop.Features {
+		assert.Nil(t, ft.Override, "the shop has no override")
+	}
+	var events struct{ Events []api.Event }
+	resp, body = do(t, "GET", base+"/services/shop/v1/events", "")
+	require.Equal(t, 200, resp.StatusCode)
+	require.NoError(t, json.Unmarshal([]byte(body), &events))
+	for _, e := range events.Events {
+		assert.NotEqual(t, "override", e.Kind, "the shop's events have no override: %+v", e)
+	}
+	assert.GreaterOrEqual(t, shop.Generation, shopGen)
+
+	// The dials, the metrics.
+	resp, _ = do(t, "GET", base+"/services/shop", "")
+	assert.Equal(t, 301, resp.StatusCode)
+	assert.Equal(t, "/services/shop/", resp.Header.Get("Location"))
+	resp, body = do(t, "GET", base+"/services/shop/", "")
+	assert.Equal(t, 200, resp.StatusCode)
+	assert.Contains(t, body, "brownout dial")
+	resp, body = do(t, "GET", base+"/metrics", "")
+	assert.Equal(t, 200, resp.StatusCode)
+	assert.Contains(t, body, `brownout_feature_level{feature="spelling",service="search"} 0.3`)
+	assert.Contains(t, body, `brownout_feature_level{feature="recommendations",service="shop"}`)
+
+	d.stop(t)
+	b, err := os.ReadFile(filepath.Join(dir, "services", "search", "operator.json"))
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `"feature": "spelling"`, "the search's override is in its own state file")
+	b, err = os.ReadFile(filepath.Join(dir, "services", "shop", "operator.json"))
+	require.NoError(t, err)
+	assert.NotContains(t, string(b), "spelling")
+}
+
+// TestOneServiceRefusesAServiceName: a daemon of one service (no
+// services:) answers as before, and refuses a request that names a
+// service — a client meant for a daemon of several — instead of handing
+// it the levels of a service it did not ask for.
+func TestOneServiceRefusesAServiceName(t *testing.T) {
+	d := startDaemon(t, "--listen", "127.0.0.1:0", "--state-dir", t.TempDir())
+	ec := `{"context":{"targetingKey":"u1"}}`
+	resp, _ := do(t, "POST", d.base+"/ofrep/v1/evaluate/flags/reviews", ec)
+	assert.Equal(t, 200, resp.StatusCode)
+	resp, body := do(t, "POST", d.base+"/ofrep/v1/evaluate/flags/reviews", ec, service.Header, "shop")
+	assert.Equal(t, 404, resp.StatusCode)
+	assert.Contains(t, body, `"errorCode":"GENERAL"`)
+	assert.Contains(t, body, "this daemon serves one service")
+	resp, body = do(t, "GET", d.base+"/v1/state", "", service.Header, "shop")
+	assert.Equal(t, 404, resp.StatusCode)
+	assert.Contains(t, body, "urn:brownout:api:unknown-service")
+	resp, _ = do(t, "GET", d.base+"/services/shop/v1/state", "")
+	assert.Equal(t, 404, resp.StatusCode)
+}
