@@ -26,6 +26,7 @@ import (
 	"github.com/brownout/brownout/internal/service"
 	"github.com/brownout/brownout/provider"
 	"github.com/brownout/brownout/signals"
+	"github.com/brownout/brownout/signals/fleet"
 	"github.com/brownout/brownout/web"
 )
 
@@ -50,17 +51,14 @@ type unit struct {
 	handler http.Handler // the service's routes under /services/{name}/
 }
 
-// newUnit builds s's unit: its metrics go to reg labelled with its name,
-// its log lines say it.
-func newUnit(c *config, s *serviceConfig, reg prometheus.Registerer, log *slog.Logger) (*unit, error) {
+// newUnit builds s's unit over its source (buildSource; push, when it is
+// a push source): its metrics go to reg labelled with its name, its log
+// lines say it.
+func newUnit(c *config, s *serviceConfig, src source, push *fleet.PushSource, reg prometheus.Registerer, log *slog.Logger) (*unit, error) {
 	log = log.With("service", s.Name)
 	reg = prometheus.WrapRegistererWith(prometheus.Labels{"service": s.Name}, reg)
 	s.Dimmer.Logger = log
 	ctl, err := dimmer.New(s.Dimmer)
-	if err != nil {
-		return nil, fmt.Errorf("service %s: %w", s.Name, err)
-	}
-	src, push, err := buildSource(s)
 	if err != nil {
 		return nil, fmt.Errorf("service %s: %w", s.Name, err)
 	}
@@ -116,7 +114,11 @@ func serveServices(ctx context.Context, c *config, file string, f *serveFlags, s
 		}
 	}()
 	for _, s := range c.Services {
-		u, err := newUnit(c, s, reg, log)
+		src, push, err := buildSource(s)
+		if err != nil {
+			return fmt.Errorf("service %s: %w", s.Name, err)
+		}
+		u, err := newUnit(c, s, src, push, reg, log)
 		if err != nil {
 			return err
 		}

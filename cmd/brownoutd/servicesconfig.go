@@ -75,9 +75,9 @@ func (c *config) inherit() {
 
 // stateDir is where a service keeps its operators' state: the daemon's
 // own for the one service of a file without services:, else a directory
-// of its own under it, locked by it alone.
+// of its own under it, locked by it alone; none without the daemon's.
 func (c *config) stateDir(s *serviceConfig) string {
-	if s.Name == "" {
+	if s.Name == "" || c.StateDir == "" {
 		return c.StateDir
 	}
 	return filepath.Join(c.StateDir, "services", s.Name)
