@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -518,6 +519,11 @@ func (st *targetState) readClass(cl signals.Class, c pushClass) error {
 // maxCount is the largest count a float64 holds exactly.
 const maxCount = 1 << 53
 
+// validCount reports whether v is a count checkCount takes, without
+// formatting anything: the decoders check every bucket with it, and name
+// the bucket only when it fails.
+func validCount(v float64) bool { return v >= 0 && v == math.Trunc(v) && v <= maxCount }
+
 func checkCount(path string, v float64) error {
 	switch {
 	case v < 0:
@@ -537,6 +543,15 @@ func checkGauge(path string, v float64) error {
 	return nil
 }
 
+// bucketPath names a bucket in a refusal ("latency.buckets[3]"), formatted
+// only when a refusal says it: a push has hundreds of buckets.
+type bucketPath struct {
+	hist, list string
+	i          int
+}
+
+func (p bucketPath) String() string { return p.hist + p.list + "[" + strconv.Itoa(p.i) + "]" }
+
 // decode checks a histogram and converts it.
 func (w *pushHist) decode(path string) (hist, error) {
 	if err := checkCount(path+".count", w.Count); err != nil {
@@ -548,7 +563,7 @@ func (w *pushHist) decode(path string) (hist, error) {
 	h := hist{count: w.Count, sum: w.Sum}
 	prevB, prevC := 0.0, 0.0
 	for i, b := range w.Buckets {
-		p := fmt.Sprintf("%s.buckets[%d]", path, i)
+		p := bucketPath{path, ".buckets", i}
 		if len(b) != 2 {
 			return hist{}, invalid("%s: want [upper bound, cumulative count], got %d numbers", p, len(b))
 		}
@@ -559,8 +574,8 @@ func (w *pushHist) decode(path string) (hist, error) {
 		case i > 0 && ub <= prevB:
 			return hist{}, invalid("%s: upper bound %g is not above the previous bucket's %g: bounds must ascend", p, ub, prevB)
 		}
-		if err := checkCount(p, cum); err != nil {
-			return hist{}, err
+		if !validCount(cum) {
+			return hist{}, checkCount(p.String(), cum)
 		}
 		if cum < prevC {
 			return hist{}, invalid("%s: cumulative count %g is below the previous bucket's %g", p, cum, prevC)
@@ -588,7 +603,7 @@ func (w *pushHist) decode(path string) (hist, error) {
 	limit := 1023 * math.Exp2(float64(n.Schema)) // beyond, a bucket's bounds overflow float64
 	total, prev := n.Zero, 0.0
 	for i, b := range n.Buckets {
-		p := fmt.Sprintf("%s.native.buckets[%d]", path, i)
+		p := bucketPath{path, ".native.buckets", i}
 		if len(b) != 2 {
 			return hist{}, invalid("%s: want [index, count], got %d numbers", p, len(b))
 		}
@@ -601,8 +616,8 @@ func (w *pushHist) decode(path string) (hist, error) {
 		case i > 0 && idx <= prev:
 			return hist{}, invalid("%s: index %g is not above the previous bucket's %g: indices must ascend", p, idx, prev)
 		}
-		if err := checkCount(p, cnt); err != nil {
-			return hist{}, err
+		if !validCount(cnt) {
+			return hist{}, checkCount(p.String(), cnt)
 		}
 		h.pos[int(idx)] = cnt
 		total += cnt
