@@ -4,7 +4,11 @@
 // set with textContent, never parsed as HTML.
 'use strict';
 (() => {
-  const API = '/v1/';
+  // A service's page of a daemon of several is at …/services/{name}/ and
+  // its API under it; the one service's, or the list of several, at /.
+  const BASE = (location.pathname.match(/^(.*\/services\/[a-z0-9][a-z0-9._-]{0,62})\//) || [])[1] || '';
+  const ROOT = `${BASE.replace(/\/services\/[^/]+$/, '')}/`;
+  const API = `${BASE}/v1/`;
   const KEEP = 15 * 60; // seconds of chart data kept
   const MAX_POINTS = 9100; // 15 minutes at the shortest tick (100 ms)
   const MAX_EVENTS = 100;
@@ -49,6 +53,7 @@
     features: [], dials: new Map(), law: null,
     d: null, charts: [], drawQueued: false, window: 900, targets: { lat: null, soj: null },
     updates: 0, connKind: 'connecting', writing: false,
+    overview: false, services: null, svcNames: '', svcViews: new Map(),
   };
 
   function newData() {
@@ -411,10 +416,103 @@
     return true;
   }
 
+  // ---- a daemon of several services: the list -------------------------
+
+  // onServices shows the root's list of several services (GET /v1/state
+  // without a service): each one's mode, reason, pressure and levels,
+  // with a link to its own dial. Updated in place, every POLL_MS.
+  function onServices(m) {
+    S.updates++;
+    S.services = m.services;
+    if (!S.overview) {
+      S.overview = true;
+      document.body.dataset.view = 'services';
+      $('services').hidden = false;
+      document.title = 'services — brownout dial';
+    }
+    const ul = $('svc-list');
+    const names = m.services.map((s) => `${s.name}\u0000${(s.state.features || []).map((f) => f.name).join('\u0000')}`).join('\u0001');
+    if (names !== S.svcNames) {
+      S.svcNames = names;
+      S.svcViews = new Map();
+      ul.textContent = '';
+      for (const s of m.services) {
+        const li = el('li');
+        li.dataset.service = s.name;
+        const h = el('h3');
+        const a = el('a', null, s.name);
+        a.href = `${ROOT.slice(0, -1)}${s.base}/`;
+        const mode = el('span', 'badge', '–');
+        h.append(a, mode);
+        const reason = el('p', 'reason', '');
+        const line = el('p', 'small', '');
+        const fl = el('ul');
+        const bars = new Map();
+        for (const f of s.state.features || []) {
+          const fi = el('li');
+          const label = el('span', null, f.name);
+          label.id = `s${S.svcViews.size}-${bars.size}`;
+          const bar = el('div', 'bar');
+          bar.setAttribute('role', 'meter');
+          bar.setAttribute('aria-valuemin', '0');
+          bar.setAttribute('aria-valuemax', '100');
+          bar.setAttribute('aria-labelledby', label.id);
+          bar.dataset.service = s.name;
+          bar.dataset.feature = f.name;
+          const fill = el('span');
+          bar.append(fill);
+          const v = el('span', null, '–');
+          fi.append(label, bar, v);
+          fl.append(fi);
+          bars.set(f.name, { bar, fill, v });
+        }
+        li.append(h, reason, line, fl);
+        ul.append(li);
+        S.svcViews.set(s.name, { mode, reason, line, bars });
+      }
+    }
+    for (const s of m.services) {
+      const v = S.svcViews.get(s.name);
+      const st = s.state;
+      v.mode.textContent = st.mode;
+      v.mode.dataset.mode = st.mode;
+      v.reason.textContent = st.reason || 'No reason given.';
+      v.line.textContent = `Pressure ${fmtP(num(st.pressure))} · shed ${fmtP(st.shed)} · tick lag p99 ${fmtDur(num((st.tick || {}).lag_p99_seconds))}` +
+        `${st.frozen ? ' · frozen' : ''}${st.shadow ? ' · shadow' : ''}`;
+      for (const f of st.features || []) {
+        const b = v.bars.get(f.name);
+        if (!b) continue;
+        const lvl = clamp01(num(f.level));
+        b.bar.setAttribute('aria-valuenow', String(Math.round(lvl * 1000) / 10));
+        b.bar.setAttribute('aria-valuetext', `${pct(lvl)}, ${f.mode}`);
+        b.fill.style.width = `${(lvl * 100).toFixed(1)}%`; // CSSOM: allowed by the CSP
+        b.v.textContent = pct(lvl);
+      }
+    }
+  }
+
+  async function pollServices() {
+    if (S.stopped) return;
+    try {
+      const m = await getJSON('state');
+      if (!S.stopped) onState(m);
+      conn(`Live: the services' states every ${POLL_MS / 1000} s.`, 'live');
+    } catch (e) {
+      conn(e.detail ? `Disconnected: ${e.detail}` : 'Disconnected: the daemon does not answer; retrying…', 'down');
+    }
+  }
+
   // ---- state, ticks and events ------------------------------------------
 
   function onState(st) {
+    if (st && Array.isArray(st.services) && !st.features) { onServices(st); return; }
     if (!st || !Array.isArray(st.features)) return;
+    if (st.service && $('svc-nav').hidden) {
+      $('svc-nav').hidden = false;
+      $('svc-nav').querySelector('a').href = ROOT;
+      $('svc-name').textContent = st.service; // a name the daemon checked; text only all the same
+      if (!new URLSearchParams(location.search).get('label')) document.title = `${st.service} — brownout dial`;
+    }
     S.updates++;
     const restarted = S.boot !== 0 && st.boot !== S.boot;
     const changed = restarted || st.generation !== S.gen;
@@ -776,6 +874,11 @@
     } catch (e) {
       conn(e.detail ? `Waiting: ${e.detail}` : 'The daemon does not answer yet; retrying…', 'down');
     }
+    if (S.overview) { // a daemon of several services: the list, polled
+      conn(`Live: the services' states every ${POLL_MS / 1000} s.`, 'live');
+      S.pollTimer = setInterval(pollServices, POLL_MS);
+      return;
+    }
     loadHistory();
     loadEvents();
     connect();
@@ -788,6 +891,7 @@
     points: () => S.d.t.length,
     events: () => $('events').children.length,
     state: () => S.state,
+    services: () => S.services || null,
     conn: () => S.connKind,
     updates: () => S.updates,
     inject(kind, v) {

@@ -30,12 +30,26 @@
 // drops the page says so, polls /v1/state and /v1/history every two
 // seconds, and reconnects by itself; a new boot epoch in the state means
 // the daemon restarted, and the page reloads history and events. The
-// API is at /v1/ on the page's origin. A ?label= in the page's URL is
+// API is at /v1/ on the page's origin (under /services/{name}/ for a
+// service's page, below). A ?label= in the page's URL is
 // shown in its header (shop-demo sale --dial names the run it follows).
 //
 // Everything an operator typed (reasons) is set with textContent, never
 // as HTML, and the handler sends a Content-Security-Policy that allows
 // scripts, styles and connections to the page's own origin only.
+//
+// # A daemon of several services
+//
+// brownoutd with services: serves each service's routes under
+// /services/{name}/, and the page there: it takes its API from its own
+// path (/services/{name}/v1/…), names the service in its header with a
+// link back to the list, and is otherwise the page above, for that
+// service alone. At / the page finds GET /v1/state listing the services
+// (no single service's state) and shows the list instead: each service
+// with its mode, reason, pressure, shed level and tick lag, a bar per
+// feature at its level (role="meter"), and a link to its own page;
+// updated every two seconds from the same GET /v1/state (a daemon of
+// several services has no stream at its root).
 //
 // The page keeps at most 15 minutes of points and 100 events, so its
 // memory stays flat however long it runs. window.__dial exposes the

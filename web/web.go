@@ -78,7 +78,8 @@ func GzipSize() int {
 // "/dial.css", "/vendor/…"), gzip when the client takes it, with ETags
 // and the CSP; anything else is 404. Mount it under a prefix with
 // http.StripPrefix, the prefix ending in a slash: the page's own files are
-// relative, the API is at /v1/ on the same origin.
+// relative, the API is at /v1/ on the same origin — or, for a page under
+// /services/{name}/ (a daemon of several services), under that path.
 func Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
