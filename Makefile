@@ -40,7 +40,7 @@ test: ## vet, every test with the race detector, then the lab and real-HTTP test
 	$(GO) test -p 1 -count=1 -run '^TestHeap' $(HEAP)
 	$(GO) test -p 1 -count=1 -run '^TestHostileClients$$' $(HOSTILE)
 	$(GO) test -count=1 -run 'Lab|^TestLimit|^TestPriority' $(LAB)
-	$(GO) test -count=1 -run '^TestDial' ./cmd/brownoutd
+	$(GO) test -count=1 -run '^TestDial|^TestServiceTicks' ./cmd/brownoutd
 
 e2e: ## the real-HTTP harness on its defaults (brownout-lab real), one stack after another
 	@for s in none shed failsafe brownout; do $(GO) run ./cmd/brownout-lab real --quiet --stack $$s || exit 1; done

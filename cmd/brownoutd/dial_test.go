@@ -90,7 +90,7 @@ type daemon struct {
 	once      sync.Once
 }
 
-func startDaemon(t *testing.T, args ...string) *daemon {
+func startDaemon(t testing.TB, args ...string) *daemon {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	d := &daemon{cancel: cancel, done: make(chan error, 1)}
@@ -115,7 +115,7 @@ func startDaemon(t *testing.T, args ...string) *daemon {
 	return d
 }
 
-func (d *daemon) stop(t *testing.T) {
+func (d *daemon) stop(t testing.TB) {
 	d.once.Do(func() {
 		d.cancel()
 		select {

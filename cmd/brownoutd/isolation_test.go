@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/brownout/brownout/api"
+	"github.com/brownout/brownout/internal/race"
 	"github.com/brownout/brownout/signals/fleet"
 )
 
@@ -126,5 +128,94 @@ func TestServiceLevelsIgnoreAnotherServicesFaults(t *testing.T) {
 				assert.Equal(t, w.Generation, g.Generation, "tick %d: b's generation", i)
 			}
 		})
+	}
+}
+
+// isolationLoad is the real-time isolation's daemon and load: services a
+// and b ticking every 100 ms; b's fifty instances push every second,
+// within b's target; a's, by fault, push every second too ("none"),
+// every 100 ms ("flooding": ten times the pushes), or a scrapes a target
+// that never answers ("failing": every tick of a waits its whole tick).
+func isolationLoad(tb testing.TB, fault string) (string, fleetLoad) {
+	aSource := "{push: {}}"
+	if fault == "failing" {
+		aSource = "{scrape: {targets: [" + hangingTarget(tb) + "]}}"
+	}
+	src := `tick: 100ms
+services:
+  - name: a
+    features: [{name: banner}, {name: ads}]
+    sources: ` + aSource + `
+  - name: b
+    targets: [{signal: latency.p99, target: 300ms}]
+    features: [{name: recommendations}, {name: reviews}, {name: gallery}]
+`
+	b := pushGroup{Service: "b", Instances: 50, Interval: time.Second, Latency: 50 * time.Millisecond, Width: 400}
+	l := fleetLoad{Groups: []pushGroup{b}}
+	switch fault {
+	case "none":
+		l.Groups = append(l.Groups, pushGroup{Service: "a", Instances: 50, Interval: time.Second, Latency: 50 * time.Millisecond, Width: 400})
+	case "flooding":
+		l.Groups = append(l.Groups, pushGroup{Service: "a", Instances: 50, Interval: 100 * time.Millisecond, Latency: 2 * time.Second, Width: 400})
+	}
+	return src, l
+}
+
+// maxTickLag is the bound on a service's tick lag p99 (issue 32's, for
+// 20 services of 50 pushing instances each).
+const maxTickLag = 10 * time.Millisecond
+
+// TestServiceTicksIgnoreAnotherServicesFaults: in real time, on one
+// daemon, while service a's source hangs on every tick or a's fifty
+// pushers push ten times as often, service b's ticks run on time — its
+// tick lag p99 stays under 10 ms — and its levels stay where its own
+// signals hold them (full, auto, every instance live), as while a is
+// healthy. The pushers run in a child process. This machine is shared:
+// an idle Go process's 100 ms ticker here runs up to tens of ms late now
+// and then, so a case whose lag is over the bound runs again, three times
+// at most (a shared loop or lock would put b's every tick a's 100 ms
+// late, every time); its levels must hold on every run. Timing-sensitive:
+// it skips under -race (make test runs it without).
+func TestServiceTicksIgnoreAnotherServicesFaults(t *testing.T) {
+	if race.Enabled {
+		t.Skip("timing-sensitive: make test runs it without -race")
+	}
+	if testing.Short() {
+		t.Skip("a real-time load of 15 s or more")
+	}
+	for _, fault := range []string{"none", "failing", "flooding"} {
+		var lags []time.Duration
+		for attempt := 0; attempt < 3; attempt++ {
+			src, l := isolationLoad(t, fault)
+			run := runLoad(t, src, l, 2*time.Second, 3*time.Second, "a", "b")
+			b, a := run.states["b"], run.states["a"]
+			lags = append(lags, run.lagP99["b"])
+			t.Logf("a %s: b's tick lag p99 %v over %d ticks (a's %v); the daemon's CPU %.0f%%; pushes %v, p99 %v, %d bytes each; load average %s",
+				fault, run.lagP99["b"], run.ticks["b"], run.lagP99["a"], 100*run.cpu.Seconds()/run.elapsed.Seconds(), run.pushes.Status, run.pushes.P99, run.pushes.BodyBytes, run.loadAvg)
+			require.NotEmpty(t, run.history["b"])
+			for _, p := range run.history["b"] {
+				require.Equal(t, map[string]float64{"recommendations": 1, "reviews": 1, "gallery": 1}, p.Levels, "a %s: b's levels at %v", fault, p.Time)
+				require.Equal(t, "auto", p.Mode, "a %s: b's mode at %v", fault, p.Time)
+			}
+			require.NotEmpty(t, b.Sources)
+			assert.True(t, b.Sources[0].OK, "a %s: b's source", fault)
+			live := 0
+			for _, in := range b.Sources[0].Instances {
+				if in.OK {
+					live++
+				}
+			}
+			assert.Equal(t, 50, live, "a %s: every instance of b is live", fault)
+			switch fault {
+			case "failing":
+				assert.False(t, a.Sources[0].OK, "a's source fails")
+			case "flooding":
+				assert.Less(t, a.Features[0].Level, 1.0, "a takes its flood, and dims")
+			}
+			if run.lagP99["b"] <= maxTickLag {
+				break
+			}
+		}
+		assert.LessOrEqual(t, slices.Min(lags), maxTickLag, "a %s: b's tick lag p99 (runs: %v)", fault, lags)
 	}
 }

@@ -168,10 +168,10 @@ func startRigLoad(ctx context.Context, t *testing.T, c *http.Client, svc, token,
 
 // simPush is a synthetic instance's pushes, for loads too large to run
 // Recorders for: every push carries count more requests than the last,
-// all of them latency long, in a latency histogram of the default
-// classic buckets and width native ones around it (a Recorder's push
-// under a varied load has a few hundred buckets in all), and the default
-// class's counts.
+// at most latency long (p99 latency), in a latency histogram of the
+// default classic buckets and width native ones up to it (a Recorder's
+// push under a varied load has a few hundred buckets in all), and the
+// default class's counts.
 type simPush struct {
 	instance string
 	start    string
@@ -204,18 +204,19 @@ func (s *simPush) next(now time.Time) []byte {
 		fmt.Fprintf(&b, "[%g,%d]", ub, c)
 	}
 	b.WriteString(`],"native":{"schema":4,"zero":0,"buckets":[`)
-	// The native bucket of latency at schema 4: ceil(log2(latency)×16).
+	// The native bucket of latency at schema 4, ceil(log2(latency)×16),
+	// holds most; width−1 buckets under it share a hundredth.
 	at := int(math.Ceil(16 * math.Log2(s.latency)))
-	per := n / uint64(s.width)
+	per := n / uint64(100*s.width)
 	for i := range s.width {
 		if i > 0 {
 			b.WriteByte(',')
 		}
 		c := per
-		if i == s.width/2 {
+		if i == s.width-1 {
 			c = n - per*uint64(s.width-1)
 		}
-		fmt.Fprintf(&b, "[%d,%d]", at-s.width/2+i, c)
+		fmt.Fprintf(&b, "[%d,%d]", at-s.width+1+i, c)
 	}
 	fmt.Fprintf(&b, `]}},"classes":{"default":{"arrived":%d,"completed":%d,"good":%d}}}`, n, n, n)
 	return []byte(b.String())
