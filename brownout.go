@@ -23,7 +23,8 @@
 //
 // With Options.Daemon set it follows a brownoutd instead (fleet mode):
 // the levels come from the daemon's stream, and the recorder's signals are
-// pushed to it.
+// pushed to it; Options.Service names the app's service on a daemon of
+// several.
 //
 // The packages underneath (signals, signals/fleet, dimmer, provider, shed,
 // api) stay public for whoever needs another arrangement.
@@ -48,6 +49,7 @@ import (
 
 	"github.com/brownout/brownout/api"
 	"github.com/brownout/brownout/dimmer"
+	"github.com/brownout/brownout/internal/service"
 	"github.com/brownout/brownout/provider"
 	"github.com/brownout/brownout/shed"
 	"github.com/brownout/brownout/signals"
@@ -111,7 +113,8 @@ type Options struct {
 	Gate      shed.GateConfig
 	RateLimit *shed.RateLimitConfig
 	// Domain registers the provider under an OpenFeature domain in
-	// RegisterProvider; "" is the default provider.
+	// RegisterProvider; "" is the default provider (or, with Service, the
+	// domain of the service's name).
 	Domain string
 	// Registerer, when set, receives the metrics of every part (signals,
 	// flag evaluations, the operator API).
@@ -146,6 +149,17 @@ type Options struct {
 	// DaemonToken is sent to the daemon with every evaluation stream and
 	// push (its eval and push token).
 	DaemonToken string
+	// Service, in fleet mode, names this app's service on a daemon of
+	// several (brownoutd's services:): the stream the levels come from
+	// and the pushes say it (provider.RemoteOptions.Service,
+	// fleet.PusherConfig.Service), so that the daemon hands them to that
+	// service's controller, tokens and caps. RegisterProvider then
+	// registers the provider under the OpenFeature domain of this name
+	// unless Domain names another: an app of several services makes a
+	// Brownout for each, and asks each one's flags of
+	// openfeature.NewClient(service). Lower-case letters, digits, '-', '_'
+	// and '.'; none for a daemon of one service, which refuses a name.
+	Service string
 	// Instance names this process in its pushes. Default: the host name
 	// and the process id.
 	Instance string
@@ -191,6 +205,17 @@ func New(o Options) (*Brownout, error) {
 	if o.Daemon != "" && len(o.CORSOrigins) > 0 {
 		return nil, errors.New("brownout: CORSOrigins in fleet mode: the daemon serves OFREP; allow the origins there (brownoutd --cors-origin)")
 	}
+	if o.Service != "" {
+		if o.Daemon == "" {
+			return nil, errors.New("brownout: Service is a daemon's service: set Daemon (fleet mode), or leave Service out")
+		}
+		if err := service.Check(o.Service); err != nil {
+			return nil, fmt.Errorf("brownout: %w", err)
+		}
+		if o.Domain == "" {
+			o.Domain = o.Service
+		}
+	}
 	if o.Daemon == "" && len(o.Features) == 0 {
 		return nil, errors.New("brownout: no Features: list the optional features the controller dims (or set Daemon for fleet mode)")
 	}
@@ -221,7 +246,7 @@ func New(o Options) (*Brownout, error) {
 			host, _ := os.Hostname()
 			o.Instance = fmt.Sprintf("%s-%d", host, os.Getpid())
 		}
-		ro := provider.RemoteOptions{URL: o.Daemon, Token: o.DaemonToken, Logger: o.Logger}
+		ro := provider.RemoteOptions{URL: o.Daemon, Token: o.DaemonToken, Service: o.Service, Logger: o.Logger}
 		if o.StateDir != "" {
 			ro.StateFile = filepath.Join(o.StateDir, "brownoutd-state.json")
 		}
@@ -230,7 +255,7 @@ func New(o Options) (*Brownout, error) {
 			return nil, fmt.Errorf("brownout: %w", err)
 		}
 		if !o.NoPush {
-			b.pusher, err = fleet.NewPusher(b.rec, fleet.PusherConfig{URL: strings.TrimSuffix(o.Daemon, "/") + "/v1/signals", Instance: o.Instance, Token: o.DaemonToken, Logger: o.Logger})
+			b.pusher, err = fleet.NewPusher(b.rec, fleet.PusherConfig{URL: strings.TrimSuffix(o.Daemon, "/") + "/v1/signals", Instance: o.Instance, Service: o.Service, Token: o.DaemonToken, Logger: o.Logger})
 			if err != nil {
 				return nil, fmt.Errorf("brownout: %w", err)
 			}

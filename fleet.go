@@ -24,6 +24,9 @@ type FleetState struct {
 	V int `json:"v"`
 	// Daemon is the daemon's URL (Options.Daemon).
 	Daemon string `json:"daemon"`
+	// Service is this app's service on a daemon of several
+	// (Options.Service); absent for a daemon of one.
+	Service string `json:"service,omitempty"`
 	// Generation, Time, Mode, Shed and Reason are the followed state's
 	// (dimmer.State); Time is zero before the daemon was ever heard.
 	Generation uint64         `json:"generation"`
@@ -67,7 +70,7 @@ func (b *Brownout) FleetState() FleetState {
 		return FleetState{}
 	}
 	st := b.remote.State()
-	out := FleetState{V: FleetStateVersion, Daemon: b.opts.Daemon, Generation: st.Generation, Time: st.Time,
+	out := FleetState{V: FleetStateVersion, Daemon: b.opts.Daemon, Service: b.opts.Service, Generation: st.Generation, Time: st.Time,
 		Mode: st.Mode.String(), Shed: st.Shed, Reason: st.Reason,
 		Features: make([]FleetFeature, 0, len(st.Features)), Sources: b.DaemonHealth()}
 	for _, f := range st.Features {
