@@ -26,6 +26,12 @@
 //   - The push source's endpoint (POST /v1/signals) behind its own tokens,
 //     or on a loopback listener the writes' checks.
 //
+// An API is one service's. A daemon of several (brownoutd's services:)
+// makes one per service, each with its own controller, tokens and state
+// directory, names it in Config.Service (shown in the state), and mounts
+// its routes under /services/{name}/ with Config.EventStreams pointing
+// there; the routes themselves are the same.
+//
 // Versions and unknown fields. The /v1 bodies this package writes
 // (problems aside) carry "v": 1; a client reading one must ignore fields it does not know, so
 // that fields can be added within version 1 and a rolling upgrade mixes

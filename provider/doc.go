@@ -92,6 +92,13 @@
 // stream for the cascade's choice of clients (dimmer.ShedSeed): give it
 // to shed.Config.ShedSeed, and every instance sheds the same users.
 //
+// On a daemon of several services (brownoutd's services:), a Remote
+// follows one: RemoteOptions.Service names it (or the URL is the
+// service's, http://brownoutd:8080/services/{name}). An app of several
+// services runs a Remote and a Provider for each and registers each
+// under an OpenFeature domain (openfeature.SetNamedProvider(name, p));
+// openfeature.NewClient(name) then asks that service's flags.
+//
 // Remote.Health reports the link (a signals.SourceHealth, as the daemon's
 // sources report theirs). A daemon that refuses the token (401 or 403) is
 // ErrUnauthorized: said once in the log, at WARN, with the URL and what

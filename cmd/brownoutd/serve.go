@@ -46,6 +46,13 @@ Settings: flags over BROWNOUTD_*
 environment variables over the YAML file over the defaults. SIGHUP reloads
 the file: an invalid one keeps the running configuration (and says why).
 
+With services: in the file, one daemon controls several services, each
+with its own features, targets, source, schedule, tokens and state (under
+state_dir/services/{name}): each one's routes are under /services/{name}/
+(OFREP, the operator API, its pushes, its dial), or at the root with the
+header X-Brownout-Service: {name}; GET /v1/state and the dial at / list
+them (cmd/brownoutd/brownoutd.services.example.yaml).
+
 No page of another origin may evaluate flags from a browser unless
 --cors-origin names its origin: then OFREP's evaluations and event stream
 answer it, and nothing else does (the operator API never).

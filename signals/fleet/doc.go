@@ -50,6 +50,14 @@
 //	...
 //	go p.Run(ctx) // until ctx ends; failures back off with jitter
 //
+// On a daemon of several services (brownoutd's services:), each service
+// has its own PushSource, tokens and MaxInstances: a Pusher says its
+// service with PusherConfig.Service (the X-Brownout-Service header, read
+// before the body), or pushes to the service's path,
+// http://brownoutd:8080/services/{name}/v1/signals. DefaultQueriesFor
+// selects one service's series where one Prometheus server scrapes
+// several.
+//
 // PushSource keeps each instance's pushes of the last Window. An instance
 // silent for Expire (default 15 s) leaves the fleet; with none live,
 // Snapshot fails with ErrNoInstances and the controller holds, then goes
