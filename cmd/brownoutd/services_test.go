@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -272,4 +273,61 @@ func TestOneServiceRefusesAServiceName(t *testing.T) {
 	assert.Contains(t, body, "urn:brownout:api:unknown-service")
 	resp, _ = do(t, "GET", d.base+"/services/shop/v1/state", "")
 	assert.Equal(t, 404, resp.StatusCode)
+}
+
+// TestServeServicesReload: SIGHUP reloads every service of a valid file —
+// features added, an operator's override kept — and none of an invalid
+// one, even where only one service is wrong; a service added or a
+// service's tick changed waits for the restart, said in the log; a file
+// without services is refused.
+func TestServeServicesReload(t *testing.T) {
+	dir := t.TempDir()
+	opTok := "operator-secret-0123456789"
+	f := writeFiles(t, dir, map[string]string{"ops": "alice " + opTok + "\n"})
+	file := filepath.Join(dir, "b.yaml")
+	write := func(s string) {
+		require.NoError(t, os.WriteFile(file, []byte("tick: 100ms\nauth: {operator_tokens_file: "+f["ops"]+"}\n"+s), 0o600))
+	}
+	write(`services:
+  - {name: a, features: [{name: x}, {name: y}]}
+  - {name: b, features: [{name: z}]}
+`)
+	d := startDaemon(t, "--listen", "127.0.0.1:0", "--state-dir", dir, "--config", file)
+	names := func(svc string) []string {
+		var out []string
+		for _, ft := range stateOf(t, d.base+"/services/"+svc).Features {
+			out = append(out, ft.Name)
+		}
+		return out
+	}
+	resp, body := do(t, "PUT", d.base+"/services/b/v1/features/z/override", `{"level":0.3,"ttl":"1h","reason":"war room"}`, "Authorization", "Bearer "+opTok)
+	require.Equal(t, 200, resp.StatusCode, body)
+	hup := func() { require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP)) }
+
+	write(`services:
+  - {name: a, tick: 200ms, features: [{name: x}, {name: y}, {name: w}]}
+  - {name: b, features: [{name: z}, {name: v}]}
+  - {name: c, features: [{name: u}]}
+`)
+	hup()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Len(c, stateOf(c, d.base+"/services/a").Features, 3)
+	}, 5*time.Second, 50*time.Millisecond, "reloaded")
+	assert.Equal(t, []string{"z", "v"}, names("b"))
+	assert.Equal(t, 0.3, feature(stateOf(t, d.base+"/services/b"), "z").Level, "the override survived the reload")
+	assert.Equal(t, "100ms", stateOf(t, d.base+"/services/a").Tick.Period, "a's tick waits for the restart")
+	require.Eventually(t, func() bool { return strings.Contains(d.errs.String(), `settings="services, services[a].tick"`) }, 5*time.Second, 50*time.Millisecond, "and the log says so: %s", d.errs.String())
+	resp, _ = do(t, "GET", d.base+"/services/c/v1/state", "")
+	assert.Equal(t, 404, resp.StatusCode, "a service added waits for the restart")
+
+	for _, bad := range []string{
+		"services:\n  - {name: a, features: [{name: x}]}\n  - {name: b, features: [{name: z, floor: 7}]}\n",
+		"features: [{name: x}]\n",
+	} {
+		write(bad)
+		before := strings.Count(d.errs.String(), "reload refused")
+		hup()
+		require.Eventually(t, func() bool { return strings.Count(d.errs.String(), "reload refused") > before }, 5*time.Second, 50*time.Millisecond, "the refusal is logged")
+		assert.Equal(t, []string{"x", "y", "w"}, names("a"), "nothing of a refused file applies")
+	}
 }

@@ -36,7 +36,7 @@ type rig struct {
 // newRig builds the services of the YAML file src; sources, when it has
 // an entry for a service, replaces the service's own (buildSource's).
 // Start runs the loops.
-func newRig(t *testing.T, src string, sources map[string]source) *rig {
+func newRig(t testing.TB, src string, sources map[string]source) *rig {
 	t.Helper()
 	c, err := parseConfig("rig.yaml", []byte(src))
 	require.NoError(t, err)
@@ -130,7 +130,7 @@ type phase struct {
 	until   time.Duration // since the load's start
 }
 
-func startRigLoad(ctx context.Context, t *testing.T, c *http.Client, svc, token, instance string, interval time.Duration, schedule []phase) *rigLoad {
+func startRigLoad(ctx context.Context, t testing.TB, c *http.Client, svc, token, instance string, interval time.Duration, schedule []phase) *rigLoad {
 	t.Helper()
 	l := &rigLoad{rec: signals.NewRecorder(signals.Config{})}
 	p, err := fleet.NewPusher(l.rec, fleet.PusherConfig{URL: "http://127.0.0.1:8080/v1/signals", Instance: instance, Service: svc,
