@@ -10,13 +10,17 @@ import "time"
 //     periods). The first sets K to setShare·Ĉ; after it K is at most Ĉ.
 //   - Corrected. Over High, K steps down; under Low for Hold with the
 //     levels under the ceiling, it steps up — each step a share of the
-//     work the whole ladder adds at the current load (so a step of 0.08
-//     moves the brightness by about 0.08), at least Hold (and a signal
-//     window) after the last. Steps double
-//     while they go the same way (up to stepMax) and halve at each
-//     reversal (down to stepMin), which also doubles the wait before the
-//     next (up to maxWait): Kesten's rule for stochastic approximation —
-//     a K that is right sees ever smaller, ever rarer moves around it.
+//     work the whole ladder adds at the current load (so a step of 0.04
+//     moves the brightness by about 0.04), at least Hold (and a signal
+//     window) after the last. Steps halve at each reversal (down to
+//     stepMin), which also doubles the wait before the next (up to
+//     maxWait), and never grow: Kesten's rule for stochastic
+//     approximation — a K that is right sees ever smaller, ever rarer
+//     moves around it. A saturated period that brings K down to Ĉ counts
+//     as a step down. What moves K far — a load or a service that
+//     changed — is measured and moves the levels through the feedforward,
+//     not through K; steps that grew while they went the same way took
+//     noise (two periods over High that were a burst) for a trend.
 //   - Reset. A change of regime — the load jumped, or the service's
 //     work per request did — starts the steps afresh: the feedforward has moved
 //     the levels for the change, and what K lacks is found quickly.
@@ -43,12 +47,11 @@ const (
 	// limit at half (up to a second) moves Ĉ a tenth; a capacity that
 	// really changed is followed within five saturated periods.
 	measureWeight = 0.2
-	// stepStart, stepMin and stepMax bound the correction's step, in
-	// shares of the ladder's work (about brightness): 0.08 first, the
-	// search's span; halved three times, 0.01, a quantum; doubled three
-	// times, 0.64, so that four steps cross the whole ladder when a
-	// capacity came back.
-	stepStart, stepMin, stepMax = 0.04, 0.01, 0.64
+	// stepStart and stepMin bound the correction's step, in shares of
+	// the ladder's work (about brightness): 0.04 first, within the calm
+	// band of a feature's level (a fifth of a feature of a third of the
+	// ladder); halved twice, 0.01, a quantum.
+	stepStart, stepMin = 0.04, 0.01
 	// upShare is the size of a step up relative to one down: a half. At
 	// the level where the corrections balance, a period over High is then
 	// half as likely as one under Low: a level a little under the edge,
@@ -106,8 +109,15 @@ func (e *capacity) saturated(now time.Time, meas float64, hold time.Duration) {
 		e.k, e.src = setShare*e.c, capMeasured
 		e.reset(now, hold)
 	case e.k > e.c:
+		// K was over what the service can do: a move down, and after a
+		// correction up a reversal (the step halves, the wait doubles),
+		// so that corrections up and saturations do not take turns.
 		e.k, e.src = e.c, capMeasured
-		e.movedAt = now
+		if e.dir > 0 {
+			e.step = max(e.step/2, stepMin)
+			e.wait = min(2*e.wait, maxWait)
+		}
+		e.dir, e.movedAt = -1, now
 	default:
 		// A burst saturated the service for a period: the pressure of
 		// the next window is of that burst.
@@ -129,8 +139,6 @@ func (e *capacity) correct(now time.Time, dir int, scale float64, window time.Du
 	case e.dir != 0 && e.dir != dir:
 		e.step = max(e.step/2, stepMin)
 		e.wait = min(2*e.wait, maxWait)
-	case e.dir == dir:
-		e.step = min(2*e.step, stepMax)
 	}
 	if scale <= 0 {
 		scale = e.k // no ladder to speak of: relative to K
