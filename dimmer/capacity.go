@@ -62,6 +62,11 @@ const (
 	// reversal doubles it from Hold (two moves in four minutes at most
 	// once it is long).
 	maxWait = 2 * time.Minute
+	// carriedZ is the standard errors under a period's work a second that
+	// K is raised to when the period carried it well within target (under
+	// Low): a lower bound, so that the noise of the periods does not
+	// ratchet K up.
+	carriedZ = 2.0
 )
 
 // capacity is the estimator of K.
@@ -87,6 +92,7 @@ const (
 	capDown               // a correction down: over target
 	capUp                 // a correction up: under target
 	capCold               // the first overload without a saturated period
+	capCarried            // carried within target, beyond K
 )
 
 // reset starts the corrections afresh at now: a change of regime.
@@ -123,6 +129,13 @@ func (e *capacity) saturated(now time.Time, meas float64, hold time.Duration) {
 		// the next window is of that burst.
 		e.movedAt = now
 	}
+}
+
+// carried raises K (and Ĉ) to lb, a lower bound of the work a second the
+// service carried within target in a period: a move up.
+func (e *capacity) carried(now time.Time, lb float64) {
+	e.k, e.c, e.src = lb, max(e.c, lb), capCarried
+	e.dir, e.movedAt = +1, now
 }
 
 // correct steps K by dir (+1 up, −1 down) if the wait since the last

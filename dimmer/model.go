@@ -135,7 +135,7 @@ type observation struct {
 // the all-off request's and m.mdl.mean with a request's at the levels now.
 // It returns the unit — seconds (tallies with completions) or all-off
 // requests — and the work a second the period's requests took (0 when
-// unknown).
+// unknown) with its standard error.
 //
 // With tallies, each period's mean work x is brought back to the all-off
 // request's by the costs — x₀ = (x − Σ learned sᵢĉᵢ)/(1 + scale·Σ prior
@@ -143,7 +143,7 @@ type observation struct {
 // — and x₀ is tracked: it does not move when the levels do, so long as
 // the costs are right; where the priors are wrong, the first period after
 // a move says by how much (teach).
-func (c *Controller) demand(now time.Time, ts []signals.Tally, span time.Duration) (seconds bool, busy float64) {
+func (c *Controller) demand(now time.Time, ts []signals.Tally, span time.Duration) (seconds bool, busy, busySE float64) {
 	m := &c.mu
 	fs := c.cfg.Features
 	var all signals.Moments
@@ -193,7 +193,9 @@ func (c *Controller) demand(now time.Time, ts []signals.Tally, span time.Duratio
 		den := 1 + m.mdl.scale*prior
 		m.mdl.base.update((x-learned)/den, v/(den*den), fastWeight(m.sigWindow.Seconds()/max(span.Seconds(), 1e-3)), all.N >= minJumpCount)
 		if sp := span.Seconds(); sp > 0 {
-			busy = all.Sum / sp
+			// The work of a count of requests: its variance is the
+			// count's times a request's second moment.
+			busy, busySE = all.Sum/sp, math.Sqrt(all.SumSq)/sp
 		}
 	}
 	m.mdl.w0 = 1
@@ -206,7 +208,7 @@ func (c *Controller) demand(now time.Time, ts []signals.Tally, span time.Duratio
 		}
 	}
 	m.mdl.mean = c.work(max(m.brightness, 0))
-	return seconds, busy
+	return seconds, busy, busySE
 }
 
 // teach learns the priors' scale s from the first period after a move:
@@ -322,7 +324,7 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 	if lam > 0 {
 		w.load = lam // the reason gives the load the levels are set for
 	}
-	seconds, busy := c.demand(now, o.tallies, o.recentSpan)
+	seconds, busy, busySE := c.demand(now, o.tallies, o.recentSpan)
 	if seconds != e.seconds {
 		// The unit of work changed (tallies appeared or went): what K
 		// was measured in is no more.
@@ -367,6 +369,11 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 		// Over High two periods in a row: one is a burst (a window's
 		// refusals of a second that had them), two are the level.
 		e.correct(now, -1, lam*(c.work(1)-c.work(0)), win)
+	case o.p < cfg.Low && busySE > 0 && busy-carriedZ*busySE > e.k:
+		// Carried well within target, beyond K: K was too low (a first
+		// measurement taken while the gate's limit was still opening
+		// bounds nothing).
+		e.carried(now, busy-carriedZ*busySE)
 	case calm && b < ceil:
 		e.correct(now, +1, lam*(c.work(1)-c.work(0)), win)
 	}

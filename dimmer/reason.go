@@ -214,7 +214,7 @@ func (c *Controller) describeModel(w why) string {
 }
 
 var sourceNames = [...]string{capNone: "none", capMeasured: "measured while saturated", capDown: "lowered: over target",
-	capUp: "raised: under target", capCold: "carried at the first overload"}
+	capUp: "raised: under target", capCold: "carried at the first overload", capCarried: "carried within target"}
 
 func shedName(level float64) string {
 	switch {
