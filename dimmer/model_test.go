@@ -16,8 +16,10 @@ import (
 // a period at a time is estimated ever more precisely (within 2 % once two
 // minutes of periods are in, where one period is ±10 %); a step to 150/s
 // (5 standard errors of a period) is followed within a signal window (five
-// periods), and one to 300/s within two; a shift adds its uncertainty, so
-// that the next periods correct a wrong prediction quickly.
+// periods), and one to 300/s within two; a ramp after a jump is followed,
+// and the estimate settles once the level holds; a shift adds its
+// uncertainty, so that the next periods correct a wrong prediction
+// quickly.
 func TestTrackerSettlesOnNoiseAndFollowsSteps(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	var tr tracker
@@ -37,14 +39,25 @@ func TestTrackerSettlesOnNoiseAndFollowsSteps(t *testing.T) {
 	}
 	assert.True(t, jumped >= 0 && jumped <= 4, "a step of 50 %% is followed within a window of five periods: %d", jumped)
 	assert.InDelta(t, 150, tr.est, 12)
-	jumped = -1
-	for i := range 3 {
-		if tr.update(300+17*rng.NormFloat64(), 300, fast, true) && jumped < 0 {
-			jumped = i
+	for range 2 {
+		tr.update(300+17*rng.NormFloat64(), 300, fast, true)
+	}
+	assert.InDelta(t, 300, tr.est, 30, "a step of 100 %% is followed in two periods")
+	// A level that jumped and goes on moving is followed (a ramp of 10/s:
+	// within three periods of it), and once it holds the estimate settles again.
+	for i := range 30 {
+		l := 300 + 10*float64(i+1)
+		tr.update(l+18*rng.NormFloat64(), l, fast, true)
+		if i >= 5 {
+			assert.InDelta(t, l, tr.est, 30, "ramp, period %d: within three periods of its move", i)
 		}
 	}
-	assert.Equal(t, 1, jumped, "a step of 100 %% is followed in the second period")
-	assert.InDelta(t, 300, tr.est, 20)
+	for i := range 120 {
+		tr.update(600+24*rng.NormFloat64(), 600, fast, true)
+		if i >= 60 {
+			assert.InDelta(t, 600, tr.est, 12, "settled again, period %d", i)
+		}
+	}
 
 	// Settled, and without jumps allowed: a step is followed only slowly…
 	var slow tracker

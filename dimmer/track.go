@@ -29,7 +29,8 @@ type tracker struct {
 	p         float64 // the variance of est
 	prev      float64 // the previous period's value
 	ok        bool
-	pending   int // the direction of an exceedance last period; 0 none
+	pending   int     // the direction of an exceedance last period; 0 none
+	q         float64 // the drift allowed a period after a jump (see update)
 }
 
 const (
@@ -44,6 +45,13 @@ const (
 	// the levels to stay within a few hundredths. A drift faster than the
 	// memory follows is found by the jump test.
 	trackMemory = 120.0
+	// jumpPeriods and moveMemory: after a jump of J the level is taken to
+	// go on moving by about J/jumpPeriods a period (a jump is found over
+	// about two), which the estimate is let follow, and that allowance is
+	// forgotten over moveMemory periods (ten: a load that moved once and
+	// holds settles within a quarter of a minute; one that keeps moving
+	// keeps jumping).
+	jumpPeriods, moveMemory = 2.0, 10.0
 )
 
 // update folds in one period's value x, whose variance is v, with fast the
@@ -70,13 +78,18 @@ func (t *tracker) update(x, v, fast float64, jump bool) bool {
 		dir = sign(t.fast - t.est)
 	}
 	if dir != 0 && dir == t.pending {
-		// Both periods are of the new level: their mean estimates it.
+		// Both periods are of the new level: their mean estimates it. A
+		// level that jumped may go on moving: the drift allowed a period
+		// becomes the jump's share of a period, forgotten over
+		// moveMemory periods.
 		m := (prev + x) / 2
+		t.q = max(t.q, (m-t.est)*(m-t.est)/jumpPeriods)
 		t.fast, t.est, t.p, t.pending = m, m, v/2, 0
 		return true
 	}
 	t.pending = dir
-	t.p += v / (trackMemory * trackMemory)
+	t.q *= 1 - 1/moveMemory
+	t.p += max(v/(trackMemory*trackMemory), t.q)
 	a := 1.0
 	if t.p+v > 0 {
 		a = t.p / (t.p + v)
