@@ -101,6 +101,9 @@ func (c *Controller) observe(now time.Time, s signals.Snapshot, busy float64, bu
 	if v, ok := s.Get(signals.Throughput); ok && v >= 0 {
 		o.rate = v
 	}
+	if v, ok := s.Get(signals.GateQueued); ok && v > 0 {
+		o.queued = v
+	}
 	o.tallies = s.Tallies
 	if s.RecentSpan > 0 {
 		sp := s.RecentSpan.Seconds()
@@ -120,6 +123,8 @@ type observation struct {
 	top   int
 	load  float64 // offered load; < 0 when unknown
 	rate  float64 // completions per second; < 0 when unknown
+	// queued is the requests waiting at the admission gate (0 without one).
+	queued float64
 	// The same over the last period alone, when the source counts it.
 	recentLoad, recentRate float64
 	recentSpan             time.Duration
@@ -383,6 +388,14 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 	target := ceil
 	if e.k > 0 && lam > 0 {
 		target = c.solve(e.k/lam, ceil)
+		if target > b && o.queued > 0 {
+			// Brighten only as far as the arrivals and the backlog
+			// waiting at the gate, drained within a signal window,
+			// allow: a load that fell after a spike does not brighten
+			// the levels while the spike's queue still waits. (The
+			// backlog never dims: at a steady load it is noise.)
+			target = max(min(target, c.solve(e.k/(lam+o.queued/win.Seconds()), ceil)), b)
+		}
 	}
 	w.budget = target
 
