@@ -54,7 +54,8 @@ func TestRemoteMovesToAnotherReplicaWhenOneDies(t *testing.T) {
 		c.publish(0.4)
 		r := c.remote(t, provider.RemoteOptions{}) // MinBackoff 100 ms, MaxBackoff 10 s
 		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error)
+		defer cancel()
+		done := make(chan error, 1)
 		go func() { done <- r.Run(ctx) }()
 		step(time.Second)
 		first := r.Following()

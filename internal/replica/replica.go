@@ -35,8 +35,12 @@ const maxShown = 200
 // slashes. base says whether they are base URLs (no query: the client appends
 // its paths) or endpoints (a query is kept).
 func Check(urls []string, base bool) ([]string, error) {
+	example := "http://brownoutd:8080"
+	if !base {
+		example += "/v1/signals"
+	}
 	if len(urls) == 0 {
-		return nil, errors.New("no URL: want one base URL per replica, e.g. http://brownoutd-1:8080")
+		return nil, fmt.Errorf("no URL: want one per replica, e.g. %s", example)
 	}
 	if len(urls) > Max {
 		return nil, fmt.Errorf("%d URLs: at most %d", len(urls), Max)
@@ -44,7 +48,7 @@ func Check(urls []string, base bool) ([]string, error) {
 	out := make([]string, len(urls))
 	seen := make(map[string]string, len(urls))
 	for i, raw := range urls {
-		key, err := check(raw, base)
+		key, err := check(raw, base, example)
 		if err != nil {
 			return nil, fmt.Errorf("URL %q: %w", shown(raw), err)
 		}
@@ -81,7 +85,7 @@ func Parse(s string) ([]string, error) {
 }
 
 // check validates one URL and returns its key for duplicates.
-func check(raw string, base bool) (string, error) {
+func check(raw string, base bool, example string) (string, error) {
 	u, err := url.Parse(raw)
 	switch {
 	case err != nil || raw == "":
@@ -89,7 +93,7 @@ func check(raw string, base bool) (string, error) {
 	case strings.ContainsFunc(raw, unicode.IsSpace):
 		return "", errors.New("a space in the URL")
 	case u.Scheme != "http" && u.Scheme != "https": // url.Parse lowers it
-		return "", errors.New("want an http or https URL, e.g. http://brownoutd:8080")
+		return "", fmt.Errorf("want an http or https URL, e.g. %s", example)
 	case u.Opaque != "" || u.Host == "" || u.Hostname() == "":
 		return "", errors.New("no host")
 	case strings.HasSuffix(u.Host, ":"):
