@@ -77,8 +77,11 @@ func (b *Brownout) FleetState() FleetState {
 	out := FleetState{V: FleetStateVersion, Daemon: b.opts.Daemon, Generation: st.Generation, Time: st.Time,
 		Mode: st.Mode.String(), Shed: st.Shed, Reason: st.Reason,
 		Features: make([]FleetFeature, 0, len(st.Features)), Sources: b.DaemonHealth()}
-	if len(b.daemons) > 1 {
+	switch {
+	case len(b.daemons) > 1:
 		out.Daemon, out.Daemons = b.remote.Following(), b.daemons
+	case b.opts.Daemon == "": // one URL, in Daemons
+		out.Daemon = b.daemons[0]
 	}
 	for _, f := range st.Features {
 		out.Features = append(out.Features, FleetFeature{Name: f.Name, Level: f.Level, Mode: f.Mode.String()})
