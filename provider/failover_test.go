@@ -16,7 +16,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/brownout/brownout/dimmer"
-	"github.com/brownout/brownout/internal/race"
 	"github.com/brownout/brownout/provider"
 )
 
@@ -301,9 +300,6 @@ func TestNewRemoteRefusesBadURLs(t *testing.T) {
 // Remote takes to follow another: at most 2 × MinBackoff and a
 // connection. go test ./provider -run FailoverTime -v prints the figures.
 func TestRemoteFailoverTimeOnRealHTTP(t *testing.T) {
-	if race.Enabled {
-		t.Skip("timing: make test runs it without -race")
-	}
 	c := newTCPCluster(t, 3, 100*time.Millisecond)
 	c.publish(0.4)
 	r := c.remote(t, provider.RemoteOptions{})
