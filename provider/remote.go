@@ -69,9 +69,8 @@ type RemoteOptions struct {
 	// its leader, or a paused daemon). It is at least three of the ticks'
 	// interval as last observed. Default 10 s: longer than a change of
 	// leader, which pauses every replica's ticks, so that a failover
-	// moves no stream; above three ticks of the daemon's. With one URL
-	// there is nowhere else to go, and only ReadTimeout ends a quiet
-	// stream.
+	// moves no stream. With one URL there is nowhere else to go, and only
+	// ReadTimeout ends a quiet stream.
 	LagTimeout time.Duration
 	// Client makes the connections. Default: a client without an overall
 	// timeout (a stream lasts).
@@ -143,8 +142,8 @@ type peer struct {
 	lastSuccess, lastErrorAt time.Time
 	lastError                string
 	errors                   uint64
-	// failing: its last connection failed or was left; Run tries the
-	// replicas that are not first.
+	// failing: its last connection failed or was left for lagging; Run
+	// tries the other replicas first.
 	failing bool
 }
 
