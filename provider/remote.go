@@ -440,6 +440,9 @@ func NewRemote(o RemoteOptions) (*Remote, error) {
 			r.learn(w)
 			if o.Now().Sub(w.SavedAt) < o.StaleTTL {
 				r.mu.last, r.mu.lastAt = w, w.SavedAt
+				// Held: a replica behind it (the same epoch, a lower
+				// generation) is not followed.
+				r.mu.boot, r.mu.gen = w.Boot, w.Generation
 				r.publishLocked(r.stale(w, "last-known state from "+o.StateFile))
 				return r, nil
 			}

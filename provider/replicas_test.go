@@ -1,8 +1,12 @@
 package provider
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -52,4 +56,42 @@ func TestALaggingReplicaIsTriedLast(t *testing.T) {
 		got = append(got, p.failing)
 	}
 	assert.Equal(t, []bool{true, false, true}, got)
+}
+
+// TestNeverOlderThanTheStateFile: the last-known state read at start is
+// held like one that arrived: a state of its epoch with a lower
+// generation (a replica behind) is not taken, a newer one or another
+// epoch's is.
+func TestNeverOlderThanTheStateFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "state.json")
+	state := func(boot int64, gen uint64, level float64) string {
+		return fmt.Sprintf(`{"v":1,"boot":%d,"generation":%d,"mode":"auto","features":[{"name":"x","level":%v}]}`, boot, gen, level)
+	}
+	var w wireState
+	require.NoError(t, json.Unmarshal([]byte(state(7, 10, 0.3)), &w))
+	w.SavedAt = time.Now()
+	require.NoError(t, writeStateFile(file, &w))
+	r, err := NewRemote(RemoteOptions{URLs: []string{"http://a", "http://b"}, StateFile: file})
+	require.NoError(t, err)
+	level := func() float64 { return r.State().LevelAt(0, -1) }
+	require.Equal(t, 0.3, level())
+	for _, tc := range []struct {
+		boot  int64
+		gen   uint64
+		level float64
+		taken bool
+	}{
+		{7, 9, 0.9, false},  // behind the file
+		{7, 10, 0.3, true},  // the same
+		{7, 12, 0.5, true},  // newer
+		{7, 11, 0.9, false}, // behind what was taken since
+		{8, 1, 0.7, true},   // another epoch: a restart
+	} {
+		adopted, err := r.apply(0, "", state(tc.boot, tc.gen, tc.level))
+		require.NoError(t, err)
+		assert.Equal(t, tc.taken, adopted, "%d-%d", tc.boot, tc.gen)
+		if tc.taken {
+			assert.Equal(t, tc.level, level(), "%d-%d", tc.boot, tc.gen)
+		}
+	}
 }
