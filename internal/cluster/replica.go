@@ -84,19 +84,19 @@ type Replica struct {
 
 	mu struct {
 		sync.Mutex
-		until       time.Time // leads until (local, monotonic); zero: not leading
-		leader      string
-		term        uint64
-		since       time.Time
-		leaseUntil  time.Time // the known lease's end (local)
-		storeErr    string
-		mismatch    []string
-		applied     uint64
-		gen         uint64
-		appliedCh   chan struct{}
-		takeovers   uint64
-		warnedHash  string
-		leaderHash  string
+		until      time.Time // leads until (local, monotonic); zero: not leading
+		leader     string
+		term       uint64
+		since      time.Time
+		leaseUntil time.Time // the known lease's end (local)
+		storeErr   string
+		mismatch   []string
+		applied    uint64
+		gen        uint64
+		appliedCh  chan struct{}
+		takeovers  uint64
+		warnedHash string
+		leaderHash string
 	}
 }
 
