@@ -264,8 +264,13 @@ func (c *Controller) AdoptAt(now time.Time, cp Checkpoint) (*State, error) {
 	act, cause, causeOK := parseAction(cp.Status)
 	m.why = why{kind: whyAdopted}
 	m.adopted = adopted{reason: cp.Status.Reason, action: act, cause: cause, causeOK: causeOK}
-	// The hold timers and the trim start afresh: its next step lands.
-	m.started, m.roomSince, m.underSince, m.belowSince, m.overSince = false, time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	// The hold timers and the trim start afresh: its next step lands. A
+	// stale state stays stale until a signal comes.
+	m.started, m.lastFresh = true, now
+	if statMode == Stale {
+		m.lastFresh = now.Add(-time.Duration(c.cfg.StaleAfter) * c.cfg.Tick)
+	}
+	m.roomSince, m.underSince, m.belowSince, m.overSince = time.Time{}, time.Time{}, time.Time{}, time.Time{}
 	m.lastDir, m.fails, m.calmRun, m.hotRun, m.underRun, m.underSum = 0, 0, 0, 0, 0, 0
 	m.good, m.bad, m.span = -1, -1, m.maxStep
 	c.schedule(now)

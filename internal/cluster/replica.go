@@ -603,7 +603,7 @@ const mismatchWindow = "10 seconds"
 
 func (r *Replica) queueMismatch(b *pgx.Batch) {
 	b.Queue(`SELECT name FROM brownout_replica WHERE service = $1 AND seen > now() - interval '`+mismatchWindow+`'
-		AND config_hash <> (SELECT config_hash FROM brownout_published WHERE service = $1) ORDER BY name`, r.cfg.Service)
+		AND config_hash <> (SELECT config_hash FROM brownout_published WHERE service = $1 AND config_hash <> '') ORDER BY name`, r.cfg.Service)
 }
 
 func (r *Replica) readMismatch(br pgx.BatchResults) error {
@@ -647,7 +647,7 @@ func reconcile(law *dimmer.Controller, now time.Time, ops opState, log *slog.Log
 		if h, ok := have[o.feature]; ok && math.Abs(h.Level-o.level) <= q/2 && h.Reason == o.reason && h.Until.Sub(until).Abs() < time.Second {
 			continue
 		}
-		if _, err := law.PinAt(now, o.feature, o.level, min(o.left, api.MaxTTL), o.reason); err != nil {
+		if _, err := law.PinAt(now, o.feature, o.level, min(max(o.left.Round(time.Second), time.Second), api.MaxTTL), o.reason); err != nil {
 			log.Warn("brownoutd: cluster: an override in the store cannot be applied here", "feature", o.feature, "err", err)
 		}
 	}
