@@ -332,3 +332,62 @@ func doGet(t *testing.T, a *api.API, path string) []byte {
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// constSource gives an overload at every snapshot.
+type constSource struct{}
+
+func (constSource) Snapshot(_ context.Context, now time.Time) (signals.Snapshot, error) {
+	return *overload(now), nil
+}
+
+// TestRunLeadsAndFollows runs two replicas' loops (Run: the ticks, the
+// notifications, the API's streams) for real on a short tick and lease,
+// for the race detector: one leads, the other serves its generation;
+// stopped, the leader gives the lease up and the other takes it.
+func TestRunLeadsAndFollows(t *testing.T) {
+	dsn := pgtest.Start(t)
+	cfg := lawConfig()
+	cfg.Tick = 100 * time.Millisecond
+	type runner struct {
+		n      *node
+		cancel context.CancelFunc
+		done   chan error
+	}
+	start := func(name string) *runner {
+		served, err := dimmer.New(cfg)
+		require.NoError(t, err)
+		rep, err := Open(context.Background(), Config{URL: dsn, Name: name, Dimmer: cfg, Served: served, Lease: 600 * time.Millisecond, Margin: 200 * time.Millisecond})
+		require.NoError(t, err)
+		t.Cleanup(rep.Close)
+		a, err := api.New(api.Config{Controller: served, Store: rep, Epoch: rep.Epoch(), Secret: rep.Secret(), Cluster: rep.Info, Loopback: true})
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		r := &runner{n: &node{rep: rep, api: a, served: served}, cancel: cancel, done: make(chan error)}
+		go func() { rep.Run(ctx, a, constSource{}); close(r.done) }()
+		t.Cleanup(func() { cancel(); <-r.done })
+		return r
+	}
+	a, b := start("a"), start("b")
+	require.Eventually(t, func() bool { return a.n.role() == "leader" || b.n.role() == "leader" }, 5*time.Second, 20*time.Millisecond)
+	lead, other := a, b
+	if b.n.role() == "leader" {
+		lead, other = b, a
+	}
+	require.Eventually(t, func() bool {
+		g := lead.n.served.State().Generation
+		return g > 3 && other.n.served.State().Generation == g
+	}, 5*time.Second, 20*time.Millisecond, "the follower serves the leader's generation")
+	ctx := context.Background()
+	res, err := other.n.rep.Change(ctx, api.Change{Kind: "shadow", On: true, Who: "ops", What: "shadow true"})
+	require.NoError(t, err)
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_, err = other.n.rep.Applied(wctx, res.Version)
+	require.NoError(t, err, "a write at the follower is served there")
+	last := lead.n.served.State().Generation
+	lead.cancel()
+	<-lead.done
+	require.Eventually(t, func() bool { return other.n.role() == "leader" }, 2*time.Second, 20*time.Millisecond, "released: taken at once")
+	assert.GreaterOrEqual(t, other.n.served.State().Generation, last)
+	assert.True(t, other.n.api.State().Shadow)
+}
