@@ -186,7 +186,6 @@ type published struct {
 	term       uint64
 	holder     string
 	generation uint64
-	checkpoint *dimmer.Checkpoint // nil: none yet
 	configHash string
 	opsVersion uint64
 }
