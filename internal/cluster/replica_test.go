@@ -390,4 +390,14 @@ func TestRunLeadsAndFollows(t *testing.T) {
 	require.Eventually(t, func() bool { return other.n.role() == "leader" }, 2*time.Second, 20*time.Millisecond, "released: taken at once")
 	assert.GreaterOrEqual(t, other.n.served.State().Generation, last)
 	assert.True(t, other.n.api.State().Shadow)
+
+	// A reload: the law and the served controller take the new
+	// configuration; the next commits carry on from the generation.
+	reloaded := cfg
+	reloaded.Targets = []dimmer.Target{{Signal: signals.LatencyP99, Target: 2}}
+	gen := other.n.served.State().Generation
+	require.NoError(t, other.n.rep.Reconfigure(reloaded))
+	require.Eventually(t, func() bool { return other.n.served.State().Generation > gen+1 }, 2*time.Second, 20*time.Millisecond)
+	assert.Equal(t, 2.0, other.n.served.Config().Targets[0].Target)
+	assert.Equal(t, 2.0, other.n.rep.law.Config().Targets[0].Target)
 }
