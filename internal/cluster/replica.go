@@ -265,6 +265,10 @@ func (r *Replica) tickOnce(ctx context.Context, now time.Time, snap *signals.Sna
 	return r.lead(ctx, now, snap, lag)
 }
 
+// keptEvents is how many events the store keeps per service (the API
+// keeps the last 1000 in memory; the audit lines are also in the logs).
+const keptEvents = 10000
+
 // errNotLeader: the store refused this replica the lease (another holds
 // it, or took it over).
 var errNotLeader = errors.New("cluster: not the leader")
@@ -382,6 +386,10 @@ func (r *Replica) lead(ctx context.Context, now time.Time, snap *signals.Snapsho
 			point = &p
 			if cp.Generation%64 == 0 || r.lastHist.Second() == 0 {
 				if _, err := tx.Exec(ctx, `DELETE FROM brownout_history WHERE service = $1 AND at < now() - interval '16 minutes'`, r.cfg.Service); err != nil {
+					return err
+				}
+				if _, err := tx.Exec(ctx, `DELETE FROM brownout_event WHERE service = $1
+					AND seq <= (SELECT event_seq FROM brownout_operator WHERE service = $1) - $2`, r.cfg.Service, keptEvents); err != nil {
 					return err
 				}
 			}
