@@ -26,17 +26,20 @@ import (
 type fileConfig struct {
 	Listen string `yaml:"listen"`
 	// MaxConnsPerClient caps one client address's connections (0: none).
-	MaxConnsPerClient *int          `yaml:"max_conns_per_client"`
-	StateDir          string        `yaml:"state_dir"`
-	Tick              duration      `yaml:"tick"`
-	Law               lawConfig     `yaml:"law"`
-	Targets           []targetCfg   `yaml:"targets"`
-	Features          []featureCfg  `yaml:"features"`
-	Segments          []segmentCfg  `yaml:"segments"`
-	Schedule          []scheduleCfg `yaml:"schedule"`
-	Sources           sourcesCfg    `yaml:"sources"`
-	Auth              authCfg       `yaml:"auth"`
-	TLS               tlsCfg        `yaml:"tls"`
+	MaxConnsPerClient *int   `yaml:"max_conns_per_client"`
+	StateDir          string `yaml:"state_dir"`
+	// Store, a postgres:// URL, keeps the operators' state for replicas
+	// that share it (ha.go); default none: the state dir.
+	Store    string        `yaml:"store"`
+	Tick     duration      `yaml:"tick"`
+	Law      lawConfig     `yaml:"law"`
+	Targets  []targetCfg   `yaml:"targets"`
+	Features []featureCfg  `yaml:"features"`
+	Segments []segmentCfg  `yaml:"segments"`
+	Schedule []scheduleCfg `yaml:"schedule"`
+	Sources  sourcesCfg    `yaml:"sources"`
+	Auth     authCfg       `yaml:"auth"`
+	TLS      tlsCfg        `yaml:"tls"`
 	// CORSOrigins are the origins whose pages may evaluate flags from a
 	// browser (api.Config.CORSOrigins); none by default.
 	CORSOrigins []string `yaml:"cors_origins"`
@@ -153,6 +156,7 @@ type config struct {
 	Listen   string
 	Conns    server.Limits
 	StateDir string
+	Store    string // a postgres:// URL: run as a replica (ha.go)
 	TLS      tlsCfg
 	Dimmer   dimmer.Config
 	Defaults map[string]bool
@@ -282,12 +286,17 @@ func yamlMsg(err error) string { return strings.TrimPrefix(err.Error(), "yaml: "
 
 // resolve turns a parsed file into a config, reporting problems to at.
 func resolve(fc *fileConfig, at func(path, format string, a ...any)) *config {
-	c := &config{Listen: fc.Listen, StateDir: fc.StateDir, TLS: fc.TLS, Auth: fc.Auth, Defaults: map[string]bool{},
+	c := &config{Listen: fc.Listen, StateDir: fc.StateDir, Store: fc.Store, TLS: fc.TLS, Auth: fc.Auth, Defaults: map[string]bool{},
 		Push: fc.Sources.Push, Scrape: fc.Sources.Scrape, PromQL: fc.Sources.PromQL}
 	if c.Listen == "" {
 		c.Listen = "127.0.0.1:8080"
 	} else if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		at("listen", "%q: want host:port", c.Listen)
+	}
+	if c.Store != "" {
+		if err := checkStore(c.Store); err != nil {
+			at("store", "%v", err)
+		}
 	}
 	if n := fc.MaxConnsPerClient; n != nil {
 		var err error
