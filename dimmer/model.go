@@ -307,6 +307,7 @@ func (c *Controller) estimateLoad(o observation) float64 {
 	}
 	s := o.recentSpan.Seconds()
 	v := max(m.mdl.load.est, o.recentLoad, 1/s) / s // a Poisson count's variance, as a rate
+	m.mdl.load.moves = true
 	if m.mdl.load.update(o.recentLoad, v, fastWeight(m.sigWindow.Seconds()/s), true) {
 		m.mdl.regime = true
 	}

@@ -22,7 +22,7 @@ import (
 // quickly.
 func TestTrackerSettlesOnNoiseAndFollowsSteps(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	var tr tracker
+	tr := tracker{moves: true}
 	fast := fastWeight(5)
 	for i := range 600 {
 		x := 100 + 10*rng.NormFloat64() // a count of 100 a second: σ 10
@@ -43,7 +43,8 @@ func TestTrackerSettlesOnNoiseAndFollowsSteps(t *testing.T) {
 		tr.update(300+17*rng.NormFloat64(), 300, fast, true)
 	}
 	assert.InDelta(t, 300, tr.est, 30, "a step of 100 %% is followed in two periods")
-	// A level that jumped and goes on moving is followed (a ramp of 10/s:
+	// A level that jumped and goes on moving is followed, where levels may
+	// move (a ramp of 10/s:
 	// within three periods of it), and once it holds the estimate settles again.
 	for i := range 30 {
 		l := 300 + 10*float64(i+1)

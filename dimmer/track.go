@@ -31,6 +31,9 @@ type tracker struct {
 	ok        bool
 	pending   int     // the direction of an exceedance last period; 0 none
 	q         float64 // the drift allowed a period after a jump (see update)
+	// moves: a level that jumped may go on moving (the offered load),
+	// rather than hold at its new value (a request's work).
+	moves bool
 }
 
 const (
@@ -83,7 +86,9 @@ func (t *tracker) update(x, v, fast float64, jump bool) bool {
 		// becomes the jump's share of a period, forgotten over
 		// moveMemory periods.
 		m := (prev + x) / 2
-		t.q = max(t.q, (m-t.est)*(m-t.est)/jumpPeriods)
+		if t.moves {
+			t.q = max(t.q, (m-t.est)*(m-t.est)/jumpPeriods)
+		}
 		t.fast, t.est, t.p, t.pending = m, m, v/2, 0
 		return true
 	}
