@@ -23,8 +23,9 @@
 //
 // With Options.Daemon set it follows a brownoutd instead (fleet mode):
 // the levels come from the daemon's stream, and the recorder's signals are
-// pushed to it; Options.Service names the app's service on a daemon of
-// several.
+// pushed to it. Options.Daemons lists the replicas of a brownoutd in HA:
+// the levels come from one replica at a time, and the signals go to each.
+// Options.Service names the app's service on a daemon of several.
 //
 // The packages underneath (signals, signals/fleet, dimmer, provider, shed,
 // api) stay public for whoever needs another arrangement.
@@ -40,7 +41,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -49,6 +49,7 @@ import (
 
 	"github.com/brownout/brownout/api"
 	"github.com/brownout/brownout/dimmer"
+	"github.com/brownout/brownout/internal/replica"
 	"github.com/brownout/brownout/internal/service"
 	"github.com/brownout/brownout/provider"
 	"github.com/brownout/brownout/shed"
@@ -146,6 +147,13 @@ type Options struct {
 	// operator API is the daemon's (Handler serves the dial's page only to
 	// say so).
 	Daemon string
+	// Daemons, instead of Daemon, are the base URLs of one brownoutd's
+	// replicas (HA): fleet mode, the levels followed from one replica at
+	// a time — started at one at random, moved to another when it fails
+	// or lags — and the signals pushed to every one (see
+	// provider.RemoteOptions.URLs and fleet.PusherConfig.URLs). At most
+	// 16, no replica twice. Set Daemon or Daemons.
+	Daemons []string
 	// DaemonToken is sent to the daemon with every evaluation stream and
 	// push (its eval and push token).
 	DaemonToken string
@@ -174,6 +182,7 @@ type Options struct {
 // Brownout is the protection stack of one service.
 type Brownout struct {
 	opts    Options
+	daemons []string // fleet mode: the daemon's URLs, checked
 	rec     *signals.Recorder
 	ctl     *dimmer.Controller // nil in fleet mode
 	remote  *provider.Remote   // nil in embedded mode
@@ -202,12 +211,27 @@ func New(o Options) (*Brownout, error) {
 	if o.MaxRejectRatio >= 1 || math.IsNaN(o.MaxRejectRatio) {
 		return nil, fmt.Errorf("brownout: MaxRejectRatio %v: want a share under 1 (negative: latency alone)", o.MaxRejectRatio)
 	}
-	if o.Daemon != "" && len(o.CORSOrigins) > 0 {
+	if o.Daemon != "" && len(o.Daemons) > 0 {
+		return nil, errors.New("brownout: Daemon and Daemons both set: set Daemons alone for several replicas")
+	}
+	daemons, field := o.Daemons, "Daemons"
+	if o.Daemon != "" {
+		daemons, field = []string{o.Daemon}, "Daemon"
+	}
+	if len(daemons) > 0 { // fleet mode
+		var err error
+		if daemons, err = replica.Check(daemons, true); err != nil {
+			return nil, fmt.Errorf("brownout: %s: %w", field, err)
+		}
+	} else {
+		daemons = nil
+	}
+	if daemons != nil && len(o.CORSOrigins) > 0 {
 		return nil, errors.New("brownout: CORSOrigins in fleet mode: the daemon serves OFREP; allow the origins there (brownoutd --cors-origin)")
 	}
 	if o.Service != "" {
-		if o.Daemon == "" {
-			return nil, errors.New("brownout: Service is a daemon's service: set Daemon (fleet mode), or leave Service out")
+		if daemons == nil {
+			return nil, errors.New("brownout: Service is a daemon's service: set Daemon or Daemons (fleet mode), or leave Service out")
 		}
 		if err := service.Check(o.Service); err != nil {
 			return nil, fmt.Errorf("brownout: %w", err)
@@ -216,13 +240,13 @@ func New(o Options) (*Brownout, error) {
 			o.Domain = o.Service
 		}
 	}
-	if o.Daemon == "" && len(o.Features) == 0 {
+	if daemons == nil && len(o.Features) == 0 {
 		return nil, errors.New("brownout: no Features: list the optional features the controller dims (or set Daemon for fleet mode)")
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	b := &Brownout{opts: o}
+	b := &Brownout{opts: o, daemons: daemons}
 	b.rec = signals.NewRecorder(signals.Config{Latency: signals.WindowConfig{Slices: latencySlices}})
 	if len(o.Features) > 0 {
 		// Each request's feature tally: what the controller learns each
@@ -241,12 +265,12 @@ func New(o Options) (*Brownout, error) {
 		shedSeed  func() (dimmer.ShedSeed, bool)
 		err       error
 	)
-	if o.Daemon != "" {
+	if daemons != nil {
 		if o.Instance == "" {
 			host, _ := os.Hostname()
 			o.Instance = fmt.Sprintf("%s-%d", host, os.Getpid())
 		}
-		ro := provider.RemoteOptions{URL: o.Daemon, Token: o.DaemonToken, Service: o.Service, Logger: o.Logger}
+		ro := provider.RemoteOptions{URLs: daemons, Token: o.DaemonToken, Service: o.Service, Logger: o.Logger}
 		if o.StateDir != "" {
 			ro.StateFile = filepath.Join(o.StateDir, "brownoutd-state.json")
 		}
@@ -255,7 +279,11 @@ func New(o Options) (*Brownout, error) {
 			return nil, fmt.Errorf("brownout: %w", err)
 		}
 		if !o.NoPush {
-			b.pusher, err = fleet.NewPusher(b.rec, fleet.PusherConfig{URL: strings.TrimSuffix(o.Daemon, "/") + "/v1/signals", Instance: o.Instance, Service: o.Service, Token: o.DaemonToken, Logger: o.Logger})
+			push := make([]string, len(daemons))
+			for i, d := range daemons {
+				push[i] = d + "/v1/signals"
+			}
+			b.pusher, err = fleet.NewPusher(b.rec, fleet.PusherConfig{URLs: push, Instance: o.Instance, Service: o.Service, Token: o.DaemonToken, Logger: o.Logger})
 			if err != nil {
 				return nil, fmt.Errorf("brownout: %w", err)
 			}

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -107,6 +108,9 @@ func TestNewRefusesBadOptions(t *testing.T) {
 		"a daemon that is not a URL": {Daemon: "localhost:8080"},
 		"a CORS origin with a path":  {Features: features(), CORSOrigins: []string{"https://shop.example/"}},
 		"CORS origins in fleet mode": {Daemon: "http://127.0.0.1:8080", CORSOrigins: []string{"https://shop.example"}},
+		"Daemon and Daemons":         {Daemon: "http://127.0.0.1:8080", Daemons: []string{"http://127.0.0.1:8081"}},
+		"a replica twice":            {Daemons: []string{"http://127.0.0.1:8080", "http://127.0.0.1:8080/"}},
+		"a replica not a URL":        {Daemons: []string{"http://127.0.0.1:8080", "127.0.0.1:8081"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			b, err := brownout.New(o)
@@ -295,6 +299,88 @@ func TestFleet(t *testing.T) {
 	for _, s := range st.Sources {
 		assert.True(t, s.OK, "%s: the links to the daemon are up", s.Name)
 	}
+}
+
+// TestFleetFollowsReplicas: with the URLs of a daemon's replicas the
+// stack follows one of them and pushes to each; when the one followed
+// dies it follows another, and keeps pushing to those up; its state and
+// DaemonHealth say which, per replica.
+func TestFleetFollowsReplicas(t *testing.T) {
+	type replica struct {
+		ctl    *dimmer.Controller
+		push   *fleet.PushSource
+		a      *api.API
+		srv    *httptest.Server
+		cancel context.CancelFunc
+	}
+	var rs []*replica
+	for range 2 { // two daemons alike, as replicas serve the leader's levels
+		ctl, err := dimmer.New(dimmer.Config{Targets: []dimmer.Target{{Signal: signals.LatencyP99, Target: 0.3}}, Features: features()})
+		require.NoError(t, err)
+		_, err = ctl.Pin("reviews", 0, time.Hour, "test")
+		require.NoError(t, err)
+		push := fleet.NewPushSource(fleet.PushConfig{})
+		a, err := api.New(api.Config{Controller: ctl, Push: push, Loopback: true})
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		r := &replica{ctl: ctl, push: push, a: a, srv: httptest.NewServer(a.Handler()), cancel: cancel}
+		go a.Run(ctx, push)
+		t.Cleanup(func() { r.cancel(); r.srv.CloseClientConnections(); r.srv.Close(); r.a.Close() })
+		rs = append(rs, r)
+	}
+	urls := []string{rs[0].srv.URL, rs[1].srv.URL}
+	b, err := brownout.New(brownout.Options{Daemons: urls, Domain: domain(), Instance: "app-1"})
+	require.NoError(t, err)
+	_, stop := run(t, b)
+	defer stop()
+	require.NoError(t, b.RegisterProvider())
+	app := httptest.NewServer(b.Middleware(page(b.Client())))
+	defer app.Close()
+	ops := httptest.NewServer(b.Handler())
+	defer ops.Close()
+
+	pushedTo := func(r *replica) bool {
+		for _, in := range r.push.Health().Instances {
+			if in.Name == "app-1" && in.OK {
+				return true
+			}
+		}
+		return false
+	}
+	require.Eventually(t, func() bool {
+		_, body := get(t, app.URL+"/?user=u1")
+		return body == "page recommendations" && pushedTo(rs[0]) && pushedTo(rs[1])
+	}, 10*time.Second, 20*time.Millisecond, "the levels followed, the signals pushed to both")
+	st := fleetState(t, ops.URL)
+	assert.Equal(t, urls, st.Daemons)
+	followed := slices.Index(urls, st.Daemon)
+	require.GreaterOrEqual(t, followed, 0, "Daemon names the replica followed: %q", st.Daemon)
+	names := func(hs []signals.SourceHealth) (out []string) {
+		for _, h := range hs {
+			out = append(out, h.Name)
+		}
+		return out
+	}
+	assert.Equal(t, []string{"stream " + urls[0] + "/v1/stream", "stream " + urls[1] + "/v1/stream",
+		"push " + urls[0] + "/v1/signals", "push " + urls[1] + "/v1/signals"}, names(st.Sources), "per replica")
+	assert.True(t, st.Sources[followed].OK)
+	assert.False(t, st.Sources[1-followed].OK, "one stream at a time")
+
+	// The replica followed dies: the other is followed; pushes go on to it.
+	dead, alive := rs[followed], rs[1-followed]
+	dead.cancel()
+	dead.srv.CloseClientConnections()
+	dead.srv.Close()
+	require.Eventually(t, func() bool { return fleetState(t, ops.URL).Daemon == urls[1-followed] }, 10*time.Second, 10*time.Millisecond,
+		"the other replica followed")
+	_, body := get(t, app.URL+"/?user=u1")
+	assert.Equal(t, "page recommendations", body, "the same levels")
+	require.Eventually(t, func() bool {
+		hs := b.DaemonHealth()
+		return !hs[2+followed].OK && hs[2+(1-followed)].OK
+	}, 10*time.Second, 20*time.Millisecond, "the pushes to the dead replica fail, those to the other go on")
+	before := alive.push.Health().Instances[0].LastSeen
+	require.Eventually(t, func() bool { return alive.push.Health().Instances[0].LastSeen.After(before) }, 10*time.Second, 20*time.Millisecond)
 }
 
 // fleetState reads an app's GET /v1/state in fleet mode.

@@ -78,3 +78,18 @@ func ExampleOptions_fleet() {
 	defer b.Close()
 	// go b.Run(ctx); b.RegisterProvider(); http.ListenAndServe(addr, b.Middleware(app))
 }
+
+// Fleet mode on a brownoutd in HA: the replicas' URLs. The levels come
+// from one replica at a time (another when it fails or lags), and the
+// signals are pushed to each.
+func ExampleOptions_replicas() {
+	b, err := brownout.New(brownout.Options{
+		Daemons:     []string{"http://brownoutd-1.internal:8090", "http://brownoutd-2.internal:8090"},
+		DaemonToken: "the daemon's eval and push token",
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer b.Close()
+	// go b.Run(ctx); b.RegisterProvider(); http.ListenAndServe(addr, b.Middleware(app))
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	httpproblem "github.com/brownout/brownout/internal/problem"
@@ -22,8 +23,12 @@ const FleetStateVersion = 1
 // pins.
 type FleetState struct {
 	V int `json:"v"`
-	// Daemon is the daemon's URL (Options.Daemon).
+	// Daemon is the daemon's URL (Options.Daemon); with several replicas
+	// (Options.Daemons), the one followed now, "" while none is.
 	Daemon string `json:"daemon"`
+	// Daemons lists the replicas' URLs (Options.Daemons); none with one
+	// URL.
+	Daemons []string `json:"daemons,omitempty"`
 	// Service is this app's service on a daemon of several
 	// (Options.Service); absent for a daemon of one.
 	Service string `json:"service,omitempty"`
@@ -47,18 +52,20 @@ type FleetFeature struct {
 }
 
 // DaemonHealth reports how the links to the daemon fare in fleet mode:
-// the stream the levels come from (provider.Remote.Health), then the
-// pushes of this app's signals (fleet.Pusher.Health; none with
-// Options.NoPush). A daemon that refuses Options.DaemonToken shows in
-// their LastError ("unauthorized (401) — check the token …") with OK
-// false until it takes it again. Nil in embedded mode.
+// the stream the levels come from (provider.Remote.HealthByURL: one per
+// replica, OK for the one followed), then the pushes of this app's
+// signals (fleet.Pusher.HealthByURL: one per replica; none with
+// Options.NoPush). With one URL that is two: the stream's and the
+// pushes'. A daemon that refuses Options.DaemonToken shows in their
+// LastError ("unauthorized (401) — check the token …") with OK false
+// until it takes it again. Nil in embedded mode.
 func (b *Brownout) DaemonHealth() []signals.SourceHealth {
 	if b.remote == nil {
 		return nil
 	}
-	out := []signals.SourceHealth{b.remote.Health()}
+	out := b.remote.HealthByURL()
 	if b.pusher != nil {
-		out = append(out, b.pusher.Health())
+		out = append(out, b.pusher.HealthByURL()...)
 	}
 	return out
 }
@@ -73,6 +80,12 @@ func (b *Brownout) FleetState() FleetState {
 	out := FleetState{V: FleetStateVersion, Daemon: b.opts.Daemon, Service: b.opts.Service, Generation: st.Generation, Time: st.Time,
 		Mode: st.Mode.String(), Shed: st.Shed, Reason: st.Reason,
 		Features: make([]FleetFeature, 0, len(st.Features)), Sources: b.DaemonHealth()}
+	switch {
+	case len(b.daemons) > 1:
+		out.Daemon, out.Daemons = b.remote.Following(), b.daemons
+	case b.opts.Daemon == "": // one URL, in Daemons
+		out.Daemon = b.daemons[0]
+	}
 	for _, f := range st.Features {
 		out.Features = append(out.Features, FleetFeature{Name: f.Name, Level: f.Level, Mode: f.Mode.String()})
 	}
@@ -96,7 +109,7 @@ func (b *Brownout) fleetHandler() http.Handler {
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		httpproblem.Write(w, httpproblem.Problem{Type: httpproblem.Type("brownout", "fleet-mode"), Status: http.StatusNotFound,
-			Detail: fmt.Sprintf("fleet mode: the operator API and the dial are the daemon's, at %s; this app serves GET /v1/state", b.opts.Daemon)})
+			Detail: fmt.Sprintf("fleet mode: the operator API and the dial are the daemon's, at %s; this app serves GET /v1/state", strings.Join(b.daemons, ", "))})
 	})
 	return mux
 }

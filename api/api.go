@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -65,8 +66,21 @@ type Config struct {
 	// Sources reports the signal sources' health for /v1/state.
 	Sources func() []signals.SourceHealth
 	// StateDir, when set, keeps the operators' overrides, freeze and
-	// shadow in StateDir/operator.json across restarts.
+	// shadow in StateDir/operator.json across restarts. Ignored with a
+	// Store.
 	StateDir string
+	// Store, when set, keeps the operators' state and the events for
+	// replicas that share them (cluster.go). Default none: this process's
+	// own.
+	Store Store
+	// Epoch is the boot epoch in ETags and stream ids, and Secret (32
+	// bytes) the key of the stream tokens and of the shed seed. Default:
+	// the time of New and random bytes, new each boot; replicas set the
+	// cluster's, so that what one gave is good at another.
+	Epoch  int64
+	Secret []byte
+	// Cluster, when set, says what /v1/state shows of the replicas.
+	Cluster func() *ClusterJSON
 	// History is how much per-tick history /v1/history keeps. Default
 	// and minimum 15 minutes.
 	History time.Duration
@@ -188,6 +202,15 @@ func New(cfg Config) (*API, error) {
 		a.cfg.EventStreams = []EventStream{{Type: "sse", Endpoint: &Endpoint{RequestURI: "/ofrep/v1/events"}, InactivityDelaySec: 120}}
 	}
 	a.boot = a.now().UnixNano()
+	if cfg.Epoch != 0 {
+		a.boot = cfg.Epoch
+	}
+	if cfg.Secret != nil {
+		if len(cfg.Secret) != len(a.secret) {
+			return nil, fmt.Errorf("api: secret of %d bytes, want %d", len(cfg.Secret), len(a.secret))
+		}
+		copy(a.secret[:], cfg.Secret)
+	}
 	if a.prov == nil {
 		p, err := provider.New(cfg.Controller, provider.Options{})
 		if err != nil {
@@ -204,7 +227,7 @@ func New(cfg Config) (*API, error) {
 			return nil, err
 		}
 	}
-	if cfg.StateDir != "" {
+	if cfg.StateDir != "" && cfg.Store == nil {
 		a.store = &opStore{path: cfg.StateDir + "/operator.json"}
 		if err := a.store.lock(); err != nil {
 			return nil, err
@@ -244,7 +267,16 @@ func (a *API) SetDefaults(d map[string]bool) { a.defaults.Store(&d) }
 
 // Note records an event that is not an operator's write (a reload).
 func (a *API) Note(kind, what string) {
-	a.events.add(Event{Time: a.now(), Kind: kind, What: what})
+	e := Event{Time: a.now(), Kind: kind, What: what}
+	if a.cfg.Store == nil {
+		a.events.add(e)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	if err := a.cfg.Store.Note(ctx, e); err != nil {
+		a.log.Warn("brownout: an event could not be recorded in the store", "kind", kind, "what", what, "err", err)
+	}
 }
 
 // Save writes the operators' state to the state directory now (at

@@ -43,6 +43,24 @@ func (l *eventLog) add(e Event) {
 	l.ring = append(l.ring, e)
 }
 
+// put adds events numbered elsewhere (a store's), in order; an event
+// at or below the last seq kept is dropped.
+func (l *eventLog) put(es []Event) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, e := range es {
+		if e.Seq <= l.seq {
+			continue
+		}
+		l.seq = e.Seq
+		if len(l.ring) == cap(l.ring) {
+			copy(l.ring, l.ring[1:])
+			l.ring = l.ring[:len(l.ring)-1]
+		}
+		l.ring = append(l.ring, e)
+	}
+}
+
 func (l *eventLog) since(seq uint64) []Event {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -58,9 +76,17 @@ func (l *eventLog) since(seq uint64) []Event {
 // BigMove is the level change that makes an event.
 const BigMove = 0.2
 
-// noteChange records the events between two published states: mode
-// changes (stale periods among them) and big level moves.
+// noteChange records the events between two published states (Changes).
 func (a *API) noteChange(prev, st *dimmer.State) {
+	for _, e := range Changes(prev, st) {
+		a.events.add(e)
+	}
+}
+
+// Changes returns the events between two published states: mode changes
+// (stale periods among them) and big level moves. Their Seq is 0.
+func Changes(prev, st *dimmer.State) []Event {
+	var out []Event
 	if st.Mode != prev.Mode {
 		kind := "mode"
 		switch {
@@ -69,7 +95,7 @@ func (a *API) noteChange(prev, st *dimmer.State) {
 		case prev.Mode == dimmer.Stale:
 			kind = "fresh"
 		}
-		a.events.add(Event{Time: st.Time, Kind: kind, What: fmt.Sprintf("mode %s → %s", prev.Mode, st.Mode), Reason: st.Reason})
+		out = append(out, Event{Time: st.Time, Kind: kind, What: fmt.Sprintf("mode %s → %s", prev.Mode, st.Mode), Reason: st.Reason})
 	}
 	for i := range min(st.NumFeatures(), prev.NumFeatures()) {
 		if st.FeatureName(i) != prev.FeatureName(i) {
@@ -77,10 +103,11 @@ func (a *API) noteChange(prev, st *dimmer.State) {
 		}
 		from, to := prev.LevelAt(i, -1), st.LevelAt(i, -1)
 		if math.Abs(to-from) >= BigMove {
-			a.events.add(Event{Time: st.Time, Kind: "move", Feature: st.FeatureName(i),
+			out = append(out, Event{Time: st.Time, Kind: "move", Feature: st.FeatureName(i),
 				What: fmt.Sprintf("%s %.0f%% → %.0f%%", st.FeatureName(i), 100*from, 100*to), Reason: st.Reason})
 		}
 	}
+	return out
 }
 
 func (a *API) getEvents(w http.ResponseWriter, r *http.Request) {

@@ -201,10 +201,26 @@ func (a *API) Run(ctx context.Context, src dimmer.Source) error {
 	tick := a.ctl.Config().Tick
 	t := time.NewTicker(tick)
 	defer t.Stop()
+	var failing sourceLog
+	return a.loop(ctx, t.C, a.noteChange, func(sched time.Time) {
+		start := time.Now()
+		lag := start.Sub(sched)
+		sctx, cancel := context.WithTimeout(ctx, tick)
+		snap, err := src.Snapshot(sctx, sched)
+		cancel()
+		failing.note(a.log, sched, err)
+		st := a.ctl.Step(sched, snap)
+		a.record(sched, snap, st, lag)
+	})
+}
+
+// loop sends the controller's published states to the streams (and
+// note, when set, the pair of each change) and calls tick, when set, at
+// every tick of ticks, until ctx ends.
+func (a *API) loop(ctx context.Context, ticks <-chan time.Time, note func(prev, st *dimmer.State), tick func(sched time.Time)) error {
 	sub, stop := a.ctl.Subscribe()
 	defer stop()
 	prev := a.ctl.State()
-	var failing sourceLog
 	// OFREP's refetch events: at most one per ofrepMinInterval.
 	var lastRefetch time.Time
 	var refetchDue <-chan time.Time
@@ -224,22 +240,17 @@ func (a *API) Run(ctx context.Context, src dimmer.Source) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case st := <-sub:
-			a.noteChange(prev, st)
+			if note != nil {
+				note(prev, st)
+			}
 			prev = st
 			a.published(st)
 			refetch(time.Now())
 		case <-refetchDue:
 			refetchDue = nil
 			refetch(time.Now())
-		case sched := <-t.C:
-			start := time.Now()
-			lag := start.Sub(sched)
-			sctx, cancel := context.WithTimeout(ctx, tick)
-			snap, err := src.Snapshot(sctx, sched)
-			cancel()
-			failing.note(a.log, sched, err)
-			st := a.ctl.Step(sched, snap)
-			a.record(sched, snap, st, lag)
+		case sched := <-ticks:
+			tick(sched)
 		}
 	}
 }
@@ -295,9 +306,17 @@ func (a *API) Record(now time.Time, snap signals.Snapshot, st *dimmer.State, lag
 }
 
 func (a *API) record(now time.Time, snap signals.Snapshot, st *dimmer.State, lag time.Duration) {
+	p := NewPoint(now, snap, a.ctl.Status(), st)
+	a.hist.add(p, lag)
+	a.ticked(p)
+}
+
+// NewPoint is the history's point of the tick at now: the snapshot's
+// figures, the readings and pressure of status (Controller.Status after
+// the step), and the levels of st, the published state.
+func NewPoint(now time.Time, snap signals.Snapshot, status, st *dimmer.State) Point {
 	p := Point{Time: now, Readings: map[string]float64{}, Levels: map[string]float64{}, Shed: st.Shed,
 		Mode: st.Mode.String(), Generation: st.Generation}
-	status := a.ctl.Status()
 	p.Pressure = num(status.Pressure, status.PressureOK)
 	for _, r := range status.Signals {
 		if !r.Missing {
@@ -310,8 +329,7 @@ func (a *API) record(now time.Time, snap signals.Snapshot, st *dimmer.State, lag
 	get := func(k signals.Key) *float64 { v, ok := snap.Get(k); return num(v, ok) }
 	p.ShedRate, p.Goodput, p.Throughput = get(signals.RejectRate), get(signals.Goodput), get(signals.Throughput)
 	p.LatencyP99, p.SojournP99 = get(signals.LatencyP99), get(signals.SojournP99)
-	a.hist.add(p, lag)
-	a.ticked(p)
+	return p
 }
 
 func (a *API) getHistory(w http.ResponseWriter, r *http.Request) {

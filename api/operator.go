@@ -40,6 +40,9 @@ type StateJSON struct {
 	// Law is where the controller's hysteresis band lies (the dial draws
 	// it on the pressure gauge).
 	Law LawJSON `json:"law"`
+	// Cluster is what this replica knows of the others (absent for a
+	// lone daemon).
+	Cluster *ClusterJSON `json:"cluster,omitempty"`
 }
 
 // LawJSON is the pressure band of the control law: at or above High the
@@ -170,6 +173,9 @@ func (a *API) State() StateJSON {
 	}
 	out.Tick = TickJSON{Period: cfg.Tick.String(), LagP99: a.hist.lagP99(), Ticks: a.hist.ticks()}
 	out.Law = LawJSON{High: round(cfg.High), Low: round(cfg.Low), Setpoint: round(cfg.Setpoint), CascadeAt: round(cfg.CascadeAt), MaxShed: round(cfg.MaxShed)}
+	if a.cfg.Cluster != nil {
+		out.Cluster = a.cfg.Cluster()
+	}
 	return out
 }
 
@@ -252,6 +258,17 @@ func (a *API) putOverride(w http.ResponseWriter, r *http.Request, who string) {
 	if reason == "" {
 		reason = "override by " + who
 	}
+	if a.cfg.Store != nil {
+		if _, ok := a.ctl.State().Feature(name); !ok {
+			pinStatus(w, fmt.Errorf("api: override: %w %q", dimmer.ErrUnknownFeature, name))
+			return
+		}
+		a.stored(w, r, Change{Kind: "override", Feature: name, Level: lvl, TTL: ttl, Who: who, What: fmt.Sprintf("level %.2f for %v", lvl, ttl), Reason: reason},
+			func(res ChangeResult) map[string]any {
+				return map[string]any{"feature": name, "level": lvl, "until": res.Until, "reason": reason}
+			})
+		return
+	}
 	var now time.Time
 	st, saved, err := a.change(func(at time.Time) (*dimmer.State, error) {
 		now = at
@@ -272,6 +289,11 @@ func (a *API) deleteOverride(w http.ResponseWriter, r *http.Request, who string)
 	name := r.PathValue("name")
 	var req reasonRequest
 	if !body(w, r, &req, func() *int { return req.V }, true) || reasonTooLong(w, req.Reason) {
+		return
+	}
+	if a.cfg.Store != nil {
+		a.stored(w, r, Change{Kind: "release", Feature: name, Who: who, What: "override released", Reason: req.Reason},
+			func(ChangeResult) map[string]any { return map[string]any{"feature": name} })
 		return
 	}
 	st, saved, err := a.change(func(at time.Time) (*dimmer.State, error) {
@@ -327,6 +349,11 @@ func (a *API) postFreeze(w http.ResponseWriter, r *http.Request, who string) {
 	if req.Reason == "" {
 		req.Reason = "frozen by " + who
 	}
+	if a.cfg.Store != nil {
+		a.stored(w, r, Change{Kind: "freeze", Who: who, What: "every level frozen", Reason: req.Reason},
+			func(ChangeResult) map[string]any { return map[string]any{"frozen": true} })
+		return
+	}
 	st, saved, _ := a.change(func(now time.Time) (*dimmer.State, error) {
 		st := a.ctl.FreezeAt(now, req.Reason)
 		a.mu.Lock()
@@ -341,6 +368,11 @@ func (a *API) postFreeze(w http.ResponseWriter, r *http.Request, who string) {
 func (a *API) postUnfreeze(w http.ResponseWriter, r *http.Request, who string) {
 	var req reasonRequest
 	if !body(w, r, &req, func() *int { return req.V }, false) || reasonTooLong(w, req.Reason) {
+		return
+	}
+	if a.cfg.Store != nil {
+		a.stored(w, r, Change{Kind: "unfreeze", Who: who, What: "levels follow the law again", Reason: req.Reason},
+			func(ChangeResult) map[string]any { return map[string]any{"frozen": false} })
 		return
 	}
 	st, saved, _ := a.change(func(now time.Time) (*dimmer.State, error) {
@@ -370,6 +402,12 @@ func (a *API) putShadow(w http.ResponseWriter, r *http.Request, who string) {
 		return
 	}
 	if reasonTooLong(w, req.Reason) {
+		return
+	}
+	if a.cfg.Store != nil {
+		on := *req.On
+		a.stored(w, r, Change{Kind: "shadow", On: on, Who: who, What: "shadow " + strconv.FormatBool(on), Reason: req.Reason},
+			func(ChangeResult) map[string]any { return map[string]any{"shadow": on} })
 		return
 	}
 	st, saved, _ := a.change(func(now time.Time) (*dimmer.State, error) {

@@ -10,13 +10,17 @@ import "time"
 //     periods). The first sets K to setShare·Ĉ; after it K is at most Ĉ.
 //   - Corrected. Over High, K steps down; under Low for Hold with the
 //     levels under the ceiling, it steps up — each step a share of the
-//     work the whole ladder adds at the current load (so a step of 0.08
-//     moves the brightness by about 0.08), at least Hold (and a signal
-//     window) after the last. Steps double
-//     while they go the same way (up to stepMax) and halve at each
-//     reversal (down to stepMin), which also doubles the wait before the
-//     next (up to maxWait): Kesten's rule for stochastic approximation —
-//     a K that is right sees ever smaller, ever rarer moves around it.
+//     work the whole ladder adds at the current load (so a step of 0.04
+//     moves the brightness by about 0.04), at least Hold (and a signal
+//     window) after the last. Steps halve at each reversal (down to
+//     stepMin), which also doubles the wait before the next (up to
+//     maxWait), and never grow: Kesten's rule for stochastic
+//     approximation — a K that is right sees ever smaller, ever rarer
+//     moves around it. A saturated period that brings K down to Ĉ counts
+//     as a step down. What moves K far — a load or a service that
+//     changed — is measured and moves the levels through the feedforward,
+//     not through K; steps that grew while they went the same way took
+//     noise (two periods over High that were a burst) for a trend.
 //   - Reset. A change of regime — the load jumped, or the service's
 //     work per request did — starts the steps afresh: the feedforward has moved
 //     the levels for the change, and what K lacks is found quickly.
@@ -43,12 +47,11 @@ const (
 	// limit at half (up to a second) moves Ĉ a tenth; a capacity that
 	// really changed is followed within five saturated periods.
 	measureWeight = 0.2
-	// stepStart, stepMin and stepMax bound the correction's step, in
-	// shares of the ladder's work (about brightness): 0.08 first, the
-	// search's span; halved three times, 0.01, a quantum; doubled three
-	// times, 0.64, so that four steps cross the whole ladder when a
-	// capacity came back.
-	stepStart, stepMin, stepMax = 0.04, 0.01, 0.64
+	// stepStart and stepMin bound the correction's step, in shares of
+	// the ladder's work (about brightness): 0.04 first, within the calm
+	// band of a feature's level (a fifth of a feature of a third of the
+	// ladder); halved twice, 0.01, a quantum.
+	stepStart, stepMin = 0.04, 0.01
 	// upShare is the size of a step up relative to one down: a half. At
 	// the level where the corrections balance, a period over High is then
 	// half as likely as one under Low: a level a little under the edge,
@@ -59,6 +62,11 @@ const (
 	// reversal doubles it from Hold (two moves in four minutes at most
 	// once it is long).
 	maxWait = 2 * time.Minute
+	// carriedZ is the standard errors under a period's work a second that
+	// K is raised to when the period carried it well within target (under
+	// Low): a lower bound, so that the noise of the periods does not
+	// ratchet K up.
+	carriedZ = 2.0
 )
 
 // capacity is the estimator of K.
@@ -84,6 +92,7 @@ const (
 	capDown               // a correction down: over target
 	capUp                 // a correction up: under target
 	capCold               // the first overload without a saturated period
+	capCarried            // carried within target, beyond K
 )
 
 // reset starts the corrections afresh at now: a change of regime.
@@ -106,13 +115,27 @@ func (e *capacity) saturated(now time.Time, meas float64, hold time.Duration) {
 		e.k, e.src = setShare*e.c, capMeasured
 		e.reset(now, hold)
 	case e.k > e.c:
+		// K was over what the service can do: a move down, and after a
+		// correction up a reversal (the step halves, the wait doubles),
+		// so that corrections up and saturations do not take turns.
 		e.k, e.src = e.c, capMeasured
-		e.movedAt = now
+		if e.dir > 0 {
+			e.step = max(e.step/2, stepMin)
+			e.wait = min(2*e.wait, maxWait)
+		}
+		e.dir, e.movedAt = -1, now
 	default:
 		// A burst saturated the service for a period: the pressure of
 		// the next window is of that burst.
 		e.movedAt = now
 	}
+}
+
+// carried raises K (and Ĉ) to lb, a lower bound of the work a second the
+// service carried within target in a period: a move up.
+func (e *capacity) carried(now time.Time, lb float64) {
+	e.k, e.c, e.src = lb, max(e.c, lb), capCarried
+	e.dir, e.movedAt = +1, now
 }
 
 // correct steps K by dir (+1 up, −1 down) if the wait since the last
@@ -129,8 +152,6 @@ func (e *capacity) correct(now time.Time, dir int, scale float64, window time.Du
 	case e.dir != 0 && e.dir != dir:
 		e.step = max(e.step/2, stepMin)
 		e.wait = min(2*e.wait, maxWait)
-	case e.dir == dir:
-		e.step = min(2*e.step, stepMax)
 	}
 	if scale <= 0 {
 		scale = e.k // no ladder to speak of: relative to K

@@ -108,6 +108,7 @@ type controllerState struct {
 	busyOK   bool
 	mode     Mode
 	why      why
+	adopted  adopted // what an adopted checkpoint's step said (whyAdopted)
 	at       time.Time
 	levels   []float64 // scratch: per feature, then per feature × segment
 

@@ -270,14 +270,15 @@
 // # The model law (experimental)
 //
 // Config.Model selects a second law: a request at brightness b costs
-// w(b) = w̄ + Σᵢ (ℓᵢ(b) − ℓᵢ(b₀))·ĉᵢ of work (w̄ measured at the levels
-// now, ĉᵢ each feature's cost, learned from the tallies or its prior), the
-// service carries K of work a second within its targets, and the levels are
-// the brightest with λ·w(b) ≤ K at the offered load λ — a measured change
-// of the load moves them at once. K is measured in saturated periods and
-// corrected by the targets' pressure with Kesten's rule (capacity.go); the
-// load and w̄ are followed by trackers that hold on noise and jump on a
-// change (track.go). model.go has the law; docs/model.md its figures in
+// w(b) = w₀ + Σᵢ ℓᵢ(b)·ĉᵢ of work (w₀ the all-off request's, measured from
+// the tallies; ĉᵢ each feature's cost, learned from them or its prior times
+// a scale the moves teach), the service carries K of work a second within
+// its targets, and the levels are the brightest with λ·w(b) ≤ K at the
+// offered load λ — a measured change of the load moves them at once. K is
+// measured in saturated periods and corrected by the targets' pressure
+// with Kesten's rule (capacity.go); the load and w₀ are followed by
+// Kalman trackers that grow more precise while a level holds and jump on
+// a change (track.go). model.go has the law; docs/model.md its figures in
 // the lab and what it still lacks before it can be the default.
 //
 // # Scheduled caps

@@ -10,17 +10,17 @@ import (
 // The model law (Config.Model; docs/model.md has its equations and its
 // figures in the lab). A request at brightness b costs
 //
-//	w(b) = w̄ + Σᵢ (ℓᵢ(b) − ℓᵢ(b₀))·ĉᵢ
+//	w(b) = w₀ + Σᵢ ℓᵢ(b)·ĉᵢ
 //
-// of work, where w̄ is the mean work of a request at the levels now (b₀),
+// of work, where w₀ is the work of a request with every feature off,
 // ℓᵢ(b) feature i's level on the ladder and ĉᵢ its cost. The unit of work
 // is a second of service when the source tallies service time
-// (signals.Tally: the local Recorder, apps pushing to brownoutd): w̄ is
-// then measured (a tracker of the periods' means, shifted by the predicted
-// change when the levels move, corrected by what the next periods
-// measure), and a cost not yet learned is its prior (Feature.Cost, a share
-// of the all-off request) times the all-off request's work. Without
-// tallies the unit is the all-off request and w̄ = 1 + Σᵢ ℓᵢ·Costᵢ.
+// (signals.Tally: the local Recorder, apps pushing to brownoutd): w₀ is
+// then measured — each period's mean work brought back to the all-off
+// request's by the costs, and followed by a tracker (track.go) — and a
+// cost not yet learned is its prior (Feature.Cost, a share of the all-off
+// request) times w₀ times a scale the moves teach (see teach). Without
+// tallies the unit is the all-off request: w₀ = 1 and ĉᵢ = Costᵢ.
 //
 // The service carries K of work a second within its targets (see
 // capacity.go). At the offered load λ (a tracker of the periods' arrival
@@ -59,32 +59,35 @@ const (
 	// cost is taken to be right within 8× either way, and one move —
 	// however far its prediction missed — moves the scale by at most 2×.
 	maxScaleStep, maxScale = 2.0, 8.0
+	// teachZ is the standard errors of the all-off work's estimates a
+	// move's predicted change must exceed to teach the priors' scale.
+	teachZ = 2.0
 )
 
 // modelState is the model law's part of the controller's state.
 type modelState struct {
 	capacity capacity  // K and Ĉ (see capacity.go)
 	load     tracker   // the offered load (see estimateLoad)
-	work     tracker   // the mean work of a request, measured (see demand)
-	regime   bool      // the load or the work of a request jumped this period
+	base     tracker   // the all-off request's work, measured (see demand)
+	regime   bool      // the load or the all-off work jumped this period
 	overRun  int       // periods in a row over High
 	mean     float64   // the mean work of a request at the levels now (see demand)
+	w0       float64   // the all-off request's work: 1 without tallies, else base's estimate
 	cost     []float64 // per feature, its cost in the unit of work (see demand)
-	share    []float64 // per feature, the share of the period's requests that rendered it
 	learned  []bool    // per feature: cost is the learned estimate, not the prior
 	// scale multiplies every prior (Feature.Cost): what the moves taught
 	// of how wrong the configured costs are (see teach). 1 at first.
 	scale float64
-	// The last move, until it teaches the scale: when, the fast average of
-	// a request's work before it, and the change predicted by the learned
-	// costs and by the priors.
-	moveAt                           time.Time
-	moveFrom, moveLearned, movePrior float64
+	// The last move, until the next period teaches the scale with it:
+	// when, and the priors' share of the all-off work at the levels
+	// before it (Σ ℓᵢ·Costᵢ over the features not learned).
+	moveAt    time.Time
+	movePrior float64
 }
 
 // size makes the per-feature slices for nf features.
 func (s *modelState) size(nf int) {
-	s.cost, s.share, s.learned = make([]float64, nf), make([]float64, nf), make([]bool, nf)
+	s.cost, s.learned = make([]float64, nf), make([]bool, nf)
 }
 
 // observe reads the model law's observation of one period from s:
@@ -97,6 +100,9 @@ func (c *Controller) observe(now time.Time, s signals.Snapshot, busy float64, bu
 	}
 	if v, ok := s.Get(signals.Throughput); ok && v >= 0 {
 		o.rate = v
+	}
+	if v, ok := s.Get(signals.GateQueued); ok && v > 0 {
+		o.queued = v
 	}
 	o.tallies = s.Tallies
 	if s.RecentSpan > 0 {
@@ -117,6 +123,8 @@ type observation struct {
 	top   int
 	load  float64 // offered load; < 0 when unknown
 	rate  float64 // completions per second; < 0 when unknown
+	// queued is the requests waiting at the admission gate (0 without one).
+	queued float64
 	// The same over the last period alone, when the source counts it.
 	recentLoad, recentRate float64
 	recentSpan             time.Duration
@@ -127,12 +135,20 @@ type observation struct {
 	room                   bool
 }
 
-// demand reads the period's tallies ts (see the law above). It updates
-// m.mdl.mean, the mean work of a request at the levels now, and fills
-// m.mdl.cost with each feature's cost in the unit of work. It returns the
-// unit — seconds (tallies with completions) or all-off requests — and the
-// work a second the period's requests took (0 when unknown).
-func (c *Controller) demand(now time.Time, ts []signals.Tally, span time.Duration) (seconds bool, busy float64) {
+// demand reads the period's tallies ts (see the law above). It fills
+// m.mdl.cost with each feature's cost in the unit of work, m.mdl.w0 with
+// the all-off request's and m.mdl.mean with a request's at the levels now.
+// It returns the unit — seconds (tallies with completions) or all-off
+// requests — and the work a second the period's requests took (0 when
+// unknown) with its standard error.
+//
+// With tallies, each period's mean work x is brought back to the all-off
+// request's by the costs — x₀ = (x − Σ learned sᵢĉᵢ)/(1 + scale·Σ prior
+// sᵢCostᵢ), sᵢ the share of the period's requests that rendered feature i
+// — and x₀ is tracked: it does not move when the levels do, so long as
+// the costs are right; where the priors are wrong, the first period after
+// a move says by how much (teach).
+func (c *Controller) demand(now time.Time, ts []signals.Tally, span time.Duration) (seconds bool, busy, busySE float64) {
 	m := &c.mu
 	fs := c.cfg.Features
 	var all signals.Moments
@@ -141,25 +157,10 @@ func (c *Controller) demand(now time.Time, ts []signals.Tally, span time.Duratio
 		all.Merge(ts[0].Off) // every feature's tally counts the same requests
 	}
 	seconds = all.N > 0 && all.Sum > 0 || m.mdl.capacity.seconds && len(ts) > 0
-	b := max(m.brightness, 0)
-	for i := range fs {
-		m.mdl.share[i] = c.ladder(i, b)
-	}
-	if seconds && all.N > 0 && all.Sum > 0 {
-		se := math.Sqrt(max(all.Var(), 0) / float64(all.N))
-		m.mdl.work.update(all.Mean(), se*se, fastWeight(m.sigWindow.Seconds()/max(span.Seconds(), 1e-3)), all.N >= minJumpCount)
-		if sp := span.Seconds(); sp > 0 {
-			busy = all.Sum / sp
-		}
-	}
-	// The learned costs; the others are their priors times the all-off
-	// request's work: what the mean work leaves once the learned costs
-	// are taken out, shared by the priors.
 	if m.mdl.scale == 0 {
 		m.mdl.scale = 1
 	}
-	learned, prior := 0.0, 1.0
-	for i, f := range fs {
+	for i := range fs {
 		m.mdl.learned[i] = false
 		e := m.costs.estimate(i)
 		if e.Known() && e.Contrasted >= minCostTicks && e.SE <= maxCostSE*max(math.Abs(e.Value), 0.1) {
@@ -168,56 +169,108 @@ func (c *Controller) demand(now time.Time, ts []signals.Tally, span time.Duratio
 			if seconds {
 				m.mdl.cost[i] = max(e.Seconds, 0)
 			}
-			learned += m.mdl.share[i] * m.mdl.cost[i]
-			continue
 		}
-		prior += m.mdl.share[i] * f.Cost * m.mdl.scale
 	}
-	switch {
-	case !seconds:
-		m.mdl.mean = prior + learned
-	case m.mdl.work.ok:
-		m.mdl.mean = m.mdl.work.held
+	if seconds && all.N > 0 && all.Sum > 0 {
+		// The period's shares, as rendered; the ladder's where a feature
+		// has no tally.
+		prior, learned := 0.0, 0.0
+		b := max(m.brightness, 0)
+		for i, f := range fs {
+			sh := c.ladder(i, b)
+			for _, t := range ts {
+				if t.Feature == f.Name && t.On.N+t.Off.N > 0 {
+					sh = float64(t.On.N) / float64(t.On.N+t.Off.N)
+					break
+				}
+			}
+			if m.mdl.learned[i] {
+				learned += sh * m.mdl.cost[i]
+			} else {
+				prior += sh * f.Cost
+			}
+		}
+		x, v := all.Mean(), max(all.Var(), 0)/float64(all.N)
+		if all.N >= minJumpCount {
+			c.teach(x-learned, v, prior)
+		}
+		m.mdl.moveAt = time.Time{} // a move teaches with the period after it, or not at all
+		den := 1 + m.mdl.scale*prior
+		m.mdl.base.update((x-learned)/den, v/(den*den), fastWeight(m.sigWindow.Seconds()/max(span.Seconds(), 1e-3)), all.N >= minJumpCount)
+		if sp := span.Seconds(); sp > 0 {
+			// The work of a count of requests: its variance is the
+			// count's times a request's second moment.
+			busy, busySE = all.Sum/sp, math.Sqrt(all.SumSq)/sp
+		}
 	}
-	base := max(m.mdl.mean-learned, 0) / prior
+	m.mdl.w0 = 1
+	if seconds && m.mdl.base.ok {
+		m.mdl.w0 = m.mdl.base.est
+	}
 	for i, f := range fs {
 		if !m.mdl.learned[i] {
-			m.mdl.cost[i] = f.Cost * m.mdl.scale * base
+			m.mdl.cost[i] = f.Cost * m.mdl.scale * m.mdl.w0
 		}
 	}
-	if seconds {
-		c.teach(now)
-	}
-	return seconds, busy
+	m.mdl.mean = c.work(max(m.brightness, 0))
+	return seconds, busy, busySE
 }
 
-// teach learns the priors' scale from the last move, a signal window
-// after it: the change of a request's work the tallies measured, less what
-// the learned costs predicted, over what the priors predicted. A move that
-// made the pages three times as heavy as the priors said teaches a scale
-// of 2 (at most maxScaleStep a move) and the next ones the rest — until the
-// features are contrasted and their own costs replace the priors.
-func (c *Controller) teach(now time.Time) {
+// teach learns the priors' scale s from the first period after a move:
+// its work (less the learned features'), y = w₀·(1 + t·P′), against the
+// all-off work tracked before it, ŵ₀ = w₀·(1 + t·P)/(1 + s·P), where P
+// and P′ are the priors' shares before and after (Σ sᵢCostᵢ) and t the
+// true scale. With A = y/(ŵ₀·(1 + s·P)) they give
+//
+//	t = (A − 1)/(P′ − A·P)
+//
+// A move that made the pages three times as heavy as the priors said
+// teaches a scale of 2 (at most maxScaleStep a move) and the next ones the
+// rest — until the features are contrasted and their own costs replace
+// the priors. The tracked all-off work is then restated in the new scale.
+// A predicted change within teachZ standard errors of the two estimates
+// teaches nothing.
+func (c *Controller) teach(y, v, after float64) {
 	m := &c.mu.mdl
-	if m.moveAt.IsZero() || now.Sub(m.moveAt) < max(c.mu.sigWindow, c.cfg.Tick) {
+	if m.moveAt.IsZero() {
 		return
 	}
 	m.moveAt = time.Time{}
-	if !m.work.ok || math.Abs(m.movePrior) < minScaleMove*max(m.moveFrom, 1e-12) {
+	before, s := m.movePrior, m.scale
+	if !m.base.ok || m.base.est <= 0 {
 		return
 	}
-	r := (m.work.fast - m.moveFrom - m.moveLearned) / m.movePrior
-	r = min(max(r, 1/maxScaleStep), maxScaleStep)
-	m.scale = min(max(m.scale*r, 1/maxScale), maxScale)
+	pred := (after - before) * s / (1 + s*before) // the predicted relative change
+	noise := math.Sqrt(v/(y*y) + m.base.p/(m.base.est*m.base.est))
+	if math.Abs(pred) < minScaleMove || math.Abs(pred) < teachZ*noise {
+		return
+	}
+	a := y / (m.base.est * (1 + s*before))
+	t := (a - 1) / (after - a*before)
+	r := t / s
+	switch {
+	case math.IsNaN(r) || math.IsInf(r, 0) || r <= 0:
+		// The work moved the other way from the prediction, or by more
+		// than any scale explains: as far as one move may teach.
+		r = maxScaleStep
+		if (y/((1+s*after)*m.base.est)-1)*pred < 0 {
+			r = 1 / maxScaleStep
+		}
+	default:
+		r = min(max(r, 1/maxScaleStep), maxScaleStep)
+	}
+	ns := min(max(s*r, 1/maxScale), maxScale)
+	m.base.rescale((1 + s*before) / (1 + ns*before))
+	m.scale = ns
 }
 
-// work is w(b): the work of a request at brightness b — the mean work at
-// the levels now, plus the cost of what b changes.
+// work is w(b): the work of a request at brightness b — the all-off
+// request's, plus the costs of the features b renders.
 func (c *Controller) work(b float64) float64 {
-	m := &c.mu
-	w := m.mdl.mean
+	m := &c.mu.mdl
+	w := m.w0
 	for i := range c.cfg.Features {
-		w += (c.ladder(i, b) - m.mdl.share[i]) * m.mdl.cost[i]
+		w += c.ladder(i, b) * m.cost[i]
 	}
 	return max(w, 0)
 }
@@ -253,11 +306,12 @@ func (c *Controller) estimateLoad(o observation) float64 {
 		return o.load
 	}
 	s := o.recentSpan.Seconds()
-	v := max(m.mdl.load.slow, o.recentLoad, 1/s) / s // a Poisson count's variance, as a rate
+	v := max(m.mdl.load.est, o.recentLoad, 1/s) / s // a Poisson count's variance, as a rate
+	m.mdl.load.moves = true
 	if m.mdl.load.update(o.recentLoad, v, fastWeight(m.sigWindow.Seconds()/s), true) {
 		m.mdl.regime = true
 	}
-	return m.mdl.load.held
+	return m.mdl.load.est
 }
 
 // control applies the law for one period.
@@ -276,7 +330,7 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 	if lam > 0 {
 		w.load = lam // the reason gives the load the levels are set for
 	}
-	seconds, busy := c.demand(now, o.tallies, o.recentSpan)
+	seconds, busy, busySE := c.demand(now, o.tallies, o.recentSpan)
 	if seconds != e.seconds {
 		// The unit of work changed (tallies appeared or went): what K
 		// was measured in is no more.
@@ -321,6 +375,11 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 		// Over High two periods in a row: one is a burst (a window's
 		// refusals of a second that had them), two are the level.
 		e.correct(now, -1, lam*(c.work(1)-c.work(0)), win)
+	case o.p < cfg.Low && busySE > 0 && busy-carriedZ*busySE > e.k:
+		// Carried well within target, beyond K: K was too low (a first
+		// measurement taken while the gate's limit was still opening
+		// bounds nothing).
+		e.carried(now, busy-carriedZ*busySE)
 	case calm && b < ceil:
 		e.correct(now, +1, lam*(c.work(1)-c.work(0)), win)
 	}
@@ -330,6 +389,14 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 	target := ceil
 	if e.k > 0 && lam > 0 {
 		target = c.solve(e.k/lam, ceil)
+		if target > b && o.queued > 0 {
+			// Brighten only as far as the arrivals and the backlog
+			// waiting at the gate, drained within a signal window,
+			// allow: a load that fell after a spike does not brighten
+			// the levels while the spike's queue still waits. (The
+			// backlog never dims: at a steady load it is noise.)
+			target = max(min(target, c.solve(e.k/(lam+o.queued/win.Seconds()), ceil)), b)
+		}
 	}
 	w.budget = target
 
@@ -365,21 +432,12 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 		}
 		return w
 	}
-	if m.mdl.work.ok {
-		// What the move changes in a request's work, predicted: the
-		// tallies of the next periods correct it, and what they find
-		// teaches the priors' scale (see teach).
-		nb := max(target, 0)
-		m.mdl.moveAt, m.mdl.moveFrom, m.mdl.moveLearned, m.mdl.movePrior = now, m.mdl.work.fast, 0, 0
-		for i := range cfg.Features {
-			d := (c.ladder(i, nb) - m.mdl.share[i]) * m.mdl.cost[i]
-			if m.mdl.learned[i] {
-				m.mdl.moveLearned += d
-			} else {
-				m.mdl.movePrior += d
-			}
+	// The move teaches the priors' scale with the next period (teach).
+	m.mdl.moveAt, m.mdl.movePrior = now, 0
+	for i, f := range cfg.Features {
+		if !m.mdl.learned[i] {
+			m.mdl.movePrior += c.ladder(i, max(b, 0)) * f.Cost
 		}
-		m.mdl.work.shift(m.mdl.moveLearned + m.mdl.movePrior)
 	}
 	m.brightness = target
 	if target < b {

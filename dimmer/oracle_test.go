@@ -348,19 +348,32 @@ func TestLabCapacityDip(t *testing.T) {
 	assert.LessOrEqual(t, late(took), dipBudget, "seeds that took over 30 s to θ*")
 }
 
-// TestLabModelLaw logs the model law (Config.Model, experimental) at the
+// TestLabModelLaw runs the model law (Config.Model, experimental) at the
 // oracle's constant loads beside θ*, on the first modelSeeds of the goal's
-// seeds: its optional share of θ*'s, its in-time share, and its calm (the
-// most changes of direction and the widest swing after the first minute).
-// It asserts only what the model law already holds everywhere: in time
-// within a point of θ*. docs/model.md has the figures and what is missing.
+// seeds, and asserts what it holds today: in time within a point of θ*'s,
+// at least modelShare of θ*'s optional share (within modelShareNear where
+// θ* serves under a fifth), and calm — of the runs, at most modelTurns
+// turn more than twice and at most modelSwings swing a feature more than
+// 0.2 after the first minute. docs/model.md has the figures and what is
+// missing before the law can be the default.
 func TestLabModelLaw(t *testing.T) {
 	if testing.Short() || race.Enabled {
 		t.Skip("300 s lab runs: skipped under -short and -race")
 	}
-	const modelSeeds = 5
+	const (
+		modelSeeds = 5
+		// modelShare: the model law serves 0.94–1.02 of θ*'s share at
+		// 90–140 req/s on these seeds; modelShareNear: 0.03 under θ*'s
+		// where θ* is under 0.2 (0.02 at 150 req/s).
+		modelShare, modelShareNear = 0.9, 0.03
+		// modelTurns and modelSwings: 1 and 2 of the 35 runs on these
+		// seeds (the search law: 0 and 0; the model law before its
+		// trackers settled: 31 and 35).
+		modelTurns, modelSwings = 2, 4
+	)
 	dc := sim.BrownoutConfig(sim.BrownoutTarget)
 	dc.Model = true
+	var turns, swings []string
 	for _, row := range readOracle(t) {
 		var inTime, optional, swing float64
 		dirs := 0
@@ -369,9 +382,22 @@ func TestLabModelLaw(t *testing.T) {
 			inTime += g.w.InTime / modelSeeds
 			optional += g.w.Optional / modelSeeds
 			dirs, swing = max(dirs, g.dirs), max(swing, g.swing)
+			if g.dirs > 2 {
+				turns = append(turns, fmt.Sprintf("load %.0f seed %d: %d", row.Load, judgeSeed0+i, g.dirs))
+			}
+			if g.swing > 0.2+1e-9 {
+				swings = append(swings, fmt.Sprintf("load %.0f seed %d: %.2f", row.Load, judgeSeed0+i, g.swing))
+			}
 		}
 		t.Logf("load %.0f: model law %.3f optional (%.2f of θ*'s %.3f), in time %.2f%% (θ* %.2f%%); at most %d changes of direction, a swing of at most %.2f",
 			row.Load, optional, optional/row.Optional, row.Optional, 100*inTime, 100*row.InTime, dirs, swing)
 		assert.GreaterOrEqual(t, inTime, row.InTime-0.01, "load %.0f: in time vs θ*'s", row.Load)
+		if row.Optional >= 0.2 {
+			assert.GreaterOrEqual(t, optional, modelShare*row.Optional, "load %.0f: optional share vs θ*'s", row.Load)
+		} else {
+			assert.GreaterOrEqual(t, optional, row.Optional-modelShareNear, "load %.0f: optional share vs θ*'s", row.Load)
+		}
 	}
+	assert.LessOrEqual(t, len(turns), modelTurns, "runs with more than 2 changes of direction: %v", turns)
+	assert.LessOrEqual(t, len(swings), modelSwings, "runs with a swing over 0.2: %v", swings)
 }

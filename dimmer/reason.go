@@ -38,6 +38,7 @@ const (
 	whyIdle
 	whyFrozen
 	whyReconfigured
+	whyAdopted // another controller's step, adopted (AdoptAt)
 	whyCascade
 	whyDim
 	whyFloor
@@ -66,6 +67,10 @@ const (
 // Callers hold the lock.
 func (c *Controller) action() (Action, signals.Key, bool) {
 	w := c.mu.why
+	if w.kind == whyAdopted {
+		ad := &c.mu.adopted
+		return ad.action, ad.cause, ad.causeOK
+	}
 	var a Action
 	switch w.kind {
 	case whyDim:
@@ -87,6 +92,9 @@ func (c *Controller) action() (Action, signals.Key, bool) {
 func (c *Controller) reason() string {
 	m := &c.mu
 	w := m.why
+	if w.kind == whyAdopted {
+		return m.adopted.reason // the other controller's whole account
+	}
 	cfg := &c.cfg
 	sig := ""
 	if w.kind >= whyCascade {
@@ -214,7 +222,7 @@ func (c *Controller) describeModel(w why) string {
 }
 
 var sourceNames = [...]string{capNone: "none", capMeasured: "measured while saturated", capDown: "lowered: over target",
-	capUp: "raised: under target", capCold: "carried at the first overload"}
+	capUp: "raised: under target", capCold: "carried at the first overload", capCarried: "carried within target"}
 
 func shedName(level float64) string {
 	switch {

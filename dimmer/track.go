@@ -3,37 +3,58 @@ package dimmer
 import "math"
 
 // tracker follows a noisy quantity the law reads every period — the
-// offered load, the all-off request's work — with two averages: a fast one
-// over about a signal window and a slow one over trackMemory periods. The
-// slow one is the estimate: at a steady load it is precise enough that the
-// levels do not move on noise. It jumps to the fast one when the two
-// differ by more than jumpZ standard errors of the fast one (a change too
-// big to be noise, found within a window), or when a period's value lies
-// jumpZ standard errors of one period from it (a step) — each only the
-// second period in a row it happens, the same way: one period can be an
-// outlier the standard error does not describe (a burst of slow requests
-// completing together), two in a row are a change.
+// offered load, the mean work of a request — as a scalar Kalman filter of
+// a level that drifts slowly and sometimes jumps:
 //
-// What the law reads is held: the slow average as it was when it last
-// moved by more than jumpZ of its own standard errors (or jumped), so that
-// the levels do not follow its remaining noise either.
+//	P ← P + q;  a = P/(P+v);  est ← est + a·(x − est);  P ← (1−a)·P
+//
+// where x is the period's value, v its variance and q = v/trackMemory²
+// the drift allowed a period. After a change the gain starts near 1/2 and
+// falls as periods accumulate (est is then the mean of the periods since
+// the change), to about 1/trackMemory: the estimate grows more precise the
+// longer the level holds, where a fixed average stays as noisy as its
+// window — so that the law, which moves the levels only for a change of a
+// twentieth (minMove), does not move them on noise. A prediction (shift)
+// adds its own uncertainty to P, so the periods after it correct it as
+// fast as it deserves.
+//
+// A jump: a fast average over about a signal window, or one period,
+// lying jumpZ standard errors from the estimate — the second period in a
+// row it happens, the same way (one period can be an outlier the standard
+// error does not describe: a burst of slow requests completing together;
+// two in a row are a change). The estimate then restarts from the two
+// periods' mean.
 type tracker struct {
-	fast, slow, held float64
-	prev             float64 // the previous period's value
-	ok               bool
-	pending          int // the direction of an exceedance last period; 0 none
+	fast, est float64
+	p         float64 // the variance of est
+	prev      float64 // the previous period's value
+	ok        bool
+	pending   int     // the direction of an exceedance last period; 0 none
+	q         float64 // the drift allowed a period after a jump (see update)
+	// moves: a level that jumped may go on moving (the offered load),
+	// rather than hold at its new value (a request's work).
+	moves bool
 }
 
 const (
-	// jumpZ is the standard errors that make a change: at 3, noise
-	// makes one about once in 370 periods.
+	// jumpZ is the standard errors that make a change: at 4, noise
+	// makes one about once in 16 000 periods (twice in a row, far less).
 	jumpZ = 4.0
-	// trackMemory is the slow average's mean age, in periods: 30 periods
-	// of 1 s at 120 requests a second put the load within ±1.7 %, where a
-	// 5 s window is within ±4 % — a level moves with the load's relative
-	// change times the page's work over the ladder's (three times, in the
-	// lab), so ±4 % would swing a feature by a tenth or more.
-	trackMemory = 30.0
+	// trackMemory is the estimate's memory, in periods, once a level has
+	// held that long: 120 periods of 1 s at 120 requests a second put the
+	// load within ±0.6 % (a 5 s window: ±4 %). A level moves with the
+	// load's relative change times the page's work over the ladder's
+	// (three times, in the lab), so the load must be that precise for
+	// the levels to stay within a few hundredths. A drift faster than the
+	// memory follows is found by the jump test.
+	trackMemory = 120.0
+	// jumpPeriods and moveMemory: after a jump of J the level is taken to
+	// go on moving by about J/jumpPeriods a period (a jump is found over
+	// about two), which the estimate is let follow, and that allowance is
+	// forgotten over moveMemory periods (ten: a load that moved once and
+	// holds settles within a quarter of a minute; one that keeps moving
+	// keeps jumping).
+	jumpPeriods, moveMemory = 2.0, 10.0
 )
 
 // update folds in one period's value x, whose variance is v, with fast the
@@ -45,7 +66,7 @@ func (t *tracker) update(x, v, fast float64, jump bool) bool {
 		return false
 	}
 	if !t.ok {
-		t.fast, t.slow, t.held, t.prev, t.ok = x, x, x, x, true
+		t.fast, t.est, t.prev, t.p, t.ok = x, x, x, v, true
 		return false
 	}
 	prev := t.prev
@@ -54,31 +75,51 @@ func (t *tracker) update(x, v, fast float64, jump bool) bool {
 	dir := 0
 	switch {
 	case !jump:
-	case math.Abs(x-t.slow) > jumpZ*math.Sqrt(v):
-		dir = sign(x - t.slow)
-	case math.Abs(t.fast-t.slow) > jumpZ*math.Sqrt(v*fast/(2-fast)):
-		dir = sign(t.fast - t.slow)
+	case math.Abs(x-t.est) > jumpZ*math.Sqrt(v+t.p):
+		dir = sign(x - t.est)
+	case math.Abs(t.fast-t.est) > jumpZ*math.Sqrt(v*fast/(2-fast)+t.p):
+		dir = sign(t.fast - t.est)
 	}
 	if dir != 0 && dir == t.pending {
-		// Both periods are of the new level: their mean estimates it.
-		t.fast, t.slow, t.held, t.pending = (prev+x)/2, (prev+x)/2, (prev+x)/2, 0
+		// Both periods are of the new level: their mean estimates it. A
+		// level that jumped may go on moving: the drift allowed a period
+		// becomes the jump's share of a period, forgotten over
+		// moveMemory periods.
+		m := (prev + x) / 2
+		if t.moves {
+			t.q = max(t.q, (m-t.est)*(m-t.est)/jumpPeriods)
+		}
+		t.fast, t.est, t.p, t.pending = m, m, v/2, 0
 		return true
 	}
 	t.pending = dir
-	t.slow += (x - t.slow) / trackMemory
-	if math.Abs(t.slow-t.held) > jumpZ*math.Sqrt(v/(2*trackMemory-1)) {
-		t.held = t.slow
+	t.q *= 1 - 1/moveMemory
+	t.p += max(v/(trackMemory*trackMemory), t.q)
+	a := 1.0
+	if t.p+v > 0 {
+		a = t.p / (t.p + v)
 	}
+	t.est += a * (x - t.est)
+	t.p *= 1 - a
 	return false
 }
 
-// shift moves every average by d: the caller changed what is measured by
-// a predicted amount (the levels moved).
-func (t *tracker) shift(d float64) {
+// shift moves every average by d, a prediction whose variance is dv: the
+// caller changed what is measured (the levels moved).
+func (t *tracker) shift(d, dv float64) {
 	t.fast += d
-	t.slow += d
-	t.held += d
+	t.est += d
 	t.prev += d
+	t.p += max(dv, 0)
+}
+
+// rescale multiplies every average by f: the caller restated what is
+// measured in another unit (the priors' scale changed).
+func (t *tracker) rescale(f float64) {
+	t.fast *= f
+	t.est *= f
+	t.prev *= f
+	t.p *= f * f
 }
 
 // fastWeight is the weight of an EWMA whose mean age is a window of n

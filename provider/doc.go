@@ -99,6 +99,49 @@
 // under an OpenFeature domain (openfeature.SetNamedProvider(name, p));
 // openfeature.NewClient(name) then asks that service's flags.
 //
+// # Replicas
+//
+// RemoteOptions.URLs lists the replicas of one daemon (brownoutd in HA:
+// one leads the control loop, every one answers reads from the leader's
+// published state, with one boot epoch for the cluster). The Remote
+// follows one replica at a time:
+//
+//   - At start it picks one at random, so that a fleet's streams spread
+//     over the replicas and no replica's death moves them all.
+//   - When its stream fails to connect, is refused (5xx, 401/403), ends,
+//     stalls (ReadTimeout) or lags, it tries the next replica in the
+//     order given whose last connection did not fail (else the next),
+//     after the same full-jitter backoff as with one URL, reset by a
+//     connection that followed: leaving a dead replica costs at most
+//     2 × MinBackoff and a connection, and a fleet's streams reach the
+//     next replica spread over that window, not at once. With every
+//     replica down they are tried in turn, one attempt per wait, the
+//     waits growing to MaxBackoff.
+//   - A replica lags when, for LagTimeout (10 s, at least three tick
+//     intervals), it sends no state at least as new as the one held, nor
+//     a tick event (one per control tick, on every replica) of at least
+//     that generation: a replica that no longer hears its leader, or a
+//     paused process whose connection stays open. A change of leader
+//     pauses every replica's ticks for less than that, so it moves no
+//     stream; the new leader's first change arrives on the stream already
+//     open, and the levels are never held stale longer than the failover.
+//   - Generations never go back: a state of the boot epoch held with a
+//     lower generation (a replica behind) is never taken, and the replica
+//     is left at LagTimeout if it does not catch up. A state of another
+//     epoch is a restart (or another daemon), followed as with one URL.
+//   - Every stream starts with the full state, so a switch costs one
+//     state event — the stream's refetch — and never a wrong answer. The
+//     reconnection's Last-Event-ID ("<epoch>-<generation>") is sent to
+//     whichever replica, since in HA the epoch is the cluster's. This
+//     package keeps no OFREP ETag cache: the stream is its cache.
+//
+// Health reports the link whichever replica it is with (OK while one is
+// followed; Name lists every URL); HealthByURL reports each replica's
+// (OK for the one followed); Following names the one followed now. The
+// evaluation path does not change: it reads the state held, whichever
+// replica it came from (BenchmarkRemoteEvaluation: urls=1 and urls=3 run
+// alike, no allocation).
+//
 // Remote.Health reports the link (a signals.SourceHealth, as the daemon's
 // sources report theirs). A daemon that refuses the token (401 or 403) is
 // ErrUnauthorized: said once in the log, at WARN, with the URL and what

@@ -21,14 +21,24 @@ import (
 
 	"github.com/brownout/brownout/dimmer"
 	httpproblem "github.com/brownout/brownout/internal/problem"
+	"github.com/brownout/brownout/internal/replica"
 	"github.com/brownout/brownout/internal/service"
 	"github.com/brownout/brownout/signals"
 )
 
 // RemoteOptions configure a Remote.
 type RemoteOptions struct {
-	// URL is brownoutd's base URL, e.g. http://127.0.0.1:8080. Required.
+	// URL is brownoutd's base URL, e.g. http://127.0.0.1:8080. Set URL
+	// or URLs.
 	URL string
+	// URLs are the base URLs of one daemon's replicas (brownoutd in HA,
+	// where every replica answers reads), followed one at a time: Run
+	// starts at one of them at random, so that a fleet's streams spread
+	// over the replicas, and moves to another when its stream fails,
+	// ends, or lags (LagTimeout) — the next in the order given that has
+	// not failed last, else simply the next. At most 16, no replica twice
+	// (internal/replica's rules); one URL is the same as URL.
+	URLs []string
 	// Token, when set, is sent as Authorization: Bearer (the daemon's
 	// evaluation or operator token).
 	Token string
@@ -61,6 +71,18 @@ type RemoteOptions struct {
 	// MinBackoff and MaxBackoff bound the reconnection delay (exponential,
 	// full jitter). Defaults 100 ms and 10 s.
 	MinBackoff, MaxBackoff time.Duration
+	// LagTimeout: with several URLs, the replica followed is left for
+	// another when, for this long, it sent no state at least as new as
+	// the one held (it lags behind a replica followed before), or no
+	// tick event — brownoutd's stream carries one per control tick, 1 s
+	// by default, on every replica — of a generation at least that one
+	// (its control loop's news stopped: a replica that no longer hears
+	// its leader, or a paused daemon). It is at least three of the ticks'
+	// interval as last observed. Default 10 s: longer than a change of
+	// leader, which pauses every replica's ticks, so that a failover
+	// moves no stream. With one URL there is nowhere else to go, and only
+	// ReadTimeout ends a quiet stream.
+	LagTimeout time.Duration
 	// Client makes the connections. Default: a client without an overall
 	// timeout (a stream lasts).
 	Client *http.Client
@@ -88,13 +110,20 @@ type RemoteOptions struct {
 // dimmer.MaxSegments) — is a bad state: the connection ends, the levels
 // held stay, and the next attempt waits a growing backoff.
 //
-// How the link to the daemon fares is in Health; the Logger is told when
-// that changes.
+// With several URLs (RemoteOptions.URLs, one daemon's replicas) it
+// follows one replica at a time and moves to another when that one
+// fails, ends its stream or lags; it never takes a state older than the
+// one it holds (a lower generation of the same boot epoch).
+//
+// How the link to the daemon fares is in Health (and, per replica, in
+// HealthByURL); the Logger is told when that changes.
 //
 // Run it with Run; it is safe for concurrent use.
 type Remote struct {
-	o   RemoteOptions
-	log *slog.Logger
+	o     RemoteOptions
+	urls  []string // the replicas' base URLs, checked: one at least
+	first int      // the URL Run starts at: one of urls, at random
+	log   *slog.Logger
 
 	mu struct {
 		sync.Mutex
@@ -110,7 +139,23 @@ type Remote struct {
 		defaults  map[string]bool
 		names     []string
 		link      link
+		// peers are the links to each replica, in urls' order; at is the
+		// one followed now (−1: none), tickEvery the interval between the
+		// daemon's tick events as last observed.
+		peers     []peer
+		at        int
+		tickEvery time.Duration
 	}
+}
+
+// peer is the stream's link to one replica.
+type peer struct {
+	lastSuccess, lastErrorAt time.Time
+	lastError                string
+	errors                   uint64
+	// failing: its last connection failed or was left for lagging; Run
+	// tries the other replicas first.
+	failing bool
 }
 
 // ErrUnauthorized is wrapped by the error of a connection the daemon
@@ -154,19 +199,59 @@ func linkStateOf(err error) linkState {
 
 // Health reports the link to the daemon, for a status page (the root
 // package's GET /v1/state in fleet mode): OK while the stream is up
-// (Connected); LastSuccess is when a state last arrived; LastError is why
-// the stream last failed or ended — for a daemon that refused the token,
-// "…: unauthorized (401) — check the token …" — and stays after recovery
-// (compare LastErrorAt with LastSuccess); Errors counts the failed or
-// ended connections. Its Name is "stream " and the stream's URL. Times are
-// by RemoteOptions.Now.
+// (Connected), from whichever replica; LastSuccess is when a state last
+// arrived; LastError is why the stream last failed, ended or was left —
+// for a daemon that refused the token, "…: unauthorized (401) — check
+// the token …" — and stays after recovery (compare LastErrorAt with
+// LastSuccess); Errors counts the failed, ended or left connections. Its
+// Name is "stream " and the stream's URL (the replicas' URLs, separated
+// by ", "). Times are by RemoteOptions.Now.
 func (r *Remote) Health() signals.SourceHealth {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	l := r.mu.link
-	return signals.SourceHealth{Name: "stream " + r.o.URL + "/v1/stream", OK: r.mu.connected, LastSuccess: l.lastSuccess,
+	names := make([]string, len(r.urls))
+	for i, u := range r.urls {
+		names[i] = u + "/v1/stream"
+	}
+	return signals.SourceHealth{Name: "stream " + strings.Join(names, ", "), OK: r.mu.connected, LastSuccess: l.lastSuccess,
 		LastError: l.lastError, LastErrorAt: l.lastErrorAt, Errors: l.errors}
 }
+
+// HealthByURL reports the link to each replica, in the order of the
+// URLs: OK for the one followed now; LastSuccess when a state last
+// arrived from it; LastError why its stream last failed, ended or was
+// left (lagging), kept after recovery; Errors counts those. Each Name is
+// "stream " and the replica's stream URL. With one URL it is Health
+// alone.
+func (r *Remote) HealthByURL() []signals.SourceHealth {
+	if len(r.urls) == 1 {
+		return []signals.SourceHealth{r.Health()}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]signals.SourceHealth, len(r.urls))
+	for i, p := range r.mu.peers {
+		out[i] = signals.SourceHealth{Name: "stream " + r.urls[i] + "/v1/stream", OK: r.mu.connected && r.mu.at == i,
+			LastSuccess: p.lastSuccess, LastError: p.lastError, LastErrorAt: p.lastErrorAt, Errors: p.errors}
+	}
+	return out
+}
+
+// Following returns the base URL of the replica whose stream the Remote
+// follows now, "" while it follows none.
+func (r *Remote) Following() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.mu.connected || r.mu.at < 0 {
+		return ""
+	}
+	return r.urls[r.mu.at]
+}
+
+// URLs returns the replicas' base URLs, as checked (in the order given,
+// trailing slashes trimmed).
+func (r *Remote) URLs() []string { return slices.Clone(r.urls) }
 
 var _ Source = (*Remote)(nil)
 
@@ -308,13 +393,23 @@ func (w *wireState) check() error {
 	return nil
 }
 
-// NewRemote returns a follower of the daemon at o.URL, holding the state
-// file's last-known state or the defaults until it connects.
+// NewRemote returns a follower of the daemon at o.URL (or of its
+// replicas at o.URLs), holding the state file's last-known state or the
+// defaults until it connects. An empty list, a URL that is not an
+// http(s) base URL and a replica listed twice are errors.
 func NewRemote(o RemoteOptions) (*Remote, error) {
-	if !strings.HasPrefix(o.URL, "http://") && !strings.HasPrefix(o.URL, "https://") {
-		return nil, fmt.Errorf("provider: remote: URL %q: want brownoutd's http(s) base URL", o.URL)
+	urls := o.URLs
+	switch {
+	case o.URL != "" && len(o.URLs) > 0:
+		return nil, errors.New("provider: remote: URL and URLs both set: set URLs alone for several replicas")
+	case o.URL != "":
+		urls = []string{o.URL}
 	}
-	o.URL = strings.TrimSuffix(o.URL, "/")
+	urls, err := replica.Check(urls, true)
+	if err != nil {
+		return nil, fmt.Errorf("provider: remote: %w", err)
+	}
+	o.URL, o.URLs = urls[0], urls
 	if o.Service != "" {
 		if err := service.Check(o.Service); err != nil {
 			return nil, fmt.Errorf("provider: remote: %w", err)
@@ -332,6 +427,9 @@ func NewRemote(o RemoteOptions) (*Remote, error) {
 	if o.MaxBackoff < o.MinBackoff {
 		o.MaxBackoff = max(10*time.Second, o.MinBackoff)
 	}
+	if o.LagTimeout <= 0 {
+		o.LagTimeout = 10 * time.Second
+	}
 	if o.Client == nil {
 		o.Client = &http.Client{}
 	}
@@ -341,8 +439,10 @@ func NewRemote(o RemoteOptions) (*Remote, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	r := &Remote{o: o, log: o.Logger}
+	r := &Remote{o: o, urls: urls, first: rand.IntN(len(urls)), log: o.Logger}
 	r.mu.subs = map[chan *dimmer.State]struct{}{}
+	r.mu.peers = make([]peer, len(urls))
+	r.mu.at = -1
 	r.mu.defaults = map[string]bool{}
 	for name, d := range o.Defaults {
 		r.mu.defaults[name] = d
@@ -356,12 +456,15 @@ func NewRemote(o RemoteOptions) (*Remote, error) {
 			r.learn(w)
 			if o.Now().Sub(w.SavedAt) < o.StaleTTL {
 				r.mu.last, r.mu.lastAt = w, w.SavedAt
+				// Held: a replica behind it (the same epoch, a lower
+				// generation) is not followed.
+				r.mu.boot, r.mu.gen = w.Boot, w.Generation
 				r.publishLocked(r.stale(w, "last-known state from "+o.StateFile))
 				return r, nil
 			}
 		}
 	}
-	r.publishLocked(r.fallback("not yet connected to " + o.URL))
+	r.publishLocked(r.fallback("not yet connected to " + strings.Join(urls, ", ")))
 	return r, nil
 }
 
@@ -510,19 +613,27 @@ func (r *Remote) fallback(why string) func(uint64) *dimmer.State {
 // Run follows the daemon until ctx ends: connect, read, and on any
 // failure reconnect after an exponential backoff with full jitter; the
 // staleness clock runs meanwhile. It returns ctx's error.
+//
+// With several URLs it starts at one at random and, after a failure,
+// tries the next replica in the order given whose last connection did
+// not fail (else the next): the same backoff before each attempt, reset
+// by a connection that followed, so that leaving a dead replica costs at
+// most 2 × MinBackoff, and replicas all down are tried in turn, the
+// waits growing to MaxBackoff — never more than one attempt per wait.
 func (r *Remote) Run(ctx context.Context) error {
 	go r.expire(ctx)
-	attempt := 0
+	attempt, i := 0, r.first
 	for {
-		err := r.connect(ctx)
+		heard, err := r.connect(ctx, i)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		r.disconnected(err)
-		if err == errHeard {
+		r.disconnected(i, heard, err)
+		if heard {
 			attempt = 0
 		}
 		attempt++
+		i = r.next(i)
 		ceil := min(r.o.MaxBackoff, r.o.MinBackoff<<min(attempt, 20))
 		t := time.NewTimer(time.Duration(rand.Int64N(int64(ceil) + 1)))
 		select {
@@ -532,6 +643,20 @@ func (r *Remote) Run(ctx context.Context) error {
 		case <-t.C:
 		}
 	}
+}
+
+// next returns the replica to try after i: the next in the order given
+// whose last connection did not fail, else the next.
+func (r *Remote) next(i int) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := len(r.urls)
+	for k := 1; k < n; k++ {
+		if j := (i + k) % n; !r.mu.peers[j].failing {
+			return j
+		}
+	}
+	return (i + 1) % n
 }
 
 // expire falls back to the defaults once the daemon has been away for
@@ -554,18 +679,22 @@ func (r *Remote) expire(ctx context.Context) {
 	}
 }
 
-// errHeard: the connection delivered at least one state before it ended
-// (the backoff starts over).
+// errHeard: the connection delivered at least one state before it ended.
 var errHeard = errors.New("provider: remote: stream ended")
 
-// disconnected notes a connection that failed or ended with err, and
-// tells the log when the link's state changed.
-func (r *Remote) disconnected(err error) {
+// disconnected notes that the connection to replica i failed, ended or
+// was left with err (heard: after it followed), and tells the log when
+// the link's state changed.
+func (r *Remote) disconnected(i int, heard bool, err error) {
 	now := r.o.Now()
 	st := linkStateOf(err)
 	r.mu.Lock()
 	was := r.mu.connected
-	r.mu.connected = false
+	r.mu.connected, r.mu.at = false, -1
+	p := &r.mu.peers[i]
+	// A replica left for lagging is tried after the others.
+	p.lastError, p.lastErrorAt, p.failing = errString(err), now, !heard || errors.Is(err, errLags)
+	p.errors++
 	if was {
 		r.mu.lastAt = now // the daemon was there until now: the stale clock starts here
 	}
@@ -583,21 +712,21 @@ func (r *Remote) disconnected(err error) {
 	}
 	switch st {
 	case refused:
-		r.log.Warn("provider: remote: brownoutd refuses this app's token: check it", "url", r.o.URL, "err", err)
+		r.log.Warn("provider: remote: brownoutd refuses this app's token: check it", "url", r.urls[i], "err", err)
 	default:
-		r.log.Warn("provider: remote: disconnected from brownoutd", "url", r.o.URL, "err", err)
+		r.log.Warn("provider: remote: disconnected from brownoutd", "url", r.urls[i], "err", err)
 	}
 }
 
-// followed notes that a connection delivered its first state, and tells
-// the log when that ends a failure it told.
-func (r *Remote) followed() {
+// followed notes that a connection to replica i delivered its first
+// state, and tells the log when that ends a failure it told.
+func (r *Remote) followed(i int) {
 	r.mu.Lock()
 	tell := r.mu.link.said != following
 	r.mu.link.said = following
 	r.mu.Unlock()
 	if tell {
-		r.log.Info("provider: remote: following brownoutd again", "url", r.o.URL)
+		r.log.Info("provider: remote: following brownoutd again", "url", r.urls[i])
 	}
 }
 
@@ -608,13 +737,17 @@ func errString(err error) string {
 	return err.Error()
 }
 
-// connect reads one connection's events until it fails.
-func (r *Remote) connect(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.o.URL+"/v1/stream", nil)
+// connect reads one connection's events from replica i until it fails,
+// ends, or — with several replicas — lags; heard says whether it
+// followed: it delivered a state, and was not left for lagging before
+// any fresh tick.
+func (r *Remote) connect(parent context.Context, i int) (heard bool, err error) {
+	base := r.urls[i]
+	ctx, cancel := context.WithCancelCause(parent)
+	defer cancel(nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/stream", nil)
 	if err != nil {
-		return err
+		return false, err
 	}
 	req.Header.Set("Accept", "text/event-stream")
 	if r.o.Token != "" {
@@ -625,71 +758,88 @@ func (r *Remote) connect(ctx context.Context) error {
 	}
 	r.mu.Lock()
 	if r.mu.boot != 0 {
+		// The same id at any replica: in HA the boot epoch is the
+		// cluster's. Every stream starts with the full state anyway.
 		req.Header.Set("Last-Event-ID", strconv.FormatInt(r.mu.boot, 10)+"-"+strconv.FormatUint(r.mu.gen, 10))
 	}
 	r.mu.Unlock()
-	// The read deadline: no byte for ReadTimeout ends the connection.
-	alive := make(chan struct{}, 1)
-	go func() {
-		t := time.NewTimer(r.o.ReadTimeout)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-alive:
-				t.Reset(r.o.ReadTimeout)
-			case <-t.C:
-				cancel()
-				return
-			}
+	multi := len(r.urls) > 1
+	w := watchdog{alive: make(chan struct{}, 1), lag: make(chan time.Duration, 1)}
+	if multi {
+		w.arm(r.lagAfter()) // a state at least as new as ours must come
+	}
+	go w.run(ctx, cancel, r.o.ReadTimeout, errStalled(base, r.o.ReadTimeout), errLags)
+	fresh := false // a tick at least as new as the state held came
+	// cut returns a connection's end, err, or why the watchdog cut it.
+	cut := func(err error) (bool, error) {
+		switch cause := context.Cause(ctx); {
+		case parent.Err() != nil:
+		case cause == errLags:
+			// Left: it followed if it brought news before it went quiet.
+			return heard && fresh, r.lagError(base, heard)
+		case errors.Is(cause, errStalledBase):
+			return heard, cause
 		}
-	}()
+		return heard, err
+	}
 	resp, err := r.o.Client.Do(req)
 	if err != nil {
-		return err
+		return cut(err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return refusal(r.o.URL+"/v1/stream", resp)
+		return false, refusal(base+"/v1/stream", resp)
 	}
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
-		return fmt.Errorf("provider: remote: %s/v1/stream: content type %q", r.o.URL, ct)
+		return false, fmt.Errorf("provider: remote: %s/v1/stream: content type %q", base, ct)
 	}
 	br := bufio.NewReaderSize(resp.Body, 64<<10)
 	var event, id string
 	var data strings.Builder
-	heard := false
+	var lastTick time.Time
 	for {
 		// A line may hold what is left of the event's bound, and its
 		// field name.
 		line, err := readLine(br, maxEvent-data.Len()+len("data: "))
 		if err != nil {
 			if err == errEventTooLarge {
-				return err // a bad state: the backoff grows
+				return false, err // a bad state: the backoff grows
+			}
+			if ctx.Err() != nil {
+				return cut(err)
 			}
 			if heard {
-				return errHeard
+				return true, errHeard
 			}
 			if errors.Is(err, io.EOF) {
-				return errors.New("provider: remote: the stream ended before a state")
+				return false, errors.New("provider: remote: the stream ended before a state")
 			}
-			return err
+			return false, err
 		}
 		select {
-		case alive <- struct{}{}:
+		case w.alive <- struct{}{}:
 		default:
 		}
 		switch {
 		case line == "":
-			if event == "state" {
-				if err := r.apply(id, data.String()); err != nil {
-					return fmt.Errorf("provider: remote: bad state event: %w", err)
+			switch event {
+			case "state":
+				adopted, err := r.apply(i, id, data.String())
+				if err != nil {
+					return false, fmt.Errorf("provider: remote: bad state event: %w", err)
 				}
-				if !heard {
-					r.followed()
+				if adopted && !heard {
+					r.followed(i)
 				}
-				heard = true
+				heard = heard || adopted
+				if adopted && multi {
+					w.arm(r.lagAfter()) // now its ticks must come
+				}
+			case "tick":
+				if multi && heard && r.ticked(data.String(), &lastTick) {
+					fresh = true
+					w.arm(r.lagAfter())
+				}
 			}
 			event, id = "", ""
 			data.Reset()
@@ -704,10 +854,113 @@ func (r *Remote) connect(ctx context.Context) error {
 			}
 			data.WriteString(strings.TrimPrefix(line[5:], " "))
 			if data.Len() > maxEvent {
-				return errEventTooLarge
+				return false, errEventTooLarge
 			}
 		}
 	}
+}
+
+// watchdog ends a connection on which nothing arrived for ReadTimeout,
+// or whose lag timer (armed by the reader, with several replicas) ran
+// out. Its goroutine is the connection's, and ends with it.
+type watchdog struct {
+	alive chan struct{}      // a line arrived
+	lag   chan time.Duration // (re)arm the lag timer; 0 stops it
+}
+
+// arm sets the lag timer to d from now (0: stopped). Only the reader
+// calls it, so it never blocks.
+func (w watchdog) arm(d time.Duration) {
+	select {
+	case <-w.lag:
+	default:
+	}
+	w.lag <- d
+}
+
+func (w watchdog) run(ctx context.Context, cancel context.CancelCauseFunc, readTimeout time.Duration, stalled, lags error) {
+	read := time.NewTimer(readTimeout)
+	defer read.Stop()
+	lag := time.NewTimer(time.Hour)
+	lag.Stop()
+	defer lag.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.alive:
+			read.Reset(readTimeout)
+		case d := <-w.lag:
+			lag.Stop()
+			if d > 0 {
+				lag.Reset(d)
+			}
+		case <-read.C:
+			cancel(stalled)
+			return
+		case <-lag.C:
+			cancel(lags)
+			return
+		}
+	}
+}
+
+// errLags is the watchdog's cause for a replica that lags, and wrapped
+// by lagError, which says how.
+var errLags = errors.New("lags")
+
+// errStalledBase is wrapped by the error of a stream on which nothing
+// arrived for ReadTimeout.
+var errStalledBase = errors.New("nothing arrived, not even a keep-alive")
+
+func errStalled(base string, d time.Duration) error {
+	return fmt.Errorf("provider: remote: %s/v1/stream: %w, for %v", base, errStalledBase, d)
+}
+
+// lagError says why a replica was left: it sent no state as new as the
+// one held, or its ticks stopped.
+func (r *Remote) lagError(base string, heard bool) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case !heard && r.mu.boot == 0:
+		return fmt.Errorf("provider: remote: %s %w: no state within %v; trying another replica", base, errLags, r.lagAfterLocked())
+	case !heard:
+		return fmt.Errorf("provider: remote: %s %w: no state as new as the one held (%d-%d) within %v; trying another replica",
+			base, errLags, r.mu.boot, r.mu.gen, r.lagAfterLocked())
+	}
+	return fmt.Errorf("provider: remote: %s %w: no news of the control loop (tick events) within %v; trying another replica",
+		base, errLags, r.lagAfterLocked())
+}
+
+// lagAfter is how long a replica may go without news before it is left:
+// LagTimeout, and at least three of the daemon's tick intervals.
+func (r *Remote) lagAfter() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lagAfterLocked()
+}
+
+func (r *Remote) lagAfterLocked() time.Duration { return max(r.o.LagTimeout, 3*r.mu.tickEvery) }
+
+// ticked notes a tick event (last: the previous tick's arrival on this
+// connection) and reports whether it is fresh: of a generation at least
+// the one held.
+func (r *Remote) ticked(data string, last *time.Time) bool {
+	var t struct {
+		Generation uint64 `json:"generation"`
+	}
+	if json.Unmarshal([]byte(data), &t) != nil {
+		return false
+	}
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !last.IsZero() {
+		r.mu.tickEvery = min(now.Sub(*last), r.o.ReadTimeout)
+	}
+	*last = now
+	return t.Generation >= r.mu.gen
 }
 
 // maxRefusal bounds what the follower reads of a refusal: a problem+json
@@ -753,28 +1006,32 @@ func readLine(br *bufio.Reader, limit int) (string, error) {
 	}
 }
 
-// apply takes a state event: newer than what we hold, or from a daemon
-// that restarted (another boot epoch).
-func (r *Remote) apply(id, data string) error {
+// apply takes a state event from replica i: newer than what we hold, or
+// from a daemon that restarted (another boot epoch). adopted is false
+// for a state older than the one held (a lower generation of the same
+// boot epoch: a replica that lags), which is never taken.
+func (r *Remote) apply(i int, id, data string) (adopted bool, err error) {
 	var w wireState
 	if err := json.Unmarshal([]byte(data), &w); err != nil {
-		return err
+		return false, err
 	}
 	if err := w.check(); err != nil {
-		return err
+		return false, err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	restarted := r.mu.boot != 0 && w.Boot != r.mu.boot
 	if !restarted && r.mu.boot != 0 && w.Generation < r.mu.gen {
-		return nil // an older state of the same daemon
+		return false, nil // an older state of the same daemon
 	}
 	if restarted {
-		r.log.Info("provider: remote: brownoutd restarted", "boot", w.Boot, "generation", w.Generation)
+		r.log.Info("provider: remote: brownoutd restarted", "boot", w.Boot, "generation", w.Generation, "url", r.urls[i])
 	}
 	r.mu.boot, r.mu.gen = w.Boot, w.Generation
-	r.mu.last, r.mu.lastAt, r.mu.connected = &w, r.o.Now(), true
+	r.mu.last, r.mu.lastAt, r.mu.connected, r.mu.at = &w, r.o.Now(), true, i
 	r.mu.link.lastSuccess = r.mu.lastAt
+	p := &r.mu.peers[i]
+	p.lastSuccess, p.failing = r.mu.lastAt, false
 	r.learn(&w)
 	r.publishLocked(func(seq uint64) *dimmer.State { return fromWire(&w, seq, false, "") })
 	if r.o.StateFile != "" {
@@ -783,7 +1040,7 @@ func (r *Remote) apply(id, data string) error {
 			r.log.Warn("provider: remote: saving the last-known state", "file", r.o.StateFile, "err", err)
 		}
 	}
-	return nil
+	return true, nil
 }
 
 func readStateFile(path string) (*wireState, error) {

@@ -19,7 +19,7 @@ func FuzzRemoteState(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.apply("", data) != nil {
+		if _, err := r.apply(0, "", data); err != nil {
 			return
 		}
 		st := r.State()

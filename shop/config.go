@@ -184,13 +184,15 @@ type Config struct {
 	OperatorTokens map[string]string
 	Loopback       bool
 	// Brownoutd, when set, is the base URL of a brownoutd serving this
-	// shop's levels (fleet mode): the shop follows its stream
-	// (provider.Remote) instead of running a controller of its own, and
-	// pushes its signals to the daemon every second — unless NoPush, for a
+	// shop's levels (fleet mode), or its replicas' (brownoutd in HA): the
+	// shop follows the stream of one (provider.Remote; another when it
+	// fails or lags) instead of running a controller of its own, and
+	// pushes its signals to each every second — unless NoPush, for a
 	// daemon that reads the shop's /metrics (scrape or PromQL).
-	// BrownoutdToken is sent to it.
-	Brownoutd, BrownoutdToken string
-	NoPush                    bool
+	// BrownoutdToken is sent to them.
+	Brownoutd      []string
+	BrownoutdToken string
+	NoPush         bool
 	// Redis, when set (redis://HOST:PORT[/DB]), keeps the per-client rate
 	// limits in Redis (shed/redisstore), so that a client spread over
 	// several instances is held to one allowance.

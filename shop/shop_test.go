@@ -231,7 +231,7 @@ func TestFleetMode(t *testing.T) {
 	a, err := api.New(api.Config{Controller: ctl})
 	require.NoError(t, err)
 	daemon := httptest.NewServer(a.Handler())
-	s, err := New(context.Background(), Config{Protect: Brownout, StateDir: t.TempDir(), Brownoutd: daemon.URL})
+	s, err := New(context.Background(), Config{Protect: Brownout, StateDir: t.TempDir(), Brownoutd: []string{daemon.URL}})
 	require.NoError(t, err)
 	srv := httptest.NewServer(s.Handler())
 	defer func() {

@@ -5,7 +5,6 @@ import (
 	"html/template"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/labstack/echo/v4"
 )
@@ -29,6 +28,10 @@ func pad2(n int64) string {
 // live is what the page's script needs to evaluate the sections' flags
 // in the browser (static/storefront.js): the OFREP base URL, "" for the
 // shop's own origin, and the targeting key the server evaluated them for.
+// In fleet mode the base URL is the daemon's — with several replicas the
+// one the shop follows now (the first while it follows none): a page
+// asks that replica for as long as it is open, and a page loaded after a
+// failover asks the next.
 type live struct {
 	OFREP, TargetingKey string
 }
@@ -41,8 +44,12 @@ type live struct {
 // know it.
 func (s *Shop) live(user string) *live {
 	switch {
-	case s.cfg.Brownoutd != "":
-		return &live{OFREP: strings.TrimSuffix(s.cfg.Brownoutd, "/"), TargetingKey: user}
+	case len(s.cfg.Brownoutd) > 0:
+		base := s.remote.Following()
+		if base == "" {
+			base = s.remote.URLs()[0]
+		}
+		return &live{OFREP: base, TargetingKey: user}
 	case s.api != nil:
 		return &live{TargetingKey: user}
 	}

@@ -80,9 +80,16 @@ func TestStorefrontServesItsScripts(t *testing.T) {
 	// Fleet mode: the page evaluates at the daemon.
 	d := httptest.NewServer(newAPI(t, nil).Handler())
 	t.Cleanup(d.Close)
-	_, fleet := newShopWith(t, Config{Protect: Brownout, Brownoutd: d.URL + "/", NoPush: true})
+	_, fleet := newShopWith(t, Config{Protect: Brownout, Brownoutd: []string{d.URL + "/"}, NoPush: true})
 	_, b = send(t, fleet, call{"GET", "/", "", map[string]string{UserHeader: "u2"}})
 	assert.Contains(t, string(b), fmt.Sprintf(`data-ofrep="%s" data-targeting-key="u2"`, d.URL))
+	// A daemon's replicas: the page evaluates at the one the shop follows.
+	d2 := httptest.NewServer(newAPI(t, nil).Handler())
+	t.Cleanup(d2.Close)
+	replicas, fleet2 := newShopWith(t, Config{Protect: Brownout, Brownoutd: []string{d.URL, d2.URL}, NoPush: true})
+	require.Eventually(t, func() bool { return replicas.Remote().Following() != "" }, 5*time.Second, 10*time.Millisecond)
+	_, b = send(t, fleet2, call{"GET", "/", "", map[string]string{UserHeader: "u2"}})
+	assert.Contains(t, string(b), fmt.Sprintf(`data-ofrep="%s" data-targeting-key="u2"`, replicas.Remote().Following()))
 
 	_, bare := newShop(t, None)
 	_, b = send(t, bare, call{"GET", "/", "", nil})

@@ -357,13 +357,26 @@
 
   let pressureGauge, shedGauge;
 
+  // clusterNote says which replica this is and who leads, when the daemon
+  // runs as replicas (brownoutd serve --store): a change of leader shows
+  // here and in the events.
+  function clusterNote(c) {
+    if (!c) return '';
+    let s = ` · replica ${c.replica}: ${c.role}`;
+    if (c.role !== 'leader' && c.leader) s += `, leader ${c.leader}`;
+    s += ` (term ${c.term})`;
+    if (c.store !== 'ok') s += ' · store unreachable: levels held, writes refused';
+    if (c.config_mismatch && c.config_mismatch.length) s += ` · configuration differs on ${c.config_mismatch.join(', ')}`;
+    return s;
+  }
+
   function renderState(st) {
     $('main').dataset.generation = String(st.generation);
     const mode = $('mode');
     mode.textContent = st.mode;
     mode.dataset.mode = st.mode;
     $('action').textContent = `action: ${st.action}${st.cause ? ` · cause ${st.cause}` : ''}`;
-    $('flags').textContent = `${st.frozen ? ' · frozen by an operator' : ''}${st.shadow ? ' · shadow mode' : ''}`;
+    $('flags').textContent = `${st.frozen ? ' · frozen by an operator' : ''}${st.shadow ? ' · shadow mode' : ''}${clusterNote(st.cluster)}`;
     $('reason').textContent = st.reason || 'No reason given.';
 
     const p = num(st.pressure);

@@ -30,6 +30,9 @@ type fileConfig struct {
 	// MaxConnsPerClient caps one client address's connections (0: none).
 	MaxConnsPerClient *int   `yaml:"max_conns_per_client"`
 	StateDir          string `yaml:"state_dir"`
+	// Store, a postgres:// URL, keeps the operators' state for replicas
+	// that share it (ha.go); default none: the state dir.
+	Store string `yaml:"store"`
 	// serviceFields are the one service's, without Services; with them,
 	// only tick and auth may be set here, as what the services inherit.
 	serviceFields `yaml:",inline"`
@@ -178,6 +181,7 @@ type config struct {
 	Listen   string
 	Conns    server.Limits
 	StateDir string
+	Store    string // a postgres:// URL: run as a replica (ha.go)
 	TLS      tlsCfg
 	// CORSOrigins, as browsers write them (api.ParseOrigin).
 	CORSOrigins []string
@@ -319,11 +323,16 @@ func yamlMsg(err error) string { return strings.TrimPrefix(err.Error(), "yaml: "
 
 // resolve turns a parsed file into a config, reporting problems to at.
 func resolve(fc *fileConfig, at func(path, format string, a ...any)) *config {
-	c := &config{Listen: fc.Listen, StateDir: fc.StateDir, TLS: fc.TLS}
+	c := &config{Listen: fc.Listen, StateDir: fc.StateDir, Store: fc.Store, TLS: fc.TLS}
 	if c.Listen == "" {
 		c.Listen = "127.0.0.1:8080"
 	} else if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		at("listen", "%q: want host:port", c.Listen)
+	}
+	if c.Store != "" {
+		if err := checkStore(c.Store); err != nil {
+			at("store", "%v", err)
+		}
 	}
 	if n := fc.MaxConnsPerClient; n != nil {
 		var err error

@@ -2,6 +2,7 @@
 //
 //	brownoutd serve [--config FILE] [--listen ADDR] …
 //	brownoutd check-config FILE
+//	brownoutd import-state --store postgres://… FILE
 //	brownoutd version
 //
 // The lab (the simulator and the real-HTTP harness) is cmd/brownout-lab.
@@ -48,6 +49,7 @@ const usage = `brownoutd — dimmer, not dark
 Usage:
   brownoutd serve [flags]         the controller as a service: OFREP, operator API, /metrics (brownoutd serve --help)
   brownoutd check-config FILE     check a YAML configuration; every error with its line and field path
+  brownoutd import-state --store URL FILE   a state file (operator.json) into the replicas' store
   brownoutd version               the build: version, commit, Go
 `
 
@@ -64,6 +66,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runServe(ctx, args[1:], stdout, stderr)
 	case "check-config":
 		return runCheckConfig(args[1:], stdout, stderr)
+	case "import-state":
+		return runImport(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return nil

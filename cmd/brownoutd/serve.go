@@ -63,6 +63,7 @@ Flags:
 // serveFlags are serve's flags; each has a BROWNOUTD_* variable.
 type serveFlags struct {
 	config, listen, stateDir, tick       string
+	store                                string
 	perClient                            string
 	operatorTokens, evalTokens, pushToks string
 	tlsCert, tlsKey                      string
@@ -95,6 +96,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.config, "config", "", "YAML configuration file (env BROWNOUTD_CONFIG)")
 	fs.StringVar(&f.listen, "listen", "", "address to listen on, host:port (env BROWNOUTD_LISTEN; default 127.0.0.1:8080)")
 	fs.StringVar(&f.stateDir, "state-dir", "", "directory for the operators' overrides, freeze and shadow, private to this user (env BROWNOUTD_STATE_DIR; default $STATE_DIRECTORY under systemd, else $XDG_STATE_HOME/brownoutd, else ~/.local/state/brownoutd)")
+	fs.StringVar(&f.store, "store", "", "a postgres:// URL: keep the operators' state there and run as one of several replicas, one of which leads (env BROWNOUTD_STORE; default none: the state dir, one daemon)")
 	fs.StringVar(&f.tick, "tick", "", "control period, e.g. 1s (env BROWNOUTD_TICK)")
 	fs.StringVar(&f.perClient, "max-conns-per-client", "", fmt.Sprintf("connections one client address may hold open, every loopback address one client; 0 for no cap, e.g. behind a load balancer (env BROWNOUTD_MAX_CONNS_PER_CLIENT; default %d, a quarter of the %d the server holds)", server.DefaultPerClient, server.MaxConns))
 	fs.StringVar(&f.operatorTokens, "operator-tokens", "", "file of named operator tokens, \"name token\" per line (env BROWNOUTD_OPERATOR_TOKENS); without any, writes only on a loopback listener")
@@ -145,6 +147,12 @@ func (f *serveFlags) settings(getenv func(string) string, set map[string]bool) (
 	if v := pick("state-dir", f.stateDir, "BROWNOUTD_STATE_DIR"); v != "" {
 		c.StateDir = v
 	}
+	if v := pick("store", f.store, "BROWNOUTD_STORE"); v != "" {
+		if err := checkStore(v); err != nil {
+			return nil, file, fmt.Errorf("store: %w", err)
+		}
+		c.Store = v
+	}
 	if v := pick("tick", f.tick, "BROWNOUTD_TICK"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 100*time.Millisecond {
@@ -183,7 +191,7 @@ func (f *serveFlags) settings(getenv func(string) string, set map[string]bool) (
 			c.CORSOrigins = append(c.CORSOrigins, co)
 		}
 	}
-	if c.StateDir == "" {
+	if c.StateDir == "" && c.Store == "" {
 		if c.StateDir, err = defaultStateDir(getenv); err != nil {
 			return nil, file, err
 		}
@@ -334,6 +342,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if push != nil {
 		acfg.Push = push
 	}
+	rep, err := openReplica(ctx, c, ctl, &acfg, log, reg)
+	if err != nil {
+		return err
+	}
+	if rep != nil {
+		defer rep.Close()
+	}
 	a, err := api.New(acfg)
 	if err != nil {
 		return err
@@ -353,7 +368,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if c.TLS.Cert != "" {
 		scheme = "https"
 	}
-	fmt.Fprintf(stdout, "brownoutd: serving on %s://%s (config %s; features %s; state %s)\n", scheme, ln.Addr(), fileName(file), featureNames(c.Dimmer), c.StateDir)
+	fmt.Fprintf(stdout, "brownoutd: serving on %s://%s (config %s; features %s; state %s)\n", scheme, ln.Addr(), fileName(file), featureNames(c.Dimmer), stateWhere(c, rep))
 	fmt.Fprintf(stdout, "brownoutd: the dial at %s://%s/\n", scheme, ln.Addr())
 	if len(c.CORSOrigins) > 0 {
 		fmt.Fprintf(stdout, "brownoutd: pages of %s may evaluate flags from a browser (OFREP only)\n", strings.Join(c.CORSOrigins, ", "))
@@ -367,6 +382,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	loopDone := make(chan struct{})
 	go func() {
 		defer close(loopDone)
+		if rep != nil {
+			rep.Run(ctx, a, src)
+			return
+		}
 		a.Run(ctx, src)
 	}()
 	hup := make(chan os.Signal, 1)
@@ -378,7 +397,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			case <-ctx.Done():
 				return
 			case <-hup:
-				reload(ctl, a, &f, set, c, log)
+				reload(reconfigurer(ctl, rep), a, &f, set, c, log)
 			}
 		}
 	}()
@@ -411,7 +430,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 // reload applies the configuration file again (SIGHUP): an invalid one
 // keeps the running configuration and says why.
-func reload(ctl *dimmer.Controller, a *api.API, f *serveFlags, set map[string]bool, running *config, log *slog.Logger) {
+func reload(ctl reconfigurable, a *api.API, f *serveFlags, set map[string]bool, running *config, log *slog.Logger) {
 	c, file, err := f.settings(os.Getenv, set)
 	if err != nil {
 		log.Error("brownoutd: reload refused, keeping the running configuration", "config", fileName(file), "err", err)
@@ -448,6 +467,9 @@ func restartOnly(running, next *config) []string {
 	}
 	if running.StateDir != next.StateDir {
 		out = append(out, "state_dir")
+	}
+	if running.Store != next.Store {
+		out = append(out, "store")
 	}
 	if running.TLS != next.TLS {
 		out = append(out, "tls")

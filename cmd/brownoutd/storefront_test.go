@@ -55,7 +55,7 @@ func storefrontAcross(t *testing.T, bin string, allowed bool) {
 	d := startDaemon(t, "--listen", "127.0.0.1:0", "--state-dir", t.TempDir(), "--cors-origin", grant)
 	require.NotEqual(t, page, d.base, "two origins")
 
-	s, err := shop.New(context.Background(), shop.Config{Protect: shop.Brownout, Brownoutd: d.base, NoPush: true, StateDir: t.TempDir()})
+	s, err := shop.New(context.Background(), shop.Config{Protect: shop.Brownout, Brownoutd: []string{d.base}, NoPush: true, StateDir: t.TempDir()})
 	require.NoError(t, err)
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)

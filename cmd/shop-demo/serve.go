@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/brownout/brownout/internal/cli"
+	"github.com/brownout/brownout/internal/replica"
 	"github.com/brownout/brownout/internal/server"
 	"github.com/brownout/brownout/shed"
 	"github.com/brownout/brownout/shop"
@@ -32,7 +33,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	recs := fs.String("recs", "", "the recommendation engine's base URL, http(s)://HOST:PORT[/PATH] (default: the shop starts its own simulated one)")
 	verbose := fs.Bool("v", false, "log every change of the controller's levels (the same as --log-level debug)")
 	logf := cli.LogFlags(fs)
-	brownoutd := fs.String("brownoutd", "", "fleet mode: follow the levels of the brownoutd at this base URL (http://HOST:PORT) instead of an embedded controller, and push this shop's signals to it; the storefront's script evaluates there from the visitors' browsers, so the daemon must allow this shop's origin (brownoutd serve --cors-origin http://HOST:PORT)")
+	brownoutd := fs.String("brownoutd", "", "fleet mode: follow the levels of the brownoutd at this base URL (http://HOST:PORT) instead of an embedded controller, and push this shop's signals to it; or its replicas' URLs separated by commas (brownoutd in HA): the levels from one at a time, another when it fails or lags, the signals to each; the storefront's script evaluates there from the visitors' browsers, so the daemon must allow this shop's origin (brownoutd serve --cors-origin http://HOST:PORT)")
 	noPush := fs.Bool("brownoutd-no-push", false, "fleet mode: do not push the signals; the daemon reads this shop's /metrics (scrape or promql source)")
 	brownoutdToken := fs.String("brownoutd-token", "", "token sent to --brownoutd (env BROWNOUTD_TOKEN)")
 	redisURL := fs.String("redis", "", "keep the per-client rate limits in this Redis (redis://HOST:PORT[/DB]), shared by every instance")
@@ -71,8 +72,8 @@ Flags:
 		return usagef("serve: --trusted-proxies %q: %v", *proxies, err)
 	}
 	if *brownoutd != "" {
-		if cfg.Brownoutd, err = baseURL("brownoutd", *brownoutd); err != nil {
-			return err
+		if cfg.Brownoutd, err = replica.Parse(*brownoutd); err != nil {
+			return usagef("serve: --brownoutd %q: %v", *brownoutd, err)
 		}
 		if p != shop.Brownout {
 			return usageError{"--brownoutd needs --protect brownout"}
@@ -124,9 +125,14 @@ Flags:
 	if s.Controller() != nil { // embedded mode: the API and the dial
 		fmt.Fprintf(stdout, "the dial at http://%s/dial/\n", ln.Addr())
 	}
-	if cfg.Brownoutd != "" {
+	switch len(cfg.Brownoutd) {
+	case 0:
+	case 1:
 		fmt.Fprintf(stdout, "levels from brownoutd at %s (fleet mode): the dial at %s/dial/, this shop's links to it at http://%s/v1/state\n",
-			cfg.Brownoutd, strings.TrimSuffix(cfg.Brownoutd, "/"), ln.Addr())
+			cfg.Brownoutd[0], cfg.Brownoutd[0], ln.Addr())
+	default:
+		fmt.Fprintf(stdout, "levels from brownoutd's replicas at %s (fleet mode): the dial at any replica's /dial/, this shop's links to them at http://%s/v1/state\n",
+			strings.Join(cfg.Brownoutd, ", "), ln.Addr())
 	}
 	fmt.Fprintf(stdout, "nominal capacity: %s\n", s.Capacity())
 	c := s.Config()

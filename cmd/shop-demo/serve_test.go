@@ -24,6 +24,22 @@ func TestServeTrustedProxies(t *testing.T) {
 	}
 }
 
+// TestServeBrownoutdURLs: --brownoutd takes a base URL, or several
+// replicas' separated by commas; an empty one, a bad one or a replica
+// twice is a usage error naming the flag, before the shop starts.
+func TestServeBrownoutdURLs(t *testing.T) {
+	for _, bad := range []string{"127.0.0.1:8080", "http://127.0.0.1:8080,", ",http://127.0.0.1:8080", "http://127.0.0.1:8080,http://127.0.0.1:8080/",
+		"http://127.0.0.1:8080,ftp://127.0.0.1:21", "http://u:p@127.0.0.1:8080", "http://127.0.0.1:8080/?x=1", " , "} {
+		var stdout, stderr bytes.Buffer
+		err := run(context.Background(), []string{"serve", "--brownoutd", bad}, &stdout, &stderr)
+		var ue usageError
+		if assert.ErrorAs(t, err, &ue, bad) {
+			assert.Contains(t, ue.Error(), "--brownoutd", "the error names the flag")
+		}
+		assert.Empty(t, stdout.String(), "%q: nothing served", bad)
+	}
+}
+
 func TestVersion(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	assert.NoError(t, run(context.Background(), []string{"version"}, &stdout, &stderr))

@@ -33,6 +33,13 @@ import (
 // error while the binaries are present.
 func Start(t testing.TB) string {
 	t.Helper()
+	return StartServer(t).DSN
+}
+
+// StartServer is Start, and returns the server for a test that stops and
+// starts it again.
+func StartServer(t testing.TB) *Server {
+	t.Helper()
 	matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
 	if len(matches) == 0 {
 		testsrv.Missing(t, "initdb under /usr/lib/postgresql", "postgresql")
@@ -73,10 +80,12 @@ func Start(t testing.TB) string {
 	l.Close()
 	data := filepath.Join(dir, "data")
 	run(filepath.Join(bin, "initdb"), "-D", data, "-A", "trust", "-U", "postgres", "--no-sync")
-	run(filepath.Join(bin, "pg_ctl"), "-D", data, "-l", filepath.Join(dir, "log"), "-w", "-o",
-		fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -k %s -c fsync=off", port, dir), "start")
+	s := &Server{DSN: fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port), command: command,
+		ctl:  []string{filepath.Join(bin, "pg_ctl"), "-D", data, "-l", filepath.Join(dir, "log")},
+		opts: fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -k %s -c fsync=off", port, dir)}
+	s.Start(t)
 	t.Cleanup(func() {
 		command(filepath.Join(bin, "pg_ctl"), "-D", data, "-m", "immediate", "stop").Run()
 	})
-	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
+	return s
 }

@@ -5,6 +5,7 @@ package pipenet
 
 import (
 	"context"
+	"errors"
 	"net"
 	"sync"
 )
@@ -14,10 +15,15 @@ type Listener struct {
 	conns chan net.Conn
 	done  chan struct{}
 	once  sync.Once
+	addr  net.Addr
 }
 
-// New returns a Listener.
-func New() *Listener { return &Listener{conns: make(chan net.Conn), done: make(chan struct{})} }
+// New returns a Listener at 127.0.0.1:80.
+func New() *Listener { return newAt(&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 80}) }
+
+func newAt(addr net.Addr) *Listener {
+	return &Listener{conns: make(chan net.Conn), done: make(chan struct{}), addr: addr}
+}
 
 // Accept waits for the next Dial.
 func (l *Listener) Accept() (net.Conn, error) {
@@ -36,8 +42,8 @@ func (l *Listener) Close() error {
 }
 
 // Addr is a loopback address, so that servers that check their listener
-// see a local one.
-func (l *Listener) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 80} }
+// see a local one: 127.0.0.1:80, or the port Net gave it.
+func (l *Listener) Addr() net.Addr { return l.addr }
 
 // Dial connects to the listener, whatever the network and address; use it
 // as an http.Transport's DialContext.
@@ -52,3 +58,53 @@ func (l *Listener) Dial(ctx context.Context, _, _ string) (net.Conn, error) {
 		return nil, ctx.Err()
 	}
 }
+
+// Net holds several listeners, each at its own loopback port, for tests
+// of a client that talks to several servers: Listen adds one, Dial
+// connects by address. The zero value is ready.
+type Net struct {
+	mu  sync.Mutex
+	ls  map[string]*Listener
+	gen int
+}
+
+// Listen returns a new listener at the next port (from 10001).
+func (n *Net) Listen() *Listener {
+	n.mu.Lock()
+	n.gen++
+	port := 10000 + n.gen
+	n.mu.Unlock()
+	return n.ListenAt(&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port})
+}
+
+// ListenAt returns a new listener at addr, in place of any there before
+// (a server restarted at its address).
+func (n *Net) ListenAt(addr net.Addr) *Listener {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.ls == nil {
+		n.ls = map[string]*Listener{}
+	}
+	l := newAt(addr)
+	n.ls[addr.String()] = l
+	return l
+}
+
+// Dial connects to the listener at addr; use it as an http.Transport's
+// DialContext. An address nobody listens at, or a closed listener, is
+// refused at once, as a closed port is.
+func (n *Net) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	n.mu.Lock()
+	l := n.ls[addr]
+	n.mu.Unlock()
+	if l == nil {
+		return nil, &net.OpError{Op: "dial", Net: network, Err: errRefused}
+	}
+	c, err := l.Dial(ctx, network, addr)
+	if err == net.ErrClosed {
+		return nil, &net.OpError{Op: "dial", Net: network, Err: errRefused}
+	}
+	return c, err
+}
+
+var errRefused = errors.New("connection refused")

@@ -64,8 +64,18 @@
 // stale. Its Snapshot's Tallies sum each live instance's increase over its
 // last push interval.
 //
+// With several URLs (PusherConfig.URLs: one daemon's replicas, brownoutd
+// in HA, where every replica ingests every instance's signals so that its
+// windows are warm when it comes to lead), each round's body is pushed to
+// every replica: one reading of the Recorder, the same bytes to each.
+// Each URL has its own sender goroutine, failures, backoff and health: a
+// replica that refuses backs off alone, one that hangs holds its own
+// sender for up to Timeout and skips the rounds meanwhile, and neither
+// delays the pushes to the others. Run owns those goroutines (one per URL,
+// at most 16) and returns after they end.
+//
 // A Pusher reports how its pushes fare from Health (a signals.SourceHealth,
-// as the sources report theirs): a daemon that refuses its token (401 or
+// as the sources report theirs; HealthByURL for each replica): a daemon that refuses its token (401 or
 // 403) is [ErrUnauthorized], said once in the log, at WARN, with the URL
 // and what to fix, and shown in its health until a push is accepted
 // again; every change of state is one line, never one per push.
@@ -135,5 +145,5 @@
 //
 // Every exported type is safe for concurrent use; a source serializes on
 // its own mutex and calls no user code while holding it. A Pusher's Run
-// is its one goroutine, ended by its context.
+// and its one sender per URL are its goroutines, ended by its context.
 package fleet

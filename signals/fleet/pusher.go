@@ -10,22 +10,32 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	httpproblem "github.com/brownout/brownout/internal/problem"
+	"github.com/brownout/brownout/internal/replica"
 	"github.com/brownout/brownout/internal/service"
 	"github.com/brownout/brownout/signals"
 )
 
-// PusherConfig configures a Pusher. URL and Instance are required.
+// PusherConfig configures a Pusher. URL (or URLs) and Instance are
+// required.
 type PusherConfig struct {
 	// URL is the PushSource's endpoint, e.g.
-	// http://brownoutd:8080/v1/signals.
+	// http://brownoutd:8080/v1/signals. Set URL or URLs.
 	URL string
+	// URLs are the endpoints of one daemon's replicas (brownoutd in HA,
+	// where every replica takes every instance's pushes, so that its
+	// windows are warm when it comes to lead): every push goes to each,
+	// the same body, each URL with its own backoff and health, so that a
+	// replica that fails or answers slowly never delays the pushes to
+	// the others. At most 16, no replica twice; one URL is the same as
+	// URL.
+	URLs []string
 	// Instance names this process in the fleet (its host or pod name):
 	// unique, at most 128 bytes, no control characters.
 	Instance string
@@ -70,41 +80,54 @@ type PusherConfig struct {
 var ErrUnauthorized = errors.New("fleet: push: the daemon refused the token")
 
 // Pusher sends a signals.Recorder's signals to a PushSource, for apps the
-// daemon cannot scrape. Every Interval it reads the Recorder's cumulative
-// state — the numbers signals.Collector exports — and POSTs it with a
-// Timeout; the request path is never involved (the Recorder's writers do
-// not wait for readers).
+// daemon cannot scrape. Every Interval — a round — it reads the
+// Recorder's cumulative state — the numbers signals.Collector exports —
+// and POSTs it with a Timeout to each URL; the request path is never
+// involved (the Recorder's writers do not wait for readers).
 //
-// After a failed push it waits Interval × 2^failures, capped at
+// After a failed push to a URL it waits Interval × 2^failures, capped at
 // MaxBackoff, jittered between half and all of it (so that a fleet does
 // not retry in step), and at least the server's Retry-After (within
-// MaxBackoff); a success returns to Interval. Nothing is lost while
-// pushes fail: the state is cumulative, so the next push that arrives
-// carries everything.
+// MaxBackoff), then pushes at the next round; a success returns to every
+// round. A push still under way at a round (a slow replica, up to
+// Timeout) skips it. Each URL keeps its own failures, backoff and
+// health: a replica down never delays the others, and every push of a
+// round carries the same body. Nothing is lost while pushes fail: the
+// state is cumulative, so the next push that arrives carries everything.
 //
 // Each push carries the Pusher's start and a time that, within one
 // Pusher, never goes back (it follows the monotonic clock), so that the
 // source can order pushes and time the counts of one run.
 //
-// How the pushes fare is in Health (and counted in Stats); the Logger is
-// told when that changes.
+// How the pushes fare is in Health (per URL in HealthByURL, and counted
+// in Stats); the Logger is told when that changes, for each URL.
 //
 // A Pusher must be made with NewPusher. It is safe for concurrent use; run
 // one Run per Pusher.
 type Pusher struct {
 	rec   *signals.Recorder
 	cfg   PusherConfig
+	urls  []string // checked: one at least
 	start time.Time
 
 	mu struct {
 		sync.Mutex
-		health health
-		pushed uint64
-		// said is the outcome the log last told, and inARow the failures
-		// since the last accepted push.
-		said   outcome
-		inARow uint64
+		targets []target // by URL, in urls' order
 	}
+}
+
+// target is the pushes to one URL.
+type target struct {
+	health health
+	pushed uint64
+	// said is the outcome the log last told, and inARow the failures
+	// since the last accepted push.
+	said   outcome
+	inARow uint64
+	// busy: a push of Run's is under way; next: the earliest round Run
+	// pushes at again (after a failure).
+	busy bool
+	next time.Time
 }
 
 // outcome is what a push came to, as the log tells it: one line each time
@@ -147,10 +170,18 @@ func NewPusher(rec *signals.Recorder, cfg PusherConfig) (*Pusher, error) {
 	if rec == nil {
 		return nil, errors.New("fleet: pusher: no recorder")
 	}
-	u, err := url.Parse(cfg.URL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("fleet: pusher: URL %q is not an http(s) URL", truncate(cfg.URL))
+	urls := cfg.URLs
+	switch {
+	case cfg.URL != "" && len(cfg.URLs) > 0:
+		return nil, errors.New("fleet: pusher: URL and URLs both set: set URLs alone for several replicas")
+	case cfg.URL != "":
+		urls = []string{cfg.URL}
 	}
+	urls, err := replica.Check(urls, false)
+	if err != nil {
+		return nil, fmt.Errorf("fleet: pusher: %w", err)
+	}
+	cfg.URL, cfg.URLs = urls[0], urls
 	if err := checkInstance(cfg.Instance); err != nil {
 		return nil, fmt.Errorf("fleet: pusher: %w", err)
 	}
@@ -182,34 +213,86 @@ func NewPusher(rec *signals.Recorder, cfg PusherConfig) (*Pusher, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Pusher{rec: rec, cfg: cfg, start: time.Now()}, nil
+	p := &Pusher{rec: rec, cfg: cfg, urls: urls, start: time.Now()}
+	p.mu.targets = make([]target, len(urls))
+	return p, nil
+}
+
+// round is one reading of the Recorder, pushed to each URL.
+type round struct {
+	at   time.Time
+	body []byte
+	err  error // encoding failed
 }
 
 // Run pushes now and then every Interval (backing off after failures)
-// until ctx is done, and returns ctx's error.
+// until ctx is done, and returns ctx's error. Its goroutines — its own,
+// which reads the Recorder once a round, and one per URL, which posts —
+// all end before it returns.
 func (p *Pusher) Run(ctx context.Context) error {
-	t := time.NewTimer(0)
+	boxes := make([]chan round, len(p.urls))
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for i := range boxes {
+		boxes[i] = make(chan round, 1)
+		wg.Go(func() { p.send(ctx, i, boxes[i]) })
+	}
+	t := time.NewTicker(p.cfg.Interval)
 	defer t.Stop()
-	fails := 0
 	for {
+		p.round(time.Now(), boxes)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-t.C:
 		}
-		began := time.Now()
-		err := p.Push(ctx)
-		if ctx.Err() != nil {
-			return ctx.Err()
+	}
+}
+
+// round reads the Recorder at now, once, and hands the body to each
+// URL's sender that is idle and not backing off. A box is empty while
+// its sender is idle, so handing never blocks.
+func (p *Pusher) round(now time.Time, boxes []chan round) {
+	p.mu.Lock()
+	var ready []int
+	for i := range p.mu.targets {
+		if t := &p.mu.targets[i]; !t.busy && !now.Before(t.next) {
+			t.busy = true
+			ready = append(ready, i)
 		}
-		wait := p.cfg.Interval
-		if err != nil {
-			fails++
-			wait = p.backoff(fails, err)
-		} else {
-			fails = 0
+	}
+	p.mu.Unlock()
+	if len(ready) == 0 {
+		return
+	}
+	body, err := p.encode(now)
+	for _, i := range ready {
+		boxes[i] <- round{at: now, body: body, err: err}
+	}
+}
+
+// send posts the rounds handed to URL i until ctx is done.
+func (p *Pusher) send(ctx context.Context, i int, box <-chan round) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case r := <-box:
+			err := r.err
+			if err == nil {
+				err = p.post(ctx, p.urls[i], r.body)
+			}
+			fails := p.note(ctx, i, err)
+			p.mu.Lock()
+			t := &p.mu.targets[i]
+			t.busy = false
+			if err != nil {
+				// From the round's time, so that a wait of n Intervals
+				// comes back at the nth round.
+				t.next = r.at.Add(p.backoff(int(fails), err))
+			}
+			p.mu.Unlock()
 		}
-		t.Reset(max(wait-time.Since(began), 0))
 	}
 }
 
@@ -233,49 +316,75 @@ type pushStatusError struct {
 	retryAfter time.Duration
 }
 
-// Push sends the Recorder's state once, now, and notes how it went in
-// Health (telling the Logger when that changed).
+// Push sends the Recorder's state once, now, to every URL at once — the
+// same body — and notes how each went in the health (telling the Logger
+// when that changed). It returns nil when every URL accepted the push,
+// else the failures (errors.Join; with one URL, its error).
 func (p *Pusher) Push(ctx context.Context) error {
-	err := p.push(ctx)
+	body, err := p.encode(time.Now())
+	errs := make([]error, len(p.urls))
+	var wg sync.WaitGroup
+	for i, u := range p.urls {
+		wg.Go(func() {
+			errs[i] = err
+			if err == nil {
+				errs[i] = p.post(ctx, u, body)
+			}
+			p.note(ctx, i, errs[i])
+		})
+	}
+	wg.Wait()
+	if len(errs) == 1 {
+		return errs[0]
+	}
+	return errors.Join(errs...)
+}
+
+// note records how a push to URL i went in its health (telling the
+// Logger when that changed), and returns the failures in a row since its
+// last accepted push.
+func (p *Pusher) note(ctx context.Context, i int, err error) uint64 {
 	now := time.Now()
 	o := outcomeOf(err)
 	p.mu.Lock()
-	p.mu.health.record(now, err)
+	t := &p.mu.targets[i]
+	t.health.record(now, err)
 	if err == nil {
-		p.mu.pushed++
+		t.pushed++
 	}
-	said, fails := p.mu.said, p.mu.inARow
+	said, fails := t.said, t.inARow
 	if err != nil {
-		p.mu.inARow++
+		t.inARow++
 	} else {
-		p.mu.inARow = 0
+		t.inARow = 0
 	}
 	tell := o != said && ctx.Err() == nil // a push cut short by the end of ctx says nothing
 	if tell {
-		p.mu.said = o
+		t.said = o
 	}
+	inARow := t.inARow
 	p.mu.Unlock()
 	if tell {
-		p.tell(o, err, fails)
+		p.tell(p.urls[i], o, err, fails)
 	}
-	return err
+	return inARow
 }
 
-// tell logs a change of outcome; fails is the failures in a row before
-// this push.
-func (p *Pusher) tell(o outcome, err error, fails uint64) {
+// tell logs a change of outcome of the pushes to url; fails is the
+// failures in a row before this push.
+func (p *Pusher) tell(url string, o outcome, err error, fails uint64) {
 	switch o {
 	case unauthorized:
-		p.cfg.Logger.Warn("fleet: the daemon refuses this app's pushes: check the push token", "url", p.cfg.URL, "err", err)
+		p.cfg.Logger.Warn("fleet: the daemon refuses this app's pushes: check the push token", "url", url, "err", err)
 	case failed:
-		p.cfg.Logger.Warn("fleet: push failed; backing off", "url", p.cfg.URL, "err", err)
+		p.cfg.Logger.Warn("fleet: push failed; backing off", "url", url, "err", err)
 	case accepted:
-		p.cfg.Logger.Info("fleet: push recovered", "url", p.cfg.URL, "failures", fails)
+		p.cfg.Logger.Info("fleet: push recovered", "url", url, "failures", fails)
 	}
 }
 
-func (p *Pusher) push(ctx context.Context) error {
-	now := time.Now()
+// encode reads the Recorder at now into a push's body.
+func (p *Pusher) encode(now time.Time) ([]byte, error) {
 	b := pushOf(p.rec, now, p.cfg.Buckets)
 	b.V, b.Instance = pushVersion, p.cfg.Instance
 	b.Start = p.start.UTC().Format(time.RFC3339Nano)
@@ -284,13 +393,18 @@ func (p *Pusher) push(ctx context.Context) error {
 	b.Time = p.start.Add(now.Sub(p.start)).UTC().Format(time.RFC3339Nano)
 	body, err := json.Marshal(b)
 	if err != nil {
-		return fmt.Errorf("fleet: push: encode: %w", err)
+		return nil, fmt.Errorf("fleet: push: encode: %w", err)
 	}
+	return body, nil
+}
+
+// post sends one push's body to url.
+func (p *Pusher) post(ctx context.Context, url string, body []byte) error {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.cfg.URL, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
-		return fmt.Errorf("fleet: push to %s: %w", p.cfg.URL, err)
+		return fmt.Errorf("fleet: push to %s: %w", url, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if p.cfg.Token != "" {
@@ -301,7 +415,7 @@ func (p *Pusher) push(ctx context.Context) error {
 	}
 	resp, err := p.cfg.Client.Do(req)
 	if err != nil {
-		return fmt.Errorf("fleet: push to %s: %w", p.cfg.URL, err)
+		return fmt.Errorf("fleet: push to %s: %w", url, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 == 2 {
@@ -309,7 +423,7 @@ func (p *Pusher) push(ctx context.Context) error {
 		return nil
 	}
 	se := &pushStatusError{Refusal: httpproblem.ReadRefusal(resp, maxAnswer, httpproblem.Refusal{
-		Where:        "fleet: push to " + p.cfg.URL,
+		Where:        "fleet: push to " + url,
 		StatusPrefix: "HTTP ",
 		Hint:         "check the push token (this app's, and the daemon's push tokens)",
 		Unauthorized: ErrUnauthorized,
@@ -325,23 +439,59 @@ func (p *Pusher) push(ctx context.Context) error {
 // or what is drained of a 2xx so that the connection is reused.
 const maxAnswer = 4 << 10
 
-// Stats returns the Pusher's counts.
+// Stats returns the Pusher's counts, over every URL: a push is one POST
+// to one URL.
 func (p *Pusher) Stats() PusherStats {
+	h, pushed := p.all()
+	return PusherStats{Pushed: pushed, Failed: h.errors, LastSuccess: h.lastSuccess, LastErrorAt: h.lastErrorAt, LastError: h.lastError}
+}
+
+// all sums the URLs' health: OK if any is, the latest success and
+// failure, every error; and the pushes accepted.
+func (p *Pusher) all() (health, uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	h := p.mu.health
-	return PusherStats{Pushed: p.mu.pushed, Failed: h.errors, LastSuccess: h.lastSuccess, LastErrorAt: h.lastErrorAt, LastError: h.lastError}
+	var h health
+	var pushed uint64
+	for _, t := range p.mu.targets {
+		pushed += t.pushed
+		h.ok = h.ok || t.health.ok
+		h.errors += t.health.errors
+		if t.health.lastSuccess.After(h.lastSuccess) {
+			h.lastSuccess = t.health.lastSuccess
+		}
+		if t.health.lastErrorAt.After(h.lastErrorAt) {
+			h.lastErrorAt, h.lastError = t.health.lastErrorAt, t.health.lastError
+		}
+	}
+	return h, pushed
 }
 
 // Health reports how the pushes fare, for a status page (the root
-// package's GET /v1/state in fleet mode): OK while the last push was
-// accepted; LastError says why the last one failed — for a daemon that
-// refused the token, "…: unauthorized (401) — check the push token …" —
-// and stays after recovery (compare LastErrorAt with LastSuccess). Its
-// Name is "push " and the URL. Before the first push it is not OK and
-// says nothing else.
+// package's GET /v1/state in fleet mode): OK while the last push (to one
+// URL at least) was accepted; LastError says why the last one failed —
+// for a daemon that refused the token, "…: unauthorized (401) — check
+// the push token …" — and stays after recovery (compare LastErrorAt with
+// LastSuccess); Errors counts the failed pushes. Its Name is "push " and
+// the URL (the URLs, separated by ", "). Before the first push it is not
+// OK and says nothing else.
 func (p *Pusher) Health() signals.SourceHealth {
+	h, _ := p.all()
+	return h.report("push " + strings.Join(p.urls, ", "))
+}
+
+// HealthByURL reports how the pushes to each URL fare, in the order of
+// the URLs, as Health does for one; each Name is "push " and its URL.
+// With one URL it is Health alone.
+func (p *Pusher) HealthByURL() []signals.SourceHealth {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.mu.health.report("push " + p.cfg.URL)
+	out := make([]signals.SourceHealth, len(p.urls))
+	for i, t := range p.mu.targets {
+		out[i] = t.health.report("push " + p.urls[i])
+	}
+	return out
 }
+
+// URLs returns the endpoints pushed to, as checked.
+func (p *Pusher) URLs() []string { return slices.Clone(p.urls) }

@@ -1,9 +1,12 @@
 package fleet
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -93,8 +96,12 @@ func TestNewPusherRejectsBadConfig(t *testing.T) {
 		cfg  PusherConfig
 		want string
 	}{
-		{"no URL", PusherConfig{Instance: "x"}, "not an http(s) URL"},
-		{"ftp", PusherConfig{URL: "ftp://x/", Instance: "x"}, "not an http(s) URL"},
+		{"no URL", PusherConfig{Instance: "x"}, "fleet: pusher: no URL: want one per replica, e.g. http://brownoutd:8080/v1/signals"},
+		{"empty list", PusherConfig{URLs: []string{}, Instance: "x"}, "fleet: pusher: no URL"},
+		{"ftp", PusherConfig{URL: "ftp://x/", Instance: "x"}, `fleet: pusher: URL "ftp://x/": want an http or https URL`},
+		{"bad among good", PusherConfig{URLs: []string{"http://a/v1/signals", "http:///v1/signals"}, Instance: "x"}, `URL "http:///v1/signals": no host`},
+		{"twice", PusherConfig{URLs: []string{"http://a/v1/signals", "http://A:80/v1/signals"}, Instance: "x"}, "the same replica twice"},
+		{"both", PusherConfig{URL: "http://a/v1/signals", URLs: []string{"http://b/v1/signals"}, Instance: "x"}, "URL and URLs both set"},
 		{"no instance", PusherConfig{URL: "http://x/"}, `"instance" missing`},
 		{"buckets", PusherConfig{URL: "http://x/", Instance: "x", Buckets: []float64{1, 0.5}}, "not ascending"},
 	} {
@@ -315,5 +322,196 @@ func TestPusherSaysUnauthorizedOnce(t *testing.T) {
 		}
 		cancel()
 		assert.ErrorIs(t, <-done, context.Canceled)
+	})
+}
+
+// replicaServer is one of a daemon's replicas taking pushes, in a
+// synctest bubble: a PushSource behind a switch that makes it refuse
+// (503) or hang until the push times out; it keeps each push's body and
+// arrival.
+type replicaServer struct {
+	src *PushSource
+	url string
+
+	mu     sync.Mutex
+	mode   string // "", "refuse" or "hang"
+	bodies []string
+	at     []time.Time
+	last   time.Time // the arrival before at's, for the gaps
+}
+
+func newReplicaServer(t *testing.T, n *pipenet.Net) *replicaServer {
+	s := &replicaServer{src: NewPushSource(PushConfig{})}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		s.mu.Lock()
+		mode := s.mode
+		s.bodies, s.at = append(s.bodies, string(b)), append(s.at, time.Now())
+		s.mu.Unlock()
+		switch mode {
+		case "refuse":
+			writeProblem(w, &pushProblem{http.StatusServiceUnavailable, "unavailable", "a replica refusing"})
+		case "hang":
+			<-r.Context().Done()
+		default:
+			s.src.ServeHTTP(w, r)
+		}
+	}))
+	srv.Listener = n.Listen()
+	srv.Start()
+	t.Cleanup(srv.Close)
+	s.url = srv.URL + "/v1/signals"
+	return s
+}
+
+func (s *replicaServer) set(mode string) {
+	s.mu.Lock()
+	s.mode = mode
+	s.mu.Unlock()
+}
+
+// take returns the pushes since the last take: their bodies' times,
+// each body by its time, and the gaps between their arrivals.
+func (s *replicaServer) take(t *testing.T) (times []string, body map[string]string, gaps []time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	body = map[string]string{}
+	for i, b := range s.bodies {
+		var v struct{ Time string }
+		require.NoError(t, json.Unmarshal([]byte(b), &v))
+		times = append(times, v.Time)
+		body[v.Time] = b
+		if !s.last.IsZero() {
+			gaps = append(gaps, s.at[i].Sub(s.last))
+		}
+		s.last = s.at[i]
+	}
+	s.bodies, s.at = nil, nil
+	return times, body, gaps
+}
+
+// TestPusherPushesToEveryReplica: with three URLs, every round's push
+// goes to each replica, the same body; a replica that refuses backs off
+// on its own, one that hangs is skipped while its push is under way
+// (Timeout), and neither delays the pushes to the healthy one by a
+// moment; each URL's health says how it fares.
+func TestPusherPushesToEveryReplica(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := &pipenet.Net{}
+		ok, refusing, hanging := newReplicaServer(t, n), newReplicaServer(t, n), newReplicaServer(t, n)
+		tr := &http.Transport{DialContext: n.Dial}
+		defer tr.CloseIdleConnections()
+		rec := signals.NewRecorder(signals.Config{})
+		p, err := NewPusher(rec, PusherConfig{URLs: []string{ok.url, refusing.url, hanging.url}, Instance: "shop-1",
+			Client: &http.Client{Transport: tr}, MaxBackoff: 8 * time.Second})
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		done := make(chan error, 1)
+		go func() { done <- p.Run(ctx) }()
+
+		time.Sleep(2500 * time.Millisecond) // rounds at 0, 1, 2 s to all three
+		synctest.Wait()
+		times, bodies, _ := ok.take(t)
+		require.Len(t, times, 3)
+		for _, s := range []*replicaServer{refusing, hanging} {
+			got, b, _ := s.take(t)
+			assert.Equal(t, times, got, "every round to every replica")
+			assert.Equal(t, bodies, b, "the same bodies")
+		}
+
+		refusing.set("refuse")
+		hanging.set("hang")
+		time.Sleep(40 * time.Second)
+		synctest.Wait()
+		_, _, gaps := ok.take(t)
+		require.Len(t, gaps, 40)
+		for _, g := range gaps {
+			require.Equal(t, time.Second, g, "the healthy replica's pushes, never delayed")
+		}
+		_, _, gaps = refusing.take(t)
+		require.GreaterOrEqual(t, len(gaps), 5)
+		for i, want := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second} {
+			if i == 0 {
+				assert.Equal(t, want, gaps[0], "the first refusal came on schedule")
+				continue
+			}
+			assert.GreaterOrEqual(t, gaps[i], want/2, "gap %d", i)
+			assert.LessOrEqual(t, gaps[i], want, "gap %d", i)
+		}
+		for _, g := range gaps[4:] {
+			assert.LessOrEqual(t, g, 8*time.Second, "MaxBackoff caps the wait")
+		}
+		times, _, gaps = hanging.take(t)
+		assert.LessOrEqual(t, len(times), 12, "a hanging replica: one push at a time, backing off")
+		for _, g := range gaps[1:] {
+			assert.GreaterOrEqual(t, g, 2*time.Second, "never a push while one is under way (Timeout 2 s)")
+		}
+
+		h := p.HealthByURL()
+		require.Len(t, h, 3)
+		assert.Equal(t, "push "+ok.url, h[0].Name)
+		assert.True(t, h[0].OK)
+		assert.Zero(t, h[0].Errors)
+		assert.False(t, h[1].OK)
+		assert.Contains(t, h[1].LastError, "fleet: push to "+refusing.url+": HTTP 503 Service Unavailable: a replica refusing")
+		assert.False(t, h[2].OK)
+		assert.Contains(t, h[2].LastError, "context deadline exceeded")
+		all := p.Health()
+		assert.True(t, all.OK, "the signals reach the daemon")
+		assert.Equal(t, "push "+ok.url+", "+refusing.url+", "+hanging.url, all.Name)
+		assert.Equal(t, h[1].Errors+h[2].Errors, all.Errors)
+
+		// Back: every round to every replica again, the same bodies.
+		refusing.set("")
+		hanging.set("")
+		time.Sleep(15 * time.Second) // past a capped wait
+		synctest.Wait()
+		ok.take(t)
+		refusing.take(t)
+		hanging.take(t)
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		times, bodies, _ = ok.take(t)
+		require.Len(t, times, 5)
+		for _, s := range []*replicaServer{refusing, hanging} {
+			got, b, _ := s.take(t)
+			assert.Equal(t, times, got)
+			assert.Equal(t, bodies, b)
+			_, err := s.src.Snapshot(ctx, time.Now())
+			assert.NoError(t, err, "its windows have the instance")
+		}
+		for _, h := range p.HealthByURL() {
+			assert.True(t, h.OK, h.Name)
+		}
+		cancel()
+		assert.ErrorIs(t, <-done, context.Canceled)
+	})
+}
+
+// TestPusherPushOnceToEveryReplica: Push sends one body to every URL and
+// reports the failures joined; ErrUnauthorized is found among them.
+func TestPusherPushOnceToEveryReplica(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := &pipenet.Net{}
+		a, b := newReplicaServer(t, n), newReplicaServer(t, n)
+		tr := &http.Transport{DialContext: n.Dial}
+		defer tr.CloseIdleConnections()
+		p, err := NewPusher(signals.NewRecorder(signals.Config{}), PusherConfig{URLs: []string{a.url, b.url, "http://127.0.0.1:9/v1/signals"},
+			Instance: "shop-1", Client: &http.Client{Transport: tr}})
+		require.NoError(t, err)
+		err = p.Push(t.Context())
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "fleet: push to http://127.0.0.1:9/v1/signals: ")
+		assert.Contains(t, err.Error(), "connection refused")
+		ta, ba, _ := a.take(t)
+		tb, bb, _ := b.take(t)
+		require.Len(t, ta, 1)
+		assert.Equal(t, ta, tb)
+		assert.Equal(t, ba, bb, "one body")
+		st := p.Stats()
+		assert.Equal(t, uint64(2), st.Pushed)
+		assert.Equal(t, uint64(1), st.Failed)
 	})
 }

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/brownout/brownout"
+	"github.com/brownout/brownout/api"
+	"github.com/brownout/brownout/dimmer"
+	"github.com/brownout/brownout/internal/cli"
+	"github.com/brownout/brownout/internal/cluster"
+)
+
+// Replicas (docs/brownoutd.md, "Running replicas"): with --store, the
+// operators' state, the events and the leader's published state live in
+// PostgreSQL, and brownoutd runs as one of several replicas of the
+// service (package internal/cluster); without, as one daemon with its
+// state dir.
+
+// checkStore checks a store URL's form (reaching it is Open's).
+func checkStore(s string) error {
+	if !strings.HasPrefix(s, "postgres://") && !strings.HasPrefix(s, "postgresql://") {
+		return fmt.Errorf("%s: want a postgres:// URL", cluster.Redact(s))
+	}
+	return nil
+}
+
+// openReplica opens the store when c has one, and sets acfg up for a
+// replica: the store for the writes, the cluster's epoch and secret, what
+// /v1/state says of the replicas. Without a store it returns nil.
+func openReplica(ctx context.Context, c *config, ctl *dimmer.Controller, acfg *api.Config, log *slog.Logger, reg prometheus.Registerer) (*cluster.Replica, error) {
+	if c.Store == "" {
+		return nil, nil
+	}
+	rep, err := cluster.Open(ctx, cluster.Config{URL: c.Store, Name: replicaName(c.Listen), Dimmer: c.Dimmer, Served: ctl,
+		Version: brownout.Version(), Logger: log, Registerer: reg})
+	if err != nil {
+		return nil, err
+	}
+	acfg.Store, acfg.Epoch, acfg.Secret, acfg.Cluster = rep, rep.Epoch(), rep.Secret(), rep.Info
+	return rep, nil
+}
+
+// replicaName is this replica's name among the others: the host's name
+// and the port it listens on (BROWNOUTD_REPLICA overrides it).
+func replicaName(listen string) string {
+	if n := os.Getenv("BROWNOUTD_REPLICA"); n != "" {
+		return n
+	}
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "brownoutd"
+	}
+	_, port, _ := net.SplitHostPort(listen)
+	return host + ":" + port
+}
+
+// stateWhere says where the operators' state lives, for the start line.
+func stateWhere(c *config, rep *cluster.Replica) string {
+	if rep == nil {
+		return c.StateDir
+	}
+	l, m := rep.Lease()
+	return fmt.Sprintf("store %s, replica %s, lease %v (margin %v)", cluster.Redact(c.Store), replicaName(c.Listen), l, m)
+}
+
+// reconfigurable is what a reload reconfigures: the controller, or a
+// replica's law and served controller together.
+type reconfigurable interface {
+	Config() dimmer.Config
+	Reconfigure(dimmer.Config) error
+}
+
+func reconfigurer(ctl *dimmer.Controller, rep *cluster.Replica) reconfigurable {
+	if rep == nil {
+		return ctl
+	}
+	return replicaReconf{ctl, rep}
+}
+
+type replicaReconf struct {
+	ctl *dimmer.Controller
+	rep *cluster.Replica
+}
+
+func (r replicaReconf) Config() dimmer.Config               { return r.ctl.Config() }
+func (r replicaReconf) Reconfigure(cfg dimmer.Config) error { return r.rep.Reconfigure(cfg) }
+
+const importUsage = `Usage: brownoutd import-state --store postgres://… FILE
+
+Writes a state file (a daemon's operator.json, in its state dir) into the
+store that replicas share: its overrides still in force, its freeze and its
+shadow replace what the store had, with an "import" event. Run it once,
+when moving a daemon to replicas, before or while they run: the leader
+applies it within a tick.
+
+Flags:
+`
+
+// runImport is brownoutd import-state.
+func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("import-state", flag.ContinueOnError)
+	store := fs.String("store", os.Getenv("BROWNOUTD_STORE"), "the store, a postgres:// URL (env BROWNOUTD_STORE)")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), importUsage)
+		fs.PrintDefaults()
+	}
+	if err := cli.Parse(fs, args, stdout, stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err.Error()}
+	}
+	if fs.NArg() != 1 {
+		return usagef("import-state: want one state file (operator.json)")
+	}
+	if *store == "" {
+		return usagef("import-state: --store is required")
+	}
+	if err := checkStore(*store); err != nil {
+		return usagef("import-state: store %v", err)
+	}
+	st, err := api.ReadStateFile(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	n, err := cluster.Import(ctx, *store, cluster.DefaultService, st, time.Now())
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "brownoutd: imported %s into %s: %d overrides in force, frozen %v, shadow %v\n", fs.Arg(0), cluster.Redact(*store), n, st.Frozen, st.Shadow)
+	return nil
+}
