@@ -35,14 +35,15 @@ func checkStore(s string) error {
 	return nil
 }
 
-// openReplica opens the store when c has one, and sets acfg up for a
+// openReplica opens the store when c has one, for service s (its rows:
+// the one service's are cluster.DefaultService's), and sets acfg up for a
 // replica: the store for the writes, the cluster's epoch and secret, what
 // /v1/state says of the replicas. Without a store it returns nil.
-func openReplica(ctx context.Context, c *config, ctl *dimmer.Controller, acfg *api.Config, log *slog.Logger, reg prometheus.Registerer) (*cluster.Replica, error) {
+func openReplica(ctx context.Context, c *config, s *serviceConfig, ctl *dimmer.Controller, acfg *api.Config, log *slog.Logger, reg prometheus.Registerer) (*cluster.Replica, error) {
 	if c.Store == "" {
 		return nil, nil
 	}
-	rep, err := cluster.Open(ctx, cluster.Config{URL: c.Store, Name: replicaName(c.Listen), Dimmer: c.Dimmer, Served: ctl,
+	rep, err := cluster.Open(ctx, cluster.Config{URL: c.Store, Service: s.Name, Name: replicaName(c.Listen), Dimmer: s.Dimmer, Served: ctl,
 		Version: brownout.Version(), Logger: log, Registerer: reg})
 	if err != nil {
 		return nil, err

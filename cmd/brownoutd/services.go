@@ -22,6 +22,7 @@ import (
 
 	"github.com/brownout/brownout/api"
 	"github.com/brownout/brownout/dimmer"
+	"github.com/brownout/brownout/internal/cluster"
 	"github.com/brownout/brownout/internal/server"
 	"github.com/brownout/brownout/internal/service"
 	"github.com/brownout/brownout/provider"
@@ -48,13 +49,16 @@ type unit struct {
 	ctl     *dimmer.Controller
 	src     source
 	api     *api.API
-	handler http.Handler // the service's routes under /services/{name}/
+	rep     *cluster.Replica // with a store: the service's replica; else nil
+	handler http.Handler     // the service's routes under /services/{name}/
 }
 
 // newUnit builds s's unit over its source (buildSource; push, when it is
 // a push source): its metrics go to reg labelled with its name, its log
-// lines say it.
-func newUnit(c *config, s *serviceConfig, src source, push *fleet.PushSource, reg prometheus.Registerer, log *slog.Logger) (*unit, error) {
+// lines say it. With a store (c.Store) the service runs as a replica of
+// its own, its rows keyed by its name, its lease its own: each service
+// has its leader. Close it with close.
+func newUnit(ctx context.Context, c *config, s *serviceConfig, src source, push *fleet.PushSource, reg prometheus.Registerer, log *slog.Logger) (*unit, error) {
 	log = log.With("service", s.Name)
 	reg = prometheus.WrapRegistererWith(prometheus.Labels{"service": s.Name}, reg)
 	s.Dimmer.Logger = log
@@ -77,15 +81,31 @@ func newUnit(c *config, s *serviceConfig, src source, push *fleet.PushSource, re
 	if push != nil {
 		acfg.Push = push
 	}
+	rep, err := openReplica(ctx, c, s, ctl, &acfg, log, reg)
+	if err != nil {
+		return nil, fmt.Errorf("service %s: %w", s.Name, err)
+	}
 	a, err := api.New(acfg)
 	if err != nil {
+		if rep != nil {
+			rep.Close()
+		}
 		return nil, fmt.Errorf("service %s: %w", s.Name, err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/ofrep/", a.Handler())
 	mux.Handle("/v1/", a.Handler())
 	mux.Handle("/", a.Local(web.Handler()))
-	return &unit{name: s.Name, cfg: s, ctl: ctl, src: src, api: a, handler: http.StripPrefix(base, mux)}, nil
+	return &unit{name: s.Name, cfg: s, ctl: ctl, src: src, api: a, rep: rep, handler: http.StripPrefix(base, mux)}, nil
+}
+
+// close releases the unit's state dir, then its store (after the last
+// Save).
+func (u *unit) close() {
+	u.api.Close()
+	if u.rep != nil {
+		u.rep.Close()
+	}
 }
 
 // run is the unit's control loop, started after delay (its phase in the
@@ -97,6 +117,10 @@ func (u *unit) run(ctx context.Context, delay time.Duration) {
 	case <-ctx.Done():
 		return
 	case <-t.C:
+	}
+	if u.rep != nil {
+		u.rep.Run(ctx, u.api, u.src)
+		return
 	}
 	u.api.Run(ctx, u.src)
 }
@@ -110,7 +134,7 @@ func serveServices(ctx context.Context, c *config, file string, f *serveFlags, s
 	var units []*unit
 	defer func() {
 		for _, u := range units {
-			u.api.Close() // the state dirs' locks, after the last Save
+			u.close() // the state dirs' locks, the stores, after the last Save
 		}
 	}()
 	for _, s := range c.Services {
@@ -118,7 +142,7 @@ func serveServices(ctx context.Context, c *config, file string, f *serveFlags, s
 		if err != nil {
 			return fmt.Errorf("service %s: %w", s.Name, err)
 		}
-		u, err := newUnit(c, s, src, push, reg, log)
+		u, err := newUnit(ctx, c, s, src, push, reg, log)
 		if err != nil {
 			return err
 		}
@@ -139,9 +163,13 @@ func serveServices(ctx context.Context, c *config, file string, f *serveFlags, s
 	if c.TLS.Cert != "" {
 		scheme = "https"
 	}
-	fmt.Fprintf(stdout, "brownoutd: serving on %s://%s (config %s; services %s; state %s)\n", scheme, ln.Addr(), fileName(file), rt.list(), c.StateDir)
+	where := c.StateDir
+	if c.Store != "" {
+		where = "store " + cluster.Redact(c.Store) + ", a replica of each service"
+	}
+	fmt.Fprintf(stdout, "brownoutd: serving on %s://%s (config %s; services %s; state %s)\n", scheme, ln.Addr(), fileName(file), rt.list(), where)
 	for _, u := range units {
-		fmt.Fprintf(stdout, "brownoutd: service %s at %s://%s%s/ (features %s)\n", u.name, scheme, ln.Addr(), service.Base(u.name), featureNames(u.cfg.Dimmer))
+		fmt.Fprintf(stdout, "brownoutd: service %s at %s://%s%s/ (features %s; state %s)\n", u.name, scheme, ln.Addr(), service.Base(u.name), featureNames(u.cfg.Dimmer), unitState(c, u))
 	}
 	fmt.Fprintf(stdout, "brownoutd: the dial at %s://%s/ lists the services\n", scheme, ln.Addr())
 	if len(c.CORSOrigins) > 0 {
@@ -285,7 +313,7 @@ func reloadServices(units []*unit, f *serveFlags, set map[string]bool, running *
 		if s == nil {
 			continue
 		}
-		if err := u.ctl.Reconfigure(s.Dimmer); err != nil { // checked above: never
+		if err := reconfigurer(u.ctl, u.rep).Reconfigure(s.Dimmer); err != nil { // checked above: never
 			log.Error("brownoutd: reload: the service's configuration stays as it was", "service", u.name, "err", err)
 			continue
 		}
@@ -298,6 +326,15 @@ func reloadServices(units []*unit, f *serveFlags, set map[string]bool, running *
 		u.api.Note("reload", "configuration reloaded from "+fileName(file))
 	}
 	log.Info("brownoutd: configuration reloaded", "config", fileName(file), "services", len(units))
+}
+
+// unitState says where a service's operators' state lives, for its start
+// line.
+func unitState(c *config, u *unit) string {
+	if u.rep != nil {
+		return stateWhere(c, u.rep)
+	}
+	return c.stateDir(u.cfg)
 }
 
 // dedup drops repeated strings, keeping the first of each.

@@ -18,7 +18,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/brownout/brownout/api"
+	"github.com/brownout/brownout/internal/pgtest"
 	"github.com/brownout/brownout/internal/service"
+	"github.com/brownout/brownout/internal/testsrv"
 	"github.com/brownout/brownout/provider"
 	"github.com/brownout/brownout/signals"
 	"github.com/brownout/brownout/signals/fleet"
@@ -95,7 +97,7 @@ services:
 `})["b.yaml"]
 	d := startDaemon(t, "--listen", "127.0.0.1:0", "--state-dir", dir, "--config", cfg)
 	base := d.base
-	assert.Contains(t, d.out.String(), "service shop at "+base+"/services/shop/ (features recommendations, reviews)")
+	assert.Contains(t, d.out.String(), "service shop at "+base+"/services/shop/ (features recommendations, reviews; state "+filepath.Join(dir, "services", "shop")+")")
 
 	// The shop pushes slow answers at the root, saying its service; the
 	// search pushes fast ones under its path.
@@ -329,5 +331,55 @@ func TestServeServicesReload(t *testing.T) {
 		hup()
 		require.Eventually(t, func() bool { return strings.Count(d.errs.String(), "reload refused") > before }, 5*time.Second, 50*time.Millisecond, "the refusal is logged")
 		assert.Equal(t, []string{"x", "y", "w"}, names("a"), "nothing of a refused file applies")
+	}
+}
+
+// TestServeServicesReplicas: two `brownoutd serve` of the same services
+// on one PostgreSQL store: each service has its own rows, lease and
+// leader; an override of one service, written at either replica, is
+// served by both, and the other service has none.
+func TestServeServicesReplicas(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a real PostgreSQL")
+	}
+	dsn := pgtest.Start(t)
+	dir := t.TempDir()
+	cfg := writeFiles(t, dir, map[string]string{"b.yaml": `tick: 200ms
+services:
+  - {name: shop, features: [{name: recommendations}, {name: reviews}]}
+  - {name: search, features: [{name: suggestions}]}
+`})["b.yaml"]
+	var reps []*daemon
+	for range 2 { // each its own port: a replica's name is the host's and its port
+		reps = append(reps, startDaemon(t, "--listen", testsrv.FreeAddr(t), "--config", cfg, "--store", dsn))
+	}
+	assert.Contains(t, reps[0].out.String(), "service search at "+reps[0].base+"/services/search/ (features suggestions; state store ")
+	leaders := map[string]string{}
+	for _, svc := range []string{"shop", "search"} {
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			var seen []string
+			for _, r := range reps {
+				st := stateOf(c, r.base+"/services/"+svc)
+				require.NotNil(c, st.Cluster)
+				assert.NotEmpty(c, st.Cluster.Leader)
+				seen = append(seen, st.Cluster.Leader)
+			}
+			assert.Equal(c, seen[0], seen[1], "%s: one leader, known to both", svc)
+			leaders[svc] = seen[0]
+		}, 20*time.Second, 100*time.Millisecond, "%s has a leader", svc)
+	}
+	t.Logf("leaders: %v", leaders)
+
+	resp, body := do(t, "PUT", reps[1].base+"/services/shop/v1/features/reviews/override", `{"level":0.25,"ttl":"1h","reason":"war room"}`)
+	require.Equal(t, 200, resp.StatusCode, body)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		for _, r := range reps {
+			assert.Equal(c, 0.25, feature(stateOf(c, r.base+"/services/shop"), "reviews").Level, "%s serves the shop's override", r.base)
+		}
+	}, 10*time.Second, 100*time.Millisecond)
+	for _, r := range reps {
+		for _, f := range stateOf(t, r.base+"/services/search").Features {
+			assert.Nil(t, f.Override, "%s: the search has none", r.base)
+		}
 	}
 }

@@ -54,7 +54,7 @@ func newRig(t testing.TB, src string, sources map[string]source) *rig {
 				push = p
 			}
 		}
-		u, err := newUnit(c, s, src, push, reg, log)
+		u, err := newUnit(context.Background(), c, s, src, push, reg, log)
 		require.NoError(t, err)
 		r.units = append(r.units, u)
 	}
@@ -89,7 +89,7 @@ func (r *rig) start() {
 		cancel()
 		<-done
 		for _, u := range r.units {
-			u.api.Close()
+			u.close()
 		}
 	}
 }
