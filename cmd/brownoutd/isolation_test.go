@@ -190,8 +190,9 @@ func TestServiceTicksIgnoreAnotherServicesFaults(t *testing.T) {
 			run := runLoad(t, src, l, 2*time.Second, 3*time.Second, "a", "b")
 			b, a := run.states["b"], run.states["a"]
 			lags = append(lags, run.lagP99["b"])
-			t.Logf("a %s: b's tick lag p99 %v over %d ticks (a's %v); the daemon's CPU %.0f%%; pushes %v, p99 %v, %d bytes each; load average %s",
-				fault, run.lagP99["b"], run.ticks["b"], run.lagP99["a"], 100*run.cpu.Seconds()/run.elapsed.Seconds(), run.pushes.Status, run.pushes.P99, run.pushes.BodyBytes, run.loadAvg)
+			t.Logf("a %s: b's tick lag p99 %v over %d ticks (a's %v); the daemon's CPU %.0f%%; pushes %v, p99 %v, %d bytes each; an idle process's ticks meanwhile: p99 %v, max %v; load average %s",
+				fault, run.lagP99["b"], run.ticks["b"], run.lagP99["a"], 100*run.cpu.Seconds()/run.elapsed.Seconds(), run.pushes.Status, run.pushes.P99, run.pushes.BodyBytes,
+				run.control.P99, run.control.Max, run.loadAvg)
 			require.NotEmpty(t, run.history["b"])
 			for _, p := range run.history["b"] {
 				require.Equal(t, map[string]float64{"recommendations": 1, "reviews": 1, "gallery": 1}, p.Levels, "a %s: b's levels at %v", fault, p.Time)

@@ -13,7 +13,9 @@ import (
 // fleets' pushers in a child process (servicesload_test.go), for a
 // duration, once: run them with -benchtime 1x. Their figures are the
 // daemon's: each service's tick lag p99 (api's, over its ticks), the
-// daemon's CPU, and per push.
+// daemon's CPU, and per push; and the control's: how late an idle
+// process's 100 ms ticks ran meanwhile (TestLagProbeProcess), this
+// machine's floor under any tick lag.
 
 var (
 	isolationFor = flag.Duration("isolation-for", 10*time.Second, "how long BenchmarkServiceIsolation measures each case (after a 2 s warm-up)")
@@ -37,6 +39,8 @@ func BenchmarkServiceIsolation(b *testing.B) {
 			b.ReportMetric(ms(run.lagP99["a"]), "a-lag-p99-ms")
 			b.ReportMetric(float64(run.ticks["b"]), "b-ticks")
 			b.ReportMetric(100*run.cpu.Seconds()/run.elapsed.Seconds(), "daemon-cpu-%")
+			b.ReportMetric(ms(run.control.P99), "control-p99-ms")
+			b.ReportMetric(ms(run.control.Max), "control-max-ms")
 			levels := run.states["b"].Features
 			for _, f := range levels {
 				if f.Level != 1 || f.Mode != "auto" {
@@ -134,6 +138,8 @@ func BenchmarkServicesScale(b *testing.B) {
 				b.ReportMetric(float64(run.cpu.Microseconds())/float64(accepted), "daemon-cpu-µs/push")
 			}
 			b.ReportMetric(ms(run.pushes.P99), "push-p99-ms")
+			b.ReportMetric(ms(run.control.P99), "control-p99-ms")
+			b.ReportMetric(ms(run.control.Max), "control-max-ms")
 			b.Logf("%s: services' lag p99 %v; pushes %v (%d bytes each); over %v the daemon's CPU %v, the pushers' %v; load average %s",
 				name, lags, run.pushes.Status, run.pushes.BodyBytes, run.elapsed.Round(time.Millisecond), run.cpu.Round(time.Millisecond), run.pushCPU.Round(time.Millisecond), run.loadAvg)
 		})

@@ -42,7 +42,9 @@ import (
 // A file without services: runs its one service as before (runServe),
 // at the root.
 
-// unit is one service of a daemon of several.
+// unit is one service of a daemon of several. newUnit sets its fields,
+// fixed from then on; its parts are safe for concurrent use, and run is
+// its one goroutine.
 type unit struct {
 	name    string
 	cfg     *serviceConfig

@@ -126,7 +126,47 @@ func TestPushersProcess(t *testing.T) {
 	fmt.Println("pushers:", string(b))
 }
 
-// pushers is a running pushers' process.
+const probeEnv = "BROWNOUTD_TEST_LAG_PROBE"
+
+// TestLagProbeProcess is the control of the services' real-time load
+// (run by runLoad beside the pushers, with BROWNOUTD_TEST_LAG_PROBE set):
+// an idle Go process whose 100 ms ticker's lateness, until stdin closes,
+// is this machine's own — what a tick lag cannot go below here. On its
+// own it skips.
+func TestLagProbeProcess(t *testing.T) {
+	if os.Getenv(probeEnv) == "" {
+		t.Skip("the control process of the services' real-time tests and benchmarks (" + probeEnv + ")")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { io.Copy(io.Discard, os.Stdin); cancel() }()
+	tk := time.NewTicker(100 * time.Millisecond)
+	defer tk.Stop()
+	var lags []time.Duration
+	for {
+		select {
+		case <-ctx.Done():
+			slices.Sort(lags)
+			res := probeResult{N: len(lags)}
+			if len(lags) > 0 {
+				res.P99, res.Max = lags[(len(lags)*99+99)/100-1], lags[len(lags)-1]
+			}
+			b, _ := json.Marshal(res)
+			fmt.Println("probe:", string(b))
+			return
+		case at := <-tk.C:
+			lags = append(lags, time.Since(at))
+		}
+	}
+}
+
+// probeResult is the control's report: its ticks' lateness.
+type probeResult struct {
+	N   int           `json:"n"`
+	P99 time.Duration `json:"p99"`
+	Max time.Duration `json:"max"`
+}
+
+// pushers is a running child process: the pushers, or the control.
 type pushers struct {
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
@@ -138,8 +178,15 @@ func startPushers(tb testing.TB, l fleetLoad) *pushers {
 	tb.Helper()
 	spec, err := json.Marshal(l)
 	require.NoError(tb, err)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestPushersProcess$", "-test.v")
-	cmd.Env = append(os.Environ(), pushersEnv+"="+string(spec), "GOMAXPROCS=2")
+	return startChild(tb, "TestPushersProcess", pushersEnv+"="+string(spec))
+}
+
+// startChild runs this test binary's test as a child process with env
+// added, until stop.
+func startChild(tb testing.TB, test, env string) *pushers {
+	tb.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.v")
+	cmd.Env = append(os.Environ(), env, "GOMAXPROCS=2")
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	require.NoError(tb, err)
@@ -154,19 +201,26 @@ func startPushers(tb testing.TB, l fleetLoad) *pushers {
 // stop ends the pushers and returns their report.
 func (p *pushers) stop(tb testing.TB) pushResult {
 	tb.Helper()
-	p.stdin.Close()
 	var res pushResult
+	p.report(tb, "pushers: ", &res)
+	return res
+}
+
+// report ends the child and reads its report, the line after prefix,
+// into v.
+func (p *pushers) report(tb testing.TB, prefix string, v any) {
+	tb.Helper()
+	p.stdin.Close()
 	for {
 		line, err := p.out.ReadString('\n')
-		if rest, ok := strings.CutPrefix(line, "pushers: "); ok {
-			require.NoError(tb, json.Unmarshal([]byte(rest), &res))
+		if rest, ok := strings.CutPrefix(line, prefix); ok {
+			require.NoError(tb, json.Unmarshal([]byte(rest), v))
 		}
 		if err != nil {
 			break
 		}
 	}
 	require.NoError(tb, p.cmd.Wait())
-	return res
 }
 
 // hangingTarget is a /metrics target that takes connections and never
@@ -238,6 +292,7 @@ type loadRun struct {
 	cpu     time.Duration // the daemon's process (this one), during the run
 	pushCPU time.Duration // the pushers' process, during the run
 	loadAvg string        // the machine's /proc/loadavg at the end
+	control probeResult   // an idle process's ticks meanwhile (TestLagProbeProcess)
 	elapsed time.Duration
 	pushes  pushResult
 	states  map[string]api.StateJSON
@@ -251,6 +306,7 @@ func runLoad(tb testing.TB, src string, l fleetLoad, warm, d time.Duration, serv
 	dm := servicesDaemon(tb, src)
 	l.URL = dm.base + "/v1/signals"
 	p := startPushers(tb, l)
+	probe := startChild(tb, "TestLagProbeProcess", probeEnv+"=1")
 	time.Sleep(warm) // a real-time load: the pushers' first pushes arrive, the windows fill
 	from := time.Now()
 	cpu0 := load.SelfCPU()
@@ -269,6 +325,7 @@ func runLoad(tb testing.TB, src string, l fleetLoad, warm, d time.Duration, serv
 		run.history[s] = serviceHistory(tb, dm.base, s, from)
 	}
 	run.pushes = p.stop(tb)
+	probe.report(tb, "probe: ", &run.control)
 	dm.stop(tb)
 	return run
 }
