@@ -373,6 +373,45 @@ func TestRemoteHoldsLevelsStaleWhileNoLeaderHolds(t *testing.T) {
 	})
 }
 
+// TestRemoteOfOneURLReconnectsAStoppedReplica: one URL, a replica behind
+// it (or a load balancer over replicas) that announces its lease, then
+// stops: the stream is dropped at the lease and reconnected, not held for
+// ReadTimeout; a lone daemon, which announces none, keeps its quiet
+// stream.
+func TestRemoteOfOneURLReconnectsAStoppedReplica(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for _, announced := range []bool{true, false} {
+			c := newCluster(t, 1)
+			if announced {
+				c.announce(3 * time.Second)
+			}
+			c.publish(0.4)
+			r := c.remote(t, provider.RemoteOptions{})
+			ctx, cancel := context.WithCancel(t.Context())
+			go r.Run(ctx)
+			step(time.Second)
+			require.True(t, r.Connected())
+			dials := c.dials.Load()
+			c.replicas[0].stop(true)
+			step(3500 * time.Millisecond)
+			if announced {
+				assert.Greater(t, c.dials.Load(), dials, "reconnected at the lease")
+				assert.Contains(t, r.Health().LastError, "lags")
+			} else {
+				assert.Equal(t, dials, c.dials.Load(), "a lone daemon's quiet stream is kept (ReadTimeout)")
+				assert.True(t, r.Connected())
+			}
+			c.replicas[0].stop(false)
+			c.publish(0.5)
+			step(15 * time.Second)
+			assert.True(t, r.Connected())
+			assert.Equal(t, 0.5, level(r, "recommendations"))
+			cancel()
+			c.replicas[0].kill()
+		}
+	})
+}
+
 // TestNewRemoteRefusesBadURLs: a clear error at construction for an
 // empty list, a bad URL, a replica twice, or URL and URLs both.
 func TestNewRemoteRefusesBadURLs(t *testing.T) {
