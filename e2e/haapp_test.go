@@ -288,7 +288,9 @@ const appMargin = time.Second + 500*time.Millisecond
 // levels never jump to full brightness or to the defaults, the daemon's
 // states never go back, the override and the freeze set before the kill
 // are there after it, and the app is stale — marked so, or following a
-// replica that is gone — no longer than the failover and a margin.
+// replica that is gone — no longer than the failover and a margin. Then
+// PostgreSQL stopped: the app holds its levels marked stale, and follows
+// a current replica once it is back.
 func TestFleetAppAcrossFailover(t *testing.T) {
 	if race.Enabled {
 		t.Skip("timing-sensitive: make test runs it without -race")
@@ -409,7 +411,22 @@ func TestFleetAppAcrossFailover(t *testing.T) {
 	})
 	assert.True(t, ok, "the woken leader follows")
 	time.Sleep(2 * time.Second)
-	app.checkContinuous(dimmed, time.Now(), "across the kills and the pause")
+
+	// PostgreSQL stopped: within a lease no replica is current, and the app
+	// holds its levels marked stale, never the defaults; back, the app
+	// follows a current replica again.
+	srv.Stop(t)
+	down := time.Now()
+	require.True(t, app.until(10*time.Second, func(s appSample) bool { return s.mode == "stale" }), "stale without the store: %+v", app.now())
+	t.Logf("PostgreSQL stopped: the app says stale after %v (%s)", time.Since(down).Round(time.Millisecond), app.now().reason)
+	assert.Contains(t, app.now().reason, "last-known levels held")
+	time.Sleep(2 * time.Second)
+	srv.Start(t)
+	up := time.Now()
+	require.True(t, app.until(20*time.Second, func(s appSample) bool { return s.mode != "stale" && s.following != "" }),
+		"the store back: the app follows a current replica: %+v", app.now())
+	t.Logf("PostgreSQL back: the app follows %s, not stale, after %v", h.name(app.now().following), time.Since(up).Round(time.Millisecond))
+	app.checkContinuous(dimmed, time.Now(), "across the kills, the pause and the store's restart")
 	assert.NotContains(t, app.log.String(), "brownoutd restarted", "one epoch: no switch looked like a restart")
 	for _, r := range h.reps {
 		assert.NotContains(t, r.p.out.String(), "panic", r.name)
