@@ -990,8 +990,8 @@ func (r *Remote) replicaSaid(data string) (news, ok bool) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if l := time.Duration(e.LeaseSeconds * float64(time.Second)); l > 0 {
-		r.mu.lease = min(max(l, minLease), r.o.ReadTimeout)
+	if s := e.LeaseSeconds; s > 0 {
+		r.mu.lease = time.Duration(min(max(s, minLease.Seconds()), r.o.ReadTimeout.Seconds()) * float64(time.Second))
 	}
 	if !e.Current {
 		r.doubtLocked(fmt.Sprintf("replica %.64q says no leader's lease holds as it last knew (it waits for a new leader, or cannot reach its store)", e.Replica))
