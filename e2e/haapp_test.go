@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -17,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/brownout/brownout"
+	"github.com/brownout/brownout/api"
 	"github.com/brownout/brownout/dimmer"
 	"github.com/brownout/brownout/internal/pgtest"
 	"github.com/brownout/brownout/internal/race"
@@ -272,6 +275,40 @@ func (h *haRig) loseLeader(app *fleetApp, sig syscall.Signal) failover {
 	return f
 }
 
+// firstWords reads r's /v1/stream up to its first state: what its replica
+// event said (current) and the state's generation.
+func firstWords(r *replica) (current bool, gen uint64, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", r.url()+"/v1/stream", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false, 0, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	var kind string
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "event: "):
+			kind = line[7:]
+		case strings.HasPrefix(line, "data: ") && kind == "replica":
+			var e api.ReplicaJSON
+			if err := json.Unmarshal([]byte(line[6:]), &e); err != nil {
+				return false, 0, err
+			}
+			current = e.Current
+		case strings.HasPrefix(line, "data: ") && kind == "state":
+			var st struct{ Generation uint64 }
+			err := json.Unmarshal([]byte(line[6:]), &st)
+			return current, st.Generation, err
+		}
+	}
+	return false, 0, fmt.Errorf("%s: the stream ended before a state: %v", r.name, sc.Err())
+}
+
 // appMargin is what the app may take past the failover. The app leaves a
 // silent replica a lease after its last news, which came up to a tick
 // after the leader's last renewal, from which the lease runs; then it
@@ -402,14 +439,29 @@ func TestFleetAppAcrossFailover(t *testing.T) {
 	assert.LessOrEqual(t, f.appStale, f.takeover+appMargin, "stale no longer than the failover")
 	assert.LessOrEqual(t, f.appDark, f.takeover+appMargin, "in the dark no longer than the failover")
 
-	// SIGCONT: the old leader finds its lease over and follows; the app
-	// never takes an older state from it.
+	// SIGCONT: the old leader finds its lease over and follows, never
+	// leading again; a stream opened at once says it is not current
+	// before a state older than the new leader's; the app never takes an
+	// older state from it.
+	newest, err := f.next.state()
+	require.NoError(t, err)
 	f.victim.signal(t, syscall.SIGCONT)
+	current, gen, err := firstWords(f.victim)
+	require.NoError(t, err)
+	t.Logf("woken, %s's stream says current %v before generation %d (the new leader's: %d)", f.victim.name, current, gen, newest.Generation)
+	if gen < newest.Generation {
+		assert.False(t, current, "an older state is said not current")
+	}
+	var roles []string
 	_, ok = until(5*time.Second, func() bool {
 		st, err := f.victim.state()
-		return err == nil && st.Cluster.Role == "follower" && st.Cluster.Leader == f.next.name
+		if err == nil && (len(roles) == 0 || roles[len(roles)-1] != st.Cluster.Role) {
+			roles = append(roles, st.Cluster.Role)
+		}
+		return err == nil && st.Cluster.Role == "follower" && st.Cluster.Leader == f.next.name && st.Generation >= newest.Generation
 	})
 	assert.True(t, ok, "the woken leader follows")
+	assert.NotContains(t, roles, "leader", "woken, it never leads: %v", roles)
 	time.Sleep(2 * time.Second)
 
 	// PostgreSQL stopped: within a lease no replica is current, and the app
