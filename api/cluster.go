@@ -85,6 +85,47 @@ type ClusterJSON struct {
 	// ConfigMismatch names the replicas whose configuration differs from
 	// the leader's (the leader's wins; see docs/brownoutd.md).
 	ConfigMismatch []string `json:"config_mismatch,omitempty"`
+	// Current says that this replica knows of a leader whose lease
+	// holds: it leads, or the lease it last read from the store has not
+	// ended. A current replica serves the newest committed state, or
+	// one a tick behind it; one that cannot reach the store, that was
+	// paused, or that waits out a dead leader's lease is not current.
+	Current bool `json:"current"`
+	// LeaseSeconds is the lease's length: how long the replicas wait for
+	// a silent leader before one takes over, and so how long an app
+	// waits for a silent replica before it follows another.
+	LeaseSeconds float64 `json:"lease_seconds"`
+}
+
+// A replica's /v1/stream carries, besides the states and the ticks, a
+// "replica" event every tick: its ClusterJSON and the generation it
+// serves. It is sent by the replica's own API loop (Mirror), whatever its
+// control loop is doing, and before the state on connect: an app that
+// follows the replica knows that it is alive — a stopped process sends
+// nothing — and whether what it serves is current (ClusterJSON.Current).
+// The remote provider leaves a replica that gives no such news for a
+// lease, and marks its levels stale while the replica says it is not
+// current (provider.RemoteOptions.URLs).
+
+// ReplicaJSON is a "replica" event's data.
+type ReplicaJSON struct {
+	V int `json:"v"`
+	*ClusterJSON
+	// Generation is the generation this replica serves.
+	Generation uint64 `json:"generation"`
+}
+
+// replicaEvent encodes this replica's "replica" event; nil for a lone
+// daemon.
+func (a *API) replicaEvent() []byte {
+	if a.cfg.Cluster == nil {
+		return nil
+	}
+	c := a.cfg.Cluster()
+	if c == nil {
+		return nil
+	}
+	return sse("", "replica", marshal(ReplicaJSON{V: Version, ClusterJSON: c, Generation: a.ctl.State().Generation}))
 }
 
 // storeTimeout bounds a write's round trip to the store: past it the
@@ -138,9 +179,24 @@ func (a *API) storeFailed(w http.ResponseWriter, err error) {
 
 // Mirror is Run for a replica whose controller another process steps
 // (package internal/cluster adopts the leader's states into it): it sends
-// the controller's published states to the streams, until ctx ends.
-// Record the leader's ticks with AddPoint.
-func (a *API) Mirror(ctx context.Context) error { return a.loop(ctx, nil, nil, nil) }
+// the controller's published states to the streams and, with
+// Config.Cluster, a "replica" event every tick, until ctx ends. Record
+// the leader's ticks with AddPoint.
+func (a *API) Mirror(ctx context.Context) error {
+	var ticks <-chan time.Time
+	if a.cfg.Cluster != nil {
+		t := time.NewTicker(a.ctl.Config().Tick)
+		defer t.Stop()
+		ticks = t.C
+	}
+	return a.loop(ctx, ticks, nil, func(time.Time) {
+		if a.streams.count() > 0 {
+			if b := a.replicaEvent(); b != nil {
+				a.streams.send(replicaSlot, b)
+			}
+		}
+	})
+}
 
 // AddPoint keeps a tick recorded elsewhere (the leader's) for
 // /v1/history and sends it to the streams; lag is this process's own.

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"sync"
 	"testing"
@@ -130,4 +131,51 @@ func TestClusterEpochAndSecret(t *testing.T) {
 	assert.True(t, ok, "a stream token of one replica is good at another")
 	_, err := New(Config{Controller: newController(t), Secret: []byte("short")})
 	assert.Error(t, err)
+}
+
+// TestReplicaEvents: a replica's /v1/stream says first, before the
+// state, whether the replica is current, and then again every tick from
+// its API loop (Mirror), with the generation it serves and the lease; a
+// lone daemon's stream has no replica events.
+func TestReplicaEvents(t *testing.T) {
+	ctl, err := dimmer.New(dimmer.Config{Tick: 100 * time.Millisecond,
+		Targets:  []dimmer.Target{{Signal: signals.LatencyP99, Target: 1}},
+		Features: []dimmer.Feature{{Name: "recommendations"}}})
+	require.NoError(t, err)
+	var mu sync.Mutex
+	current := true
+	f := newFixture(t, Config{Controller: ctl, Now: time.Now, Store: &fakeStore{}, Epoch: 7, Cluster: func() *ClusterJSON {
+		mu.Lock()
+		defer mu.Unlock()
+		return &ClusterJSON{Replica: "b", Role: "follower", Leader: "a", Term: 3, Store: "ok", Current: current, LeaseSeconds: 3}
+	}})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go f.api.Mirror(ctx)
+	ch, _ := follow(t, ctx, f.srv.URL+"/v1/stream")
+	first := <-ch
+	require.Equal(t, "replica", first.event, "the replica's word comes first")
+	var r ReplicaJSON
+	require.NoError(t, json.Unmarshal([]byte(first.data), &r))
+	assert.Equal(t, ReplicaJSON{V: 1, ClusterJSON: &ClusterJSON{Replica: "b", Role: "follower", Leader: "a", Term: 3, Store: "ok", Current: true, LeaseSeconds: 3},
+		Generation: ctl.State().Generation}, r)
+	assert.Empty(t, first.id, "replica events do not move the resume point")
+	assert.Equal(t, "state", (<-ch).event)
+	next(t, ch, "replica", 5*time.Second)
+	mu.Lock()
+	current = false
+	mu.Unlock()
+	ev := next(t, ch, "replica", 5*time.Second)
+	require.NoError(t, json.Unmarshal([]byte(ev.data), &r))
+	assert.False(t, r.Current, "a replica that is no longer current says so within a tick")
+
+	lone := newFixture(t, Config{Controller: ctl, Now: time.Now})
+	go lone.api.Mirror(ctx)
+	lch, _ := follow(t, ctx, lone.srv.URL+"/v1/stream")
+	assert.Equal(t, "state", (<-lch).event)
+	select {
+	case ev := <-lch:
+		t.Errorf("a lone daemon's stream sent %q", ev.event)
+	case <-time.After(300 * time.Millisecond):
+	}
 }

@@ -24,9 +24,11 @@ import (
 //     connect the full state (event "state"), then every published change
 //     (coalesced: a slow reader gets the newest, never a backlog, and the
 //     controller never waits), a "tick" event per control tick with its
-//     readings (the dial's chart), and keep-alive comments. State events'
-//     ids are "<boot epoch>-<generation>", so a reconnecting client knows
-//     whether it missed a change and whether the daemon restarted.
+//     readings (the dial's chart), and keep-alive comments; a replica
+//     (Config.Cluster) adds a "replica" event every tick, and first on
+//     connect (cluster.go). State events' ids are "<boot
+//     epoch>-<generation>", so a reconnecting client knows whether it
+//     missed a change and whether the daemon restarted.
 //   - GET /ofrep/v1/events (OFREP's, ADR 0008): event "message" with
 //     data {"type":"refetchEvaluation","etag":…,"lastModified":…}, at
 //     most one a second, ids "<boot>-<generation>"; a client that comes
@@ -69,6 +71,7 @@ var ofrepMinInterval = time.Second
 // and a wake-up.
 type subscriber struct {
 	mu      sync.Mutex
+	replica []byte
 	state   []byte
 	tick    []byte
 	refetch []byte
@@ -90,7 +93,7 @@ func (s *subscriber) take() [][]byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out [][]byte
-	for _, p := range []*[]byte{&s.state, &s.refetch, &s.tick} {
+	for _, p := range []*[]byte{&s.replica, &s.state, &s.refetch, &s.tick} {
 		if *p != nil {
 			out = append(out, *p)
 			*p = nil
@@ -140,6 +143,7 @@ func (h *hub) send(kind func(*subscriber) *[]byte, b []byte) {
 	}
 }
 
+func replicaSlot(s *subscriber) *[]byte { return &s.replica }
 func stateSlot(s *subscriber) *[]byte   { return &s.state }
 func tickSlot(s *subscriber) *[]byte    { return &s.tick }
 func refetchSlot(s *subscriber) *[]byte { return &s.refetch }
@@ -488,7 +492,9 @@ func (a *API) getStream(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	s.set(&s.state, append([]byte("retry: 1000\n\n"), a.stateEvent()...))
+	// A replica says first whether the state that follows is current.
+	first := append([]byte("retry: 1000\n\n"), a.replicaEvent()...)
+	s.set(&s.state, append(first, a.stateEvent()...))
 	a.pump(w, r, rc, s, c, toks)
 }
 

@@ -1,4 +1,6 @@
-// Package e2e holds the fleet's end-to-end test: real binaries (brownoutd,
-// two shop-demo instances), a real Prometheus and a real redis-server, all
-// on 127.0.0.1, started and stopped by the test.
+// Package e2e holds the fleet's end-to-end tests, on 127.0.0.1, every
+// server started and stopped by the test: real binaries (brownoutd, two
+// shop-demo instances), a real Prometheus and a real redis-server; and
+// brownoutd's replicas on a real PostgreSQL, with an app on them (the
+// root package with every replica's URL) across the loss of the leader.
 package e2e

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -44,6 +45,7 @@ sources:
 type replica struct {
 	name, addr string
 	p          *proc
+	stopped    bool // SIGSTOPped: its reads hang, leader skips it
 }
 
 type haRig struct {
@@ -160,7 +162,7 @@ func (h *haRig) leader(d time.Duration) (lead *replica, others []*replica, took 
 	took, ok := until(d, func() bool {
 		lead, others = nil, nil
 		for _, r := range h.reps {
-			if r.p.cmd.ProcessState != nil {
+			if r.p.cmd.ProcessState != nil || r.stopped {
 				continue
 			}
 			if s, err := r.state(); err == nil && s.Cluster.Role == "leader" {
@@ -437,10 +439,16 @@ func TestFleetFailover(t *testing.T) {
 	}
 }
 
-// TestFailoverTimes measures the takeover after SIGKILL of the leader,
-// BROWNOUT_FAILOVER_KILLS times (at least 10 for a figure; skipped when
-// unset): from the kill to the moment another replica says it leads. It
-// logs every time, the median and the maximum.
+// TestFailoverTimes measures the failover BROWNOUT_FAILOVER_KILLS times
+// each way (at least 10 for a figure; skipped when unset), with an app on
+// both replicas (startApp: the root package, both URLs, its overload
+// pushed to each): the leader SIGKILLed at a random point of its tick,
+// then, as many times, the leader SIGSTOPped for longer than the lease
+// and SIGCONTed once another leads. For each: the takeover (from the
+// signal to another replica saying it leads), and at the app the time
+// its provider said stale and its time in the dark (until it followed,
+// not stale, a replica still running). It logs every figure, the medians
+// and the maxima.
 //
 //	BROWNOUT_FAILOVER_KILLS=10 go test ./e2e -run '^TestFailoverTimes$' -count=1 -v
 func TestFailoverTimes(t *testing.T) {
@@ -450,36 +458,63 @@ func TestFailoverTimes(t *testing.T) {
 	}
 	srv := pgtest.StartServer(t)
 	h := newHARig(t, srv.DSN)
-	h.start("a")
-	h.start("b")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go pusher(ctx, func() []*replica { return h.reps })
-	var times []time.Duration
+	a, b := h.start("a"), h.start("b")
+	app := startApp(t, []string{a.url(), b.url()})
+	require.True(t, app.until(30*time.Second, func(s appSample) bool {
+		return s.mode != "stale" && s.levels["recommendations"] < 1
+	}), "the overload dims the app's levels")
+	report := func(what string, fs []failover) {
+		var b bytes.Buffer
+		for _, f := range fs {
+			fmt.Fprintf(&b, "\n  %s of %s, the app on %s: takeover %.2f s, app stale %.2f s, app in the dark %.2f s",
+				what, f.victim.name, f.appFollowed, f.takeover.Seconds(), f.appStale.Seconds(), f.appDark.Seconds())
+		}
+		t.Logf("%s × %d:%s", what, len(fs), b.String())
+		for _, m := range []struct {
+			name string
+			get  func(failover) time.Duration
+		}{{"takeover", func(f failover) time.Duration { return f.takeover }},
+			{"app stale", func(f failover) time.Duration { return f.appStale }},
+			{"app in the dark", func(f failover) time.Duration { return f.appDark }}} {
+			ds := make([]time.Duration, len(fs))
+			for i, f := range fs {
+				ds[i] = m.get(f)
+			}
+			slices.Sort(ds)
+			median := (ds[(len(ds)-1)/2] + ds[len(ds)/2]) / 2
+			t.Logf("%s, %s: median %.2f s, max %.2f s", what, m.name, median.Seconds(), ds[len(ds)-1].Seconds())
+		}
+	}
+	var killed, stopped []failover
 	for i := range kills {
-		lead, _, _ := h.leader(10 * time.Second)
-		// Kill at a random point of the leader's tick.
+		h.leader(10 * time.Second)
+		app.pushesTaken(15 * time.Second) // the next leader's windows are warm
+		// At a random point of the leader's tick.
 		time.Sleep(time.Duration(300+i*137%700) * time.Millisecond)
-		killed := time.Now()
-		lead.p.kill()
-		next, _, _ := h.leader(10 * time.Second)
-		d := time.Since(killed)
-		times = append(times, d)
-		t.Logf("kill %d: %s killed, %s leads after %v", i+1, lead.name, next.name, d.Round(time.Millisecond))
-		h.start(lead.name)
+		f := h.loseLeader(app, syscall.SIGKILL)
+		t.Logf("kill %d: %v", i+1, f)
+		killed = append(killed, f)
+		h.start(f.victim.name)
 		_, ok := until(5*time.Second, func() bool {
-			s, err := lead.state()
+			s, err := f.victim.state()
 			return err == nil && s.Cluster.Role == "follower"
 		})
 		require.True(t, ok, "the killed replica is back as a follower")
 	}
-	sorted := slices.Clone(times)
-	slices.Sort(sorted)
-	var b bytes.Buffer
-	for _, d := range times {
-		fmt.Fprintf(&b, " %.2f", d.Seconds())
+	for i := range kills {
+		h.leader(10 * time.Second)
+		app.pushesTaken(15 * time.Second)
+		time.Sleep(time.Duration(300+i*137%700) * time.Millisecond)
+		f := h.loseLeader(app, syscall.SIGSTOP)
+		t.Logf("pause %d: %v", i+1, f)
+		stopped = append(stopped, f)
+		f.victim.signal(t, syscall.SIGCONT)
+		_, ok := until(5*time.Second, func() bool {
+			s, err := f.victim.state()
+			return err == nil && s.Cluster.Role == "follower"
+		})
+		require.True(t, ok, "the woken replica follows")
 	}
-	t.Logf("takeover after SIGKILL over %d kills (s):%s", kills, b.String())
-	median := (sorted[(len(sorted)-1)/2] + sorted[len(sorted)/2]) / 2
-	t.Logf("median %.2f s, max %.2f s", median.Seconds(), sorted[len(sorted)-1].Seconds())
+	report("SIGKILL", killed)
+	report("SIGSTOP", stopped)
 }

@@ -25,7 +25,11 @@ import (
 // replica can be killed and restarted in place, made to refuse streams
 // (503), or made to lag: hold the state it has and stop ticking, as a
 // replica that no longer hears its leader. The cluster can pause every
-// replica's ticks, as during a change of leader.
+// replica's ticks, as during a change of leader. With a lease
+// (announce), each replica also sends a replica event per tick, and
+// first on connect: current unless it lags or the cluster has no leader
+// (leaderless); a replica can be stopped: it writes nothing, its
+// connections open, as a SIGSTOPped process.
 type cluster struct {
 	t    testing.TB
 	pipe *pipenet.Net // nil on TCP
@@ -34,11 +38,13 @@ type cluster struct {
 	// dials counts the client's connection attempts, refused ones too.
 	dials atomic.Int64
 
-	mu       sync.Mutex
-	st       clusterState
-	changed  chan struct{} // closed and replaced at each change
-	paused   bool          // no replica ticks (a change of leader)
-	replicas []*fakeReplica
+	mu         sync.Mutex
+	st         clusterState
+	changed    chan struct{} // closed and replaced at each change
+	paused     bool          // no replica ticks (a change of leader)
+	lease      time.Duration // announced in replica events; 0: none sent
+	leaderless bool          // every replica says it is not current
+	replicas   []*fakeReplica
 }
 
 // clusterState is what the leader published: a generation and the level
@@ -56,7 +62,8 @@ type fakeReplica struct {
 
 	mu      sync.Mutex
 	status  int  // non-zero: refuse streams with it
-	lagging bool // hold `held`, no ticks
+	lagging bool // hold `held`, no ticks, not current
+	stopped bool // write nothing
 	held    clusterState
 	streams atomic.Int32 // stream requests answered
 }
@@ -170,6 +177,46 @@ func (c *cluster) pause(p bool) {
 	c.mu.Unlock()
 }
 
+// announce makes every replica send replica events with lease.
+func (c *cluster) announce(lease time.Duration) {
+	c.mu.Lock()
+	c.lease = lease
+	c.mu.Unlock()
+}
+
+// noLeader makes every replica say it is not current (true), as while
+// no leader holds the lease, or current again.
+func (c *cluster) noLeader(l bool) {
+	c.mu.Lock()
+	c.leaderless = l
+	c.mu.Unlock()
+}
+
+// stop makes r write nothing more, its connections open (true), or go on.
+func (r *fakeReplica) stop(s bool) {
+	r.mu.Lock()
+	r.stopped = s
+	r.mu.Unlock()
+}
+
+func (r *fakeReplica) isStopped() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stopped
+}
+
+// said is what r's replica event says now: whether it is current, and
+// the lease (0: r sends none).
+func (r *fakeReplica) said() (current bool, lease time.Duration) {
+	c := r.c
+	c.mu.Lock()
+	current, lease = !c.leaderless, c.lease
+	c.mu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return current && !r.lagging, lease
+}
+
 // lag makes r hold the state it has and stop ticking (true), or catch
 // up again.
 func (r *fakeReplica) lag(l bool) {
@@ -232,7 +279,9 @@ func (r *fakeReplica) view() (st clusterState, ticking bool, changed chan struct
 }
 
 // serve is GET /v1/stream as brownoutd answers it: the full state on
-// connect, each newer state, a tick event per tick.
+// connect, each newer state, a tick event per tick; a replica event first
+// and per tick, when the cluster announces a lease. A stopped replica
+// writes nothing: not even its headers to a new stream.
 func (r *fakeReplica) serve(w http.ResponseWriter, req *http.Request) {
 	if req.URL.Path != "/v1/stream" {
 		http.NotFound(w, req)
@@ -248,8 +297,22 @@ func (r *fakeReplica) serve(w http.ResponseWriter, req *http.Request) {
 		fmt.Fprintf(w, `{"type":"urn:brownout:api:unavailable","status":%d,"detail":"a replica refusing"}`, status)
 		return
 	}
+	for r.isStopped() {
+		select {
+		case <-req.Context().Done():
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	fl := w.(http.Flusher)
+	replica := func(gen uint64) {
+		if current, lease := r.said(); lease > 0 {
+			fmt.Fprintf(w, "event: replica\ndata: {\"v\":1,\"replica\":%q,\"role\":\"follower\",\"current\":%v,\"lease_seconds\":%v,\"generation\":%d}\n\n",
+				r.url, current, lease.Seconds(), gen)
+			fl.Flush()
+		}
+	}
 	state := func(st clusterState) {
 		fmt.Fprintf(w, "id: %d-%d\nevent: state\ndata: {\"v\":1,\"boot\":%d,\"generation\":%d,\"mode\":\"auto\",\"features\":[{\"name\":\"recommendations\",\"level\":%v,\"default\":true}]}\n\n",
 			r.c.boot, st.gen, r.c.boot, st.gen, st.level)
@@ -257,6 +320,7 @@ func (r *fakeReplica) serve(w http.ResponseWriter, req *http.Request) {
 	}
 	cur, _, changed := r.view()
 	fmt.Fprint(w, "retry: 1000\n\n")
+	replica(cur.gen)
 	state(cur)
 	tk := time.NewTicker(r.c.tick)
 	defer tk.Stop()
@@ -267,11 +331,15 @@ func (r *fakeReplica) serve(w http.ResponseWriter, req *http.Request) {
 		case <-changed:
 			var st clusterState
 			st, _, changed = r.view()
-			if st.gen > cur.gen {
+			if st.gen > cur.gen && !r.isStopped() {
 				cur = st
 				state(cur)
 			}
 		case <-tk.C:
+			if r.isStopped() {
+				continue
+			}
+			replica(cur.gen)
 			if _, ticking, _ := r.view(); ticking {
 				fmt.Fprintf(w, "event: tick\ndata: {\"v\":1,\"t\":%q,\"generation\":%d,\"levels\":{\"recommendations\":%v}}\n\n",
 					time.Now().UTC().Format(time.RFC3339Nano), cur.gen, cur.level)

@@ -117,17 +117,34 @@
 //     next replica spread over that window, not at once. With every
 //     replica down they are tried in turn, one attempt per wait, the
 //     waits growing to MaxBackoff.
-//   - A replica lags when, for LagTimeout (10 s, at least three tick
-//     intervals), it sends no state at least as new as the one held, nor
-//     a tick event (one per control tick, on every replica) of at least
-//     that generation: a replica that no longer hears its leader, or a
-//     paused process whose connection stays open. A change of leader
-//     pauses every replica's ticks for less than that, so it moves no
-//     stream; the new leader's first change arrives on the stream already
-//     open, and the levels are never held stale longer than the failover.
+//   - Every replica's stream carries, besides the states, a tick event
+//     per control tick (the leader's, relayed by every replica) and a
+//     replica event per tick, sent by the replica's own API loop, which
+//     says whether it is current — it leads, or the lease it last read
+//     from the store holds — and the lease (api.ReplicaJSON).
+//   - A replica lags when, for the lease it announces (3 s by default;
+//     LagTimeout when set; 10 s for a daemon that announces none), it
+//     gives no news: no state at least as new as the one held, no tick
+//     event of at least that generation, no replica event saying it is
+//     current. A stopped process (SIGSTOP, a frozen VM: its connection
+//     open, nothing sent) is so left a lease after its last word, which
+//     is about when the replicas replace a stopped leader: an app is
+//     never in the dark much longer than the failover. A change of leader
+//     moves no stream: the other replicas stay current until the dead
+//     leader's lease ends, and the new one commits a few milliseconds
+//     later. With one URL — replicas behind a load balancer — the rule
+//     holds once the daemon sends replica events: the reconnection
+//     reaches another replica.
+//   - While the replica followed says it is not current (a change of
+//     leader under way, or it lost its store), the levels held are
+//     marked stale (PROVIDER_STALE); its next word that it is current,
+//     or a tick relayed from a leader, makes them fresh again. Left for
+//     another at the lease if that does not come; with every replica in
+//     that state (the store out of reach of all), they are tried in turn,
+//     the waits growing, the levels held stale.
 //   - Generations never go back: a state of the boot epoch held with a
 //     lower generation (a replica behind) is never taken, and the replica
-//     is left at LagTimeout if it does not catch up. A state of another
+//     is left at the lease if it does not catch up. A state of another
 //     epoch is a restart (or another daemon), followed as with one URL.
 //   - Every stream starts with the full state, so a switch costs one
 //     state event — the stream's refetch — and never a wrong answer. The

@@ -189,7 +189,7 @@ func TestRemoteLeavesAReplicaThatLags(t *testing.T) {
 		synctest.Wait()
 		assert.Equal(t, 0.6, level(r, "recommendations"), "the newest state, from another replica")
 		h := r.HealthByURL()[slices.Index(c.urls(), stuck)]
-		assert.Contains(t, h.LastError, "lags: no news of the control loop (tick events) within 5s")
+		assert.Contains(t, h.LastError, "lags: no news of the control loop (tick events, current replica events) within 5s")
 
 		// Only the lagging replica is left: its older state is never
 		// taken; the levels hold, stale.
@@ -264,6 +264,150 @@ func TestRemoteRidesOutAChangeOfLeader(t *testing.T) {
 			default:
 			}
 			break
+		}
+	})
+}
+
+// TestRemoteLeavesAStoppedReplicaWithinTheLease: replicas that announce
+// their lease (3 s) in their replica events. The replica followed stops
+// — a SIGSTOPped process: its connection open, nothing written — and the
+// Remote follows another a lease after the stopped one's last word, plus
+// one backoff: not LagTimeout's 10 s, and no later than the cluster
+// replaces a stopped leader. The levels hold meanwhile, marked stale
+// only while it reconnects.
+func TestRemoteLeavesAStoppedReplicaWithinTheLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3)
+		c.announce(3 * time.Second)
+		c.publish(0.4)
+		r := c.remote(t, provider.RemoteOptions{})
+		ch, unsubscribe := r.Subscribe()
+		defer unsubscribe()
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go r.Run(ctx)
+		step(time.Second) // the replica's tick and replica event at 1 s: its last word
+		stopped := r.Following()
+		require.NotEmpty(t, stopped)
+		c.at(stopped).stop(true)
+		step(2900 * time.Millisecond)
+		assert.Equal(t, stopped, r.Following(), "not left before the lease")
+		took := moved(t, r, stopped, 0.4, time.Second)
+		assert.LessOrEqual(t, took, 310*time.Millisecond, "left at the lease, then one backoff")
+		h := r.HealthByURL()[slices.Index(c.urls(), stopped)]
+		assert.Contains(t, h.LastError, "lags: no news of the control loop (tick events, current replica events) within 3s")
+		stale := 0
+		for len(ch) > 0 {
+			if (<-ch).StateMode() == dimmer.Stale {
+				stale++
+			}
+		}
+		assert.LessOrEqual(t, stale, 1, "stale only while reconnecting")
+		assert.Equal(t, dimmer.Auto, r.State().StateMode())
+		c.publish(0.6)
+		synctest.Wait()
+		assert.Equal(t, 0.6, level(r, "recommendations"), "the leader's next change")
+	})
+}
+
+// TestRemoteHoldsLevelsStaleWhileNoLeaderHolds: replicas that say they
+// are not current — no leader's lease holds as they know: a change of
+// leader, a store out of reach. The levels held are marked stale at the
+// replica's first word, and fresh again at its word that it is current;
+// a change of leader shorter than the lease moves no stream. Longer, the
+// Remote tries the other replicas — one attempt per growing backoff —,
+// the levels held and stale meanwhile, and follows as soon as one is
+// current.
+func TestRemoteHoldsLevelsStaleWhileNoLeaderHolds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3)
+		c.announce(3 * time.Second)
+		c.publish(0.4)
+		r := c.remote(t, provider.RemoteOptions{})
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go r.Run(ctx)
+		step(time.Second)
+		followed := r.Following()
+		require.NotEmpty(t, followed)
+		dials := c.dials.Load()
+
+		// A change of leader: a tick and a half without one.
+		c.pause(true)
+		c.noLeader(true)
+		step(time.Second)
+		assert.Equal(t, dimmer.Stale, r.State().StateMode(), "the replica says no leader holds: stale")
+		assert.Equal(t, 0.4, level(r, "recommendations"), "the levels held")
+		assert.Contains(t, r.State().Why(), "says no leader's lease holds")
+		step(500 * time.Millisecond)
+		c.publish(0.5) // the new leader's first commit, then its ticks
+		c.noLeader(false)
+		c.pause(false)
+		step(time.Second)
+		assert.Equal(t, dimmer.Auto, r.State().StateMode())
+		assert.Equal(t, 0.5, level(r, "recommendations"))
+		assert.Equal(t, followed, r.Following(), "no stream moved")
+		assert.Equal(t, dials, c.dials.Load(), "no reconnection")
+
+		// The store out of reach of every replica for long: the levels held,
+		// stale; the replicas tried in turn, waits growing.
+		c.pause(true)
+		c.noLeader(true)
+		step(40 * time.Second)
+		assert.Equal(t, dimmer.Stale, r.State().StateMode())
+		assert.Equal(t, 0.5, level(r, "recommendations"))
+		attempts := c.dials.Load() - dials
+		assert.GreaterOrEqual(t, attempts, int64(3), "other replicas tried")
+		assert.LessOrEqual(t, attempts, int64(12), "a lease each, then growing waits")
+		var said bool
+		for _, h := range r.HealthByURL() {
+			said = said || strings.Contains(h.LastError, "says no leader's lease holds")
+		}
+		assert.True(t, said, "the health says why: %+v", r.HealthByURL())
+		c.noLeader(false)
+		c.pause(false)
+		step(15 * time.Second) // within one wait (MaxBackoff) and a tick
+		assert.True(t, r.Connected())
+		assert.Equal(t, dimmer.Auto, r.State().StateMode())
+		assert.Equal(t, 0.5, level(r, "recommendations"))
+	})
+}
+
+// TestRemoteOfOneURLReconnectsAStoppedReplica: one URL, a replica behind
+// it (or a load balancer over replicas) that announces its lease, then
+// stops: the stream is dropped at the lease and reconnected, not held for
+// ReadTimeout; a lone daemon, which announces none, keeps its quiet
+// stream.
+func TestRemoteOfOneURLReconnectsAStoppedReplica(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for _, announced := range []bool{true, false} {
+			c := newCluster(t, 1)
+			if announced {
+				c.announce(3 * time.Second)
+			}
+			c.publish(0.4)
+			r := c.remote(t, provider.RemoteOptions{})
+			ctx, cancel := context.WithCancel(t.Context())
+			go r.Run(ctx)
+			step(time.Second)
+			require.True(t, r.Connected())
+			dials := c.dials.Load()
+			c.replicas[0].stop(true)
+			step(3500 * time.Millisecond)
+			if announced {
+				assert.Greater(t, c.dials.Load(), dials, "reconnected at the lease")
+				assert.Contains(t, r.Health().LastError, "lags")
+			} else {
+				assert.Equal(t, dials, c.dials.Load(), "a lone daemon's quiet stream is kept (ReadTimeout)")
+				assert.True(t, r.Connected())
+			}
+			c.replicas[0].stop(false)
+			c.publish(0.5)
+			step(15 * time.Second)
+			assert.True(t, r.Connected())
+			assert.Equal(t, 0.5, level(r, "recommendations"))
+			cancel()
+			c.replicas[0].kill()
 		}
 	})
 }

@@ -71,17 +71,26 @@ type RemoteOptions struct {
 	// MinBackoff and MaxBackoff bound the reconnection delay (exponential,
 	// full jitter). Defaults 100 ms and 10 s.
 	MinBackoff, MaxBackoff time.Duration
-	// LagTimeout: with several URLs, the replica followed is left for
-	// another when, for this long, it sent no state at least as new as
-	// the one held (it lags behind a replica followed before), or no
-	// tick event — brownoutd's stream carries one per control tick, 1 s
-	// by default, on every replica — of a generation at least that one
-	// (its control loop's news stopped: a replica that no longer hears
-	// its leader, or a paused daemon). It is at least three of the ticks'
-	// interval as last observed. Default 10 s: longer than a change of
-	// leader, which pauses every replica's ticks, so that a failover
-	// moves no stream. With one URL there is nowhere else to go, and only
-	// ReadTimeout ends a quiet stream.
+	// LagTimeout: the replica followed is left for another when, for
+	// this long, it gave no news: no state at least as new as the one
+	// held (it lags behind a replica followed before), no tick event of
+	// a generation at least that one (the leader's commits, relayed by
+	// every replica), and no replica event saying it is current (each
+	// replica sends one per tick: see api.ReplicaJSON). A replica that
+	// no longer hears its leader, that says it is not current, or a
+	// paused process whose connection stays open is so left.
+	//
+	// Default: the lease the replicas announce in their replica events
+	// (3 s by default) — how long the cluster itself waits for a silent
+	// leader, so that an app never waits for a paused replica longer than
+	// its replicas wait for a paused leader; before any replica event,
+	// and for daemons that send none, 10 s, at least three of the ticks'
+	// interval as last observed. A change of leader moves no stream: the
+	// replicas stay current, or say so again within a tick, until the
+	// new leader commits. With one URL it applies once the daemon sends
+	// replica events (a load balancer in front of replicas: the
+	// reconnection reaches another); otherwise only ReadTimeout ends a
+	// quiet stream.
 	LagTimeout time.Duration
 	// Client makes the connections. Default: a client without an overall
 	// timeout (a stream lasts).
@@ -145,6 +154,11 @@ type Remote struct {
 		peers     []peer
 		at        int
 		tickEvery time.Duration
+		// lease is the one the replicas announce (0: none yet); doubt,
+		// when set, why the replica followed says it is not current: the
+		// state held is then published stale.
+		lease time.Duration
+		doubt string
 	}
 }
 
@@ -427,8 +441,8 @@ func NewRemote(o RemoteOptions) (*Remote, error) {
 	if o.MaxBackoff < o.MinBackoff {
 		o.MaxBackoff = max(10*time.Second, o.MinBackoff)
 	}
-	if o.LagTimeout <= 0 {
-		o.LagTimeout = 10 * time.Second
+	if o.LagTimeout < 0 {
+		o.LagTimeout = 0
 	}
 	if o.Client == nil {
 		o.Client = &http.Client{}
@@ -588,9 +602,12 @@ func fromWire(w *wireState, seq uint64, stale bool, reason string) *dimmer.State
 
 // stale holds w's levels, marked stale.
 func (r *Remote) stale(w *wireState, why string) func(uint64) *dimmer.State {
-	return func(seq uint64) *dimmer.State {
-		return fromWire(w, seq, true, "brownoutd unreachable, last-known levels held: "+why)
-	}
+	return held(w, "brownoutd unreachable, last-known levels held: "+why)
+}
+
+// held holds w's levels, marked stale for reason.
+func held(w *wireState, reason string) func(uint64) *dimmer.State {
+	return func(seq uint64) *dimmer.State { return fromWire(w, seq, true, reason) }
 }
 
 // fallback is every known feature at its default, marked stale.
@@ -690,7 +707,7 @@ func (r *Remote) disconnected(i int, heard bool, err error) {
 	st := linkStateOf(err)
 	r.mu.Lock()
 	was := r.mu.connected
-	r.mu.connected, r.mu.at = false, -1
+	r.mu.connected, r.mu.at, r.mu.doubt = false, -1, ""
 	p := &r.mu.peers[i]
 	// A replica left for lagging is tried after the others.
 	p.lastError, p.lastErrorAt, p.failing = errString(err), now, !heard || errors.Is(err, errLags)
@@ -763,9 +780,11 @@ func (r *Remote) connect(parent context.Context, i int) (heard bool, err error) 
 		req.Header.Set("Last-Event-ID", strconv.FormatInt(r.mu.boot, 10)+"-"+strconv.FormatUint(r.mu.gen, 10))
 	}
 	r.mu.Unlock()
-	multi := len(r.urls) > 1
+	// watch: the lag timer runs — with several replicas, or once the
+	// daemon says it is a replica.
+	watch := len(r.urls) > 1
 	w := watchdog{alive: make(chan struct{}, 1), lag: make(chan time.Duration, 1)}
-	if multi {
+	if watch {
 		w.arm(r.lagAfter()) // a state at least as new as ours must come
 	}
 	go w.run(ctx, cancel, r.o.ReadTimeout, errStalled(base, r.o.ReadTimeout), errLags)
@@ -832,14 +851,27 @@ func (r *Remote) connect(parent context.Context, i int) (heard bool, err error) 
 					r.followed(i)
 				}
 				heard = heard || adopted
-				if adopted && multi {
+				if adopted && watch {
 					w.arm(r.lagAfter()) // now its ticks must come
 				}
 			case "tick":
-				if multi && heard && r.ticked(data.String(), &lastTick) {
+				if watch && heard && r.ticked(data.String(), &lastTick) {
 					fresh = true
 					w.arm(r.lagAfter())
 				}
+			case "replica":
+				news, ok := r.replicaSaid(data.String())
+				if !ok {
+					break
+				}
+				if news || !watch {
+					// News, or the first word of a replica followed
+					// alone: its lease runs from here. A replica that
+					// says it is not current gets no more time.
+					w.arm(r.lagAfter())
+				}
+				watch = true
+				fresh = fresh || news && heard
 			}
 			event, id = "", ""
 			data.Reset()
@@ -929,19 +961,93 @@ func (r *Remote) lagError(base string, heard bool) error {
 		return fmt.Errorf("provider: remote: %s %w: no state as new as the one held (%d-%d) within %v; trying another replica",
 			base, errLags, r.mu.boot, r.mu.gen, r.lagAfterLocked())
 	}
-	return fmt.Errorf("provider: remote: %s %w: no news of the control loop (tick events) within %v; trying another replica",
+	if r.mu.doubt != "" {
+		return fmt.Errorf("provider: remote: %s %w: %s, for %v; trying another replica", base, errLags, r.mu.doubt, r.lagAfterLocked())
+	}
+	return fmt.Errorf("provider: remote: %s %w: no news of the control loop (tick events, current replica events) within %v; trying another replica",
 		base, errLags, r.lagAfterLocked())
 }
 
+// defaultLagTimeout is LagTimeout's default for daemons that announce no
+// lease.
+const defaultLagTimeout = 10 * time.Second
+
 // lagAfter is how long a replica may go without news before it is left:
-// LagTimeout, and at least three of the daemon's tick intervals.
+// LagTimeout, else the lease the replicas announce, else 10 s; without a
+// lease, at least three of the daemon's tick intervals.
 func (r *Remote) lagAfter() time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.lagAfterLocked()
 }
 
-func (r *Remote) lagAfterLocked() time.Duration { return max(r.o.LagTimeout, 3*r.mu.tickEvery) }
+func (r *Remote) lagAfterLocked() time.Duration {
+	switch {
+	case r.o.LagTimeout > 0:
+		return max(r.o.LagTimeout, 3*r.mu.tickEvery)
+	case r.mu.lease > 0:
+		return r.mu.lease
+	}
+	return max(defaultLagTimeout, 3*r.mu.tickEvery)
+}
+
+// replicaSaid takes a replica event (api.ReplicaJSON): the lease it
+// announces, and whether the replica is current — it knows of a leader
+// whose lease holds. While it says it is not, the state held is
+// published stale; once it is again (or a tick shows a leader's commit),
+// fresh. news is true for a current replica serving a generation at
+// least the one held; ok is false for an event that does not parse.
+func (r *Remote) replicaSaid(data string) (news, ok bool) {
+	var e struct {
+		Replica      string  `json:"replica"`
+		Current      bool    `json:"current"`
+		Generation   uint64  `json:"generation"`
+		LeaseSeconds float64 `json:"lease_seconds"`
+	}
+	if json.Unmarshal([]byte(data), &e) != nil {
+		return false, false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if s := e.LeaseSeconds; s > 0 {
+		r.mu.lease = time.Duration(min(max(s, minLease.Seconds()), r.o.ReadTimeout.Seconds()) * float64(time.Second))
+	}
+	if !e.Current {
+		r.doubtLocked(fmt.Sprintf("replica %.64q says no leader's lease holds as it last knew (it waits for a new leader, or cannot reach its store)", e.Replica))
+		return false, true
+	}
+	r.believeLocked()
+	return e.Generation >= r.mu.gen, true
+}
+
+// minLease bounds the lease a replica may announce from below: brownoutd's
+// is at least three ticks, and a tick at least 100 ms.
+const minLease = 300 * time.Millisecond
+
+// doubtLocked notes that the replica followed is not current, and
+// publishes the state held as stale (once).
+func (r *Remote) doubtLocked(why string) {
+	if r.mu.doubt == why {
+		return
+	}
+	was := r.mu.doubt
+	r.mu.doubt = why
+	if was == "" && r.mu.connected && r.mu.last != nil {
+		r.publishLocked(held(r.mu.last, "brownoutd has no current leader, last-known levels held: "+why))
+	}
+}
+
+// believeLocked notes that the replica followed is current again.
+func (r *Remote) believeLocked() {
+	if r.mu.doubt == "" {
+		return
+	}
+	r.mu.doubt = ""
+	if r.mu.connected && r.mu.last != nil {
+		w := r.mu.last
+		r.publishLocked(func(seq uint64) *dimmer.State { return fromWire(w, seq, false, "") })
+	}
+}
 
 // ticked notes a tick event (last: the previous tick's arrival on this
 // connection) and reports whether it is fresh: of a generation at least
@@ -960,7 +1066,11 @@ func (r *Remote) ticked(data string, last *time.Time) bool {
 		r.mu.tickEvery = min(now.Sub(*last), r.o.ReadTimeout)
 	}
 	*last = now
-	return t.Generation >= r.mu.gen
+	if t.Generation < r.mu.gen {
+		return false
+	}
+	r.believeLocked() // a leader's commit, relayed: the replica is current
+	return true
 }
 
 // maxRefusal bounds what the follower reads of a refusal: a problem+json
@@ -1033,7 +1143,11 @@ func (r *Remote) apply(i int, id, data string) (adopted bool, err error) {
 	p := &r.mu.peers[i]
 	p.lastSuccess, p.failing = r.mu.lastAt, false
 	r.learn(&w)
-	r.publishLocked(func(seq uint64) *dimmer.State { return fromWire(&w, seq, false, "") })
+	if r.mu.doubt != "" {
+		r.publishLocked(held(&w, "brownoutd has no current leader, last-known levels held: "+r.mu.doubt))
+	} else {
+		r.publishLocked(func(seq uint64) *dimmer.State { return fromWire(&w, seq, false, "") })
+	}
 	if r.o.StateFile != "" {
 		w.SavedAt = r.o.Now()
 		if err := writeStateFile(r.o.StateFile, &w); err != nil {

@@ -35,3 +35,32 @@ func FuzzRemoteState(f *testing.F) {
 		}
 	})
 }
+
+// FuzzReplicaEvent: whatever a replica event says, the follower never
+// panics, takes a lease within its bounds, and never changes the levels
+// held: a replica's word marks them stale or fresh, nothing more.
+func FuzzReplicaEvent(f *testing.F) {
+	f.Add(`{"v":1,"replica":"b","role":"follower","leader":"a","term":3,"current":true,"lease_seconds":3,"generation":5}`)
+	f.Add(`{"v":1,"replica":"b","current":false,"lease_seconds":1e308,"generation":0}`)
+	f.Add(`{"current":true,"lease_seconds":-1}`)
+	f.Add(`{"lease_seconds":"3s"}`)
+	f.Fuzz(func(t *testing.T, data string) {
+		r, err := NewRemote(RemoteOptions{URL: "http://127.0.0.1:1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.apply(0, "", `{"v":1,"boot":1,"generation":5,"mode":"auto","features":[{"name":"a","level":0.5}]}`); err != nil {
+			t.Fatal(err)
+		}
+		r.replicaSaid(data)
+		r.mu.Lock()
+		lease := r.mu.lease
+		r.mu.Unlock()
+		if lease != 0 && (lease < minLease || lease > r.o.ReadTimeout) {
+			t.Fatalf("took a lease of %v", lease)
+		}
+		if l := r.State().LevelAt(0, -1); l != 0.5 {
+			t.Fatalf("the level held changed to %v", l)
+		}
+	})
+}

@@ -47,7 +47,13 @@
 //     the lease: UPDATE … WHERE expires <= now(), which bumps the term.
 //
 // Reads never touch the store: every replica answers from its served
-// controller and its API's memory. A write at any replica is a
+// controller and its API's memory. Its /v1/stream says, every tick and
+// first on connect, whether it is current (Info, api.ReplicaJSON): it
+// leads, or the lease it last read holds — the leader it follows
+// committed less than a lease ago. The apps' remote provider leaves a
+// replica that gives no news for a lease: a stopped replica is left
+// about when the others replace a stopped leader, so that an app is not
+// in the dark longer than the failover. A write at any replica is a
 // transaction on the store (the operators' state, its version, the audit
 // event, a notification); the leader applies it at once on the
 // notification (or at its next tick), and the write's answer waits until

@@ -800,15 +800,19 @@ func (r *Replica) Info() *api.ClusterJSON {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := &api.ClusterJSON{Replica: r.cfg.Name, Role: "follower", Leader: r.mu.leader, Term: r.mu.term, LeaderSince: r.mu.since,
-		Store: "ok", ConfigMismatch: slices.Clone(r.mu.mismatch)}
+		Store: "ok", ConfigMismatch: slices.Clone(r.mu.mismatch), LeaseSeconds: r.length.Seconds()}
 	if r.mu.storeErr != "" {
 		out.Store = r.mu.storeErr
 	}
 	switch {
 	case !r.mu.until.IsZero() && now.Before(r.mu.until):
-		out.Role = "leader"
+		out.Role, out.Current = "leader", true
 	case r.mu.storeErr != "" && !now.Before(r.mu.leaseUntil):
 		out.Role = "stale"
+	default:
+		// A follower: current while the lease it last read holds, that is
+		// while the leader it read committed less than a lease ago.
+		out.Current = now.Before(r.mu.leaseUntil)
 	}
 	return out
 }

@@ -1,14 +1,17 @@
 package cluster
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -157,6 +160,29 @@ func TestReplicas(t *testing.T) {
 		assert.Equal(t, 2, leaders, "a's first lease and b's takeover are events")
 	})
 
+	// Current (what each replica's stream says every tick): the leader,
+	// and a follower while the lease it read holds; a follower that read
+	// an ended lease is not, until a leader commits again.
+	t.Run("CurrentWhileALeaseHolds", func(t *testing.T) {
+		a, b := newNode(t, dsn, "s6", "a", lawConfig()), newNode(t, dsn, "s6", "b", lawConfig())
+		a.tick(t, now)
+		b.tick(t, now)
+		ia, ib := a.rep.Info(), b.rep.Info()
+		assert.True(t, ia.Current, "the leader")
+		assert.True(t, ib.Current, "a follower of a leader whose lease holds")
+		assert.Equal(t, 3.0, ib.LeaseSeconds)
+		expire(t, dsn, "s6")
+		_, err := b.rep.follow(context.Background(), time.Now(), 0)
+		require.NoError(t, err)
+		assert.False(t, b.rep.Info().Current, "the lease it read ended: no leader it knows of")
+		assert.Equal(t, "follower", b.role())
+		b.tick(t, now.Add(time.Second))
+		require.Equal(t, "leader", b.role())
+		assert.True(t, b.rep.Info().Current)
+		a.tick(t, now.Add(time.Second)) // refused: follows b
+		assert.True(t, a.rep.Info().Current, "a follower of the new leader")
+	})
+
 	// A write at the follower is recorded, applied by the leader, served
 	// by both; its audit event is at both.
 	t.Run("WriteAtAFollower", func(t *testing.T) {
@@ -280,6 +306,7 @@ func TestStoreRestart(t *testing.T) {
 	a.rep.mu.leaseUntil = time.Now().Add(-time.Millisecond)
 	a.rep.mu.Unlock()
 	assert.Equal(t, "stale", a.rep.Info().Role)
+	assert.False(t, a.rep.Info().Current, "stale is not current")
 
 	srv.Start(t)
 	require.Eventually(t, func() bool {
@@ -377,6 +404,24 @@ func TestRunLeadsAndFollows(t *testing.T) {
 		g := lead.n.served.State().Generation
 		return g > 3 && other.n.served.State().Generation == g
 	}, 5*time.Second, 20*time.Millisecond, "the follower serves the leader's generation")
+	// The follower's stream: its replica event first, then the state, then
+	// a replica event (current) and a tick (the leader's, relayed) each
+	// tick.
+	srv := httptest.NewServer(other.n.api.Handler())
+	defer srv.Close()
+	sctx, scancel := context.WithTimeout(context.Background(), time.Second)
+	defer scancel()
+	kinds := streamKinds(t, sctx, srv.URL+"/v1/stream")
+	require.GreaterOrEqual(t, len(kinds), 2)
+	assert.Equal(t, []string{"replica current", "state"}, kinds[:2])
+	counts := map[string]int{}
+	for _, k := range kinds[2:] {
+		counts[k]++
+	}
+	assert.GreaterOrEqual(t, counts["replica current"], 5, "a replica event per tick: %v", kinds)
+	assert.GreaterOrEqual(t, counts["tick"], 5, "the leader's ticks, relayed: %v", kinds)
+	assert.Zero(t, counts["replica not current"], "%v", kinds)
+
 	ctx := context.Background()
 	res, err := other.n.rep.Change(ctx, api.Change{Kind: "shadow", On: true, Who: "ops", What: "shadow true"})
 	require.NoError(t, err)
@@ -400,4 +445,34 @@ func TestRunLeadsAndFollows(t *testing.T) {
 	require.Eventually(t, func() bool { return other.n.served.State().Generation > gen+1 }, 2*time.Second, 20*time.Millisecond)
 	assert.Equal(t, 2.0, other.n.served.Config().Targets[0].Target)
 	assert.Equal(t, 2.0, other.n.rep.law.Config().Targets[0].Target)
+}
+
+// streamKinds reads a stream until ctx ends and returns its events'
+// kinds, a replica event's with whether it said current.
+func streamKinds(t *testing.T, ctx context.Context, url string) []string {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var kinds []string
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	var kind string
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "event: "):
+			kind = line[7:]
+		case strings.HasPrefix(line, "data: ") && kind == "replica":
+			var r api.ReplicaJSON
+			require.NoError(t, json.Unmarshal([]byte(line[6:]), &r))
+			kind = map[bool]string{true: "replica current", false: "replica not current"}[r.Current]
+		case line == "" && kind != "":
+			kinds = append(kinds, kind)
+			kind = ""
+		}
+	}
+	return kinds
 }
