@@ -3,4 +3,7 @@
 // shop-demo instances), a real Prometheus and a real redis-server; and
 // brownoutd's replicas on a real PostgreSQL, with an app on them (the
 // root package with every replica's URL) across the loss of the leader.
+// BenchmarkReplicasOFREP measures OFREP evaluations across two replicas
+// (and one) from a load in a child process, and the database's
+// transactions meanwhile.
 package e2e

@@ -46,7 +46,7 @@ func (p *proc) kill() {
 }
 
 // waitOK polls url until it answers 200, for at most 30 s.
-func waitOK(t *testing.T, url string, p *proc) {
+func waitOK(t testing.TB, url string, p *proc) {
 	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		resp, err := http.Get(url)

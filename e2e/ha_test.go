@@ -49,14 +49,14 @@ type replica struct {
 }
 
 type haRig struct {
-	t     *testing.T
+	t     testing.TB
 	bin   string
 	cfg   string
 	store string
 	reps  []*replica
 }
 
-func newHARig(t *testing.T, store string) *haRig {
+func newHARig(t testing.TB, store string) *haRig {
 	t.Helper()
 	dir := t.TempDir()
 	cmd := exec.Command("go", "build", "-o", dir+"/", "../cmd/brownoutd")

@@ -201,7 +201,7 @@ func (a *fleetApp) until(d time.Duration, cond func(appSample) bool) bool {
 }
 
 // signal sends sig to a replica's process (SIGSTOP, SIGCONT).
-func (r *replica) signal(t *testing.T, sig syscall.Signal) {
+func (r *replica) signal(t testing.TB, sig syscall.Signal) {
 	t.Helper()
 	require.NoError(t, r.p.cmd.Process.Signal(sig))
 	r.stopped = sig == syscall.SIGSTOP

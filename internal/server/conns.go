@@ -19,6 +19,12 @@ type Limits struct {
 	// one client to the server). Default DefaultPerClient; negative: no
 	// cap (a server whose every client is one proxy or one generator).
 	PerClient int
+	// MaxConns caps the connections open at once, from every client.
+	// Default (0) MaxConns; more is for a server that follows more
+	// streams than MaxConns/2 (each holds a connection, a goroutine and
+	// its buffers for as long as it lasts), within the process's
+	// file-descriptor limit.
+	MaxConns int
 }
 
 // DefaultPerClient is Limits.PerClient's default: a quarter of MaxConns,
@@ -28,15 +34,15 @@ type Limits struct {
 // that holds more must be given a higher cap (or none).
 const DefaultPerClient = MaxConns / 4
 
-// reapAt is how many open connections make the listener close idle ones:
-// from there on each new connection closes the connection idle the
-// longest, so that idle keep-alive connections (IdleTimeout, 2 minutes)
-// cannot hold the last eighth of MaxConns, and a new client still gets
-// in while netutil.LimitListener would make it wait.
-const reapAt = MaxConns - MaxConns/8
+// reapAt is how many open connections, of max, make the listener close
+// idle ones: from there on each new connection closes the connection idle
+// the longest, so that idle keep-alive connections (IdleTimeout, 2
+// minutes) cannot hold the last eighth of max, and a new client still
+// gets in while netutil.LimitListener would make it wait.
+func reapAt(max int) int { return max - max/8 }
 
 // Listener is a TCP listener with the bounds of this package: at most
-// MaxConns connections open at once (netutil.LimitListener: further
+// MaxConns connections open at once (Limits.MaxConns) (netutil.LimitListener: further
 // connections wait in the kernel's backlog), at most Limits.PerClient of
 // them from one client, and idle ones closed when the server is near its
 // cap. A client at its cap gets in by closing its own connection idle
@@ -75,13 +81,16 @@ type conn struct {
 // per client.
 func Limit(ln net.Listener) *Listener { return LimitWith(ln, Limits{}) }
 
-// LimitWith caps ln at MaxConns connections open at once and l.PerClient
-// per client.
+// LimitWith caps ln at l.MaxConns connections open at once and
+// l.PerClient per client.
 func LimitWith(ln net.Listener, l Limits) *Listener {
 	if l.PerClient == 0 {
 		l.PerClient = DefaultPerClient
 	}
-	out := &Listener{Listener: netutil.LimitListener(ln, MaxConns), perClient: l.PerClient, reapAt: reapAt}
+	if l.MaxConns <= 0 {
+		l.MaxConns = MaxConns
+	}
+	out := &Listener{Listener: netutil.LimitListener(ln, l.MaxConns), perClient: l.PerClient, reapAt: reapAt(l.MaxConns)}
 	out.mu.open = map[*conn]struct{}{}
 	out.mu.clients = map[string]int{}
 	return out

@@ -191,3 +191,42 @@ func TestCollectorCountsOpenConnections(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return testutil.ToFloat64(g) == 0 }, hostile.Slack, time.Millisecond)
 }
+
+// TestMaxConnsCapsTheListener: Limits.MaxConns in place of MaxConns —
+// past it a new connection waits in the backlog until one closes.
+func TestMaxConnsCapsTheListener(t *testing.T) {
+	release := make(chan struct{})
+	stream := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	addr, ln := serve(t, stream, Limits{PerClient: -1, MaxConns: 2})
+	defer close(release)
+	var conns []net.Conn
+	for range 2 {
+		c := hostile.Dial(t, addr)
+		hostile.Send(t, c, "GET / HTTP/1.1\r\nHost: "+addr+"\r\n\r\n")
+		c.SetReadDeadline(time.Now().Add(hostile.Slack))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		conns = append(conns, c)
+	}
+	third := hostile.Dial(t, addr)
+	hostile.Send(t, third, "GET / HTTP/1.1\r\nHost: "+addr+"\r\n\r\n")
+	third.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	_, err := third.Read(make([]byte, 1))
+	assert.Error(t, err, "the third waits while two are open")
+	all, _ := ln.Open("loopback")
+	assert.Equal(t, 2, all)
+	conns[0].Close()
+	third.SetReadDeadline(time.Now().Add(hostile.Slack))
+	resp, err := http.ReadResponse(bufio.NewReader(third), nil)
+	require.NoError(t, err, "the third is served once one closed")
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, 7, reapAt(8), "an eighth of the cap is kept from idle connections")
+}

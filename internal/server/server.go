@@ -12,9 +12,10 @@
 //     bounded too, and a body that stalls ends in a closed connection;
 //   - an idle keep-alive connection closes after IdleTimeout, and sooner
 //     when the server is near MaxConns (Listener);
-//   - at most MaxConns connections open at once (Listen; further
-//     connections wait in the kernel's backlog until one closes), at most
-//     Limits.PerClient of them (DefaultPerClient) from one client address.
+//   - at most MaxConns connections open at once (Listen; Limits.MaxConns
+//     for more; further connections wait in the kernel's backlog until
+//     one closes), at most Limits.PerClient of them (DefaultPerClient)
+//     from one client address.
 //
 // There is no WriteTimeout: brownoutd and the shop carry event streams
 // (/v1/stream, /ofrep/v1/events) that last as long as their clients; the
@@ -73,8 +74,7 @@ func New(h http.Handler) *http.Server {
 // Listen listens on the TCP address addr with the default Limits.
 func Listen(addr string) (*Listener, error) { return ListenWith(addr, Limits{}) }
 
-// ListenWith listens on the TCP address addr with at most MaxConns
-// connections open at once and l's other bounds.
+// ListenWith listens on the TCP address addr with l's bounds.
 func ListenWith(addr string, l Limits) (*Listener, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
