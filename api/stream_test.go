@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -388,48 +386,4 @@ func TestStreamsAreBounded(t *testing.T) {
 	again, resp := follow(t, ctx, f.srv.URL+"/v1/stream")
 	require.Equal(t, 200, resp.StatusCode, "a place freed")
 	next(t, again, "state", 5*time.Second)
-}
-
-// smallSendBuffers gives every accepted connection a small send buffer,
-// so that a client that stops reading blocks the server's writes soon.
-type smallSendBuffers struct{ net.Listener }
-
-func (l smallSendBuffers) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if tc, ok := c.(*net.TCPConn); ok {
-		tc.SetWriteBuffer(4096)
-	}
-	return c, err
-}
-
-// TestStreamEndsWhenItsClientStopsReading: a client that stops reading
-// (its socket's buffers full, the server's write blocked) loses its
-// stream once the write has waited streamWriteTimeout (at most half as
-// long again), so that it holds a stream's place for a bounded time.
-func TestStreamEndsWhenItsClientStopsReading(t *testing.T) {
-	defer func(d time.Duration) { streamWriteTimeout = d }(streamWriteTimeout)
-	streamWriteTimeout = 200 * time.Millisecond
-	a, err := New(Config{Controller: newController(t)})
-	require.NoError(t, err)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	srv := &http.Server{Handler: a.Handler()}
-	go srv.Serve(smallSendBuffers{ln})
-	defer srv.Close()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	require.NoError(t, err)
-	defer c.Close()
-	c.(*net.TCPConn).SetReadBuffer(4096)
-	_, err = io.WriteString(c, "GET /v1/stream HTTP/1.1\r\nHost: x\r\n\r\n")
-	require.NoError(t, err)
-	require.Eventually(t, func() bool { ours, _ := a.Streams(); return ours == 1 }, 5*time.Second, time.Millisecond)
-	// States, a kilobyte each, that the client never reads.
-	start := time.Now()
-	ended := func() bool { ours, _ := a.Streams(); return ours == 0 }
-	for time.Since(start) < 10*time.Second && !ended() {
-		a.Publish(a.ctl.State())
-		time.Sleep(time.Millisecond)
-	}
-	require.True(t, ended(), "the unread stream ended")
-	assert.GreaterOrEqual(t, time.Since(start), streamWriteTimeout, "not before its write waited streamWriteTimeout")
 }
