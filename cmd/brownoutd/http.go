@@ -19,15 +19,22 @@ type echoServer struct {
 }
 
 func newEcho(a *api.API, reg *prometheus.Registry) *echoServer {
+	return newEchoOf(oneService(a.Handler()), a.Local, reg, "/ofrep/*", "/v1/*")
+}
+
+// newEchoOf is the daemon's echo server: h at the given routes; the dial
+// at /, metrics, health and readiness beside, each behind guard.
+func newEchoOf(h http.Handler, guard func(http.Handler) http.Handler, reg *prometheus.Registry, routes ...string) *echoServer {
 	s := &echoServer{Echo: echo.New()}
 	e := s.Echo
 	e.HideBanner, e.HidePort = true, true
-	h := echo.WrapHandler(oneService(a.Handler()))
-	e.Any("/ofrep/*", h)
-	e.Any("/v1/*", h)
+	eh := echo.WrapHandler(h)
+	for _, r := range routes {
+		e.Any(r, eh)
+	}
 	// The routes beside the API's are refused, as its reads are, to a
 	// page whose name was re-pointed at a loopback daemon (api.Local).
-	local := echo.WrapMiddleware(a.Local)
+	local := echo.WrapMiddleware(guard)
 	// The operator dial at / (its files at /dial.js, /vendor/…); the
 	// routes above and below are longer and win.
 	dial := echo.WrapHandler(web.Handler())

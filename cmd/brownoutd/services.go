@@ -15,10 +15,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/brownout/brownout/api"
 	"github.com/brownout/brownout/dimmer"
@@ -239,31 +237,7 @@ func serveServices(ctx context.Context, c *config, file string, f *serveFlags, s
 // services, each of which has its own at /services/{name}/); metrics,
 // health and readiness beside.
 func newServicesEcho(rt *router, reg *prometheus.Registry) *echoServer {
-	s := &echoServer{Echo: echo.New()}
-	e := s.Echo
-	e.HideBanner, e.HidePort = true, true
-	h := echo.WrapHandler(rt)
-	e.Any("/services/*", h)
-	e.Any("/ofrep/*", h)
-	e.Any("/v1/*", h)
-	local := echo.WrapMiddleware(rt.guard)
-	dial := echo.WrapHandler(web.Handler())
-	e.GET("/*", dial, local)
-	e.HEAD("/*", dial, local)
-	metrics := echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	healthz := func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") }
-	readyz := func(c echo.Context) error {
-		if !s.ready.Load() {
-			return c.String(http.StatusServiceUnavailable, "starting\n")
-		}
-		return c.String(http.StatusOK, "ready\n")
-	}
-	for _, m := range []string{http.MethodGet, http.MethodHead} {
-		e.Add(m, "/metrics", metrics, local)
-		e.Add(m, "/healthz", healthz, local)
-		e.Add(m, "/readyz", readyz, local)
-	}
-	return s
+	return newEchoOf(rt, rt.guard, reg, "/services/*", "/ofrep/*", "/v1/*")
 }
 
 // reloadServices is reload for a daemon of several services: the file
