@@ -27,6 +27,11 @@ import (
 // service (package internal/cluster); without, as one daemon with its
 // state dir.
 
+// storeConnectTimeout bounds the first contact with the store at start:
+// long enough for a database that is starting beside the daemon (a
+// container's), short enough that a wrong URL fails the start visibly.
+const storeConnectTimeout = 10 * time.Second
+
 // checkStore checks a store URL's form (reaching it is Open's).
 func checkStore(s string) error {
 	if !strings.HasPrefix(s, "postgres://") && !strings.HasPrefix(s, "postgresql://") {
@@ -38,12 +43,14 @@ func checkStore(s string) error {
 // openReplica opens the store when c has one, for service s (its rows:
 // the one service's are cluster.DefaultService's), and sets acfg up for a
 // replica: the store for the writes, the cluster's epoch and secret, what
-// /v1/state says of the replicas. Without a store it returns nil.
-func openReplica(ctx context.Context, c *config, s *serviceConfig, ctl *dimmer.Controller, acfg *api.Config, log *slog.Logger, reg prometheus.Registerer) (*cluster.Replica, error) {
+// /v1/state says of the replicas. The replica uses conn, the daemon's
+// connection to the store, when it is not nil; else its own. Without a
+// store it returns nil.
+func openReplica(ctx context.Context, c *config, s *serviceConfig, conn *cluster.Conn, ctl *dimmer.Controller, acfg *api.Config, log *slog.Logger, reg prometheus.Registerer) (*cluster.Replica, error) {
 	if c.Store == "" {
 		return nil, nil
 	}
-	rep, err := cluster.Open(ctx, cluster.Config{URL: c.Store, Service: s.Name, Name: replicaName(c.Listen), Dimmer: s.Dimmer, Served: ctl,
+	rep, err := cluster.Open(ctx, cluster.Config{URL: c.Store, Conn: conn, Service: s.Name, ConnectTimeout: storeConnectTimeout, Name: replicaName(c.Listen), Dimmer: s.Dimmer, Served: ctl,
 		Version: brownout.Version(), Logger: log, Registerer: reg})
 	if err != nil {
 		return nil, err

@@ -342,7 +342,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if push != nil {
 		acfg.Push = push
 	}
-	rep, err := openReplica(ctx, c, &c.serviceConfig, ctl, &acfg, log, reg)
+	rep, err := openReplica(ctx, c, &c.serviceConfig, nil, ctl, &acfg, log, reg)
 	if err != nil {
 		return err
 	}

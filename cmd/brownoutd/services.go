@@ -57,8 +57,9 @@ type unit struct {
 // a push source): its metrics go to reg labelled with its name, its log
 // lines say it. With a store (c.Store) the service runs as a replica of
 // its own, its rows keyed by its name, its lease its own: each service
-// has its leader. Close it with close.
-func newUnit(ctx context.Context, c *config, s *serviceConfig, src source, push *fleet.PushSource, reg prometheus.Registerer, log *slog.Logger) (*unit, error) {
+// has its leader, all of them on conn, the daemon's connection to the
+// store. Close it with close.
+func newUnit(ctx context.Context, c *config, s *serviceConfig, src source, push *fleet.PushSource, conn *cluster.Conn, reg prometheus.Registerer, log *slog.Logger) (*unit, error) {
 	log = log.With("service", s.Name)
 	reg = prometheus.WrapRegistererWith(prometheus.Labels{"service": s.Name}, reg)
 	s.Dimmer.Logger = log
@@ -81,7 +82,7 @@ func newUnit(ctx context.Context, c *config, s *serviceConfig, src source, push 
 	if push != nil {
 		acfg.Push = push
 	}
-	rep, err := openReplica(ctx, c, s, ctl, &acfg, log, reg)
+	rep, err := openReplica(ctx, c, s, conn, ctl, &acfg, log, reg)
 	if err != nil {
 		return nil, fmt.Errorf("service %s: %w", s.Name, err)
 	}
@@ -131,10 +132,21 @@ func serveServices(ctx context.Context, c *config, file string, f *serveFlags, s
 	reg.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
 		collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)})),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// With a store, one connection to it for every service: a pool sized
+	// for them and one listener (cluster.Connect), closed after the last
+	// unit's Save.
+	var conn *cluster.Conn
+	if c.Store != "" {
+		var err error
+		if conn, err = cluster.Connect(ctx, c.Store, len(c.Services), storeConnectTimeout); err != nil {
+			return err
+		}
+		defer conn.Close()
+	}
 	var units []*unit
 	defer func() {
 		for _, u := range units {
-			u.close() // the state dirs' locks, the stores, after the last Save
+			u.close() // the state dirs' locks, the replicas, after the last Save
 		}
 	}()
 	for _, s := range c.Services {
@@ -142,7 +154,7 @@ func serveServices(ctx context.Context, c *config, file string, f *serveFlags, s
 		if err != nil {
 			return fmt.Errorf("service %s: %w", s.Name, err)
 		}
-		u, err := newUnit(ctx, c, s, src, push, reg, log)
+		u, err := newUnit(ctx, c, s, src, push, conn, reg, log)
 		if err != nil {
 			return err
 		}

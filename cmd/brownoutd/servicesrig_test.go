@@ -54,7 +54,7 @@ func newRig(t testing.TB, src string, sources map[string]source) *rig {
 				push = p
 			}
 		}
-		u, err := newUnit(context.Background(), c, s, src, push, reg, log)
+		u, err := newUnit(context.Background(), c, s, src, push, nil, reg, log)
 		require.NoError(t, err)
 		r.units = append(r.units, u)
 	}

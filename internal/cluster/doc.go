@@ -46,6 +46,11 @@
 //     expiry comes (the database says how far off it is), it tries to take
 //     the lease: UPDATE … WHERE expires <= now(), which bumps the term.
 //
+// A daemon of several services connects once (Connect): one pool sized
+// for its services and one LISTEN connection whose notifications go to
+// each service's replica (Config.Conn); a replica opened without one
+// connects on its own.
+//
 // Reads never touch the store: every replica answers from its served
 // controller and its API's memory. Its /v1/stream says, every tick and
 // first on connect, whether it is current (Info, api.ReplicaJSON): it

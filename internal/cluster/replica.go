@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
@@ -27,8 +26,12 @@ import (
 
 // Config configures a Replica.
 type Config struct {
-	// URL is the store, postgres://…; required.
+	// URL is the store, postgres://…; required unless Conn is given.
 	URL string
+	// Conn, when set, is the daemon's connection to the store, shared
+	// with its other services' replicas (Connect); the replica does not
+	// close it. Else Open connects to URL on its own, and Close closes.
+	Conn *Conn
 	// Service names this service's rows. Default DefaultService.
 	Service string
 	// Name is this replica's name, unique among the replicas (the
@@ -60,6 +63,8 @@ type Config struct {
 // are safe for concurrent use; Run's loop owns the control law.
 type Replica struct {
 	cfg           Config
+	conn          *Conn
+	ownConn       bool // Open connected it: Close closes it
 	pool          *pgxpool.Pool
 	epoch         int64
 	secret        []byte
@@ -127,25 +132,30 @@ func Open(ctx context.Context, cfg Config) (*Replica, error) {
 	if err != nil {
 		return nil, err
 	}
-	pool, err := connect(ctx, cfg.URL, cfg.ConnectTimeout)
-	if err != nil {
-		return nil, err
+	conn, own := cfg.Conn, false
+	if conn == nil {
+		if conn, err = Connect(ctx, cfg.URL, 1, cfg.ConnectTimeout); err != nil {
+			return nil, err
+		}
+		own = true
 	}
 	mctx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
 	defer cancel()
-	epoch, secret, err := migrate(mctx, pool, cfg.Service)
+	epoch, secret, err := migrate(mctx, conn.pool, cfg.Service)
 	if err != nil {
-		pool.Close()
+		if own {
+			conn.Close()
+		}
 		return nil, err
 	}
-	r := &Replica{cfg: cfg, pool: pool, epoch: epoch, secret: secret, law: law, served: cfg.Served, tick: law.Config().Tick,
+	r := &Replica{cfg: cfg, conn: conn, ownConn: own, pool: conn.pool, epoch: epoch, secret: secret, law: law, served: cfg.Served, tick: law.Config().Tick,
 		log: cfg.Logger, wake: make(chan string, 16), reconf: make(chan reconfig)}
 	r.length, r.slack = leaseLength(r.tick, cfg.Lease, cfg.Margin)
 	r.hash = ConfigHash(law.Config())
 	r.mu.appliedCh = make(chan struct{})
 	if cfg.Registerer != nil {
 		if err := r.register(cfg.Registerer); err != nil {
-			pool.Close()
+			r.Close()
 			return nil, err
 		}
 	}
@@ -162,8 +172,13 @@ func (r *Replica) Secret() []byte { return slices.Clone(r.secret) }
 // Lease returns the lease's length and margin in force.
 func (r *Replica) Lease() (length, margin time.Duration) { return r.length, r.slack }
 
-// Close closes the store's connections (after Run returned).
-func (r *Replica) Close() { r.pool.Close() }
+// Close closes the store's connections when Open made them (after Run
+// returned); a shared Conn stays open.
+func (r *Replica) Close() {
+	if r.ownConn {
+		r.conn.Close()
+	}
+}
 
 // ConfigHash names a control law's configuration: replicas with the same
 // hash compute the same levels from the same signals.
@@ -188,9 +203,9 @@ func (r *Replica) Run(ctx context.Context, a *api.API, src dimmer.Source) error 
 	if _, err := r.follow(ctx, time.Now(), 0); err != nil {
 		r.log.Warn("brownoutd: cluster: the store's state could not be loaded at start; following it when it answers", "err", err)
 	}
+	defer r.conn.subscribe(r.cfg.Service, r.wake)()
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { a.Mirror(ctx); return nil })
-	g.Go(func() error { r.listen(ctx); return nil })
 	g.Go(func() error { return r.loop(ctx, src) })
 	return g.Wait()
 }
@@ -692,35 +707,6 @@ func (r *Replica) stepDown() {
 	})
 	r.own = lease{}
 	r.setLeading(time.Time{})
-}
-
-// listen follows the store's notifications on a connection of its own,
-// connecting again after a failure, until ctx ends.
-func (r *Replica) listen(ctx context.Context) {
-	for ctx.Err() == nil {
-		conn, err := pgx.Connect(ctx, r.cfg.URL)
-		if err == nil {
-			_, err = conn.Exec(ctx, "LISTEN "+channel)
-			for err == nil {
-				var n *pgconn.Notification
-				if n, err = conn.WaitForNotification(ctx); err != nil {
-					break
-				}
-				kind, service, _ := strings.Cut(n.Payload, " ")
-				if service == r.cfg.Service {
-					select {
-					case r.wake <- kind:
-					default: // the loop is behind: its next tick reads it all
-					}
-				}
-			}
-			conn.Close(context.Background())
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Second):
-		}
-	}
 }
 
 // Reconfigure replaces the control law's configuration (a reload) in

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -111,31 +110,6 @@ func Redact(raw string) string {
 		u.User = url.UserPassword(u.User.Username(), "xxxxx")
 	}
 	return u.String()
-}
-
-// connect opens a pool on raw and checks that the database answers
-// within timeout.
-func connect(ctx context.Context, raw string, timeout time.Duration) (*pgxpool.Pool, error) {
-	if !strings.HasPrefix(raw, "postgres://") && !strings.HasPrefix(raw, "postgresql://") {
-		return nil, fmt.Errorf("cluster: store %s: want a postgres:// URL", Redact(raw))
-	}
-	cfg, err := pgxpool.ParseConfig(raw)
-	if err != nil {
-		return nil, fmt.Errorf("cluster: store %s: %v", Redact(raw), err)
-	}
-	cfg.MaxConns = 4 // the loop, the listener's reconnection, a few writes at once
-	cfg.ConnConfig.ConnectTimeout = min(timeout, 2*time.Second)
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("cluster: store %s: %v", Redact(raw), err)
-	}
-	pctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	if err := pool.Ping(pctx); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("cluster: store %s cannot be reached: %v", Redact(raw), err)
-	}
-	return pool, nil
 }
 
 // migrate creates the tables (one replica at a time: a transaction's
@@ -332,11 +306,12 @@ func Import(ctx context.Context, raw, service string, st api.OperatorState, now 
 	if service == "" {
 		service = DefaultService
 	}
-	pool, err := connect(ctx, raw, 10*time.Second)
+	conn, err := Connect(ctx, raw, 1, 10*time.Second)
 	if err != nil {
 		return 0, err
 	}
-	defer pool.Close()
+	defer conn.Close()
+	pool := conn.pool
 	if _, _, err := migrate(ctx, pool, service); err != nil {
 		return 0, err
 	}

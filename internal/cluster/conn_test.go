@@ -1,0 +1,129 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/brownout/brownout/api"
+	"github.com/brownout/brownout/dimmer"
+	"github.com/brownout/brownout/internal/pgtest"
+)
+
+func TestConnPoolSize(t *testing.T) {
+	dsn := pgtest.Start(t)
+	for _, c := range []struct {
+		url      string
+		services int
+		want     int
+	}{
+		{dsn, 1, poolBase + poolPerService},
+		{dsn, 5, poolBase + 5*poolPerService},
+		{dsn, 20, poolCap},
+		{dsn + "&pool_max_conns=2", 20, 2}, // the URL's says
+	} {
+		conn, err := Connect(context.Background(), c.url, c.services, 5*time.Second)
+		require.NoError(t, err, c.url)
+		assert.Equal(t, c.want, conn.MaxConns(), "%s, %d services", c.url, c.services)
+		conn.Close()
+	}
+	_, err := Connect(context.Background(), "mysql://x", 1, time.Second)
+	assert.ErrorContains(t, err, "want a postgres:// URL")
+}
+
+// TestSharedConn: two daemons of three services each, every service's
+// replicas on their daemon's one Conn (Run, for real, on a short tick).
+// Each service leads and follows on its own, a write at a follower is
+// applied at its service's leader only (the shared listener hands each
+// notification to its service), and the daemons hold no more of the
+// database's connections than their pools and listeners.
+func TestSharedConn(t *testing.T) {
+	dsn := pgtest.Start(t)
+	cfg := lawConfig()
+	cfg.Tick = 100 * time.Millisecond
+	services := []string{"x", "y", "z"}
+	type daemon struct {
+		conn  *Conn
+		nodes map[string]*node
+	}
+	start := func(name string) *daemon {
+		conn, err := Connect(context.Background(), dsn, len(services), 5*time.Second)
+		require.NoError(t, err)
+		d := &daemon{conn: conn, nodes: map[string]*node{}}
+		ctx, cancel := context.WithCancel(context.Background())
+		var dones []chan struct{}
+		for _, s := range services {
+			served, err := dimmer.New(cfg)
+			require.NoError(t, err)
+			rep, err := Open(ctx, Config{Conn: conn, Service: s, Name: name, Dimmer: cfg, Served: served, Lease: 600 * time.Millisecond, Margin: 200 * time.Millisecond})
+			require.NoError(t, err)
+			a, err := api.New(api.Config{Controller: served, Store: rep, Epoch: rep.Epoch(), Secret: rep.Secret(), Cluster: rep.Info, Loopback: true})
+			require.NoError(t, err)
+			d.nodes[s] = &node{rep: rep, api: a, served: served}
+			done := make(chan struct{})
+			dones = append(dones, done)
+			go func() { rep.Run(ctx, a, constSource{}); close(done) }()
+		}
+		t.Cleanup(func() {
+			cancel()
+			for _, d := range dones {
+				<-d
+			}
+			for _, n := range d.nodes {
+				n.rep.Close() // a shared Conn stays open…
+			}
+			require.NoError(t, conn.pool.Ping(context.Background()), "a replica's Close left the shared pool open")
+			conn.Close() // …until the daemon closes it
+		})
+		return d
+	}
+	a, b := start("a"), start("b")
+	leaders := map[string]*node{}
+	followers := map[string]*node{}
+	for _, s := range services {
+		require.Eventually(t, func() bool {
+			return a.nodes[s].role() == "leader" || b.nodes[s].role() == "leader"
+		}, 5*time.Second, 20*time.Millisecond, "service %s has a leader", s)
+		leaders[s], followers[s] = a.nodes[s], b.nodes[s]
+		if b.nodes[s].role() == "leader" {
+			leaders[s], followers[s] = b.nodes[s], a.nodes[s]
+		}
+		require.Eventually(t, func() bool {
+			g := leaders[s].served.State().Generation
+			return g > 3 && followers[s].served.State().Generation == g
+		}, 5*time.Second, 20*time.Millisecond, "service %s's follower serves its leader's generation", s)
+	}
+
+	// A write at y's follower: applied at y's leader within a tick, and
+	// nowhere else.
+	ctx := context.Background()
+	res, err := followers["y"].rep.Change(ctx, api.Change{Kind: "shadow", On: true, Who: "ops", What: "shadow true"})
+	require.NoError(t, err)
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_, err = followers["y"].rep.Applied(wctx, res.Version)
+	require.NoError(t, err)
+	assert.True(t, leaders["y"].api.State().Shadow)
+	assert.False(t, leaders["x"].api.State().Shadow, "another service's write")
+	assert.False(t, leaders["z"].api.State().Shadow, "another service's write")
+
+	// The database's connections from the daemons: at most each one's
+	// pool and its listener, whatever the number of services.
+	pool, err := pgxpool.New(ctx, dsn+"&application_name=counting")
+	require.NoError(t, err)
+	defer pool.Close()
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1`, appName).Scan(&n))
+	limit := a.conn.MaxConns() + 1 + b.conn.MaxConns() + 1
+	assert.LessOrEqual(t, n, limit, "connections of two daemons of %d services", len(services))
+	assert.Positive(t, n)
+	var listeners int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND query = $2`, appName, "LISTEN "+channel).Scan(&listeners))
+	assert.Equal(t, 2, listeners, "one listener a daemon, not one a service")
+	t.Log(fmt.Sprintf("two daemons of %d services hold %d connections (at most %d)", len(services), n, limit))
+}
