@@ -22,11 +22,16 @@ import "math"
 // lying jumpZ standard errors from the estimate — the second period in a
 // row it happens, the same way (one period can be an outlier the standard
 // error does not describe: a burst of slow requests completing together;
-// two in a row are a change). The estimate then restarts from the two
-// periods' mean.
+// two in a row are a change). The fast average's standard error is its
+// own — the periods' variances weighted as it weighs their values — so
+// that a period of a few very slow requests, which lifts the average for
+// several periods, widens its band for as long (read as the latest
+// period's variance instead, it made a jump of every such outlier). The
+// estimate then restarts from the two periods' mean.
 type tracker struct {
 	fast, est float64
 	p         float64 // the variance of est
+	fv        float64 // the variance of fast: the periods' own, weighted as fast weighs them
 	prev      float64 // the previous period's value
 	ok        bool
 	pending   int     // the direction of an exceedance last period; 0 none
@@ -66,18 +71,19 @@ func (t *tracker) update(x, v, fast float64, jump bool) bool {
 		return false
 	}
 	if !t.ok {
-		t.fast, t.est, t.prev, t.p, t.ok = x, x, x, v, true
+		t.fast, t.est, t.prev, t.p, t.fv, t.ok = x, x, x, v, v, true
 		return false
 	}
 	prev := t.prev
 	t.prev = x
 	t.fast += fast * (x - t.fast)
+	t.fv = (1-fast)*(1-fast)*t.fv + fast*fast*v
 	dir := 0
 	switch {
 	case !jump:
 	case math.Abs(x-t.est) > jumpZ*math.Sqrt(v+t.p):
 		dir = sign(x - t.est)
-	case math.Abs(t.fast-t.est) > jumpZ*math.Sqrt(v*fast/(2-fast)+t.p):
+	case math.Abs(t.fast-t.est) > jumpZ*math.Sqrt(t.fv+t.p):
 		dir = sign(t.fast - t.est)
 	}
 	if dir != 0 && dir == t.pending {
@@ -89,7 +95,7 @@ func (t *tracker) update(x, v, fast float64, jump bool) bool {
 		if t.moves {
 			t.q = max(t.q, (m-t.est)*(m-t.est)/jumpPeriods)
 		}
-		t.fast, t.est, t.p, t.pending = m, m, v/2, 0
+		t.fast, t.est, t.p, t.fv, t.pending = m, m, v/2, v/2, 0
 		return true
 	}
 	t.pending = dir
@@ -111,6 +117,7 @@ func (t *tracker) shift(d, dv float64) {
 	t.est += d
 	t.prev += d
 	t.p += max(dv, 0)
+	t.fv += max(dv, 0)
 }
 
 // rescale multiplies every average by f: the caller restated what is
@@ -120,6 +127,7 @@ func (t *tracker) rescale(f float64) {
 	t.est *= f
 	t.prev *= f
 	t.p *= f * f
+	t.fv *= f * f
 }
 
 // fastWeight is the weight of an EWMA whose mean age is a window of n
