@@ -313,7 +313,9 @@ func TestServeServicesReload(t *testing.T) {
 `)
 	hup()
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		// The services take the file one after another: wait for the last.
 		assert.Len(c, stateOf(c, d.base+"/services/a").Features, 3)
+		assert.Len(c, stateOf(c, d.base+"/services/b").Features, 2)
 	}, 5*time.Second, 50*time.Millisecond, "reloaded")
 	assert.Equal(t, []string{"z", "v"}, names("b"))
 	assert.Equal(t, 0.3, feature(stateOf(t, d.base+"/services/b"), "z").Level, "the override survived the reload")
