@@ -279,7 +279,7 @@ func TestServeServicesReloadAddsAndRemoves(t *testing.T) {
 // which one of them leads, both knowing which; an override written at
 // either is served by both. Removed, it answers 404 at both and its
 // lease is given up; re-added, it continues its rows: the override is
-// back, and a replica leads it again.
+// back, its generation goes on, and a replica leads it again.
 func TestServeServicesReloadReplicas(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a real PostgreSQL")
@@ -325,6 +325,7 @@ func TestServeServicesReloadReplicas(t *testing.T) {
 		}
 	}, 10*time.Second, 100*time.Millisecond)
 
+	gen := stateOf(t, reps[0].base+"/services/search").Generation
 	write(shop)
 	reloaded(t, false, reps...)
 	for _, r := range reps {
@@ -343,7 +344,9 @@ func TestServeServicesReloadReplicas(t *testing.T) {
 	reloaded(t, false, reps...)
 	t.Logf("search re-added, led by %s", led("search"))
 	for _, r := range reps {
-		assert.Equal(t, 0.25, feature(stateOf(t, r.base+"/services/search"), "spelling").Level, "%s: the search's override is back", r.base)
+		st := stateOf(t, r.base+"/services/search")
+		assert.Equal(t, 0.25, feature(st, "spelling").Level, "%s: the search's override is back", r.base)
+		assert.GreaterOrEqual(t, st.Generation, gen, "%s: the search's published state continues", r.base)
 	}
 }
 
