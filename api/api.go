@@ -140,6 +140,7 @@ type API struct {
 	metrics *metrics
 
 	saveErrors atomic.Uint64
+	closingWhy atomic.Pointer[string] // the streams' last event's reason (ShutdownFor)
 
 	tokens   atomic.Pointer[tokenSet]
 	defaults atomic.Pointer[map[string]bool]
@@ -293,6 +294,23 @@ func (a *API) Close() {
 		a.store.unlock()
 	}
 	a.closed = true
+}
+
+// ShutdownFor is Shutdown with the reason the streams' last event gives
+// ("the daemon is stopping" by default): a daemon that stops serving
+// this API's service while it runs on (a reload removed it) says so. The
+// first reason given wins.
+func (a *API) ShutdownFor(reason string) {
+	a.closingWhy.CompareAndSwap(nil, &reason)
+	a.Shutdown()
+}
+
+// shutdownReason is the reason of the streams' last event.
+func (a *API) shutdownReason() string {
+	if why := a.closingWhy.Load(); why != nil {
+		return *why
+	}
+	return "the daemon is stopping"
 }
 
 // Handler returns the API's routes: /ofrep/v1/…, /v1/….

@@ -429,7 +429,7 @@ func (a *API) pump(w http.ResponseWriter, r *http.Request, rc *http.ResponseCont
 		case <-r.Context().Done():
 			return
 		case <-a.closing:
-			write(sse("", "shutdown", marshal(map[string]any{"v": Version, "reason": "the daemon is stopping"})))
+			write(sse("", "shutdown", marshal(map[string]any{"v": Version, "reason": a.shutdownReason()})))
 			return
 		case <-expired:
 			reauth("the stream token expired: get a new one (POST /v1/stream/token) and reconnect")

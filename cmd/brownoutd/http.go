@@ -24,7 +24,7 @@ func newEcho(a *api.API, reg *prometheus.Registry) *echoServer {
 
 // newEchoOf is the daemon's echo server: h at the given routes; the dial
 // at /, metrics, health and readiness beside, each behind guard.
-func newEchoOf(h http.Handler, guard func(http.Handler) http.Handler, reg *prometheus.Registry, routes ...string) *echoServer {
+func newEchoOf(h http.Handler, guard func(http.Handler) http.Handler, reg prometheus.Gatherer, routes ...string) *echoServer {
 	s := &echoServer{Echo: echo.New()}
 	e := s.Echo
 	e.HideBanner, e.HidePort = true, true

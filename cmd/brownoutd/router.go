@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/brownout/brownout/api"
 	httpproblem "github.com/brownout/brownout/internal/problem"
@@ -30,34 +32,55 @@ import (
 // Anything else at the root is refused with a 400 that names the
 // services (OFREP's error shape under /ofrep/, problem+json elsewhere),
 // and a name the daemon does not serve with a 404. It is safe for
-// concurrent use: its units are fixed for the process's life.
+// concurrent use: a reload swaps its units whole (publish), and a
+// request reads them once, as they were when it arrived. A request
+// handed to a unit that a reload is retiring meanwhile is answered as
+// one for a service the daemon does not serve (unit.enter).
 type router struct {
-	units map[string]*unit
-	order []*unit // the configuration's order
+	set atomic.Pointer[unitSet]
 	// guard is the root's own reads' (the list): api.LocalOnly on a
 	// loopback listener, as the services' reads are guarded.
 	guard func(http.Handler) http.Handler
 }
 
+// unitSet is the services a daemon serves at a time: never changed once
+// published, replaced whole by a reload.
+type unitSet struct {
+	byName map[string]*unit
+	order  []*unit // the configuration's order
+}
+
 func newRouter(units []*unit, loopback bool) *router {
-	rt := &router{units: map[string]*unit{}, order: units, guard: func(h http.Handler) http.Handler { return h }}
+	rt := &router{guard: func(h http.Handler) http.Handler { return h }}
 	if loopback {
 		rt.guard = api.LocalOnly
 	}
-	for _, u := range units {
-		rt.units[u.name] = u
-	}
+	rt.publish(units)
 	return rt
 }
 
+// publish makes units, in the configuration's order, the services the
+// router hands requests to, from the next request on.
+func (rt *router) publish(units []*unit) {
+	set := &unitSet{byName: make(map[string]*unit, len(units)), order: slices.Clone(units)}
+	for _, u := range units {
+		set.byName[u.name] = u
+	}
+	rt.set.Store(set)
+}
+
+// units returns the services served now.
+func (rt *router) units() *unitSet { return rt.set.Load() }
+
 func (rt *router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	named := r.Header.Get(service.Header)
+	set := rt.units()
 	if rest, ok := strings.CutPrefix(r.URL.Path, "/services/"); ok {
 		name, _, slash := strings.Cut(rest, "/")
-		u := rt.units[name]
+		u := set.byName[name]
 		switch {
 		case u == nil:
-			rt.refuse(w, r, http.StatusNotFound, "unknown-service", "no service "+quote(name)+" here: "+rt.list())
+			rt.refuse(w, r, http.StatusNotFound, "unknown-service", "no service "+quote(name)+" here: "+set.list())
 		case named != "" && named != name:
 			rt.refuse(w, r, http.StatusBadRequest, "service-mismatch", "the path names service "+quote(name)+" and "+service.Header+" "+quote(named)+": say one, or the same twice")
 		case !slash && (r.Method == http.MethodGet || r.Method == http.MethodHead):
@@ -66,26 +89,24 @@ func (rt *router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			u.Path += "/"
 			u.RawPath = ""
 			http.Redirect(w, r, u.RequestURI(), http.StatusMovedPermanently)
-		default:
-			u.handler.ServeHTTP(w, r)
+		case !u.serve(u.handler, w, r):
+			rt.refuse(w, r, http.StatusNotFound, "unknown-service", "no service "+quote(name)+" here: "+rt.units().list())
 		}
 		return
 	}
 	if named == "" {
 		if r.URL.Path == "/v1/state" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
-			rt.guard(http.HandlerFunc(rt.getStates)).ServeHTTP(w, r)
+			rt.guard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { getStates(set, w, r) })).ServeHTTP(w, r)
 			return
 		}
-		rt.refuse(w, r, http.StatusBadRequest, "service-required", "this daemon serves several services ("+rt.list()+
+		rt.refuse(w, r, http.StatusBadRequest, "service-required", "this daemon serves several services ("+set.list()+
 			"): say which with the path /services/{name}/… or the header "+service.Header)
 		return
 	}
-	u := rt.units[named]
-	if u == nil {
-		rt.refuse(w, r, http.StatusNotFound, "unknown-service", service.Header+" "+quote(named)+": no such service here: "+rt.list())
+	if u := set.byName[named]; u != nil && u.serve(u.api.Handler(), w, r) {
 		return
 	}
-	u.api.Handler().ServeHTTP(w, r)
+	rt.refuse(w, r, http.StatusNotFound, "unknown-service", service.Header+" "+quote(named)+": no such service here: "+rt.units().list())
 }
 
 // servicesJSON is GET /v1/state's body at the root of a daemon of
@@ -105,19 +126,19 @@ type serviceJSON struct {
 	State api.StateJSON `json:"state"`
 }
 
-func (rt *router) states() servicesJSON {
-	out := servicesJSON{V: api.Version, Services: make([]serviceJSON, 0, len(rt.order))}
-	for _, u := range rt.order {
+func (set *unitSet) states() servicesJSON {
+	out := servicesJSON{V: api.Version, Services: make([]serviceJSON, 0, len(set.order))}
+	for _, u := range set.order {
 		out.Services = append(out.Services, serviceJSON{Name: u.name, Base: service.Base(u.name), State: u.api.State()})
 	}
 	return out
 }
 
-func (rt *router) getStates(w http.ResponseWriter, r *http.Request) {
+func getStates(set *unitSet, w http.ResponseWriter, r *http.Request) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(rt.states()); err != nil {
+	if err := enc.Encode(set.states()); err != nil {
 		httpproblem.Write(w, httpproblem.Problem{Type: httpproblem.Type("api", "encoding"), Status: http.StatusInternalServerError, Detail: err.Error()})
 		return
 	}
@@ -165,11 +186,11 @@ func ofrepPath(p string) (string, bool) {
 const maxListed = 10
 
 // list names the services for a refusal: at most maxListed of them.
-func (rt *router) list() string {
+func (set *unitSet) list() string {
 	var b strings.Builder
-	for i, u := range rt.order {
+	for i, u := range set.order {
 		if i == maxListed {
-			b.WriteString(", … (" + strconv.Itoa(len(rt.order)) + " in all; GET /v1/state lists them)")
+			b.WriteString(", … (" + strconv.Itoa(len(set.order)) + " in all; GET /v1/state lists them)")
 			break
 		}
 		if i > 0 {

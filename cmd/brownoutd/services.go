@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/brownout/brownout/api"
 	"github.com/brownout/brownout/dimmer"
@@ -41,27 +42,38 @@ import (
 // at the root.
 
 // unit is one service of a daemon of several. newUnit sets its fields,
-// fixed from then on; its parts are safe for concurrent use, and run is
-// its one goroutine.
+// fixed from then on but for its loop's (start, stop); its parts are
+// safe for concurrent use, and run is its one goroutine.
 type unit struct {
 	name    string
 	cfg     *serviceConfig
 	ctl     *dimmer.Controller
 	src     source
 	api     *api.API
-	rep     *cluster.Replica // with a store: the service's replica; else nil
-	handler http.Handler     // the service's routes under /services/{name}/
+	rep     *cluster.Replica     // with a store: the service's replica; else nil
+	handler http.Handler         // the service's routes under /services/{name}/
+	reg     *prometheus.Registry // its metrics, labelled service={name}: /metrics gathers it while it is served
+
+	// gate is held read-locked by every request the router hands the
+	// unit; retire write-locks it, so that requests already in it end
+	// before its state is saved and its lock released, and a request
+	// that arrives meanwhile (it read the router's units before the
+	// reload) is refused as one of a service not served.
+	gate sync.RWMutex
+	stop context.CancelFunc // ends the loop that start started
+	done chan struct{}      // closed when that loop returned
 }
 
 // newUnit builds s's unit over its source (buildSource; push, when it is
-// a push source): its metrics go to reg labelled with its name, its log
-// lines say it. With a store (c.Store) the service runs as a replica of
-// its own, its rows keyed by its name, its lease its own: each service
-// has its leader, all of them on conn, the daemon's connection to the
-// store. Close it with close.
-func newUnit(ctx context.Context, c *config, s *serviceConfig, src source, push *fleet.PushSource, conn *cluster.Conn, reg prometheus.Registerer, log *slog.Logger) (*unit, error) {
+// a push source): its metrics go to a registry of its own, labelled with
+// its name, its log lines say it. With a store (c.Store) the service runs
+// as a replica of its own, its rows keyed by its name, its lease its own:
+// each service has its leader, all of them on conn, the daemon's
+// connection to the store. Close it with close.
+func newUnit(ctx context.Context, c *config, s *serviceConfig, src source, push *fleet.PushSource, conn *cluster.Conn, log *slog.Logger) (*unit, error) {
 	log = log.With("service", s.Name)
-	reg = prometheus.WrapRegistererWith(prometheus.Labels{"service": s.Name}, reg)
+	own := prometheus.NewRegistry()
+	reg := prometheus.WrapRegistererWith(prometheus.Labels{"service": s.Name}, own)
 	s.Dimmer.Logger = log
 	ctl, err := dimmer.New(s.Dimmer)
 	if err != nil {
@@ -97,7 +109,7 @@ func newUnit(ctx context.Context, c *config, s *serviceConfig, src source, push 
 	mux.Handle("/ofrep/", a.Handler())
 	mux.Handle("/v1/", a.Handler())
 	mux.Handle("/", a.Local(web.Handler()))
-	return &unit{name: s.Name, cfg: s, ctl: ctl, src: src, api: a, rep: rep, handler: http.StripPrefix(base, mux)}, nil
+	return &unit{name: s.Name, cfg: s, ctl: ctl, src: src, api: a, rep: rep, handler: http.StripPrefix(base, mux), reg: own}, nil
 }
 
 // close releases the unit's state dir, then its store (after the last
@@ -107,6 +119,18 @@ func (u *unit) close() {
 	if u.rep != nil {
 		u.rep.Close()
 	}
+}
+
+// serve hands a request to the unit through h, one of its handlers, and
+// reports true; false, without a byte written, when the unit is being
+// retired (the router then answers as for a service it does not serve).
+func (u *unit) serve(h http.Handler, w http.ResponseWriter, r *http.Request) bool {
+	if !u.gate.TryRLock() {
+		return false
+	}
+	defer u.gate.RUnlock()
+	h.ServeHTTP(w, r)
+	return true
 }
 
 // run is the unit's control loop, started after delay (its phase in the
@@ -120,10 +144,81 @@ func (u *unit) run(ctx context.Context, delay time.Duration) {
 	case <-t.C:
 	}
 	if u.rep != nil {
-		u.rep.Run(ctx, u.api, u.src)
+		u.rep.Run(ctx, u.api, u.src) // at its end, a leader gives its lease up
 		return
 	}
 	u.api.Run(ctx, u.src)
+}
+
+// host runs the units of a daemon of several services: those it started
+// with, and those a reload adds (reloadServices), each until the daemon
+// stops or a reload removes it. Its methods are called from serve's
+// goroutine and its reloads' one at a time, never at once.
+type host struct {
+	c     *config       // the configuration the daemon started with: its settings fixed for its life
+	conn  *cluster.Conn // with a store, the daemon's connection to it; else nil
+	rt    *router
+	log   *slog.Logger
+	ctx   context.Context // the loops' parent: the daemon's life
+	t0    time.Time       // the loops' phases' origin
+	loops sync.WaitGroup
+}
+
+// build makes s's unit: its source, its controller, API and state (its
+// state dir locked, or its replica on the store).
+func (h *host) build(s *serviceConfig) (*unit, error) {
+	src, push, err := buildSource(s)
+	if err != nil {
+		return nil, fmt.Errorf("service %s: %w", s.Name, err)
+	}
+	return newUnit(h.ctx, h.c, s, src, push, h.conn, h.log)
+}
+
+// start runs u's loop, the i-th service of n, from now: at i/n of its
+// tick after the daemon's start (h.t0; the loops spread over the tick, so
+// that their ticks do not fall due at once), the first such moment from
+// now.
+func (h *host) start(u *unit, i, n int, now time.Time) {
+	tick := u.ctl.Config().Tick
+	phase := time.Duration(i) * tick / time.Duration(max(n, 1))
+	delay := (phase - now.Sub(h.t0)%tick + tick) % tick
+	ctx, stop := context.WithCancel(h.ctx)
+	u.stop, u.done = stop, make(chan struct{})
+	h.loops.Go(func() {
+		defer close(u.done)
+		u.run(ctx, delay)
+	})
+}
+
+// retireDrain bounds how long retire waits for the requests in a unit
+// to end: a request's body comes within server.BodyTimeout, and the
+// unit's streams end as retire begins.
+const retireDrain = 15 * time.Second
+
+// retire stops serving u, which the router no longer routes to: its
+// streams end with a last event that says why (its clients reconnect,
+// and get the 404 of a service not served), the requests in it end,
+// its loop stops (a replica's gives its lease up), its operators'
+// state is saved and its lock released — its state dir or its rows in
+// the store stay, for the service to continue if it comes back.
+func (h *host) retire(u *unit, why string) {
+	u.api.ShutdownFor(why)
+	drained := make(chan struct{})
+	go func() {
+		u.gate.Lock() // never unlocked: the unit is done
+		close(drained)
+	}()
+	select {
+	case <-drained:
+	case <-time.After(retireDrain):
+		h.log.Warn("brownoutd: a retired service's requests did not end; stopping it under them", "service", u.name, "waited", retireDrain)
+	}
+	if u.stop != nil {
+		u.stop()
+		<-u.done
+	}
+	u.api.Save()
+	u.close()
 }
 
 // serveServices is runServe for a file with services:.
@@ -132,35 +227,36 @@ func serveServices(ctx context.Context, c *config, file string, f *serveFlags, s
 	reg.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
 		collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)})),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	h := &host{c: c, log: log, ctx: ctx}
 	// With a store, one connection to it for every service: a pool sized
 	// for them and one listener (cluster.Connect), closed after the last
 	// unit's Save.
-	var conn *cluster.Conn
 	if c.Store != "" {
 		var err error
-		if conn, err = cluster.Connect(ctx, c.Store, len(c.Services), storeConnectTimeout); err != nil {
+		if h.conn, err = cluster.Connect(ctx, c.Store, len(c.Services), storeConnectTimeout); err != nil {
 			return err
 		}
-		defer conn.Close()
+		defer h.conn.Close()
 	}
 	var units []*unit
-	defer func() {
-		for _, u := range units {
-			u.close() // the state dirs' locks, the replicas, after the last Save
-		}
-	}()
 	for _, s := range c.Services {
-		src, push, err := buildSource(s)
+		u, err := h.build(s)
 		if err != nil {
-			return fmt.Errorf("service %s: %w", s.Name, err)
-		}
-		u, err := newUnit(ctx, c, s, src, push, conn, reg, log)
-		if err != nil {
+			for _, u := range units {
+				u.close()
+			}
 			return err
 		}
 		units = append(units, u)
 	}
-	rt := newRouter(units, loopback(c.Listen))
+	h.rt = newRouter(units, loopback(c.Listen))
+	defer func() {
+		for _, u := range h.rt.units().order {
+			u.close() // the state dirs' locks, the replicas, after the last Save
+		}
+	}()
 	ln, err := server.ListenWith(c.Listen, c.Conns)
 	if err != nil {
 		return err
@@ -169,7 +265,7 @@ func serveServices(ctx context.Context, c *config, file string, f *serveFlags, s
 		ln.Close()
 		return err
 	}
-	e := newServicesEcho(rt, reg)
+	e := newServicesEcho(h.rt, reg)
 	srv := server.New(e)
 	scheme := "http"
 	if c.TLS.Cert != "" {
@@ -179,7 +275,7 @@ func serveServices(ctx context.Context, c *config, file string, f *serveFlags, s
 	if c.Store != "" {
 		where = "store " + cluster.Redact(c.Store) + ", a replica of each service"
 	}
-	fmt.Fprintf(stdout, "brownoutd: serving on %s://%s (config %s; services %s; state %s)\n", scheme, ln.Addr(), fileName(file), rt.list(), where)
+	fmt.Fprintf(stdout, "brownoutd: serving on %s://%s (config %s; services %s; state %s)\n", scheme, ln.Addr(), fileName(file), h.rt.units().list(), where)
 	for _, u := range units {
 		fmt.Fprintf(stdout, "brownoutd: service %s at %s://%s%s/ (features %s; state %s)\n", u.name, scheme, ln.Addr(), service.Base(u.name), featureNames(u.cfg.Dimmer), unitState(c, u))
 	}
@@ -193,23 +289,22 @@ func serveServices(ctx context.Context, c *config, file string, f *serveFlags, s
 		}
 	}
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var loops sync.WaitGroup
+	h.t0 = time.Now()
 	for i, u := range units {
-		phase := time.Duration(i) * u.ctl.Config().Tick / time.Duration(len(units))
-		loops.Go(func() { u.run(ctx, phase) })
+		h.start(u, i, len(units), h.t0)
 	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	reloads := make(chan struct{})
 	go func() {
+		defer close(reloads)
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-hup:
-				reloadServices(units, f, set, c, log)
+				reloadServices(h, f, set)
 			}
 		}
 	}()
@@ -225,20 +320,22 @@ func serveServices(ctx context.Context, c *config, file string, f *serveFlags, s
 	select {
 	case err := <-serveErr:
 		cancel()
-		loops.Wait()
+		<-reloads
+		h.loops.Wait()
 		return err
 	case <-ctx.Done():
 	}
+	<-reloads // a reload under way ends first: the units are then those served
 	log.Info("brownoutd: shutting down")
-	for _, u := range units {
+	for _, u := range h.rt.units().order {
 		u.api.Shutdown() // a last event on every stream, which then ends
 	}
 	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer scancel()
 	err = srv.Shutdown(sctx)
 	cancel()
-	loops.Wait()
-	for _, u := range units {
+	h.loops.Wait()
+	for _, u := range h.rt.units().order {
 		u.api.Save()
 	}
 	return err
@@ -247,17 +344,44 @@ func serveServices(ctx context.Context, c *config, file string, f *serveFlags, s
 // newServicesEcho is newEcho for a daemon of several services: the
 // router under /services/, /ofrep/ and /v1/; the dial at / (it lists the
 // services, each of which has its own at /services/{name}/); metrics,
-// health and readiness beside.
+// health and readiness beside: the daemon's own (reg) and those of each
+// service it serves at the moment of the scrape.
 func newServicesEcho(rt *router, reg *prometheus.Registry) *echoServer {
-	return newEchoOf(rt, rt.guard, reg, "/services/*", "/ofrep/*", "/v1/*")
+	return newEchoOf(rt, rt.guard, servicesGatherer{reg, rt}, "/services/*", "/ofrep/*", "/v1/*")
+}
+
+// servicesGatherer is /metrics of a daemon of several services: the
+// daemon's registry and the registry of every unit the router serves, so
+// that a service a reload removes leaves no series behind, and one added
+// (again) registers into a registry of its own.
+type servicesGatherer struct {
+	daemon *prometheus.Registry
+	rt     *router
+}
+
+func (g servicesGatherer) Gather() ([]*dto.MetricFamily, error) {
+	set := g.rt.units()
+	gs := make(prometheus.Gatherers, 0, 1+len(set.order))
+	gs = append(gs, g.daemon)
+	for _, u := range set.order {
+		gs = append(gs, u.reg)
+	}
+	return gs.Gather()
 }
 
 // reloadServices is reload for a daemon of several services: the file
-// is checked whole, every service's controller configuration first, and
-// applied to every service only when all of it is valid. The services
-// themselves (their names), each one's tick and source, and the daemon's
-// listener take effect at the next restart.
-func reloadServices(units []*unit, f *serveFlags, set map[string]bool, running *config, log *slog.Logger) {
+// is checked whole — every service's controller configuration, the
+// sources of those it adds — and applied only when all of it is valid,
+// and every service it adds could be built (its state dir locked, its
+// replica on the store). Then the services it keeps take their new
+// configuration, tokens, defaults and CORS origins; those it adds are
+// routed and their loops started; those it removes are unrouted at once
+// and retired (host.retire). A service's tick and source, and the
+// daemon's settings (listen, state dir, store, TLS, …), take effect at
+// the next restart: rebuilding a service in place would start its
+// levels, history and windows afresh in the middle of an incident.
+func reloadServices(h *host, f *serveFlags, set map[string]bool) {
+	log := h.log
 	c, file, err := f.settings(os.Getenv, set)
 	if err == nil && len(c.Services) == 0 {
 		err = fmt.Errorf("%s has no services: a daemon started with services keeps them until its restart", fileName(file))
@@ -266,18 +390,30 @@ func reloadServices(units []*unit, f *serveFlags, set map[string]bool, running *
 		log.Error("brownoutd: reload refused, keeping the running configuration", "config", fileName(file), "err", err)
 		return
 	}
-	fields := restartOnly(running, c)
+	refuse := func(svc string, err error) {
+		log.Error("brownoutd: reload refused, keeping the running configuration", "config", fileName(file), "service", svc, "err", err)
+	}
+	fields := restartOnly(h.c, c)
+	cur := h.rt.units()
 	next := map[string]*serviceConfig{}
 	for _, s := range c.Services {
 		next[s.Name] = s
 	}
-	if len(next) != len(units) {
-		fields = append(fields, "services")
-	}
-	for _, u := range units {
-		s := next[u.name]
-		if s == nil {
-			fields = append(fields, "services")
+	var adding []*serviceConfig
+	for _, s := range c.Services {
+		u := cur.byName[s.Name]
+		if u == nil {
+			// Checked before any is built: building locks its state.
+			s.Dimmer.Logger = log.With("service", s.Name)
+			if _, err := dimmer.New(s.Dimmer); err != nil {
+				refuse(s.Name, err)
+				return
+			}
+			if _, _, err := buildSource(s); err != nil {
+				refuse(s.Name, err)
+				return
+			}
+			adding = append(adding, s)
 			continue
 		}
 		if tick := s.Dimmer.Tick; tick != u.ctl.Config().Tick && !(tick == 0 && u.ctl.Config().Tick == time.Second) {
@@ -289,14 +425,26 @@ func reloadServices(units []*unit, f *serveFlags, set map[string]bool, running *
 		s.Dimmer.Tick = u.ctl.Config().Tick
 		s.Dimmer.Logger = log.With("service", u.name)
 		if _, err := dimmer.New(s.Dimmer); err != nil {
-			log.Error("brownoutd: reload refused, keeping the running configuration", "config", fileName(file), "service", u.name, "err", err)
+			refuse(u.name, err)
 			return
 		}
+	}
+	added := map[string]*unit{}
+	for _, s := range adding {
+		u, err := h.build(s)
+		if err != nil {
+			for _, u := range added {
+				u.close()
+			}
+			refuse(s.Name, err)
+			return
+		}
+		added[s.Name] = u
 	}
 	if len(fields) > 0 {
 		log.Warn("brownoutd: these settings take effect at the next restart, not on reload; the running ones stay", "settings", strings.Join(dedup(fields), ", "))
 	}
-	for _, u := range units {
+	for _, u := range cur.order {
 		s := next[u.name]
 		if s == nil {
 			continue
@@ -313,7 +461,44 @@ func reloadServices(units []*unit, f *serveFlags, set map[string]bool, running *
 		u.api.Save() // overrides on removed features are gone: not back after a crash
 		u.api.Note("reload", "configuration reloaded from "+fileName(file))
 	}
-	log.Info("brownoutd: configuration reloaded", "config", fileName(file), "services", len(units))
+	// The new set, in the file's order, routed from the next request on.
+	order := make([]*unit, 0, len(c.Services))
+	for _, s := range c.Services {
+		if u := added[s.Name]; u != nil {
+			order = append(order, u)
+		} else {
+			order = append(order, cur.byName[s.Name])
+		}
+	}
+	h.rt.publish(order)
+	var addedNames, removedNames []string
+	for i, u := range order {
+		if added[u.name] == nil {
+			continue
+		}
+		h.start(u, i, len(order), time.Now())
+		addedNames = append(addedNames, u.name)
+		u.api.Note("service", "service added by a reload of "+fileName(file)+": served at "+service.Base(u.name)+"/")
+		log.Info("brownoutd: service added", "service", u.name, "base", service.Base(u.name)+"/", "features", featureNames(u.cfg.Dimmer), "state", unitState(h.c, u))
+		if len(u.cfg.OperatorTokens) == 0 && !loopback(h.c.Listen) {
+			log.Warn("brownoutd: no operator token and not on loopback: operator writes are refused", "service", u.name)
+		}
+	}
+	var retiring sync.WaitGroup
+	for _, u := range cur.order {
+		if next[u.name] != nil {
+			continue
+		}
+		removedNames = append(removedNames, u.name)
+		u.api.Note("service", "service removed by a reload of "+fileName(file)+": no longer served; its operators' state stays, for it to continue if it comes back")
+		retiring.Go(func() {
+			h.retire(u, "the service is no longer served: a reload of the daemon's configuration removed it")
+			log.Info("brownoutd: service removed: no longer served, its operators' state kept", "service", u.name, "state", unitState(h.c, u))
+		})
+	}
+	retiring.Wait()
+	log.Info("brownoutd: configuration reloaded", "config", fileName(file), "services", len(order),
+		"added", strings.Join(addedNames, ", "), "removed", strings.Join(removedNames, ", "))
 }
 
 // unitState says where a service's operators' state lives, for its start

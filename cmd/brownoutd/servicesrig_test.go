@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/brownout/brownout/internal/service"
@@ -44,7 +43,6 @@ func newRig(t testing.TB, src string, sources map[string]source) *rig {
 	require.NoError(t, c.readServiceTokens())
 	r := &rig{c: c}
 	log := slog.New(slog.DiscardHandler)
-	reg := prometheus.NewRegistry()
 	for _, s := range c.Services {
 		src, push, err := buildSource(s)
 		require.NoError(t, err)
@@ -54,7 +52,7 @@ func newRig(t testing.TB, src string, sources map[string]source) *rig {
 				push = p
 			}
 		}
-		u, err := newUnit(context.Background(), c, s, src, push, nil, reg, log)
+		u, err := newUnit(context.Background(), c, s, src, push, nil, log)
 		require.NoError(t, err)
 		r.units = append(r.units, u)
 	}

@@ -1,0 +1,446 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/brownout/brownout/internal/pgtest"
+	"github.com/brownout/brownout/internal/service"
+	"github.com/brownout/brownout/internal/testsrv"
+	"github.com/brownout/brownout/signals"
+	"github.com/brownout/brownout/signals/fleet"
+)
+
+// The tests of a reload that adds and removes services (reloadServices),
+// on `brownoutd serve` in this process over real HTTP: SIGHUP reaches
+// every daemon the test runs.
+
+// reloaded sends SIGHUP and waits until each daemon logged the reload's
+// outcome: its last line, "configuration reloaded", or "reload refused"
+// when refused.
+func reloaded(t *testing.T, refused bool, ds ...*daemon) {
+	t.Helper()
+	says := `msg="brownoutd: configuration reloaded"`
+	if refused {
+		says = `msg="brownoutd: reload refused`
+	}
+	var before []int
+	for _, d := range ds {
+		before = append(before, strings.Count(d.errs.String(), says))
+	}
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
+	for i, d := range ds {
+		require.Eventually(t, func() bool { return strings.Count(d.errs.String(), says) > before[i] }, 20*time.Second, 20*time.Millisecond,
+			"%s: %q in the log: %s", d.base, says, d.errs.String())
+	}
+}
+
+// sseFollow follows an event stream (headers: name, value pairs): its events' kinds and data, in
+// order, on a channel closed when the stream ends.
+func sseFollow(t *testing.T, url string, headers ...string) <-chan [2]string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	require.NoError(t, err)
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	require.Equal(t, 200, resp.StatusCode, url)
+	ch := make(chan [2]string, 64)
+	go func() {
+		defer close(ch)
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		var kind string
+		for sc.Scan() {
+			line := sc.Text()
+			if k, ok := strings.CutPrefix(line, "event: "); ok {
+				kind = k
+			}
+			if d, ok := strings.CutPrefix(line, "data: "); ok {
+				select {
+				case ch <- [2]string{kind, d}:
+				default: // a slow test drops ticks, not the end
+				}
+			}
+		}
+	}()
+	return ch
+}
+
+// lastEvent waits for the stream's end and returns its last event.
+func lastEvent(t *testing.T, ch <-chan [2]string, within time.Duration) [2]string {
+	t.Helper()
+	var last [2]string
+	timeout := time.After(within)
+	for {
+		select {
+		case ev, ok := <-ch:
+			if !ok {
+				return last
+			}
+			last = ev
+		case <-timeout:
+			t.Fatalf("the stream did not end within %v", within)
+		}
+	}
+}
+
+// slowPushes pushes an instance's slow answers (900 ms) to url for svc
+// until the test ends.
+func slowPushes(t *testing.T, url, svc string) {
+	rec := signals.NewRecorder(signals.Config{})
+	p, err := fleet.NewPusher(rec, fleet.PusherConfig{URL: url, Instance: svc + "-1", Service: svc,
+		Interval: 100 * time.Millisecond, MaxBackoff: 300 * time.Millisecond})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go p.Run(ctx)
+	go func() {
+		tk := time.NewTicker(2 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-tk.C:
+				rec.Arrive(signals.Default)
+				rec.Done(signals.Default, now.Add(-900*time.Millisecond), now, false, time.Time{})
+			}
+		}
+	}()
+}
+
+// names lists the root's services, in order.
+func names(m servicesJSON) []string {
+	out := []string{}
+	for _, s := range m.Services {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+// TestServeServicesReloadAddsAndRemoves: a reload adds a service — its
+// OFREP answers at once, its pushes dim it, the root lists it, /metrics
+// carries it, its events say it was added — and removes one: its
+// streams end with a last event that says why, its every route answers
+// the 404 of a service not served (by path, by header, OFREP's shape on
+// OFREP's routes), /metrics drops its series, while the others keep
+// their boot, generations, levels and overrides. Re-added, it continues
+// its operators' state (its state dir's lock was released) and its
+// metrics register again. A file whose added service is invalid, or
+// cannot be built (its state dir in use), changes nothing.
+func TestServeServicesReloadAddsAndRemoves(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "b.yaml")
+	write := func(s string) { require.NoError(t, os.WriteFile(file, []byte("tick: 100ms\nservices:\n"+s), 0o600)) }
+	const a = "  - {name: a, features: [{name: x}, {name: y}]}\n"
+	const b = "  - {name: b, features: [{name: z}]}\n"
+	const c = "  - {name: c, targets: [{signal: latency.p99, target: 200ms}], features: [{name: u}, {name: v, default: false}]}\n"
+	write(a + b)
+	d := startDaemon(t, "--listen", "127.0.0.1:0", "--state-dir", dir, "--config", file)
+	ec := `{"context":{"targetingKey":"u1"}}`
+	for _, svc := range []string{"a", "b"} {
+		resp, body := do(t, "PUT", d.base+"/services/"+svc+"/v1/features/"+map[string]string{"a": "y", "b": "z"}[svc]+"/override", `{"level":0.3,"ttl":"1h","reason":"war room"}`)
+		require.Equal(t, 200, resp.StatusCode, body)
+	}
+	resp, _ := do(t, "POST", d.base+"/services/c/ofrep/v1/evaluate/flags/u", ec)
+	require.Equal(t, 404, resp.StatusCode, "c is not served yet")
+
+	// Added.
+	write(a + c + b)
+	start := time.Now()
+	reloaded(t, false, d)
+	resp, body := do(t, "POST", d.base+"/services/c/ofrep/v1/evaluate/flags/u", ec)
+	t.Logf("c answered OFREP %v after the SIGHUP", time.Since(start))
+	require.Equal(t, 200, resp.StatusCode, body)
+	assert.Contains(t, body, `"value":true`)
+	resp, body = do(t, "POST", d.base+"/ofrep/v1/evaluate/flags/v", ec, service.Header, "c")
+	require.Equal(t, 200, resp.StatusCode, body)
+	assert.Contains(t, body, `"key":"v"`, "by header too")
+	resp, body = do(t, "POST", d.base+"/services/c/ofrep/v1/evaluate/flags", ec)
+	require.Equal(t, 200, resp.StatusCode, body)
+	assert.Contains(t, body, `"requestUri":"/services/c/ofrep/v1/events"`)
+	assert.Equal(t, []string{"a", "c", "b"}, names(servicesOf(t, d.base)), "the root lists it, in the file's order")
+	assert.Contains(t, d.errs.String(), `msg="brownoutd: service added" service=c base=/services/c/`)
+	assert.NotContains(t, d.errs.String(), "next restart", "nothing waits for a restart")
+	var events struct{ Events []struct{ Kind, What string } }
+	resp, body = do(t, "GET", d.base+"/services/c/v1/events", "")
+	require.Equal(t, 200, resp.StatusCode)
+	require.NoError(t, json.Unmarshal([]byte(body), &events))
+	require.NotEmpty(t, events.Events)
+	assert.Contains(t, events.Events[len(events.Events)-1].What, "service added by a reload")
+	slowPushes(t, d.base+"/services/c/v1/signals", "c")
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		st := stateOf(ct, d.base+"/services/c")
+		require.NotEmpty(ct, st.Sources)
+		assert.True(ct, st.Sources[0].OK, "c's pushes arrive")
+		assert.Less(ct, feature(st, "u").Level, 1.0, "and dim it")
+	}, 15*time.Second, 50*time.Millisecond)
+	resp, body = do(t, "GET", d.base+"/metrics", "")
+	require.Equal(t, 200, resp.StatusCode)
+	assert.Contains(t, body, `brownout_feature_level{feature="u",service="c"}`)
+
+	// Removed: b, followed by two streams.
+	stream := sseFollow(t, d.base+"/services/b/v1/stream")
+	ofrepStream := sseFollow(t, d.base+"/ofrep/v1/events", service.Header, "b")
+	before := stateOf(t, d.base+"/services/a")
+	write(a + c)
+	reloaded(t, false, d)
+	for _, ch := range []<-chan [2]string{stream, ofrepStream} {
+		last := lastEvent(t, ch, 5*time.Second)
+		assert.Equal(t, "shutdown", last[0], "b's streams end with a last event")
+		assert.Contains(t, last[1], "the service is no longer served")
+	}
+	for _, tc := range []struct {
+		method, url, header, says string
+	}{
+		{"GET", "/services/b/v1/state", "", `no service "b" here: a, c`},
+		{"GET", "/services/b/v1/stream", "", `no service "b" here`},
+		{"POST", "/services/b/v1/signals", "", `no service "b" here`},
+		{"PUT", "/services/b/v1/features/z/override", "", `no service "b" here`},
+		{"GET", "/v1/state", "b", `"b": no such service here: a, c`},
+	} {
+		resp, body := do(t, tc.method, d.base+tc.url, `{"level":0.5}`, service.Header, tc.header)
+		if tc.header == "" {
+			resp, body = do(t, tc.method, d.base+tc.url, `{"level":0.5}`)
+		}
+		assert.Equal(t, 404, resp.StatusCode, "%s %s", tc.method, tc.url)
+		var pb struct{ Type, Detail string }
+		require.NoError(t, json.Unmarshal([]byte(body), &pb), body)
+		assert.Equal(t, "urn:brownout:api:unknown-service", pb.Type, "%s %s", tc.method, tc.url)
+		assert.Contains(t, pb.Detail, tc.says, "%s %s", tc.method, tc.url)
+	}
+	resp, body = do(t, "POST", d.base+"/services/b/ofrep/v1/evaluate/flags/z", ec)
+	assert.Equal(t, 404, resp.StatusCode)
+	assert.JSONEq(t, `{"key":"z","errorCode":"GENERAL","errorDetails":"no service \"b\" here: a, c"}`, body, "OFREP's error shape")
+	assert.Equal(t, []string{"a", "c"}, names(servicesOf(t, d.base)))
+	assert.Contains(t, d.errs.String(), `msg="brownoutd: service removed: no longer served, its operators' state kept" service=b`)
+	resp, body = do(t, "GET", d.base+"/metrics", "")
+	require.Equal(t, 200, resp.StatusCode)
+	assert.NotContains(t, body, `service="b"`, "no stale series of b")
+	assert.Contains(t, body, `brownout_feature_level{feature="y",service="a"} 0.3`)
+	after := stateOf(t, d.base+"/services/a")
+	assert.Equal(t, before.Boot, after.Boot, "a was not rebuilt")
+	assert.GreaterOrEqual(t, after.Generation, before.Generation)
+	assert.Equal(t, 0.3, feature(after, "y").Level, "a's override stays")
+	assert.Less(t, feature(stateOf(t, d.base+"/services/c"), "u").Level, 1.0, "c still dims")
+
+	// Refused: an added service that is invalid, or whose state dir is in
+	// use; nothing of the file applies (b is not back, c stays).
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "services", "e"), 0o700))
+	held, err := os.OpenFile(filepath.Join(dir, "services", "e", ".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	require.NoError(t, err)
+	require.NoError(t, syscall.Flock(int(held.Fd()), syscall.LOCK_EX|syscall.LOCK_NB))
+	for _, bad := range []string{
+		a + c + b + "  - {name: f, features: [{name: w, floor: 7}]}\n",
+		a + b + "  - {name: e, features: [{name: w}]}\n",
+	} {
+		write(bad)
+		reloaded(t, true, d)
+		assert.Equal(t, []string{"a", "c"}, names(servicesOf(t, d.base)), "nothing of a refused file applies")
+	}
+	assert.Contains(t, d.errs.String(), "in use by another process")
+	held.Close()
+
+	// Re-added: b continues its operators' state; its metrics are back.
+	write(a + c + b)
+	reloaded(t, false, d)
+	st := stateOf(t, d.base+"/services/b")
+	require.NotNil(t, feature(st, "z").Override, "b's override is back: %+v", st.Features)
+	assert.Equal(t, 0.3, feature(st, "z").Level)
+	resp, body = do(t, "GET", d.base+"/metrics", "")
+	require.Equal(t, 200, resp.StatusCode, body)
+	assert.Contains(t, body, `brownout_feature_level{feature="z",service="b"} 0.3`)
+	assert.Equal(t, []string{"a", "c", "b"}, names(servicesOf(t, d.base)))
+}
+
+// TestServeServicesReloadReplicas: two replicas of a daemon of one
+// service on a real PostgreSQL; a reload of both adds a second service,
+// which one of them leads, both knowing which; an override written at
+// either is served by both. Removed, it answers 404 at both and its
+// lease is given up; re-added, it continues its rows: the override is
+// back, its generation goes on, and a replica leads it again.
+func TestServeServicesReloadReplicas(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a real PostgreSQL")
+	}
+	dsn := pgtest.Start(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "b.yaml")
+	write := func(s string) { require.NoError(t, os.WriteFile(file, []byte("tick: 200ms\nservices:\n"+s), 0o600)) }
+	const shop = "  - {name: shop, features: [{name: recommendations}, {name: reviews}]}\n"
+	const search = "  - {name: search, features: [{name: suggestions}, {name: spelling}]}\n"
+	write(shop)
+	var reps []*daemon
+	for range 2 {
+		reps = append(reps, startDaemon(t, "--listen", testsrv.FreeAddr(t), "--config", file, "--store", dsn))
+	}
+	led := func(svc string) string {
+		var leader string
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			var seen []string
+			for _, r := range reps {
+				st := stateOf(c, r.base+"/services/"+svc)
+				require.NotNil(c, st.Cluster)
+				assert.NotEmpty(c, st.Cluster.Leader)
+				seen = append(seen, st.Cluster.Leader)
+			}
+			assert.Equal(c, seen[0], seen[1], "%s: one leader, known to both", svc)
+			leader = seen[0]
+		}, 20*time.Second, 100*time.Millisecond, "%s has a leader", svc)
+		return leader
+	}
+	t.Logf("shop led by %s", led("shop"))
+
+	write(shop + search)
+	start := time.Now()
+	reloaded(t, false, reps...)
+	t.Logf("search added on both replicas, led by %s, %v after the SIGHUP", led("search"), time.Since(start))
+	resp, body := do(t, "PUT", reps[1].base+"/services/search/v1/features/spelling/override", `{"level":0.25,"ttl":"1h","reason":"war room"}`)
+	require.Equal(t, 200, resp.StatusCode, body)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		for _, r := range reps {
+			assert.Equal(c, 0.25, feature(stateOf(c, r.base+"/services/search"), "spelling").Level, "%s serves the search's override", r.base)
+			assert.Equal(c, []string{"shop", "search"}, names(servicesOf(c, r.base)))
+		}
+	}, 10*time.Second, 100*time.Millisecond)
+
+	gen := stateOf(t, reps[0].base+"/services/search").Generation
+	write(shop)
+	reloaded(t, false, reps...)
+	for _, r := range reps {
+		resp, _ := do(t, "GET", r.base+"/services/search/v1/state", "")
+		assert.Equal(t, 404, resp.StatusCode, "%s no longer serves the search", r.base)
+	}
+	pool, err := pgxpool.New(context.Background(), dsn)
+	require.NoError(t, err)
+	defer pool.Close()
+	var expired bool
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT expires <= now() FROM brownout_lease WHERE service = 'search'`).Scan(&expired))
+	assert.True(t, expired, "the search's lease was given up")
+	t.Logf("shop still led by %s", led("shop"))
+
+	write(shop + search)
+	reloaded(t, false, reps...)
+	t.Logf("search re-added, led by %s", led("search"))
+	for _, r := range reps {
+		st := stateOf(t, r.base+"/services/search")
+		assert.Equal(t, 0.25, feature(st, "spelling").Level, "%s: the search's override is back", r.base)
+		assert.GreaterOrEqual(t, st.Generation, gen, "%s: the search's published state continues", r.base)
+	}
+}
+
+// TestServeServicesReloadUnderLoad: reloads that add and remove a
+// service while clients read every service's state, the root's list and
+// /metrics, evaluate flags, follow streams and push: no answer is a 5xx,
+// a request for the service comes and goes between its answers and the
+// 404 of a service not served, and the others answer throughout (run it
+// with -race: the router's units are swapped under the requests).
+func TestServeServicesReloadUnderLoad(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "b.yaml")
+	write := func(s string) { require.NoError(t, os.WriteFile(file, []byte("tick: 100ms\nservices:\n"+s), 0o600)) }
+	const a = "  - {name: a, features: [{name: x}]}\n"
+	const b = "  - {name: b, features: [{name: y}]}\n"
+	write(a + b)
+	d := startDaemon(t, "--listen", "127.0.0.1:0", "--state-dir", dir, "--config", file)
+	slowPushes(t, d.base+"/services/a/v1/signals", "a")
+	slowPushes(t, d.base+"/services/b/v1/signals", "b")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	var answers, bad atomic.Int64
+	var mu sync.Mutex
+	seen := map[string]map[int]int{}
+	client := func(name, method, path, header, body string) {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				req, _ := http.NewRequestWithContext(ctx, method, d.base+path, strings.NewReader(body))
+				if header != "" {
+					req.Header.Set(service.Header, header)
+				}
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					continue
+				}
+				if strings.HasSuffix(path, "/stream") && resp.StatusCode == 200 {
+					sc := bufio.NewScanner(resp.Body)
+					for i := 0; i < 3 && sc.Scan(); i++ { // a few lines, then leave
+					}
+				}
+				resp.Body.Close()
+				answers.Add(1)
+				if resp.StatusCode >= 500 {
+					bad.Add(1)
+				}
+				mu.Lock()
+				if seen[name] == nil {
+					seen[name] = map[int]int{}
+				}
+				seen[name][resp.StatusCode]++
+				mu.Unlock()
+			}
+		})
+	}
+	ec := `{"context":{"targetingKey":"u1"}}`
+	client("a state", "GET", "/services/a/v1/state", "", "")
+	client("root", "GET", "/v1/state", "", "")
+	client("metrics", "GET", "/metrics", "", "")
+	client("b eval", "POST", "/ofrep/v1/evaluate/flags/y", "b", ec)
+	client("c state", "GET", "/services/c/v1/state", "", "")
+	client("c eval", "POST", "/services/c/ofrep/v1/evaluate/flags/z", "", ec)
+	client("c stream", "GET", "/services/c/v1/stream", "", "")
+	slowPushes(t, d.base+"/services/c/v1/signals", "c")
+
+	const c = "  - {name: c, features: [{name: z}]}\n"
+	for i := range 6 {
+		if i%2 == 0 {
+			write(a + b + c)
+		} else {
+			write(a + b)
+		}
+		reloaded(t, false, d)
+		time.Sleep(300 * time.Millisecond)
+	}
+	cancel()
+	wg.Wait()
+	t.Logf("%d answers during 6 reloads: %v", answers.Load(), seen)
+	assert.Zero(t, bad.Load(), "no 5xx")
+	for _, name := range []string{"a state", "root", "metrics", "b eval"} {
+		assert.Equal(t, []int{200}, statuses(seen[name]), "%s answers throughout", name)
+	}
+	for _, name := range []string{"c state", "c eval", "c stream"} {
+		assert.Equal(t, []int{200, 404}, statuses(seen[name]), "%s comes and goes", name)
+	}
+	assert.Equal(t, []string{"a", "b"}, names(servicesOf(t, d.base)))
+}
+
+// statuses returns m's keys, sorted.
+func statuses(m map[int]int) []int {
+	out := []int{}
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
