@@ -639,7 +639,12 @@
     });
     es.addEventListener('state', (e) => { if (S.es === es) onState(parse(e.data)); });
     es.addEventListener('tick', (e) => { if (S.es === es) onTick(parse(e.data)); });
-    es.addEventListener('shutdown', () => { if (S.es === es) lost('the daemon is stopping'); });
+    // the stream's last event: the daemon stops, or no longer serves this service (a reload)
+    es.addEventListener('shutdown', (e) => {
+      if (S.es !== es) return;
+      const d = parse(e.data);
+      lost((d && typeof d.reason === 'string' && d.reason) || 'the daemon is stopping');
+    });
     // the stream's token expired or was revoked: a new stream token, at once
     es.addEventListener('reauth', () => {
       if (S.es !== es) return;

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -57,7 +58,8 @@ func checkServiceBars(t *testing.T, ctx context.Context, base string) servicesJS
 // linked to the service's own dial; at /services/{name}/ that dial shows
 // the service's dials and names it, with a way back to the list, and its
 // controls write to that service alone. No serious accessibility
-// violation on the list.
+// violation on the list. A reload that removes a service: its open dial
+// says so.
 func TestDialServices(t *testing.T) {
 	if race.Enabled {
 		t.Skip("timing-sensitive: make test runs it without -race")
@@ -134,8 +136,20 @@ services:
 	checkDials(t, ctx, d.base+"/services/search")
 	screenshot(t, ctx, filepath.Join(shots, "service.png"))
 
+	// A reload that removes the search: its open dial says why it lost
+	// the stream (the stream's last event), and the list shows the shop
+	// alone.
+	require.NoError(t, os.WriteFile(cfg, []byte(`tick: 200ms
+services:
+  - name: shop
+    features: [{name: recommendations}, {name: reviews}, {name: gallery, floor: 0.1}]
+    sources: {push: {window: 3s, expire: 3s}}
+`), 0o600))
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
+	waitJS(t, ctx, 10*time.Second, `document.getElementById('conn').textContent.includes('no longer served')`, "the search's dial says the service is no longer served")
+
 	// Back to the list.
 	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#svc-nav a`))))
-	waitJS(t, ctx, 10*time.Second, `location.pathname === '/' && document.querySelectorAll('#svc-list > li').length === 2`, "back to the list")
+	waitJS(t, ctx, 10*time.Second, `location.pathname === '/' && document.querySelectorAll('#svc-list > li').length === 1`, "back to the list, the shop alone")
 	checkServiceBars(t, ctx, d.base)
 }
