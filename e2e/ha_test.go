@@ -96,6 +96,12 @@ type haState struct {
 	Generation uint64 `json:"generation"`
 	Mode       string `json:"mode"`
 	Frozen     bool   `json:"frozen"`
+	// Time is the law's step's; Brightness its output; Action what it
+	// did (hold, dim, brighten, shed).
+	Time       time.Time `json:"time"`
+	Brightness float64   `json:"brightness"`
+	Action     string    `json:"action"`
+	Reason     string    `json:"reason"`
 	Features   []struct {
 		Name     string  `json:"name"`
 		Level    float64 `json:"level"`
@@ -129,10 +135,14 @@ func (s haState) override(name string) string {
 	return ""
 }
 
-func (r *replica) state() (haState, error) {
+func (r *replica) state() (haState, error) { return r.stateAt("") }
+
+// stateAt reads the /v1/state under prefix: "" for a daemon of one
+// service, "/services/{name}" for one of several.
+func (r *replica) stateAt(prefix string) (haState, error) {
 	var s haState
 	c := http.Client{Timeout: time.Second}
-	resp, err := c.Get("http://" + r.addr + "/v1/state")
+	resp, err := c.Get("http://" + r.addr + prefix + "/v1/state")
 	if err != nil {
 		return s, err
 	}
@@ -159,13 +169,19 @@ func until(d time.Duration, cond func() bool) (time.Duration, bool) {
 // returns it with the other running ones.
 func (h *haRig) leader(d time.Duration) (lead *replica, others []*replica, took time.Duration) {
 	h.t.Helper()
+	return h.leaderOf("", d)
+}
+
+// leaderOf is leader for the service under prefix ("/services/{name}").
+func (h *haRig) leaderOf(prefix string, d time.Duration) (lead *replica, others []*replica, took time.Duration) {
+	h.t.Helper()
 	took, ok := until(d, func() bool {
 		lead, others = nil, nil
 		for _, r := range h.reps {
 			if r.p.cmd.ProcessState != nil || r.stopped {
 				continue
 			}
-			if s, err := r.state(); err == nil && s.Cluster.Role == "leader" {
+			if s, err := r.stateAt(prefix); err == nil && s.Cluster.Role == "leader" {
 				lead = r
 			} else {
 				others = append(others, r)
@@ -173,7 +189,7 @@ func (h *haRig) leader(d time.Duration) (lead *replica, others []*replica, took 
 		}
 		return lead != nil
 	})
-	require.True(h.t, ok, "no replica leads after %v", d)
+	require.True(h.t, ok, "no replica leads %s after %v", prefix, d)
 	return lead, others, took
 }
 
@@ -193,10 +209,11 @@ func (r *replica) write(method, path, body string) (int, map[string]any) {
 	return resp.StatusCode, m
 }
 
-// bulk evaluates every flag over OFREP with etag as If-None-Match; it
-// returns the status, the ETag and the levels answered.
-func (r *replica) bulk(etag string) (int, string, map[string]any) {
-	req, _ := http.NewRequest("POST", "http://"+r.addr+"/ofrep/v1/evaluate/flags", strings.NewReader(`{"context":{"targetingKey":"user-7"}}`))
+// bulk evaluates every flag of the service under prefix ("" or
+// "/services/{name}") over OFREP with etag as If-None-Match; it returns
+// the status, the ETag and the levels answered.
+func (r *replica) bulk(prefix, etag string) (int, string, map[string]any) {
+	req, _ := http.NewRequest("POST", "http://"+r.addr+prefix+"/ofrep/v1/evaluate/flags", strings.NewReader(`{"context":{"targetingKey":"user-7"}}`))
 	req.Header.Set("Content-Type", "application/json")
 	if etag != "" {
 		req.Header.Set("If-None-Match", etag)
@@ -237,16 +254,23 @@ func pusher(ctx context.Context, reps func() []*replica) {
 	}
 }
 
-// streamEvents follows r's /v1/stream and records each event's type and
-// id until ctx ends or the stream does.
+// streamLog is what follow recorded of a stream: each event's type and
+// id, and its data.
 type streamLog struct {
 	mu     sync.Mutex
 	events []string // "type id"
+	data   []string // events[i]'s data
 	ended  bool
 }
 
-func follow(ctx context.Context, r *replica, log *streamLog) {
-	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+r.addr+"/v1/stream", nil)
+// follow follows r's /v1/stream and records each event until ctx ends or
+// the stream does.
+func follow(ctx context.Context, r *replica, log *streamLog) { followAt(ctx, r, "", log) }
+
+// followAt follows the stream of the service under prefix ("" or
+// "/services/{name}").
+func followAt(ctx context.Context, r *replica, prefix string, log *streamLog) {
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+r.addr+prefix+"/v1/stream", nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return
@@ -254,7 +278,7 @@ func follow(ctx context.Context, r *replica, log *streamLog) {
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	var id, ev string
+	var id, ev, data string
 	for sc.Scan() {
 		line := sc.Text()
 		switch {
@@ -262,13 +286,16 @@ func follow(ctx context.Context, r *replica, log *streamLog) {
 			id = line[4:]
 		case strings.HasPrefix(line, "event: "):
 			ev = line[7:]
+		case strings.HasPrefix(line, "data: "):
+			data += line[6:]
 		case line == "":
 			if ev != "" {
 				log.mu.Lock()
 				log.events = append(log.events, ev+" "+id)
+				log.data = append(log.data, data)
 				log.mu.Unlock()
 			}
-			id, ev = "", ""
+			id, ev, data = "", "", ""
 		}
 	}
 	log.mu.Lock()
@@ -326,8 +353,8 @@ func TestFleetFailover(t *testing.T) {
 		if err1 != nil || err2 != nil || sl.Generation != sf.Generation {
 			return false
 		}
-		_, el, _ := lead.bulk("")
-		_, ef, _ := follower.bulk("")
+		_, el, _ := lead.bulk("", "")
+		_, ef, _ := follower.bulk("", "")
 		before, etag = sf, ef
 		return el == ef && el != ""
 	})
@@ -366,7 +393,7 @@ func TestFleetFailover(t *testing.T) {
 
 	// The ETag given before the failover: 304 if nothing changed since,
 	// else one refetch to a new ETag of the same epoch — never a wrong 304.
-	status, newTag, levels := newLead.bulk(etag)
+	status, newTag, levels := newLead.bulk("", etag)
 	if later.Generation == before.Generation {
 		assert.Equal(t, http.StatusNotModified, status)
 	} else {
@@ -417,7 +444,7 @@ func TestFleetFailover(t *testing.T) {
 		s, err := r.state()
 		require.NoError(t, err, "reads answer")
 		assert.Equal(t, frozenAt.level("recommendations"), s.level("recommendations"), "%s holds the levels", r.name)
-		code, _, _ := r.bulk("")
+		code, _, _ := r.bulk("", "")
 		assert.Equal(t, 200, code, "OFREP answers")
 	}
 	_, stale := until(6*time.Second, func() bool {
