@@ -456,6 +456,10 @@ func TestFleetScene(t *testing.T) {
 	releasing := time.Now()
 	status, body = back.write("DELETE", shopSvc+"/v1/features/gallery/override", `{"reason":"incident 42 over"}`)
 	assert.Equal(t, 200, status, "writes again: %v", body)
+	if s, err := back.stateAt(shopSvc); assert.NoError(t, err) {
+		assert.Greater(t, s.Generation, before.Generation, "the leader publishes after the kill and the restart")
+		assert.Equal(t, before.Boot, s.Boot, "one epoch across the kill and the restart")
+	}
 
 	unloaded := time.Now()
 	stopLoad()
