@@ -312,8 +312,10 @@ func TestServeServicesReload(t *testing.T) {
   - {name: c, features: [{name: u}]}
 `)
 	hup()
+	// The services are reconfigured one after another: wait for the last.
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		assert.Len(c, stateOf(c, d.base+"/services/a").Features, 3)
+		assert.Len(c, stateOf(c, d.base+"/services/b").Features, 2)
 	}, 5*time.Second, 50*time.Millisecond, "reloaded")
 	assert.Equal(t, []string{"z", "v"}, names("b"))
 	assert.Equal(t, 0.3, feature(stateOf(t, d.base+"/services/b"), "z").Level, "the override survived the reload")
