@@ -148,6 +148,16 @@ func serveServices(ctx context.Context, c *config, file string, f *serveFlags, s
 		}
 		units = append(units, u)
 	}
+	// Each service's store state, before anyone is served: a service's
+	// loop starts up to a tick later (its phase), and until its replica
+	// has read the store it serves its own fresh state. A failure is
+	// logged; the replica follows the store when it answers, the daemon
+	// not ready till then.
+	for _, u := range units {
+		if u.rep != nil {
+			u.rep.Load(ctx, u.api)
+		}
+	}
 	rt := newRouter(units, loopback(c.Listen))
 	ln, err := server.ListenWith(c.Listen, c.Conns)
 	if err != nil {
@@ -158,6 +168,16 @@ func serveServices(ctx context.Context, c *config, file string, f *serveFlags, s
 		return err
 	}
 	e := newServicesEcho(rt, reg)
+	if c.Store != "" {
+		e.loaded = func() bool {
+			for _, u := range units {
+				if u.rep != nil && !u.rep.Loaded() {
+					return false
+				}
+			}
+			return true
+		}
+	}
 	srv := server.New(e)
 	scheme := "http"
 	if c.TLS.Cert != "" {

@@ -385,3 +385,40 @@ services:
 		}
 	}
 }
+
+// TestServeReplicaReadyServesTheStore: a replica that says it is ready
+// serves the store's state, for every service — never its own fresh one
+// (full brightness, generation 1), which a load balancer that
+// health-checks /readyz would otherwise send OFREP clients to while the
+// service's loop has not started yet (a later service's starts up to a
+// tick after the first's).
+func TestServeReplicaReadyServesTheStore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a real PostgreSQL")
+	}
+	dsn := pgtest.Start(t)
+	cfg := writeFiles(t, t.TempDir(), map[string]string{"b.yaml": `tick: 1s
+services:
+  - {name: shop, features: [{name: recommendations}]}
+  - {name: search, features: [{name: suggestions}, {name: spelling}]}
+`})["b.yaml"]
+	first := startDaemon(t, "--listen", testsrv.FreeAddr(t), "--config", cfg, "--store", dsn)
+	for _, svc := range []string{"shop", "search"} {
+		resp, body := do(t, "PUT", first.base+"/services/"+svc+"/v1/features/"+map[string]string{"shop": "recommendations", "search": "suggestions"}[svc]+"/override",
+			`{"level":0.2,"ttl":"1h","reason":"war room"}`)
+		require.Equal(t, 200, resp.StatusCode, "%s: %s", svc, body)
+	}
+	want := map[string]uint64{}
+	for _, svc := range []string{"shop", "search"} {
+		want[svc] = stateOf(t, first.base+"/services/"+svc).Generation
+	}
+	for range 3 { // each start a fresh chance for a service's loop to start late
+		next := startDaemon(t, "--listen", testsrv.FreeAddr(t), "--config", cfg, "--store", dsn)
+		for svc, f := range map[string]string{"shop": "recommendations", "search": "suggestions"} {
+			st := stateOf(t, next.base+"/services/"+svc)
+			assert.Equal(t, 0.2, feature(st, f).Level, "%s: ready, the replica serves the store's levels (%s)", svc, st.Reason)
+			assert.GreaterOrEqual(t, st.Generation, want[svc], "%s: and its generation", svc)
+		}
+		next.stop(t)
+	}
+}
