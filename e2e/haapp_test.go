@@ -58,14 +58,35 @@ type appSample struct {
 	modes     map[string]string
 }
 
-// startApp starts the app on the replicas' URLs; it runs until the test
-// ends.
+// startApp starts the app on the replicas' URLs, overloaded; it runs
+// until the test ends.
 func startApp(t *testing.T, urls []string) *fleetApp {
 	t.Helper()
+	return startAppWith(t, urls, appConfig{Instance: "app-1", Features: []string{"recommendations", "reviews", "gallery"},
+		Latency: appLatency, Workers: 10})
+}
+
+// appConfig is an app's service on the daemon ("" for a daemon of one),
+// its name in its pushes, its features, and its traffic: Workers
+// requests at a time, each Latency long.
+type appConfig struct {
+	Service, Instance string
+	Features          []string
+	Latency           time.Duration
+	Workers           int
+}
+
+// startAppWith starts an app of c on the replicas' URLs; it runs until
+// the test ends.
+func startAppWith(t *testing.T, urls []string, c appConfig) *fleetApp {
+	t.Helper()
 	a := &fleetApp{t: t, log: &testsrv.Buffer{}}
-	b, err := brownout.New(brownout.Options{Daemons: urls, Instance: "app-1",
-		Features: []brownout.Feature{{Name: "recommendations"}, {Name: "reviews"}, {Name: "gallery"}},
-		Logger:   slog.New(slog.NewTextHandler(a.log, nil))})
+	var features []brownout.Feature
+	for _, f := range c.Features {
+		features = append(features, brownout.Feature{Name: f})
+	}
+	b, err := brownout.New(brownout.Options{Daemons: urls, Service: c.Service, Instance: c.Instance, Features: features,
+		Logger: slog.New(slog.NewTextHandler(a.log, nil))})
 	require.NoError(t, err)
 	a.b = b
 	ctx, cancel := context.WithCancel(context.Background())
@@ -89,14 +110,14 @@ func startApp(t *testing.T, urls []string) *fleetApp {
 		}
 	})
 	wg.Go(func() { b.Run(ctx) })
-	// The overload: ten requests at a time, each appLatency long.
+	// Its traffic: c.Workers requests at a time, each c.Latency long.
 	h := b.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-r.Context().Done():
-		case <-time.After(appLatency):
+		case <-time.After(c.Latency):
 		}
 	}))
-	for range 10 {
+	for range c.Workers {
 		wg.Go(func() {
 			for ctx.Err() == nil {
 				h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequestWithContext(ctx, "GET", "/product/7", nil))

@@ -193,6 +193,12 @@ type Config struct {
 	Brownoutd      []string
 	BrownoutdToken string
 	NoPush         bool
+	// Service, in fleet mode, names this shop's service on a daemon of
+	// several (brownoutd's services:): the stream and the pushes say it
+	// (brownout.Options.Service), and the storefront's page evaluates at
+	// the service's base URL (…/services/{name}), since a browser's
+	// preflight carries no header to route by.
+	Service string
 	// Redis, when set (redis://HOST:PORT[/DB]), keeps the per-client rate
 	// limits in Redis (shed/redisstore), so that a client spread over
 	// several instances is held to one allowance.

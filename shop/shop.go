@@ -265,7 +265,7 @@ func (s *Shop) protect(ctx context.Context) error {
 		RateLimit:  &shed.RateLimitConfig{Rate: 10, Burst: 30, HeadersOnRefusal: true, Store: store("client")},
 		Domain:     "shop-" + strconv.FormatInt(domains.Add(1), 10),
 		Registerer: s.reg, OperatorTokens: cfg.OperatorTokens, Loopback: cfg.Loopback, Logger: cfg.Logger,
-		Daemons: cfg.Brownoutd, DaemonToken: cfg.BrownoutdToken, NoPush: cfg.NoPush,
+		Daemons: cfg.Brownoutd, DaemonToken: cfg.BrownoutdToken, NoPush: cfg.NoPush, Service: cfg.Service,
 	}
 	if len(cfg.Brownoutd) > 0 {
 		o.StateDir = cfg.StateDir // the last-known levels across restarts

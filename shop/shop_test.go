@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -271,6 +272,36 @@ func TestFleetMode(t *testing.T) {
 	}
 	assert.False(t, s.Remote().Connected())
 	assert.Equal(t, []string{"recommendations"}, page().Dimmed, "last-known levels while the daemon is away")
+}
+
+// TestFleetModeService: with Service set, the shop's stream and pushes
+// name its service to the daemon (X-Brownout-Service), and its
+// storefront's page evaluates at the service's base URL.
+func TestFleetModeService(t *testing.T) {
+	a := newAPI(t, nil).Handler()
+	var mu sync.Mutex
+	seen := map[string]string{} // method and path → the service named
+	d := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen[r.Method+" "+r.URL.Path] = r.Header.Get("X-Brownout-Service")
+		mu.Unlock()
+		a.ServeHTTP(w, r)
+	}))
+	t.Cleanup(d.Close)
+	s, srv := newShopWith(t, Config{Protect: Brownout, Brownoutd: []string{d.URL}, Service: "shop-eu"})
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		_, pushed := seen["POST /v1/signals"]
+		return s.Remote().Connected() && pushed
+	}, 10*time.Second, 20*time.Millisecond, "the shop follows the daemon and pushes to it")
+	mu.Lock()
+	assert.Equal(t, "shop-eu", seen["GET /v1/stream"], "the stream names the service")
+	assert.Equal(t, "shop-eu", seen["POST /v1/signals"], "the pushes name the service")
+	mu.Unlock()
+	_, b := send(t, srv, call{"GET", "/", "", map[string]string{UserHeader: "u2"}})
+	assert.Contains(t, string(b), fmt.Sprintf(`data-ofrep="%s/services/shop-eu" data-targeting-key="u2"`, d.URL),
+		"a browser evaluates at the service's path: its preflight carries no header")
 }
 
 // TestDefaultsTrustNoProxy: on the defaults a client connecting directly

@@ -7,6 +7,8 @@ import (
 	"strconv"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/brownout/brownout/internal/service"
 )
 
 //go:embed storefront.html
@@ -48,6 +50,9 @@ func (s *Shop) live(user string) *live {
 		base := s.remote.Following()
 		if base == "" {
 			base = s.remote.URLs()[0]
+		}
+		if s.cfg.Service != "" {
+			base += service.Base(s.cfg.Service)
 		}
 		return &live{OFREP: base, TargetingKey: user}
 	case s.api != nil:

@@ -16,6 +16,9 @@ import (
 type echoServer struct {
 	*echo.Echo
 	ready atomic.Bool
+	// loaded, when set (replicas), says whether every service's replica
+	// has read the store's state: until then /readyz says 503.
+	loaded func() bool
 }
 
 func newEcho(a *api.API, reg *prometheus.Registry) *echoServer {
@@ -45,6 +48,9 @@ func newEchoOf(h http.Handler, guard func(http.Handler) http.Handler, reg promet
 	readyz := func(c echo.Context) error {
 		if !s.ready.Load() {
 			return c.String(http.StatusServiceUnavailable, "starting\n")
+		}
+		if s.loaded != nil && !s.loaded() {
+			return c.String(http.StatusServiceUnavailable, "loading the store's state\n")
 		}
 		return c.String(http.StatusOK, "ready\n")
 	}

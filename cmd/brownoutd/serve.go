@@ -354,6 +354,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer a.Close() // the state dir's lock, after the last Save
+	if rep != nil {
+		// The store's state, before anyone is served: until then a
+		// replica serves its own fresh state. A failure is logged; the
+		// replica follows the store when it answers, not ready till then.
+		rep.Load(ctx, a)
+	}
 	ln, err := server.ListenWith(c.Listen, c.Conns)
 	if err != nil {
 		return err
@@ -363,6 +369,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	e := newEcho(a, reg)
+	if rep != nil {
+		e.loaded = rep.Loaded
+	}
 	srv := server.New(e) // no WriteTimeout: /v1/stream and /ofrep/v1/events last
 	scheme := "http"
 	if c.TLS.Cert != "" {

@@ -165,13 +165,22 @@ type host struct {
 }
 
 // build makes s's unit: its source, its controller, API and state (its
-// state dir locked, or its replica on the store).
+// state dir locked, or its replica on the store, the store's state read).
 func (h *host) build(s *serviceConfig) (*unit, error) {
 	src, push, err := buildSource(s)
 	if err != nil {
 		return nil, fmt.Errorf("service %s: %w", s.Name, err)
 	}
-	return newUnit(h.ctx, h.c, s, src, push, h.conn, h.log)
+	u, err := newUnit(h.ctx, h.c, s, src, push, h.conn, h.log)
+	if err == nil && u.rep != nil {
+		// The store's state, before the unit is routed: its loop starts
+		// up to a tick later (its phase), and until its replica has read
+		// the store it serves its own fresh state. A failure is logged;
+		// the replica follows the store when it answers, the daemon not
+		// ready till then.
+		u.rep.Load(h.ctx, u.api)
+	}
+	return u, err
 }
 
 // start runs u's loop, the i-th service of n, from now: at i/n of its
@@ -266,6 +275,16 @@ func serveServices(ctx context.Context, c *config, file string, f *serveFlags, s
 		return err
 	}
 	e := newServicesEcho(h.rt, reg)
+	if c.Store != "" {
+		e.loaded = func() bool {
+			for _, u := range h.rt.units().order {
+				if u.rep != nil && !u.rep.Loaded() {
+					return false
+				}
+			}
+			return true
+		}
+	}
 	srv := server.New(e)
 	scheme := "http"
 	if c.TLS.Cert != "" {

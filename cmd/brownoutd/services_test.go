@@ -312,8 +312,8 @@ func TestServeServicesReload(t *testing.T) {
   - {name: c, features: [{name: u}]}
 `)
 	hup()
+	// The services are reconfigured one after another: wait for the last.
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		// The services take the file one after another: wait for the last.
 		assert.Len(c, stateOf(c, d.base+"/services/a").Features, 3)
 		assert.Len(c, stateOf(c, d.base+"/services/b").Features, 2)
 	}, 5*time.Second, 50*time.Millisecond, "reloaded")
@@ -383,5 +383,42 @@ services:
 		for _, f := range stateOf(t, r.base+"/services/search").Features {
 			assert.Nil(t, f.Override, "%s: the search has none", r.base)
 		}
+	}
+}
+
+// TestServeReplicaReadyServesTheStore: a replica that says it is ready
+// serves the store's state, for every service — never its own fresh one
+// (full brightness, generation 1), which a load balancer that
+// health-checks /readyz would otherwise send OFREP clients to while the
+// service's loop has not started yet (a later service's starts up to a
+// tick after the first's).
+func TestServeReplicaReadyServesTheStore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a real PostgreSQL")
+	}
+	dsn := pgtest.Start(t)
+	cfg := writeFiles(t, t.TempDir(), map[string]string{"b.yaml": `tick: 1s
+services:
+  - {name: shop, features: [{name: recommendations}]}
+  - {name: search, features: [{name: suggestions}, {name: spelling}]}
+`})["b.yaml"]
+	first := startDaemon(t, "--listen", testsrv.FreeAddr(t), "--config", cfg, "--store", dsn)
+	for _, svc := range []string{"shop", "search"} {
+		resp, body := do(t, "PUT", first.base+"/services/"+svc+"/v1/features/"+map[string]string{"shop": "recommendations", "search": "suggestions"}[svc]+"/override",
+			`{"level":0.2,"ttl":"1h","reason":"war room"}`)
+		require.Equal(t, 200, resp.StatusCode, "%s: %s", svc, body)
+	}
+	want := map[string]uint64{}
+	for _, svc := range []string{"shop", "search"} {
+		want[svc] = stateOf(t, first.base+"/services/"+svc).Generation
+	}
+	for range 3 { // each start a fresh chance for a service's loop to start late
+		next := startDaemon(t, "--listen", testsrv.FreeAddr(t), "--config", cfg, "--store", dsn)
+		for svc, f := range map[string]string{"shop": "recommendations", "search": "suggestions"} {
+			st := stateOf(t, next.base+"/services/"+svc)
+			assert.Equal(t, 0.2, feature(st, f).Level, "%s: ready, the replica serves the store's levels (%s)", svc, st.Reason)
+			assert.GreaterOrEqual(t, st.Generation, want[svc], "%s: and its generation", svc)
+		}
+		next.stop(t)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/brownout/brownout/internal/cli"
 	"github.com/brownout/brownout/internal/replica"
 	"github.com/brownout/brownout/internal/server"
+	"github.com/brownout/brownout/internal/service"
 	"github.com/brownout/brownout/shed"
 	"github.com/brownout/brownout/shop"
 )
@@ -36,6 +37,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	brownoutd := fs.String("brownoutd", "", "fleet mode: follow the levels of the brownoutd at this base URL (http://HOST:PORT) instead of an embedded controller, and push this shop's signals to it; or its replicas' URLs separated by commas (brownoutd in HA): the levels from one at a time, another when it fails or lags, the signals to each; the storefront's script evaluates there from the visitors' browsers, so the daemon must allow this shop's origin (brownoutd serve --cors-origin http://HOST:PORT)")
 	noPush := fs.Bool("brownoutd-no-push", false, "fleet mode: do not push the signals; the daemon reads this shop's /metrics (scrape or promql source)")
 	brownoutdToken := fs.String("brownoutd-token", "", "token sent to --brownoutd (env BROWNOUTD_TOKEN)")
+	svc := fs.String("service", "", "fleet mode: this shop's service on a brownoutd of several (its services:): the levels, the pushes and the storefront's evaluations are that service's (/services/NAME/…)")
 	redisURL := fs.String("redis", "", "keep the per-client rate limits in this Redis (redis://HOST:PORT[/DB]), shared by every instance")
 	perClient := fs.Int("max-conns-per-client", server.DefaultPerClient, fmt.Sprintf("connections one client address may hold open, every loopback address one client (a quarter of the %d the server holds); 0 for no cap, e.g. behind a load balancer that holds more", server.MaxConns))
 	proxies := fs.String("trusted-proxies", "", "comma-separated addresses or CIDR prefixes of the load balancers in front, whose X-Forwarded-For names the client (default none: every client is its connection's address; the sale's generator on this machine needs 127.0.0.1)")
@@ -79,9 +81,18 @@ Flags:
 			return usageError{"--brownoutd needs --protect brownout"}
 		}
 		cfg.BrownoutdToken, cfg.NoPush = *brownoutdToken, *noPush
+		if *svc != "" {
+			if err := service.Check(*svc); err != nil {
+				return usagef("serve: --service: %v", err)
+			}
+			cfg.Service = *svc
+		}
 		if cfg.BrownoutdToken == "" {
 			cfg.BrownoutdToken = os.Getenv("BROWNOUTD_TOKEN")
 		}
+	}
+	if *svc != "" && *brownoutd == "" {
+		return usageError{"--service needs --brownoutd: it names a service of the daemon's"}
 	}
 	for _, d := range []struct {
 		flag string
@@ -128,11 +139,19 @@ Flags:
 	switch len(cfg.Brownoutd) {
 	case 0:
 	case 1:
-		fmt.Fprintf(stdout, "levels from brownoutd at %s (fleet mode): the dial at %s/dial/, this shop's links to it at http://%s/v1/state\n",
-			cfg.Brownoutd[0], cfg.Brownoutd[0], ln.Addr())
+		dial := cfg.Brownoutd[0] + "/dial/"
+		if cfg.Service != "" {
+			dial = cfg.Brownoutd[0] + service.Base(cfg.Service) + "/"
+		}
+		fmt.Fprintf(stdout, "levels from brownoutd at %s (fleet mode%s): the dial at %s, this shop's links to it at http://%s/v1/state\n",
+			cfg.Brownoutd[0], ofService(cfg.Service), dial, ln.Addr())
 	default:
-		fmt.Fprintf(stdout, "levels from brownoutd's replicas at %s (fleet mode): the dial at any replica's /dial/, this shop's links to them at http://%s/v1/state\n",
-			strings.Join(cfg.Brownoutd, ", "), ln.Addr())
+		dial := "/dial/"
+		if cfg.Service != "" {
+			dial = service.Base(cfg.Service) + "/"
+		}
+		fmt.Fprintf(stdout, "levels from brownoutd's replicas at %s (fleet mode%s): the dial at any replica's %s, this shop's links to them at http://%s/v1/state\n",
+			strings.Join(cfg.Brownoutd, ", "), ofService(cfg.Service), dial, ln.Addr())
 	}
 	fmt.Fprintf(stdout, "nominal capacity: %s\n", s.Capacity())
 	c := s.Config()
@@ -150,6 +169,14 @@ Flags:
 		return err
 	}
 	return nil
+}
+
+// ofService says which service the shop follows, for the start's line.
+func ofService(name string) string {
+	if name == "" {
+		return ""
+	}
+	return ", service " + name
 }
 
 // loopback reports whether addr listens on loopback only.

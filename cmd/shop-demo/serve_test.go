@@ -40,6 +40,26 @@ func TestServeBrownoutdURLs(t *testing.T) {
 	}
 }
 
+// TestServeService: --service names a service of the daemon's; a bad
+// name, or one without --brownoutd, is a usage error naming the flag,
+// before the shop starts.
+func TestServeService(t *testing.T) {
+	for _, args := range [][]string{
+		{"--brownoutd", "http://127.0.0.1:8080", "--service", "Shop"},
+		{"--brownoutd", "http://127.0.0.1:8080", "--service", "shop/eu"},
+		{"--brownoutd", "http://127.0.0.1:8080", "--service", "-shop"},
+		{"--service", "shop"},
+	} {
+		var stdout, stderr bytes.Buffer
+		err := run(context.Background(), append([]string{"serve"}, args...), &stdout, &stderr)
+		var ue usageError
+		if assert.ErrorAs(t, err, &ue, "%v", args) {
+			assert.Contains(t, ue.Error(), "--service", "the error names the flag")
+		}
+		assert.Empty(t, stdout.String(), "%v: nothing served", args)
+	}
+}
+
 func TestVersion(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	assert.NoError(t, run(context.Background(), []string{"version"}, &stdout, &stderr))

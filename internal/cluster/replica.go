@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -84,8 +85,11 @@ type Replica struct {
 	storedGen  uint64             // the generation the store holds, as last known; 0: unknown
 	appliedOps uint64             // the operators' version reconciled into the law
 	lastHist   time.Time          // the store's time of the last history point kept
+	tried      bool               // Load ran
 	srcErr     string             // the source's last error, logged once a minute
 	srcLogged  time.Time
+
+	loaded atomic.Bool // the store's state was read once (Loaded)
 
 	mu struct {
 		sync.Mutex
@@ -192,17 +196,35 @@ func ConfigHash(c dimmer.Config) string {
 	return hex.EncodeToString(sum[:6])
 }
 
-// Run serves a (built with this replica as its Store, Epoch and Secret)
-// from the store until ctx ends: it loads the last published state, the
-// history and the events, then every tick takes a snapshot from src (so
-// that every replica's windows are warm), leads when it holds the lease
-// and follows otherwise. At the end, a leader gives its lease up, so
-// that another takes over at once.
-func (r *Replica) Run(ctx context.Context, a *api.API, src dimmer.Source) error {
-	r.api = a
-	if _, err := r.follow(ctx, time.Now(), 0); err != nil {
+// Load reads the store's state — the last published state, the history
+// and the events — into a (built with this replica as its Store, Epoch
+// and Secret), before Run. Call it before a is served: until then a
+// serves its own fresh state (full brightness, generation 1) under the
+// cluster's epoch. A failure is logged and returned; Run then follows the
+// store when it answers.
+func (r *Replica) Load(ctx context.Context, a *api.API) error {
+	r.api, r.tried = a, true
+	_, err := r.follow(ctx, time.Now(), 0)
+	if err != nil {
 		r.log.Warn("brownoutd: cluster: the store's state could not be loaded at start; following it when it answers", "err", err)
 	}
+	return err
+}
+
+// Loaded reports whether the replica has read the store's state (Load,
+// or Run's reads since): before, what it serves is not the cluster's.
+func (r *Replica) Loaded() bool { return r.loaded.Load() }
+
+// Run serves a from the store until ctx ends: it loads the store's state
+// unless Load did, then every tick takes a snapshot from src (so that
+// every replica's windows are warm), leads when it holds the lease and
+// follows otherwise. At the end, a leader gives its lease up, so that
+// another takes over at once.
+func (r *Replica) Run(ctx context.Context, a *api.API, src dimmer.Source) error {
+	if !r.tried {
+		r.Load(ctx, a)
+	}
+	r.api = a
 	defer r.conn.subscribe(r.cfg.Service, r.wake)()
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { a.Mirror(ctx); return nil })
@@ -454,6 +476,7 @@ func (r *Replica) lead(ctx context.Context, now time.Time, snap *signals.Snapsho
 	}
 	r.setLeading(r.own.until)
 	r.publish(cp, ops.version)
+	r.loaded.Store(true)
 	if point != nil {
 		r.api.AddPoint(*point, lag)
 	}
@@ -574,6 +597,7 @@ func (r *Replica) follow(ctx context.Context, now time.Time, lag time.Duration) 
 		r.log.Warn("brownoutd: cluster: this replica's configuration differs from the leader's; the leader's levels are served (fix: the same file on every replica)",
 			"replica", r.cfg.Name, "config", r.hash, "leader", p.holder, "leader_config", p.configHash)
 	}
+	r.loaded.Store(true)
 	return lr.remaining, nil
 }
 

@@ -319,6 +319,33 @@ func TestStoreRestart(t *testing.T) {
 	assert.GreaterOrEqual(t, a.served.State().Generation, held.Generation)
 }
 
+// TestLoad: Load serves the store's state — the leader's last commit — at
+// once, before Run; until a load succeeds the replica is not Loaded
+// (brownoutd's /readyz says 503 meanwhile).
+func TestLoad(t *testing.T) {
+	srv := pgtest.StartServer(t)
+	a := newNode(t, srv.DSN, DefaultService, "a", lawConfig())
+	now := time.Now()
+	for i := range 5 {
+		a.tick(t, now.Add(time.Duration(i)*time.Second))
+	}
+	want := a.served.State()
+	require.Less(t, level(t, want, "recommendations"), 1.0, "the leader dimmed")
+
+	b := newNode(t, srv.DSN, DefaultService, "b", lawConfig())
+	assert.False(t, b.rep.Loaded(), "opened, not loaded")
+	assert.Equal(t, 1.0, level(t, b.served.State(), "recommendations"), "its own fresh state meanwhile")
+	srv.Stop(t)
+	assert.Error(t, b.rep.Load(context.Background(), b.api))
+	assert.False(t, b.rep.Loaded(), "the store down: not loaded")
+	srv.Start(t)
+	require.NoError(t, b.rep.Load(context.Background(), b.api))
+	assert.True(t, b.rep.Loaded())
+	got := b.served.State()
+	assert.Equal(t, want.Generation, got.Generation)
+	assert.Equal(t, level(t, want, "recommendations"), level(t, got, "recommendations"), "the leader's levels")
+}
+
 // TestOpenRefuses: an unreachable store and a newer schema stop the start
 // with an error that says so.
 func TestOpenRefuses(t *testing.T) {
