@@ -444,3 +444,41 @@ func statuses(m map[int]int) []int {
 	slices.Sort(out)
 	return out
 }
+
+// TestServeServicesReloadBeforeALoopStarts: the services' loops start
+// spread over the tick (service i of n at i/n of it), so with a long
+// tick a service's loop has not started yet when a reload comes. With a
+// store its replica's law is reconfigured in its loop: the reload must
+// not wait for that loop to start (it waited 10 s, then left the
+// service's configuration as it was — its tokens too: a revoked token
+// stayed good).
+func TestServeServicesReloadBeforeALoopStarts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a real PostgreSQL")
+	}
+	dsn := pgtest.Start(t)
+	dir := t.TempDir()
+	f := writeFiles(t, dir, map[string]string{"a-eval": "app aaaa-token-00000001\n", "b-eval": "app bbbb-token-00000001\n"})
+	file := filepath.Join(dir, "b.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(`tick: 40s
+services:
+  - {name: a, features: [{name: x}], auth: {eval_tokens_file: `+f["a-eval"]+`}}
+  - {name: b, features: [{name: y}], auth: {eval_tokens_file: `+f["b-eval"]+`}}
+`), 0o600))
+	d := startDaemon(t, "--listen", testsrv.FreeAddr(t), "--config", file, "--store", dsn)
+	eval := func(tok string) int {
+		resp, _ := do(t, "POST", d.base+"/services/b/ofrep/v1/evaluate/flags/y", `{"context":{"targetingKey":"u1"}}`, "Authorization", "Bearer "+tok)
+		return resp.StatusCode
+	}
+	require.Equal(t, 200, eval("bbbb-token-00000001"))
+
+	// b's loop starts 20 s after the daemon's start: reload before.
+	require.NoError(t, os.WriteFile(f["b-eval"], []byte("app bbbb-token-00000002\n"), 0o600))
+	start := time.Now()
+	reloaded(t, false, d)
+	took := time.Since(start)
+	assert.Less(t, took, 5*time.Second, "the reload waited for b's loop")
+	assert.NotContains(t, d.errs.String(), "level=ERROR")
+	assert.Equal(t, 401, eval("bbbb-token-00000001"), "b's revoked token")
+	assert.Equal(t, 200, eval("bbbb-token-00000002"), "b's new token")
+}

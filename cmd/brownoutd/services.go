@@ -133,19 +133,20 @@ func (u *unit) serve(h http.Handler, w http.ResponseWriter, r *http.Request) boo
 	return true
 }
 
-// run is the unit's control loop, started after delay (its phase in the
-// tick), until ctx ends.
+// run is the unit's control loop, its ticks from delay on (its phase in
+// the tick), until ctx ends. A replica's runs from now, so that a reload
+// reconfigures its law without waiting for its first tick.
 func (u *unit) run(ctx context.Context, delay time.Duration) {
+	if u.rep != nil {
+		u.rep.RunAfter(ctx, u.api, u.src, delay) // at its end, a leader gives its lease up
+		return
+	}
 	t := time.NewTimer(delay)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return
 	case <-t.C:
-	}
-	if u.rep != nil {
-		u.rep.Run(ctx, u.api, u.src) // at its end, a leader gives its lease up
-		return
 	}
 	u.api.Run(ctx, u.src)
 }
@@ -463,19 +464,26 @@ func reloadServices(h *host, f *serveFlags, set map[string]bool) {
 	if len(fields) > 0 {
 		log.Warn("brownoutd: these settings take effect at the next restart, not on reload; the running ones stay", "settings", strings.Join(dedup(fields), ", "))
 	}
+	// The tokens first, every kept service's: a token revoked is refused
+	// from now on, whatever a service's loop is doing (a replica's law is
+	// reconfigured in its loop, which may be in a slow snapshot).
+	for _, u := range cur.order {
+		if s := next[u.name]; s != nil {
+			u.api.SetTokens(s.OperatorTokens, s.EvalTokens, s.PushTokens)
+			u.api.SetDefaults(s.Defaults)
+			if err := u.api.SetCORSOrigins(c.CORSOrigins); err != nil { // settings checked them: never
+				log.Error("brownoutd: reload: the CORS origins stay as they were", "service", u.name, "err", err)
+			}
+		}
+	}
 	for _, u := range cur.order {
 		s := next[u.name]
 		if s == nil {
 			continue
 		}
-		if err := reconfigurer(u.ctl, u.rep).Reconfigure(s.Dimmer); err != nil { // checked above: never
-			log.Error("brownoutd: reload: the service's configuration stays as it was", "service", u.name, "err", err)
+		if err := reconfigurer(u.ctl, u.rep).Reconfigure(s.Dimmer); err != nil { // checked above: only a replica's loop that does not answer
+			log.Error("brownoutd: reload: the service's law stays as it was (its tokens, defaults and CORS origins are reloaded)", "service", u.name, "err", err)
 			continue
-		}
-		u.api.SetTokens(s.OperatorTokens, s.EvalTokens, s.PushTokens)
-		u.api.SetDefaults(s.Defaults)
-		if err := u.api.SetCORSOrigins(c.CORSOrigins); err != nil { // settings checked them: never
-			log.Error("brownoutd: reload: the CORS origins stay as they were", "service", u.name, "err", err)
 		}
 		u.api.Save() // overrides on removed features are gone: not back after a crash
 		u.api.Note("reload", "configuration reloaded from "+fileName(file))

@@ -221,18 +221,46 @@ func (r *Replica) Loaded() bool { return r.loaded.Load() }
 // follows otherwise. At the end, a leader gives its lease up, so that
 // another takes over at once.
 func (r *Replica) Run(ctx context.Context, a *api.API, src dimmer.Source) error {
+	return r.RunAfter(ctx, a, src, 0)
+}
+
+// RunAfter is Run whose ticks begin delay later (a daemon of several
+// services spreads their ticks over the tick: service i of n at i/n of
+// it). Until then the replica neither leads nor steps, but a Reconfigure
+// is applied at once: a reload never waits for a loop to begin.
+func (r *Replica) RunAfter(ctx context.Context, a *api.API, src dimmer.Source, delay time.Duration) error {
 	if !r.tried {
 		r.Load(ctx, a)
 	}
 	r.api = a
-	defer r.conn.subscribe(r.cfg.Service, r.wake)()
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { a.Mirror(ctx); return nil })
-	g.Go(func() error { return r.loop(ctx, src) })
+	g.Go(func() error { return r.loop(ctx, src, delay) })
 	return g.Wait()
 }
 
-func (r *Replica) loop(ctx context.Context, src dimmer.Source) error {
+// await serves the reconfigurations until delay has passed; false when
+// ctx ended first.
+func (r *Replica) await(ctx context.Context, delay time.Duration) bool {
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+			return true
+		case rc := <-r.reconf:
+			rc.done <- r.reconfigure(rc.cfg)
+		}
+	}
+}
+
+func (r *Replica) loop(ctx context.Context, src dimmer.Source, delay time.Duration) error {
+	if delay > 0 && !r.await(ctx, delay) {
+		return nil
+	}
+	defer r.conn.subscribe(r.cfg.Service, r.wake)()
 	t := time.NewTicker(r.tick)
 	defer t.Stop()
 	var attempt *time.Timer
@@ -735,13 +763,16 @@ func (r *Replica) stepDown() {
 
 // Reconfigure replaces the control law's configuration (a reload) in
 // the replica's loop: the law's, and the served controller's, which then
-// serves the last committed state again until the next commit.
+// serves the last committed state again until the next commit. It waits
+// for the loop to be between two steps: at most a snapshot (a tick), a
+// follow and a syncEvents (a tick each) and two lead attempts (each
+// within the lease), and at least 10 s.
 func (r *Replica) Reconfigure(cfg dimmer.Config) error {
 	rc := reconfig{cfg: cfg, done: make(chan error, 1)}
 	select {
 	case r.reconf <- rc:
 		return <-rc.done
-	case <-time.After(10 * time.Second):
+	case <-time.After(max(10*time.Second, 3*r.tick+2*r.length)):
 		return errors.New("cluster: reconfigure: the replica's loop does not answer")
 	}
 }
