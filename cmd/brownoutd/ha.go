@@ -58,7 +58,19 @@ func openReplica(ctx context.Context, c *config, s *serviceConfig, conn *cluster
 		return nil, err
 	}
 	acfg.Store, acfg.Epoch, acfg.Secret, acfg.Cluster = rep, rep.Epoch(), rep.Secret(), rep.Info
+	if conn == nil {
+		warnPool(log, rep.MaxConns())
+	}
 	return rep, nil
+}
+
+// warnPool says, at start, that the store's pool (pool_max_conns in its
+// URL) is too small for a leader to renew its lease while a write
+// waits on the store.
+func warnPool(log *slog.Logger, n int) {
+	if n < cluster.MinPool {
+		log.Warn("brownoutd: the store's pool is smaller than a leader needs: a write that waits on the store (a locked row, a slow commit) holds a connection the leaders renew their leases on, and they may lose them; give pool_max_conns at least 3, or leave it out", "pool_max_conns", n, "at_least", cluster.MinPool)
+	}
 }
 
 // replicaName is this replica's name among the others: the host's name

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/brownout/brownout/internal/pgtest"
+	"github.com/brownout/brownout/internal/testsrv"
 )
 
 // TestStoreUnreachableAtStart: a store that cannot be reached stops the
@@ -98,4 +100,29 @@ func TestImportStateOfAService(t *testing.T) {
 	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
 	assert.Equal(t, []string{"shop/reviews"}, got, "the shop's override, in the shop's rows only")
+}
+
+// TestStorePoolTooSmall: a store URL whose pool_max_conns leaves no
+// connection for a leader's renewal while a write waits on the store is
+// taken, with a warning that says so; the default pool is not warned of.
+func TestStorePoolTooSmall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a real PostgreSQL")
+	}
+	dsn := pgtest.Start(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "b.yaml")
+	require.NoError(t, os.WriteFile(file, []byte("services:\n  - {name: a, features: [{name: x}]}\n  - {name: b, features: [{name: y}]}\n"), 0o600))
+	for _, tc := range []struct {
+		args []string
+		warn bool
+	}{
+		{[]string{"--config", file, "--store", dsn + "&pool_max_conns=2"}, true},
+		{[]string{"--config", file, "--store", dsn}, false},
+		{[]string{"--store", dsn + "&pool_max_conns=1"}, true},
+	} {
+		d := startDaemon(t, append([]string{"--listen", testsrv.FreeAddr(t)}, tc.args...)...)
+		d.stop(t)
+		assert.Equal(t, tc.warn, strings.Contains(d.errs.String(), "pool is smaller than a leader needs"), "%q: %s", tc.args, d.errs.String())
+	}
 }

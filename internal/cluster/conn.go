@@ -33,6 +33,13 @@ const (
 	poolCap        = 16
 )
 
+// MinPool is the smallest pool that a service's trouble cannot empty: a
+// write waiting on the store (its row locked, a slow commit) holds one
+// connection and the service's loop another; a third is left for the
+// other services' leaders to renew their leases on. A URL's
+// pool_max_conns below it is taken, and brownoutd warns of it.
+const MinPool = 3
+
 // listenRetry is how long the listener waits before connecting again
 // after its connection failed (the database restarting): a replica's
 // loop reads the store every tick anyway, so a notification missed

@@ -127,3 +127,68 @@ func TestSharedConn(t *testing.T) {
 	assert.Equal(t, 2, listeners, "one listener a daemon, not one a service")
 	t.Log(fmt.Sprintf("two daemons of %d services hold %d connections (at most %d)", len(services), n, limit))
 }
+
+// TestWritesDoNotStarveOtherServices: a service's writes that wait on
+// the store (its operator row locked by a long transaction: a DBA's
+// session, a slow commit) hold at most one of the shared pool's
+// connections, so that another service's leader still renews its lease
+// and publishes. Before, each waiting write held a connection for up to
+// the write's timeout (3 s): a handful of them emptied the pool, and
+// every service of the daemon lost its lease.
+func TestWritesDoNotStarveOtherServices(t *testing.T) {
+	dsn := pgtest.Start(t)
+	ctx := context.Background()
+	conn, err := Connect(ctx, dsn, 2, 5*time.Second)
+	require.NoError(t, err)
+	t.Cleanup(conn.Close)
+	open := func(service string) *node {
+		cfg := lawConfig()
+		served, err := dimmer.New(cfg)
+		require.NoError(t, err)
+		rep, err := Open(ctx, Config{Conn: conn, Service: service, Name: "a", Dimmer: cfg, Served: served})
+		require.NoError(t, err)
+		a, err := api.New(api.Config{Controller: served, Store: rep, Epoch: rep.Epoch(), Secret: rep.Secret(), Cluster: rep.Info, Loopback: true})
+		require.NoError(t, err)
+		rep.api = a
+		return &node{rep: rep, api: a, served: served}
+	}
+	x, y := open("x"), open("y")
+	now := time.Now()
+	x.tick(t, now)
+	y.tick(t, now)
+	require.Equal(t, "leader", y.role())
+
+	// x's operator row locked by another session.
+	locker, err := pgxpool.New(ctx, dsn)
+	require.NoError(t, err)
+	defer locker.Close()
+	tx, err := locker.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx)
+	_, err = tx.Exec(ctx, `SELECT * FROM brownout_operator WHERE service = 'x' FOR UPDATE`)
+	require.NoError(t, err)
+
+	writes := 2 * conn.MaxConns()
+	done := make(chan error, writes)
+	for range writes {
+		go func() {
+			wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			defer cancel()
+			_, err := x.rep.Change(wctx, api.Change{Kind: "freeze", Who: "ops", What: "freeze", Reason: "r"})
+			done <- err
+		}()
+	}
+	time.Sleep(300 * time.Millisecond) // the writes wait on x's row
+
+	start := time.Now()
+	y.tick(t, now.Add(time.Second))
+	assert.Less(t, time.Since(start), time.Second, "y's renewal waited for a connection")
+	info := y.rep.Info()
+	assert.Equal(t, "leader", info.Role, "y still leads")
+	assert.Equal(t, "ok", info.Store, "y reached the store")
+
+	require.NoError(t, tx.Rollback(ctx))
+	for range writes {
+		<-done
+	}
+}

@@ -76,6 +76,12 @@ type Replica struct {
 	log           *slog.Logger
 	wake          chan string // the store's notifications: "ops", "published", "lease", "events"
 	reconf        chan reconfig
+	// writing is held by the write (Change, Note) under way: a service's
+	// writes take its operator row's lock in turn anyway, and one that
+	// waits for the store (the row locked, a slow commit) must not hold
+	// one of the shared pool's connections each, which the other
+	// services' leaders need to renew their leases.
+	writing chan struct{}
 
 	// Owned by Run's loop.
 	api        *api.API
@@ -153,7 +159,7 @@ func Open(ctx context.Context, cfg Config) (*Replica, error) {
 		return nil, err
 	}
 	r := &Replica{cfg: cfg, conn: conn, ownConn: own, pool: conn.pool, epoch: epoch, secret: secret, law: law, served: cfg.Served, tick: law.Config().Tick,
-		log: cfg.Logger, wake: make(chan string, 16), reconf: make(chan reconfig)}
+		log: cfg.Logger, wake: make(chan string, 16), reconf: make(chan reconfig), writing: make(chan struct{}, 1)}
 	r.length, r.slack = leaseLength(r.tick, cfg.Lease, cfg.Margin)
 	r.hash = ConfigHash(law.Config())
 	r.mu.appliedCh = make(chan struct{})
@@ -172,6 +178,10 @@ func (r *Replica) Epoch() int64 { return r.epoch }
 
 // Secret: see Epoch.
 func (r *Replica) Secret() []byte { return slices.Clone(r.secret) }
+
+// MaxConns is the size of the pool the replica's store connection has
+// (shared with the daemon's other services' when Config.Conn is).
+func (r *Replica) MaxConns() int { return r.conn.MaxConns() }
 
 // Lease returns the lease's length and margin in force.
 func (r *Replica) Lease() (length, margin time.Duration) { return r.length, r.slack }
@@ -860,8 +870,25 @@ func (r *Replica) Info() *api.ClusterJSON {
 
 // Change records an operator's write (api.Store).
 func (r *Replica) Change(ctx context.Context, c api.Change) (api.ChangeResult, error) {
+	if err := r.write(ctx); err != nil {
+		return api.ChangeResult{}, fmt.Errorf("%w: %v", api.ErrStoreDown, err)
+	}
+	defer r.written()
 	return change(ctx, r.pool, r.cfg.Service, c)
 }
+
+// write waits for this replica's write under way, if any, to end (see
+// Replica.writing); written ends the caller's.
+func (r *Replica) write(ctx context.Context) error {
+	select {
+	case r.writing <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("cluster: waiting for this service's writes before it: %w", ctx.Err())
+	}
+}
+
+func (r *Replica) written() { <-r.writing }
 
 // Applied waits until this replica serves version v of the operators'
 // state (api.Store).
@@ -883,6 +910,10 @@ func (r *Replica) Applied(ctx context.Context, v uint64) (uint64, error) {
 
 // Note records an event (api.Store).
 func (r *Replica) Note(ctx context.Context, e api.Event) error {
+	if err := r.write(ctx); err != nil {
+		return err
+	}
+	defer r.written()
 	return pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
 		if _, err := insertEvents(ctx, tx, r.cfg.Service, []api.Event{e}); err != nil {
 			return err
