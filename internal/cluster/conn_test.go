@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/brownout/brownout/api"
 	"github.com/brownout/brownout/dimmer"
 	"github.com/brownout/brownout/internal/pgtest"
+	"github.com/brownout/brownout/internal/testsrv"
 )
 
 func TestConnPoolSize(t *testing.T) {
@@ -191,4 +193,47 @@ func TestWritesDoNotStarveOtherServices(t *testing.T) {
 	for range writes {
 		<-done
 	}
+}
+
+// TestStoppingIsNotAStoreFailure: a replica whose loop is stopped (the
+// daemon stops, or a reload removes its service) while a transaction is
+// under way says nothing of the store: its canceled transaction is not
+// the store's failure (it logged an ERROR "the store cannot be reached"
+// at every removal that caught a transaction, and said so in /v1/state).
+func TestStoppingIsNotAStoreFailure(t *testing.T) {
+	dsn := pgtest.Start(t)
+	ctx := context.Background()
+	var logs testsrv.Buffer
+	cfg := lawConfig()
+	served, err := dimmer.New(cfg)
+	require.NoError(t, err)
+	rep, err := Open(ctx, Config{URL: dsn, Service: "s", Name: "a", Dimmer: cfg, Served: served, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	require.NoError(t, err)
+	t.Cleanup(rep.Close)
+	a, err := api.New(api.Config{Controller: served, Store: rep, Epoch: rep.Epoch(), Secret: rep.Secret(), Cluster: rep.Info, Loopback: true})
+	require.NoError(t, err)
+	rep.api = a
+	rep.tickOnce(ctx, time.Now(), overload(time.Now()), 0)
+	require.Equal(t, "leader", rep.Info().Role)
+
+	// The published row locked: the leader's next commit waits on it.
+	locker, err := pgxpool.New(ctx, dsn)
+	require.NoError(t, err)
+	defer locker.Close()
+	tx, err := locker.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx)
+	_, err = tx.Exec(ctx, `SELECT * FROM brownout_published WHERE service = 's' FOR UPDATE`)
+	require.NoError(t, err)
+	lctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		rep.tickOnce(lctx, time.Now(), overload(time.Now()), 0)
+		close(done)
+	}()
+	time.Sleep(200 * time.Millisecond)
+	stop()
+	<-done
+	assert.NotContains(t, logs.String(), "cannot be reached", "a stop is not the store's failure")
+	assert.Equal(t, "ok", rep.Info().Store)
 }

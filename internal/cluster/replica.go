@@ -826,6 +826,9 @@ func (r *Replica) setLeading(until time.Time) {
 }
 
 func (r *Replica) storeFailed(err error) {
+	if errors.Is(err, context.Canceled) {
+		return // the loop stops (shutdown, the service removed): not the store's doing
+	}
 	r.mu.Lock()
 	first := r.mu.storeErr == ""
 	r.mu.storeErr = err.Error()
