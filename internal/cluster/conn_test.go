@@ -237,3 +237,58 @@ func TestStoppingIsNotAStoreFailure(t *testing.T) {
 	assert.NotContains(t, logs.String(), "cannot be reached", "a stop is not the store's failure")
 	assert.Equal(t, "ok", rep.Info().Store)
 }
+
+// TestRemovedFeaturesOverrideIsDropped: a reload that removes a feature
+// drops its override (dimmer's Reconfigure, documented: "an override on
+// a removed feature is dropped with a log line"), in the store too: the
+// leader deletes it at its next commit, with an event. Before, the row
+// stayed, and the override came back from the dead at the next
+// operator's write or failover after the feature was named again.
+func TestRemovedFeaturesOverrideIsDropped(t *testing.T) {
+	dsn := pgtest.Start(t)
+	ctx := context.Background()
+	a, b := newNode(t, dsn, "s", "a", lawConfig()), newNode(t, dsn, "s", "b", lawConfig())
+	now := time.Now()
+	a.tick(t, now)
+	b.tick(t, now)
+	require.Equal(t, "leader", a.role())
+	_, err := b.rep.Change(ctx, api.Change{Kind: "override", Feature: "reviews", Level: 0.3, TTL: time.Hour, Who: "ops", What: "level 0.30 for 1h", Reason: "keep"})
+	require.NoError(t, err)
+	a.rep.lead(ctx, time.Now(), nil, 0)
+	_, pinned := a.served.State().PinReason(1)
+	require.True(t, pinned)
+
+	without := lawConfig()
+	without.Features = without.Features[:1] // recommendations only
+	for _, n := range []*node{b, a} {
+		require.NoError(t, n.rep.reconfigure(without))
+	}
+	a.tick(t, now.Add(time.Second))
+	b.tick(t, now.Add(time.Second))
+	var n int
+	pool, err := pgxpool.New(ctx, dsn)
+	require.NoError(t, err)
+	defer pool.Close()
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM brownout_override WHERE service = 's'`).Scan(&n))
+	assert.Zero(t, n, "the removed feature's override is gone from the store")
+
+	// Named again: no override, even after another write.
+	for _, n := range []*node{b, a} {
+		require.NoError(t, n.rep.reconfigure(lawConfig()))
+	}
+	_, err = b.rep.Change(ctx, api.Change{Kind: "shadow", On: false, Who: "ops", What: "shadow off"})
+	require.NoError(t, err)
+	a.rep.lead(ctx, time.Now(), nil, 0)
+	_, err = b.rep.follow(ctx, time.Now(), 0)
+	require.NoError(t, err)
+	for _, n := range []*node{a, b} {
+		_, pinned := n.served.State().PinReason(1)
+		assert.False(t, pinned, "%s: the dropped override stays dropped", n.rep.cfg.Name)
+	}
+	a.rep.syncEvents(ctx)
+	var said bool
+	for _, e := range eventsOf(t, a) {
+		said = said || e.Kind == "release" && e.Feature == "reviews"
+	}
+	assert.True(t, said, "an event says the override was dropped")
+}

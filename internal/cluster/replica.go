@@ -92,8 +92,13 @@ type Replica struct {
 	appliedOps uint64             // the operators' version reconciled into the law
 	lastHist   time.Time          // the store's time of the last history point kept
 	tried      bool               // Load ran
-	srcErr     string             // the source's last error, logged once a minute
-	srcLogged  time.Time
+	// drop is the features a reload removed while this replica led: their
+	// overrides leave the store at its next commit, as they left the law
+	// (dimmer drops a removed feature's pin), so that none comes back
+	// when the feature is named again.
+	drop      []string
+	srcErr    string // the source's last error, logged once a minute
+	srcLogged time.Time
 
 	loaded atomic.Bool // the store's state was read once (Loaded)
 
@@ -371,6 +376,7 @@ func (r *Replica) lead(ctx context.Context, now time.Time, snap *signals.Snapsho
 		events    []api.Event
 		ops       opState
 		stored    *dimmer.Checkpoint
+		dropped   []api.Event
 		remaining time.Duration = -1
 	)
 	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
@@ -406,6 +412,10 @@ func (r *Replica) lead(ctx context.Context, now time.Time, snap *signals.Snapsho
 		if err := tx.QueryRow(ctx, `SELECT generation, checkpoint FROM brownout_published WHERE service = $1 FOR UPDATE`, r.cfg.Service).Scan(&gen, &raw); err != nil {
 			return err
 		}
+		var err error
+		if dropped, err = r.dropOverrides(ctx, tx); err != nil {
+			return err
+		}
 		readopt := acquired || gen != r.storedGen || r.committed == nil
 		if readopt && raw != nil {
 			var c dimmer.Checkpoint
@@ -417,7 +427,6 @@ func (r *Replica) lead(ctx context.Context, now time.Time, snap *signals.Snapsho
 			}
 			stored = &c
 		}
-		var err error
 		if ops, err = readOps(ctx, tx, r.cfg.Service); err != nil {
 			return err
 		}
@@ -429,7 +438,7 @@ func (r *Replica) lead(ctx context.Context, now time.Time, snap *signals.Snapsho
 			r.law.Step(now, *snap)
 		}
 		st := r.law.State()
-		events = api.Changes(before, st)
+		events = append(api.Changes(before, st), dropped...)
 		if acquired {
 			why := "no replica led before"
 			if prevHold != "" {
@@ -499,6 +508,7 @@ func (r *Replica) lead(ctx context.Context, now time.Time, snap *signals.Snapsho
 	}
 	r.storeOK()
 	r.committed, r.storedGen, r.appliedOps = &cp, cp.Generation, ops.version
+	r.drop = nil
 	r.own.renewed(term, sent, r.length, r.slack)
 	if acquired {
 		r.log.Info("brownoutd: cluster: this replica leads", "replica", r.cfg.Name, "term", term, "generation", cp.Generation, "after", prevHold)
@@ -520,6 +530,28 @@ func (r *Replica) lead(ctx context.Context, now time.Time, snap *signals.Snapsho
 	}
 	r.syncEvents(ctx) // its own events and others', in the store's order
 	return -1
+}
+
+// dropOverrides deletes, in the leader's transaction, the overrides of
+// the features a reload removed (Replica.drop), and returns an event for
+// each.
+func (r *Replica) dropOverrides(ctx context.Context, tx pgx.Tx) ([]api.Event, error) {
+	if len(r.drop) == 0 {
+		return nil, nil
+	}
+	rows, err := tx.Query(ctx, `DELETE FROM brownout_override WHERE service = $1 AND feature = ANY($2) RETURNING feature`, r.cfg.Service, r.drop)
+	if err != nil {
+		return nil, err
+	}
+	gone, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, err
+	}
+	var events []api.Event
+	for _, f := range gone {
+		events = append(events, api.Event{Kind: "release", Feature: f, Who: "reload", What: "override dropped: a reload removed the feature"})
+	}
+	return events, nil
 }
 
 // publish serves cp: into the served controller and the API's flags;
@@ -789,8 +821,21 @@ func (r *Replica) Reconfigure(cfg dimmer.Config) error {
 
 func (r *Replica) reconfigure(cfg dimmer.Config) error {
 	now := time.Now()
+	old := r.law.Config().Features
 	if err := r.law.ReconfigureAt(now, cfg); err != nil {
 		return err
+	}
+	named := map[string]bool{}
+	for _, f := range cfg.Features {
+		named[f.Name] = true
+	}
+	r.drop = slices.DeleteFunc(r.drop, func(f string) bool { return named[f] })
+	if r.own.term != 0 {
+		for _, f := range old {
+			if !named[f.Name] && !slices.Contains(r.drop, f.Name) {
+				r.drop = append(r.drop, f.Name)
+			}
+		}
 	}
 	if err := r.served.ReconfigureAt(now, cfg); err != nil {
 		return err
