@@ -292,3 +292,20 @@ func TestRemovedFeaturesOverrideIsDropped(t *testing.T) {
 	}
 	assert.True(t, said, "an event says the override was dropped")
 }
+
+// TestReconfigureAfterStop: a Reconfigure that comes once the replica's
+// loop has stopped (a reload under way while the daemon stops) answers at
+// once, rather than after its timeout (10 s and more: a shutdown waited
+// that long for every service a reload was reconfiguring).
+func TestReconfigureAfterStop(t *testing.T) {
+	dsn := pgtest.Start(t)
+	n := newNode(t, dsn, "s", "a", lawConfig())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { n.rep.Run(ctx, n.api, constSource{}); close(done) }()
+	cancel()
+	<-done
+	start := time.Now()
+	assert.Error(t, n.rep.Reconfigure(lawConfig()))
+	assert.Less(t, time.Since(start), time.Second)
+}

@@ -76,6 +76,7 @@ type Replica struct {
 	log           *slog.Logger
 	wake          chan string // the store's notifications: "ops", "published", "lease", "events"
 	reconf        chan reconfig
+	stopped       chan struct{} // closed when Run's loop returned
 	// writing is held by the write (Change, Note) under way: a service's
 	// writes take its operator row's lock in turn anyway, and one that
 	// waits for the store (the row locked, a slow commit) must not hold
@@ -164,7 +165,7 @@ func Open(ctx context.Context, cfg Config) (*Replica, error) {
 		return nil, err
 	}
 	r := &Replica{cfg: cfg, conn: conn, ownConn: own, pool: conn.pool, epoch: epoch, secret: secret, law: law, served: cfg.Served, tick: law.Config().Tick,
-		log: cfg.Logger, wake: make(chan string, 16), reconf: make(chan reconfig), writing: make(chan struct{}, 1)}
+		log: cfg.Logger, wake: make(chan string, 16), reconf: make(chan reconfig), stopped: make(chan struct{}), writing: make(chan struct{}, 1)}
 	r.length, r.slack = leaseLength(r.tick, cfg.Lease, cfg.Margin)
 	r.hash = ConfigHash(law.Config())
 	r.mu.appliedCh = make(chan struct{})
@@ -250,7 +251,10 @@ func (r *Replica) RunAfter(ctx context.Context, a *api.API, src dimmer.Source, d
 	r.api = a
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { a.Mirror(ctx); return nil })
-	g.Go(func() error { return r.loop(ctx, src, delay) })
+	g.Go(func() error {
+		defer close(r.stopped)
+		return r.loop(ctx, src, delay)
+	})
 	return g.Wait()
 }
 
@@ -814,6 +818,8 @@ func (r *Replica) Reconfigure(cfg dimmer.Config) error {
 	select {
 	case r.reconf <- rc:
 		return <-rc.done
+	case <-r.stopped:
+		return errors.New("cluster: reconfigure: the replica's loop has stopped")
 	case <-time.After(max(10*time.Second, 3*r.tick+2*r.length)):
 		return errors.New("cluster: reconfigure: the replica's loop does not answer")
 	}
