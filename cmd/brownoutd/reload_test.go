@@ -4,7 +4,10 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -481,4 +484,91 @@ services:
 	assert.NotContains(t, d.errs.String(), "level=ERROR")
 	assert.Equal(t, 401, eval("bbbb-token-00000001"), "b's revoked token")
 	assert.Equal(t, 200, eval("bbbb-token-00000002"), "b's new token")
+}
+
+// freezer is a TCP proxy to addr that can stop forwarding, as a store
+// behind a cut network does: connections stay open and nothing answers.
+type freezer struct {
+	ln     net.Listener
+	frozen atomic.Bool
+}
+
+func newFreezer(t *testing.T, addr string) *freezer {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	f := &freezer{ln: ln}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				up, err := net.Dial("tcp", addr)
+				if err != nil {
+					return
+				}
+				defer up.Close()
+				pipe := func(dst, src net.Conn) {
+					buf := make([]byte, 32<<10)
+					for {
+						n, err := src.Read(buf)
+						for f.frozen.Load() {
+							time.Sleep(10 * time.Millisecond)
+						}
+						if n > 0 {
+							if _, err := dst.Write(buf[:n]); err != nil {
+								break
+							}
+						}
+						if err != nil {
+							break
+						}
+					}
+					dst.Close()
+					src.Close()
+				}
+				go pipe(up, c)
+				pipe(c, up)
+			}()
+		}
+	}()
+	return f
+}
+
+// TestServeServicesReloadOnAStoreThatHangs: a reload while the store
+// does not answer reconfigures the services side by side: each one's
+// law waits for its replica's loop (in a lead that waits on the store)
+// and its reload event for the store, and one after another they added
+// up (30 s for 8 services), holding the next reload and a shutdown.
+func TestServeServicesReloadOnAStoreThatHangs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a real PostgreSQL")
+	}
+	dsn := pgtest.Start(t)
+	u, err := url.Parse(dsn)
+	require.NoError(t, err)
+	fr := newFreezer(t, u.Host)
+	u.Host = fr.ln.Addr().String()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "b.yaml")
+	var src strings.Builder
+	src.WriteString("tick: 200ms\nservices:\n")
+	for i := range 6 {
+		fmt.Fprintf(&src, "  - {name: s%d, features: [{name: x}]}\n", i)
+	}
+	require.NoError(t, os.WriteFile(file, []byte(src.String()), 0o600))
+	d := startDaemon(t, "--listen", testsrv.FreeAddr(t), "--config", file, "--store", u.String())
+	require.Eventually(t, func() bool { return stateOf(t, d.base+"/services/s5").Cluster.Role == "leader" }, 10*time.Second, 50*time.Millisecond)
+
+	fr.frozen.Store(true)
+	defer fr.frozen.Store(false)
+	start := time.Now()
+	reloaded(t, false, d)
+	took := time.Since(start)
+	t.Logf("a reload of 6 services on a store that hangs: %v", took)
+	assert.Less(t, took, 8*time.Second)
+	fr.frozen.Store(false)
 }

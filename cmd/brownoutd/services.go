@@ -477,18 +477,26 @@ func reloadServices(h *host, f *serveFlags, set map[string]bool) {
 			}
 		}
 	}
+	// Then the laws, each service's on its own: a replica's waits for its
+	// loop (a step, when the store is slow) and its event for the store,
+	// and one after another they added up (30 s for 8 services on a store
+	// that did not answer).
+	var reconfiguring sync.WaitGroup
 	for _, u := range cur.order {
 		s := next[u.name]
 		if s == nil {
 			continue
 		}
-		if err := reconfigurer(u.ctl, u.rep).Reconfigure(s.Dimmer); err != nil { // checked above: only a replica's loop that does not answer
-			log.Error("brownoutd: reload: the service's law stays as it was (its tokens, defaults and CORS origins are reloaded)", "service", u.name, "err", err)
-			continue
-		}
-		u.api.Save() // overrides on removed features are gone: not back after a crash
-		u.api.Note("reload", "configuration reloaded from "+fileName(file))
+		reconfiguring.Go(func() {
+			if err := reconfigurer(u.ctl, u.rep).Reconfigure(s.Dimmer); err != nil { // checked above: only a replica's loop that does not answer
+				log.Error("brownoutd: reload: the service's law stays as it was (its tokens, defaults and CORS origins are reloaded)", "service", u.name, "err", err)
+				return
+			}
+			u.api.Save() // overrides on removed features are gone: not back after a crash
+			u.api.Note("reload", "configuration reloaded from "+fileName(file))
+		})
 	}
+	reconfiguring.Wait()
 	// The new set, in the file's order, routed from the next request on.
 	order := make([]*unit, 0, len(c.Services))
 	for _, s := range c.Services {
@@ -518,8 +526,8 @@ func reloadServices(h *host, f *serveFlags, set map[string]bool) {
 			continue
 		}
 		removedNames = append(removedNames, u.name)
-		u.api.Note("service", "service removed by a reload of "+fileName(file)+": no longer served; its operators' state stays, for it to continue if it comes back")
 		retiring.Go(func() {
+			u.api.Note("service", "service removed by a reload of "+fileName(file)+": no longer served; its operators' state stays, for it to continue if it comes back")
 			h.retire(u, "the service is no longer served: a reload of the daemon's configuration removed it")
 			log.Info("brownoutd: service removed: no longer served, its operators' state kept", "service", u.name, "state", unitState(h.c, u))
 		})
