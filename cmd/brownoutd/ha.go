@@ -73,6 +73,16 @@ func warnPool(log *slog.Logger, n int) {
 	}
 }
 
+// replicaNote names the replica in an event it records in the store,
+// which every replica of the service shows: " (replica NAME)", or ""
+// without a store.
+func replicaNote(rep *cluster.Replica) string {
+	if rep == nil {
+		return ""
+	}
+	return " (replica " + rep.Info().Replica + ")"
+}
+
 // replicaName is this replica's name among the others: the host's name
 // and the port it listens on (BROWNOUTD_REPLICA overrides it).
 func replicaName(listen string) string {

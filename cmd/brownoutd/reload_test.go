@@ -346,6 +346,24 @@ func TestServeServicesReloadReplicas(t *testing.T) {
 	write(shop + search)
 	reloaded(t, false, reps...)
 	t.Logf("search re-added, led by %s", led("search"))
+	// The reloads' events are in the store, shown at every replica: each
+	// says which replica it was (a replica that still served the search
+	// showed another's "no longer served" as its own).
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		_, body := do(t, "GET", reps[0].base+"/services/search/v1/events", "")
+		var evs struct {
+			Events []struct{ Kind, What string } `json:"events"`
+		}
+		require.NoError(c, json.Unmarshal([]byte(body), &evs))
+		var said int
+		for _, e := range evs.Events {
+			if e.Kind == "service" || e.Kind == "reload" {
+				assert.Contains(c, e.What, "(replica ", "%s event: %s", e.Kind, e.What)
+				said++
+			}
+		}
+		assert.Equal(c, 6, said, "each replica's add, removal and add again")
+	}, 5*time.Second, 100*time.Millisecond)
 	for _, r := range reps {
 		st := stateOf(t, r.base+"/services/search")
 		assert.Equal(t, 0.25, feature(st, "spelling").Level, "%s: the search's override is back", r.base)

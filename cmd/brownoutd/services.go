@@ -493,7 +493,7 @@ func reloadServices(h *host, f *serveFlags, set map[string]bool) {
 				return
 			}
 			u.api.Save() // overrides on removed features are gone: not back after a crash
-			u.api.Note("reload", "configuration reloaded from "+fileName(file))
+			u.api.Note("reload", "configuration reloaded from "+fileName(file)+replicaNote(u.rep))
 		})
 	}
 	reconfiguring.Wait()
@@ -514,7 +514,7 @@ func reloadServices(h *host, f *serveFlags, set map[string]bool) {
 		}
 		h.start(u, i, len(order), time.Now())
 		addedNames = append(addedNames, u.name)
-		u.api.Note("service", "service added by a reload of "+fileName(file)+": served at "+service.Base(u.name)+"/")
+		u.api.Note("service", "service added by a reload of "+fileName(file)+replicaNote(u.rep)+": served at "+service.Base(u.name)+"/")
 		log.Info("brownoutd: service added", "service", u.name, "base", service.Base(u.name)+"/", "features", featureNames(u.cfg.Dimmer), "state", unitState(h.c, u))
 		if len(u.cfg.OperatorTokens) == 0 && !loopback(h.c.Listen) {
 			log.Warn("brownoutd: no operator token and not on loopback: operator writes are refused", "service", u.name)
@@ -527,7 +527,7 @@ func reloadServices(h *host, f *serveFlags, set map[string]bool) {
 		}
 		removedNames = append(removedNames, u.name)
 		retiring.Go(func() {
-			u.api.Note("service", "service removed by a reload of "+fileName(file)+": no longer served; its operators' state stays, for it to continue if it comes back")
+			u.api.Note("service", "service removed by a reload of "+fileName(file)+replicaNote(u.rep)+": no longer served there; its operators' state stays, for it to continue if it comes back")
 			h.retire(u, "the service is no longer served: a reload of the daemon's configuration removed it")
 			log.Info("brownoutd: service removed: no longer served, its operators' state kept", "service", u.name, "state", unitState(h.c, u))
 		})
