@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -182,8 +183,19 @@ func Open(ctx context.Context, cfg Config) (*Replica, error) {
 // stream tokens' key (api.Config.Secret): made once, kept in the store.
 func (r *Replica) Epoch() int64 { return r.epoch }
 
-// Secret: see Epoch.
-func (r *Replica) Secret() []byte { return slices.Clone(r.secret) }
+// Secret: see Epoch. It is the service's own, derived from the
+// cluster's (HMAC, keyed with it, of the service's name): what an API
+// keys with it — its stream tokens, its shed seed, which its streams
+// carry behind its evaluation tokens — tells nothing of another
+// service's. DefaultService's is the cluster's, as before services.
+func (r *Replica) Secret() []byte {
+	if r.cfg.Service == DefaultService {
+		return slices.Clone(r.secret)
+	}
+	m := hmac.New(sha256.New, r.secret)
+	m.Write([]byte("brownout service secret\x00" + r.cfg.Service))
+	return m.Sum(nil)
+}
 
 // MaxConns is the size of the pool the replica's store connection has
 // (shared with the daemon's other services' when Config.Conn is).
