@@ -249,6 +249,7 @@ func serveServices(ctx context.Context, c *config, file string, f *serveFlags, s
 			return err
 		}
 		defer h.conn.Close()
+		h.conn.SetLogger(log)
 		warnPool(log, h.conn.MaxConns())
 	}
 	var units []*unit

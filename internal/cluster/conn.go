@@ -3,8 +3,10 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -60,6 +62,17 @@ type Conn struct {
 
 	mu   sync.Mutex
 	subs map[string][]chan string // by service: each replica's wake
+
+	log atomic.Pointer[slog.Logger] // the listener's; SetLogger
+}
+
+// SetLogger gives the listener a logger: a WARN when it loses the
+// store's notifications (its connection failed or was ended), an INFO
+// when it listens again. Default: discard.
+func (c *Conn) SetLogger(log *slog.Logger) {
+	if log != nil {
+		c.log.Store(log)
+	}
 }
 
 // Connect opens the store at raw (a postgres:// URL) for a daemon of
@@ -94,6 +107,7 @@ func Connect(ctx context.Context, raw string, services int, timeout time.Duratio
 	}
 	lctx, stop := context.WithCancel(context.Background())
 	c := &Conn{url: raw, pool: pool, cancel: stop, done: make(chan struct{}), subs: map[string][]chan string{}}
+	c.log.Store(slog.New(slog.DiscardHandler))
 	go c.listen(lctx, cfg.ConnConfig)
 	return c, nil
 }
@@ -153,10 +167,15 @@ func (c *Conn) notify(payload string) {
 // again listenRetry after a failure, until ctx ends.
 func (c *Conn) listen(ctx context.Context, cc *pgx.ConnConfig) {
 	defer close(c.done)
+	lost := false
 	for ctx.Err() == nil {
 		conn, err := pgx.ConnectConfig(ctx, cc.Copy())
 		if err == nil {
 			_, err = conn.Exec(ctx, "LISTEN "+channel)
+			if err == nil && lost {
+				lost = false
+				c.log.Load().Info("brownoutd: cluster: listening to the store's notifications again")
+			}
 			for err == nil {
 				var n *pgconn.Notification
 				if n, err = conn.WaitForNotification(ctx); err == nil {
@@ -164,6 +183,13 @@ func (c *Conn) listen(ctx context.Context, cc *pgx.ConnConfig) {
 				}
 			}
 			conn.Close(context.Background())
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if !lost {
+			lost = true
+			c.log.Load().Warn("brownoutd: cluster: the store's notifications are lost; the replicas read the store every tick meanwhile (writes are applied, and a leader that stops replaced, a tick or a lease later); listening again", "err", err, "retry", listenRetry)
 		}
 		select {
 		case <-ctx.Done():

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -308,4 +309,32 @@ func TestReconfigureAfterStop(t *testing.T) {
 	start := time.Now()
 	assert.Error(t, n.rep.Reconfigure(lawConfig()))
 	assert.Less(t, time.Since(start), time.Second)
+}
+
+// TestListenerSaysItLostTheNotifications: the daemon's one LISTEN
+// connection, lost (its backend terminated: a restart, a network cut),
+// is said once in the log, and so is its return; before, it reconnected
+// in silence, and a listener that could not connect went unnoticed.
+func TestListenerSaysItLostTheNotifications(t *testing.T) {
+	dsn := pgtest.Start(t)
+	ctx := context.Background()
+	conn, err := Connect(ctx, dsn, 1, 5*time.Second)
+	require.NoError(t, err)
+	t.Cleanup(conn.Close)
+	var logs testsrv.Buffer
+	conn.SetLogger(slog.New(slog.NewTextHandler(&logs, nil)))
+	admin, err := pgxpool.New(ctx, dsn+"&application_name=admin")
+	require.NoError(t, err)
+	defer admin.Close()
+	listening := func() bool {
+		var n int
+		require.NoError(t, admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE query = $1`, "LISTEN "+channel).Scan(&n))
+		return n == 1
+	}
+	require.Eventually(t, listening, 5*time.Second, 20*time.Millisecond)
+	_, err = admin.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = $1`, "LISTEN "+channel)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "notifications are lost") }, 5*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "listening to the store's notifications again") }, 5*time.Second, 20*time.Millisecond)
+	assert.Equal(t, 1, strings.Count(logs.String(), "notifications are lost"), logs.String())
 }

@@ -154,6 +154,7 @@ func Open(ctx context.Context, cfg Config) (*Replica, error) {
 		if conn, err = Connect(ctx, cfg.URL, 1, cfg.ConnectTimeout); err != nil {
 			return nil, err
 		}
+		conn.SetLogger(cfg.Logger)
 		own = true
 	}
 	mctx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
