@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -88,7 +89,7 @@ func Connect(ctx context.Context, raw string, services int, timeout time.Duratio
 	if err != nil {
 		return nil, fmt.Errorf("cluster: store %s: %v", Redact(raw), err)
 	}
-	if !strings.Contains(raw, "pool_max_conns=") {
+	if u, err := url.Parse(raw); err == nil && !u.Query().Has("pool_max_conns") {
 		cfg.MaxConns = int32(min(poolBase+poolPerService*max(services, 1), poolCap))
 	}
 	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {

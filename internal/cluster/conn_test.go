@@ -29,6 +29,8 @@ func TestConnPoolSize(t *testing.T) {
 		{dsn, 5, poolBase + 5*poolPerService},
 		{dsn, 20, poolCap},
 		{dsn + "&pool_max_conns=2", 20, 2}, // the URL's says
+		// a password that says pool_max_conns= is not the URL's setting
+		{strings.Replace(dsn, "postgres@", "postgres:pool_max_conns=2@", 1), 5, poolBase + 5*poolPerService},
 	} {
 		conn, err := Connect(context.Background(), c.url, c.services, 5*time.Second)
 		require.NoError(t, err, c.url)
