@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/brownout/brownout/dimmer"
 	"github.com/brownout/brownout/internal/cli"
 	"github.com/brownout/brownout/internal/cluster"
+	"github.com/brownout/brownout/internal/service"
 )
 
 // Replicas (docs/brownoutd.md, "Running replicas"): with --store, the
@@ -56,7 +58,29 @@ func openReplica(ctx context.Context, c *config, s *serviceConfig, conn *cluster
 		return nil, err
 	}
 	acfg.Store, acfg.Epoch, acfg.Secret, acfg.Cluster = rep, rep.Epoch(), rep.Secret(), rep.Info
+	if conn == nil {
+		warnPool(log, rep.MaxConns())
+	}
 	return rep, nil
+}
+
+// warnPool says, at start, that the store's pool (pool_max_conns in its
+// URL) is too small for a leader to renew its lease while a write
+// waits on the store.
+func warnPool(log *slog.Logger, n int) {
+	if n < cluster.MinPool {
+		log.Warn("brownoutd: the store's pool is smaller than a leader needs: a write that waits on the store (a locked row, a slow commit) holds a connection the leaders renew their leases on, and they may lose them; give pool_max_conns at least 3, or leave it out", "pool_max_conns", n, "at_least", cluster.MinPool)
+	}
+}
+
+// replicaNote names the replica in an event it records in the store,
+// which every replica of the service shows: " (replica NAME)", or ""
+// without a store.
+func replicaNote(rep *cluster.Replica) string {
+	if rep == nil {
+		return ""
+	}
+	return " (replica " + rep.Info().Replica + ")"
 }
 
 // replicaName is this replica's name among the others: the host's name
@@ -104,13 +128,19 @@ type replicaReconf struct {
 func (r replicaReconf) Config() dimmer.Config               { return r.ctl.Config() }
 func (r replicaReconf) Reconfigure(cfg dimmer.Config) error { return r.rep.Reconfigure(cfg) }
 
-const importUsage = `Usage: brownoutd import-state --store postgres://… FILE
+const importUsage = `Usage: brownoutd import-state --store postgres://… [--service NAME] FILE
 
 Writes a state file (a daemon's operator.json, in its state dir) into the
 store that replicas share: its overrides still in force, its freeze and its
 shadow replace what the store had, with an "import" event. Run it once,
 when moving a daemon to replicas, before or while they run: the leader
 applies it within a tick.
+
+A daemon of several services (services: in its file) keeps each service's
+state in state_dir/services/NAME/operator.json: import each with
+--service NAME. Without --service the file is the one service's (the
+store's service "default"); a file under services/NAME/ then needs
+--service, so that no service's overrides land on another's.
 
 Flags:
 `
@@ -119,6 +149,7 @@ Flags:
 func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("import-state", flag.ContinueOnError)
 	store := fs.String("store", os.Getenv("BROWNOUTD_STORE"), "the store, a postgres:// URL (env BROWNOUTD_STORE)")
+	svc := fs.String("service", "", "the service whose state FILE is, on a daemon of several (services:); default: the one service's, "+cluster.DefaultService)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), importUsage)
 		fs.PrintDefaults()
@@ -138,14 +169,39 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := checkStore(*store); err != nil {
 		return usagef("import-state: store %v", err)
 	}
+	name := *svc
+	if name == "" {
+		// A service's own state file, imported as the one service's, would
+		// put its overrides on another service's features.
+		if owner := stateFileService(fs.Arg(0)); owner != "" {
+			return usagef("import-state: %s is service %s's state (state_dir/services/%s/): say --service %s, or --service %s to import it as the one service's", fs.Arg(0), owner, owner, owner, cluster.DefaultService)
+		}
+		name = cluster.DefaultService
+	}
+	if err := service.Check(name); err != nil {
+		return usagef("import-state: --service: %v", err)
+	}
 	st, err := api.ReadStateFile(fs.Arg(0))
 	if err != nil {
 		return err
 	}
-	n, err := cluster.Import(ctx, *store, cluster.DefaultService, st, time.Now())
+	n, err := cluster.Import(ctx, *store, name, st, time.Now())
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "brownoutd: imported %s into %s: %d overrides in force, frozen %v, shadow %v\n", fs.Arg(0), cluster.Redact(*store), n, st.Frozen, st.Shadow)
+	fmt.Fprintf(stdout, "brownoutd: imported %s into %s, service %s: %d overrides in force, frozen %v, shadow %v\n", fs.Arg(0), cluster.Redact(*store), name, n, st.Frozen, st.Shadow)
 	return nil
+}
+
+// stateFileService names the service whose state file path is when it
+// is one of a daemon of several's (…/services/NAME/operator.json), else "".
+func stateFileService(path string) string {
+	dir := filepath.Dir(filepath.Clean(path))
+	if filepath.Base(filepath.Dir(dir)) != "services" {
+		return ""
+	}
+	if name := filepath.Base(dir); service.Check(name) == nil {
+		return name
+	}
+	return ""
 }

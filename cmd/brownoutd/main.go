@@ -2,7 +2,7 @@
 //
 //	brownoutd serve [--config FILE] [--listen ADDR] …
 //	brownoutd check-config FILE
-//	brownoutd import-state --store postgres://… FILE
+//	brownoutd import-state --store postgres://… [--service NAME] FILE
 //	brownoutd version
 //
 // The lab (the simulator and the real-HTTP harness) is cmd/brownout-lab.
@@ -49,7 +49,7 @@ const usage = `brownoutd — dimmer, not dark
 Usage:
   brownoutd serve [flags]         the controller as a service: OFREP, operator API, /metrics (brownoutd serve --help)
   brownoutd check-config FILE     check a YAML configuration; every error with its line and field path
-  brownoutd import-state --store URL FILE   a state file (operator.json) into the replicas' store
+  brownoutd import-state --store URL [--service NAME] FILE   a state file (operator.json) into the replicas' store
   brownoutd version               the build: version, commit, Go
 `
 

@@ -4,7 +4,10 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -343,6 +346,24 @@ func TestServeServicesReloadReplicas(t *testing.T) {
 	write(shop + search)
 	reloaded(t, false, reps...)
 	t.Logf("search re-added, led by %s", led("search"))
+	// The reloads' events are in the store, shown at every replica: each
+	// says which replica it was (a replica that still served the search
+	// showed another's "no longer served" as its own).
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		_, body := do(t, "GET", reps[0].base+"/services/search/v1/events", "")
+		var evs struct {
+			Events []struct{ Kind, What string } `json:"events"`
+		}
+		require.NoError(c, json.Unmarshal([]byte(body), &evs))
+		var said int
+		for _, e := range evs.Events {
+			if e.Kind == "service" || e.Kind == "reload" {
+				assert.Contains(c, e.What, "(replica ", "%s event: %s", e.Kind, e.What)
+				said++
+			}
+		}
+		assert.Equal(c, 6, said, "each replica's add, removal and add again")
+	}, 5*time.Second, 100*time.Millisecond)
 	for _, r := range reps {
 		st := stateOf(t, r.base+"/services/search")
 		assert.Equal(t, 0.25, feature(st, "spelling").Level, "%s: the search's override is back", r.base)
@@ -443,4 +464,129 @@ func statuses(m map[int]int) []int {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// TestServeServicesReloadBeforeALoopStarts: the services' loops start
+// spread over the tick (service i of n at i/n of it), so with a long
+// tick a service's loop has not started yet when a reload comes. With a
+// store its replica's law is reconfigured in its loop: the reload must
+// not wait for that loop to start (it waited 10 s, then left the
+// service's configuration as it was — its tokens too: a revoked token
+// stayed good).
+func TestServeServicesReloadBeforeALoopStarts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a real PostgreSQL")
+	}
+	dsn := pgtest.Start(t)
+	dir := t.TempDir()
+	f := writeFiles(t, dir, map[string]string{"a-eval": "app aaaa-token-00000001\n", "b-eval": "app bbbb-token-00000001\n"})
+	file := filepath.Join(dir, "b.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(`tick: 40s
+services:
+  - {name: a, features: [{name: x}], auth: {eval_tokens_file: `+f["a-eval"]+`}}
+  - {name: b, features: [{name: y}], auth: {eval_tokens_file: `+f["b-eval"]+`}}
+`), 0o600))
+	d := startDaemon(t, "--listen", testsrv.FreeAddr(t), "--config", file, "--store", dsn)
+	eval := func(tok string) int {
+		resp, _ := do(t, "POST", d.base+"/services/b/ofrep/v1/evaluate/flags/y", `{"context":{"targetingKey":"u1"}}`, "Authorization", "Bearer "+tok)
+		return resp.StatusCode
+	}
+	require.Equal(t, 200, eval("bbbb-token-00000001"))
+
+	// b's loop starts 20 s after the daemon's start: reload before.
+	require.NoError(t, os.WriteFile(f["b-eval"], []byte("app bbbb-token-00000002\n"), 0o600))
+	start := time.Now()
+	reloaded(t, false, d)
+	took := time.Since(start)
+	assert.Less(t, took, 5*time.Second, "the reload waited for b's loop")
+	assert.NotContains(t, d.errs.String(), "level=ERROR")
+	assert.Equal(t, 401, eval("bbbb-token-00000001"), "b's revoked token")
+	assert.Equal(t, 200, eval("bbbb-token-00000002"), "b's new token")
+}
+
+// freezer is a TCP proxy to addr that can stop forwarding, as a store
+// behind a cut network does: connections stay open and nothing answers.
+type freezer struct {
+	ln     net.Listener
+	frozen atomic.Bool
+}
+
+func newFreezer(t *testing.T, addr string) *freezer {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	f := &freezer{ln: ln}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				up, err := net.Dial("tcp", addr)
+				if err != nil {
+					return
+				}
+				defer up.Close()
+				pipe := func(dst, src net.Conn) {
+					buf := make([]byte, 32<<10)
+					for {
+						n, err := src.Read(buf)
+						for f.frozen.Load() {
+							time.Sleep(10 * time.Millisecond)
+						}
+						if n > 0 {
+							if _, err := dst.Write(buf[:n]); err != nil {
+								break
+							}
+						}
+						if err != nil {
+							break
+						}
+					}
+					dst.Close()
+					src.Close()
+				}
+				go pipe(up, c)
+				pipe(c, up)
+			}()
+		}
+	}()
+	return f
+}
+
+// TestServeServicesReloadOnAStoreThatHangs: a reload while the store
+// does not answer reconfigures the services side by side: each one's
+// law waits for its replica's loop (in a lead that waits on the store)
+// and its reload event for the store, and one after another they added
+// up (30 s for 8 services), holding the next reload and a shutdown.
+func TestServeServicesReloadOnAStoreThatHangs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a real PostgreSQL")
+	}
+	dsn := pgtest.Start(t)
+	u, err := url.Parse(dsn)
+	require.NoError(t, err)
+	fr := newFreezer(t, u.Host)
+	u.Host = fr.ln.Addr().String()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "b.yaml")
+	var src strings.Builder
+	src.WriteString("tick: 200ms\nservices:\n")
+	for i := range 6 {
+		fmt.Fprintf(&src, "  - {name: s%d, features: [{name: x}]}\n", i)
+	}
+	require.NoError(t, os.WriteFile(file, []byte(src.String()), 0o600))
+	d := startDaemon(t, "--listen", testsrv.FreeAddr(t), "--config", file, "--store", u.String())
+	require.Eventually(t, func() bool { return stateOf(t, d.base+"/services/s5").Cluster.Role == "leader" }, 10*time.Second, 50*time.Millisecond)
+
+	fr.frozen.Store(true)
+	defer fr.frozen.Store(false)
+	start := time.Now()
+	reloaded(t, false, d)
+	took := time.Since(start)
+	t.Logf("a reload of 6 services on a store that hangs: %v", took)
+	assert.Less(t, took, 8*time.Second)
+	fr.frozen.Store(false)
 }

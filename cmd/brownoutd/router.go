@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -73,9 +74,29 @@ func (rt *router) publish(units []*unit) {
 func (rt *router) units() *unitSet { return rt.set.Load() }
 
 func (rt *router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	named := r.Header.Get(service.Header)
 	set := rt.units()
+	named, ok := namedService(r)
+	if !ok {
+		// Routed by the first, a proxy in front that checks another
+		// would let one service's request through to another.
+		rt.refuse(w, r, http.StatusBadRequest, "service-mismatch", service.Header+" given more than once: say it once")
+		return
+	}
 	if rest, ok := strings.CutPrefix(r.URL.Path, "/services/"); ok {
+		if clean := cleanPath(r.URL.Path); clean != r.URL.Path {
+			// As net/http's mux does, but with the service's prefix: its
+			// own mux, under the prefix stripped, would send the client
+			// to the cleaned path without it.
+			u := *r.URL
+			u.Path, u.RawPath = clean, ""
+			code := http.StatusTemporaryRedirect
+			if r.Method == http.MethodGet || r.Method == http.MethodHead {
+				code = http.StatusMovedPermanently
+			}
+			server.Abandon(w, r)
+			http.Redirect(w, r, u.RequestURI(), code)
+			return
+		}
 		name, _, slash := strings.Cut(rest, "/")
 		u := set.byName[name]
 		switch {
@@ -209,6 +230,29 @@ func quote(s string) string {
 	return strconv.Quote(s)
 }
 
+// namedService returns the service r names in its service.Header, ""
+// for none; false when the header comes more than once.
+func namedService(r *http.Request) (string, bool) {
+	vs := r.Header.Values(service.Header)
+	switch len(vs) {
+	case 0:
+		return "", true
+	case 1:
+		return vs[0], true
+	}
+	return "", false
+}
+
+// cleanPath is p without dot segments and repeated slashes, its trailing
+// slash kept (path.Clean's, as net/http's mux cleans).
+func cleanPath(p string) string {
+	c := path.Clean(p)
+	if strings.HasSuffix(p, "/") && c != "/" {
+		c += "/"
+	}
+	return c
+}
+
 // oneService guards the API of a daemon of one service (no services:):
 // a request that names a service (service.Header) was meant for a daemon
 // of several, and is refused with a 404 that says so, rather than
@@ -216,7 +260,7 @@ func quote(s string) string {
 func oneService(h http.Handler) http.Handler {
 	rt := &router{}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if name := r.Header.Get(service.Header); name != "" {
+		if name := strings.Join(r.Header.Values(service.Header), ", "); strings.Trim(name, ", ") != "" {
 			rt.refuse(w, r, http.StatusNotFound, "unknown-service", service.Header+" "+quote(name)+
 				": this daemon serves one service, at its root, and names none (no services: in its configuration): drop the service option, or point at the daemon that serves it")
 			return

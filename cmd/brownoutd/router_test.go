@@ -132,3 +132,64 @@ func validMethod(m string) bool {
 	}
 	return true
 }
+
+// TestRouteRefusesAmbiguousRequests: a request that names its service
+// in two X-Brownout-Service headers is refused (400) whatever they say,
+// rather than routed by the first (a proxy in front that checks the last
+// one, or all, would have let another service's request through); so is
+// one to a daemon of one service that names a service in any of them. A
+// path with dot segments under a service's prefix is sent to its cleaned
+// path, prefix and all (the service's mux, under the prefix stripped,
+// redirected /services/shop/../search/v1/state to /search/v1/state, a
+// route of nothing).
+func TestRouteRefusesAmbiguousRequests(t *testing.T) {
+	r := newRig(t, routerConfig, nil)
+	req := func(method, path string, names ...string) *httptest.ResponseRecorder {
+		rq := httptest.NewRequest(method, "http://127.0.0.1:8080"+path, nil)
+		for _, n := range names {
+			rq.Header.Add(service.Header, n)
+		}
+		w := httptest.NewRecorder()
+		r.rt.ServeHTTP(w, rq)
+		return w
+	}
+	for _, tc := range []struct {
+		path  string
+		names []string
+	}{
+		{"/v1/state", []string{"shop", "search"}},
+		{"/v1/state", []string{"shop", "shop"}},
+		{"/v1/state", []string{"", "search"}},
+		{"/services/shop/v1/state", []string{"shop", "search"}},
+		{"/services/shop/v1/state", []string{"", "shop"}},
+	} {
+		w := req("GET", tc.path, tc.names...)
+		assert.Equal(t, 400, w.Code, "%s %q: %s", tc.path, tc.names, w.Body.String())
+		assert.Contains(t, w.Body.String(), "urn:brownout:api:service-mismatch", "%s %q", tc.path, tc.names)
+	}
+	w := req("POST", "/ofrep/v1/evaluate/flags/x", "shop", "search")
+	assert.Equal(t, 400, w.Code)
+	assert.Contains(t, w.Body.String(), `"errorCode":"GENERAL"`, "OFREP's error shape")
+
+	one := oneService(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(200) }))
+	for _, names := range [][]string{{"shop"}, {"", "shop"}, {"shop", ""}} {
+		rq := httptest.NewRequest("GET", "http://127.0.0.1:8080/v1/state", nil)
+		for _, n := range names {
+			rq.Header.Add(service.Header, n)
+		}
+		w := httptest.NewRecorder()
+		one.ServeHTTP(w, rq)
+		assert.Equal(t, 404, w.Code, "a daemon of one service, %q", names)
+	}
+
+	for _, tc := range []struct{ method, path, to string }{
+		{"GET", "/services/shop/../search/v1/state", "/services/search/v1/state"},
+		{"PUT", "/services/shop/./v1/shadow", "/services/shop/v1/shadow"},
+		{"GET", "/services/shop//v1/state?x=1", "/services/shop/v1/state?x=1"},
+		{"GET", "/services/shop/v1/../", "/services/shop/"},
+	} {
+		w := req(tc.method, tc.path)
+		require.Contains(t, []int{301, 307, 308}, w.Code, "%s %s: %s", tc.method, tc.path, w.Body.String())
+		assert.Equal(t, tc.to, w.Header().Get("Location"), "%s %s", tc.method, tc.path)
+	}
+}

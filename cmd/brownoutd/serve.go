@@ -23,6 +23,7 @@ import (
 	"github.com/brownout/brownout/api"
 	"github.com/brownout/brownout/dimmer"
 	"github.com/brownout/brownout/internal/cli"
+	"github.com/brownout/brownout/internal/cluster"
 	"github.com/brownout/brownout/internal/server"
 	"github.com/brownout/brownout/internal/statedir"
 	"github.com/brownout/brownout/provider"
@@ -460,7 +461,11 @@ func reload(ctl reconfigurable, a *api.API, f *serveFlags, set map[string]bool, 
 		log.Error("brownoutd: reload: the CORS origins stay as they were", "err", err)
 	}
 	a.Save() // overrides on removed features are gone: not back after a crash
-	a.Note("reload", "configuration reloaded from "+fileName(file))
+	var rep *cluster.Replica
+	if rc, ok := ctl.(replicaReconf); ok {
+		rep = rc.rep
+	}
+	a.Note("reload", "configuration reloaded from "+fileName(file)+replicaNote(rep))
 	log.Info("brownoutd: configuration reloaded", "config", fileName(file), "features", featureNames(c.Dimmer))
 }
 

@@ -133,19 +133,20 @@ func (u *unit) serve(h http.Handler, w http.ResponseWriter, r *http.Request) boo
 	return true
 }
 
-// run is the unit's control loop, started after delay (its phase in the
-// tick), until ctx ends.
+// run is the unit's control loop, its ticks from delay on (its phase in
+// the tick), until ctx ends. A replica's runs from now, so that a reload
+// reconfigures its law without waiting for its first tick.
 func (u *unit) run(ctx context.Context, delay time.Duration) {
+	if u.rep != nil {
+		u.rep.RunAfter(ctx, u.api, u.src, delay) // at its end, a leader gives its lease up
+		return
+	}
 	t := time.NewTimer(delay)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return
 	case <-t.C:
-	}
-	if u.rep != nil {
-		u.rep.Run(ctx, u.api, u.src) // at its end, a leader gives its lease up
-		return
 	}
 	u.api.Run(ctx, u.src)
 }
@@ -248,6 +249,8 @@ func serveServices(ctx context.Context, c *config, file string, f *serveFlags, s
 			return err
 		}
 		defer h.conn.Close()
+		h.conn.SetLogger(log)
+		warnPool(log, h.conn.MaxConns())
 	}
 	var units []*unit
 	for _, s := range c.Services {
@@ -463,23 +466,38 @@ func reloadServices(h *host, f *serveFlags, set map[string]bool) {
 	if len(fields) > 0 {
 		log.Warn("brownoutd: these settings take effect at the next restart, not on reload; the running ones stay", "settings", strings.Join(dedup(fields), ", "))
 	}
+	// The tokens first, every kept service's: a token revoked is refused
+	// from now on, whatever a service's loop is doing (a replica's law is
+	// reconfigured in its loop, which may be in a slow snapshot).
+	for _, u := range cur.order {
+		if s := next[u.name]; s != nil {
+			u.api.SetTokens(s.OperatorTokens, s.EvalTokens, s.PushTokens)
+			u.api.SetDefaults(s.Defaults)
+			if err := u.api.SetCORSOrigins(c.CORSOrigins); err != nil { // settings checked them: never
+				log.Error("brownoutd: reload: the CORS origins stay as they were", "service", u.name, "err", err)
+			}
+		}
+	}
+	// Then the laws, each service's on its own: a replica's waits for its
+	// loop (a step, when the store is slow) and its event for the store,
+	// and one after another they added up (30 s for 8 services on a store
+	// that did not answer).
+	var reconfiguring sync.WaitGroup
 	for _, u := range cur.order {
 		s := next[u.name]
 		if s == nil {
 			continue
 		}
-		if err := reconfigurer(u.ctl, u.rep).Reconfigure(s.Dimmer); err != nil { // checked above: never
-			log.Error("brownoutd: reload: the service's configuration stays as it was", "service", u.name, "err", err)
-			continue
-		}
-		u.api.SetTokens(s.OperatorTokens, s.EvalTokens, s.PushTokens)
-		u.api.SetDefaults(s.Defaults)
-		if err := u.api.SetCORSOrigins(c.CORSOrigins); err != nil { // settings checked them: never
-			log.Error("brownoutd: reload: the CORS origins stay as they were", "service", u.name, "err", err)
-		}
-		u.api.Save() // overrides on removed features are gone: not back after a crash
-		u.api.Note("reload", "configuration reloaded from "+fileName(file))
+		reconfiguring.Go(func() {
+			if err := reconfigurer(u.ctl, u.rep).Reconfigure(s.Dimmer); err != nil { // checked above: only a replica's loop that does not answer
+				log.Error("brownoutd: reload: the service's law stays as it was (its tokens, defaults and CORS origins are reloaded)", "service", u.name, "err", err)
+				return
+			}
+			u.api.Save() // overrides on removed features are gone: not back after a crash
+			u.api.Note("reload", "configuration reloaded from "+fileName(file)+replicaNote(u.rep))
+		})
 	}
+	reconfiguring.Wait()
 	// The new set, in the file's order, routed from the next request on.
 	order := make([]*unit, 0, len(c.Services))
 	for _, s := range c.Services {
@@ -497,7 +515,7 @@ func reloadServices(h *host, f *serveFlags, set map[string]bool) {
 		}
 		h.start(u, i, len(order), time.Now())
 		addedNames = append(addedNames, u.name)
-		u.api.Note("service", "service added by a reload of "+fileName(file)+": served at "+service.Base(u.name)+"/")
+		u.api.Note("service", "service added by a reload of "+fileName(file)+replicaNote(u.rep)+": served at "+service.Base(u.name)+"/")
 		log.Info("brownoutd: service added", "service", u.name, "base", service.Base(u.name)+"/", "features", featureNames(u.cfg.Dimmer), "state", unitState(h.c, u))
 		if len(u.cfg.OperatorTokens) == 0 && !loopback(h.c.Listen) {
 			log.Warn("brownoutd: no operator token and not on loopback: operator writes are refused", "service", u.name)
@@ -509,8 +527,8 @@ func reloadServices(h *host, f *serveFlags, set map[string]bool) {
 			continue
 		}
 		removedNames = append(removedNames, u.name)
-		u.api.Note("service", "service removed by a reload of "+fileName(file)+": no longer served; its operators' state stays, for it to continue if it comes back")
 		retiring.Go(func() {
+			u.api.Note("service", "service removed by a reload of "+fileName(file)+replicaNote(u.rep)+": no longer served there; its operators' state stays, for it to continue if it comes back")
 			h.retire(u, "the service is no longer served: a reload of the daemon's configuration removed it")
 			log.Info("brownoutd: service removed: no longer served, its operators' state kept", "service", u.name, "state", unitState(h.c, u))
 		})

@@ -422,3 +422,54 @@ services:
 		next.stop(t)
 	}
 }
+
+// TestServeServicesReplicasKeepTheirSecrets: with a store, the cluster's
+// secret is one for every service, but what each service's API keys with
+// it is its own: the shed seed its stream carries (which users its
+// cascade sheds first, behind its evaluation tokens) and its stream
+// tokens. Before, every service's seed was the same: a client of an open
+// service read, in its stream, the seed of a service whose streams need
+// a token. The seed is still the same at every replica of a service.
+func TestServeServicesReplicasKeepTheirSecrets(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a real PostgreSQL")
+	}
+	dsn := pgtest.Start(t)
+	dir := t.TempDir()
+	f := writeFiles(t, dir, map[string]string{"eval": "app bbbb-token-00000001\n"})
+	cfg := writeFiles(t, dir, map[string]string{"b.yaml": `services:
+  - {name: open, features: [{name: x}]}
+  - {name: closed, features: [{name: y}], auth: {eval_tokens_file: ` + f["eval"] + `}}
+`})["b.yaml"]
+	var reps []*daemon
+	for range 2 {
+		reps = append(reps, startDaemon(t, "--listen", testsrv.FreeAddr(t), "--config", cfg, "--store", dsn))
+	}
+	seed := func(url string, headers ...string) string {
+		ch := sseFollow(t, url, headers...)
+		for ev := range ch {
+			if ev[0] == "state" {
+				var st struct {
+					Seed string `json:"shed_seed"`
+				}
+				require.NoError(t, json.Unmarshal([]byte(ev[1]), &st))
+				return st.Seed
+			}
+		}
+		t.Fatalf("%s: no state", url)
+		return ""
+	}
+	open := seed(reps[0].base + "/services/open/v1/stream")
+	closed := seed(reps[0].base+"/services/closed/v1/stream", "Authorization", "Bearer bbbb-token-00000001")
+	require.NotEmpty(t, open)
+	assert.NotEqual(t, open, closed, "the open service's stream tells the closed one's seed")
+	assert.Equal(t, closed, seed(reps[1].base+"/services/closed/v1/stream", "Authorization", "Bearer bbbb-token-00000001"), "one seed a service, at every replica")
+
+	// A stream token of the open service does not open the closed one's.
+	resp, body := do(t, "POST", reps[0].base+"/services/open/v1/stream/token", "")
+	require.Equal(t, 200, resp.StatusCode, body)
+	var tok struct{ Token string }
+	require.NoError(t, json.Unmarshal([]byte(body), &tok))
+	resp, _ = do(t, "GET", reps[1].base+"/services/closed/v1/stream?token="+tok.Token, "")
+	assert.Equal(t, 401, resp.StatusCode)
+}

@@ -3,8 +3,11 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -33,6 +36,13 @@ const (
 	poolCap        = 16
 )
 
+// MinPool is the smallest pool that a service's trouble cannot empty: a
+// write waiting on the store (its row locked, a slow commit) holds one
+// connection and the service's loop another; a third is left for the
+// other services' leaders to renew their leases on. A URL's
+// pool_max_conns below it is taken, and brownoutd warns of it.
+const MinPool = 3
+
 // listenRetry is how long the listener waits before connecting again
 // after its connection failed (the database restarting): a replica's
 // loop reads the store every tick anyway, so a notification missed
@@ -53,6 +63,17 @@ type Conn struct {
 
 	mu   sync.Mutex
 	subs map[string][]chan string // by service: each replica's wake
+
+	log atomic.Pointer[slog.Logger] // the listener's; SetLogger
+}
+
+// SetLogger gives the listener a logger: a WARN when it loses the
+// store's notifications (its connection failed or was ended), an INFO
+// when it listens again. Default: discard.
+func (c *Conn) SetLogger(log *slog.Logger) {
+	if log != nil {
+		c.log.Store(log)
+	}
 }
 
 // Connect opens the store at raw (a postgres:// URL) for a daemon of
@@ -68,7 +89,7 @@ func Connect(ctx context.Context, raw string, services int, timeout time.Duratio
 	if err != nil {
 		return nil, fmt.Errorf("cluster: store %s: %v", Redact(raw), err)
 	}
-	if !strings.Contains(raw, "pool_max_conns=") {
+	if u, err := url.Parse(raw); err == nil && !u.Query().Has("pool_max_conns") {
 		cfg.MaxConns = int32(min(poolBase+poolPerService*max(services, 1), poolCap))
 	}
 	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
@@ -87,6 +108,7 @@ func Connect(ctx context.Context, raw string, services int, timeout time.Duratio
 	}
 	lctx, stop := context.WithCancel(context.Background())
 	c := &Conn{url: raw, pool: pool, cancel: stop, done: make(chan struct{}), subs: map[string][]chan string{}}
+	c.log.Store(slog.New(slog.DiscardHandler))
 	go c.listen(lctx, cfg.ConnConfig)
 	return c, nil
 }
@@ -146,10 +168,15 @@ func (c *Conn) notify(payload string) {
 // again listenRetry after a failure, until ctx ends.
 func (c *Conn) listen(ctx context.Context, cc *pgx.ConnConfig) {
 	defer close(c.done)
+	lost := false
 	for ctx.Err() == nil {
 		conn, err := pgx.ConnectConfig(ctx, cc.Copy())
 		if err == nil {
 			_, err = conn.Exec(ctx, "LISTEN "+channel)
+			if err == nil && lost {
+				lost = false
+				c.log.Load().Info("brownoutd: cluster: listening to the store's notifications again")
+			}
 			for err == nil {
 				var n *pgconn.Notification
 				if n, err = conn.WaitForNotification(ctx); err == nil {
@@ -157,6 +184,13 @@ func (c *Conn) listen(ctx context.Context, cc *pgx.ConnConfig) {
 				}
 			}
 			conn.Close(context.Background())
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if !lost {
+			lost = true
+			c.log.Load().Warn("brownoutd: cluster: the store's notifications are lost; the replicas read the store every tick meanwhile (writes are applied, and a leader that stops replaced, a tick or a lease later); listening again", "err", err, "retry", listenRetry)
 		}
 		select {
 		case <-ctx.Done():

@@ -21,7 +21,10 @@
 //     (brownout_event);
 //   - the cluster's boot epoch and stream-token secret (brownout_cluster),
 //     so that ETags, stream ids and stream tokens are the cluster's, not a
-//     process's: a failover is not a restart to clients.
+//     process's: a failover is not a restart to clients. Each service
+//     keys its API with a secret derived from it (Replica.Secret), so
+//     that one service's stream tokens and shed seed tell nothing of
+//     another's.
 //
 // Each replica has two controllers of the same configuration: the law,
 // which only the leader steps, and the served controller behind the API

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -76,6 +77,13 @@ type Replica struct {
 	log           *slog.Logger
 	wake          chan string // the store's notifications: "ops", "published", "lease", "events"
 	reconf        chan reconfig
+	stopped       chan struct{} // closed when Run's loop returned
+	// writing is held by the write (Change, Note) under way: a service's
+	// writes take its operator row's lock in turn anyway, and one that
+	// waits for the store (the row locked, a slow commit) must not hold
+	// one of the shared pool's connections each, which the other
+	// services' leaders need to renew their leases.
+	writing chan struct{}
 
 	// Owned by Run's loop.
 	api        *api.API
@@ -86,8 +94,13 @@ type Replica struct {
 	appliedOps uint64             // the operators' version reconciled into the law
 	lastHist   time.Time          // the store's time of the last history point kept
 	tried      bool               // Load ran
-	srcErr     string             // the source's last error, logged once a minute
-	srcLogged  time.Time
+	// drop is the features a reload removed while this replica led: their
+	// overrides leave the store at its next commit, as they left the law
+	// (dimmer drops a removed feature's pin), so that none comes back
+	// when the feature is named again.
+	drop      []string
+	srcErr    string // the source's last error, logged once a minute
+	srcLogged time.Time
 
 	loaded atomic.Bool // the store's state was read once (Loaded)
 
@@ -141,6 +154,7 @@ func Open(ctx context.Context, cfg Config) (*Replica, error) {
 		if conn, err = Connect(ctx, cfg.URL, 1, cfg.ConnectTimeout); err != nil {
 			return nil, err
 		}
+		conn.SetLogger(cfg.Logger)
 		own = true
 	}
 	mctx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
@@ -153,7 +167,7 @@ func Open(ctx context.Context, cfg Config) (*Replica, error) {
 		return nil, err
 	}
 	r := &Replica{cfg: cfg, conn: conn, ownConn: own, pool: conn.pool, epoch: epoch, secret: secret, law: law, served: cfg.Served, tick: law.Config().Tick,
-		log: cfg.Logger, wake: make(chan string, 16), reconf: make(chan reconfig)}
+		log: cfg.Logger, wake: make(chan string, 16), reconf: make(chan reconfig), stopped: make(chan struct{}), writing: make(chan struct{}, 1)}
 	r.length, r.slack = leaseLength(r.tick, cfg.Lease, cfg.Margin)
 	r.hash = ConfigHash(law.Config())
 	r.mu.appliedCh = make(chan struct{})
@@ -170,8 +184,23 @@ func Open(ctx context.Context, cfg Config) (*Replica, error) {
 // stream tokens' key (api.Config.Secret): made once, kept in the store.
 func (r *Replica) Epoch() int64 { return r.epoch }
 
-// Secret: see Epoch.
-func (r *Replica) Secret() []byte { return slices.Clone(r.secret) }
+// Secret: see Epoch. It is the service's own, derived from the
+// cluster's (HMAC, keyed with it, of the service's name): what an API
+// keys with it — its stream tokens, its shed seed, which its streams
+// carry behind its evaluation tokens — tells nothing of another
+// service's. DefaultService's is the cluster's, as before services.
+func (r *Replica) Secret() []byte {
+	if r.cfg.Service == DefaultService {
+		return slices.Clone(r.secret)
+	}
+	m := hmac.New(sha256.New, r.secret)
+	m.Write([]byte("brownout service secret\x00" + r.cfg.Service))
+	return m.Sum(nil)
+}
+
+// MaxConns is the size of the pool the replica's store connection has
+// (shared with the daemon's other services' when Config.Conn is).
+func (r *Replica) MaxConns() int { return r.conn.MaxConns() }
 
 // Lease returns the lease's length and margin in force.
 func (r *Replica) Lease() (length, margin time.Duration) { return r.length, r.slack }
@@ -221,18 +250,49 @@ func (r *Replica) Loaded() bool { return r.loaded.Load() }
 // follows otherwise. At the end, a leader gives its lease up, so that
 // another takes over at once.
 func (r *Replica) Run(ctx context.Context, a *api.API, src dimmer.Source) error {
+	return r.RunAfter(ctx, a, src, 0)
+}
+
+// RunAfter is Run whose ticks begin delay later (a daemon of several
+// services spreads their ticks over the tick: service i of n at i/n of
+// it). Until then the replica neither leads nor steps, but a Reconfigure
+// is applied at once: a reload never waits for a loop to begin.
+func (r *Replica) RunAfter(ctx context.Context, a *api.API, src dimmer.Source, delay time.Duration) error {
 	if !r.tried {
 		r.Load(ctx, a)
 	}
 	r.api = a
-	defer r.conn.subscribe(r.cfg.Service, r.wake)()
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { a.Mirror(ctx); return nil })
-	g.Go(func() error { return r.loop(ctx, src) })
+	g.Go(func() error {
+		defer close(r.stopped)
+		return r.loop(ctx, src, delay)
+	})
 	return g.Wait()
 }
 
-func (r *Replica) loop(ctx context.Context, src dimmer.Source) error {
+// await serves the reconfigurations until delay has passed; false when
+// ctx ended first.
+func (r *Replica) await(ctx context.Context, delay time.Duration) bool {
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+			return true
+		case rc := <-r.reconf:
+			rc.done <- r.reconfigure(rc.cfg)
+		}
+	}
+}
+
+func (r *Replica) loop(ctx context.Context, src dimmer.Source, delay time.Duration) error {
+	if delay > 0 && !r.await(ctx, delay) {
+		return nil
+	}
+	defer r.conn.subscribe(r.cfg.Service, r.wake)()
 	t := time.NewTicker(r.tick)
 	defer t.Stop()
 	var attempt *time.Timer
@@ -333,6 +393,7 @@ func (r *Replica) lead(ctx context.Context, now time.Time, snap *signals.Snapsho
 		events    []api.Event
 		ops       opState
 		stored    *dimmer.Checkpoint
+		dropped   []api.Event
 		remaining time.Duration = -1
 	)
 	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
@@ -368,6 +429,10 @@ func (r *Replica) lead(ctx context.Context, now time.Time, snap *signals.Snapsho
 		if err := tx.QueryRow(ctx, `SELECT generation, checkpoint FROM brownout_published WHERE service = $1 FOR UPDATE`, r.cfg.Service).Scan(&gen, &raw); err != nil {
 			return err
 		}
+		var err error
+		if dropped, err = r.dropOverrides(ctx, tx); err != nil {
+			return err
+		}
 		readopt := acquired || gen != r.storedGen || r.committed == nil
 		if readopt && raw != nil {
 			var c dimmer.Checkpoint
@@ -379,7 +444,6 @@ func (r *Replica) lead(ctx context.Context, now time.Time, snap *signals.Snapsho
 			}
 			stored = &c
 		}
-		var err error
 		if ops, err = readOps(ctx, tx, r.cfg.Service); err != nil {
 			return err
 		}
@@ -391,7 +455,7 @@ func (r *Replica) lead(ctx context.Context, now time.Time, snap *signals.Snapsho
 			r.law.Step(now, *snap)
 		}
 		st := r.law.State()
-		events = api.Changes(before, st)
+		events = append(api.Changes(before, st), dropped...)
 		if acquired {
 			why := "no replica led before"
 			if prevHold != "" {
@@ -461,6 +525,7 @@ func (r *Replica) lead(ctx context.Context, now time.Time, snap *signals.Snapsho
 	}
 	r.storeOK()
 	r.committed, r.storedGen, r.appliedOps = &cp, cp.Generation, ops.version
+	r.drop = nil
 	r.own.renewed(term, sent, r.length, r.slack)
 	if acquired {
 		r.log.Info("brownoutd: cluster: this replica leads", "replica", r.cfg.Name, "term", term, "generation", cp.Generation, "after", prevHold)
@@ -482,6 +547,28 @@ func (r *Replica) lead(ctx context.Context, now time.Time, snap *signals.Snapsho
 	}
 	r.syncEvents(ctx) // its own events and others', in the store's order
 	return -1
+}
+
+// dropOverrides deletes, in the leader's transaction, the overrides of
+// the features a reload removed (Replica.drop), and returns an event for
+// each.
+func (r *Replica) dropOverrides(ctx context.Context, tx pgx.Tx) ([]api.Event, error) {
+	if len(r.drop) == 0 {
+		return nil, nil
+	}
+	rows, err := tx.Query(ctx, `DELETE FROM brownout_override WHERE service = $1 AND feature = ANY($2) RETURNING feature`, r.cfg.Service, r.drop)
+	if err != nil {
+		return nil, err
+	}
+	gone, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, err
+	}
+	var events []api.Event
+	for _, f := range gone {
+		events = append(events, api.Event{Kind: "release", Feature: f, Who: "reload", What: "override dropped: a reload removed the feature"})
+	}
+	return events, nil
 }
 
 // publish serves cp: into the served controller and the API's flags;
@@ -735,21 +822,39 @@ func (r *Replica) stepDown() {
 
 // Reconfigure replaces the control law's configuration (a reload) in
 // the replica's loop: the law's, and the served controller's, which then
-// serves the last committed state again until the next commit.
+// serves the last committed state again until the next commit. It waits
+// for the loop to be between two steps: at most a snapshot (a tick), a
+// follow and a syncEvents (a tick each) and two lead attempts (each
+// within the lease), and at least 10 s.
 func (r *Replica) Reconfigure(cfg dimmer.Config) error {
 	rc := reconfig{cfg: cfg, done: make(chan error, 1)}
 	select {
 	case r.reconf <- rc:
 		return <-rc.done
-	case <-time.After(10 * time.Second):
+	case <-r.stopped:
+		return errors.New("cluster: reconfigure: the replica's loop has stopped")
+	case <-time.After(max(10*time.Second, 3*r.tick+2*r.length)):
 		return errors.New("cluster: reconfigure: the replica's loop does not answer")
 	}
 }
 
 func (r *Replica) reconfigure(cfg dimmer.Config) error {
 	now := time.Now()
+	old := r.law.Config().Features
 	if err := r.law.ReconfigureAt(now, cfg); err != nil {
 		return err
+	}
+	named := map[string]bool{}
+	for _, f := range cfg.Features {
+		named[f.Name] = true
+	}
+	r.drop = slices.DeleteFunc(r.drop, func(f string) bool { return named[f] })
+	if r.own.term != 0 {
+		for _, f := range old {
+			if !named[f.Name] && !slices.Contains(r.drop, f.Name) {
+				r.drop = append(r.drop, f.Name)
+			}
+		}
 	}
 	if err := r.served.ReconfigureAt(now, cfg); err != nil {
 		return err
@@ -785,6 +890,9 @@ func (r *Replica) setLeading(until time.Time) {
 }
 
 func (r *Replica) storeFailed(err error) {
+	if errors.Is(err, context.Canceled) {
+		return // the loop stops (shutdown, the service removed): not the store's doing
+	}
 	r.mu.Lock()
 	first := r.mu.storeErr == ""
 	r.mu.storeErr = err.Error()
@@ -829,8 +937,25 @@ func (r *Replica) Info() *api.ClusterJSON {
 
 // Change records an operator's write (api.Store).
 func (r *Replica) Change(ctx context.Context, c api.Change) (api.ChangeResult, error) {
+	if err := r.write(ctx); err != nil {
+		return api.ChangeResult{}, fmt.Errorf("%w: %v", api.ErrStoreDown, err)
+	}
+	defer r.written()
 	return change(ctx, r.pool, r.cfg.Service, c)
 }
+
+// write waits for this replica's write under way, if any, to end (see
+// Replica.writing); written ends the caller's.
+func (r *Replica) write(ctx context.Context) error {
+	select {
+	case r.writing <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("cluster: waiting for this service's writes before it: %w", ctx.Err())
+	}
+}
+
+func (r *Replica) written() { <-r.writing }
 
 // Applied waits until this replica serves version v of the operators'
 // state (api.Store).
@@ -852,6 +977,10 @@ func (r *Replica) Applied(ctx context.Context, v uint64) (uint64, error) {
 
 // Note records an event (api.Store).
 func (r *Replica) Note(ctx context.Context, e api.Event) error {
+	if err := r.write(ctx); err != nil {
+		return err
+	}
+	defer r.written()
 	return pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
 		if _, err := insertEvents(ctx, tx, r.cfg.Service, []api.Event{e}); err != nil {
 			return err

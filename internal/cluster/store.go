@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -97,20 +98,34 @@ CREATE TABLE IF NOT EXISTS brownout_replica (
 // ErrNewerSchema: the database was set up by a newer brownoutd.
 var ErrNewerSchema = errors.New("cluster: the store's schema is newer than this brownoutd's")
 
-// Redact returns a store URL without its password, for messages.
+// Redact returns a store URL without its password, for messages: the
+// user info's, and the query's password= and sslpassword= (libpq takes
+// either there, as pgx does). The rest of the query stays as written.
 func Redact(raw string) string {
 	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		if err != nil {
-			return "(a store URL that does not parse)"
-		}
-		return raw
+	if err != nil {
+		return "(a store URL that does not parse)"
 	}
-	if _, ok := u.User.Password(); ok {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	if u.User != nil {
+		if _, ok := u.User.Password(); ok {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		}
+	}
+	if u.RawQuery != "" {
+		parts := strings.Split(u.RawQuery, "&")
+		for i, p := range parts {
+			k, _, _ := strings.Cut(p, "=")
+			if key, err := url.QueryUnescape(k); err != nil || secretParams[key] {
+				parts[i] = k + "=xxxxx"
+			}
+		}
+		u.RawQuery = strings.Join(parts, "&")
 	}
 	return u.String()
 }
+
+// secretParams are the store URL's query parameters that Redact hides.
+var secretParams = map[string]bool{"password": true, "sslpassword": true}
 
 // migrate creates the tables (one replica at a time: a transaction's
 // advisory lock), refuses a newer schema, and makes the cluster's epoch

@@ -153,7 +153,8 @@ func NewPromQLSource(cfg PromQLConfig) (*PromQLSource, error) {
 }
 
 // Name describes the source for messages.
-func (s *PromQLSource) Name() string { return "promql(" + s.cfg.Address + ")" }
+// Its password (http://user:password@host) is never shown.
+func (s *PromQLSource) Name() string { return "promql(" + shownURL(s.cfg.Address) + ")" }
 
 // Snapshot evaluates every query at now. Its Tallies are empty.
 func (s *PromQLSource) Snapshot(ctx context.Context, now time.Time) (signals.Snapshot, error) {

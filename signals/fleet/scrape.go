@@ -125,7 +125,24 @@ func NewScrapeSource(cfg ScrapeConfig) (*ScrapeSource, error) {
 }
 
 // Name describes the source for messages.
-func (s *ScrapeSource) Name() string { return "scrape(" + strings.Join(s.cfg.Targets, ",") + ")" }
+// A target's password (http://user:password@host/…) is never shown.
+func (s *ScrapeSource) Name() string {
+	names := make([]string, len(s.cfg.Targets))
+	for i, t := range s.cfg.Targets {
+		names[i] = shownURL(t)
+	}
+	return "scrape(" + strings.Join(names, ",") + ")"
+}
+
+// shownURL is raw without its password, for names and messages that
+// /v1/state shows to whoever reaches the daemon.
+func shownURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	return u.Redacted()
+}
 
 // acceptHeader asks for delimited protobuf (native histograms), then text.
 var acceptHeader = string(expfmt.NewFormat(expfmt.TypeProtoDelim)) + ";q=0.7," +
@@ -155,7 +172,7 @@ func (s *ScrapeSource) Snapshot(ctx context.Context, now time.Time) (signals.Sna
 	for i, t := range s.cfg.Targets {
 		r := res[i]
 		th := s.mu.targets[t]
-		th.Name, th.OK, th.LastError = t, r.err == nil, ""
+		th.Name, th.OK, th.LastError = shownURL(t), r.err == nil, ""
 		if r.err != nil {
 			f.errs = append(f.errs, r.err)
 			th.LastError = r.err.Error()
@@ -165,7 +182,7 @@ func (s *ScrapeSource) Snapshot(ctx context.Context, now time.Time) (signals.Sna
 			h := s.mu.history[t]
 			h.add(reading{at: now, st: r.st}, s.cfg.Window)
 			s.mu.history[t] = h
-			f.add("scrape "+t, h)
+			f.add("scrape "+shownURL(t), h)
 		}
 		s.mu.targets[t] = th
 	}
@@ -185,7 +202,7 @@ func (s *ScrapeSource) Health() signals.SourceHealth {
 		if th, ok := s.mu.targets[t]; ok {
 			h.Instances = append(h.Instances, th)
 		} else {
-			h.Instances = append(h.Instances, signals.InstanceHealth{Name: t})
+			h.Instances = append(h.Instances, signals.InstanceHealth{Name: shownURL(t)})
 		}
 	}
 	return h
@@ -195,24 +212,25 @@ func (s *ScrapeSource) Health() signals.SourceHealth {
 func (s *ScrapeSource) scrape(ctx context.Context, target string) (targetState, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
+	shown := shownURL(target)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
-		return targetState{}, fmt.Errorf("fleet: scrape %s: %w", target, err)
+		return targetState{}, fmt.Errorf("fleet: scrape %s: %w", shown, err)
 	}
 	req.Header.Set("Accept", acceptHeader)
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return targetState{}, fmt.Errorf("fleet: scrape %s: all metrics: %w", target, err)
+		return targetState{}, fmt.Errorf("fleet: scrape %s: all metrics: %w", shown, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
-		return targetState{}, fmt.Errorf("fleet: scrape %s: all metrics: HTTP %s", target, resp.Status)
+		return targetState{}, fmt.Errorf("fleet: scrape %s: all metrics: HTTP %s", shown, resp.Status)
 	}
 	body := io.LimitReader(resp.Body, s.cfg.MaxBody+1)
 	st, err := parseExposition(&countingReader{r: body, limit: s.cfg.MaxBody, what: "exposition"}, expfmt.ResponseFormat(resp.Header), s.cfg.MaxBody)
 	if err != nil {
-		return st, fmt.Errorf("fleet: scrape %s: %w", target, err)
+		return st, fmt.Errorf("fleet: scrape %s: %w", shown, err)
 	}
 	return st, nil
 }
