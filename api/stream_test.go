@@ -4,6 +4,9 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -18,6 +21,7 @@ import (
 
 	"github.com/brownout/brownout/dimmer"
 	"github.com/brownout/brownout/internal/hostile"
+	"github.com/brownout/brownout/internal/race"
 	"github.com/brownout/brownout/signals"
 )
 
@@ -386,4 +390,105 @@ func TestStreamsAreBounded(t *testing.T) {
 	again, resp := follow(t, ctx, f.srv.URL+"/v1/stream")
 	require.Equal(t, 200, resp.StatusCode, "a place freed")
 	next(t, again, "state", 5*time.Second)
+}
+
+// smallSendBuffers gives every accepted connection a small send buffer,
+// so that a client that stops reading blocks the server's writes soon.
+type smallSendBuffers struct{ net.Listener }
+
+func (l smallSendBuffers) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetWriteBuffer(4096)
+	}
+	return c, err
+}
+
+// TestStreamEndsWhenItsClientStopsReading: a client that stops reading
+// (its socket's buffers full, the server's write blocked) loses its
+// stream once the write has waited streamWriteTimeout (at most half as
+// long again), so that it holds a stream's place for a bounded time.
+func TestStreamEndsWhenItsClientStopsReading(t *testing.T) {
+	defer func(d time.Duration) { streamWriteTimeout = d }(streamWriteTimeout)
+	streamWriteTimeout = 200 * time.Millisecond
+	a, err := New(Config{Controller: newController(t)})
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := &http.Server{Handler: a.Handler()}
+	go srv.Serve(smallSendBuffers{ln})
+	defer srv.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	defer c.Close()
+	c.(*net.TCPConn).SetReadBuffer(4096)
+	_, err = io.WriteString(c, "GET /v1/stream HTTP/1.1\r\nHost: x\r\n\r\n")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { ours, _ := a.Streams(); return ours == 1 }, 5*time.Second, time.Millisecond)
+	// States, a kilobyte each, that the client never reads.
+	start := time.Now()
+	ended := func() bool { ours, _ := a.Streams(); return ours == 0 }
+	for time.Since(start) < 10*time.Second && !ended() {
+		a.Publish(a.ctl.State())
+		time.Sleep(time.Millisecond)
+	}
+	require.True(t, ended(), "the unread stream ended")
+	assert.GreaterOrEqual(t, time.Since(start), streamWriteTimeout, "not before its write waited streamWriteTimeout")
+}
+
+// TestWrittenEventsAreNotKept: once a stream's events are written, the
+// stream keeps none of them — an unread stream must hold its
+// connection's buffers, not the last events it was given. Each client
+// reads its first state (a large one, written for that stream alone) to
+// the end and then stops reading: the server's heap may not keep that
+// state for each of them.
+func TestWrittenEventsAreNotKept(t *testing.T) {
+	if race.Enabled {
+		t.Skip("heap figures are meaningless under -race")
+	}
+	features := make([]dimmer.Feature, dimmer.MaxFeatures)
+	for i := range features {
+		features[i] = dimmer.Feature{Name: fmt.Sprintf("a-feature-with-a-rather-long-name-%04d", i), Rank: i}
+	}
+	ctl, err := dimmer.New(dimmer.Config{Targets: []dimmer.Target{{Signal: signals.LatencyP99, Target: 1}}, Features: features})
+	require.NoError(t, err)
+	a, err := New(Config{Controller: ctl})
+	require.NoError(t, err)
+	size := len(a.stateEvent())
+	srv := httptest.NewServer(a.Handler())
+	defer srv.Close()
+	defer a.Shutdown()
+	const n = 100
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	grew := hostile.HeapGrowth(func() {
+		for range n {
+			c, err := net.Dial("tcp", srv.Listener.Addr().String())
+			require.NoError(t, err)
+			conns = append(conns, c)
+			_, err = io.WriteString(c, "GET /v1/stream HTTP/1.1\r\nHost: x\r\n\r\n")
+			require.NoError(t, err)
+			// The head, then the first state to its blank line.
+			br := bufio.NewReaderSize(c, 4096)
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			inState := false
+			for {
+				line, err := br.ReadString('\n')
+				require.NoError(t, err)
+				if strings.HasPrefix(line, "event: state") {
+					inState = true
+				}
+				if inState && line == "\n" {
+					break
+				}
+			}
+		}
+		require.Eventually(t, func() bool { ours, _ := a.Streams(); return ours == n }, 5*time.Second, time.Millisecond)
+	})
+	t.Logf("%d streams, each given a first state of %d B it read: the heap grew by %.1f MB (%d B a stream)", n, size, float64(grew)/1e6, grew/n)
+	assert.Less(t, grew, int64(n*size/2), "the streams keep their written states")
 }
