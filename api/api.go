@@ -259,6 +259,8 @@ type tokenSet struct {
 func (a *API) SetTokens(operator, eval, push map[string]string) {
 	if old := a.tokens.Swap(&tokenSet{operator, eval, push, make(chan struct{})}); old != nil {
 		close(old.replaced)
+		a.streams.kick() // the open streams look at the new tokens
+		a.ofrepStreams.kick()
 	}
 }
 

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -73,38 +74,59 @@ var streamWriteTimeout = 10 * time.Second
 var ofrepMinInterval = time.Second
 
 // subscriber is one open stream: the newest pending message of each kind,
-// and a wake-up.
+// what its timers said (a keep-alive is due, its stream token expired),
+// and a wake-up — the one channel its pump waits on, so that a wake costs
+// a channel's receive, not a select over the stream's every reason to
+// wake (a fan-out to ten thousand streams pays it ten thousand times).
 type subscriber struct {
-	mu      sync.Mutex
-	replica []byte
-	state   []byte
-	tick    []byte
-	refetch []byte
-	wake    chan struct{}
+	mu        sync.Mutex
+	replica   []byte
+	state     []byte
+	tick      []byte
+	refetch   []byte
+	keepAlive bool
+	expired   bool
+	wake      chan struct{}
 }
 
 func (s *subscriber) set(dst *[]byte, b []byte) {
 	s.mu.Lock()
 	*dst = b
 	s.mu.Unlock()
+	s.kick()
+}
+
+// flag sets one of s's flags and wakes it.
+func (s *subscriber) flag(f *bool) {
+	s.mu.Lock()
+	*f = true
+	s.mu.Unlock()
+	s.kick()
+}
+
+// kick wakes s's pump (a wake already pending will do).
+func (s *subscriber) kick() {
 	select {
 	case s.wake <- struct{}{}:
 	default:
 	}
 }
 
-// take returns the pending messages, in order, in buf, and clears them.
-func (s *subscriber) take(buf *[4][]byte) [][]byte {
+// take returns the pending messages, in order, in buf (which has room for
+// one more), with its flags, and clears them.
+func (s *subscriber) take(buf *[5][]byte) (msgs [][]byte, keepAlive, expired bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := buf[:0]
+	msgs = buf[:0]
 	for _, p := range [...]*[]byte{&s.replica, &s.state, &s.refetch, &s.tick} {
 		if *p != nil {
-			out = append(out, *p)
+			msgs = append(msgs, *p)
 			*p = nil
 		}
 	}
-	return out
+	keepAlive, expired = s.keepAlive, s.expired
+	s.keepAlive = false
+	return msgs, keepAlive, expired
 }
 
 // hub fans messages out to the subscribers of one stream.
@@ -135,16 +157,32 @@ func (h *hub) count() int {
 	return len(h.subs)
 }
 
-// send gives b to every subscriber as its pending message of one kind.
-func (h *hub) send(kind func(*subscriber) *[]byte, b []byte) {
+// members returns the subscribers now.
+func (h *hub) members() []*subscriber {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	subs := make([]*subscriber, 0, len(h.subs))
 	for s := range h.subs {
 		subs = append(subs, s)
 	}
-	h.mu.Unlock()
-	for _, s := range subs {
+	return subs
+}
+
+// send gives b to every subscriber as its pending message of one kind.
+func (h *hub) send(kind func(*subscriber) *[]byte, b []byte) {
+	for _, s := range h.members() {
 		s.set(kind(s), b)
+	}
+}
+
+// kick wakes every subscriber, to look again at what may end its
+// stream (the API's shutdown, new tokens).
+func (h *hub) kick() {
+	if h == nil {
+		return // New sets the tokens before it makes the hubs
+	}
+	for _, s := range h.members() {
+		s.kick()
 	}
 }
 
@@ -411,13 +449,17 @@ func open(w http.ResponseWriter) (*http.ResponseController, bool) {
 // what admitted the stream no longer does (a last "reauth" event): its
 // stream token expires, or new tokens (toks replaced) refuse it.
 func (a *API) pump(w http.ResponseWriter, r *http.Request, rc *http.ResponseController, s *subscriber, c streamCred, toks *tokenSet) {
-	ka := time.NewTicker(keepAlive)
+	// Every reason to wake comes through s.wake: the client's leaving
+	// (the request's context), the keep-alive's and the stream token's
+	// timers (flags in s), the API's shutdown and new tokens (Shutdown
+	// and SetTokens wake every stream); each wake looks at all of them.
+	ctx := r.Context()
+	defer context.AfterFunc(ctx, s.kick)()
+	ka := time.AfterFunc(keepAlive, func() { s.flag(&s.keepAlive) })
 	defer ka.Stop()
-	var expired <-chan time.Time
 	if !c.exp.IsZero() {
-		t := time.NewTimer(c.exp.Sub(a.now()))
+		t := time.AfterFunc(c.exp.Sub(a.now()), func() { s.flag(&s.expired) })
 		defer t.Stop()
-		expired = t.C
 	}
 	// The write deadline is moved on only when less than
 	// streamWriteTimeout of it is left, to streamWriteTimeout and a half:
@@ -439,40 +481,53 @@ func (a *API) pump(w http.ResponseWriter, r *http.Request, rc *http.ResponseCont
 	reauth := func(why string) {
 		write(sse("", "reauth", marshal(map[string]any{"v": Version, "reason": why})))
 	}
-	var pending [4][]byte
+	var pending [5][]byte
 	for {
-		select {
-		case <-r.Context().Done():
+		if ctx.Err() != nil {
 			return
+		}
+		select {
 		case <-a.closing:
 			write(sse("", "shutdown", marshal(map[string]any{"v": Version, "reason": "the daemon is stopping"})))
 			return
-		case <-expired:
-			reauth("the stream token expired: get a new one (POST /v1/stream/token) and reconnect")
-			return
+		default:
+		}
+		select {
 		case <-toks.replaced:
 			toks = a.tokens.Load()
 			if !a.admits(c, toks, a.now()) {
 				reauth("the tokens changed and no longer admit this stream")
 				return
 			}
-		case <-ka.C:
-			if !write([]byte(": keep-alive\n\n")) {
-				return
-			}
-		case <-s.wake:
-			ok := write(s.take(&pending)...)
-			// Written, the events are the socket's: pending must not keep
-			// them (an unread stream would hold its last events, its
-			// first state written for it alone among them, for as long
-			// as it lasts — 31308dd's 56 MB over 1 023 unread streams).
+		default:
+		}
+		msgs, keep, expired := s.take(&pending)
+		if expired {
+			reauth("the stream token expired: get a new one (POST /v1/stream/token) and reconnect")
+			return
+		}
+		if keep {
+			msgs = append(msgs, keepAliveComment)
+			ka.Reset(keepAlive)
+		}
+		if len(msgs) > 0 {
+			ok := write(msgs...)
+			// Written, the events are the socket's: pending must not
+			// keep them (an unread stream would hold its last events,
+			// its first state written for it alone among them, for as
+			// long as it lasts — 31308dd's 56 MB over 1 023 unread
+			// streams).
 			clear(pending[:])
 			if !ok {
 				return
 			}
 		}
+		<-s.wake
 	}
 }
+
+// keepAliveComment is a stream's keep-alive.
+var keepAliveComment = []byte(": keep-alive\n\n")
 
 // admit counts a stream in, or refuses it (false) past MaxStreams; the
 // caller calls leave when an admitted stream ends.
@@ -557,5 +612,9 @@ func (a *API) Streams() (ours, ofrep int) { return a.streams.count(), a.ofrepStr
 // Shutdown ends every stream with a last event (call it before the
 // server's Shutdown, which waits for open requests).
 func (a *API) Shutdown() {
-	a.closeOnce.Do(func() { close(a.closing) })
+	a.closeOnce.Do(func() {
+		close(a.closing)
+		a.streams.kick()
+		a.ofrepStreams.kick()
+	})
 }
