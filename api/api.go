@@ -88,6 +88,14 @@ type Config struct {
 	// together) open at once; past it a stream is refused with 503 and
 	// Retry-After. Default DefaultMaxStreams.
 	MaxStreams int
+	// OwnStreamConns: a stream over HTTP/1.1 takes its connection from
+	// net/http and writes its chunked response itself, a wake's events in
+	// one write to the socket (streamout.go): less work a delivery, for a
+	// server that follows many streams. The http.Server's Close and
+	// Shutdown then neither close nor wait for those streams: only for
+	// a server that ends them with the API's Shutdown first (brownoutd
+	// does). Default off: every stream is net/http's.
+	OwnStreamConns bool
 	// CORSOrigins are the origins (scheme://host[:port], ParseOrigin)
 	// whose pages may evaluate flags from a browser: OFREP's evaluations
 	// and its event stream answer them CORS, and no other route does
@@ -147,6 +155,7 @@ type API struct {
 
 	streams, ofrepStreams *hub
 	openStreams           atomic.Int64 // both kinds, bounded by MaxStreams
+	ownedStreams          atomic.Int64 // those that own their connection (streamout.go)
 	closing               chan struct{}
 	closeOnce             sync.Once
 	secret                [32]byte // signs stream tokens; new each boot

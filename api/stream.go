@@ -430,30 +430,15 @@ func newSecret() (s [32]byte) {
 	return s
 }
 
-// open starts an event stream's answer; false if the writer cannot flush.
-func open(w http.ResponseWriter) (*http.ResponseController, bool) {
-	rc := http.NewResponseController(w)
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no") // no proxy buffering (nginx)
-	w.WriteHeader(http.StatusOK)
-	if err := rc.Flush(); err != nil {
-		return rc, false
-	}
-	return rc, true
-}
-
 // pump writes s's messages as they come, keep-alives between, until the
 // client leaves, the API shuts down (then a last "shutdown" event), or
 // what admitted the stream no longer does (a last "reauth" event): its
 // stream token expires, or new tokens (toks replaced) refuse it.
-func (a *API) pump(w http.ResponseWriter, r *http.Request, rc *http.ResponseController, s *subscriber, c streamCred, toks *tokenSet) {
+func (a *API) pump(ctx context.Context, out streamOut, s *subscriber, c streamCred, toks *tokenSet) {
 	// Every reason to wake comes through s.wake: the client's leaving
-	// (the request's context), the keep-alive's and the stream token's
-	// timers (flags in s), the API's shutdown and new tokens (Shutdown
-	// and SetTokens wake every stream); each wake looks at all of them.
-	ctx := r.Context()
+	// (ctx), the keep-alive's and the stream token's timers (flags in
+	// s), the API's shutdown and new tokens (Shutdown and SetTokens wake
+	// every stream); each wake looks at all of them.
 	defer context.AfterFunc(ctx, s.kick)()
 	ka := time.AfterFunc(keepAlive, func() { s.flag(&s.keepAlive) })
 	defer ka.Stop()
@@ -461,25 +446,8 @@ func (a *API) pump(w http.ResponseWriter, r *http.Request, rc *http.ResponseCont
 		t := time.AfterFunc(c.exp.Sub(a.now()), func() { s.flag(&s.expired) })
 		defer t.Stop()
 	}
-	// The write deadline is moved on only when less than
-	// streamWriteTimeout of it is left, to streamWriteTimeout and a half:
-	// moving a connection's deadline costs a timer's update, and a
-	// fan-out to ten thousand streams would pay it ten thousand times.
-	var deadline time.Time
-	write := func(msgs ...[]byte) bool {
-		if now := time.Now(); deadline.Sub(now) < streamWriteTimeout {
-			deadline = now.Add(streamWriteTimeout + streamWriteTimeout/2)
-			rc.SetWriteDeadline(deadline)
-		}
-		for _, b := range msgs {
-			if _, err := w.Write(b); err != nil {
-				return false
-			}
-		}
-		return rc.Flush() == nil // one flush for them all: a system call, not one each
-	}
 	reauth := func(why string) {
-		write(sse("", "reauth", marshal(map[string]any{"v": Version, "reason": why})))
+		out.last(sse("", "reauth", marshal(map[string]any{"v": Version, "reason": why})))
 	}
 	var pending [5][]byte
 	for {
@@ -488,7 +456,7 @@ func (a *API) pump(w http.ResponseWriter, r *http.Request, rc *http.ResponseCont
 		}
 		select {
 		case <-a.closing:
-			write(sse("", "shutdown", marshal(map[string]any{"v": Version, "reason": "the daemon is stopping"})))
+			out.last(sse("", "shutdown", marshal(map[string]any{"v": Version, "reason": "the daemon is stopping"})))
 			return
 		default:
 		}
@@ -511,7 +479,7 @@ func (a *API) pump(w http.ResponseWriter, r *http.Request, rc *http.ResponseCont
 			ka.Reset(keepAlive)
 		}
 		if len(msgs) > 0 {
-			ok := write(msgs...)
+			ok := out.write(msgs...)
 			// Written, the events are the socket's: pending must not
 			// keep them (an unread stream would hold its last events,
 			// its first state written for it alone among them, for as
@@ -563,14 +531,15 @@ func (a *API) getStream(w http.ResponseWriter, r *http.Request) {
 	defer a.leave()
 	s := a.streams.join()
 	defer a.streams.leave(s)
-	rc, ok := open(w)
+	out, ctx, ok := a.openStream(w, r)
 	if !ok {
 		return
 	}
+	defer out.end()
 	// A replica says first whether the state that follows is current.
 	first := append([]byte("retry: 1000\n\n"), a.replicaEvent()...)
 	s.set(&s.state, append(first, a.stateEvent()...))
-	a.pump(w, r, rc, s, c, toks)
+	a.pump(ctx, out, s, c, toks)
 }
 
 // ofrepFail answers a refused OFREP stream in OFREP's error shape.
@@ -593,28 +562,34 @@ func (a *API) getOFREPEvents(w http.ResponseWriter, r *http.Request) {
 	defer a.leave()
 	s := a.ofrepStreams.join()
 	defer a.ofrepStreams.leave(s)
-	rc, ok := open(w)
+	out, ctx, ok := a.openStream(w, r)
 	if !ok {
 		return
 	}
+	defer out.end()
 	gen := a.ctl.State().Generation
 	if last := r.Header.Get("Last-Event-ID"); last != "" {
 		if boot, g, ok := parseEventID(last); !ok || boot != a.boot || g < gen {
 			s.set(&s.refetch, a.refetchEvent(gen, a.now()))
 		}
 	}
-	a.pump(w, r, rc, s, c, toks)
+	a.pump(ctx, out, s, c, toks)
 }
 
 // Streams returns how many clients follow each stream (ours, OFREP's).
 func (a *API) Streams() (ours, ofrep int) { return a.streams.count(), a.ofrepStreams.count() }
 
 // Shutdown ends every stream with a last event (call it before the
-// server's Shutdown, which waits for open requests).
+// server's Shutdown, which waits for open requests), and waits, at most
+// shutdownGrace, for the streams that own their connection (streamout.go)
+// to end: the server's Shutdown does not wait for them.
 func (a *API) Shutdown() {
 	a.closeOnce.Do(func() {
 		close(a.closing)
 		a.streams.kick()
 		a.ofrepStreams.kick()
 	})
+	for end := time.Now().Add(shutdownGrace); a.ownedStreams.Load() > 0 && time.Now().Before(end); {
+		time.Sleep(5 * time.Millisecond)
+	}
 }

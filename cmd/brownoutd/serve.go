@@ -338,7 +338,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	acfg := api.Config{Controller: ctl, Provider: prov, OperatorTokens: c.OperatorTokens, EvalTokens: c.EvalTokens,
 		PushTokens: c.PushTokens, Loopback: loopback(c.Listen), StateDir: c.StateDir, Registerer: reg, Logger: log,
-		Defaults: c.Defaults, CORSOrigins: c.CORSOrigins, Sources: func() []signals.SourceHealth { return []signals.SourceHealth{src.Health()} }}
+		Defaults: c.Defaults, CORSOrigins: c.CORSOrigins, Sources: func() []signals.SourceHealth { return []signals.SourceHealth{src.Health()} },
+		OwnStreamConns: true} // runServe ends the streams with a.Shutdown before the server's
 	if push != nil {
 		acfg.Push = push
 	}

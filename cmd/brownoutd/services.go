@@ -75,7 +75,8 @@ func newUnit(ctx context.Context, c *config, s *serviceConfig, src source, push 
 		OperatorTokens: s.OperatorTokens, EvalTokens: s.EvalTokens, PushTokens: s.PushTokens,
 		Loopback: loopback(c.Listen), StateDir: c.stateDir(s), Registerer: reg, Logger: log,
 		Defaults: s.Defaults, CORSOrigins: c.CORSOrigins,
-		Sources: func() []signals.SourceHealth { return []signals.SourceHealth{src.Health()} },
+		OwnStreamConns: true, // serveServices ends the streams with each API's Shutdown
+		Sources:        func() []signals.SourceHealth { return []signals.SourceHealth{src.Health()} },
 		// OFREP clients given the service's base URL follow its stream.
 		EventStreams: []api.EventStream{{Type: "sse", Endpoint: &api.Endpoint{RequestURI: base + "/ofrep/v1/events"}, InactivityDelaySec: 120}}}
 	if push != nil {
