@@ -25,7 +25,8 @@ import (
 //     connect the full state (event "state"), then every published change
 //     (coalesced: a slow reader gets the newest, never a backlog, and the
 //     controller never waits), a "tick" event per control tick with its
-//     readings (the dial's chart), and keep-alive comments; a replica
+//     readings (the dial's chart), and a keep-alive comment when it has
+//     been silent for keepAlive; a replica
 //     (Config.Cluster) adds a "replica" event every tick, and first on
 //     connect (cluster.go). State events' ids are "<boot
 //     epoch>-<generation>", so a reconnecting client knows whether it
@@ -62,7 +63,8 @@ const DefaultMaxStreams = server.MaxConns / 2
 // streamRetry is the Retry-After of a refused stream, in seconds.
 const streamRetry = "5"
 
-// keepAlive is the interval of the streams' comments.
+// keepAlive is how long a stream stays silent before a keep-alive
+// comment (a stream that carries ticks never is).
 var keepAlive = 15 * time.Second
 
 // streamWriteTimeout is how long a stream's write may wait, at least, for
@@ -74,7 +76,8 @@ var streamWriteTimeout = 10 * time.Second
 var ofrepMinInterval = time.Second
 
 // subscriber is one open stream: the newest pending message of each kind,
-// what its timers said (a keep-alive is due, its stream token expired),
+// what its timers and its client said (a keep-alive may be due, its
+// stream token expired, the client left),
 // and a wake-up — the one channel its pump waits on, so that a wake costs
 // a channel's receive, not a select over the stream's every reason to
 // wake (a fan-out to ten thousand streams pays it ten thousand times).
@@ -86,6 +89,7 @@ type subscriber struct {
 	refetch   []byte
 	keepAlive bool
 	expired   bool
+	gone      bool
 	wake      chan struct{}
 }
 
@@ -112,9 +116,12 @@ func (s *subscriber) kick() {
 	}
 }
 
+// flags are what a subscriber's take says besides its messages.
+type flags struct{ keepAlive, expired, gone bool }
+
 // take returns the pending messages, in order, in buf (which has room for
 // one more), with its flags, and clears them.
-func (s *subscriber) take(buf *[5][]byte) (msgs [][]byte, keepAlive, expired bool) {
+func (s *subscriber) take(buf *[5][]byte) (msgs [][]byte, f flags) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	msgs = buf[:0]
@@ -124,9 +131,9 @@ func (s *subscriber) take(buf *[5][]byte) (msgs [][]byte, keepAlive, expired boo
 			*p = nil
 		}
 	}
-	keepAlive, expired = s.keepAlive, s.expired
+	f = flags{s.keepAlive, s.expired, s.gone}
 	s.keepAlive = false
-	return msgs, keepAlive, expired
+	return msgs, f
 }
 
 // hub fans messages out to the subscribers of one stream.
@@ -430,17 +437,19 @@ func newSecret() (s [32]byte) {
 	return s
 }
 
-// pump writes s's messages as they come, keep-alives between, until the
-// client leaves, the API shuts down (then a last "shutdown" event), or
-// what admitted the stream no longer does (a last "reauth" event): its
-// stream token expires, or new tokens (toks replaced) refuse it.
+// pump writes s's messages as they come, a keep-alive after keepAlive of
+// silence, until the client leaves, the API shuts down (then a last
+// "shutdown" event), or what admitted the stream no longer does (a last
+// "reauth" event): its stream token expires, or new tokens (toks
+// replaced) refuse it.
 func (a *API) pump(ctx context.Context, out streamOut, s *subscriber, c streamCred, toks *tokenSet) {
 	// Every reason to wake comes through s.wake: the client's leaving
 	// (ctx), the keep-alive's and the stream token's timers (flags in
 	// s), the API's shutdown and new tokens (Shutdown and SetTokens wake
 	// every stream); each wake looks at all of them.
-	defer context.AfterFunc(ctx, s.kick)()
-	ka := time.AfterFunc(keepAlive, func() { s.flag(&s.keepAlive) })
+	defer context.AfterFunc(ctx, func() { s.flag(&s.gone) })()
+	period := keepAlive
+	ka := time.AfterFunc(period, func() { s.flag(&s.keepAlive) })
 	defer ka.Stop()
 	if !c.exp.IsZero() {
 		t := time.AfterFunc(c.exp.Sub(a.now()), func() { s.flag(&s.expired) })
@@ -450,8 +459,10 @@ func (a *API) pump(ctx context.Context, out streamOut, s *subscriber, c streamCr
 		out.last(sse("", "reauth", marshal(map[string]any{"v": Version, "reason": why})))
 	}
 	var pending [5][]byte
+	wrote := false // since the keep-alive's timer was set
 	for {
-		if ctx.Err() != nil {
+		msgs, f := s.take(&pending)
+		if f.gone {
 			return
 		}
 		select {
@@ -469,14 +480,19 @@ func (a *API) pump(ctx context.Context, out streamOut, s *subscriber, c streamCr
 			}
 		default:
 		}
-		msgs, keep, expired := s.take(&pending)
-		if expired {
+		if f.expired {
 			reauth("the stream token expired: get a new one (POST /v1/stream/token) and reconnect")
 			return
 		}
-		if keep {
-			msgs = append(msgs, keepAliveComment)
-			ka.Reset(keepAlive)
+		if len(msgs) > 0 {
+			wrote = true
+		}
+		if f.keepAlive {
+			if !wrote {
+				msgs = append(msgs, keepAliveComment)
+			}
+			wrote = false
+			ka.Reset(period)
 		}
 		if len(msgs) > 0 {
 			ok := out.write(msgs...)

@@ -584,3 +584,65 @@ func TestStreamOwnsItsConnection(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "retry: 1000\n", line)
 }
+
+// TestKeepAliveOnlyWhenSilent: a stream silent for keepAlive gets a
+// keep-alive comment; one that carries events (a tick a second on ours)
+// gets none — ten thousand streams would each pay a write for nothing.
+func TestKeepAliveOnlyWhenSilent(t *testing.T) {
+	defer func(d time.Duration) { keepAlive = d }(keepAlive)
+	keepAlive = 50 * time.Millisecond
+	bothWays(t, func(t *testing.T, own bool) {
+		f := newFixture(t, Config{OwnStreamConns: own, Now: time.Now})
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		// lines reads a stream's lines onto a channel.
+		lines := func(path string) <-chan string {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, f.srv.URL+path, nil)
+			require.NoError(t, err)
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			require.Equal(t, 200, resp.StatusCode)
+			ch := make(chan string, 1024)
+			go func() {
+				defer resp.Body.Close()
+				sc := bufio.NewScanner(resp.Body)
+				sc.Buffer(make([]byte, 1<<20), 1<<20)
+				for sc.Scan() {
+					ch <- sc.Text()
+				}
+				close(ch)
+			}()
+			return ch
+		}
+		silent := lines("/ofrep/v1/events")
+		select {
+		case l := <-silent:
+			assert.Equal(t, ": keep-alive", l)
+		case <-time.After(5 * time.Second):
+			t.Fatal("no keep-alive on a silent stream")
+		}
+
+		busy := lines("/v1/stream")
+		start := time.Now()
+		keepAlives := 0
+		for time.Since(start) < 500*time.Millisecond {
+			f.api.ticked(Point{})
+		drain:
+			for {
+				select {
+				case l := <-busy:
+					if l == ": keep-alive" {
+						keepAlives++
+					}
+				default:
+					break drain
+				}
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		assert.Zero(t, keepAlives, "a stream that carries ticks needs no keep-alive")
+		cancel()
+		require.Eventually(t, func() bool { ours, ofrep := f.api.Streams(); return ours+ofrep == 0 }, 5*time.Second, time.Millisecond,
+			"the streams end before keepAlive is restored")
+	})
+}
