@@ -88,6 +88,11 @@ type Config struct {
 	// together) open at once; past it a stream is refused with 503 and
 	// Retry-After. Default DefaultMaxStreams.
 	MaxStreams int
+	// StreamCap, when set, bounds the streams in MaxStreams' place, and
+	// counts them together with those of every API given the same one:
+	// a daemon of several services shares one, so that its streams
+	// together hold at most so many of its connections.
+	StreamCap *StreamCap
 	// OwnStreamConns: a stream over HTTP/1.1 takes its connection from
 	// net/http and writes its chunked response itself, a wake's events in
 	// one write to the socket (streamout.go): less work a delivery, for a
@@ -154,7 +159,7 @@ type API struct {
 	origins  atomic.Pointer[originSet] // granted CORS (cors.go)
 
 	streams, ofrepStreams *hub
-	openStreams           atomic.Int64 // both kinds, bounded by MaxStreams
+	streamCap             *StreamCap   // both kinds: Config.StreamCap, or one of MaxStreams
 	ownedStreams          atomic.Int64 // those that own their connection (streamout.go)
 	closing               chan struct{}
 	closeOnce             sync.Once
@@ -190,6 +195,9 @@ func New(cfg Config) (*API, error) {
 	if cfg.MaxStreams <= 0 {
 		cfg.MaxStreams = DefaultMaxStreams
 	}
+	if cfg.StreamCap == nil {
+		cfg.StreamCap = NewStreamCap(cfg.MaxStreams)
+	}
 	if cfg.History < 15*time.Minute {
 		cfg.History = 15 * time.Minute
 	}
@@ -200,7 +208,7 @@ func New(cfg Config) (*API, error) {
 			}
 		}
 	}
-	a := &API{cfg: cfg, ctl: cfg.Controller, prov: cfg.Provider, now: cfg.Now, log: cfg.Logger}
+	a := &API{cfg: cfg, ctl: cfg.Controller, prov: cfg.Provider, now: cfg.Now, log: cfg.Logger, streamCap: cfg.StreamCap}
 	if err := a.SetCORSOrigins(cfg.CORSOrigins); err != nil {
 		return nil, err
 	}

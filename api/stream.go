@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/brownout/brownout/dimmer"
@@ -47,7 +48,7 @@ import (
 // are required where none were.
 //
 // At most Config.MaxStreams streams are open at once, both kinds
-// together; past it a stream is refused (503, Retry-After), so that
+// together (Config.StreamCap: those of every API that shares it); past it a stream is refused (503, Retry-After), so that
 // clients that open streams and never read them hold a bounded share of
 // the server's connections.
 
@@ -513,21 +514,43 @@ func (a *API) pump(ctx context.Context, out streamOut, s *subscriber, c streamCr
 // keepAliveComment is a stream's keep-alive.
 var keepAliveComment = []byte(": keep-alive\n\n")
 
-// admit counts a stream in, or refuses it (false) past MaxStreams; the
-// caller calls leave when an admitted stream ends.
+// StreamCap bounds the streams open at once, of one API or of several
+// that share it (Config.StreamCap).
+type StreamCap struct {
+	max  int64
+	open atomic.Int64
+}
+
+// NewStreamCap returns a cap of max streams (DefaultMaxStreams if max is
+// not positive).
+func NewStreamCap(max int) *StreamCap {
+	if max <= 0 {
+		max = DefaultMaxStreams
+	}
+	return &StreamCap{max: int64(max)}
+}
+
+// Max returns the cap.
+func (c *StreamCap) Max() int { return int(c.max) }
+
+// Open returns how many streams it holds now.
+func (c *StreamCap) Open() int { return int(c.open.Load()) }
+
+// admit counts a stream in, or refuses it (false) past the stream cap;
+// the caller calls leave when an admitted stream ends.
 func (a *API) admit() bool {
-	if a.openStreams.Add(1) > int64(a.cfg.MaxStreams) {
-		a.openStreams.Add(-1)
+	if a.streamCap.open.Add(1) > a.streamCap.max {
+		a.streamCap.open.Add(-1)
 		return false
 	}
 	return true
 }
 
-func (a *API) leave() { a.openStreams.Add(-1) }
+func (a *API) leave() { a.streamCap.open.Add(-1) }
 
 // tooManyStreams is the detail of a refused stream.
 func (a *API) tooManyStreams() string {
-	return "this server follows " + strconv.Itoa(a.cfg.MaxStreams) + " streams already: try again later"
+	return "this server follows " + strconv.Itoa(a.streamCap.Max()) + " streams already: try again later"
 }
 
 // getStream is GET /v1/stream.

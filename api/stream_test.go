@@ -646,3 +646,34 @@ func TestKeepAliveOnlyWhenSilent(t *testing.T) {
 			"the streams end before keepAlive is restored")
 	})
 }
+
+// TestStreamCapShared: APIs given one StreamCap count their streams
+// together (a daemon of several services): past it a stream of either
+// is refused, and a place freed on one is taken on the other.
+func TestStreamCapShared(t *testing.T) {
+	cap2 := NewStreamCap(2)
+	one := newFixture(t, Config{StreamCap: cap2, MaxStreams: 100, Now: time.Now})
+	two := newFixture(t, Config{StreamCap: cap2, Now: time.Now})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a, _ := follow(t, ctx, one.srv.URL+"/v1/stream")
+	next(t, a, "state", 5*time.Second)
+	ctxB, cancelB := context.WithCancel(ctx)
+	b, _ := follow(t, ctxB, two.srv.URL+"/v1/stream")
+	next(t, b, "state", 5*time.Second)
+	assert.Equal(t, 2, cap2.Open())
+
+	resp, err := http.Get(one.srv.URL + "/v1/stream")
+	require.NoError(t, err)
+	hostile.RequireProblem(t, resp, http.StatusServiceUnavailable, "a third stream, on the first API")
+	assert.Equal(t, streamRetry, resp.Header.Get("Retry-After"))
+	resp, err = http.Get(two.srv.URL + "/ofrep/v1/events")
+	require.NoError(t, err)
+	hostile.RequireOFREPError(t, resp, http.StatusServiceUnavailable, "a third stream, on the second API")
+
+	cancelB()
+	require.Eventually(t, func() bool { return cap2.Open() == 1 }, 5*time.Second, 10*time.Millisecond)
+	again, resp := follow(t, ctx, one.srv.URL+"/v1/stream")
+	require.Equal(t, 200, resp.StatusCode, "the place freed on the second, taken on the first")
+	next(t, again, "state", 5*time.Second)
+}
