@@ -56,6 +56,7 @@ func reapAt(max int) int { return max - max/8 }
 type Listener struct {
 	net.Listener
 	perClient int
+	max       int
 	reapAt    int
 
 	mu struct {
@@ -90,7 +91,7 @@ func LimitWith(ln net.Listener, l Limits) *Listener {
 	if l.MaxConns <= 0 {
 		l.MaxConns = MaxConns
 	}
-	out := &Listener{Listener: netutil.LimitListener(ln, l.MaxConns), perClient: l.PerClient, reapAt: reapAt(l.MaxConns)}
+	out := &Listener{Listener: netutil.LimitListener(ln, l.MaxConns), perClient: l.PerClient, max: l.MaxConns, reapAt: reapAt(l.MaxConns)}
 	out.mu.open = map[*conn]struct{}{}
 	out.mu.clients = map[string]int{}
 	return out
@@ -203,13 +204,17 @@ func trackState(c net.Conn, s http.ConnState) {
 }
 
 // Collector exports the connections open on l as the gauge
-// brownout_http_connections_open: beside MaxConns and the per-client cap,
+// brownout_http_connections_open: beside l's caps (its help says them),
 // what an operator watches for a client holding connections, and what a
 // soak subtracts from the goroutines (one each) to see the rest.
 func (l *Listener) Collector() prometheus.Collector {
+	per := "no cap from one client"
+	if l.perClient > 0 {
+		per = fmt.Sprintf("%d from one client", l.perClient)
+	}
 	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "brownout_http_connections_open",
-		Help: fmt.Sprintf("Connections open on the server's listener (at most %d, %d from one client by default).", MaxConns, DefaultPerClient),
+		Help: fmt.Sprintf("Connections open on the server's listener (at most %d, %s).", l.max, per),
 	}, func() float64 {
 		n, _ := l.Open("")
 		return float64(n)
