@@ -58,7 +58,7 @@ type unit struct {
 // lines say it. With a store (c.Store) the service runs as a replica of
 // its own, its rows keyed by its name, its lease its own: each service
 // has its leader. Close it with close.
-func newUnit(ctx context.Context, c *config, s *serviceConfig, src source, push *fleet.PushSource, reg prometheus.Registerer, log *slog.Logger) (*unit, error) {
+func newUnit(ctx context.Context, c *config, s *serviceConfig, src source, push *fleet.PushSource, streams *api.StreamCap, reg prometheus.Registerer, log *slog.Logger) (*unit, error) {
 	log = log.With("service", s.Name)
 	reg = prometheus.WrapRegistererWith(prometheus.Labels{"service": s.Name}, reg)
 	s.Dimmer.Logger = log
@@ -76,6 +76,7 @@ func newUnit(ctx context.Context, c *config, s *serviceConfig, src source, push 
 		Loopback: loopback(c.Listen), StateDir: c.stateDir(s), Registerer: reg, Logger: log,
 		Defaults: s.Defaults, CORSOrigins: c.CORSOrigins,
 		OwnStreamConns: true, // serveServices ends the streams with each API's Shutdown
+		StreamCap:      streams,
 		Sources:        func() []signals.SourceHealth { return []signals.SourceHealth{src.Health()} },
 		// OFREP clients given the service's base URL follow its stream.
 		EventStreams: []api.EventStream{{Type: "sse", Endpoint: &api.Endpoint{RequestURI: base + "/ofrep/v1/events"}, InactivityDelaySec: 120}}}
@@ -138,18 +139,24 @@ func serveServices(ctx context.Context, c *config, file string, f *serveFlags, s
 			u.close() // the state dirs' locks, the stores, after the last Save
 		}
 	}()
+	// One cap of streams for the daemon, whichever service they follow:
+	// they hold its connections, which the services share.
+	streams := api.NewStreamCap(c.maxStreams())
 	for _, s := range c.Services {
 		src, push, err := buildSource(s)
 		if err != nil {
 			return fmt.Errorf("service %s: %w", s.Name, err)
 		}
-		u, err := newUnit(ctx, c, s, src, push, reg, log)
+		u, err := newUnit(ctx, c, s, src, push, streams, reg, log)
 		if err != nil {
 			return err
 		}
 		units = append(units, u)
 	}
 	rt := newRouter(units, loopback(c.Listen))
+	if err := checkNoFile(c); err != nil {
+		return err
+	}
 	ln, err := server.ListenWith(c.Listen, c.Conns)
 	if err != nil {
 		return err

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/brownout/brownout/api"
 	"github.com/brownout/brownout/internal/service"
 	"github.com/brownout/brownout/signals"
 	"github.com/brownout/brownout/signals/fleet"
@@ -45,6 +46,7 @@ func newRig(t testing.TB, src string, sources map[string]source) *rig {
 	r := &rig{c: c}
 	log := slog.New(slog.DiscardHandler)
 	reg := prometheus.NewRegistry()
+	streams := api.NewStreamCap(c.maxStreams())
 	for _, s := range c.Services {
 		src, push, err := buildSource(s)
 		require.NoError(t, err)
@@ -54,7 +56,7 @@ func newRig(t testing.TB, src string, sources map[string]source) *rig {
 				push = p
 			}
 		}
-		u, err := newUnit(context.Background(), c, s, src, push, reg, log)
+		u, err := newUnit(context.Background(), c, s, src, push, streams, reg, log)
 		require.NoError(t, err)
 		r.units = append(r.units, u)
 	}
