@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -75,129 +74,6 @@ var streamWriteTimeout = 10 * time.Second
 
 // ofrepMinInterval spaces OFREP's refetch events.
 var ofrepMinInterval = time.Second
-
-// subscriber is one open stream: the newest pending message of each kind,
-// what its timers and its client said (a keep-alive may be due, its
-// stream token expired, the client left),
-// and a wake-up — the one channel its pump waits on, so that a wake costs
-// a channel's receive, not a select over the stream's every reason to
-// wake (a fan-out to ten thousand streams pays it ten thousand times).
-type subscriber struct {
-	mu        sync.Mutex
-	replica   []byte
-	state     []byte
-	tick      []byte
-	refetch   []byte
-	keepAlive bool
-	expired   bool
-	gone      bool
-	wake      chan struct{}
-}
-
-func (s *subscriber) set(dst *[]byte, b []byte) {
-	s.mu.Lock()
-	*dst = b
-	s.mu.Unlock()
-	s.kick()
-}
-
-// flag sets one of s's flags and wakes it.
-func (s *subscriber) flag(f *bool) {
-	s.mu.Lock()
-	*f = true
-	s.mu.Unlock()
-	s.kick()
-}
-
-// kick wakes s's pump (a wake already pending will do).
-func (s *subscriber) kick() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
-}
-
-// flags are what a subscriber's take says besides its messages.
-type flags struct{ keepAlive, expired, gone bool }
-
-// take returns the pending messages, in order, in buf (which has room for
-// one more), with its flags, and clears them.
-func (s *subscriber) take(buf *[5][]byte) (msgs [][]byte, f flags) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	msgs = buf[:0]
-	for _, p := range [...]*[]byte{&s.replica, &s.state, &s.refetch, &s.tick} {
-		if *p != nil {
-			msgs = append(msgs, *p)
-			*p = nil
-		}
-	}
-	f = flags{s.keepAlive, s.expired, s.gone}
-	s.keepAlive = false
-	return msgs, f
-}
-
-// hub fans messages out to the subscribers of one stream.
-type hub struct {
-	mu   sync.Mutex
-	subs map[*subscriber]struct{}
-}
-
-func newHub() *hub { return &hub{subs: map[*subscriber]struct{}{}} }
-
-func (h *hub) join() *subscriber {
-	s := &subscriber{wake: make(chan struct{}, 1)}
-	h.mu.Lock()
-	h.subs[s] = struct{}{}
-	h.mu.Unlock()
-	return s
-}
-
-func (h *hub) leave(s *subscriber) {
-	h.mu.Lock()
-	delete(h.subs, s)
-	h.mu.Unlock()
-}
-
-func (h *hub) count() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.subs)
-}
-
-// members returns the subscribers now.
-func (h *hub) members() []*subscriber {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	subs := make([]*subscriber, 0, len(h.subs))
-	for s := range h.subs {
-		subs = append(subs, s)
-	}
-	return subs
-}
-
-// send gives b to every subscriber as its pending message of one kind.
-func (h *hub) send(kind func(*subscriber) *[]byte, b []byte) {
-	for _, s := range h.members() {
-		s.set(kind(s), b)
-	}
-}
-
-// kick wakes every subscriber, to look again at what may end its
-// stream (the API's shutdown, new tokens).
-func (h *hub) kick() {
-	if h == nil {
-		return // New sets the tokens before it makes the hubs
-	}
-	for _, s := range h.members() {
-		s.kick()
-	}
-}
-
-func replicaSlot(s *subscriber) *[]byte { return &s.replica }
-func stateSlot(s *subscriber) *[]byte   { return &s.state }
-func tickSlot(s *subscriber) *[]byte    { return &s.tick }
-func refetchSlot(s *subscriber) *[]byte { return &s.refetch }
 
 // sse formats one event.
 func sse(id, event string, data []byte) []byte {
@@ -272,14 +148,14 @@ func (a *API) Publish(st *dimmer.State) { a.published(st) }
 // published is called by Run for every published state.
 func (a *API) published(st *dimmer.State) {
 	if a.streams.count() > 0 {
-		a.streams.send(stateSlot, a.stateEvent())
+		a.streams.send(kindState, a.stateEvent())
 	}
 }
 
 // ticked is called by Run for every recorded tick.
 func (a *API) ticked(p Point) {
 	if a.streams.count() > 0 {
-		a.streams.send(tickSlot, sse("", "tick", marshal(struct {
+		a.streams.send(kindTick, sse("", "tick", marshal(struct {
 			V int `json:"v"`
 			Point
 		}{Version, p})))
@@ -447,7 +323,9 @@ func (a *API) pump(ctx context.Context, out streamOut, s *subscriber, c streamCr
 	// Every reason to wake comes through s.wake: the client's leaving
 	// (ctx), the keep-alive's and the stream token's timers (flags in
 	// s), the API's shutdown and new tokens (Shutdown and SetTokens wake
-	// every stream); each wake looks at all of them.
+	// every stream, and hold the rounds written directly until the pump
+	// has looked: fanout.go); each wake looks at all of them.
+	defer s.stop()
 	defer context.AfterFunc(ctx, func() { s.flag(&s.gone) })()
 	period := keepAlive
 	ka := time.AfterFunc(period, func() { s.flag(&s.keepAlive) })
@@ -456,36 +334,46 @@ func (a *API) pump(ctx context.Context, out streamOut, s *subscriber, c streamCr
 		t := time.AfterFunc(c.exp.Sub(a.now()), func() { s.flag(&s.expired) })
 		defer t.Stop()
 	}
-	reauth := func(why string) {
-		out.last(sse("", "reauth", marshal(map[string]any{"v": Version, "reason": why})))
-	}
-	var pending [5][]byte
+	var pending [nKinds + 1][]byte
 	wrote := false // since the keep-alive's timer was set
-	for {
-		msgs, f := s.take(&pending)
+	first := true
+	// step writes what the wake brought, holding the stream's writer's
+	// lock; false when the stream ends.
+	step := func() bool {
+		s.wmu.Lock()
+		defer s.wmu.Unlock()
+		msgs, partial, f := s.take(&pending)
+		// Written, the events are the socket's: pending must not keep
+		// them (an unread stream would hold its last events, its first
+		// state written for it alone among them, for as long as it
+		// lasts — 31308dd's 56 MB over 1 023 unread streams).
+		defer clear(pending[:])
 		if f.gone {
-			return
+			return false
 		}
 		select {
 		case <-a.closing:
 			out.last(sse("", "shutdown", marshal(map[string]any{"v": Version, "reason": "the daemon is stopping"})))
-			return
+			return false
 		default:
 		}
 		select {
 		case <-toks.replaced:
 			toks = a.tokens.Load()
 			if !a.admits(c, toks, a.now()) {
-				reauth("the tokens changed and no longer admit this stream")
-				return
+				out.last(sse("", "reauth", marshal(map[string]any{"v": Version, "reason": "the tokens changed and no longer admit this stream"})))
+				return false
 			}
 		default:
 		}
 		if f.expired {
-			reauth("the stream token expired: get a new one (POST /v1/stream/token) and reconnect")
-			return
+			out.last(sse("", "reauth", marshal(map[string]any{"v": Version, "reason": "the stream token expired: get a new one (POST /v1/stream/token) and reconnect"})))
+			return false
 		}
-		if len(msgs) > 0 {
+		if partial != nil && !out.writeRaw(partial) {
+			return false
+		}
+		if len(msgs) > 0 || partial != nil || f.active {
 			wrote = true
 		}
 		if f.keepAlive {
@@ -495,18 +383,16 @@ func (a *API) pump(ctx context.Context, out streamOut, s *subscriber, c streamCr
 			wrote = false
 			ka.Reset(period)
 		}
-		if len(msgs) > 0 {
-			ok := out.write(msgs...)
-			// Written, the events are the socket's: pending must not
-			// keep them (an unread stream would hold its last events,
-			// its first state written for it alone among them, for as
-			// long as it lasts — 31308dd's 56 MB over 1 023 unread
-			// streams).
-			clear(pending[:])
-			if !ok {
-				return
-			}
+		if len(msgs) > 0 && !out.write(msgs...) {
+			return false
 		}
+		if first {
+			first = false
+			s.direct(out.raw()) // its first messages are out
+		}
+		return true
+	}
+	for step() {
 		<-s.wake
 	}
 }
@@ -577,7 +463,7 @@ func (a *API) getStream(w http.ResponseWriter, r *http.Request) {
 	defer out.end()
 	// A replica says first whether the state that follows is current.
 	first := append([]byte("retry: 1000\n\n"), a.replicaEvent()...)
-	s.set(&s.state, append(first, a.stateEvent()...))
+	s.set(kindState, append(first, a.stateEvent()...))
 	a.pump(ctx, out, s, c, toks)
 }
 
@@ -609,7 +495,7 @@ func (a *API) getOFREPEvents(w http.ResponseWriter, r *http.Request) {
 	gen := a.ctl.State().Generation
 	if last := r.Header.Get("Last-Event-ID"); last != "" {
 		if boot, g, ok := parseEventID(last); !ok || boot != a.boot || g < gen {
-			s.set(&s.refetch, a.refetchEvent(gen, a.now()))
+			s.set(kindRefetch, a.refetchEvent(gen, a.now()))
 		}
 	}
 	a.pump(ctx, out, s, c, toks)

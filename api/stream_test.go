@@ -677,3 +677,81 @@ func TestStreamCapShared(t *testing.T) {
 	require.Equal(t, 200, resp.StatusCode, "the place freed on the second, taken on the first")
 	next(t, again, "state", 5*time.Second)
 }
+
+// TestFanOutKeepsOrder: rounds written directly to the streams' sockets
+// (OwnStreamConns, fanout.go) by several workers, or left to the
+// streams' pumps when a socket is full or takes a round in part, keep
+// each stream's events whole (the chunked body's framing intact), in
+// order, and end with the last: 300 followers, half of them pausing,
+// the server's send buffers small, given 300 states of 8 KB with ticks
+// between, each in a round of its own or nearly.
+func TestFanOutKeepsOrder(t *testing.T) {
+	a, err := New(Config{OwnStreamConns: true, Controller: newController(t)})
+	require.NoError(t, err)
+	srv := httptest.NewUnstartedServer(a.Handler())
+	srv.Listener = smallSendBuffers{srv.Listener}
+	srv.Start()
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const followers, states = 300, 300
+	type result struct {
+		last int
+		err  error
+	}
+	results := make(chan result, followers)
+	for i := range followers {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/v1/stream", nil)
+		require.NoError(t, err)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		go func(pause bool) {
+			defer resp.Body.Close()
+			br := bufio.NewReaderSize(resp.Body, 1<<16)
+			last, paused := 0, false
+			for {
+				line, err := br.ReadString('\n')
+				if err != nil {
+					results <- result{last, fmt.Errorf("after state %d: %w", last, err)}
+					return
+				}
+				id, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), "id: test-")
+				if !ok {
+					continue
+				}
+				n, err := strconv.Atoi(id)
+				if err != nil || n <= last {
+					results <- result{last, fmt.Errorf("state %q after %d", id, last)}
+					return
+				}
+				last = n
+				if pause && !paused && n > states/3 {
+					paused = true
+					time.Sleep(300 * time.Millisecond) // the socket fills
+				}
+				if n == states {
+					results <- result{last, nil}
+					return
+				}
+			}
+		}(i%2 == 1)
+	}
+	require.Eventually(t, func() bool { ours, _ := a.Streams(); return ours == followers }, 10*time.Second, time.Millisecond)
+	pad := strings.Repeat("x", 8000)
+	for n := 1; n <= states; n++ {
+		a.streams.send(kindState, sse("test-"+strconv.Itoa(n), "state", []byte(`{"pad":"`+pad+`"}`)))
+		if n%3 == 0 {
+			a.streams.send(kindTick, sse("", "tick", []byte(`{}`)))
+		}
+		time.Sleep(500 * time.Microsecond) // rounds of their own, most of them
+	}
+	for range followers {
+		select {
+		case r := <-results:
+			require.NoError(t, r.err)
+			assert.Equal(t, states, r.last)
+		case <-time.After(20 * time.Second):
+			t.Fatal("a follower did not get the last state")
+		}
+	}
+}

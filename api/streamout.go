@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -16,7 +17,10 @@ import (
 //   - with Config.OwnStreamConns, over HTTP/1.1 (a GET without a body),
 //     the stream takes its connection from net/http (Hijack) and writes
 //     the response itself: the head, then each wake's messages as one
-//     chunk of the chunked body, one write to the socket (connOut);
+//     chunk of the chunked body, one write to the socket (connOut) —
+//     and on a plain TCP connection a hub's rounds are written to the
+//     socket by the fan-out itself while the socket takes them
+//     (fanout.go);
 //   - elsewhere (without it, HTTP/2, HTTP/1.0, a HEAD, a writer that
 //     cannot be hijacked), through net/http's response, one Flush a
 //     wake (httpOut).
@@ -27,9 +31,10 @@ import (
 // response's buffer, the connection's) through layers of writers before
 // the socket's write, where the stream's own write sends the bytes every
 // stream shares. The server's CPU a delivery to 10 000 followers
-// (BenchmarkStreamFanoutProcess, which runs the daemon's configuration):
-// 9.5–10.4 µs owning the connections, 10.8–12.1 µs through net/http's
-// response (three runs each, alternated, on a shared two-core machine).
+// (BenchmarkStreamFanoutProcess, which runs the daemon's configuration),
+// before rounds were written directly: 9.5–10.4 µs owning the
+// connections, 10.8–12.1 µs through net/http's response (three runs
+// each, alternated, on a shared two-core machine).
 //
 // What changes for a client of an HTTP/1.1 stream: the response says
 // Connection: close, and once the stream ends (its last chunk written)
@@ -45,6 +50,11 @@ type streamOut interface {
 	write(msgs ...[]byte) bool
 	// last sends a stream's last message, waiting at most shutdownGrace.
 	last(msg []byte)
+	// writeRaw sends bytes already framed for the response (what a
+	// socket left of a round written directly: fanout.go).
+	writeRaw(b []byte) bool
+	// raw is the socket rounds may be written to directly, or nil.
+	raw() syscall.RawConn
 	// end ends the response (the connection's, closed).
 	end()
 }
@@ -102,12 +112,29 @@ func (o *httpOut) last(msg []byte) {
 
 func (o *httpOut) end() {}
 
+func (o *httpOut) writeRaw([]byte) bool { return false } // never: raw is nil
+
+func (o *httpOut) raw() syscall.RawConn { return nil }
+
 // connOut writes a chunked response on a connection taken from net/http.
 type connOut struct {
 	conn   net.Conn
+	sock   syscall.RawConn // conn's socket, when it is a plain one (not TLS)
 	dl     writeDeadline
 	broken bool   // a write failed: nothing more goes out
 	ended  func() // after end
+}
+
+func (o *connOut) raw() syscall.RawConn { return o.sock }
+
+func (o *connOut) writeRaw(b []byte) bool {
+	if o.broken {
+		return false
+	}
+	o.dl.extend()
+	_, err := o.conn.Write(b)
+	o.broken = err != nil
+	return !o.broken
 }
 
 // chunkPool holds the buffers a wake's chunk is put together in: a
@@ -230,6 +257,11 @@ func ownStream(conn net.Conn, br *bufio.Reader, h http.Header) (*connOut, contex
 	head = append(head, hb...)
 	head = append(head, "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"...)
 	o := &connOut{conn: conn, dl: writeDeadline{set: conn.SetWriteDeadline}}
+	if sc, ok := conn.(syscall.Conn); ok {
+		if raw, err := sc.SyscallConn(); err == nil {
+			o.sock = raw
+		}
+	}
 	o.dl.extend()
 	if _, err := conn.Write(head); err != nil {
 		conn.Close()
