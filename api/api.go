@@ -88,6 +88,19 @@ type Config struct {
 	// together) open at once; past it a stream is refused with 503 and
 	// Retry-After. Default DefaultMaxStreams.
 	MaxStreams int
+	// StreamCap, when set, bounds the streams in MaxStreams' place, and
+	// counts them together with those of every API given the same one:
+	// a daemon of several services shares one, so that its streams
+	// together hold at most so many of its connections.
+	StreamCap *StreamCap
+	// OwnStreamConns: a stream over HTTP/1.1 takes its connection from
+	// net/http and writes its chunked response itself, a wake's events in
+	// one write to the socket (streamout.go): less work a delivery, for a
+	// server that follows many streams. The http.Server's Close and
+	// Shutdown then neither close nor wait for those streams: only for
+	// a server that ends them with the API's Shutdown first (brownoutd
+	// does). Default off: every stream is net/http's.
+	OwnStreamConns bool
 	// CORSOrigins are the origins (scheme://host[:port], ParseOrigin)
 	// whose pages may evaluate flags from a browser: OFREP's evaluations
 	// and its event stream answer them CORS, and no other route does
@@ -147,7 +160,8 @@ type API struct {
 	origins  atomic.Pointer[originSet] // granted CORS (cors.go)
 
 	streams, ofrepStreams *hub
-	openStreams           atomic.Int64 // both kinds, bounded by MaxStreams
+	streamCap             *StreamCap   // both kinds: Config.StreamCap, or one of MaxStreams
+	ownedStreams          atomic.Int64 // those that own their connection (streamout.go)
 	closing               chan struct{}
 	closeOnce             sync.Once
 	secret                [32]byte // signs stream tokens; new each boot
@@ -182,6 +196,9 @@ func New(cfg Config) (*API, error) {
 	if cfg.MaxStreams <= 0 {
 		cfg.MaxStreams = DefaultMaxStreams
 	}
+	if cfg.StreamCap == nil {
+		cfg.StreamCap = NewStreamCap(cfg.MaxStreams)
+	}
 	if cfg.History < 15*time.Minute {
 		cfg.History = 15 * time.Minute
 	}
@@ -192,7 +209,7 @@ func New(cfg Config) (*API, error) {
 			}
 		}
 	}
-	a := &API{cfg: cfg, ctl: cfg.Controller, prov: cfg.Provider, now: cfg.Now, log: cfg.Logger}
+	a := &API{cfg: cfg, ctl: cfg.Controller, prov: cfg.Provider, now: cfg.Now, log: cfg.Logger, streamCap: cfg.StreamCap}
 	if err := a.SetCORSOrigins(cfg.CORSOrigins); err != nil {
 		return nil, err
 	}
@@ -260,6 +277,8 @@ type tokenSet struct {
 func (a *API) SetTokens(operator, eval, push map[string]string) {
 	if old := a.tokens.Swap(&tokenSet{operator, eval, push, make(chan struct{})}); old != nil {
 		close(old.replaced)
+		a.streams.kick() // the open streams look at the new tokens
+		a.ofrepStreams.kick()
 	}
 }
 

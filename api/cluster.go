@@ -192,7 +192,7 @@ func (a *API) Mirror(ctx context.Context) error {
 	return a.loop(ctx, ticks, nil, func(time.Time) {
 		if a.streams.count() > 0 {
 			if b := a.replicaEvent(); b != nil {
-				a.streams.send(replicaSlot, b)
+				a.streams.send(kindReplica, b)
 			}
 		}
 	})

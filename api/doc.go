@@ -44,7 +44,13 @@
 // Bounds. Every request body has bodyTimeout to arrive, also where the
 // API is mounted in a server that package server did not build; a body
 // is at most maxBody bytes (a push: the push source's own cap); at most
-// Config.MaxStreams streams are open at once.
+// Config.MaxStreams streams are open at once (Config.StreamCap: of every
+// API that shares it). A stream holds no backlog — the newest pending
+// event of each kind, its bytes encoded once and shared by every
+// stream, none kept once written — and ends once a write to a client
+// that stopped reading has waited streamWriteTimeout (10–15 s);
+// Config.OwnStreamConns lets a stream over HTTP/1.1 write on its
+// connection itself (streamout.go).
 // API.Run is the control loop with its record (history, events, the
 // tick's lag); use it in place of Controller.Run.
 package api

@@ -33,7 +33,8 @@ import (
 // follow /v1/stream over 127.0.0.1 from a child process (this test
 // binary again, fanoutChild) while the control loop ticks every second
 // (the daemon's default: every tick is a "tick" event to every client).
-// The server is the daemon's: server.New on a server.Listener, with the
+// The server is the daemon's: server.New on a server.Listener, the API's
+// streams owning their connections (Config.OwnStreamConns), with the
 // bounds raised for the run — Limits.MaxConns and Config.MaxStreams
 // above the clients, no per-client cap (every loopback address is one
 // client). Each of 10 operator writes (BROWNOUT_FANOUT_CHANGES; an
@@ -103,7 +104,7 @@ func fanoutRun(b *testing.B, clients, changes int) fanoutResult {
 	if err != nil {
 		b.Fatal(err)
 	}
-	a, err := New(Config{Controller: ctl, Loopback: true, MaxStreams: clients + 64})
+	a, err := New(Config{Controller: ctl, Loopback: true, MaxStreams: clients + 64, OwnStreamConns: true})
 	if err != nil {
 		b.Fatal(err)
 	}

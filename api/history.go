@@ -233,7 +233,7 @@ func (a *API) loop(ctx context.Context, ticks <-chan time.Time, note func(prev, 
 			return
 		}
 		lastRefetch = now
-		a.ofrepStreams.send(refetchSlot, a.refetchEvent(a.ctl.State().Generation, a.now()))
+		a.ofrepStreams.send(kindRefetch, a.refetchEvent(a.ctl.State().Generation, a.now()))
 	}
 	for {
 		select {

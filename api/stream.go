@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -11,7 +12,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/brownout/brownout/dimmer"
@@ -24,7 +25,8 @@ import (
 //     connect the full state (event "state"), then every published change
 //     (coalesced: a slow reader gets the newest, never a backlog, and the
 //     controller never waits), a "tick" event per control tick with its
-//     readings (the dial's chart), and keep-alive comments; a replica
+//     readings (the dial's chart), and a keep-alive comment when it has
+//     been silent for keepAlive; a replica
 //     (Config.Cluster) adds a "replica" event every tick, and first on
 //     connect (cluster.go). State events' ids are "<boot
 //     epoch>-<generation>", so a reconnecting client knows whether it
@@ -45,7 +47,7 @@ import (
 // are required where none were.
 //
 // At most Config.MaxStreams streams are open at once, both kinds
-// together; past it a stream is refused (503, Retry-After), so that
+// together (Config.StreamCap: those of every API that shares it); past it a stream is refused (503, Retry-After), so that
 // clients that open streams and never read them hold a bounded share of
 // the server's connections.
 
@@ -61,92 +63,17 @@ const DefaultMaxStreams = server.MaxConns / 2
 // streamRetry is the Retry-After of a refused stream, in seconds.
 const streamRetry = "5"
 
-// keepAlive is the interval of the streams' comments.
+// keepAlive is how long a stream stays silent before a keep-alive
+// comment (a stream that carries ticks never is).
 var keepAlive = 15 * time.Second
+
+// streamWriteTimeout is how long a stream's write may wait, at least, for
+// a client that stopped reading (its socket's buffers full) before the
+// stream ends; at most half as long again (pump says why).
+var streamWriteTimeout = 10 * time.Second
 
 // ofrepMinInterval spaces OFREP's refetch events.
 var ofrepMinInterval = time.Second
-
-// subscriber is one open stream: the newest pending message of each kind,
-// and a wake-up.
-type subscriber struct {
-	mu      sync.Mutex
-	replica []byte
-	state   []byte
-	tick    []byte
-	refetch []byte
-	wake    chan struct{}
-}
-
-func (s *subscriber) set(dst *[]byte, b []byte) {
-	s.mu.Lock()
-	*dst = b
-	s.mu.Unlock()
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
-}
-
-// take returns the pending messages, in order, and clears them.
-func (s *subscriber) take() [][]byte {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out [][]byte
-	for _, p := range []*[]byte{&s.replica, &s.state, &s.refetch, &s.tick} {
-		if *p != nil {
-			out = append(out, *p)
-			*p = nil
-		}
-	}
-	return out
-}
-
-// hub fans messages out to the subscribers of one stream.
-type hub struct {
-	mu   sync.Mutex
-	subs map[*subscriber]struct{}
-}
-
-func newHub() *hub { return &hub{subs: map[*subscriber]struct{}{}} }
-
-func (h *hub) join() *subscriber {
-	s := &subscriber{wake: make(chan struct{}, 1)}
-	h.mu.Lock()
-	h.subs[s] = struct{}{}
-	h.mu.Unlock()
-	return s
-}
-
-func (h *hub) leave(s *subscriber) {
-	h.mu.Lock()
-	delete(h.subs, s)
-	h.mu.Unlock()
-}
-
-func (h *hub) count() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.subs)
-}
-
-// send gives b to every subscriber as its pending message of one kind.
-func (h *hub) send(kind func(*subscriber) *[]byte, b []byte) {
-	h.mu.Lock()
-	subs := make([]*subscriber, 0, len(h.subs))
-	for s := range h.subs {
-		subs = append(subs, s)
-	}
-	h.mu.Unlock()
-	for _, s := range subs {
-		s.set(kind(s), b)
-	}
-}
-
-func replicaSlot(s *subscriber) *[]byte { return &s.replica }
-func stateSlot(s *subscriber) *[]byte   { return &s.state }
-func tickSlot(s *subscriber) *[]byte    { return &s.tick }
-func refetchSlot(s *subscriber) *[]byte { return &s.refetch }
 
 // sse formats one event.
 func sse(id, event string, data []byte) []byte {
@@ -221,14 +148,14 @@ func (a *API) Publish(st *dimmer.State) { a.published(st) }
 // published is called by Run for every published state.
 func (a *API) published(st *dimmer.State) {
 	if a.streams.count() > 0 {
-		a.streams.send(stateSlot, a.stateEvent())
+		a.streams.send(kindState, a.stateEvent())
 	}
 }
 
 // ticked is called by Run for every recorded tick.
 func (a *API) ticked(p Point) {
 	if a.streams.count() > 0 {
-		a.streams.send(tickSlot, sse("", "tick", marshal(struct {
+		a.streams.send(kindTick, sse("", "tick", marshal(struct {
 			V int `json:"v"`
 			Point
 		}{Version, p})))
@@ -387,88 +314,129 @@ func newSecret() (s [32]byte) {
 	return s
 }
 
-// open starts an event stream's answer; false if the writer cannot flush.
-func open(w http.ResponseWriter) (*http.ResponseController, bool) {
-	rc := http.NewResponseController(w)
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no") // no proxy buffering (nginx)
-	w.WriteHeader(http.StatusOK)
-	if err := rc.Flush(); err != nil {
-		return rc, false
-	}
-	return rc, true
-}
-
-// pump writes s's messages as they come, keep-alives between, until the
-// client leaves, the API shuts down (then a last "shutdown" event), or
-// what admitted the stream no longer does (a last "reauth" event): its
-// stream token expires, or new tokens (toks replaced) refuse it.
-func (a *API) pump(w http.ResponseWriter, r *http.Request, rc *http.ResponseController, s *subscriber, c streamCred, toks *tokenSet) {
-	ka := time.NewTicker(keepAlive)
+// pump writes s's messages as they come, a keep-alive after keepAlive of
+// silence, until the client leaves, the API shuts down (then a last
+// "shutdown" event), or what admitted the stream no longer does (a last
+// "reauth" event): its stream token expires, or new tokens (toks
+// replaced) refuse it.
+func (a *API) pump(ctx context.Context, out streamOut, s *subscriber, c streamCred, toks *tokenSet) {
+	// Every reason to wake comes through s.wake: the client's leaving
+	// (ctx), the keep-alive's and the stream token's timers (flags in
+	// s), the API's shutdown and new tokens (Shutdown and SetTokens wake
+	// every stream, and hold the rounds written directly until the pump
+	// has looked: fanout.go); each wake looks at all of them.
+	defer s.stop()
+	defer context.AfterFunc(ctx, func() { s.flag(&s.gone) })()
+	period := keepAlive
+	ka := time.AfterFunc(period, func() { s.flag(&s.keepAlive) })
 	defer ka.Stop()
-	var expired <-chan time.Time
 	if !c.exp.IsZero() {
-		t := time.NewTimer(c.exp.Sub(a.now()))
+		t := time.AfterFunc(c.exp.Sub(a.now()), func() { s.flag(&s.expired) })
 		defer t.Stop()
-		expired = t.C
 	}
-	write := func(b []byte) bool {
-		rc.SetWriteDeadline(time.Now().Add(10 * time.Second))
-		if _, err := w.Write(b); err != nil {
+	var pending [nKinds + 1][]byte
+	wrote := false // since the keep-alive's timer was set
+	first := true
+	// step writes what the wake brought, holding the stream's writer's
+	// lock; false when the stream ends.
+	step := func() bool {
+		s.wmu.Lock()
+		defer s.wmu.Unlock()
+		msgs, partial, f := s.take(&pending)
+		// Written, the events are the socket's: pending must not keep
+		// them (an unread stream would hold its last events, its first
+		// state written for it alone among them, for as long as it
+		// lasts — 31308dd's 56 MB over 1 023 unread streams).
+		defer clear(pending[:])
+		if f.gone {
 			return false
 		}
-		return rc.Flush() == nil
-	}
-	reauth := func(why string) {
-		write(sse("", "reauth", marshal(map[string]any{"v": Version, "reason": why})))
-	}
-	for {
 		select {
-		case <-r.Context().Done():
-			return
 		case <-a.closing:
-			write(sse("", "shutdown", marshal(map[string]any{"v": Version, "reason": a.shutdownReason()})))
-			return
-		case <-expired:
-			reauth("the stream token expired: get a new one (POST /v1/stream/token) and reconnect")
-			return
+			out.last(sse("", "shutdown", marshal(map[string]any{"v": Version, "reason": a.shutdownReason()})))
+			return false
+		default:
+		}
+		select {
 		case <-toks.replaced:
 			toks = a.tokens.Load()
 			if !a.admits(c, toks, a.now()) {
-				reauth("the tokens changed and no longer admit this stream")
-				return
+				out.last(sse("", "reauth", marshal(map[string]any{"v": Version, "reason": "the tokens changed and no longer admit this stream"})))
+				return false
 			}
-		case <-ka.C:
-			if !write([]byte(": keep-alive\n\n")) {
-				return
-			}
-		case <-s.wake:
-			for _, b := range s.take() {
-				if !write(b) {
-					return
-				}
-			}
+		default:
 		}
+		if f.expired {
+			out.last(sse("", "reauth", marshal(map[string]any{"v": Version, "reason": "the stream token expired: get a new one (POST /v1/stream/token) and reconnect"})))
+			return false
+		}
+		if partial != nil && !out.writeRaw(partial) {
+			return false
+		}
+		if len(msgs) > 0 || partial != nil || f.active {
+			wrote = true
+		}
+		if f.keepAlive {
+			if !wrote {
+				msgs = append(msgs, keepAliveComment)
+			}
+			wrote = false
+			ka.Reset(period)
+		}
+		if len(msgs) > 0 && !out.write(msgs...) {
+			return false
+		}
+		if first {
+			first = false
+			s.direct(out.raw()) // its first messages are out
+		}
+		return true
+	}
+	for step() {
+		<-s.wake
 	}
 }
 
-// admit counts a stream in, or refuses it (false) past MaxStreams; the
-// caller calls leave when an admitted stream ends.
+// keepAliveComment is a stream's keep-alive.
+var keepAliveComment = []byte(": keep-alive\n\n")
+
+// StreamCap bounds the streams open at once, of one API or of several
+// that share it (Config.StreamCap).
+type StreamCap struct {
+	max  int64
+	open atomic.Int64
+}
+
+// NewStreamCap returns a cap of max streams (DefaultMaxStreams if max is
+// not positive).
+func NewStreamCap(max int) *StreamCap {
+	if max <= 0 {
+		max = DefaultMaxStreams
+	}
+	return &StreamCap{max: int64(max)}
+}
+
+// Max returns the cap.
+func (c *StreamCap) Max() int { return int(c.max) }
+
+// Open returns how many streams it holds now.
+func (c *StreamCap) Open() int { return int(c.open.Load()) }
+
+// admit counts a stream in, or refuses it (false) past the stream cap;
+// the caller calls leave when an admitted stream ends.
 func (a *API) admit() bool {
-	if a.openStreams.Add(1) > int64(a.cfg.MaxStreams) {
-		a.openStreams.Add(-1)
+	if a.streamCap.open.Add(1) > a.streamCap.max {
+		a.streamCap.open.Add(-1)
 		return false
 	}
 	return true
 }
 
-func (a *API) leave() { a.openStreams.Add(-1) }
+func (a *API) leave() { a.streamCap.open.Add(-1) }
 
 // tooManyStreams is the detail of a refused stream.
 func (a *API) tooManyStreams() string {
-	return "this server follows " + strconv.Itoa(a.cfg.MaxStreams) + " streams already: try again later"
+	return "this server follows " + strconv.Itoa(a.streamCap.Max()) + " streams already: try again later"
 }
 
 // getStream is GET /v1/stream.
@@ -488,14 +456,15 @@ func (a *API) getStream(w http.ResponseWriter, r *http.Request) {
 	defer a.leave()
 	s := a.streams.join()
 	defer a.streams.leave(s)
-	rc, ok := open(w)
+	out, ctx, ok := a.openStream(w, r)
 	if !ok {
 		return
 	}
+	defer out.end()
 	// A replica says first whether the state that follows is current.
 	first := append([]byte("retry: 1000\n\n"), a.replicaEvent()...)
-	s.set(&s.state, append(first, a.stateEvent()...))
-	a.pump(w, r, rc, s, c, toks)
+	s.set(kindState, append(first, a.stateEvent()...))
+	a.pump(ctx, out, s, c, toks)
 }
 
 // ofrepFail answers a refused OFREP stream in OFREP's error shape.
@@ -518,24 +487,34 @@ func (a *API) getOFREPEvents(w http.ResponseWriter, r *http.Request) {
 	defer a.leave()
 	s := a.ofrepStreams.join()
 	defer a.ofrepStreams.leave(s)
-	rc, ok := open(w)
+	out, ctx, ok := a.openStream(w, r)
 	if !ok {
 		return
 	}
+	defer out.end()
 	gen := a.ctl.State().Generation
 	if last := r.Header.Get("Last-Event-ID"); last != "" {
 		if boot, g, ok := parseEventID(last); !ok || boot != a.boot || g < gen {
-			s.set(&s.refetch, a.refetchEvent(gen, a.now()))
+			s.set(kindRefetch, a.refetchEvent(gen, a.now()))
 		}
 	}
-	a.pump(w, r, rc, s, c, toks)
+	a.pump(ctx, out, s, c, toks)
 }
 
 // Streams returns how many clients follow each stream (ours, OFREP's).
 func (a *API) Streams() (ours, ofrep int) { return a.streams.count(), a.ofrepStreams.count() }
 
 // Shutdown ends every stream with a last event (call it before the
-// server's Shutdown, which waits for open requests).
+// server's Shutdown, which waits for open requests), and waits, at most
+// shutdownGrace, for the streams that own their connection (streamout.go)
+// to end: the server's Shutdown does not wait for them.
 func (a *API) Shutdown() {
-	a.closeOnce.Do(func() { close(a.closing) })
+	a.closeOnce.Do(func() {
+		close(a.closing)
+		a.streams.kick()
+		a.ofrepStreams.kick()
+	})
+	for end := time.Now().Add(shutdownGrace); a.ownedStreams.Load() > 0 && time.Now().Before(end); {
+		time.Sleep(5 * time.Millisecond)
+	}
 }

@@ -28,8 +28,13 @@ import (
 type fileConfig struct {
 	Listen string `yaml:"listen"`
 	// MaxConnsPerClient caps one client address's connections (0: none).
-	MaxConnsPerClient *int   `yaml:"max_conns_per_client"`
-	StateDir          string `yaml:"state_dir"`
+	MaxConnsPerClient *int `yaml:"max_conns_per_client"`
+	// MaxConns caps the connections open at once (default
+	// server.MaxConns), MaxStreams the event streams (default half of
+	// MaxConns; with services:, every service's together).
+	MaxConns   *int   `yaml:"max_conns"`
+	MaxStreams *int   `yaml:"max_streams"`
+	StateDir   string `yaml:"state_dir"`
 	// Store, a postgres:// URL, keeps the operators' state for replicas
 	// that share it (ha.go); default none: the state dir.
 	Store string `yaml:"store"`
@@ -178,11 +183,16 @@ var defaultFeatures = []string{"recommendations", "reviews", "gallery"}
 
 // config is the daemon's resolved configuration.
 type config struct {
-	Listen   string
-	Conns    server.Limits
-	StateDir string
-	Store    string // a postgres:// URL: run as a replica (ha.go)
-	TLS      tlsCfg
+	Listen string
+	// Conns are the listener's caps: PerClient (max_conns_per_client)
+	// and MaxConns (max_conns), 0 for the defaults.
+	Conns server.Limits
+	// MaxStreams caps the streams of the daemon, of every service
+	// together (max_streams); 0 for the default, maxStreams.
+	MaxStreams int
+	StateDir   string
+	Store      string // a postgres:// URL: run as a replica (ha.go)
+	TLS        tlsCfg
 	// CORSOrigins, as browsers write them (api.ParseOrigin).
 	CORSOrigins []string
 	// serviceConfig is the one service of a file without services:;
@@ -252,6 +262,7 @@ func parseConfig(name string, data []byte) (*config, error) {
 	var fc fileConfig
 	ln := lines{}
 	ce := &configError{file: name}
+	unread := map[int]bool{} // lines whose value YAML could not read
 	if len(bytes.TrimSpace(data)) > 0 {
 		var root yaml.Node
 		if err := yaml.Unmarshal(data, &root); err != nil {
@@ -265,6 +276,7 @@ func parseConfig(name string, data []byte) (*config, error) {
 			if errors.As(err, &te) {
 				for _, e := range te.Errors {
 					ce.errs = append(ce.errs, unknownField(e, ln))
+					unread[lineOf(e)] = true
 				}
 			} else {
 				ce.errs = append(ce.errs, yamlMsg(err))
@@ -280,6 +292,9 @@ func parseConfig(name string, data []byte) (*config, error) {
 			}
 			p = p[:i]
 			l = ln[p]
+		}
+		if unread[l] && ln[path] == l {
+			return // its zero value, not the file's: the type error says it
 		}
 		ce.errs = append(ce.errs, fmt.Sprintf("line %d: %s: %s", l, path, fmt.Sprintf(format, a...)))
 	}
@@ -336,8 +351,22 @@ func resolve(fc *fileConfig, at func(path, format string, a ...any)) *config {
 	}
 	if n := fc.MaxConnsPerClient; n != nil {
 		var err error
-		if c.Conns, err = perClient(*n); err != nil {
+		if c.Conns.PerClient, err = perClient(*n); err != nil {
 			at("max_conns_per_client", "%v", err)
+		}
+	}
+	if n := fc.MaxConns; n != nil {
+		var err error
+		if c.Conns.MaxConns, err = connsCap(*n); err != nil {
+			at("max_conns", "%v", err)
+		}
+	}
+	if n := fc.MaxStreams; n != nil {
+		var err error
+		if c.MaxStreams, err = streamsCap(*n); err != nil {
+			at("max_streams", "%v", err)
+		} else if err := c.checkStreams(); err != nil {
+			at("max_streams", "%v", err)
 		}
 	}
 	if (c.TLS.Cert == "") != (c.TLS.Key == "") {
@@ -513,16 +542,71 @@ func corsOrigin(s string) (string, error) {
 	return o, nil
 }
 
-// perClient reads a cap of connections per client: a number of
-// connections, 0 for none.
-func perClient(n int) (server.Limits, error) {
+// perClient reads a cap of connections per client (server.Limits'
+// PerClient): a number of connections, 0 for none.
+func perClient(n int) (int, error) {
 	switch {
 	case n < 0:
-		return server.Limits{}, fmt.Errorf("%d: want a number of connections, or 0 for no cap", n)
+		return 0, fmt.Errorf("%d: want a number of connections, or 0 for no cap", n)
 	case n == 0:
-		return server.Limits{PerClient: -1}, nil
+		return -1, nil
 	}
-	return server.Limits{PerClient: n}, nil
+	return n, nil
+}
+
+// minConns and maxConns bound max_conns: fewer than minConns leave no
+// room for the operators, OFREP and the pushes beside a few streams;
+// more than maxConns is no machine's (each connection a file descriptor,
+// a goroutine and its buffers, ~16 KiB).
+const (
+	minConns = 64
+	maxConns = 1 << 20
+)
+
+// connsCap reads max_conns.
+func connsCap(n int) (int, error) {
+	if n < minConns || n > maxConns {
+		return 0, fmt.Errorf("%d: want a number of connections from %d to %d", n, minConns, maxConns)
+	}
+	return n, nil
+}
+
+// streamsCap reads max_streams.
+func streamsCap(n int) (int, error) {
+	if n < 1 {
+		return 0, fmt.Errorf("%d: want a number of streams, at least 1", n)
+	}
+	return n, nil
+}
+
+// maxConns is the listener's cap of connections.
+func (c *config) maxConns() int {
+	if c.Conns.MaxConns > 0 {
+		return c.Conns.MaxConns
+	}
+	return server.MaxConns
+}
+
+// maxStreams is the daemon's cap of streams: max_streams, else half of
+// its connections (api.DefaultMaxStreams under the default max_conns).
+func (c *config) maxStreams() int {
+	if c.MaxStreams > 0 {
+		return c.MaxStreams
+	}
+	return c.maxConns() / 2
+}
+
+// streamRoom is the most streams max_conns of conns takes: every stream
+// holds a connection, and an eighth of them stay for everything else —
+// the listener closes idle connections from an eighth under its cap on.
+func streamRoom(conns int) int { return conns - conns/8 }
+
+// checkStreams checks max_streams against max_conns.
+func (c *config) checkStreams() error {
+	if c.MaxStreams > streamRoom(c.maxConns()) {
+		return fmt.Errorf("%d streams: at most %d with max_conns %d — every stream holds a connection, and an eighth of them stay for the operators, OFREP and pushes (raise max_conns)", c.MaxStreams, streamRoom(c.maxConns()), c.maxConns())
+	}
+	return nil
 }
 
 // targetValue reads a target: a duration for latency and sojourn signals
@@ -625,11 +709,24 @@ func runCheckConfig(args []string, stdout, stderr io.Writer) error {
 		for _, s := range c.Services {
 			l = append(l, s.Name+": features "+featureNames(s.Dimmer))
 		}
-		fmt.Fprintf(stdout, "%s: ok (%d services: %s%s)\n", args[0], len(c.Services), strings.Join(l, "; "), corsNote(c.CORSOrigins))
+		fmt.Fprintf(stdout, "%s: ok (%d services: %s%s%s)\n", args[0], len(c.Services), strings.Join(l, "; "), corsNote(c.CORSOrigins), capsNote(c))
 		return nil
 	}
-	fmt.Fprintf(stdout, "%s: ok (features %s%s)\n", args[0], featureNames(c.Dimmer), corsNote(c.CORSOrigins))
+	fmt.Fprintf(stdout, "%s: ok (features %s%s%s)\n", args[0], featureNames(c.Dimmer), corsNote(c.CORSOrigins), capsNote(c))
 	return nil
+}
+
+// capsNote says the caps of connections and streams, for a summary line,
+// when the file sets either: nothing otherwise.
+func capsNote(c *config) string {
+	if c.Conns.MaxConns == 0 && c.MaxStreams == 0 {
+		return ""
+	}
+	of := ""
+	if len(c.Services) > 0 {
+		of = " of every service together"
+	}
+	return fmt.Sprintf("; at most %d connections, %d streams%s (each connection a file descriptor: ulimit -n above %d)", c.maxConns(), c.maxStreams(), of, c.maxConns())
 }
 
 // corsNote says which origins' pages may evaluate, for a summary line:

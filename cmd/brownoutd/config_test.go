@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/brownout/brownout/api"
 	"github.com/brownout/brownout/dimmer"
 	"github.com/brownout/brownout/internal/server"
 	"github.com/brownout/brownout/internal/service"
@@ -292,6 +293,76 @@ func TestConnsPerClient(t *testing.T) {
 	_, _, err = f.settings(func(k string) string { return map[string]string{"HOME": t.TempDir()}[k] }, map[string]bool{"max-conns-per-client": true})
 	assert.ErrorContains(t, err, `max conns per client "many"`)
 	assert.Equal(t, []string{"max_conns_per_client"}, restartOnly(&config{}, &config{Conns: server.Limits{PerClient: 9}}))
+}
+
+// TestConnsAndStreams: max_conns and max_streams, from the file, the
+// environment or a flag: the listener's cap and the daemon's stream cap
+// (half of the connections unless set); a cap out of range, or streams
+// that would leave less than an eighth of the connections, refused with
+// the line and a reason; both take effect at a restart only.
+func TestConnsAndStreams(t *testing.T) {
+	c, err := parseConfig("(defaults)", nil)
+	require.NoError(t, err)
+	assert.Equal(t, server.MaxConns, c.maxConns())
+	assert.Equal(t, api.DefaultMaxStreams, c.maxStreams(), "the default: half of the default connections")
+
+	c, err = parseConfig("c.yaml", []byte("max_conns: 12000\nmax_streams: 10000\nmax_conns_per_client: 0\n"))
+	require.NoError(t, err)
+	assert.Equal(t, server.Limits{PerClient: -1, MaxConns: 12000}, c.Conns)
+	assert.Equal(t, 10000, c.maxStreams())
+	c, err = parseConfig("c.yaml", []byte("max_conns: 20000\n"))
+	require.NoError(t, err)
+	assert.Equal(t, 10000, c.maxStreams(), "half of max_conns")
+
+	for src, want := range map[string]string{
+		"max_conns: -1\n":                       "line 1: max_conns: -1: want a number of connections from 64 to 1048576",
+		"max_conns: 0\n":                        "line 1: max_conns: 0: want a number of connections from 64 to 1048576",
+		"max_conns: 10\n":                       "line 1: max_conns: 10: want a number of connections from 64 to 1048576",
+		"max_conns: 2000000\n":                  "line 1: max_conns: 2000000: want a number of connections from 64 to 1048576",
+		"max_conns: many\n":                     "line 1: cannot unmarshal !!str `many` into int",
+		"max_streams: 0\n":                      "line 1: max_streams: 0: want a number of streams, at least 1",
+		"max_streams: -5\n":                     "line 1: max_streams: -5: want a number of streams, at least 1",
+		"max_streams: 5000\n":                   "line 1: max_streams: 5000 streams: at most 3584 with max_conns 4096 — every stream holds a connection",
+		"max_conns: 1000\nmax_streams: 1000\n":  "line 2: max_streams: 1000 streams: at most 875 with max_conns 1000",
+		"max_streams: 20000\nmax_conns: 8000\n": "line 1: max_streams: 20000 streams: at most 7000 with max_conns 8000",
+	} {
+		_, err := parseConfig("c.yaml", []byte(src))
+		assert.ErrorContains(t, err, want, "%q", src)
+	}
+
+	home := t.TempDir()
+	var f serveFlags
+	c, _, err = f.settings(func(k string) string {
+		return map[string]string{"BROWNOUTD_MAX_CONNS": "12000", "BROWNOUTD_MAX_STREAMS": "10000", "HOME": home}[k]
+	}, map[string]bool{})
+	require.NoError(t, err)
+	assert.Equal(t, 12000, c.Conns.MaxConns)
+	assert.Equal(t, 10000, c.maxStreams())
+	f.maxStreams = "9000"
+	_, _, err = f.settings(func(k string) string {
+		return map[string]string{"BROWNOUTD_MAX_CONNS": "8000", "HOME": home}[k]
+	}, map[string]bool{"max-streams": true})
+	assert.ErrorContains(t, err, "max streams: 9000 streams: at most 7000 with max_conns 8000", "a flag checked against the environment's max_conns")
+	f.maxConns = "lots"
+	_, _, err = f.settings(func(k string) string { return map[string]string{"HOME": home}[k] }, map[string]bool{"max-conns": true})
+	assert.ErrorContains(t, err, `max conns "lots": want a number of connections from 64 to 1048576`)
+	f = serveFlags{maxStreams: "0"}
+	_, _, err = f.settings(func(k string) string { return map[string]string{"HOME": home}[k] }, map[string]bool{"max-streams": true})
+	assert.ErrorContains(t, err, `max streams "0": want a number of streams, at least 1`)
+
+	files := writeFiles(t, t.TempDir(), map[string]string{"one.yaml": "max_conns: 12000\nmax_streams: 10000\n",
+		"services.yaml": "max_conns: 12000\nservices:\n  - {name: a, features: [{name: f}]}\n  - {name: b, features: [{name: g}]}\n"})
+	out, _, err := runArgs("check-config", files["one.yaml"])
+	require.NoError(t, err)
+	assert.Contains(t, out, "; at most 12000 connections, 10000 streams (each connection a file descriptor: ulimit -n above 12000))")
+	out, _, err = runArgs("check-config", files["services.yaml"])
+	require.NoError(t, err)
+	assert.Contains(t, out, "; at most 12000 connections, 6000 streams of every service together")
+
+	assert.Equal(t, []string{"max_conns", "max_streams"}, restartOnly(&config{}, &config{Conns: server.Limits{MaxConns: 12000}}),
+		"max_conns, and the stream cap that follows it")
+	assert.Equal(t, []string{"max_streams"}, restartOnly(&config{}, &config{MaxStreams: 100}))
+	assert.Empty(t, restartOnly(&config{}, &config{MaxStreams: api.DefaultMaxStreams}), "the default, said")
 }
 
 // TestDeployConfigs: the ready-made daemon configurations under deploy/

@@ -58,7 +58,8 @@ func TestSchemaAgreesWithTheParser(t *testing.T) {
 	}
 	assert.NoError(t, validate(s, []byte("")), "the empty configuration")
 	for _, src := range []string{"tick: .5s\n", "tick: +1s\n", "tick: 0\n", "state_dir: ~\n", "features: ~\nlaw: ~\n",
-		"features:\n  - {name: a, default: yes}\n", "cors_origins: [http://127.0.0.1:8081, HTTPS://Shop.Example:443]\n", "cors_origins: ~\n"} {
+		"features:\n  - {name: a, default: yes}\n", "cors_origins: [http://127.0.0.1:8081, HTTPS://Shop.Example:443]\n", "cors_origins: ~\n",
+		"max_conns: 12000\nmax_streams: 10000\n", "max_conns: ~\nmax_streams: ~\n"} {
 		if _, perr := parseConfig("ok.yaml", []byte(src)); perr == nil {
 			assert.NoError(t, validate(s, []byte(src)), "the parser takes %q", src)
 		}
@@ -81,6 +82,9 @@ func TestSchemaAgreesWithTheParser(t *testing.T) {
 		"cors origin a wildcard":  "cors_origins: [\"*\"]\n",
 		"cors origin without one": "cors_origins: [shop.example]\n",
 		"cors origins not a list": "cors_origins: https://shop.example\n",
+		"max_conns below 64":      "max_conns: 10\n",
+		"max_conns not a number":  "max_conns: many\n",
+		"max_streams of 0":        "max_streams: 0\n",
 	} {
 		_, perr := parseConfig("bad.yaml", []byte(src))
 		assert.Error(t, perr, "%s: the parser", name)

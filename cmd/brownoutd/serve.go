@@ -65,7 +65,7 @@ Flags:
 type serveFlags struct {
 	config, listen, stateDir, tick       string
 	store                                string
-	perClient                            string
+	perClient, maxConns, maxStreams      string
 	operatorTokens, evalTokens, pushToks string
 	tlsCert, tlsKey                      string
 	corsOrigins                          originList
@@ -99,7 +99,9 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.stateDir, "state-dir", "", "directory for the operators' overrides, freeze and shadow, private to this user (env BROWNOUTD_STATE_DIR; default $STATE_DIRECTORY under systemd, else $XDG_STATE_HOME/brownoutd, else ~/.local/state/brownoutd)")
 	fs.StringVar(&f.store, "store", "", "a postgres:// URL: keep the operators' state there and run as one of several replicas, one of which leads (env BROWNOUTD_STORE; default none: the state dir, one daemon)")
 	fs.StringVar(&f.tick, "tick", "", "control period, e.g. 1s (env BROWNOUTD_TICK)")
-	fs.StringVar(&f.perClient, "max-conns-per-client", "", fmt.Sprintf("connections one client address may hold open, every loopback address one client; 0 for no cap, e.g. behind a load balancer (env BROWNOUTD_MAX_CONNS_PER_CLIENT; default %d, a quarter of the %d the server holds)", server.DefaultPerClient, server.MaxConns))
+	fs.StringVar(&f.perClient, "max-conns-per-client", "", fmt.Sprintf("connections one client address may hold open, every loopback address one client; 0 for no cap, e.g. behind a load balancer (env BROWNOUTD_MAX_CONNS_PER_CLIENT; default %d, a quarter of the default --max-conns)", server.DefaultPerClient))
+	fs.StringVar(&f.maxConns, "max-conns", "", fmt.Sprintf("connections the server holds open at once, from %d to %d; each a file descriptor (ulimit -n) (env BROWNOUTD_MAX_CONNS; default %d)", minConns, maxConns, server.MaxConns))
+	fs.StringVar(&f.maxStreams, "max-streams", "", fmt.Sprintf("event streams (/v1/stream, /ofrep/v1/events) open at once, every service's together; at most seven eighths of --max-conns (env BROWNOUTD_MAX_STREAMS; default half of --max-conns, %d)", api.DefaultMaxStreams))
 	fs.StringVar(&f.operatorTokens, "operator-tokens", "", "file of named operator tokens, \"name token\" per line (env BROWNOUTD_OPERATOR_TOKENS); without any, writes only on a loopback listener")
 	fs.StringVar(&f.evalTokens, "eval-tokens", "", "file of tokens required on OFREP evaluations (env BROWNOUTD_EVAL_TOKENS); default open")
 	fs.StringVar(&f.pushToks, "push-tokens", "", "file of tokens required on POST /v1/signals (env BROWNOUTD_PUSH_TOKENS); required with the push source on a non-loopback listener")
@@ -139,11 +141,32 @@ func (f *serveFlags) settings(getenv func(string) string, set map[string]bool) (
 	if v := pick("max-conns-per-client", f.perClient, "BROWNOUTD_MAX_CONNS_PER_CLIENT"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err == nil {
-			c.Conns, err = perClient(n)
+			c.Conns.PerClient, err = perClient(n)
 		}
 		if err != nil {
 			return nil, file, fmt.Errorf("max conns per client %q: want a number of connections, or 0 for no cap", v)
 		}
+	}
+	if v := pick("max-conns", f.maxConns, "BROWNOUTD_MAX_CONNS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err == nil {
+			c.Conns.MaxConns, err = connsCap(n)
+		}
+		if err != nil {
+			return nil, file, fmt.Errorf("max conns %q: want a number of connections from %d to %d", v, minConns, maxConns)
+		}
+	}
+	if v := pick("max-streams", f.maxStreams, "BROWNOUTD_MAX_STREAMS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err == nil {
+			c.MaxStreams, err = streamsCap(n)
+		}
+		if err != nil {
+			return nil, file, fmt.Errorf("max streams %q: want a number of streams, at least 1", v)
+		}
+	}
+	if err := c.checkStreams(); err != nil {
+		return nil, file, fmt.Errorf("max streams: %w", err)
 	}
 	if v := pick("state-dir", f.stateDir, "BROWNOUTD_STATE_DIR"); v != "" {
 		c.StateDir = v
@@ -339,7 +362,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	acfg := api.Config{Controller: ctl, Provider: prov, OperatorTokens: c.OperatorTokens, EvalTokens: c.EvalTokens,
 		PushTokens: c.PushTokens, Loopback: loopback(c.Listen), StateDir: c.StateDir, Registerer: reg, Logger: log,
-		Defaults: c.Defaults, CORSOrigins: c.CORSOrigins, Sources: func() []signals.SourceHealth { return []signals.SourceHealth{src.Health()} }}
+		Defaults: c.Defaults, CORSOrigins: c.CORSOrigins, Sources: func() []signals.SourceHealth { return []signals.SourceHealth{src.Health()} },
+		MaxStreams: c.maxStreams(), OwnStreamConns: true} // runServe ends the streams with a.Shutdown before the server's
 	if push != nil {
 		acfg.Push = push
 	}
@@ -360,6 +384,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		// replica serves its own fresh state. A failure is logged; the
 		// replica follows the store when it answers, not ready till then.
 		rep.Load(ctx, a)
+	}
+	if err := checkNoFile(c); err != nil {
+		return err
 	}
 	ln, err := server.ListenWith(c.Listen, c.Conns)
 	if err != nil {
@@ -476,8 +503,14 @@ func restartOnly(running, next *config) []string {
 	if running.Listen != next.Listen {
 		out = append(out, "listen")
 	}
-	if running.Conns != next.Conns {
+	if running.Conns.PerClient != next.Conns.PerClient {
 		out = append(out, "max_conns_per_client")
+	}
+	if running.maxConns() != next.maxConns() {
+		out = append(out, "max_conns")
+	}
+	if running.maxStreams() != next.maxStreams() {
+		out = append(out, "max_streams")
 	}
 	if running.StateDir != next.StateDir {
 		out = append(out, "state_dir")

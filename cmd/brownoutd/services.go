@@ -70,7 +70,7 @@ type unit struct {
 // as a replica of its own, its rows keyed by its name, its lease its own:
 // each service has its leader, all of them on conn, the daemon's
 // connection to the store. Close it with close.
-func newUnit(ctx context.Context, c *config, s *serviceConfig, src source, push *fleet.PushSource, conn *cluster.Conn, log *slog.Logger) (*unit, error) {
+func newUnit(ctx context.Context, c *config, s *serviceConfig, src source, push *fleet.PushSource, conn *cluster.Conn, streams *api.StreamCap, log *slog.Logger) (*unit, error) {
 	log = log.With("service", s.Name)
 	own := prometheus.NewRegistry()
 	reg := prometheus.WrapRegistererWith(prometheus.Labels{"service": s.Name}, own)
@@ -88,7 +88,9 @@ func newUnit(ctx context.Context, c *config, s *serviceConfig, src source, push 
 		OperatorTokens: s.OperatorTokens, EvalTokens: s.EvalTokens, PushTokens: s.PushTokens,
 		Loopback: loopback(c.Listen), StateDir: c.stateDir(s), Registerer: reg, Logger: log,
 		Defaults: s.Defaults, CORSOrigins: c.CORSOrigins,
-		Sources: func() []signals.SourceHealth { return []signals.SourceHealth{src.Health()} },
+		OwnStreamConns: true, // serveServices ends the streams with each API's Shutdown
+		StreamCap:      streams,
+		Sources:        func() []signals.SourceHealth { return []signals.SourceHealth{src.Health()} },
 		// OFREP clients given the service's base URL follow its stream.
 		EventStreams: []api.EventStream{{Type: "sse", Endpoint: &api.Endpoint{RequestURI: base + "/ofrep/v1/events"}, InactivityDelaySec: 120}}}
 	if push != nil {
@@ -156,13 +158,16 @@ func (u *unit) run(ctx context.Context, delay time.Duration) {
 // stops or a reload removes it. Its methods are called from serve's
 // goroutine and its reloads' one at a time, never at once.
 type host struct {
-	c     *config       // the configuration the daemon started with: its settings fixed for its life
-	conn  *cluster.Conn // with a store, the daemon's connection to it; else nil
-	rt    *router
-	log   *slog.Logger
-	ctx   context.Context // the loops' parent: the daemon's life
-	t0    time.Time       // the loops' phases' origin
-	loops sync.WaitGroup
+	c    *config       // the configuration the daemon started with: its settings fixed for its life
+	conn *cluster.Conn // with a store, the daemon's connection to it; else nil
+	// streams caps the streams of every service together: they hold the
+	// daemon's connections, which the services share.
+	streams *api.StreamCap
+	rt      *router
+	log     *slog.Logger
+	ctx     context.Context // the loops' parent: the daemon's life
+	t0      time.Time       // the loops' phases' origin
+	loops   sync.WaitGroup
 }
 
 // build makes s's unit: its source, its controller, API and state (its
@@ -172,7 +177,7 @@ func (h *host) build(s *serviceConfig) (*unit, error) {
 	if err != nil {
 		return nil, fmt.Errorf("service %s: %w", s.Name, err)
 	}
-	u, err := newUnit(h.ctx, h.c, s, src, push, h.conn, h.log)
+	u, err := newUnit(h.ctx, h.c, s, src, push, h.conn, h.streams, h.log)
 	if err == nil && u.rep != nil {
 		// The store's state, before the unit is routed: its loop starts
 		// up to a tick later (its phase), and until its replica has read
@@ -253,6 +258,9 @@ func serveServices(ctx context.Context, c *config, file string, f *serveFlags, s
 		warnPool(log, h.conn.MaxConns())
 	}
 	var units []*unit
+	// One cap of streams for the daemon, whichever service they follow:
+	// they hold its connections, which the services share.
+	h.streams = api.NewStreamCap(c.maxStreams())
 	for _, s := range c.Services {
 		u, err := h.build(s)
 		if err != nil {
@@ -269,6 +277,9 @@ func serveServices(ctx context.Context, c *config, file string, f *serveFlags, s
 			u.close() // the state dirs' locks, the replicas, after the last Save
 		}
 	}()
+	if err := checkNoFile(c); err != nil {
+		return err
+	}
 	ln, err := server.ListenWith(c.Listen, c.Conns)
 	if err != nil {
 		return err

@@ -21,7 +21,9 @@ var promSelector = regexp.MustCompile(`^\s*[A-Za-z_][A-Za-z0-9_]*\s*(=|!=|=~|!~)
 
 // resolveServices resolves a file with services:. At its top level only
 // the daemon's settings are taken (listen, max_conns_per_client,
-// state_dir, tls, cors_origins) and tick and auth, which a service
+// max_conns, max_streams — the daemon's cap of streams, every service's
+// counted together —, state_dir, tls, cors_origins) and tick and auth,
+// which a service
 // inherits when it leaves them out; a service's controller, source and
 // features are its own, so that the top level's are errors there.
 func resolveServices(fc *fileConfig, c *config, at func(path, format string, a ...any)) {

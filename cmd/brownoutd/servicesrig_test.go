@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/brownout/brownout/api"
 	"github.com/brownout/brownout/internal/service"
 	"github.com/brownout/brownout/signals"
 	"github.com/brownout/brownout/signals/fleet"
@@ -43,6 +44,7 @@ func newRig(t testing.TB, src string, sources map[string]source) *rig {
 	require.NoError(t, c.readServiceTokens())
 	r := &rig{c: c}
 	log := slog.New(slog.DiscardHandler)
+	streams := api.NewStreamCap(c.maxStreams())
 	for _, s := range c.Services {
 		src, push, err := buildSource(s)
 		require.NoError(t, err)
@@ -52,7 +54,7 @@ func newRig(t testing.TB, src string, sources map[string]source) *rig {
 				push = p
 			}
 		}
-		u, err := newUnit(context.Background(), c, s, src, push, nil, log)
+		u, err := newUnit(context.Background(), c, s, src, push, nil, streams, log)
 		require.NoError(t, err)
 		r.units = append(r.units, u)
 	}

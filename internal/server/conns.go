@@ -1,13 +1,14 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"sync"
+	"syscall"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/net/netutil"
 )
 
 // Limits are a Listener's bounds on connections besides MaxConns. The
@@ -38,11 +39,11 @@ const DefaultPerClient = MaxConns / 4
 // idle ones: from there on each new connection closes the connection idle
 // the longest, so that idle keep-alive connections (IdleTimeout, 2
 // minutes) cannot hold the last eighth of max, and a new client still
-// gets in while netutil.LimitListener would make it wait.
+// gets in while the cap would make it wait.
 func reapAt(max int) int { return max - max/8 }
 
 // Listener is a TCP listener with the bounds of this package: at most
-// MaxConns connections open at once (Limits.MaxConns) (netutil.LimitListener: further
+// MaxConns connections open at once (Limits.MaxConns: further
 // connections wait in the kernel's backlog), at most Limits.PerClient of
 // them from one client, and idle ones closed when the server is near its
 // cap. A client at its cap gets in by closing its own connection idle
@@ -56,7 +57,15 @@ func reapAt(max int) int { return max - max/8 }
 type Listener struct {
 	net.Listener
 	perClient int
+	max       int
 	reapAt    int
+	// sem holds a place for each open connection (at most max); done is
+	// closed with the listener. (netutil.LimitListener's, in place of
+	// its wrapper, so that a connection's own socket stays reachable:
+	// conn.SyscallConn.)
+	sem       chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
 
 	mu struct {
 		sync.Mutex
@@ -90,17 +99,43 @@ func LimitWith(ln net.Listener, l Limits) *Listener {
 	if l.MaxConns <= 0 {
 		l.MaxConns = MaxConns
 	}
-	out := &Listener{Listener: netutil.LimitListener(ln, l.MaxConns), perClient: l.PerClient, reapAt: reapAt(l.MaxConns)}
+	out := &Listener{Listener: ln, perClient: l.PerClient, max: l.MaxConns, reapAt: reapAt(l.MaxConns),
+		sem: make(chan struct{}, l.MaxConns), done: make(chan struct{})}
 	out.mu.open = map[*conn]struct{}{}
 	out.mu.clients = map[string]int{}
 	return out
 }
 
-// Accept waits for the next connection a client may open.
+// acquire takes a place for a connection, waiting for one; false once
+// the listener is closed.
+func (l *Listener) acquire() bool {
+	select {
+	case <-l.done:
+		return false
+	case l.sem <- struct{}{}:
+		return true
+	}
+}
+
+func (l *Listener) release() { <-l.sem }
+
+// Close closes the listener; the connections stay open.
+func (l *Listener) Close() error {
+	err := l.Listener.Close()
+	l.closeOnce.Do(func() { close(l.done) })
+	return err
+}
+
+// Accept waits for the next connection a client may open: once fewer
+// than MaxConns are open.
 func (l *Listener) Accept() (net.Conn, error) {
 	for {
+		if !l.acquire() {
+			return nil, errClosed
+		}
 		c, err := l.Listener.Accept()
 		if err != nil {
+			l.release()
 			return nil, err
 		}
 		tc := &conn{Conn: c, l: l, client: clientOf(c.RemoteAddr())}
@@ -111,6 +146,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 			if victim == nil {
 				l.mu.Unlock()
 				c.Close() // every one of its connections is busy
+				l.release()
 				continue
 			}
 			reap = append(reap, victim)
@@ -165,10 +201,24 @@ func (l *Listener) state(c *conn, s http.ConnState) {
 	c.idle, c.seq = s == http.StateNew || s == http.StateIdle, l.mu.seq
 }
 
+// errClosed is Accept's error once the listener is closed.
+var errClosed = fmt.Errorf("server: listener closed: %w", net.ErrClosed)
+
+// SyscallConn is the connection's own socket's (net.TCPConn's), for a
+// stream that writes to it directly (api's streams); an error for a
+// connection without one.
+func (c *conn) SyscallConn() (syscall.RawConn, error) {
+	if sc, ok := c.Conn.(syscall.Conn); ok {
+		return sc.SyscallConn()
+	}
+	return nil, errors.ErrUnsupported
+}
+
 func (c *conn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(func() {
 		l := c.l
+		l.release()
 		l.mu.Lock()
 		delete(l.mu.open, c)
 		if l.mu.clients[c.client]--; l.mu.clients[c.client] <= 0 {
@@ -203,13 +253,17 @@ func trackState(c net.Conn, s http.ConnState) {
 }
 
 // Collector exports the connections open on l as the gauge
-// brownout_http_connections_open: beside MaxConns and the per-client cap,
+// brownout_http_connections_open: beside l's caps (its help says them),
 // what an operator watches for a client holding connections, and what a
 // soak subtracts from the goroutines (one each) to see the rest.
 func (l *Listener) Collector() prometheus.Collector {
+	per := "no cap from one client"
+	if l.perClient > 0 {
+		per = fmt.Sprintf("%d from one client", l.perClient)
+	}
 	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "brownout_http_connections_open",
-		Help: fmt.Sprintf("Connections open on the server's listener (at most %d, %d from one client by default).", MaxConns, DefaultPerClient),
+		Help: fmt.Sprintf("Connections open on the server's listener (at most %d, %s).", l.max, per),
 	}, func() float64 {
 		n, _ := l.Open("")
 		return float64(n)
