@@ -537,6 +537,7 @@ func TestFleetScene(t *testing.T) {
 		return err == nil && slices.ContainsFunc(events, func(e api.Event) bool { return e.Kind == "release" })
 	})
 	require.NoError(t, err)
+	require.True(t, ok, "the release reaches the replica that took over within 3 s: %v", events)
 	kinds := map[string]int{}
 	var takeoverEvent *api.Event
 	for _, e := range events {

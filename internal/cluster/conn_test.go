@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -130,7 +129,7 @@ func TestSharedConn(t *testing.T) {
 	var listeners int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND query = $2`, appName, "LISTEN "+channel).Scan(&listeners))
 	assert.Equal(t, 2, listeners, "one listener a daemon, not one a service")
-	t.Log(fmt.Sprintf("two daemons of %d services hold %d connections (at most %d)", len(services), n, limit))
+	t.Logf("two daemons of %d services hold %d connections (at most %d)", len(services), n, limit)
 }
 
 // TestWritesDoNotStarveOtherServices: a service's writes that wait on
