@@ -52,7 +52,9 @@ with its own features, targets, source, schedule, tokens and state (under
 state_dir/services/{name}): each one's routes are under /services/{name}/
 (OFREP, the operator API, its pushes, its dial), or at the root with the
 header X-Brownout-Service: {name}; GET /v1/state and the dial at / list
-them (cmd/brownoutd/brownoutd.services.example.yaml).
+them (cmd/brownoutd/brownoutd.services.example.yaml). SIGHUP adds the
+services the file adds and stops serving those it removes (their state
+stays, for their return); a service's tick and source wait for a restart.
 
 No page of another origin may evaluate flags from a browser unless
 --cors-origin names its origin: then OFREP's evaluations and event stream
