@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -163,14 +164,7 @@ func TestWritesDoNotStarveOtherServices(t *testing.T) {
 	require.Equal(t, "leader", y.role())
 
 	// x's operator row locked by another session.
-	locker, err := pgxpool.New(ctx, dsn)
-	require.NoError(t, err)
-	defer locker.Close()
-	tx, err := locker.Begin(ctx)
-	require.NoError(t, err)
-	defer tx.Rollback(ctx)
-	_, err = tx.Exec(ctx, `SELECT * FROM brownout_operator WHERE service = 'x' FOR UPDATE`)
-	require.NoError(t, err)
+	locker := lockRow(t, dsn, "brownout_operator", "x")
 
 	writes := 2 * conn.MaxConns()
 	done := make(chan error, writes)
@@ -182,7 +176,11 @@ func TestWritesDoNotStarveOtherServices(t *testing.T) {
 			done <- err
 		}()
 	}
-	time.Sleep(300 * time.Millisecond) // the writes wait on x's row
+	locker.waitBlocked(t) // the writes wait on x's row
+	// …and the others have had the time to take connections, if they
+	// could (each would block on the row too): nothing to wait on that
+	// shows they could not.
+	time.Sleep(300 * time.Millisecond)
 
 	start := time.Now()
 	y.tick(t, now.Add(time.Second))
@@ -191,7 +189,7 @@ func TestWritesDoNotStarveOtherServices(t *testing.T) {
 	assert.Equal(t, "leader", info.Role, "y still leads")
 	assert.Equal(t, "ok", info.Store, "y reached the store")
 
-	require.NoError(t, tx.Rollback(ctx))
+	locker.release(t)
 	for range writes {
 		<-done
 	}
@@ -219,21 +217,14 @@ func TestStoppingIsNotAStoreFailure(t *testing.T) {
 	require.Equal(t, "leader", rep.Info().Role)
 
 	// The published row locked: the leader's next commit waits on it.
-	locker, err := pgxpool.New(ctx, dsn)
-	require.NoError(t, err)
-	defer locker.Close()
-	tx, err := locker.Begin(ctx)
-	require.NoError(t, err)
-	defer tx.Rollback(ctx)
-	_, err = tx.Exec(ctx, `SELECT * FROM brownout_published WHERE service = 's' FOR UPDATE`)
-	require.NoError(t, err)
+	locker := lockRow(t, dsn, "brownout_published", "s")
 	lctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		rep.tickOnce(lctx, time.Now(), overload(time.Now()), 0)
 		close(done)
 	}()
-	time.Sleep(200 * time.Millisecond)
+	locker.waitBlocked(t)
 	stop()
 	<-done
 	assert.NotContains(t, logs.String(), "cannot be reached", "a stop is not the store's failure")
@@ -338,4 +329,41 @@ func TestListenerSaysItLostTheNotifications(t *testing.T) {
 	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "notifications are lost") }, 5*time.Second, 20*time.Millisecond)
 	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "listening to the store's notifications again") }, 5*time.Second, 20*time.Millisecond)
 	assert.Equal(t, 1, strings.Count(logs.String(), "notifications are lost"), logs.String())
+}
+
+// rowLock is a service's row of a table locked FOR UPDATE by a session of
+// the test's own, until release or the test's end.
+type rowLock struct {
+	pool *pgxpool.Pool
+	tx   pgx.Tx
+}
+
+func lockRow(t *testing.T, dsn, table, service string) *rowLock {
+	t.Helper()
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, dsn+"&application_name=locker")
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { tx.Rollback(ctx) })
+	_, err = tx.Exec(ctx, `SELECT * FROM `+table+` WHERE service = $1 FOR UPDATE`, service)
+	require.NoError(t, err)
+	return &rowLock{pool, tx}
+}
+
+// waitBlocked waits (5 s at most) until a session of the replicas' waits
+// on a lock: what the test holds.
+func (l *rowLock) waitBlocked(t *testing.T) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		var n int
+		err := l.pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'`, appName).Scan(&n)
+		return err == nil && n > 0
+	}, 5*time.Second, 10*time.Millisecond, "a replica's session waits on the row")
+}
+
+func (l *rowLock) release(t *testing.T) {
+	t.Helper()
+	require.NoError(t, l.tx.Rollback(context.Background()))
 }
