@@ -108,11 +108,11 @@ func lastEvent(t *testing.T, ch <-chan [2]string, within time.Duration) [2]strin
 	}
 }
 
-// slowPushes pushes an instance's slow answers (900 ms) to url for svc
-// until the test ends.
-func slowPushes(t *testing.T, url, svc string) {
+// servicePushes pushes an instance's answers, each taking latency, to url
+// for svc (with tok, when set) until the test ends.
+func servicePushes(t *testing.T, url, svc, tok string, latency time.Duration) {
 	rec := signals.NewRecorder(signals.Config{})
-	p, err := fleet.NewPusher(rec, fleet.PusherConfig{URL: url, Instance: svc + "-1", Service: svc,
+	p, err := fleet.NewPusher(rec, fleet.PusherConfig{URL: url, Instance: svc + "-1", Service: svc, Token: tok,
 		Interval: 100 * time.Millisecond, MaxBackoff: 300 * time.Millisecond})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -127,10 +127,16 @@ func slowPushes(t *testing.T, url, svc string) {
 				return
 			case now := <-tk.C:
 				rec.Arrive(signals.Default)
-				rec.Done(signals.Default, now.Add(-900*time.Millisecond), now, false, time.Time{})
+				rec.Done(signals.Default, now.Add(-latency), now, false, time.Time{})
 			}
 		}
 	}()
+}
+
+// slowPushes pushes an instance's slow answers (900 ms) to url for svc
+// until the test ends.
+func slowPushes(t *testing.T, url, svc string) {
+	servicePushes(t, url, svc, "", 900*time.Millisecond)
 }
 
 // names lists the root's services, in order.

@@ -22,8 +22,6 @@ import (
 	"github.com/brownout/brownout/internal/service"
 	"github.com/brownout/brownout/internal/testsrv"
 	"github.com/brownout/brownout/provider"
-	"github.com/brownout/brownout/signals"
-	"github.com/brownout/brownout/signals/fleet"
 )
 
 // do sends a request with headers (name, value pairs) and returns the
@@ -101,30 +99,8 @@ services:
 
 	// The shop pushes slow answers at the root, saying its service; the
 	// search pushes fast ones under its path.
-	load := func(svc, url, tok string, latency time.Duration) {
-		rec := signals.NewRecorder(signals.Config{})
-		p, err := fleet.NewPusher(rec, fleet.PusherConfig{URL: url, Instance: svc + "-1", Service: svc, Token: tok,
-			Interval: 100 * time.Millisecond, MaxBackoff: 300 * time.Millisecond})
-		require.NoError(t, err)
-		ctx, cancel := context.WithCancel(context.Background())
-		t.Cleanup(cancel)
-		go p.Run(ctx)
-		go func() {
-			tk := time.NewTicker(2 * time.Millisecond)
-			defer tk.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case now := <-tk.C:
-					rec.Arrive(signals.Default)
-					rec.Done(signals.Default, now.Add(-latency), now, false, time.Time{})
-				}
-			}
-		}()
-	}
-	load("shop", base+"/v1/signals", shopTok, 900*time.Millisecond)
-	load("search", base+"/services/search/v1/signals", searchTok, 20*time.Millisecond)
+	servicePushes(t, base+"/v1/signals", "shop", shopTok, 900*time.Millisecond)
+	servicePushes(t, base+"/services/search/v1/signals", "search", searchTok, 20*time.Millisecond)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		m := servicesOf(c, base)
 		require.Len(c, m.Services, 2)
