@@ -16,10 +16,12 @@ import (
 // a period at a time is estimated ever more precisely (within 2 % once two
 // minutes of periods are in, where one period is ±10 %); a step to 150/s
 // (5 standard errors of a period) is followed within a signal window (five
-// periods), and one to 300/s within two; a ramp after a jump is followed,
-// and the estimate settles once the level holds; a shift adds its
-// uncertainty, so that the next periods correct a wrong prediction
-// quickly.
+// periods), and one to 300/s within two; right after a jump the estimate
+// follows the latest periods, within two of their standard errors; a ramp
+// after a jump is followed, and the estimate settles once the level holds;
+// a rise of a load is followed from one period, a fall only from two; a
+// shift adds its uncertainty, so that the next periods correct a wrong
+// prediction quickly.
 func TestTrackerSettlesOnNoiseAndFollowsSteps(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	tr := tracker{moves: true}
@@ -38,7 +40,7 @@ func TestTrackerSettlesOnNoiseAndFollowsSteps(t *testing.T) {
 		}
 	}
 	assert.True(t, jumped >= 0 && jumped <= 4, "a step of 50 %% is followed within a window of five periods: %d", jumped)
-	assert.InDelta(t, 150, tr.est, 12)
+	assert.InDelta(t, 150, tr.est, 24)
 	for range 2 {
 		tr.update(300+17*rng.NormFloat64(), 300, fast, true)
 	}
@@ -50,7 +52,7 @@ func TestTrackerSettlesOnNoiseAndFollowsSteps(t *testing.T) {
 		l := 300 + 10*float64(i+1)
 		tr.update(l+18*rng.NormFloat64(), l, fast, true)
 		if i >= 5 {
-			assert.InDelta(t, l, tr.est, 30, "ramp, period %d: within three periods of its move", i)
+			assert.InDelta(t, l, tr.est, 36, "ramp, period %d: within two standard errors of a period", i)
 		}
 	}
 	for i := range 120 {
@@ -59,6 +61,24 @@ func TestTrackerSettlesOnNoiseAndFollowsSteps(t *testing.T) {
 			assert.InDelta(t, 600, tr.est, 12, "settled again, period %d", i)
 		}
 	}
+
+	// A load that triples is followed from its first period; one that
+	// falls to a third, from its second.
+	var up tracker
+	up.moves = true
+	for range 200 {
+		up.update(100+10*rng.NormFloat64(), 100, fast, true)
+	}
+	assert.True(t, up.update(300, 300, fast, true), "a rise: at once")
+	assert.InDelta(t, 300, up.est, 1e-9)
+	var down tracker
+	down.moves = true
+	for range 200 {
+		down.update(300+17*rng.NormFloat64(), 300, fast, true)
+	}
+	assert.False(t, down.update(100, 100, fast, true), "a fall: not from one period")
+	assert.True(t, down.update(100, 100, fast, true), "…from two")
+	assert.InDelta(t, 100, down.est, 1e-9)
 
 	// Settled, and without jumps allowed: a step is followed only slowly…
 	var slow tracker

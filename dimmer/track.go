@@ -27,7 +27,13 @@ import "math"
 // that a period of a few very slow requests, which lifts the average for
 // several periods, widens its band for as long (read as the latest
 // period's variance instead, it made a jump of every such outlier). The
-// estimate then restarts from the two periods' mean.
+// estimate then restarts from the two periods' mean. A level that moves
+// (the offered load) is let rise from one period: a single period jumpZ
+// standard errors over the estimate restarts it from that period — a
+// period served for the old load after the new one came costs users
+// their answers, where a period more to confirm a fall costs only some
+// optional content (on the lab's square waves, 1.3 points more users in
+// time with one worker; at constant loads, no run less calm).
 type tracker struct {
 	fast, est float64
 	p         float64 // the variance of est
@@ -85,6 +91,16 @@ func (t *tracker) update(x, v, fast float64, jump bool) bool {
 		dir = sign(x - t.est)
 	case math.Abs(t.fast-t.est) > jumpZ*math.Sqrt(t.fv+t.p):
 		dir = sign(t.fast - t.est)
+	}
+	if dir > 0 && t.moves && math.Abs(x-t.est) > jumpZ*math.Sqrt(v+t.p) {
+		// A level that moves (the offered load), up by jumpZ standard
+		// errors in one period: a rise is taken at once — a period
+		// served for the old load when the new one has come costs
+		// users their answers, where waiting a period to confirm a
+		// fall costs only some optional content.
+		t.q = max(t.q, (x-t.est)*(x-t.est)/jumpPeriods)
+		t.fast, t.est, t.p, t.fv, t.pending = x, x, v, v, 0
+		return true
 	}
 	if dir != 0 && dir == t.pending {
 		// Both periods are of the new level: their mean estimates it. A
