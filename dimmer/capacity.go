@@ -8,19 +8,24 @@ import "time"
 //   - Measured. A saturated period (arrivals beyond completions at a full
 //     gate) completes all the service can do, Ĉ (an average over such
 //     periods). The first sets K to setShare·Ĉ; after it K is at most Ĉ.
-//   - Corrected. Over High, K steps down; under Low for Hold with the
-//     levels under the ceiling, it steps up — each step a share of the
-//     work the whole ladder adds at the current load (so a step of 0.04
-//     moves the brightness by about 0.04), at least Hold (and a signal
-//     window) after the last. Steps halve at each reversal (down to
+//   - Corrected. Every Hold (and signal window) at least, K moves by
+//     the mean, over the periods since its last move, of the pressure's
+//     distance from the set point — in bands between Low and High, within
+//     one band either way — times a step, a share of the work the whole
+//     ladder adds at the current load (so a step of 0.04 moves the
+//     brightness by about 0.04 for a mean error of a band). The mean of a
+//     bounded error is what stochastic approximation drives to zero
+//     (Robbins and Monro): K settles where the pressure is at the set
+//     point on average, and a pressure far under it (a K far too low)
+//     moves K further than one just under Low. Periods whose signal
+//     window began before the levels last moved are not counted: they
+//     measure the levels before. Steps halve at each reversal (down to
 //     stepMin), which also doubles the wait before the next (up to
-//     maxWait), and never grow: Kesten's rule for stochastic
-//     approximation — a K that is right sees ever smaller, ever rarer
-//     moves around it. A saturated period that brings K down to Ĉ counts
-//     as a step down. What moves K far — a load or a service that
-//     changed — is measured and moves the levels through the feedforward,
-//     not through K; steps that grew while they went the same way took
-//     noise (two periods over High that were a burst) for a trend.
+//     maxWait), and never grow: Kesten's rule — a K that is right sees
+//     ever smaller, ever rarer moves around it. A saturated period that
+//     brings K down to Ĉ counts as a move down. What moves K far — a load
+//     or a service that changed — is measured and moves the levels
+//     through the feedforward, not through K.
 //   - Reset. A change of regime — the load jumped, or the service's
 //     work per request did — starts the steps afresh: the feedforward has moved
 //     the levels for the change, and what K lacks is found quickly.
@@ -52,12 +57,6 @@ const (
 	// band of a feature's level (a fifth of a feature of a third of the
 	// ladder); halved twice, 0.01, a quantum.
 	stepStart, stepMin = 0.04, 0.01
-	// upShare is the size of a step up relative to one down: a half. At
-	// the level where the corrections balance, a period over High is then
-	// half as likely as one under Low: a level a little under the edge,
-	// since a period over costs users their answers and one under only
-	// some optional content.
-	upShare = 0.5
 	// maxWait caps the wait between corrections after reversals: each
 	// reversal doubles it from Hold (two moves in four minutes at most
 	// once it is long).
@@ -94,6 +93,12 @@ const (
 	capCold               // the first overload without a saturated period
 	capCarried            // carried within target, beyond K
 )
+
+// due reports whether a correction may move K at now: the wait since its
+// last move, and a signal window, are over.
+func (e *capacity) due(now time.Time, window time.Duration) bool {
+	return now.Sub(e.movedAt) >= max(e.wait, window)
+}
 
 // reset starts the corrections afresh at now: a change of regime.
 func (e *capacity) reset(now time.Time, hold time.Duration) {
@@ -138,33 +143,30 @@ func (e *capacity) carried(now time.Time, lb float64) {
 	e.dir, e.movedAt = +1, now
 }
 
-// correct steps K by dir (+1 up, −1 down) if the wait since the last
-// correction is over; it reports whether it did. scale is the work a
-// second the whole ladder adds at the current load.
-func (e *capacity) correct(now time.Time, dir int, scale float64, window time.Duration) bool {
+// correct moves K by err — the mean error of the pressure since K last
+// moved, in bands between Low and High, within ±1 — times the step, times
+// scale, the work a second the whole ladder adds at the current load. A
+// move the other way from the last halves the step and doubles the wait.
+// Call it only when due.
+func (e *capacity) correct(now time.Time, err, scale float64) {
 	if e.step == 0 {
 		e.step = stepStart
 	}
-	if now.Sub(e.movedAt) < max(e.wait, window) {
-		return false
+	dir := 1
+	if err < 0 {
+		dir = -1
 	}
-	switch {
-	case e.dir != 0 && e.dir != dir:
+	if e.dir != 0 && e.dir != dir {
 		e.step = max(e.step/2, stepMin)
 		e.wait = min(2*e.wait, maxWait)
 	}
 	if scale <= 0 {
-		scale = e.k // no ladder to speak of: relative to K
+		scale = e.k
 	}
-	st := e.step
-	if dir > 0 {
-		st *= upShare
-	}
-	e.k = max(e.k+float64(dir)*st*scale, e.k/2)
+	e.k = max(e.k+err*e.step*scale, e.k/2)
 	e.dir, e.movedAt = dir, now
 	e.src = capUp
 	if dir < 0 {
 		e.src = capDown
 	}
-	return true
 }

@@ -275,8 +275,8 @@
 // a scale the moves teach), the service carries K of work a second within
 // its targets, and the levels are the brightest with λ·w(b) ≤ K at the
 // offered load λ — a measured change of the load moves them at once. K is
-// measured in saturated periods and corrected by the targets' pressure
-// with Kesten's rule (capacity.go); the load and w₀ are followed by
+// measured in saturated periods and corrected by the mean distance of the
+// targets' pressure from the set point, with Kesten's rule (capacity.go); the load and w₀ are followed by
 // Kalman trackers that grow more precise while a level holds and jump on
 // a change (track.go). model.go has the law; docs/model.md its figures in
 // the lab and what it still lacks before it can be the default.

@@ -83,6 +83,13 @@ type modelState struct {
 	// before it (Σ ℓᵢ·Costᵢ over the features not learned).
 	moveAt    time.Time
 	movePrior float64
+	// errSum and errN: the pressure's errors since K last moved (see
+	// capacity.go), and how many periods they are.
+	errSum float64
+	errN   int
+	// levelsAt is when the levels last moved: a signal window that began
+	// before it measures the levels before, and corrects nothing.
+	levelsAt time.Time
 }
 
 // size makes the per-feature slices for nf features.
@@ -340,25 +347,18 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 		busy = o.rate * m.mdl.mean
 	}
 
-	if o.p < cfg.Low {
-		if m.underSince.IsZero() {
-			m.underSince = now
-		}
-	} else {
-		m.underSince = time.Time{}
-	}
 	if o.p >= cfg.High {
 		m.mdl.overRun++
 	} else {
 		m.mdl.overRun = 0
 	}
-	calm := !m.underSince.IsZero() && now.Sub(m.underSince) >= cfg.Hold
 
 	// The capacity.
 	win := max(m.sigWindow, cfg.Tick)
 	if m.mdl.regime {
 		e.reset(now, cfg.Hold)
 		m.mdl.regime = false
+		m.mdl.errSum, m.mdl.errN = 0, 0
 	}
 	switch {
 	case o.saturated && busy > 0:
@@ -371,17 +371,31 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 			e.k, e.src = busy, capCold
 			e.reset(now, cfg.Hold)
 		}
-	case m.mdl.overRun >= coldConfirm:
-		// Over High two periods in a row: one is a burst (a window's
-		// refusals of a second that had them), two are the level.
-		e.correct(now, -1, lam*(c.work(1)-c.work(0)), win)
 	case o.p < cfg.Low && busySE > 0 && busy-carriedZ*busySE > e.k:
 		// Carried well within target, beyond K: K was too low (a first
 		// measurement taken while the gate's limit was still opening
 		// bounds nothing).
 		e.carried(now, busy-carriedZ*busySE)
-	case calm && b < ceil:
-		e.correct(now, +1, lam*(c.work(1)-c.work(0)), win)
+		m.mdl.errSum, m.mdl.errN = 0, 0
+	case now.Sub(m.mdl.levelsAt) < win:
+		// The pressure's window still holds periods of the levels
+		// before their last move: it says nothing of K at these.
+	default:
+		// The pressure's distance from the set point, in bands between
+		// Low and High, within one band either way: a window of
+		// refusals after a burst weighs as much as a band, not as
+		// many as its pressure.
+		m.mdl.errSum += min(max((cfg.Setpoint-o.p)/(cfg.High-cfg.Low), -1), 1)
+		m.mdl.errN++
+		if e.due(now, win) {
+			err := m.mdl.errSum / float64(m.mdl.errN)
+			m.mdl.errSum, m.mdl.errN = 0, 0
+			if err < 0 || b < ceil {
+				// (At the ceiling, a K that seems too low holds no
+				// level down.)
+				e.correct(now, err, lam*(c.work(1)-c.work(0)))
+			}
+		}
 	}
 	w.capacity, w.source = e.k, e.src
 
@@ -439,7 +453,7 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 			m.mdl.movePrior += c.ladder(i, max(b, 0)) * f.Cost
 		}
 	}
-	m.brightness = target
+	m.brightness, m.mdl.levelsAt = target, now
 	if target < b {
 		w.kind, w.feature = whyDim, c.dimming(b)
 	} else {

@@ -100,10 +100,11 @@ func TestTrackerSettlesOnNoiseAndFollowsSteps(t *testing.T) {
 	assert.Greater(t, pred.est, 140.0)
 }
 
-// TestCapacityCorrectionsConverge: corrections keep their step while they
-// go the same way and halve it at each reversal, which doubles the wait; a
-// saturation that brings K down after a step up is a reversal; a change of
-// regime starts them afresh.
+// TestCapacityCorrectionsConverge: a correction moves K by the mean error
+// times the step, once due; the step keeps while they go the same way and
+// halves at each reversal, which doubles the wait; a saturation that
+// brings K down after a move up is a reversal; a change of regime starts
+// them afresh.
 func TestCapacityCorrectionsConverge(t *testing.T) {
 	t0 := time.Unix(0, 0)
 	hold, win := 5*time.Second, 5*time.Second
@@ -111,26 +112,28 @@ func TestCapacityCorrectionsConverge(t *testing.T) {
 	e.saturated(t0, 10, hold)
 	assert.InDelta(t, setShare*10, e.k, 1e-9, "the first saturated period sets K")
 	now := t0
-	assert.False(t, e.correct(now.Add(time.Second), +1, 10, win), "not within the wait")
+	assert.False(t, e.due(now.Add(time.Second), win), "not within the wait")
 	now = now.Add(hold)
-	require.True(t, e.correct(now, +1, 10, win))
-	assert.InDelta(t, 9+stepStart*upShare*10, e.k, 1e-9)
+	require.True(t, e.due(now, win))
+	e.correct(now, 0.5, 10)
+	assert.InDelta(t, 9+stepStart*0.5*10, e.k, 1e-9, "half a band under the set point: half a step")
 	now = now.Add(hold)
-	require.True(t, e.correct(now, +1, 10, win))
+	e.correct(now, 1, 10)
 	assert.InDelta(t, stepStart, e.step, 1e-9, "the same way: the step stays")
 	now = now.Add(hold)
-	require.True(t, e.correct(now, -1, 10, win))
+	e.correct(now, -1, 10)
 	assert.InDelta(t, stepStart/2, e.step, 1e-9, "a reversal halves it")
 	assert.Equal(t, 2*hold, e.wait, "…and doubles the wait")
-	assert.False(t, e.correct(now.Add(hold), +1, 10, win))
+	assert.False(t, e.due(now.Add(hold), win))
 	now = now.Add(2 * hold)
-	require.True(t, e.correct(now, +1, 10, win))
+	require.True(t, e.due(now, win))
+	e.correct(now, 1, 10)
 	assert.Equal(t, 4*hold, e.wait)
 	for range 10 {
 		now = now.Add(maxWait)
-		e.correct(now, -1, 10, win)
+		e.correct(now, -1, 10)
 		now = now.Add(maxWait)
-		e.correct(now, +1, 10, win)
+		e.correct(now, 1, 10)
 	}
 	assert.Equal(t, maxWait, e.wait)
 	assert.Equal(t, stepMin, e.step)
@@ -145,9 +148,9 @@ func TestCapacityCorrectionsConverge(t *testing.T) {
 	assert.LessOrEqual(t, e.k, e.c)
 	e.reset(now, hold)
 	now = now.Add(hold)
-	require.True(t, e.correct(now, +1, 10, win))
+	e.correct(now, 1, 10)
 	e.saturated(now, e.c-6*(e.c-e.k)-1, hold) // Ĉ falls under K
-	assert.Equal(t, stepStart/2, e.step, "a saturation under K after a step up halves the step")
+	assert.Equal(t, stepStart/2, e.step, "a saturation under K after a move up halves the step")
 	assert.Equal(t, 2*hold, e.wait, "…and doubles the wait")
 }
 
