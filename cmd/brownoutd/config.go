@@ -538,12 +538,6 @@ func resolveService(name string, fc *serviceFields, prefix string, top func(path
 	return c
 }
 
-// The control laws law.kind names.
-const (
-	lawSearch = "search" // the default
-	lawModel  = "model"  // experimental
-)
-
 // searchOnly are the law: settings the model law does not read, each with
 // what the model law does instead.
 var searchOnly = []struct {
@@ -564,11 +558,11 @@ var searchOnly = []struct {
 // nothing would mislead whoever tunes it).
 func lawKind(l lawConfig, at func(path, format string, a ...any)) bool {
 	switch l.Kind {
-	case "", lawSearch:
+	case "", api.LawSearch:
 		return false
-	case lawModel:
+	case api.LawModel:
 	default:
-		at("law.kind", "%q: want %s (the default) or %s (experimental)", l.Kind, lawSearch, lawModel)
+		at("law.kind", "%q: want %s (the default) or %s (experimental)", l.Kind, api.LawSearch, api.LawModel)
 		return false
 	}
 	for _, s := range searchOnly {
