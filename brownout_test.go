@@ -99,6 +99,29 @@ func TestNewDefaults(t *testing.T) {
 	require.Len(t, lat.Controller().Config().Targets, 1, "a negative MaxRejectRatio: latency alone")
 }
 
+// TestNewLaw: the embedded controller runs the search law unless Law
+// asks for the model law, and its state says which.
+func TestNewLaw(t *testing.T) {
+	for _, tc := range []struct {
+		law   string
+		model bool
+	}{{"", false}, {brownout.LawSearch, false}, {brownout.LawModel, true}} {
+		b, err := brownout.New(brownout.Options{Features: features(), Law: tc.law})
+		require.NoError(t, err, tc.law)
+		assert.Equal(t, tc.model, b.Controller().Config().Model, "Law %q", tc.law)
+		want := brownout.LawSearch
+		if tc.model {
+			want = brownout.LawModel
+		}
+		assert.Equal(t, want, b.API().State().Law.Kind, "Law %q: the state says the law", tc.law)
+		b.Close()
+	}
+	_, err := brownout.New(brownout.Options{Features: features(), Law: "Model"})
+	assert.EqualError(t, err, `brownout: Law "Model": want "search" (the default) or "model" (experimental)`)
+	_, err = brownout.New(brownout.Options{Daemon: "http://127.0.0.1:8080", Law: brownout.LawModel})
+	assert.ErrorContains(t, err, "brownout: Law in fleet mode: the daemon's controller runs the law")
+}
+
 func TestNewRefusesBadOptions(t *testing.T) {
 	for name, o := range map[string]brownout.Options{
 		"negative target":            {Target: -time.Second},
@@ -111,6 +134,8 @@ func TestNewRefusesBadOptions(t *testing.T) {
 		"Daemon and Daemons":         {Daemon: "http://127.0.0.1:8080", Daemons: []string{"http://127.0.0.1:8081"}},
 		"a replica twice":            {Daemons: []string{"http://127.0.0.1:8080", "http://127.0.0.1:8080/"}},
 		"a replica not a URL":        {Daemons: []string{"http://127.0.0.1:8080", "127.0.0.1:8081"}},
+		"an unknown law":             {Features: features(), Law: "pid"},
+		"a law in fleet mode":        {Daemon: "http://127.0.0.1:8080", Law: brownout.LawSearch},
 	} {
 		t.Run(name, func(t *testing.T) {
 			b, err := brownout.New(o)

@@ -368,7 +368,7 @@ func TestHistoryAndEvents(t *testing.T) {
 	_, m = f.do(t, "GET", "/v1/state", "")
 	assert.EqualValues(t, 40, m["tick"].(map[string]any)["ticks"])
 	law := m["law"].(map[string]any)
-	assert.Equal(t, map[string]any{"high": 0.85, "low": 0.7, "setpoint": 0.775, "cascade_at": 1.5, "max_shed": 2.0}, law, "the band the dial draws")
+	assert.Equal(t, map[string]any{"kind": "search", "high": 0.85, "low": 0.7, "setpoint": 0.775, "cascade_at": 1.5, "max_shed": 2.0}, law, "the band the dial draws")
 }
 
 // TestContentTypesAndEmptyBodies: media types parsed, not prefixed; an
@@ -440,6 +440,21 @@ func TestStateShowsLearnedCosts(t *testing.T) {
 	assert.InDelta(t, 0.5, st.Features[0].Cost.Value, 0.1)
 	assert.Equal(t, 10, st.Features[0].Cost.Contrasted)
 	assert.Nil(t, st.Features[1].Cost, "reviews was never contrasted")
+}
+
+// TestStateSaysTheLaw: /v1/state names the control law — the search law
+// by default, the model law when the controller runs it — and follows a
+// reload that changes it.
+func TestStateSaysTheLaw(t *testing.T) {
+	ctl := newController(t)
+	a, err := New(Config{Controller: ctl})
+	require.NoError(t, err)
+	defer a.Close()
+	assert.Equal(t, LawSearch, a.State().Law.Kind)
+	cfg := ctl.Config()
+	cfg.Model = true
+	require.NoError(t, ctl.Reconfigure(cfg))
+	assert.Equal(t, LawModel, a.State().Law.Kind, "after a reload to the model law")
 }
 
 // TestWriteJSONNeverEmpty: a value JSON cannot encode is a 500 problem,

@@ -45,16 +45,32 @@ type StateJSON struct {
 	Cluster *ClusterJSON `json:"cluster,omitempty"`
 }
 
-// LawJSON is the pressure band of the control law: at or above High the
+// LawJSON is the control law and its pressure band: at or above High the
 // controller dims, under Low (held) it brightens, in between it holds;
 // at its floors, CascadeAt starts shedding, up to MaxShed (negative: the
-// cascade is off).
+// cascade is off). Kind is the law: LawSearch or LawModel (experimental,
+// dimmer.Config.Model).
 type LawJSON struct {
+	Kind      string  `json:"kind"`
 	High      float64 `json:"high"`
 	Low       float64 `json:"low"`
 	Setpoint  float64 `json:"setpoint"`
 	CascadeAt float64 `json:"cascade_at"`
 	MaxShed   float64 `json:"max_shed"`
+}
+
+// The control laws LawJSON.Kind names.
+const (
+	LawSearch = "search" // the default: dimmer's search law
+	LawModel  = "model"  // experimental: dimmer.Config.Model
+)
+
+// LawKind names cfg's control law, as LawJSON.Kind does.
+func LawKind(cfg dimmer.Config) string {
+	if cfg.Model {
+		return LawModel
+	}
+	return LawSearch
 }
 
 // FeatureJSON is one feature in StateJSON.
@@ -172,7 +188,7 @@ func (a *API) State() StateJSON {
 		out.Sources = append(out.Sources, a.cfg.Sources()...)
 	}
 	out.Tick = TickJSON{Period: cfg.Tick.String(), LagP99: a.hist.lagP99(), Ticks: a.hist.ticks()}
-	out.Law = LawJSON{High: round(cfg.High), Low: round(cfg.Low), Setpoint: round(cfg.Setpoint), CascadeAt: round(cfg.CascadeAt), MaxShed: round(cfg.MaxShed)}
+	out.Law = LawJSON{Kind: LawKind(cfg), High: round(cfg.High), Low: round(cfg.Low), Setpoint: round(cfg.Setpoint), CascadeAt: round(cfg.CascadeAt), MaxShed: round(cfg.MaxShed)}
 	if a.cfg.Cluster != nil {
 		out.Cluster = a.cfg.Cluster()
 	}

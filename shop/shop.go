@@ -257,7 +257,7 @@ func (s *Shop) protect(ctx context.Context) error {
 		// The routes' costs are declared, not corrected by service time: a
 		// checkout waits 30 ms on the payment gateway, which costs the
 		// workers nothing.
-		Features: features, Target: cfg.LatencyTarget, Routes: routes,
+		Features: features, Target: cfg.LatencyTarget, Law: cfg.Law, Routes: routes,
 		TrustedProxies: cfg.TrustedProxies,
 		// Ordinary users browse at well under a page a second; this holds
 		// a client that does not. Browsers read no X-RateLimit headers:

@@ -42,6 +42,23 @@ func newShopWith(t *testing.T, cfg Config) (*Shop, *httptest.Server) {
 	return s, srv
 }
 
+// TestShopLaw: the shop's embedded controller runs the law its Config
+// names — the search law by default — and /v1/state says which.
+func TestShopLaw(t *testing.T) {
+	for law, model := range map[string]bool{"": false, "search": false, "model": true} {
+		s, srv := newShopWith(t, Config{Law: law})
+		assert.Equal(t, model, s.Controller().Config().Model, "Law %q", law)
+		_, body := send(t, srv, call{method: "GET", path: "/v1/state"})
+		want := `"kind":"search"`
+		if model {
+			want = `"kind":"model"`
+		}
+		assert.Contains(t, string(body), want, "Law %q: the state says the law", law)
+	}
+	_, err := New(context.Background(), Config{Law: "pid", StateDir: t.TempDir()})
+	assert.ErrorContains(t, err, `Law "pid"`)
+}
+
 type call struct {
 	method, path, body string
 	header             map[string]string

@@ -69,7 +69,12 @@ type serviceCfg struct {
 	serviceFields `yaml:",inline"`
 }
 
+// lawConfig is law:. Kind chooses the control law: "search" (the
+// default, dimmer's search law) or "model" (experimental: dimmer.Config's
+// Model, docs/model.md). The gains, max_rise, evidence and max_step are
+// the search law's alone (searchOnly).
 type lawConfig struct {
+	Kind         string   `yaml:"kind"`
 	High         float64  `yaml:"high"`
 	Low          float64  `yaml:"low"`
 	Hold         duration `yaml:"hold"`
@@ -394,7 +399,8 @@ func resolveService(name string, fc *serviceFields, prefix string, top func(path
 	at := func(path, format string, a ...any) { top(prefix+path, format, a...) }
 	c := &serviceConfig{Name: name, Auth: fc.Auth, Defaults: map[string]bool{},
 		Push: fc.Sources.Push, Scrape: fc.Sources.Scrape, PromQL: fc.Sources.PromQL}
-	d := dimmer.Config{Tick: time.Duration(fc.Tick), High: fc.Law.High, Low: fc.Law.Low, Hold: time.Duration(fc.Law.Hold),
+	model := lawKind(fc.Law, at)
+	d := dimmer.Config{Tick: time.Duration(fc.Tick), Model: model, High: fc.Law.High, Low: fc.Law.Low, Hold: time.Duration(fc.Law.Hold),
 		DownGain: fc.Law.DownGain, UpGain: fc.Law.UpGain, Proportional: fc.Law.Proportional, MaxRise: fc.Law.MaxRise,
 		Evidence: fc.Law.Evidence, MaxStep: fc.Law.MaxStep, Quantum: fc.Law.Quantum,
 		StaleAfter: fc.Law.StaleAfter, MaxShed: fc.Law.MaxShed}
@@ -530,6 +536,41 @@ func resolveService(name string, fc *serviceFields, prefix string, top func(path
 	}
 	c.Dimmer = d
 	return c
+}
+
+// searchOnly are the law: settings the model law does not read, each with
+// what the model law does instead.
+var searchOnly = []struct {
+	field string
+	set   func(lawConfig) bool
+	does  string
+}{
+	{"down_gain", func(l lawConfig) bool { return l.DownGain != 0 }, "it has no gains: it measures the load and sets the levels the load allows"},
+	{"up_gain", func(l lawConfig) bool { return l.UpGain != 0 }, "it has no gains: it measures the load and sets the levels the load allows"},
+	{"proportional", func(l lawConfig) bool { return l.Proportional != 0 }, "it has no gains: it measures the load and sets the levels the load allows"},
+	{"max_rise", func(l lawConfig) bool { return l.MaxRise != 0 }, "it brightens at once as far as the measured load allows"},
+	{"evidence", func(l lawConfig) bool { return l.Evidence != 0 }, "it gathers no evidence: it measures the load and sets the levels from it"},
+	{"max_step", func(l lawConfig) bool { return l.MaxStep != 0 }, "it takes no trial steps: it measures the load and sets the levels from it"},
+}
+
+// lawKind reads law.kind and reports whether it is the model law; under
+// it, a search-only setting is an error (a setting that silently does
+// nothing would mislead whoever tunes it).
+func lawKind(l lawConfig, at func(path, format string, a ...any)) bool {
+	switch l.Kind {
+	case "", api.LawSearch:
+		return false
+	case api.LawModel:
+	default:
+		at("law.kind", "%q: want %s (the default) or %s (experimental)", l.Kind, api.LawSearch, api.LawModel)
+		return false
+	}
+	for _, s := range searchOnly {
+		if s.set(l) {
+			at("law."+s.field, "has no meaning under the model law (law.kind: model): %s; remove it", s.does)
+		}
+	}
+	return true
 }
 
 // corsOrigin checks an origin that may evaluate from a browser
@@ -707,13 +748,22 @@ func runCheckConfig(args []string, stdout, stderr io.Writer) error {
 	if len(c.Services) > 0 {
 		var l []string
 		for _, s := range c.Services {
-			l = append(l, s.Name+": features "+featureNames(s.Dimmer))
+			l = append(l, s.Name+": features "+featureNames(s.Dimmer)+lawNote(s.Dimmer))
 		}
 		fmt.Fprintf(stdout, "%s: ok (%d services: %s%s%s)\n", args[0], len(c.Services), strings.Join(l, "; "), corsNote(c.CORSOrigins), capsNote(c))
 		return nil
 	}
-	fmt.Fprintf(stdout, "%s: ok (features %s%s%s)\n", args[0], featureNames(c.Dimmer), corsNote(c.CORSOrigins), capsNote(c))
+	fmt.Fprintf(stdout, "%s: ok (features %s%s%s%s)\n", args[0], featureNames(c.Dimmer), lawNote(c.Dimmer), corsNote(c.CORSOrigins), capsNote(c))
 	return nil
+}
+
+// lawNote says the model law, for a summary line: nothing for the
+// default search law.
+func lawNote(d dimmer.Config) string {
+	if !d.Model {
+		return ""
+	}
+	return "; the model law (experimental)"
 }
 
 // capsNote says the caps of connections and streams, for a summary line,

@@ -94,6 +94,45 @@ sources:
 	assert.ErrorContains(t, err, "want a duration")
 }
 
+// TestLawKind: law.kind chooses the control law — search by default,
+// model on request — and check-config refuses an unknown kind, and under
+// the model law every search-only setting, naming it and saying what the
+// model law does instead.
+func TestLawKind(t *testing.T) {
+	for _, tc := range []struct {
+		src   string
+		model bool
+		errs  []string // each a substring of the error; none: valid
+	}{
+		{src: "", model: false},
+		{src: "law: {high: 0.9}\n", model: false},
+		{src: "law: {kind: search, evidence: 3, max_step: 0.2}\n", model: false},
+		{src: "law: {kind: model}\n", model: true},
+		{src: "law: {kind: model, high: 0.9, low: 0.6, hold: 10s, quantum: 0.02, stale_after: 5, max_shed: 1}\n", model: true},
+		{src: "law: {kind: Model}\n", errs: []string{`line 1: law.kind: "Model": want search (the default) or model (experimental)`}},
+		{src: "law: {kind: pid}\n", errs: []string{`law.kind: "pid"`}},
+		{src: "law:\n  kind: model\n  evidence: 3\n", errs: []string{
+			"line 3: law.evidence: has no meaning under the model law (law.kind: model): it gathers no evidence: it measures the load and sets the levels from it"}},
+		{src: "law:\n  kind: model\n  down_gain: 2\n  up_gain: 2\n  proportional: 1\n  max_rise: 0.5\n  max_step: 0.2\n", errs: []string{
+			"line 3: law.down_gain: has no meaning under the model law", "line 4: law.up_gain: has no meaning",
+			"line 5: law.proportional: has no meaning", "line 6: law.max_rise: has no meaning under the model law (law.kind: model): it brightens at once",
+			"line 7: law.max_step: has no meaning under the model law"}},
+	} {
+		c, err := parseConfig("law.yaml", []byte(tc.src))
+		if len(tc.errs) > 0 {
+			require.Error(t, err, "%q", tc.src)
+			for _, want := range tc.errs {
+				assert.ErrorContains(t, err, want, "%q", tc.src)
+			}
+			continue
+		}
+		require.NoError(t, err, "%q", tc.src)
+		assert.Equal(t, tc.model, c.Dimmer.Model, "%q: the model law", tc.src)
+		_, err = dimmer.New(c.Dimmer)
+		assert.NoError(t, err, "%q", tc.src)
+	}
+}
+
 // TestPrecedence: flags over environment over file over defaults.
 func TestPrecedence(t *testing.T) {
 	dir := t.TempDir()
@@ -200,6 +239,7 @@ func FuzzConfig(f *testing.F) {
 	f.Add(b)
 	f.Add([]byte("features: [{name: a, floor: 0.5}]\ntargets: [{signal: error.ratio, target: '0.1'}]"))
 	f.Add([]byte("tick: 100ms\nlaw: {high: 2, low: 1}"))
+	f.Add([]byte("law: {kind: model, high: 0.9, evidence: 3}"))
 	b, _ = os.ReadFile("brownoutd.services.example.yaml")
 	f.Add(b)
 	f.Add([]byte("tick: 200ms\nservices: [{name: a, features: [{name: x}]}, {name: b, tick: 1s, sources: {push: {max_instances: 3}}}]"))

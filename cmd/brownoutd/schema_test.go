@@ -59,7 +59,8 @@ func TestSchemaAgreesWithTheParser(t *testing.T) {
 	assert.NoError(t, validate(s, []byte("")), "the empty configuration")
 	for _, src := range []string{"tick: .5s\n", "tick: +1s\n", "tick: 0\n", "state_dir: ~\n", "features: ~\nlaw: ~\n",
 		"features:\n  - {name: a, default: yes}\n", "cors_origins: [http://127.0.0.1:8081, HTTPS://Shop.Example:443]\n", "cors_origins: ~\n",
-		"max_conns: 12000\nmax_streams: 10000\n", "max_conns: ~\nmax_streams: ~\n"} {
+		"max_conns: 12000\nmax_streams: 10000\n", "max_conns: ~\nmax_streams: ~\n",
+		"law: {kind: model}\n", "law: {kind: search, evidence: 3}\n"} {
 		if _, perr := parseConfig("ok.yaml", []byte(src)); perr == nil {
 			assert.NoError(t, validate(s, []byte(src)), "the parser takes %q", src)
 		}
@@ -75,6 +76,7 @@ func TestSchemaAgreesWithTheParser(t *testing.T) {
 		"two sources":             "sources:\n  push: {}\n  promql: {url: http://x}\n",
 		"scrape without targets":  "sources:\n  scrape: {window: 10s}\n",
 		"law field unknown":       "law:\n  gain: 2\n",
+		"law kind unknown":        "law:\n  kind: pid\n",
 		"tls without a key":       "tls:\n  cert: c.pem\n",
 		"schedule without max":    "schedule:\n  - {feature: a, from: \"2026-11-11 00:00\", for: 1m}\n",
 		"cors origin with a path": "cors_origins: [https://shop.example/]\n",

@@ -89,6 +89,44 @@ services:
 	assert.ErrorContains(t, err, "services: 101 services: at most 100")
 }
 
+// TestServicesLawKind: each service chooses its own law — a daemon may
+// run one service on each — and a search-only setting under a service's
+// model law is an error at its path.
+func TestServicesLawKind(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "b.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(`services:
+  - name: a
+    law: {kind: model, high: 0.9}
+  - name: b
+    law: {evidence: 3}
+`), 0o600))
+	b, err := os.ReadFile(file)
+	require.NoError(t, err)
+	c, err := parseConfig(file, b)
+	require.NoError(t, err)
+	assert.True(t, c.Services[0].Dimmer.Model, "a: the model law")
+	assert.Equal(t, 0.9, c.Services[0].Dimmer.High)
+	assert.False(t, c.Services[1].Dimmer.Model, "b: the search law, by default")
+	out, errOut, err := runArgs("check-config", file)
+	require.NoError(t, err, errOut)
+	assert.Contains(t, out, "ok (2 services: a: features recommendations, reviews, gallery; the model law (experimental); b: features recommendations, reviews, gallery)")
+
+	_, err = parseConfig("bad.yaml", []byte(`services:
+  - name: a
+    law: {kind: search}
+  - name: b
+    law:
+      kind: model
+      max_step: 0.2
+  - name: c
+    law: {kind: feedforward}
+`))
+	require.Error(t, err)
+	assert.ErrorContains(t, err, "line 7: services[1].law.max_step: has no meaning under the model law")
+	assert.ErrorContains(t, err, `line 9: services[2].law.kind: "feedforward": want search (the default) or model (experimental)`)
+}
+
 // TestServicesInherit: a service without its own tick or token files
 // takes the top level's (the file's, or the flags' over it), each kind of
 // token on its own; its state lives in its own directory under the
@@ -164,13 +202,14 @@ func TestSchemaTakesServices(t *testing.T) {
 		assert.NoError(t, validate(s, []byte(src)), "the parser takes %q", src)
 	}
 	for name, src := range map[string]string{
-		"top-level features":      "features: [{name: a}]\nservices: [{name: b}]\n",
-		"top-level sources":       "sources: {push: {}}\nservices: [{name: b}]\n",
-		"service without a name":  "services: [{features: [{name: a}]}]\n",
-		"service name upper-case": "services: [{name: Shop}]\n",
-		"service field unknown":   "services: [{name: a, colour: red}]\n",
-		"service feature floor 1": "services: [{name: a, features: [{name: f, floor: 1}]}]\n",
-		"max_instances negative":  "services: [{name: a, sources: {push: {max_instances: -1}}}]\n",
+		"top-level features":       "features: [{name: a}]\nservices: [{name: b}]\n",
+		"top-level sources":        "sources: {push: {}}\nservices: [{name: b}]\n",
+		"service without a name":   "services: [{features: [{name: a}]}]\n",
+		"service name upper-case":  "services: [{name: Shop}]\n",
+		"service field unknown":    "services: [{name: a, colour: red}]\n",
+		"service feature floor 1":  "services: [{name: a, features: [{name: f, floor: 1}]}]\n",
+		"max_instances negative":   "services: [{name: a, sources: {push: {max_instances: -1}}}]\n",
+		"service law kind unknown": "services: [{name: a, law: {kind: pid}}]\n",
 	} {
 		_, perr := parseConfig("bad.yaml", []byte(src))
 		assert.Error(t, perr, "%s: the parser refuses it", name)

@@ -26,6 +26,7 @@ func runSale(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	duration := fs.Duration("duration", 80*time.Second, "the whole timeline (warm-up 3/16, midnight 6/16, capacity dip 3/16, recovery 4/16)")
 	seed := fs.Uint64("seed", 1, "seed of the users and the mix")
 	workers := fs.Int("workers", 4, "our own shop's hidden worker pool")
+	law := lawFlag(fs, "`search|model`: our own shops' control law; model is experimental (the levels the measured load allows; docs/model.md)")
 	settle := fs.Duration("settle", 0, "wait after the traffic for the outbox before counting lost SMS (default: until 60 s after the SMS provider recovered)")
 	dialAddr := fs.String("dial", "", "serve the operator dial at this address (host:port), following the brownout run of our own shops; its URL is printed first")
 	fs.Usage = func() {
@@ -54,6 +55,9 @@ Flags:
 	}
 	if *target != "" && *compare {
 		return usagef("sale: --compare starts its own shops; it cannot use --target")
+	}
+	if *target != "" && law.set {
+		return usagef("sale: --law is our own shops' law; a --target shop runs its own")
 	}
 	runs := []string{*protect}
 	if *compare {
@@ -84,7 +88,15 @@ Flags:
 			cfg.Progress = stderr
 		}
 		front.running(name)
-		res, err := saleOnce(ctx, cfg, p, *workers, stderr, front)
+		sc := shop.Config{Protect: p, Workers: *workers}
+		if p == shop.Brownout {
+			sc.Law = law.chosen() // the other runs have no law to choose
+		} else if !*compare {
+			if _, err := law.check("sale", p); err != nil {
+				return err
+			}
+		}
+		res, err := saleOnce(ctx, cfg, sc, stderr, front)
 		if err != nil {
 			return err
 		}
@@ -121,7 +133,7 @@ func midnight(r *sale.Result) string {
 
 // saleOnce runs the sale against cfg.Target, or against a fresh shop of
 // its own (a temporary state directory, 127.0.0.1:0).
-func saleOnce(ctx context.Context, cfg sale.Config, p shop.Protect, workers int, stderr io.Writer, front *dialFront) (*sale.Result, error) {
+func saleOnce(ctx context.Context, cfg sale.Config, sc shop.Config, stderr io.Writer, front *dialFront) (*sale.Result, error) {
 	if cfg.Target != "" {
 		return sale.Run(ctx, cfg)
 	}
@@ -133,7 +145,8 @@ func saleOnce(ctx context.Context, cfg sale.Config, p shop.Protect, workers int,
 	// The generator plays the load balancer, each simulated user behind
 	// its own X-Forwarded-For: our shop trusts it, as a shop behind a
 	// real one would.
-	s, err := shop.New(ctx, shop.Config{Protect: p, Workers: workers, StateDir: dir, TrustedProxies: shop.LocalProxies()})
+	sc.StateDir, sc.TrustedProxies = dir, shop.LocalProxies()
+	s, err := shop.New(ctx, sc)
 	if err != nil {
 		return nil, err
 	}
@@ -148,8 +161,8 @@ func saleOnce(ctx context.Context, cfg sale.Config, p shop.Protect, workers int,
 	go srv.Serve(ln)
 	defer srv.Close()
 	cfg.Target = "http://" + ln.Addr().String()
-	fmt.Fprintf(stderr, "== protection %s: shop at %s; %s\n", p, cfg.Target, s.Capacity())
-	if p == shop.Brownout {
+	fmt.Fprintf(stderr, "== protection %s: shop at %s; %s\n", sc.Protect, cfg.Target, s.Capacity())
+	if sc.Protect == shop.Brownout {
 		front.follow(cfg.Target)
 		defer front.follow("")
 	}
