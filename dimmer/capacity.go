@@ -7,7 +7,8 @@ import "time"
 //
 //   - Measured. A saturated period (arrivals beyond completions at a full
 //     gate) completes all the service can do, Ĉ (an average over such
-//     periods). The first sets K to setShare·Ĉ; after it K is at most Ĉ.
+//     periods). The first sets K to setShare·Ĉ, unless K is known
+//     already; after it K is at most Ĉ.
 //   - Corrected. Every Hold (and signal window) at least, K moves by
 //     the mean, over the periods since its last move, of the pressure's
 //     distance from the set point — in bands between Low and High, within
@@ -26,9 +27,11 @@ import "time"
 //     brings K down to Ĉ counts as a move down. What moves K far — a load
 //     or a service that changed — is measured and moves the levels
 //     through the feedforward, not through K.
-//   - Reset. A change of regime — the load jumped, or the service's
-//     work per request did — starts the steps afresh: the feedforward has moved
-//     the levels for the change, and what K lacks is found quickly.
+//   - Reset. A jump of the load starts the steps afresh: the feedforward
+//     has moved the levels for it, and what K lacks is found quickly. (A
+//     jump of the work per request does not: it moves the levels through
+//     the feedforward too, and K, in seconds of service a second, is the
+//     same for a pool whose requests got slower.)
 //
 // With tallies the unit of work is a second of service, and a service that
 // got slower or faster shows in the measured work of a request: the levels
@@ -116,7 +119,10 @@ func (e *capacity) saturated(now time.Time, meas float64, hold time.Duration) {
 		e.c += measureWeight * (meas - e.c)
 	}
 	switch {
-	case first || e.k <= 0:
+	case e.k <= 0:
+		// The first measure of K. (A K already found — set at an
+		// overload without a saturated gate, and corrected since — is
+		// bounded by Ĉ, not replaced by a share of it.)
 		e.k, e.src = setShare*e.c, capMeasured
 		e.reset(now, hold)
 	case e.k > e.c:

@@ -54,11 +54,15 @@ const (
 	// relative to it, from which a move teaches the priors' scale: under
 	// it the measured change is mostly the periods' noise.
 	minScaleMove = 0.05
-	// maxScaleStep bounds what one move teaches the priors' scale (a
-	// factor, either way), and maxScale the scale itself: a configured
-	// cost is taken to be right within 8× either way, and one move —
-	// however far its prediction missed — moves the scale by at most 2×.
-	maxScaleStep, maxScale = 2.0, 8.0
+	// maxScaleStep is what one move teaches the priors' scale at most (a
+	// factor, either way) for each teachZ standard errors by which its
+	// predicted change stood out of the noise (see teach), and maxScale
+	// bounds the scale itself: a configured cost is taken to be right
+	// within 100× either way — costs typed in milliseconds where shares
+	// of a page were meant are 10–100× too high, and a feature whose
+	// cost is nothing is told apart from one of a hundredth of a page
+	// by its contrast, not by the scale.
+	maxScaleStep, maxScale = 2.0, 100.0
 	// teachZ is the standard errors of the all-off work's estimates a
 	// move's predicted change must exceed to teach the priors' scale.
 	teachZ = 2.0
@@ -112,6 +116,17 @@ func (c *Controller) observe(now time.Time, s signals.Snapshot, busy float64, bu
 		o.queued = v
 	}
 	o.tallies = s.Tallies
+	if len(o.tallies) == 0 && s.Window > 0 {
+		// No per-request tallies: the window's mean latency stands for
+		// a request's work (the source's latency is its service time),
+		// as a tally of the window's completions would give it — their
+		// second moment an exponential's, 2·mean².
+		mean, okm := s.Get(signals.LatencyMean)
+		if n := math.Round(max(o.rate, 0) * s.Window.Seconds()); okm && mean > 0 && n >= 1 {
+			o.latency = signals.Moments{N: int64(n), Sum: mean * n, SumSq: 2 * mean * mean * n}
+			o.latencySpan = s.Window
+		}
+	}
 	if s.RecentSpan > 0 {
 		sp := s.RecentSpan.Seconds()
 		o.recentSpan, o.recentLoad, o.recentRate = s.RecentSpan, float64(s.Recent.Arrived)/sp, float64(s.Recent.Completed)/sp
@@ -136,13 +151,18 @@ type observation struct {
 	recentLoad, recentRate float64
 	recentSpan             time.Duration
 	tallies                []signals.Tally
-	gate                   bool // an admission gate reports (RoomSignal present)
-	saturated              bool // the arrivals exceed the completions at a full gate
-	full                   bool // the gate is full (for the cascade)
-	room                   bool
+	// latency and latencySpan: without tallies, the window's completions
+	// as a tally of every request would give them (see observe).
+	latency     signals.Moments
+	latencySpan time.Duration
+	gate        bool // an admission gate reports (RoomSignal present)
+	saturated   bool // the arrivals exceed the completions at a full gate
+	full        bool // the gate is full (for the cascade)
+	room        bool
 }
 
-// demand reads the period's tallies ts (see the law above). It fills
+// demand reads the period's tallies (without them, the window's latency:
+// see observe), as the law above says. It fills
 // m.mdl.cost with each feature's cost in the unit of work, m.mdl.w0 with
 // the all-off request's and m.mdl.mean with a request's at the levels now.
 // It returns the unit — seconds (tallies with completions) or all-off
@@ -155,15 +175,19 @@ type observation struct {
 // — and x₀ is tracked: it does not move when the levels do, so long as
 // the costs are right; where the priors are wrong, the first period after
 // a move says by how much (teach).
-func (c *Controller) demand(now time.Time, ts []signals.Tally, span time.Duration) (seconds bool, busy, busySE float64) {
+func (c *Controller) demand(now time.Time, o observation) (seconds bool, busy, busySE float64) {
 	m := &c.mu
 	fs := c.cfg.Features
+	ts, span := o.tallies, o.recentSpan
 	var all signals.Moments
-	if len(ts) > 0 {
+	switch {
+	case len(ts) > 0:
 		all = ts[0].On
 		all.Merge(ts[0].Off) // every feature's tally counts the same requests
+	case o.latency.N > 0:
+		all, span = o.latency, o.latencySpan
 	}
-	seconds = all.N > 0 && all.Sum > 0 || m.mdl.capacity.seconds && len(ts) > 0
+	seconds = all.N > 0 && all.Sum > 0 || m.mdl.capacity.seconds && (len(ts) > 0 || o.latencySpan > 0)
 	if m.mdl.scale == 0 {
 		m.mdl.scale = 1
 	}
@@ -255,16 +279,21 @@ func (c *Controller) teach(y, v, after float64) {
 	a := y / (m.base.est * (1 + s*before))
 	t := (a - 1) / (after - a*before)
 	r := t / s
+	// How far one move may teach: maxScaleStep for each teachZ standard
+	// errors by which its prediction stood out of the noise — a move of
+	// a few noisy periods teaches a factor of 2, one of thousands of
+	// requests as far as it measured.
+	step := math.Pow(maxScaleStep, math.Abs(pred)/(teachZ*max(noise, 1e-9)))
 	switch {
 	case math.IsNaN(r) || math.IsInf(r, 0) || r <= 0:
 		// The work moved the other way from the prediction, or by more
-		// than any scale explains: as far as one move may teach.
-		r = maxScaleStep
+		// than any scale explains: as far as the move may teach.
+		r = step
 		if (y/((1+s*after)*m.base.est)-1)*pred < 0 {
-			r = 1 / maxScaleStep
+			r = 1 / step
 		}
 	default:
-		r = min(max(r, 1/maxScaleStep), maxScaleStep)
+		r = min(max(r, 1/step), step)
 	}
 	ns := min(max(s*r, 1/maxScale), maxScale)
 	m.base.rescale((1 + s*before) / (1 + ns*before))
@@ -303,6 +332,30 @@ func (c *Controller) solve(budget, ceil float64) float64 {
 	return lo
 }
 
+// carriedNow is, with every feature at its floor (b ≤ 0), a lower bound
+// of the work a second the service carries there: the tracked load
+// times a request's work at the floors, less carriedZ standard errors of
+// the two trackers; 0 above the floors or while the load is not tracked.
+// At the floors a K under the load's work holds the levels there, and
+// nothing they do can show it too low; above them a period's work
+// bounds K (and the tracked load, which lags a load that moves, would
+// overstate it). The load is the tracked one or the period's, whichever
+// is lower.
+func (c *Controller) carriedNow(b, lam, period float64) float64 {
+	m := &c.mu.mdl
+	if b > 0 || lam <= 0 || !m.load.ok || m.load.est <= 0 {
+		return 0
+	}
+	if period >= 0 {
+		lam = min(lam, period)
+	}
+	rel := m.load.p / (m.load.est * m.load.est)
+	if m.base.ok && m.base.est > 0 {
+		rel += m.base.p / (m.base.est * m.base.est)
+	}
+	return lam * m.mean * (1 - carriedZ*math.Sqrt(rel))
+}
+
 // estimateLoad follows the offered load with a tracker of the periods'
 // arrival rates (see tracker). Without per-period counts it is the
 // source's windowed rate.
@@ -337,13 +390,15 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 	if lam > 0 {
 		w.load = lam // the reason gives the load the levels are set for
 	}
-	seconds, busy, busySE := c.demand(now, o.tallies, o.recentSpan)
+	seconds, busy, busySE := c.demand(now, o)
 	if seconds != e.seconds {
 		// The unit of work changed (tallies appeared or went): what K
 		// was measured in is no more.
 		*e = capacity{seconds: seconds}
 	}
-	if !seconds && o.rate > 0 {
+	if busy <= 0 && o.rate > 0 {
+		// No period's work measured (no tallies, or no per-period
+		// counts): the completions' rate at a request's work now.
 		busy = o.rate * m.mdl.mean
 	}
 
@@ -367,15 +422,28 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 		if m.mdl.overRun >= coldConfirm && busy > 0 {
 			// Over target, and no saturated period has measured the
 			// capacity: what the service carries now is all it carries
-			// within target.
-			e.k, e.src = busy, capCold
+			// within target, or more. Where the requests queue at the
+			// gate, the overload is that queue's, and a little less
+			// work ends it: K is the work carried now. Where the gate
+			// has room (or there is none), the latency is not its
+			// queue's, and is taken to scale with a request's work (a
+			// service that got slower, not one that queues): K is the
+			// work carried now times the set point over the pressure.
+			k := busy
+			if o.room || !o.gate {
+				k *= min(1, cfg.Setpoint/o.p)
+			}
+			e.k, e.src = k, capCold
 			e.reset(now, cfg.Hold)
 		}
-	case o.p < cfg.Low && busySE > 0 && busy-carriedZ*busySE > e.k:
+	case o.p < cfg.Low && max(busy-carriedZ*busySE, c.carriedNow(b, lam, o.recentLoad)) > e.k:
 		// Carried well within target, beyond K: K was too low (a first
 		// measurement taken while the gate's limit was still opening
-		// bounds nothing).
-		e.carried(now, busy-carriedZ*busySE)
+		// bounds nothing; one set while the service was slower holds
+		// the levels at their floors). What it carried: the period's
+		// work, less carriedZ standard errors — or, at the floors, the
+		// load at their work (see carriedNow).
+		e.carried(now, max(busy-carriedZ*busySE, c.carriedNow(b, lam, o.recentLoad)))
 		m.mdl.errSum, m.mdl.errN = 0, 0
 	case now.Sub(m.mdl.levelsAt) < win:
 		// The pressure's window still holds periods of the levels

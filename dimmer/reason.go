@@ -123,6 +123,9 @@ func (c *Controller) reason() string {
 		}
 	case whyFloor:
 		r = fmt.Sprintf("%s: every feature at its floor, shedding %s", sig, shedName(-m.brightness))
+		if w.model && w.capacity > 0 {
+			r = fmt.Sprintf("%s: %s: every feature at its floor, shedding %s", sig, c.describeModel(w), shedName(-m.brightness))
+		}
 	case whyUnshed:
 		r = fmt.Sprintf("%s: back under target, unwinding the cascade: shedding %s", sig, shedName(-m.brightness))
 	case whyUnshedRoom:
@@ -135,6 +138,9 @@ func (c *Controller) reason() string {
 		}
 	case whyFloorRoom:
 		r = fmt.Sprintf("%s: every feature at its floor, but the gate has room (%.0f%% of arrivals waited): not shedding", sig, 100*m.busy)
+		if w.model && w.capacity > 0 {
+			r = fmt.Sprintf("%s: %s: every feature at its floor, but the gate has room (%.0f%% of arrivals waited): not shedding", sig, c.describeModel(w), 100*m.busy)
+		}
 	case whyFull:
 		r = sig + ": full brightness"
 		if w.model && w.capacity > 0 {

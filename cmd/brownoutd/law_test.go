@@ -220,3 +220,30 @@ func TestSlowAnswersRecovery(t *testing.T) {
 	}
 	t.Logf("slow answers (900 ms) for %s from 20 s, at 100 req/s, default settings; levels of recommendations, reviews, gallery; seconds after the answers recovered:\n%s", slow, table.String())
 }
+
+// TestModelLawFollowsSlowAnswers: a service on the model law, fed by an
+// instance that tallies the features it rendered (what brownout.New
+// pushes), dims every feature while its answers are slow (900 ms against
+// a 300 ms target, 30 s) and has every feature back within 15 s of the
+// answers' recovery — the push source's per-push counts and tallies let
+// it measure a request's work each period, and the work's drop brings the
+// levels back through the feedforward, without waiting for the window's
+// p99.
+func TestModelLawFollowsSlowAnswers(t *testing.T) {
+	samples := slowAnswersRun(t, "model", true, 30*time.Second)
+	recovered := 50 * time.Second
+	var dimmed bool
+	back := time.Duration(-1)
+	for _, s := range samples {
+		all := s.levels["recommendations"] + s.levels["reviews"] + s.levels["gallery"]
+		if s.at > 20*time.Second && s.at < recovered && all == 0 {
+			dimmed = true
+		}
+		if s.at >= recovered && back < 0 && all == 3 && s.shed == 0 {
+			back = s.at - recovered
+		}
+	}
+	assert.True(t, dimmed, "every feature off while the answers are slow")
+	t.Logf("every feature back %v after the recovery", back)
+	assert.True(t, back >= 0 && back <= 15*time.Second, "every feature back within 15 s of the recovery: %v", back)
+}

@@ -105,7 +105,10 @@ func elapsed(base, last reading) float64 {
 // reading gives only its gauges.
 //
 // gate.busy is computed from the latest two readings, not the window: the
-// controller needs to know that the gate has room now (as Recorder does).
+// controller needs to know that the gate has room now (as Recorder does);
+// so is Recent, the fleet's latest period (each instance's counts between
+// its latest two readings, summed), which the model law reads as the
+// period's arrivals.
 type aggregate struct {
 	snap                                 *signals.Snapshot
 	errs                                 []error
@@ -116,6 +119,12 @@ type aggregate struct {
 	noRoom, atGate                       float64
 	gate                                 signals.GateReading
 	gateOK                               bool
+	// recent sums the instances' counts over their latest interval
+	// (between their last two readings); recentSpan sums those
+	// intervals' lengths, of recentN instances.
+	recent     signals.ClassCounts
+	recentSpan float64
+	recentN    int
 }
 
 // add takes one instance's series; name starts its errors ("scrape
@@ -154,6 +163,11 @@ func (f *aggregate) add(name string, s series) {
 			}
 			f.noRoom += float64(d.NoRoom())
 			f.atGate += float64(d.AtGate())
+			f.recent.Merge(d)
+		}
+		if el := elapsed(prev, last); el > 0 {
+			f.recentSpan += el
+			f.recentN++
 		}
 	}
 	if st.hasLat {
@@ -217,6 +231,13 @@ func (f *aggregate) finish() {
 		if f.atGate > 0 {
 			snap.Set(signals.GateBusy, min(f.noRoom/f.atGate, 1))
 		}
+	}
+	if f.recentN > 0 {
+		// What the fleet's latest period brought: each instance's
+		// latest interval, summed, over their mean length (the
+		// instances push, or are scraped, on the same period).
+		snap.Recent = f.recent
+		snap.RecentSpan = time.Duration(f.recentSpan / float64(f.recentN) * float64(time.Second))
 	}
 	if f.gateOK {
 		snap.Set(signals.GateLimit, f.gate.Limit)

@@ -374,9 +374,11 @@ func (s *PushSource) expire(now time.Time) {
 // ScrapeSource for the computation). Its Tallies sum, by feature (sorted
 // by name), each live instance's increase over its latest push interval
 // (between its last two pushes, about a Pusher's Interval; an instance's
-// first push gives none, a restarted one's counts are its increase): two
-// snapshots taken between the same two pushes report the same interval. With none, the snapshot is empty and
-// the error wraps ErrNoInstances.
+// first push gives none, a restarted one's counts are its increase), and
+// so does its Recent, the class counts of that interval (RecentSpan its
+// length, averaged over the instances): two snapshots taken between the
+// same two pushes report the same interval. With none, the snapshot is
+// empty and the error wraps ErrNoInstances.
 func (s *PushSource) Snapshot(_ context.Context, now time.Time) (signals.Snapshot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -810,3 +810,31 @@ func TestPushBodyFeatures(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []signals.Tally{{Feature: "recs", On: signals.Moments{N: 1, Sum: .5, SumSq: .25}, Unattributed: 1}}, p.st.tallies)
 }
+
+// TestPushRecent: a snapshot's Recent sums each live instance's counts
+// over its latest push interval, and RecentSpan is that interval — what
+// a controller reads as one period of the fleet (the model law's load
+// tracker); an instance's first push gives none.
+func TestPushRecent(t *testing.T) {
+	c := &clock{t: t0}
+	src := newPushSource(c)
+	start := t0.Add(-time.Minute)
+	a, b := signals.NewRecorder(signals.Config{}), signals.NewRecorder(signals.Config{})
+	serve(a, c.t, signals.Default, 50, time.Millisecond, 0, 0)
+	mustPush(t, src, body(t, a, "a", start, c.t))
+	mustPush(t, src, body(t, b, "b", start, c.t))
+	snap, err := src.Snapshot(context.Background(), c.t)
+	require.NoError(t, err)
+	assert.Zero(t, snap.RecentSpan, "first pushes are bases")
+
+	c.t = c.t.Add(time.Second)
+	serve(a, c.t, signals.Default, 30, time.Millisecond, 0, 0)
+	serve(b, c.t, signals.Critical, 12, time.Millisecond, 0, 0)
+	mustPush(t, src, body(t, a, "a", start, c.t))
+	mustPush(t, src, body(t, b, "b", start, c.t))
+	snap, err = src.Snapshot(context.Background(), c.t)
+	require.NoError(t, err)
+	assert.Equal(t, time.Second, snap.RecentSpan)
+	assert.Equal(t, uint64(42), snap.Recent.Arrived, "30 + 12 in the interval, not the 50 before it")
+	assert.Equal(t, uint64(42), snap.Recent.Completed)
+}
