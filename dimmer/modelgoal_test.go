@@ -24,14 +24,19 @@ import (
 //   - in time: pooled, within modelInTimeSlack of θ*'s;
 //   - calm: at most modelNotCalm runs of the 140 swing a feature more
 //     than 0.2 after the first minute or turn more than twice (8 today);
-//   - the dip: every seed within 0.1 of θ* within modelDipBack of the
-//     capacity's return (2–7 s today).
+//   - the dip to 70 %: every seed within 0.1 of θ* within modelDipBack of
+//     the capacity's return (2–7 s today);
+//   - a dip to 50 % (at 100 req/s the all-off requests no longer fit: θ*
+//     is 0, with shedding), over the goal's 20 seeds: the brightness within
+//     0.1 of 0 within modelDipFollow of the drop (2–4 s today), and back
+//     within 0.1 of θ* within modelDipFollow of the return (2 s).
 const (
 	modelShareOfTheta = 0.95
 	modelShareSlack   = 0.02
 	modelInTimeSlack  = 0.005
 	modelNotCalm      = 10
 	modelDipBack      = 15
+	modelDipFollow    = 10
 )
 
 func TestModelLawGoalSeeds(t *testing.T) {
@@ -100,5 +105,42 @@ func TestModelLawCapacityDip(t *testing.T) {
 	t.Logf("θ* %.2f: seconds after the capacity's return to within 0.1 of it: %v", theta, took)
 	for i, s := range took {
 		assert.True(t, s >= 0 && s <= modelDipBack, "seed %d: back within %d s (%d)", judgeSeed0+i, modelDipBack, s)
+	}
+}
+
+func TestModelLawHalfCapacity(t *testing.T) {
+	if testing.Short() || race.Enabled {
+		t.Skip("600 s lab runs: skipped under -short and -race")
+	}
+	const from, dip, back = 120, 300, 420
+	theta := 0.0
+	for _, row := range readOracle(t) {
+		if row.Load == 100 {
+			theta = row.Theta
+		}
+	}
+	dc := sim.BrownoutConfig(sim.BrownoutTarget)
+	dc.Model = true
+	down, up := make([]int, judgeSeeds), make([]int, judgeSeeds)
+	eachSeed(func(i int, seed uint32) {
+		res, _ := runControllerWith(dc, sim.Constant(100), seed, 600*time.Second, sim.Dip(from*time.Second, dip*time.Second, 0.5))
+		down[i], up[i] = -1, -1
+		for _, s := range res.Seconds[from:back] {
+			if s.Level <= 0.1 {
+				down[i] = s.T - from
+				break
+			}
+		}
+		for _, s := range res.Seconds[back:] {
+			if s.Level >= theta-0.1 {
+				up[i] = s.T - back
+				break
+			}
+		}
+	})
+	t.Logf("seconds from the drop to a brightness within 0.1 of 0: %v; from the return to within 0.1 of θ* %.2f: %v", down, theta, up)
+	for i := range down {
+		assert.True(t, down[i] >= 0 && down[i] <= modelDipFollow, "seed %d: the drop followed within %d s (%d)", judgeSeed0+i, modelDipFollow, down[i])
+		assert.True(t, up[i] >= 0 && up[i] <= modelDipFollow, "seed %d: the return followed within %d s (%d)", judgeSeed0+i, modelDipFollow, up[i])
 	}
 }
