@@ -18,11 +18,30 @@ import (
 )
 
 // Part is an optional part of a page: a section that the brownout
-// controller may switch off, and what it costs a worker.
+// controller may switch off, and what it costs.
 type Part struct {
 	Name string
+	// Cost is the part's time: what it holds a worker for, or with Remote
+	// what the handler waits for.
 	Cost time.Duration
+	// Remote makes the part a call to another service: the handler waits
+	// Cost for it before it asks for a worker, holding none while it
+	// waits. It takes wall time and an in-flight request, not the pool.
+	Remote bool
 }
+
+// String is the part as ParseParts reads it: "reviews=1.5ms",
+// "recommendations=3ms@remote".
+func (p Part) String() string {
+	s := p.Name + "=" + p.Cost.String()
+	if p.Remote {
+		s += remoteSuffix
+	}
+	return s
+}
+
+// remoteSuffix marks a remote part in ParseParts' syntax.
+const remoteSuffix = "@remote"
 
 // Config shapes an App. Zero fields take the defaults given.
 type Config struct {
@@ -47,6 +66,11 @@ type Config struct {
 	// ModelLaw runs the stack's controller on dimmer's experimental model
 	// law (dimmer.Config.Model) instead of the default search law.
 	ModelLaw bool
+	// Priors sets the stack's controller's configured costs
+	// (dimmer.Feature.Cost, shares of the all-off page), by feature name.
+	// A feature without one keeps the stack's (the README's snippet sets
+	// none: dimmer's default, 1).
+	Priors map[string]float64
 }
 
 // Default is the app of the real-HTTP harness: 4 workers, pages of 6 ms,
@@ -62,44 +86,91 @@ func (c Config) withDefaults() Config {
 		c.Page = 6 * time.Millisecond
 	}
 	if c.Parts == nil {
-		c.Parts = []Part{{"recommendations", 2500 * time.Microsecond}, {"reviews", 1500 * time.Microsecond}}
+		c.Parts = []Part{{Name: "recommendations", Cost: 2500 * time.Microsecond}, {Name: "reviews", Cost: 1500 * time.Microsecond}}
 	}
 	return c
 }
 
 // Capacity returns the pages per second the app serves with every part on
-// and with every part off (without contention).
+// and with every part off (without contention): the pool's, which remote
+// parts do not use.
 func (c Config) Capacity() (allOn, allOff float64) {
 	c = c.withDefaults()
 	on := c.Page
 	for _, p := range c.Parts {
-		on += p.Cost
+		if !p.Remote {
+			on += p.Cost
+		}
 	}
 	w := float64(c.Workers)
 	return w / on.Seconds(), w / c.Page.Seconds()
 }
 
-// ParseParts parses "recommendations=2.5ms,reviews=1.5ms".
+// PoolShare is part p's true cost as the brownout controller means it —
+// what it takes from the bottleneck that overload exhausts, the worker
+// pool — as a share of the all-off page's pool work (without contention,
+// which scales both alike): 0 for a remote part. WallShare is its wall
+// time as a share of the same.
+func (c Config) PoolShare(p Part) (pool, wall float64) {
+	c = c.withDefaults()
+	wall = p.Cost.Seconds() / c.Page.Seconds()
+	if p.Remote {
+		return 0, wall
+	}
+	return wall, wall
+}
+
+// ParseParts parses "recommendations=2.5ms,reviews=1.5ms"; a part whose
+// duration ends in @remote is Remote ("recommendations=3ms@remote").
 func ParseParts(s string) ([]Part, error) {
 	var out []Part
 	if strings.TrimSpace(s) == "" {
 		return []Part{}, nil
 	}
+	seen := map[string]bool{}
 	for _, f := range strings.Split(s, ",") {
 		name, cost, ok := strings.Cut(strings.TrimSpace(f), "=")
+		cost, remote := strings.CutSuffix(cost, remoteSuffix)
 		d, err := time.ParseDuration(cost)
 		if !ok || name == "" || err != nil || d < 0 {
-			return nil, fmt.Errorf("testapp: part %q: want name=duration, e.g. reviews=1.5ms", f)
+			return nil, fmt.Errorf("testapp: part %q: want name=duration or name=duration@remote, e.g. reviews=1.5ms", f)
 		}
-		out = append(out, Part{Name: name, Cost: d})
+		if seen[name] {
+			return nil, fmt.Errorf("testapp: part %q twice", name)
+		}
+		seen[name] = true
+		out = append(out, Part{Name: name, Cost: d, Remote: remote})
 	}
 	return out, nil
 }
 
-// App is an HTTP app with a hidden bottleneck: each page waits for one of
-// Workers workers (giving up when its client goes, as a handler waiting on
-// a pool with the request's context does), then holds it for the page's
-// cost plus the cost of each optional part its user gets. It answers JSON:
+// ParsePriors parses "recommendations=0.4,reviews=0.25": configured costs
+// (Config.Priors), each a positive share of the all-off page.
+func ParsePriors(s string) (map[string]float64, error) {
+	out := map[string]float64{}
+	if strings.TrimSpace(s) == "" {
+		return out, nil
+	}
+	for _, f := range strings.Split(s, ",") {
+		name, v, ok := strings.Cut(strings.TrimSpace(f), "=")
+		x, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if !ok || name == "" || err != nil || !(x > 0) || math.IsInf(x, 0) {
+			return nil, fmt.Errorf("testapp: prior %q: want name=share > 0, e.g. reviews=0.25", f)
+		}
+		if _, dup := out[name]; dup {
+			return nil, fmt.Errorf("testapp: prior for %q twice", name)
+		}
+		out[name] = x
+	}
+	return out, nil
+}
+
+// App is an HTTP app with a hidden bottleneck: each page waits for its
+// user's remote parts (a call to another service, holding no worker), then
+// for one of Workers workers (giving up when its client goes, as a handler
+// waiting with the request's context does), then holds it for the page's
+// cost plus the cost of each other optional part its user gets. It
+// answers JSON:
 //
 //	{"sections":["recommendations"],"dimmed":["reviews"]}
 //
@@ -125,7 +196,7 @@ func (a *App) Config() Config { return a.cfg }
 
 // Stats is what the app served.
 type Stats struct {
-	Served, GaveUp uint64            // pages worked on; pages whose client left while they waited for a worker
+	Served, GaveUp uint64            // pages worked on; pages whose client left while they waited for a remote part or a worker
 	PartsOn        map[string]uint64 // optional parts served, by name
 	Busy           int64             // workers busy now
 }
@@ -153,15 +224,25 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	user := r.Header.Get(UserHeader)
 	cost := a.cost(a.cfg.Page)
+	var remote time.Duration
 	var pg page
 	for i, p := range a.cfg.Parts {
 		if a.cfg.Flag == nil || a.cfg.Flag(ctx, p.Name, user) {
-			cost += a.cost(p.Cost)
+			if p.Remote {
+				remote += a.cost(p.Cost)
+			} else {
+				cost += a.cost(p.Cost)
+			}
 			pg.Sections = append(pg.Sections, p.Name)
 			a.partsOn[i].Add(1)
 		} else {
 			pg.Dimmed = append(pg.Dimmed, p.Name)
 		}
+	}
+	if err := wait(ctx, remote); err != nil { // the remote calls: no worker held
+		a.gaveUp.Add(1)
+		http.Error(w, "client gone", http.StatusServiceUnavailable)
+		return
 	}
 	if err := a.pool.Do(ctx, cost); err != nil { // the work: not cancelled once started
 		a.gaveUp.Add(1)
@@ -171,6 +252,22 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.served.Add(1)
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(pg)
+}
+
+// wait is a remote call of d: it ends early, with ctx's error, when ctx
+// does.
+func wait(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 var rngs = sync.Pool{New: func() any { return rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())) }}

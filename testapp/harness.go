@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -25,7 +26,7 @@ func AppFlags(cfg Config, stack Stack) []string {
 	cfg = cfg.withDefaults()
 	var parts []string
 	for _, p := range cfg.Parts {
-		parts = append(parts, p.Name+"="+p.Cost.String())
+		parts = append(parts, p.String())
 	}
 	args := []string{"--listen", "127.0.0.1:0", "--stack", string(stack), "--workers", strconv.Itoa(cfg.Workers),
 		"--page", cfg.Page.String(), "--parts", strings.Join(parts, ",")}
@@ -37,6 +38,14 @@ func AppFlags(cfg Config, stack Stack) []string {
 	}
 	if cfg.ModelLaw {
 		args = append(args, "--model-law")
+	}
+	if len(cfg.Priors) > 0 {
+		var ps []string
+		for name, v := range cfg.Priors {
+			ps = append(ps, fmt.Sprintf("%s=%g", name, v))
+		}
+		slices.Sort(ps)
+		args = append(args, "--priors", strings.Join(ps, ","))
 	}
 	return args
 }
@@ -50,10 +59,11 @@ func ServeMain(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	stack := fs.String("stack", "brownout", "none, shed, failsafe or brownout")
 	workers := fs.Int("workers", 4, "hidden concurrency")
 	page := fs.Duration("page", 6*time.Millisecond, "a page's mandatory work")
-	parts := fs.String("parts", "recommendations=2.5ms,reviews=1.5ms", "optional parts, name=cost,…")
+	parts := fs.String("parts", "recommendations=2.5ms,reviews=1.5ms", "optional parts, name=cost[@remote],…")
 	exp := fs.Bool("exponential", false, "exponential costs instead of exact ones")
 	cont := fs.String("contention", "", "database-like contention alpha,beta")
 	modelLaw := fs.Bool("model-law", false, "the controller on dimmer's experimental model law")
+	priors := fs.String("priors", "", "the controller's configured costs, name=share,…")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -65,7 +75,11 @@ func ServeMain(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	cfg := Config{Workers: *workers, Page: *page, Parts: ps, Exponential: *exp, ModelLaw: *modelLaw}
+	pr, err := ParsePriors(*priors)
+	if err != nil {
+		return err
+	}
+	cfg := Config{Workers: *workers, Page: *page, Parts: ps, Exponential: *exp, ModelLaw: *modelLaw, Priors: pr}
 	if *cont != "" {
 		if cfg.Contention.Alpha, cfg.Contention.Beta, err = ParseContention(*cont); err != nil {
 			return err
@@ -105,6 +119,10 @@ type HarnessResult struct {
 	// AppCPU and LoadCPU are the CPU time of the app process and of this
 	// one over the run; Wall its length.
 	AppCPU, LoadCPU, Wall time.Duration
+	// Costs is what the controller had learned of each feature's cost
+	// when the load ended (empty without a controller, or when the last
+	// reading failed).
+	Costs []LearnedCost
 }
 
 // RunHarness starts the app process, sends the load, and stops the app.
@@ -138,15 +156,19 @@ func RunHarness(ctx context.Context, cfg HarnessConfig) (*HarnessResult, error) 
 	}
 	base := "http://" + addr
 	client := &http.Client{Timeout: time.Second}
-	sample := func(ctx context.Context) map[string]float64 {
+	live := func(ctx context.Context) (Live, bool) {
+		var l Live
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+StatsPath, nil)
 		resp, err := client.Do(req)
 		if err != nil {
-			return nil
+			return l, false
 		}
 		defer resp.Body.Close()
-		var l Live
-		if json.NewDecoder(resp.Body).Decode(&l) != nil {
+		return l, json.NewDecoder(resp.Body).Decode(&l) == nil
+	}
+	sample := func(ctx context.Context) map[string]float64 {
+		l, ok := live(ctx)
+		if !ok {
 			return nil
 		}
 		m := map[string]float64{"limit": l.Limit, "inflight": l.InFlight, "queued": float64(l.Queued), "shed": l.Shed}
@@ -173,6 +195,9 @@ func RunHarness(ctx context.Context, cfg HarnessConfig) (*HarnessResult, error) 
 		return nil, err
 	}
 	res.Wall = time.Since(start)
+	if l, ok := live(ctx); ok {
+		res.Costs = l.Costs
+	}
 	appCPU1, _ := load.ProcessCPU(cmd.Process.Pid)
 	res.AppCPU, res.LoadCPU = appCPU1-appCPU0, load.SelfCPU()-selfCPU0
 	res.Report = rep
@@ -230,4 +255,22 @@ func (r *HarnessResult) Recovery(i int, parts []Part) (refusalsStop, fullAfter i
 		fullAfter = s - end
 	}
 	return refusalsStop, fullAfter
+}
+
+// Fractional returns how many seconds of the run each feature's level was
+// fractional (strictly between 0 and 1: some users got it and some did
+// not, so its cost could be contrasted), by the per-second samples.
+func (r *HarnessResult) Fractional() map[string]int {
+	out := map[string]int{}
+	for _, c := range r.Costs {
+		out[c.Feature] = 0
+	}
+	for _, s := range r.Report.Seconds {
+		for f := range out {
+			if v, ok := s.Sample[f]; ok && v > 0 && v < 1 {
+				out[f]++
+			}
+		}
+	}
+	return out
 }

@@ -21,7 +21,7 @@ func TestRealHTTPKnee(t *testing.T) {
 	if race.Enabled {
 		t.Skip("timing-sensitive: make test runs it without -race")
 	}
-	cfg := Config{Workers: 4, Page: 8 * time.Millisecond, Parts: []Part{{"recommendations", 3 * time.Millisecond}, {"reviews", 2 * time.Millisecond}}}
+	cfg := Config{Workers: 4, Page: 8 * time.Millisecond, Parts: []Part{{Name: "recommendations", Cost: 3 * time.Millisecond}, {Name: "reviews", Cost: 2 * time.Millisecond}}}
 	on, _ := cfg.Capacity()
 	app := httptest.NewServer(New(cfg))
 	defer app.Close()

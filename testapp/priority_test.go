@@ -33,7 +33,7 @@ func TestRealHTTPCriticalFirst(t *testing.T) {
 		t.Skip("timing-sensitive: make test runs it without -race")
 	}
 	cfg := Config{Workers: 2, Page: 8 * time.Millisecond, Exponential: true,
-		Parts: []Part{{"recommendations", 3 * time.Millisecond}, {"reviews", 2 * time.Millisecond}}}
+		Parts: []Part{{Name: "recommendations", Cost: 3 * time.Millisecond}, {Name: "reviews", Cost: 2 * time.Millisecond}}}
 	on, off := cfg.Capacity()
 	const spike = 3.0
 	phases := []load.Phase{{Name: "calm", Rate: 0.65 * on, Duration: 8 * time.Second},

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/brownout/brownout/signals"
+	"math"
 	"net/http"
 	"time"
+
+	"github.com/brownout/brownout/signals"
 
 	"github.com/brownout/brownout/internal/server"
 )
@@ -29,6 +31,26 @@ type Live struct {
 	// Refused counts the refusals so far by class and reason (the
 	// shedder's recorder), for per-second readings.
 	Refused map[string]uint64
+	// Costs is what the controller has learned of each feature's cost.
+	Costs []LearnedCost
+}
+
+// LearnedCost is what a controller has learned of a feature's cost
+// (dimmer.CostEstimate), beside what it was told.
+type LearnedCost struct {
+	Feature string
+	// Prior is the configured cost (dimmer.Feature.Cost), a share of the
+	// all-off request.
+	Prior float64
+	// Known: Value and SE hold the estimate, in shares of the all-off
+	// request's measured service time (Base); Seconds is the extra service
+	// time itself. Service time is the tally's: from the gate's admission
+	// to the handler's return, as the shed middleware measures it.
+	Known         bool
+	Value, SE     float64
+	Seconds, Base float64
+	// Contrasted is how many ticks the feature was contrasted in.
+	Contrasted int
 }
 
 // Read returns p's live state.
@@ -57,6 +79,18 @@ func (p *Protected) Read() Live {
 			l.Levels[f.Name] = f.Level
 		}
 		l.Shed, l.Mode, l.Reason, l.Generation = st.Shed, st.Mode.String(), st.Reason, st.Generation
+		fs := p.Controller.Config().Features
+		for i, e := range p.Controller.Costs() {
+			if i >= len(fs) {
+				break
+			}
+			lc := LearnedCost{Feature: fs[i].Name, Prior: fs[i].Cost, Known: e.Known(), Contrasted: e.Contrasted,
+				Seconds: finite(e.Seconds), Base: finite(e.Base)}
+			if lc.Known {
+				lc.Value, lc.SE = e.Value, e.SE
+			}
+			l.Costs = append(l.Costs, lc)
+		}
 	}
 	return l
 }
@@ -109,4 +143,12 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		return err
 	}
 	return nil
+}
+
+// finite is x, or 0 where it is NaN or infinite (JSON has neither).
+func finite(x float64) float64 {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return 0
+	}
+	return x
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/failsafe-go/failsafe-go/adaptivelimiter"
@@ -102,12 +104,8 @@ func Build(ctx context.Context, cfg Config, stack Stack) (*Protected, error) {
 		if stack == ShedOnly {
 			b.Controller().Freeze("shedding alone: the control run")
 		}
-		if cfg.ModelLaw {
-			dc := b.Controller().Config()
-			dc.Model = true
-			if err := b.Controller().Reconfigure(dc); err != nil {
-				return nil, err
-			}
+		if err := tune(b.Controller(), cfg.ModelLaw, cfg.Priors); err != nil {
+			return nil, err
 		}
 		return &Protected{Handler: h, App: app, Controller: b.Controller(), Shedder: b.Shedder()}, nil
 	case Failsafe:
@@ -122,6 +120,9 @@ func Build(ctx context.Context, cfg Config, stack Stack) (*Protected, error) {
 			Features: []dimmer.Feature{{Name: "recommendations"}, {Name: "reviews", Rank: 1}},
 		})
 		if err != nil {
+			return nil, err
+		}
+		if err := tune(ctl, false, cfg.Priors); err != nil {
 			return nil, err
 		}
 		go ctl.Run(ctx, dimmer.Local(rec))
@@ -141,4 +142,27 @@ func Build(ctx context.Context, cfg Config, stack Stack) (*Protected, error) {
 		return &Protected{Handler: h, App: app, Controller: ctl, Limiter: lim}, nil
 	}
 	return nil, fmt.Errorf("testapp: unknown stack %q", stack)
+}
+
+// tune puts ctl on the model law (model) and sets its features' configured
+// costs (priors, by name).
+func tune(ctl *dimmer.Controller, model bool, priors map[string]float64) error {
+	if !model && len(priors) == 0 {
+		return nil
+	}
+	dc := ctl.Config()
+	dc.Model = dc.Model || model
+	dc.Features = slices.Clone(dc.Features)
+	for name, v := range priors {
+		i := slices.IndexFunc(dc.Features, func(f dimmer.Feature) bool { return f.Name == name })
+		if i < 0 {
+			var names []string
+			for _, f := range dc.Features {
+				names = append(names, f.Name)
+			}
+			return fmt.Errorf("testapp: prior for %q: the stack has no such feature (it has %s)", name, strings.Join(names, ", "))
+		}
+		dc.Features[i].Cost = v
+	}
+	return ctl.Reconfigure(dc)
 }

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"syscall"
@@ -21,7 +22,9 @@ const realUsage = `Usage:
 Runs the embedded stack (the README's snippet, package defaults) in front of
 a test app with a hidden bottleneck, in its own process on 127.0.0.1, and
 sends it open-loop load from this one. Prints one line a second to stderr and
-a table per phase (each measured without its first 5 s) to stdout.
+a table per phase (each measured without its first 5 s) to stdout, then,
+with a controller, what it had learned of each feature's cost when the load
+ended, beside the part's true cost.
 
 Flags:
 `
@@ -32,7 +35,8 @@ func runReal(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	stack := fs.String("stack", "brownout", "what protects the app: none, shed (the controller frozen: shedding alone), failsafe (failsafe-go's adaptive limiter with our controller dimming behind it), brownout")
 	workers := fs.Int("workers", 4, "the app's hidden concurrency (one worker per page)")
 	page := fs.Duration("page", 6*time.Millisecond, "a page's mandatory work")
-	parts := fs.String("parts", "recommendations=2.5ms,reviews=1.5ms", "optional parts and their cost, name=duration,…")
+	parts := fs.String("parts", "recommendations=2.5ms,reviews=1.5ms", "optional parts and their cost, name=duration,…; name=duration@remote is a call to another service, waited for without holding a worker")
+	priors := fs.String("priors", "", "the controller's configured costs (dimmer.Feature.Cost: shares of the all-off page), name=share,…; default: none set (1 each)")
 	exp := fs.Bool("exponential", false, "draw costs from an exponential distribution instead of holding them exactly")
 	law := fs.String("law", "search", "the controller's law: search (the default) or model (dimmer's experimental model law; brownout stack only)")
 	cont := fs.String("contention", "", "database-like contention alpha,beta: service time × (1 + alpha·(n−1) + beta·n·(n−1)) with n in service")
@@ -60,7 +64,11 @@ func runReal(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return usageError{err.Error()}
 	}
-	cfg := testapp.Config{Workers: *workers, Page: *page, Parts: ps, Exponential: *exp}
+	pr, err := testapp.ParsePriors(*priors)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	cfg := testapp.Config{Workers: *workers, Page: *page, Parts: ps, Exponential: *exp, Priors: pr}
 	switch *law {
 	case "search":
 	case "model":
@@ -132,6 +140,7 @@ func runReal(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		stop, full := res.Recovery(len(phs)-2, ps)
 		fmt.Fprintf(stdout, "after the last load change: refusals stopped after %s, every optional part back to full after %s\n", secondsOrNever(stop), secondsOrNever(full))
 	}
+	writeCosts(stdout, cfg, res)
 	fmt.Fprintf(stdout, "cpu: app %.1f s, load generator %.1f s over %.0f s (%.0f%% and %.0f%% of one core)\n",
 		res.AppCPU.Seconds(), res.LoadCPU.Seconds(), res.Wall.Seconds(),
 		100*res.AppCPU.Seconds()/res.Wall.Seconds(), 100*res.LoadCPU.Seconds()/res.Wall.Seconds())
@@ -142,6 +151,63 @@ func runReal(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 	}
 	return nil
+}
+
+// writeCosts writes, a line per feature, what the controller had learned
+// of its cost when the load ended, beside its truth: what the part takes
+// from the worker pool (the bottleneck that overload exhausts) and its
+// wall time, as shares of the all-off page's pool work. An estimate is
+// within when it is within 20 % of the pool share or 0.05 of the all-off
+// page of it — as a share of the measured base, and in seconds.
+func writeCosts(w io.Writer, cfg testapp.Config, res *testapp.HarnessResult) {
+	if len(res.Costs) == 0 {
+		return
+	}
+	cfg = withParts(cfg)
+	frac := res.Fractional()
+	fmt.Fprintf(w, "learned costs when the load ended (true: the part's pool work and wall time, shares of the all-off page's %s of pool work):\n", cfg.Page)
+	fmt.Fprintf(w, "%-16s %5s %5s %6s %15s %8s %8s %6s %10s  %s\n", "feature", "pool", "wall", "prior", "learned ± SE", "extra", "base", "ticks", "fractional", "within (share, seconds)")
+	for _, c := range res.Costs {
+		var part *testapp.Part
+		for i := range cfg.Parts {
+			if cfg.Parts[i].Name == c.Feature {
+				part = &cfg.Parts[i]
+			}
+		}
+		pool, wall, truth := "-", "-", math.NaN()
+		if part != nil {
+			p, wl := cfg.PoolShare(*part)
+			pool, wall, truth = fmt.Sprintf("%.3f", p), fmt.Sprintf("%.3f", wl), p
+		}
+		learned, within := "unknown", "-"
+		if c.Known {
+			learned = fmt.Sprintf("%.3f ± %.3f", c.Value, c.SE)
+			if !math.IsNaN(truth) {
+				tol := max(0.2*truth, 0.05)
+				within = fmt.Sprintf("%s, %s", yesNo(math.Abs(c.Value-truth) <= tol), yesNo(math.Abs(c.Seconds/cfg.Page.Seconds()-truth) <= tol))
+			}
+		}
+		fmt.Fprintf(w, "%-16s %5s %5s %6.3g %15s %6.2fms %6.2fms %6d %9ds  %s\n", c.Feature, pool, wall, c.Prior, learned,
+			1000*c.Seconds, 1000*c.Base, c.Contrasted, frac[c.Feature], within)
+	}
+}
+
+// withParts fills cfg's parts with the app's defaults where it has none.
+func withParts(cfg testapp.Config) testapp.Config {
+	if cfg.Parts == nil {
+		cfg.Parts = testapp.Default().Parts
+	}
+	if cfg.Page <= 0 {
+		cfg.Page = testapp.Default().Page
+	}
+	return cfg
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
 }
 
 func secondsOrNever(s int) string {
