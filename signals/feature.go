@@ -281,6 +281,10 @@ type RequestTally struct {
 	// where explicit is set: apart, so that a provider's mark racing an
 	// app's can never overwrite it (the two meet only when read: onBits).
 	seen, on, explicit, expOn atomic.Uint64
+	// held is the time the request held the service's bottleneck, as the
+	// app reports it (Held); holds says it reported any.
+	held  atomic.Int64
+	holds atomic.Bool
 }
 
 // onBits is the features marked on: the app's marks where it made one,
@@ -319,6 +323,10 @@ func (r *Recorder) BeginTally(t *RequestTally, parent context.Context) bool {
 			b.Store(0)
 		}
 	}
+	if t.holds.Load() {
+		t.held.Store(0)
+		t.holds.Store(false)
+	}
 	return true
 }
 
@@ -335,6 +343,9 @@ func (r *Recorder) EndTally(t *RequestTally, service time.Duration) {
 	}
 	on := t.onBits()
 	x := max(service.Seconds(), 0)
+	if t.holds.Load() {
+		x = max(time.Duration(t.held.Load()).Seconds(), 0) // what it took from the bottleneck
+	}
 	sh := r.feat.store.Load().shard()
 	for seen != 0 {
 		i := bits.TrailingZeros64(seen)
@@ -422,6 +433,24 @@ func Rendered(ctx context.Context, feature string) bool {
 func Skipped(ctx context.Context, feature string) bool {
 	t := tallyOf(ctx)
 	return t != nil && t.mark(feature, false, true)
+}
+
+// Held adds d to the time the request whose context is ctx held the
+// service's bottleneck — a worker of its pool, a database connection —
+// apart from the time it waited for it or for other services. A request
+// that reports any counts that time in its tally instead of its service
+// time: what a feature takes from the resource overload exhausts, not its
+// wall time (a section that waits for a remote call costs the pool
+// nothing). An app reports it for every request or for none. It returns
+// false when ctx carries no tally.
+func Held(ctx context.Context, d time.Duration) bool {
+	t := tallyOf(ctx)
+	if t == nil {
+		return false
+	}
+	t.held.Add(int64(d))
+	t.holds.Store(true)
+	return true
 }
 
 // FeatureMarked reports how the tally of the request whose context is ctx

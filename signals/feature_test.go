@@ -329,3 +329,22 @@ func TestExplicitMarkWinsRaces(t *testing.T) {
 		require.True(t, on, "the app said rendered")
 	}
 }
+
+// TestHeldReplacesServiceTime: a request that reports the time it held
+// the bottleneck counts that in its tally instead of its service time; a
+// reused tally forgets it.
+func TestHeldReplacesServiceTime(t *testing.T) {
+	rec := NewRecorder(Config{})
+	require.NoError(t, rec.Features("a"))
+	assert.False(t, Held(context.Background(), time.Second), "no tally")
+	var rt RequestTally
+	require.True(t, rec.BeginTally(&rt, context.Background()))
+	Evaluated(&rt, "a", true)
+	assert.True(t, Held(&rt, 2*time.Second))
+	assert.True(t, Held(&rt, time.Second))
+	rec.EndTally(&rt, 10*time.Second) // 7 s of it waiting for the pool or a remote call
+	require.True(t, rec.BeginTally(&rt, context.Background()))
+	Evaluated(&rt, "a", false)
+	rec.EndTally(&rt, 5*time.Second) // reports nothing: its service time
+	assert.Equal(t, []Tally{{Feature: "a", On: Moments{1, 3, 9}, Off: Moments{1, 5, 25}}}, rec.Snapshot(t0).Tallies)
+}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/brownout/brownout/internal/pool"
+	"github.com/brownout/brownout/signals"
 )
 
 // Part is an optional part of a page: a section that the brownout
@@ -71,6 +72,10 @@ type Config struct {
 	// A feature without one keeps the stack's (the README's snippet sets
 	// none: dimmer's default, 1).
 	Priors map[string]float64
+	// ReportHeld reports each page's time on its worker to the stack's
+	// tallies (signals.Held): the controller then learns the parts' costs
+	// from the pool's time, not the pages' wall time.
+	ReportHeld bool
 }
 
 // Default is the app of the real-HTTP harness: 4 workers, pages of 6 ms,
@@ -244,10 +249,14 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "client gone", http.StatusServiceUnavailable)
 		return
 	}
-	if err := a.pool.Do(ctx, cost); err != nil { // the work: not cancelled once started
+	held, err := a.pool.DoHeld(ctx, cost) // the work: not cancelled once started
+	if err != nil {
 		a.gaveUp.Add(1)
 		http.Error(w, "client gone", http.StatusServiceUnavailable)
 		return
+	}
+	if a.cfg.ReportHeld {
+		signals.Held(ctx, held)
 	}
 	a.served.Add(1)
 	w.Header().Set("Content-Type", "application/json")

@@ -69,10 +69,16 @@ func (p *Pool) Busy() int64 { return p.busy.Load() }
 // by the contention at its start; work is not cancelled once started) and
 // releases it.
 func (p *Pool) Do(ctx context.Context, d time.Duration) error {
+	_, err := p.DoHeld(ctx, d)
+	return err
+}
+
+// DoHeld is Do, and returns how long it held the worker.
+func (p *Pool) DoHeld(ctx context.Context, d time.Duration) (time.Duration, error) {
 	select {
 	case p.slots <- struct{}{}:
 	case <-ctx.Done():
-		return ErrGone
+		return 0, ErrGone
 	}
 	n := p.busy.Add(1)
 	if f := p.Slowdown(); f != 1 {
@@ -84,10 +90,11 @@ func (p *Pool) Do(ctx context.Context, d time.Duration) error {
 	}
 	start := time.Now()
 	p.hold(d)
-	p.worked.Add(int64(time.Since(start)))
+	held := time.Since(start)
+	p.worked.Add(int64(held))
 	p.busy.Add(-1)
 	<-p.slots
-	return nil
+	return held, nil
 }
 
 // hold sleeps for d. A timer fires late (tens of µs to a millisecond under
