@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/brownout/brownout/internal/pool"
-	"github.com/brownout/brownout/signals"
 )
 
 // Part is an optional part of a page: a section that the brownout
@@ -72,10 +71,11 @@ type Config struct {
 	// A feature without one keeps the stack's (the README's snippet sets
 	// none: dimmer's default, 1).
 	Priors map[string]float64
-	// ReportHeld reports each page's time on its worker to the stack's
-	// tallies (signals.Held): the controller then learns the parts' costs
-	// from the pool's time, not the pages' wall time.
-	ReportHeld bool
+	// WallTime stops the pool from reporting each page's time on its
+	// worker to the stack's tallies (signals.Held): the controller then
+	// learns the parts' costs from the pages' wall time — the wait for a
+	// worker and a remote part's time included — instead of the pool's.
+	WallTime bool
 }
 
 // Default is the app of the real-HTTP harness: 4 workers, pages of 6 ms,
@@ -193,6 +193,7 @@ func New(cfg Config) *App {
 	cfg = cfg.withDefaults()
 	p := pool.New(cfg.Workers)
 	p.SetContention(cfg.Contention.Alpha, cfg.Contention.Beta)
+	p.SetWallTime(cfg.WallTime)
 	return &App{cfg: cfg, pool: p, partsOn: make([]atomic.Uint64, len(cfg.Parts))}
 }
 
@@ -249,14 +250,10 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "client gone", http.StatusServiceUnavailable)
 		return
 	}
-	held, err := a.pool.DoHeld(ctx, cost) // the work: not cancelled once started
-	if err != nil {
+	if err := a.pool.Do(ctx, cost); err != nil { // the work: not cancelled once started
 		a.gaveUp.Add(1)
 		http.Error(w, "client gone", http.StatusServiceUnavailable)
 		return
-	}
-	if a.cfg.ReportHeld {
-		signals.Held(ctx, held)
 	}
 	a.served.Add(1)
 	w.Header().Set("Content-Type", "application/json")

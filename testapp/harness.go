@@ -39,8 +39,8 @@ func AppFlags(cfg Config, stack Stack) []string {
 	if cfg.ModelLaw {
 		args = append(args, "--model-law")
 	}
-	if cfg.ReportHeld {
-		args = append(args, "--report-held")
+	if cfg.WallTime {
+		args = append(args, "--wall-time")
 	}
 	if len(cfg.Priors) > 0 {
 		var ps []string
@@ -67,7 +67,7 @@ func ServeMain(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	cont := fs.String("contention", "", "database-like contention alpha,beta")
 	modelLaw := fs.Bool("model-law", false, "the controller on dimmer's experimental model law")
 	priors := fs.String("priors", "", "the controller's configured costs, name=share,…")
-	held := fs.Bool("report-held", false, "report each page's time on its worker to the tallies (signals.Held)")
+	wall := fs.Bool("wall-time", false, "do not report each page's time on its worker to the tallies (signals.Held): costs are then learned from the pages' wall time")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -83,7 +83,7 @@ func ServeMain(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	cfg := Config{Workers: *workers, Page: *page, Parts: ps, Exponential: *exp, ModelLaw: *modelLaw, Priors: pr, ReportHeld: *held}
+	cfg := Config{Workers: *workers, Page: *page, Parts: ps, Exponential: *exp, ModelLaw: *modelLaw, Priors: pr, WallTime: *wall}
 	if *cont != "" {
 		if cfg.Contention.Alpha, cfg.Contention.Beta, err = ParseContention(*cont); err != nil {
 			return err

@@ -38,7 +38,7 @@ func runReal(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	parts := fs.String("parts", "recommendations=2.5ms,reviews=1.5ms", "optional parts and their cost, name=duration,…; name=duration@remote is a call to another service, waited for without holding a worker")
 	priors := fs.String("priors", "", "the controller's configured costs (dimmer.Feature.Cost: shares of the all-off page), name=share,…; default: none set (1 each)")
 	exp := fs.Bool("exponential", false, "draw costs from an exponential distribution instead of holding them exactly")
-	held := fs.Bool("report-held", false, "the app reports each page's time on its worker to the tallies (signals.Held), so that costs are learned from the pool's time rather than wall time")
+	wall := fs.Bool("wall-time", false, "the app does not report each page's time on its worker to the tallies (signals.Held): costs are then learned from the pages' wall time (the wait for a worker and remote parts included) instead of the pool's")
 	law := fs.String("law", "search", "the controller's law: search (the default) or model (dimmer's experimental model law; brownout stack only)")
 	cont := fs.String("contention", "", "database-like contention alpha,beta: service time × (1 + alpha·(n−1) + beta·n·(n−1)) with n in service")
 	phases := fs.String("phases", "", "offered load, rate:duration,… (default: --calm × the all-on capacity for 20 s, --spike × the all-off capacity for 40 s, --calm × the all-on capacity for 30 s)")
@@ -69,7 +69,7 @@ func runReal(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return usageError{err.Error()}
 	}
-	cfg := testapp.Config{Workers: *workers, Page: *page, Parts: ps, Exponential: *exp, Priors: pr, ReportHeld: *held}
+	cfg := testapp.Config{Workers: *workers, Page: *page, Parts: ps, Exponential: *exp, Priors: pr, WallTime: *wall}
 	switch *law {
 	case "search":
 	case "model":

@@ -11,6 +11,8 @@ import (
 	"math"
 	"sync/atomic"
 	"time"
+
+	"github.com/brownout/brownout/signals"
 )
 
 // ErrGone is returned when the caller's context ends while it waits for a
@@ -27,6 +29,7 @@ type Pool struct {
 	beta      float64
 	slowdown  atomic.Uint64 // math.Float64bits of the work multiplier; 0: 1
 	worked    atomic.Int64  // ns of work held, all workers
+	wallTime  bool          // do not report the time held (SetWallTime)
 }
 
 // New returns a pool of n workers (at least 1).
@@ -36,6 +39,11 @@ func New(n int) *Pool { return &Pool{slots: make(chan struct{}, max(n, 1))} }
 // included) take 1 + alpha·(m−1) + beta·m·(m−1) times as long, as a
 // database's does (the universal scalability law). Call it before use.
 func (p *Pool) SetContention(alpha, beta float64) { p.alpha, p.beta = alpha, beta }
+
+// SetWallTime stops Do from reporting the time a request held a worker to
+// its tally (signals.Held), so that the costs are learned from the
+// requests' wall time: for comparing the two. Call it before use.
+func (p *Pool) SetWallTime(on bool) { p.wallTime = on }
 
 // SetSlowdown multiplies all work started from now on by f (≥ 1 halves
 // capacity at 2: a noisy neighbour, a degraded disk); 1 restores it.
@@ -67,18 +75,15 @@ func (p *Pool) Busy() int64 { return p.busy.Load() }
 
 // Do waits for a worker (or ctx's end: ErrGone), holds it for d (scaled
 // by the contention at its start; work is not cancelled once started) and
-// releases it.
+// releases it. It reports the time it held the worker to the request's
+// tally, when ctx carries one (signals.Held): the pool is the apps'
+// bottleneck, and a feature's cost is what it takes from it, not the
+// wait for a worker nor a remote call's time.
 func (p *Pool) Do(ctx context.Context, d time.Duration) error {
-	_, err := p.DoHeld(ctx, d)
-	return err
-}
-
-// DoHeld is Do, and returns how long it held the worker.
-func (p *Pool) DoHeld(ctx context.Context, d time.Duration) (time.Duration, error) {
 	select {
 	case p.slots <- struct{}{}:
 	case <-ctx.Done():
-		return 0, ErrGone
+		return ErrGone
 	}
 	n := p.busy.Add(1)
 	if f := p.Slowdown(); f != 1 {
@@ -94,7 +99,10 @@ func (p *Pool) DoHeld(ctx context.Context, d time.Duration) (time.Duration, erro
 	p.worked.Add(int64(held))
 	p.busy.Add(-1)
 	<-p.slots
-	return held, nil
+	if !p.wallTime {
+		signals.Held(ctx, held)
+	}
+	return nil
 }
 
 // hold sleeps for d. A timer fires late (tens of µs to a millisecond under

@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/brownout/brownout/signals"
 )
 
 func TestPoolBoundsConcurrencyAndGivesUp(t *testing.T) {
@@ -56,4 +59,32 @@ func TestSlowdown(t *testing.T) {
 		p.SetSlowdown(-3) // nonsense: back to 1
 		assert.Equal(t, 1.0, p.Slowdown())
 	})
+}
+
+// TestDoReportsTheTimeHeld: a request whose context carries a tally gets
+// the time it held a worker counted in the tally, not its wall time — the
+// wait for the worker left out — unless the pool counts wall time
+// (SetWallTime).
+func TestDoReportsTheTimeHeld(t *testing.T) {
+	for _, wall := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			rec := signals.NewRecorder(signals.Config{})
+			require.NoError(t, rec.Features("recs"))
+			p := New(1)
+			p.SetWallTime(wall)
+			go p.Do(context.Background(), 30*time.Millisecond) // holds the only worker first
+			synctest.Wait()
+			var tl signals.RequestTally
+			require.True(t, rec.BeginTally(&tl, context.Background()))
+			signals.Evaluated(&tl, "recs", true)
+			start := time.Now()
+			require.NoError(t, p.Do(&tl, 10*time.Millisecond))
+			rec.EndTally(&tl, time.Since(start)) // 40 ms: 30 waiting, 10 held
+			want := 0.010
+			if wall {
+				want = 0.040
+			}
+			assert.InDelta(t, want, rec.Tallies()[0].On.Sum, 1e-9, "wall time %v", wall)
+		})
+	}
 }
