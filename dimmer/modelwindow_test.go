@@ -20,6 +20,7 @@ type windowRig struct {
 	n, sum   []float64 // per period: completions, their summed latency
 	arrivals []float64
 	stall    bool // nothing completes: the service hangs
+	noGate   bool // no admission gate reports (no GateBusy)
 }
 
 func newWindowRig(t *testing.T) *windowRig {
@@ -73,7 +74,9 @@ func (r *windowRig) period(lam float64) *State {
 	if lam*work/r.workers >= 1 || r.stall {
 		busy = 1
 	}
-	s.Set(signals.GateBusy, busy)
+	if !r.noGate {
+		s.Set(signals.GateBusy, busy)
+	}
 	return r.c.Step(r.now, s)
 }
 
@@ -132,4 +135,23 @@ func TestModelWithoutTalliesScaleHoldsWhenPriorsAreRight(t *testing.T) {
 	}
 	assert.GreaterOrEqual(t, lo, 0.5, "the priors' scale, taught by the moves, fell to %.3g", lo)
 	assert.LessOrEqual(t, hi, 2.0, "the priors' scale rose to %.3g", hi)
+}
+
+// TestModelColdKWithoutGateIsNotScaledByARefusalRatio: without an
+// admission gate, a first overload read from the refusals (56 % against a
+// 1 % target: pressure 56) sets K to about the work carried. The set
+// point over the pressure is a latency's measure of how much slower a
+// request got (model.go: "the latency is not its queue's, and is taken to
+// scale with a request's work"); for a refusal ratio it set K to 1.4 % of
+// the work carried (0.056 of 4 s of service a second), which every
+// feature off cannot meet, and the reason says the service carries that.
+func TestModelColdKWithoutGateIsNotScaledByARefusalRatio(t *testing.T) {
+	r := newWindowRig(t)
+	r.window, r.noGate = 1, true
+	var st *State
+	for range 2 {
+		st = r.period(300) // all on: 30 ms a request, 4 workers carry 4 s a second
+	}
+	k, _, _ := r.model()
+	assert.GreaterOrEqual(t, k, 0.5*r.workers, "K at the first overload: %s", st.Reason)
 }
