@@ -112,7 +112,10 @@ type Snapshot struct {
 	// Recent holds the counts of every class since the source's previous
 	// snapshot, RecentSpan ago: what a period brought, where the window's
 	// rates average several. RecentSpan is zero when the source does not
-	// provide them (the first snapshot, scrape and PromQL sources).
+	// provide them (the first snapshot, PromQL sources). The fleet's push
+	// and scrape sources give each instance's latest interval (between
+	// its last two readings), summed: two snapshots taken within one
+	// interval report it twice.
 	Recent     ClassCounts
 	RecentSpan time.Duration
 

@@ -156,9 +156,15 @@ func (f *aggregate) add(name string, s series) {
 	// (client_golang vectors appear lazily): its base is zero.
 	base, prev := s[0], s[len(s)-2]
 	if st.hasClasses {
+		// A restart between the two readings (a new run, or any count
+		// that went down): the new run's counts are the increase.
+		restarted := !prev.run.Equal(last.run)
+		for c := range st.classes {
+			restarted = restarted || !covers(st.classes[c], prev.st.classes[c])
+		}
 		for c := range st.classes {
 			d := st.classes[c]
-			if d.Arrived >= prev.st.classes[c].Arrived {
+			if !restarted {
 				d = d.Sub(prev.st.classes[c])
 			}
 			f.noRoom += float64(d.NoRoom())
@@ -246,6 +252,20 @@ func (f *aggregate) finish() {
 			snap.Set(signals.GateUtilization, f.gate.InFlight/f.gate.Limit)
 		}
 	}
+}
+
+// covers reports whether every count of c is at least o's: c may be a
+// later reading of the same counters.
+func covers(c, o signals.ClassCounts) bool {
+	if c.Arrived < o.Arrived || c.Completed < o.Completed || c.Failed < o.Failed || c.Good < o.Good || c.Waited < o.Waited {
+		return false
+	}
+	for i := range c.Rejected {
+		if c.Rejected[i] < o.Rejected[i] {
+			return false
+		}
+	}
+	return true
 }
 
 func setSum(s *signals.Snapshot, k signals.Key, v float64) {

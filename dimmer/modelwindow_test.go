@@ -1,0 +1,157 @@
+package dimmer
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/brownout/brownout/signals"
+)
+
+// windowRig is modelRig as brownoutd sees a fleet without tallies (a
+// scrape source, or instances that push no features): the latency's mean
+// and the rates are the window's (the last `window` periods), the latest
+// period's counts come in Recent.
+type windowRig struct {
+	*modelRig
+	window   int
+	n, sum   []float64 // per period: completions, their summed latency
+	arrivals []float64
+	stall    bool // nothing completes: the service hangs
+	noGate   bool // no admission gate reports (no GateBusy)
+}
+
+func newWindowRig(t *testing.T) *windowRig {
+	return &windowRig{modelRig: newModelRig(t), window: 5}
+}
+
+func (r *windowRig) period(lam float64) *State {
+	st := r.c.State()
+	work := r.base
+	var lv [2]float64
+	for i, name := range []string{"recommendations", "reviews"} {
+		lv[i], _ = st.Level(name, "")
+		work += lv[i] * r.costs[i]
+	}
+	served := min(lam, r.workers/work)
+	n := float64(int(served))
+	sum := 0.0
+	for range int(n) {
+		s := r.base
+		for i := range r.costs {
+			if r.rng.Float64() < lv[i] {
+				s += r.costs[i]
+			}
+		}
+		sum += s * (0.8 + 0.4*r.rng.Float64())
+	}
+	if r.stall {
+		n, sum, served = 0, 0, 0
+	}
+	r.n, r.sum, r.arrivals = append(r.n, n), append(r.sum, sum), append(r.arrivals, lam)
+	if len(r.n) > r.window {
+		r.n, r.sum, r.arrivals = r.n[1:], r.sum[1:], r.arrivals[1:]
+	}
+	var wn, ws, wa float64
+	for i := range r.n {
+		wn, ws, wa = wn+r.n[i], ws+r.sum[i], wa+r.arrivals[i]
+	}
+	w := float64(len(r.n))
+	r.now = r.now.Add(time.Second)
+	s := signals.Snapshot{Time: r.now, Window: time.Duration(r.window) * time.Second, RecentSpan: time.Second}
+	s.Recent.Arrived, s.Recent.Completed = uint64(lam), uint64(n)
+	s.Set(signals.ArrivalRate, wa/w)
+	s.Set(signals.Throughput, wn/w)
+	if wn > 0 {
+		s.Set(signals.LatencyMean, ws/wn)
+		u := lam * work / r.workers
+		s.Set(signals.LatencyP99, 0.05+0.2*min(u, 1))
+	}
+	s.Set(signals.RejectRatio, max(lam-served, 0)/lam)
+	busy := 0.0
+	if lam*work/r.workers >= 1 || r.stall {
+		busy = 1
+	}
+	if !r.noGate {
+		s.Set(signals.GateBusy, busy)
+	}
+	return r.c.Step(r.now, s)
+}
+
+func (r *windowRig) model() (k, scale float64, seconds bool) {
+	r.c.mu.Lock()
+	defer r.c.mu.Unlock()
+	return r.c.mu.mdl.capacity.k, r.c.mu.mdl.scale, r.c.mu.mdl.capacity.seconds
+}
+
+// TestModelWithoutTalliesKeepsKThroughAStall: without tallies, a window
+// in which nothing completed (no mean latency, no throughput: the service
+// hangs, the gate full and refusing) is no change of the unit of work: K,
+// measured in seconds of service, stays, and the levels, dimmed for an
+// overload, stay down — they do not all come back on in the worst second.
+func TestModelWithoutTalliesKeepsKThroughAStall(t *testing.T) {
+	r := newWindowRig(t)
+	r.window = 1 // the window is the period: no lag for teach to misread (see TestModelWithoutTalliesScaleHoldsWhenPriorsAreRight)
+	var st *State
+	for range 30 {
+		st = r.period(300)
+	}
+	k, _, seconds := r.model()
+	require.True(t, seconds, "without tallies the window's mean latency is the unit: seconds")
+	require.Greater(t, k, 0.0)
+	dimmed := st.Brightness
+	require.Less(t, dimmed, 0.9, "dimmed for 300 req/s: %s", st.Reason)
+
+	r.stall = true
+	for i := range r.window + 1 {
+		st = r.period(300)
+		k2, _, _ := r.model()
+		assert.Greater(t, k2, 0.0, "period %d of the stall: K forgotten (was %.3f)", i, k)
+		assert.LessOrEqual(t, st.Brightness, dimmed+1e-9, "period %d of the stall: the levels brightened: %s", i, st.Reason)
+	}
+}
+
+// TestModelWithoutTalliesScaleHoldsWhenPriorsAreRight: without tallies,
+// with every Feature.Cost exactly right (the priors' scale is 1), the
+// moves of a load that steps up and down teach no scale far from 1 — the
+// window's mean latency, which still holds the periods before a move,
+// is not the first period after it.
+func TestModelWithoutTalliesScaleHoldsWhenPriorsAreRight(t *testing.T) {
+	r := newWindowRig(t)
+	lo, hi := 1.0, 1.0
+	for i := range 120 {
+		lam := 150.0
+		if i/20%2 == 1 {
+			lam = 300
+		}
+		st := r.period(lam)
+		_, s, _ := r.model()
+		lo, hi = min(lo, s), max(hi, s)
+		if i%5 == 0 || s < 0.5 || s > 2 {
+			t.Logf("t=%3d λ=%3.0f b=%.2f scale=%.3g %s", i, lam, st.Brightness, s, st.Reason)
+		}
+	}
+	assert.GreaterOrEqual(t, lo, 0.5, "the priors' scale, taught by the moves, fell to %.3g", lo)
+	assert.LessOrEqual(t, hi, 2.0, "the priors' scale rose to %.3g", hi)
+}
+
+// TestModelColdKWithoutGateIsNotScaledByARefusalRatio: without an
+// admission gate, a first overload read from the refusals (56 % against a
+// 1 % target: pressure 56) sets K to about the work carried. The set
+// point over the pressure is a latency's measure of how much slower a
+// request got (model.go: "the latency is not its queue's, and is taken to
+// scale with a request's work"); for a refusal ratio it set K to 1.4 % of
+// the work carried (0.056 of 4 s of service a second), which every
+// feature off cannot meet, and the reason says the service carries that.
+func TestModelColdKWithoutGateIsNotScaledByARefusalRatio(t *testing.T) {
+	r := newWindowRig(t)
+	r.window, r.noGate = 1, true
+	var st *State
+	for range 2 {
+		st = r.period(300) // all on: 30 ms a request, 4 workers carry 4 s a second
+	}
+	k, _, _ := r.model()
+	assert.GreaterOrEqual(t, k, 0.5*r.workers, "K at the first overload: %s", st.Reason)
+}
