@@ -276,7 +276,7 @@ func (c *Controller) step(now time.Time, s signals.Snapshot) (*State, bool) {
 	}
 	c.expirePins(now)
 	c.schedule(now)
-	m.costs.observe(now, s.Tallies)
+	m.costs.observe(now, s.Tallies, 1/c.repeats(s.RecentSpan))
 	busy, busyOK := s.Get(cfg.RoomSignal)
 	if busy < 0 || busy > 1 {
 		busyOK = false // not a share: ignore it

@@ -71,6 +71,9 @@ type costs struct {
 	delta []weighted // per feature: Δ̂ᵢ in seconds
 	base  weighted   // b̂ in seconds
 	ticks []int
+	// part accumulates the weights of the periods that saw an interval
+	// also seen by others (see observe's w) toward the next whole tick.
+	part  []float64
 	last  time.Time
 	index map[string]int
 }
@@ -113,7 +116,7 @@ func (m weighted) se() float64 {
 }
 
 func newCosts(features []Feature) *costs {
-	c := &costs{delta: make([]weighted, len(features)), ticks: make([]int, len(features)), index: make(map[string]int, len(features))}
+	c := &costs{delta: make([]weighted, len(features)), ticks: make([]int, len(features)), part: make([]float64, len(features)), index: make(map[string]int, len(features))}
 	for i, f := range features {
 		c.index[f.Name] = i
 	}
@@ -121,7 +124,7 @@ func newCosts(features []Feature) *costs {
 }
 
 // observe folds one tick's tallies in at now. It allocates nothing.
-func (c *costs) observe(now time.Time, ts []signals.Tally) {
+func (c *costs) observe(now time.Time, ts []signals.Tally, w float64) {
 	if len(ts) == 0 {
 		return
 	}
@@ -149,8 +152,11 @@ func (c *costs) observe(now time.Time, ts []signals.Tally) {
 		d := t.On.Mean() - t.Off.Mean()
 		non, noff := float64(t.On.N), float64(t.Off.N)
 		spread := ((non-1)*t.On.Var() + (noff-1)*t.Off.Var()) / (non + noff - 2) // pooled
-		c.delta[i].add(d, 1/(1/non+1/noff), spread)
-		c.ticks[i]++
+		c.delta[i].add(d, w/(1/non+1/noff), spread)
+		if c.part[i] += w; c.part[i] >= 1-1e-9 {
+			c.ticks[i]++
+			c.part[i]--
+		}
 	}
 	if all.N < 2 {
 		return
@@ -165,7 +171,7 @@ func (c *costs) observe(now time.Time, ts []signals.Tally) {
 			b -= float64(t.On.N) / float64(t.On.N+t.Off.N) * d
 		}
 	}
-	c.base.add(b, float64(all.N), all.Var())
+	c.base.add(b, w*float64(all.N), all.Var())
 }
 
 // estimate returns feature i's estimate.

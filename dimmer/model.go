@@ -121,15 +121,19 @@ func (c *Controller) observe(now time.Time, s signals.Snapshot, busy float64, bu
 		// a request's work (the source's latency is its service time),
 		// as a tally of the window's completions would give it — their
 		// second moment an exponential's, 2·mean².
+		// A period's worth of them (the window's periods overlap: the
+		// next period's mean is mostly this one's, and counting the
+		// whole window's completions each period would make the
+		// trackers as sure of it as of that many independent requests).
 		mean, okm := s.Get(signals.LatencyMean)
-		if n := math.Round(max(o.rate, 0) * s.Window.Seconds()); okm && mean > 0 && n >= 1 {
+		if n := math.Round(max(o.rate, 0) * cfg.Tick.Seconds()); okm && mean > 0 && n >= 1 {
 			o.latency = signals.Moments{N: int64(n), Sum: mean * n, SumSq: 2 * mean * mean * n}
-			o.latencySpan = s.Window
+			o.latencySpan = cfg.Tick
 		}
 	}
 	if s.RecentSpan > 0 {
 		sp := s.RecentSpan.Seconds()
-		o.recentSpan, o.recentLoad, o.recentRate = s.RecentSpan, float64(s.Recent.Arrived)/sp, float64(s.Recent.Completed)/sp
+		o.recentSpan, o.recentLoad = s.RecentSpan, float64(s.Recent.Arrived)/sp
 	}
 	// Saturated: a full gate, and arrivals beyond the completions —
 	// refused or queued — so the completions are what the service can do.
@@ -148,9 +152,9 @@ type observation struct {
 	// queued is the requests waiting at the admission gate (0 without one).
 	queued float64
 	// The same over the last period alone, when the source counts it.
-	recentLoad, recentRate float64
-	recentSpan             time.Duration
-	tallies                []signals.Tally
+	recentLoad float64
+	recentSpan time.Duration
+	tallies    []signals.Tally
 	// latency and latencySpan: without tallies, the window's completions
 	// as a tally of every request would give them (see observe).
 	latency     signals.Moments
@@ -187,7 +191,10 @@ func (c *Controller) demand(now time.Time, o observation) (seconds bool, busy, b
 	case o.latency.N > 0:
 		all, span = o.latency, o.latencySpan
 	}
-	seconds = all.N > 0 && all.Sum > 0 || m.mdl.capacity.seconds && (len(ts) > 0 || o.latencySpan > 0)
+	// The unit is seconds once a period has measured a time; a period
+	// that measured none (no completion in a stall) keeps the unit it
+	// had: nothing measured is no change of unit.
+	seconds = all.N > 0 && all.Sum > 0 || m.mdl.capacity.seconds
 	if m.mdl.scale == 0 {
 		m.mdl.scale = 1
 	}
@@ -222,12 +229,14 @@ func (c *Controller) demand(now time.Time, o observation) (seconds bool, busy, b
 			}
 		}
 		x, v := all.Mean(), max(all.Var(), 0)/float64(all.N)
-		if all.N >= minJumpCount {
+		if all.N >= minJumpCount && len(ts) > 0 {
+			// Only a period's own tallies teach: a window's mean latency
+			// is mostly of the levels before a move.
 			c.teach(x-learned, v, prior)
 		}
 		m.mdl.moveAt = time.Time{} // a move teaches with the period after it, or not at all
 		den := 1 + m.mdl.scale*prior
-		m.mdl.base.update((x-learned)/den, v/(den*den), fastWeight(m.sigWindow.Seconds()/max(span.Seconds(), 1e-3)), all.N >= minJumpCount)
+		m.mdl.base.update((x-learned)/den, c.repeats(span)*v/(den*den), fastWeight(m.sigWindow.Seconds()/c.cfg.Tick.Seconds()), all.N >= minJumpCount)
 		if sp := span.Seconds(); sp > 0 {
 			// The work of a count of requests: its variance is the
 			// count's times a request's second moment.
@@ -235,7 +244,7 @@ func (c *Controller) demand(now time.Time, o observation) (seconds bool, busy, b
 		}
 	}
 	m.mdl.w0 = 1
-	if seconds && m.mdl.base.ok {
+	if seconds && m.mdl.base.ok && m.mdl.base.est > 0 {
 		m.mdl.w0 = m.mdl.base.est
 	}
 	for i, f := range fs {
@@ -268,7 +277,7 @@ func (c *Controller) teach(y, v, after float64) {
 	}
 	m.moveAt = time.Time{}
 	before, s := m.movePrior, m.scale
-	if !m.base.ok || m.base.est <= 0 {
+	if !m.base.ok || m.base.est <= 0 || !(y > 0) {
 		return
 	}
 	pred := (after - before) * s / (1 + s*before) // the predicted relative change
@@ -284,14 +293,21 @@ func (c *Controller) teach(y, v, after float64) {
 	// a few noisy periods teaches a factor of 2, one of thousands of
 	// requests as far as it measured.
 	step := math.Pow(maxScaleStep, math.Abs(pred)/(teachZ*max(noise, 1e-9)))
+	moved := a - 1 // the measured relative change
 	switch {
-	case math.IsNaN(r) || math.IsInf(r, 0) || r <= 0:
-		// The work moved the other way from the prediction, or by more
-		// than any scale explains: as far as the move may teach.
-		r = step
-		if (y/((1+s*after)*m.base.est)-1)*pred < 0 {
-			r = 1 / step
-		}
+	case moved*pred < 0 && math.Abs(moved) > teachZ*noise:
+		// The work moved the other way from the prediction, beyond the
+		// noise: one period contradicts the move (a pause, a cold cache)
+		// — it says the scale is off, not by how much: maxScaleStep,
+		// however sure the period.
+		r = 1 / maxScaleStep
+	case math.IsNaN(r) || math.IsInf(r, 0):
+		// More than any scale explains, the prediction's way.
+		r = maxScaleStep
+	case r <= 0:
+		// The work did not move, within its noise: the features cost
+		// less than the priors by as far as the evidence reaches.
+		r = 1 / step
 	default:
 		r = min(max(r, 1/step), step)
 	}
@@ -356,6 +372,15 @@ func (c *Controller) carriedNow(b, lam, period float64) float64 {
 	return lam * m.mean * (1 - carriedZ*math.Sqrt(rel))
 }
 
+// repeats is how many periods see the interval span — the fleet's
+// sources report an instance's latest interval until its next reading, so
+// a daemon that ticks faster than its instances push sees one interval
+// several times: each sighting then counts for that share of a period
+// (its variance times repeats), so that one interval weighs as one.
+func (c *Controller) repeats(span time.Duration) float64 {
+	return max(1, span.Seconds()/c.cfg.Tick.Seconds())
+}
+
 // estimateLoad follows the offered load with a tracker of the periods'
 // arrival rates (see tracker). Without per-period counts it is the
 // source's windowed rate.
@@ -367,8 +392,9 @@ func (c *Controller) estimateLoad(o observation) float64 {
 	}
 	s := o.recentSpan.Seconds()
 	v := max(m.mdl.load.est, o.recentLoad, 1/s) / s // a Poisson count's variance, as a rate
+	v *= c.repeats(o.recentSpan)
 	m.mdl.load.moves = true
-	if m.mdl.load.update(o.recentLoad, v, fastWeight(m.sigWindow.Seconds()/s), true) {
+	if m.mdl.load.update(o.recentLoad, v, fastWeight(m.sigWindow.Seconds()/c.cfg.Tick.Seconds()), true) {
 		m.mdl.regime = true
 	}
 	return m.mdl.load.est
@@ -430,7 +456,9 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 			// service that got slower, not one that queues): K is the
 			// work carried now times the set point over the pressure.
 			k := busy
-			if o.room || !o.gate {
+			if (o.room || !o.gate) && o.top >= 0 && o.top < len(cfg.Targets) && cfg.Targets[o.top].Signal.IsDuration() {
+				// (A latency: a refusal ratio does not scale with a
+				// request's work.)
 				k *= min(1, cfg.Setpoint/o.p)
 			}
 			e.k, e.src = k, capCold

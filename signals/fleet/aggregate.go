@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -119,12 +120,15 @@ type aggregate struct {
 	noRoom, atGate                       float64
 	gate                                 signals.GateReading
 	gateOK                               bool
-	// recent sums the instances' counts over their latest interval
-	// (between their last two readings); recentSpan sums those
-	// intervals' lengths, of recentN instances.
-	recent     signals.ClassCounts
-	recentSpan float64
-	recentN    int
+	// recent is each instance's counts over its latest interval (between
+	// its last two readings), and that interval's length.
+	recent []interval
+}
+
+// interval is an instance's counts over el seconds.
+type interval struct {
+	counts signals.ClassCounts
+	el     float64
 }
 
 // add takes one instance's series; name starts its errors ("scrape
@@ -162,6 +166,7 @@ func (f *aggregate) add(name string, s series) {
 		for c := range st.classes {
 			restarted = restarted || !covers(st.classes[c], prev.st.classes[c])
 		}
+		var sum signals.ClassCounts
 		for c := range st.classes {
 			d := st.classes[c]
 			if !restarted {
@@ -169,11 +174,10 @@ func (f *aggregate) add(name string, s series) {
 			}
 			f.noRoom += float64(d.NoRoom())
 			f.atGate += float64(d.AtGate())
-			f.recent.Merge(d)
+			sum.Merge(d)
 		}
 		if el := elapsed(prev, last); el > 0 {
-			f.recentSpan += el
-			f.recentN++
+			f.recent = append(f.recent, interval{sum, el})
 		}
 	}
 	if st.hasLat {
@@ -238,12 +242,20 @@ func (f *aggregate) finish() {
 			snap.Set(signals.GateBusy, min(f.noRoom/f.atGate, 1))
 		}
 	}
-	if f.recentN > 0 {
-		// What the fleet's latest period brought: each instance's
-		// latest interval, summed, over their mean length (the
-		// instances push, or are scraped, on the same period).
-		snap.Recent = f.recent
-		snap.RecentSpan = time.Duration(f.recentSpan / float64(f.recentN) * float64(time.Second))
+	if len(f.recent) > 0 {
+		// What the fleet's latest period brought: each instance's latest
+		// interval, brought to the intervals' mean length (its counts
+		// times the mean over its own length: instances that push on
+		// different periods add their rates, not their counts), summed.
+		var span float64
+		for _, in := range f.recent {
+			span += in.el
+		}
+		span /= float64(len(f.recent))
+		for _, in := range f.recent {
+			snap.Recent.Merge(scaleCounts(in.counts, span/in.el))
+		}
+		snap.RecentSpan = time.Duration(span * float64(time.Second))
 	}
 	if f.gateOK {
 		snap.Set(signals.GateLimit, f.gate.Limit)
@@ -293,4 +305,17 @@ func mergeDelta(into *hist, cur, old hist) error {
 		d = cur // restarted, or its buckets changed: its counts since then
 	}
 	return into.add(d)
+}
+
+// scaleCounts returns c's counts times f, rounded.
+func scaleCounts(c signals.ClassCounts, f float64) signals.ClassCounts {
+	if f == 1 {
+		return c
+	}
+	sc := func(n uint64) uint64 { return uint64(math.Round(float64(n) * f)) }
+	out := signals.ClassCounts{Arrived: sc(c.Arrived), Completed: sc(c.Completed), Failed: sc(c.Failed), Good: sc(c.Good), Waited: sc(c.Waited)}
+	for i, r := range c.Rejected {
+		out.Rejected[i] = sc(r)
+	}
+	return out
 }
