@@ -28,12 +28,12 @@ import "math"
 // several periods, widens its band for as long (read as the latest
 // period's variance instead, it made a jump of every such outlier). The
 // estimate then restarts from the two periods' mean. A level that moves
-// (the offered load) is let rise from one period: a single period jumpZ
+// (the offered load) is let rise from one period: a single period riseZ
 // standard errors over the estimate restarts it from that period — a
 // period served for the old load after the new one came costs users
 // their answers, where a period more to confirm a fall costs only some
-// optional content (on the lab's square waves, 1.3 points more users in
-// time with one worker; at constant loads, no run less calm).
+// optional content (on the lab's square waves, half a point to a point
+// more users in time; at constant loads, no run less calm).
 type tracker struct {
 	fast, est float64
 	p         float64 // the variance of est
@@ -59,6 +59,13 @@ const (
 	// the levels to stay within a few hundredths. A drift faster than the
 	// memory follows is found by the jump test.
 	trackMemory = 120.0
+	// riseZ is the standard errors (of a Poisson count) by which one
+	// period must exceed the estimate of a level that moves for the rise
+	// to be taken at once: √2·jumpZ, so that arrivals twice as dispersed
+	// as Poisson's (a crawler's bursts, retries in step) must still stand
+	// jumpZ of their own standard errors over it — a real step of the
+	// load (one that triples from 25/s is 5.8) is past it in one period.
+	riseZ = math.Sqrt2 * jumpZ
 	// jumpPeriods and moveMemory: after a jump of J the level is taken to
 	// go on moving by about J/jumpPeriods a period (a jump is found over
 	// about two), which the estimate is let follow, and that allowance is
@@ -92,7 +99,7 @@ func (t *tracker) update(x, v, fast float64, jump bool) bool {
 	case math.Abs(t.fast-t.est) > jumpZ*math.Sqrt(t.fv+t.p):
 		dir = sign(t.fast - t.est)
 	}
-	if dir > 0 && t.moves && math.Abs(x-t.est) > jumpZ*math.Sqrt(v+t.p) {
+	if dir > 0 && t.moves && x-t.est > riseZ*math.Sqrt(v+t.p) {
 		// A level that moves (the offered load), up by jumpZ standard
 		// errors in one period: a rise is taken at once — a period
 		// served for the old load when the new one has come costs
