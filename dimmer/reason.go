@@ -2,6 +2,7 @@ package dimmer
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -220,7 +221,11 @@ func (c *Controller) describeModel(w why) string {
 		case m.mdl.learned[i]:
 			fmt.Fprintf(&b, ", %s costs %.2f±%.2f of an all-off request (learned)", f, e.Value, e.SE)
 		default:
-			fmt.Fprintf(&b, ", %s costs %.2f of an all-off request (configured)", f, c.cfg.Features[i].Cost)
+			if sc := m.mdl.scale; sc > 0 && math.Abs(sc-1) > 0.005 {
+				fmt.Fprintf(&b, ", %s costs %.3g of an all-off request (configured %.3g, × %.3g taught by the moves)", f, c.cfg.Features[i].Cost*sc, c.cfg.Features[i].Cost, sc)
+			} else {
+				fmt.Fprintf(&b, ", %s costs %.2f of an all-off request (configured)", f, c.cfg.Features[i].Cost)
+			}
 		}
 	}
 	fmt.Fprintf(&b, " → brightness %.2f", w.budget)
