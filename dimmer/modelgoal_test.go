@@ -1,12 +1,12 @@
 package dimmer_test
 
 import (
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/brownout/brownout/dimmer"
 	"github.com/brownout/brownout/internal/lab"
 	"github.com/brownout/brownout/internal/race"
 	"github.com/brownout/brownout/sim"
@@ -39,12 +39,40 @@ const (
 	modelDipFollow    = 10
 )
 
+// modelLawConfig is the lab's controller configuration on the model law.
+func modelLawConfig() dimmer.Config {
+	dc := sim.BrownoutConfig(sim.BrownoutTarget)
+	dc.Model = true
+	return dc
+}
+
+// thetaAt is the oracle's θ* at load.
+func thetaAt(t *testing.T, load float64) float64 {
+	for _, row := range readOracle(t) {
+		if row.Load == load {
+			return row.Theta
+		}
+	}
+	t.Fatalf("no oracle row at %v req/s", load)
+	return 0
+}
+
+// firstAt is the seconds from from to the first of secs that ok holds
+// for; −1 when none does.
+func firstAt(secs []sim.Second, from int, ok func(sim.Second) bool) int {
+	for _, s := range secs {
+		if ok(s) {
+			return s.T - from
+		}
+	}
+	return -1
+}
+
 func TestModelLawGoalSeeds(t *testing.T) {
 	if testing.Short() || race.Enabled {
 		t.Skip("140 lab runs of 300 s: skipped under -short and -race")
 	}
-	dc := sim.BrownoutConfig(sim.BrownoutTarget)
-	dc.Model = true
+	dc := modelLawConfig()
 	notCalm := 0
 	for _, row := range readOracle(t) {
 		runs := make([]judgedRun, judgeSeeds)
@@ -76,32 +104,12 @@ func TestModelLawCapacityDip(t *testing.T) {
 		t.Skip("600 s lab runs: skipped under -short and -race")
 	}
 	const from, dip, back = 120, 300, 420
-	theta := 0.0
-	for _, row := range readOracle(t) {
-		if row.Load == 100 {
-			theta = row.Theta
-		}
-	}
-	dc := sim.BrownoutConfig(sim.BrownoutTarget)
-	dc.Model = true
+	theta, dc := thetaAt(t, 100), modelLawConfig()
 	took := make([]int, dipSeeds)
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 2)
-	for i := range dipSeeds {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			res, _ := runControllerWith(dc, sim.Constant(100), uint32(judgeSeed0+i), 600*time.Second, sim.Dip(from*time.Second, dip*time.Second, 0.7))
-			took[i] = -1
-			for _, s := range res.Seconds[back:] {
-				if s.Level >= theta-0.1 {
-					took[i] = s.T - back
-					break
-				}
-			}
-		})
-	}
-	wg.Wait()
+	eachSeedOf(dipSeeds, func(i int, seed uint32) {
+		res, _ := runControllerWith(dc, sim.Constant(100), seed, 600*time.Second, sim.Dip(from*time.Second, dip*time.Second, 0.7))
+		took[i] = firstAt(res.Seconds[back:], back, func(s sim.Second) bool { return s.Level >= theta-0.1 })
+	})
 	t.Logf("θ* %.2f: seconds after the capacity's return to within 0.1 of it: %v", theta, took)
 	for i, s := range took {
 		assert.True(t, s >= 0 && s <= modelDipBack, "seed %d: back within %d s (%d)", judgeSeed0+i, modelDipBack, s)
@@ -113,30 +121,12 @@ func TestModelLawHalfCapacity(t *testing.T) {
 		t.Skip("600 s lab runs: skipped under -short and -race")
 	}
 	const from, dip, back = 120, 300, 420
-	theta := 0.0
-	for _, row := range readOracle(t) {
-		if row.Load == 100 {
-			theta = row.Theta
-		}
-	}
-	dc := sim.BrownoutConfig(sim.BrownoutTarget)
-	dc.Model = true
+	theta, dc := thetaAt(t, 100), modelLawConfig()
 	down, up := make([]int, judgeSeeds), make([]int, judgeSeeds)
 	eachSeed(func(i int, seed uint32) {
 		res, _ := runControllerWith(dc, sim.Constant(100), seed, 600*time.Second, sim.Dip(from*time.Second, dip*time.Second, 0.5))
-		down[i], up[i] = -1, -1
-		for _, s := range res.Seconds[from:back] {
-			if s.Level <= 0.1 {
-				down[i] = s.T - from
-				break
-			}
-		}
-		for _, s := range res.Seconds[back:] {
-			if s.Level >= theta-0.1 {
-				up[i] = s.T - back
-				break
-			}
-		}
+		down[i] = firstAt(res.Seconds[from:back], from, func(s sim.Second) bool { return s.Level <= 0.1 })
+		up[i] = firstAt(res.Seconds[back:], back, func(s sim.Second) bool { return s.Level >= theta-0.1 })
 	})
 	t.Logf("seconds from the drop to a brightness within 0.1 of 0: %v; from the return to within 0.1 of θ* %.2f: %v", down, theta, up)
 	for i := range down {

@@ -149,10 +149,13 @@ func runsAt(t *testing.T, load float64) []judgedRun {
 }
 
 // eachSeed runs f for the goal's seeds, two at a time.
-func eachSeed(f func(i int, seed uint32)) {
+func eachSeed(f func(i int, seed uint32)) { eachSeedOf(judgeSeeds, f) }
+
+// eachSeedOf runs f on n seeds from judgeSeed0, two at a time.
+func eachSeedOf(n int, f func(i int, seed uint32)) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 2)
-	for i := range judgeSeeds {
+	for i := range n {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
