@@ -182,7 +182,17 @@ func newModelRig(t *testing.T) *modelRig {
 
 // period steps one second at offered load lam with the levels published.
 func (r *modelRig) period(lam float64) *State {
-	st := r.c.State()
+	s := r.snap(lam, r.c.State(), 5*time.Second)
+	r.now = r.now.Add(time.Second)
+	s.Time = r.now
+	return r.c.Step(r.now, s)
+}
+
+// snap is a second's snapshot at offered load lam, every feature at the
+// levels of st, over a signal window of window: the second's counts in
+// Recent (RecentSpan 1 s) and its tallies, each request of the base
+// work plus the costs of the features it got, ±20 %.
+func (r *modelRig) snap(lam float64, st *State, window time.Duration) signals.Snapshot {
 	var tallies [2]signals.Tally
 	tallies[0].Feature, tallies[1].Feature = "recommendations", "reviews"
 	work := r.base
@@ -192,7 +202,6 @@ func (r *modelRig) period(lam float64) *State {
 	}
 	served := min(lam, r.workers/work)
 	n := int(served)
-	var all signals.Moments
 	for range n {
 		s := r.base
 		var on [2]bool
@@ -204,7 +213,6 @@ func (r *modelRig) period(lam float64) *State {
 			}
 		}
 		s *= 0.8 + 0.4*r.rng.Float64()
-		all.Add(s)
 		for i := range tallies {
 			if on[i] {
 				tallies[i].On.Add(s)
@@ -213,13 +221,11 @@ func (r *modelRig) period(lam float64) *State {
 			}
 		}
 	}
-	r.now = r.now.Add(time.Second)
-	s := signals.Snapshot{Time: r.now, Window: 5 * time.Second, Tallies: tallies[:], RecentSpan: time.Second}
+	s := signals.Snapshot{Window: window, Tallies: tallies[:], RecentSpan: time.Second}
 	s.Recent.Arrived, s.Recent.Completed = uint64(lam), uint64(n)
 	s.Set(signals.ArrivalRate, lam)
 	s.Set(signals.Throughput, served)
-	refused := max(lam-served, 0) / lam
-	s.Set(signals.RejectRatio, refused)
+	s.Set(signals.RejectRatio, max(lam-served, 0)/lam)
 	u := lam * work / r.workers
 	busy := 0.0
 	if u >= 1 {
@@ -227,7 +233,7 @@ func (r *modelRig) period(lam float64) *State {
 	}
 	s.Set(signals.GateBusy, busy)
 	s.Set(signals.LatencyP99, 0.05+0.2*min(u, 1))
-	return r.c.Step(r.now, s)
+	return s
 }
 
 // TestModelFollowsTheLoad: the first saturated period measures the

@@ -11,50 +11,11 @@ import (
 )
 
 // pushSnap is what brownoutd's push source reports after a push interval
-// of one second at load lam, every feature at the levels of st: the
-// interval's counts in Recent (RecentSpan 1 s) and its tallies — the same
-// until the next push, however often the daemon ticks.
+// of one second at load lam, every feature at the levels of st (snap, over
+// the push source's 10 s window) — the same until the next push, however
+// often the daemon ticks.
 func (r *modelRig) pushSnap(lam float64, st *State) signals.Snapshot {
-	var tallies [2]signals.Tally
-	tallies[0].Feature, tallies[1].Feature = "recommendations", "reviews"
-	work := r.base
-	for i := range r.costs {
-		l, _ := st.Level(tallies[i].Feature, "")
-		work += l * r.costs[i]
-	}
-	served := min(lam, r.workers/work)
-	n := int(served)
-	for range n {
-		s := r.base
-		var on [2]bool
-		for i := range r.costs {
-			l, _ := st.Level(tallies[i].Feature, "")
-			if r.rng.Float64() < l {
-				s += r.costs[i]
-				on[i] = true
-			}
-		}
-		s *= 0.8 + 0.4*r.rng.Float64()
-		for i := range tallies {
-			if on[i] {
-				tallies[i].On.Add(s)
-			} else {
-				tallies[i].Off.Add(s)
-			}
-		}
-	}
-	s := signals.Snapshot{Window: 10 * time.Second, Tallies: tallies[:], RecentSpan: time.Second}
-	s.Recent.Arrived, s.Recent.Completed = uint64(lam), uint64(n)
-	s.Set(signals.ArrivalRate, lam)
-	s.Set(signals.Throughput, served)
-	s.Set(signals.RejectRatio, max(lam-served, 0)/lam)
-	busy := 0.0
-	if lam*work/r.workers >= 1 {
-		busy = 1
-	}
-	s.Set(signals.GateBusy, busy)
-	s.Set(signals.LatencyP99, 0.05+0.2*min(lam*work/r.workers, 1))
-	return s
+	return r.snap(lam, st, 10*time.Second)
 }
 
 // TestModelCountsARepeatedPeriodOnce: brownoutd ticking every 250 ms over
