@@ -94,13 +94,7 @@ func startTalliedLoad(ctx context.Context, t testing.TB, c *http.Client, ctl *di
 			case <-tk.C:
 			}
 			now := time.Now()
-			lat := time.Duration(0)
-			for _, ph := range schedule {
-				if now.Sub(start) < ph.until {
-					lat = ph.latency
-					break
-				}
-			}
+			lat := latencyAt(schedule, now.Sub(start))
 			st := ctl.State()
 			var tally signals.RequestTally
 			rec.BeginTally(&tally, ctx)

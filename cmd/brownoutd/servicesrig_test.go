@@ -130,6 +130,17 @@ type phase struct {
 	until   time.Duration // since the load's start
 }
 
+// latencyAt is the latency of the schedule's phase at elapsed since the
+// load's start; 0 after the last.
+func latencyAt(schedule []phase, elapsed time.Duration) time.Duration {
+	for _, ph := range schedule {
+		if elapsed < ph.until {
+			return ph.latency
+		}
+	}
+	return 0
+}
+
 func startRigLoad(ctx context.Context, t testing.TB, c *http.Client, svc, token, instance string, interval time.Duration, schedule []phase) *rigLoad {
 	t.Helper()
 	l := &rigLoad{rec: signals.NewRecorder(signals.Config{})}
@@ -149,13 +160,7 @@ func startRigLoad(ctx context.Context, t testing.TB, c *http.Client, svc, token,
 			case <-t.C:
 			}
 			now := time.Now()
-			lat := time.Duration(0)
-			for _, ph := range schedule {
-				if now.Sub(start) < ph.until {
-					lat = ph.latency
-					break
-				}
-			}
+			lat := latencyAt(schedule, now.Sub(start))
 			if lat > 0 {
 				l.rec.Arrive(signals.Default)
 				l.rec.Done(signals.Default, now.Add(-lat), now, false, time.Time{})
