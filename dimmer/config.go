@@ -277,6 +277,12 @@ type Config struct {
 	// request's work; Evidence, MaxStep, DownGain, UpGain, Proportional,
 	// MaxRise and LoadMargin are not read.
 	Model bool
+	// Probe is the share of the users the model law withholds a feature
+	// from while it is all on, and gives it to while it is all off, so
+	// that its cost stays measured (see the package documentation, "The
+	// probe"). Default DefaultProbe (3 %); at most 0.2; a negative value
+	// turns the probe off. The search law does not probe.
+	Probe float64
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -325,6 +331,12 @@ func (c Config) withDefaults() (Config, error) {
 		c.MaxShed = 2
 	case c.MaxShed < 0:
 		c.MaxShed = 0
+	}
+	switch {
+	case c.Probe == 0:
+		c.Probe = DefaultProbe
+	case c.Probe < 0:
+		c.Probe = 0
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -375,6 +387,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.StaleAfter < 1 {
 		bad("stale after %d periods: want at least 1", c.StaleAfter)
+	}
+	if !(c.Probe >= 0 && c.Probe <= MaxProbe) {
+		bad("probe %v: want at most %v (a share of the users), or negative for none", c.Probe, MaxProbe)
 	}
 	if !(c.MaxShed >= 0 && c.MaxShed <= 2) {
 		bad("max shed %v: want 0 to 2", c.MaxShed)

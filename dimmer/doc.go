@@ -278,8 +278,12 @@
 // measured in saturated periods and corrected by the mean distance of the
 // targets' pressure from the set point, with Kesten's rule (capacity.go); the load and w₀ are followed by
 // Kalman trackers that grow more precise while a level holds and jump on
-// a change (track.go). model.go has the law; docs/model.md its figures in
-// the lab and what it still lacks before it can be the default.
+// a change (track.go). So that every feature's cost stays measured, not
+// only the one the ladder holds fractional, the law keeps each level
+// within [p, 1 − p] (the probe, probe.go: p at most Config.Probe, 5 %,
+// and as small as the load allows). model.go has the law; docs/model.md
+// its figures in the lab and what it still lacks before it can be the
+// default.
 //
 // # Scheduled caps
 //

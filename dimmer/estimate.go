@@ -38,9 +38,11 @@ const (
 	// feature of a tenth of a page within a few per cent.
 	costMemory = time.Minute
 	// minContrastSide is the fewest requests on each side (rendered, not
-	// rendered) for a tick's contrast to count: a variance needs two, and
-	// five keep one slow request from swinging the tick.
-	minContrastSide = 5
+	// rendered) for a tick's contrast to count: a variance needs two. A
+	// tick weighs by its counts (see weighted), so one with a few
+	// rendered requests — a probe's at a light load — weighs as little as
+	// it knows, and a slow request among them does not swing the mean.
+	minContrastSide = 2
 )
 
 // costs estimates each feature's cost online from the dimmer's own

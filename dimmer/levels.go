@@ -106,9 +106,10 @@ func (c *Controller) levels() []float64 {
 				continue
 			}
 		default:
-			out[i] = c.quantize(c.ladder(i, m.brightness))
+			probe := c.probeAt(m.brightness)
+			out[i] = c.quantize(c.lit(i, m.brightness, probe))
 			for j := range seg {
-				seg[j] = c.quantize(c.ladder(i, m.brightness+c.cfg.Segments[j].Offset))
+				seg[j] = c.quantize(c.lit(i, m.brightness+c.cfg.Segments[j].Offset, probe))
 			}
 		}
 		if m.capBy[i] < 0 {
@@ -170,7 +171,8 @@ func (c *Controller) held(old *State, i int, lv *float64, seg []float64) bool {
 // computed is feature i's level by the law under the scheduled caps
 // (FeatureState.Computed).
 func (c *Controller) computed(i int) float64 {
-	return min(c.quantize(c.ladder(i, c.mu.brightness)), c.mu.caps[i])
+	b := c.mu.brightness
+	return min(c.quantize(c.lit(i, b, c.probeAt(b))), c.mu.caps[i])
 }
 
 // featureMode is feature i's mode; levels must have run. Callers hold the

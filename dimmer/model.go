@@ -94,6 +94,10 @@ type modelState struct {
 	// levelsAt is when the levels last moved: a signal window that began
 	// before it measures the levels before, and corrects nothing.
 	levelsAt time.Time
+	// probe: the law probes (see probe.go), as of the last step, and
+	// probeShare the share of the users it takes (0 until it starts).
+	probe      bool
+	probeShare float64
 }
 
 // size makes the per-feature slices for nf features.
@@ -215,7 +219,7 @@ func (c *Controller) demand(now time.Time, o observation) (seconds bool, busy, b
 		prior, learned := 0.0, 0.0
 		b := max(m.brightness, 0)
 		for i, f := range fs {
-			sh := c.ladder(i, b)
+			sh := c.lit(i, b, c.probeAt(b))
 			for _, t := range ts {
 				if t.Feature == f.Name && t.On.N+t.Off.N > 0 {
 					sh = float64(t.On.N) / float64(t.On.N+t.Off.N)
@@ -320,9 +324,9 @@ func (c *Controller) teach(y, v, after float64) {
 // request's, plus the costs of the features b renders.
 func (c *Controller) work(b float64) float64 {
 	m := &c.mu.mdl
-	w := m.w0
+	w, probe := m.w0, c.probeAt(b)
 	for i := range c.cfg.Features {
-		w += c.ladder(i, b) * m.cost[i]
+		w += c.lit(i, b, probe) * m.cost[i]
 	}
 	return max(w, 0)
 }
@@ -546,10 +550,13 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 	m.mdl.moveAt, m.mdl.movePrior = now, 0
 	for i, f := range cfg.Features {
 		if !m.mdl.learned[i] {
-			m.mdl.movePrior += c.ladder(i, max(b, 0)) * f.Cost
+			m.mdl.movePrior += c.lit(i, max(b, 0), c.probeAt(b)) * f.Cost
 		}
 	}
 	m.brightness, m.mdl.levelsAt = target, now
+	if m.mdl.probe {
+		m.mdl.probeShare = c.probeShare(lam) // (see probeShare)
+	}
 	if target < b {
 		w.kind, w.feature = whyDim, c.dimming(b)
 	} else {

@@ -167,15 +167,22 @@ type modelRig struct {
 	rng     *rand.Rand
 }
 
-func newModelRig(t *testing.T) *modelRig {
-	c, err := New(Config{
+func newModelRig(t *testing.T) *modelRig { return newModelRigWith(t, nil) }
+
+// newModelRigWith is newModelRig with its configuration changed by edit.
+func newModelRigWith(t *testing.T, edit func(*Config)) *modelRig {
+	cfg := Config{
 		Model: true,
 		Targets: []Target{
 			{Signal: signals.LatencyP99, Target: 0.3},
 			{Signal: signals.RejectRatio, Target: 0.01, DimOnly: true},
 		},
 		Features: []Feature{{Name: "recommendations", Rank: 0, Cost: 1.5}, {Name: "reviews", Rank: 1, Cost: 0.5}},
-	})
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	c, err := New(cfg)
 	require.NoError(t, err)
 	return &modelRig{t: t, c: c, now: time.Unix(1000, 0), workers: 4, base: 0.01, costs: []float64{0.015, 0.005}, rng: rand.New(rand.NewPCG(3, 4))}
 }

@@ -87,6 +87,9 @@ type lawConfig struct {
 	Quantum      float64  `yaml:"quantum"`
 	StaleAfter   int      `yaml:"stale_after"`
 	MaxShed      float64  `yaml:"max_shed"`
+	// Probe (model law): the most of the users a feature all on or all
+	// off is flipped for, so that its cost stays measured; negative: off.
+	Probe float64 `yaml:"probe"`
 }
 
 type targetCfg struct {
@@ -403,7 +406,7 @@ func resolveService(name string, fc *serviceFields, prefix string, top func(path
 	d := dimmer.Config{Tick: time.Duration(fc.Tick), Model: model, High: fc.Law.High, Low: fc.Law.Low, Hold: time.Duration(fc.Law.Hold),
 		DownGain: fc.Law.DownGain, UpGain: fc.Law.UpGain, Proportional: fc.Law.Proportional, MaxRise: fc.Law.MaxRise,
 		Evidence: fc.Law.Evidence, MaxStep: fc.Law.MaxStep, Quantum: fc.Law.Quantum,
-		StaleAfter: fc.Law.StaleAfter, MaxShed: fc.Law.MaxShed}
+		StaleAfter: fc.Law.StaleAfter, MaxShed: fc.Law.MaxShed, Probe: fc.Law.Probe}
 	if d.Tick != 0 && d.Tick < 100*time.Millisecond {
 		at("tick", "%v: at least 100ms", d.Tick)
 	}
@@ -418,6 +421,12 @@ func resolveService(name string, fc *serviceFields, prefix string, top func(path
 	}
 	if d.Quantum > 0.5 {
 		at("law.quantum", "%v: at most 0.5", d.Quantum)
+	}
+	switch p := fc.Law.Probe; {
+	case p != 0 && !model:
+		at("law.probe", "only the model law probes (law.kind: model); remove it")
+	case math.IsNaN(p) || p > dimmer.MaxProbe:
+		at("law.probe", "%v: at most %v (a share of the users), or negative for no probe", p, dimmer.MaxProbe)
 	}
 	for i, t := range fc.Targets {
 		p := fmt.Sprintf("targets[%d]", i)

@@ -109,6 +109,10 @@ func TestLawKind(t *testing.T) {
 		{src: "law: {kind: search, evidence: 3, max_step: 0.2}\n", model: false},
 		{src: "law: {kind: model}\n", model: true},
 		{src: "law: {kind: model, high: 0.9, low: 0.6, hold: 10s, quantum: 0.02, stale_after: 5, max_shed: 1}\n", model: true},
+		{src: "law: {kind: model, probe: 0.1}\n", model: true},
+		{src: "law: {kind: model, probe: -1}\n", model: true},
+		{src: "law: {kind: model, probe: 0.5}\n", errs: []string{"line 1: law.probe: 0.5: at most 0.2 (a share of the users), or negative for no probe"}},
+		{src: "law: {probe: 0.05}\n", errs: []string{"line 1: law.probe: only the model law probes (law.kind: model); remove it"}},
 		{src: "law: {kind: Model}\n", errs: []string{`line 1: law.kind: "Model": want search (the default) or model (experimental)`}},
 		{src: "law: {kind: pid}\n", errs: []string{`law.kind: "pid"`}},
 		{src: "law:\n  kind: model\n  evidence: 3\n", errs: []string{
