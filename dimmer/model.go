@@ -91,6 +91,8 @@ type modelState struct {
 	// capacity.go), and how many periods they are.
 	errSum float64
 	errN   int
+	// baseAt is when the all-off work last jumped (see teach).
+	baseAt time.Time
 	// levelsAt is when the levels last moved: a signal window that began
 	// before it measures the levels before, and corrects nothing.
 	levelsAt time.Time
@@ -240,7 +242,9 @@ func (c *Controller) demand(now time.Time, o observation) (seconds bool, busy, b
 		}
 		m.mdl.moveAt = time.Time{} // a move teaches with the period after it, or not at all
 		den := 1 + m.mdl.scale*prior
-		m.mdl.base.update((x-learned)/den, c.repeats(span)*v/(den*den), fastWeight(m.sigWindow.Seconds()/c.cfg.Tick.Seconds()), all.N >= minJumpCount)
+		if m.mdl.base.update((x-learned)/den, c.repeats(span)*v/(den*den), fastWeight(m.sigWindow.Seconds()/c.cfg.Tick.Seconds()), all.N >= minJumpCount) {
+			m.mdl.baseAt = now
+		}
 		if sp := span.Seconds(); sp > 0 {
 			// The work of a count of requests: its variance is the
 			// count's times a request's second moment.
@@ -276,10 +280,18 @@ func (c *Controller) demand(now time.Time, o observation) (seconds bool, busy, b
 // teaches nothing.
 func (c *Controller) teach(y, v, after float64) {
 	m := &c.mu.mdl
-	if m.moveAt.IsZero() {
+	at := m.moveAt
+	if at.IsZero() {
 		return
 	}
 	m.moveAt = time.Time{}
+	if !m.baseAt.IsZero() && at.Sub(m.baseAt) <= c.cfg.Tick {
+		// The all-off work jumped in the period of the move or the one
+		// before (the service changed: a capacity back, a dependency
+		// slower): the move's measured change is the service's as much
+		// as the priors', and it teaches nothing of them.
+		return
+	}
 	before, s := m.movePrior, m.scale
 	if !m.base.ok || m.base.est <= 0 || !(y > 0) {
 		return

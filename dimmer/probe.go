@@ -23,8 +23,9 @@ import (
 // feature gives it back and the load carried stays within K. Nothing is
 // probed where it would add to an overload the floors do not hold (every
 // feature at its floor, or shedding), without tallies to learn from (a
-// probe nobody measures is a cost with nothing learned), nor under the
-// search law; a pin, shadow mode, a freeze and a scheduled cap decide
+// probe nobody measures is a cost with nothing learned), at full
+// brightness while the load is under half of what the service carries
+// (probeRoom), nor under the search law; a pin, shadow mode, a freeze and a scheduled cap decide
 // over it (levels), as over every level the law sets.
 
 // DefaultProbe is Config.Probe's default: at most 5 % of the users — "a
@@ -45,11 +46,36 @@ const MaxProbe = 0.2
 // takes longer; at 1 000 a second the probe takes 1 %.
 const probeSample = 500
 
+// probeRoom is the share of K under which a load served at full
+// brightness needs no probe: at most half of what the service carries, a
+// doubling of the load still fits with every feature on, and what the
+// features cost matters only once the load grows — until then nobody
+// misses a feature for it. (A K not yet measured — a service never
+// overloaded — is no reason to probe either: its first overload makes the
+// dimmed features fractional, and the probe starts there.)
+const probeRoom = 0.5
+
 // probing reports whether the law probes now (see above): under the model
-// law, with a probe share, and tallies seen within costMemory.
+// law, with a probe share, tallies seen within costMemory, and the levels
+// dimmed or the load within reach of K (probeRoom).
 func (c *Controller) probing(now time.Time) bool {
-	last := c.mu.costs.last
-	return c.cfg.Model && c.cfg.Probe > 0 && !last.IsZero() && now.Sub(last) < costMemory
+	m := &c.mu
+	last := m.costs.last
+	if !c.cfg.Model || c.cfg.Probe <= 0 || last.IsZero() || now.Sub(last) >= costMemory {
+		return false
+	}
+	if m.brightness < 1 {
+		return true
+	}
+	k, lam := m.mdl.capacity.k, m.mdl.load.est
+	if k <= 0 || !m.mdl.load.ok {
+		return false
+	}
+	all := m.mdl.w0
+	for i, f := range c.cfg.Features {
+		all += (1 - f.Floor) * m.mdl.cost[i]
+	}
+	return lam*all > probeRoom*k
 }
 
 // probeShare is the share of the users the probe takes at the offered
