@@ -78,11 +78,15 @@ func (p *Pool) Busy() int64 { return p.busy.Load() }
 // releases it. It reports the time it held the worker to the request's
 // tally, when ctx carries one (signals.Held): the pool is the apps'
 // bottleneck, and a feature's cost is what it takes from it, not the
-// wait for a worker nor a remote call's time.
+// wait for a worker nor a remote call's time. A request that gives up
+// waiting reports that it held nothing.
 func (p *Pool) Do(ctx context.Context, d time.Duration) error {
 	select {
 	case p.slots <- struct{}{}:
 	case <-ctx.Done():
+		if !p.wallTime {
+			signals.Held(ctx, 0) // it took nothing from the pool: its wait is not work
+		}
 		return ErrGone
 	}
 	n := p.busy.Add(1)

@@ -88,3 +88,29 @@ func TestDoReportsTheTimeHeld(t *testing.T) {
 		})
 	}
 }
+
+// TestDoThatGivesUpHeldNothing: a request that gives up waiting for a
+// worker took nothing from the pool, and its tally says so (0, not the
+// time it waited) — else a queue of requests that time out counts their
+// waits as work, and the pool reads busier than it can be.
+func TestDoThatGivesUpHeldNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := signals.NewRecorder(signals.Config{})
+		require.NoError(t, rec.Features("recs"))
+		p := New(1)
+		go p.Do(context.Background(), time.Second) // holds the only worker
+		synctest.Wait()
+		var tl signals.RequestTally
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		require.True(t, rec.BeginTally(&tl, ctx))
+		signals.Evaluated(&tl, "recs", true)
+		start := time.Now()
+		require.ErrorIs(t, p.Do(&tl, 10*time.Millisecond), ErrGone)
+		rec.EndTally(&tl, time.Since(start)) // 100 ms waiting, nothing held
+		assert.Equal(t, int64(1), rec.Tallies()[0].On.N)
+		assert.Zero(t, rec.Tallies()[0].On.Sum, "the wait is not work")
+		time.Sleep(time.Second) // the holder's work ends
+		synctest.Wait()
+	})
+}
