@@ -85,21 +85,20 @@ type costs struct {
 // variance under a common spread — and not by its own sample variance:
 // service times are skewed, a tick whose sample came out fast has a small
 // variance as well, and weighing by it pulls the mean low (a feature of
-// 0.2 of a page read 0.17 on average over 40 runs). The spread enters the
-// standard error alone: Var = Σ wₜσₜ² / (Σ wₜ)².
+// 0.2 of a page read 0.17 on average over 40 runs). The ticks' own
+// variances enter the standard error alone: Var = Σ wₜ²·vₜ / (Σ wₜ)².
 type weighted struct{ w, s, q float64 }
 
 func (m *weighted) decay(f float64) { m.w *= f; m.s *= f; m.q *= f }
 
-// add folds in x with weight w and the spread (variance of one
-// observation) of its sample.
-func (m *weighted) add(x, w, spread float64) {
-	if !(w > 0) || math.IsNaN(x) || math.IsInf(x, 0) || math.IsNaN(spread) || math.IsInf(spread, 0) {
+// add folds in x with weight w and its variance v.
+func (m *weighted) add(x, w, v float64) {
+	if !(w > 0) || math.IsNaN(x) || math.IsInf(x, 0) || math.IsNaN(v) || math.IsInf(v, 0) {
 		return
 	}
 	m.w += w
 	m.s += w * x
-	m.q += w * spread
+	m.q += w * w * v
 }
 
 func (m weighted) mean() float64 {
@@ -153,8 +152,12 @@ func (c *costs) observe(now time.Time, ts []signals.Tally, w float64) {
 		}
 		d := t.On.Mean() - t.Off.Mean()
 		non, noff := float64(t.On.N), float64(t.Off.N)
-		spread := ((non-1)*t.On.Var() + (noff-1)*t.Off.Var()) / (non + noff - 2) // pooled
-		c.delta[i].add(d, w/(1/non+1/noff), spread)
+		// The contrast's variance from each side's own spread (Welch's;
+		// each side has minContrastSide requests at least): the side that
+		// renders a feature has more work, and often more spread, than
+		// the other — a spread pooled over both, weighted by a probe's few
+		// rendered requests against the many others, read it too small.
+		c.delta[i].add(d, w/(1/non+1/noff), t.On.Var()/non+t.Off.Var()/noff)
 		if c.part[i] += w; c.part[i] >= 1-1e-9 {
 			c.ticks[i]++
 			c.part[i]--
@@ -173,7 +176,7 @@ func (c *costs) observe(now time.Time, ts []signals.Tally, w float64) {
 			b -= float64(t.On.N) / float64(t.On.N+t.Off.N) * d
 		}
 	}
-	c.base.add(b, w*float64(all.N), all.Var())
+	c.base.add(b, w*float64(all.N), all.Var()/float64(all.N))
 }
 
 // estimate returns feature i's estimate.
