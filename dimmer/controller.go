@@ -277,12 +277,6 @@ func (c *Controller) step(now time.Time, s signals.Snapshot) (*State, bool) {
 	c.expirePins(now)
 	c.schedule(now)
 	m.costs.observe(now, s.Tallies, 1/c.repeats(s.RecentSpan))
-	switch m.mdl.probe = c.probing(now); {
-	case !m.mdl.probe:
-		m.mdl.probeShare = 0
-	case m.mdl.probeShare == 0:
-		m.mdl.probeShare = c.probeShare(m.mdl.load.est)
-	}
 	busy, busyOK := s.Get(cfg.RoomSignal)
 	if busy < 0 || busy > 1 {
 		busyOK = false // not a share: ignore it

@@ -433,6 +433,7 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 		w.load = lam // the reason gives the load the levels are set for
 	}
 	seconds, busy, busySE := c.demand(now, o)
+	c.setProbe(now, lam)
 	if seconds != e.seconds {
 		// The unit of work changed (tallies appeared or went): what K
 		// was measured in is no more.

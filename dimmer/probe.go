@@ -78,9 +78,23 @@ func (c *Controller) probing(now time.Time) bool {
 	return lam*all > probeRoom*k
 }
 
+// setProbe decides at now whether the law probes, and its share at the
+// offered load lam when it starts (or Config.Probe was lowered under it by
+// Reconfigure). The law calls it once a period has measured the costs.
+func (c *Controller) setProbe(now time.Time, lam float64) {
+	m := &c.mu.mdl
+	switch m.probe = c.probing(now); {
+	case !m.probe:
+		m.probeShare = 0
+	case m.probeShare == 0, m.probeShare > c.cfg.Probe:
+		m.probeShare = c.probeShare(lam)
+	}
+}
+
 // probeShare is the share of the users the probe takes at the offered
 // load lam (see probeSample), rounded up to the quantum so that it is
-// published as taken. The law sets it when it moves the levels (and when
+// published as taken, and at most Config.Probe (0 where the quantum is
+// wider). The law sets it when it moves the levels (and when
 // the probe starts): a load that drifts does not republish the levels.
 func (c *Controller) probeShare(lam float64) float64 {
 	p := c.cfg.Probe
@@ -88,7 +102,10 @@ func (c *Controller) probeShare(lam float64) float64 {
 		p = min(p, probeSample/(lam*costMemory.Seconds()))
 	}
 	q := c.cfg.Quantum
-	return min(max(math.Ceil(p/q-1e-9)*q, q), c.cfg.Probe)
+	if q > c.cfg.Probe+1e-9 {
+		return 0 // levels in quanta wider than the probe: a probe would be a quantum
+	}
+	return min(math.Ceil(p/q-1e-9)*q, math.Floor(c.cfg.Probe/q+1e-9)*q)
 }
 
 // probeBudget is the most of the optional work the levels give (the
@@ -109,8 +126,8 @@ type probeLevels struct{ down, up float64 }
 func (c *Controller) probeAt(b float64) probeLevels {
 	m := &c.mu.mdl
 	p := m.probeShare
-	if !m.probe || p <= 0 || b <= 0 {
-		return probeLevels{}
+	if !m.probe || p <= 0 || b <= 0 || !c.cfg.Model || p > c.cfg.Probe {
+		return probeLevels{} // (a Reconfigure may have changed the law or the probe since the last step)
 	}
 	var opt, off float64
 	for i, f := range c.cfg.Features {

@@ -74,6 +74,53 @@ func TestProbeShare(t *testing.T) {
 	for lam, want := range map[float64]float64{0: DefaultProbe, 50: DefaultProbe, 200: 0.05, 300: 0.03, 1000: 0.01, 1e6: 0.01} {
 		assert.InDelta(t, want, c.probeShare(lam), 1e-9, "load %v", lam)
 	}
+	// In quanta of 0.02, within a Probe of 0.05: 0.04 at most; in quanta
+	// wider than the probe, none.
+	for _, tc := range []struct{ quantum, probe, lam, want float64 }{
+		{0.02, 0.05, 50, 0.04}, {0.02, 0.05, 300, 0.04}, {0.02, 0.05, 1000, 0.02},
+		{0.1, 0.05, 50, 0}, {0.05, 0.05, 50, 0.05},
+	} {
+		c, err := New(Config{Model: true, Quantum: tc.quantum, Probe: tc.probe, Targets: []Target{{Signal: signals.LatencyP99, Target: 1}}, Features: []Feature{{Name: "a"}}})
+		require.NoError(t, err)
+		assert.InDelta(t, tc.want, c.probeShare(tc.lam), 1e-9, "%+v", tc)
+	}
+}
+
+// TestProbeFollowsAReconfiguredShare: a reload of the same configuration
+// keeps the probe; a Probe lowered by Reconfigure holds from the next
+// step, one turned off stops it, and so does a switch to the search law.
+func TestProbeFollowsAReconfiguredShare(t *testing.T) {
+	r := newModelRig(t)
+	for range 5 {
+		r.period(300)
+	}
+	var st *State
+	for range 10 {
+		st = r.period(100)
+	}
+	require.InDeltaSlice(t, []float64{0.95, 0.95}, levelsOf(st), 1e-9, st.Reason)
+	cfg := r.c.Config()
+	require.NoError(t, r.c.ReconfigureAt(r.now, cfg))
+	st = r.period(100)
+	require.InDeltaSlice(t, []float64{0.95, 0.95}, levelsOf(st), 1e-9, "the same configuration reloaded: the probe holds through the reload")
+	cfg.Probe = 0.02
+	require.NoError(t, r.c.ReconfigureAt(r.now, cfg))
+	st = r.period(100)
+	assert.InDeltaSlice(t, []float64{0.98, 0.98}, levelsOf(st), 1e-9)
+	cfg.Probe = -1
+	require.NoError(t, r.c.ReconfigureAt(r.now, cfg))
+	st = r.period(100)
+	assert.InDeltaSlice(t, []float64{1, 1}, levelsOf(st), 1e-9)
+
+	// Back to the model law's default, then to the search law: the
+	// reload's own state has no probe.
+	cfg.Probe = 0
+	require.NoError(t, r.c.ReconfigureAt(r.now, cfg))
+	st = r.period(100)
+	require.InDeltaSlice(t, []float64{0.95, 0.95}, levelsOf(st), 1e-9)
+	cfg.Model = false
+	require.NoError(t, r.c.ReconfigureAt(r.now, cfg))
+	assert.InDeltaSlice(t, []float64{1, 1}, levelsOf(r.c.State()), 1e-9, "the search law does not probe")
 }
 
 // TestProbeGivesWay: nothing is probed under the search law, with the
