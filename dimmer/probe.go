@@ -55,6 +55,13 @@ const probeSample = 500
 // dimmed features fractional, and the probe starts there.)
 const probeRoom = 0.5
 
+// probeRoomOff is the share of K under which a probe that runs at full
+// brightness stops: under probeRoom, so that a steady load whose noise
+// (and the estimates') straddles probeRoom·K does not start and stop the
+// probe every few periods — each time republishing the levels, and giving
+// the users probed their features back and taking them again.
+const probeRoomOff = 0.4
+
 // probing reports whether the law probes now (see above): under the model
 // law, with a probe share, tallies seen within costMemory, and the levels
 // dimmed or the load within reach of K (probeRoom).
@@ -75,7 +82,11 @@ func (c *Controller) probing(now time.Time) bool {
 	for i, f := range c.cfg.Features {
 		all += (1 - f.Floor) * m.mdl.cost[i]
 	}
-	return lam*all > probeRoom*k
+	room := probeRoom
+	if m.mdl.probe {
+		room = probeRoomOff // (hysteresis: see probeRoomOff)
+	}
+	return lam*all > room*k
 }
 
 // setProbe decides at now whether the law probes, and its share at the
