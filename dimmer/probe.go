@@ -78,9 +78,9 @@ func (c *Controller) probing(now time.Time) bool {
 	if k <= 0 || !m.mdl.load.ok {
 		return false
 	}
-	all := m.mdl.w0
-	for i, f := range c.cfg.Features {
-		all += (1 - f.Floor) * m.mdl.cost[i]
+	all := m.mdl.w0 // a request's work with every feature on (a Floor makes it no lighter)
+	for i := range c.cfg.Features {
+		all += m.mdl.cost[i]
 	}
 	room := probeRoom
 	if m.mdl.probe {

@@ -39,3 +39,19 @@ func TestProbeHoldsAtALoadNearHalfOfK(t *testing.T) {
 	}
 }
 
+
+// TestProbeRoomCountsEveryFeatureOn: at full brightness the probe starts
+// once the load, at the work of a request with every feature on, passes
+// probeRoom of K — a feature's Floor does not make that work lighter.
+func TestProbeRoomCountsEveryFeatureOn(t *testing.T) {
+	r := newModelRigWith(t, func(c *Config) { c.Features[0].Floor = 0.5 })
+	c := r.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mu.costs.last = r.now
+	c.mu.brightness = 1
+	c.mu.mdl.capacity.k = 4
+	c.mu.mdl.w0, c.mu.mdl.cost[0], c.mu.mdl.cost[1] = 0.01, 0.015, 0.005
+	c.mu.mdl.load.est, c.mu.mdl.load.ok = 75, true // 75 × 0.03 = 2.25 s a second: over half of K
+	assert.True(t, c.probing(r.now))
+}
