@@ -169,6 +169,7 @@ func (c *Controller) ReconfigureAt(now time.Time, cfg Config) error {
 		// nothing about the new one's.
 		m.calmRun, m.hotRun, m.underRun, m.underSum = 0, 0, 0, 0
 	}
+	oldCfg, oldCost, oldLearned := c.cfg, m.mdl.cost, m.mdl.learned
 	c.cfg, c.spans, c.capped = cfg, spans(cfg.Features), capped(&cfg)
 	m.costs = m.costs.remap(cfg.Features)
 	m.q, m.maxStep = cfg.Quantum, cfg.MaxStep
@@ -200,6 +201,7 @@ func (c *Controller) ReconfigureAt(now time.Time, cfg Config) error {
 	m.readings = readings
 	m.brightness = max(m.brightness, -cfg.MaxShed)
 	c.sizeScratch()
+	c.remapModel(&oldCfg, oldCost, oldLearned)
 	if !m.frozen {
 		m.why = why{kind: whyReconfigured} // the last step's indices may not fit the new config
 	}
@@ -219,4 +221,41 @@ func (c *Controller) ReconfigureAt(now time.Time, cfg Config) error {
 	log.Info("dimmer: reconfigured", "generation", st.Generation, "reason", reason)
 	notify(subs, st)
 	return nil
+}
+
+// remapModel carries the model law's per-feature costs over a
+// Reconfigure, by name (a new feature's is its prior, as demand would set
+// it), and the probe's share into the new configuration: the reload's own
+// state publishes the probe as the next step will — budgeted by the costs
+// (zeroed, its features off were given the whole share), within the new
+// Probe and in the new quantum (a share of the old one's, or one wider
+// than the probe, gave a feature off more than Config.Probe). Callers
+// hold the lock; sizeScratch has run.
+func (c *Controller) remapModel(old *Config, cost []float64, learned []bool) {
+	m := &c.mu.mdl
+	scale, w0 := m.scale, m.w0
+	if scale == 0 {
+		scale = 1
+	}
+	if w0 == 0 {
+		w0 = 1
+	}
+	was := make(map[string]int, len(old.Features))
+	for j, g := range old.Features {
+		if j < len(cost) {
+			was[g.Name] = j
+		}
+	}
+	for i, f := range c.cfg.Features {
+		m.cost[i] = f.Cost * scale * w0
+		if j, ok := was[f.Name]; ok {
+			m.cost[i], m.learned[i] = cost[j], learned[j]
+		}
+	}
+	switch {
+	case !c.cfg.Model || c.cfg.Probe <= 0:
+		m.probe, m.probeShare = false, 0
+	case m.probe && (c.cfg.Probe != old.Probe || c.cfg.Quantum != old.Quantum):
+		m.probeShare = c.probeShare(m.load.est)
+	}
 }

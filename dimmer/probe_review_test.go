@@ -39,7 +39,6 @@ func TestProbeHoldsAtALoadNearHalfOfK(t *testing.T) {
 	}
 }
 
-
 // TestProbeRoomCountsEveryFeatureOn: at full brightness the probe starts
 // once the load, at the work of a request with every feature on, passes
 // probeRoom of K — a feature's Floor does not make that work lighter.
@@ -54,4 +53,57 @@ func TestProbeRoomCountsEveryFeatureOn(t *testing.T) {
 	c.mu.mdl.w0, c.mu.mdl.cost[0], c.mu.mdl.cost[1] = 0.01, 0.015, 0.005
 	c.mu.mdl.load.est, c.mu.mdl.load.ok = 75, true // 75 × 0.03 = 2.25 s a second: over half of K
 	assert.True(t, c.probing(r.now))
+}
+
+// TestProbeReconfigureKeepsItsBudget: a Reconfigure (the same file
+// reloaded) publishes the probe as the last step did — not the whole
+// share up on the features that are off, unbudgeted, for one period.
+func TestProbeReconfigureKeepsItsBudget(t *testing.T) {
+	r := newModelRig(t)
+	for range 120 {
+		r.period(300) // recommendations near off: its probe up is budgeted
+	}
+	before := levelsOf(r.c.State())
+	require.NoError(t, r.c.ReconfigureAt(r.now, r.c.Config()))
+	assert.Equal(t, before, levelsOf(r.c.State()), "the reload's own state")
+}
+
+// TestProbeReconfigureHoldsTheNewShareAtOnce: a Probe lowered, or a
+// quantum widened past it, holds from the Reconfigure's own state: the
+// users probed are not all given the features back for a period, and a
+// feature off is never given more than Config.Probe.
+func TestProbeReconfigureHoldsTheNewShareAtOnce(t *testing.T) {
+	r := newModelRig(t)
+	for range 5 {
+		r.period(300)
+	}
+	for range 10 {
+		r.period(100)
+	}
+	require.InDeltaSlice(t, []float64{0.95, 0.95}, levelsOf(r.c.State()), 1e-9)
+	cfg := r.c.Config()
+	cfg.Probe = 0.02
+	require.NoError(t, r.c.ReconfigureAt(r.now, cfg))
+	assert.InDeltaSlice(t, []float64{0.98, 0.98}, levelsOf(r.c.State()), 1e-9, "the reload's own state")
+
+	// In quanta of 0.1, wider than a Probe of 0.05: no probe, and never
+	// a level of 0.1 for a feature off.
+	r = newModelRig(t)
+	r.workers = 2
+	for range 120 {
+		r.period(150)
+	}
+	st := r.c.State()
+	require.Less(t, st.Features[0].Level, 0.05, "recommendations near off, probed up")
+	cfg = r.c.Config()
+	cfg.Quantum, cfg.MaxStep = 0.1, 0.2
+	require.NoError(t, r.c.ReconfigureAt(r.now, cfg))
+	for n := range 3 {
+		r.c.mu.Lock()
+		b := r.c.mu.brightness
+		want := []float64{r.c.quantize(r.c.ladder(0, b)), r.c.quantize(r.c.ladder(1, b))}
+		r.c.mu.Unlock()
+		assert.InDeltaSlice(t, want, levelsOf(r.c.State()), 1e-9, "step %d: no probe in quanta wider than it", n)
+		r.period(150)
+	}
 }
