@@ -110,7 +110,8 @@ type controllerState struct {
 	why      why
 	adopted  adopted // what an adopted checkpoint's step said (whyAdopted)
 	at       time.Time
-	levels   []float64 // scratch: per feature, then per feature × segment
+	levels   []float64     // scratch: per feature, then per feature × segment
+	segProbe []probeLevels // scratch: per segment, the probe at its brightness (see levels)
 
 	// The scheduled caps as of the last evaluation (see schedule).
 	caps     []float64 // per feature: the lowest active cap, quantized; 1 when none
@@ -150,6 +151,7 @@ func (c *Controller) sizeScratch() {
 	nf := len(c.cfg.Features)
 	m.levels = make([]float64, nf*(1+len(c.cfg.Segments)))
 	m.caps, m.capBy, m.binds = make([]float64, nf), make([]int, nf), make([]bool, nf)
+	m.segProbe = make([]probeLevels, len(c.cfg.Segments))
 	m.active = make([]bool, len(c.cfg.Schedule))
 	m.mdl.size(nf)
 	if n := int(math.Ceil(overSpan.Seconds() / c.cfg.Tick.Seconds())); len(m.overRing) != n {

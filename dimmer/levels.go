@@ -82,6 +82,17 @@ func (c *Controller) levels() []float64 {
 	old := c.state.Load()
 	nf, ns := len(c.cfg.Features), len(c.cfg.Segments)
 	out := m.levels
+	// Each segment's probe is the one at its own brightness: none for a
+	// segment its offset holds at its floors, and its probe up budgeted
+	// by the optional work its levels give, not the main ones' — and none
+	// at all while the main levels are at their floors (shedding next).
+	probe := c.probeAt(m.brightness)
+	for j, sg := range c.cfg.Segments {
+		m.segProbe[j] = probeLevels{}
+		if probe != (probeLevels{}) {
+			m.segProbe[j] = c.probeAt(m.brightness + sg.Offset)
+		}
+	}
 	for i, f := range c.cfg.Features {
 		seg := out[nf+i*ns : nf+(i+1)*ns]
 		pin, pinned := m.pins[f.Name]
@@ -106,10 +117,9 @@ func (c *Controller) levels() []float64 {
 				continue
 			}
 		default:
-			probe := c.probeAt(m.brightness)
 			out[i] = c.quantize(c.lit(i, m.brightness, probe))
 			for j := range seg {
-				seg[j] = c.quantize(c.lit(i, m.brightness+c.cfg.Segments[j].Offset, probe))
+				seg[j] = c.quantize(c.lit(i, m.brightness+c.cfg.Segments[j].Offset, m.segProbe[j]))
 			}
 		}
 		if m.capBy[i] < 0 {

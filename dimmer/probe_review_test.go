@@ -107,3 +107,36 @@ func TestProbeReconfigureHoldsTheNewShareAtOnce(t *testing.T) {
 		r.period(150)
 	}
 }
+
+// TestProbeSparesASegmentAtItsFloors: a segment whose offset holds it at
+// its floors (bots, offset −1) is not probed up — no feature is given to
+// it for a cost nobody budgeted; a segment above keeps the probe.
+func TestProbeSparesASegmentAtItsFloors(t *testing.T) {
+	r := newModelRigWith(t, func(c *Config) {
+		c.Segments = []Segment{{Name: "vip", Offset: 0.5}, {Name: "bot", Offset: -1}}
+	})
+	for range 5 {
+		r.period(300)
+	}
+	var st *State
+	for range 60 {
+		st = r.period(150)
+	}
+	require.Greater(t, st.Brightness, 0.0, st.Reason)
+	require.Less(t, st.Brightness, 1.0, st.Reason)
+	for _, f := range st.Features {
+		vip, _ := st.Level(f.Name, "vip")
+		bot, _ := st.Level(f.Name, "bot")
+		assert.Equal(t, 0.0, bot, "%s: bots at their floors", f.Name)
+		assert.Less(t, vip, 1.0, "%s: vip probed down", f.Name)
+	}
+	// The main levels at their floors: no segment is probed either.
+	for range 10 {
+		st = r.period(3000)
+	}
+	require.LessOrEqual(t, st.Brightness, 0.0, st.Reason)
+	for _, f := range st.Features {
+		vip, _ := st.Level(f.Name, "vip")
+		assert.NotEqual(t, 0.95, vip, "%s: vip at the main floors", f.Name)
+	}
+}
