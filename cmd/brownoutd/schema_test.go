@@ -60,7 +60,7 @@ func TestSchemaAgreesWithTheParser(t *testing.T) {
 	for _, src := range []string{"tick: .5s\n", "tick: +1s\n", "tick: 0\n", "state_dir: ~\n", "features: ~\nlaw: ~\n",
 		"features:\n  - {name: a, default: yes}\n", "cors_origins: [http://127.0.0.1:8081, HTTPS://Shop.Example:443]\n", "cors_origins: ~\n",
 		"max_conns: 12000\nmax_streams: 10000\n", "max_conns: ~\nmax_streams: ~\n",
-		"law: {kind: model}\n", "law: {kind: search, evidence: 3}\n"} {
+		"law: {kind: model}\n", "law: {kind: search, evidence: 3}\n", "law: {kind: model, probe: 0.02}\n", "law: {kind: model, probe: -1}\n"} {
 		if _, perr := parseConfig("ok.yaml", []byte(src)); perr == nil {
 			assert.NoError(t, validate(s, []byte(src)), "the parser takes %q", src)
 		}
