@@ -280,8 +280,10 @@ type Config struct {
 	// Probe is the share of the users the model law withholds a feature
 	// from while it is all on, and gives it to while it is all off, so
 	// that its cost stays measured (see the package documentation, "The
-	// probe"). Default DefaultProbe (3 %); at most 0.2; a negative value
-	// turns the probe off. The search law does not probe.
+	// model law", and probe.go). Default (0) DefaultProbe, 5 %; at most
+	// MaxProbe, 0.2; a negative value turns the probe off. A Probe under
+	// the Quantum probes nothing (a level moves by quanta). The search
+	// law does not probe.
 	Probe float64
 }
 
