@@ -126,7 +126,18 @@ func newCosts(features []Feature) *costs {
 
 // observe folds one tick's tallies in at now. It allocates nothing.
 func (c *costs) observe(now time.Time, ts []signals.Tally, w float64) {
-	if len(ts) == 0 {
+	seen := false
+	for _, t := range ts {
+		if _, ok := c.index[t.Feature]; ok && t.On.N+t.Off.N > 0 {
+			seen = true
+			break
+		}
+	}
+	if !seen {
+		// No request tallied for a feature configured (none at all, or
+		// the app's flag keys are not the features' names): nothing to
+		// learn, and no sign of tallies (costs.last, which the probe
+		// waits for). The forgetting catches up at the next.
 		return
 	}
 	if !c.last.IsZero() && now.After(c.last) {

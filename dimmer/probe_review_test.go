@@ -140,3 +140,36 @@ func TestProbeSparesASegmentAtItsFloors(t *testing.T) {
 		assert.NotEqual(t, 0.95, vip, "%s: vip at the main floors", f.Name)
 	}
 }
+
+// TestProbeNeedsTalliesOfItsFeatures: tallies that name none of the
+// configured features (the app's flag keys differ) teach nothing, and
+// start no probe.
+func TestProbeNeedsTalliesOfItsFeatures(t *testing.T) {
+	r := newModelRig(t)
+	step := func(lam float64) *State {
+		s := r.snap(lam, r.c.State(), 5*time.Second)
+		for i := range s.Tallies {
+			s.Tallies[i].Feature = "app." + s.Tallies[i].Feature
+		}
+		r.now = r.now.Add(time.Second)
+		s.Time = r.now
+		return r.c.Step(r.now, s)
+	}
+	for range 5 {
+		step(300)
+	}
+	var st *State
+	for range 60 {
+		st = step(200)
+	}
+	for _, e := range r.c.Costs() {
+		require.Zero(t, e.Contrasted)
+	}
+	require.Greater(t, st.Brightness, 0.0, st.Reason)
+	for i, f := range r.c.Config().Features {
+		r.c.mu.Lock()
+		want := r.c.quantize(r.c.ladder(i, r.c.mu.brightness))
+		r.c.mu.Unlock()
+		assert.InDelta(t, want, st.Features[i].Level, 1e-9, "%s: nothing learned, nothing probed", f.Name)
+	}
+}
