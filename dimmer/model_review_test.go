@@ -1,0 +1,27 @@
+package dimmer
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// TestModelWideQuantumDims: in quanta of 0.5 (the widest Config takes), a
+// load that triples from one served at full brightness dims the levels —
+// the law's dead band (minMove or two quanta, 1.0 here) held full
+// brightness under a 2.4× overload, refusing over half the arrivals.
+// (Found reviewing the probe; not the probe's: q 0.5 gives no probe.)
+func TestModelWideQuantumDims(t *testing.T) {
+	r := newModelRigWith(t, func(c *Config) { c.Quantum, c.MaxStep = 0.5, 0.5 })
+	for range 5 {
+		r.period(300)
+	}
+	for range 30 {
+		r.period(100)
+	}
+	var st *State
+	for range 60 {
+		st = r.period(300)
+	}
+	assert.Less(t, st.Brightness, 1.0, st.Reason)
+}
