@@ -27,7 +27,8 @@ import (
 // rates) the levels that fit are those with λ·w(b) ≤ K: the law sets b to
 // the brightest such level — a measured change of the load moves the
 // levels at once, by the amount it calls for — and moves it only when
-// that differs from the levels now by minMove (or two quanta).
+// that differs from the levels now by minMove (or a quantum, where the
+// levels are published in quanta wider than that).
 
 const (
 	// coldConfirm is how many periods in a row over High make an
@@ -548,7 +549,7 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 		return c.cascadeModel(now, o, w)
 	}
 	m.overSince = time.Time{}
-	if math.Abs(target-b) < max(minMove, 2*cfg.Quantum) && !(target >= ceil && b < ceil) && !(target <= 0 && b > 0) {
+	if math.Abs(target-b) < max(minMove, cfg.Quantum) && !(target >= ceil && b < ceil) && !(target <= 0 && b > 0) {
 		switch {
 		case b >= 1:
 			w.kind = whyFull

@@ -8,8 +8,8 @@ import (
 
 // TestModelWideQuantumDims: in quanta of 0.5 (the widest Config takes), a
 // load that triples from one served at full brightness dims the levels —
-// the law's dead band (minMove or two quanta, 1.0 here) held full
-// brightness under a 2.4× overload, refusing over half the arrivals.
+// a dead band of two quanta (1.0 here) held full brightness under a 2.4×
+// overload, refusing over half the arrivals; it is a quantum now.
 // (Found reviewing the probe; not the probe's: q 0.5 gives no probe.)
 func TestModelWideQuantumDims(t *testing.T) {
 	r := newModelRigWith(t, func(c *Config) { c.Quantum, c.MaxStep = 0.5, 0.5 })
