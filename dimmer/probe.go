@@ -25,8 +25,9 @@ import (
 // feature at its floor, or shedding), without tallies to learn from (a
 // probe nobody measures is a cost with nothing learned), at full
 // brightness while the load is under half of what the service carries
-// (probeRoom), nor under the search law; a pin, shadow mode, a freeze and a scheduled cap decide
-// over it (levels), as over every level the law sets.
+// (probeRoom, probeRoomOff), nor under the search law; a pin, shadow
+// mode, a freeze and a scheduled cap decide over it (levels), as over
+// every level the law sets. A segment is probed at its own brightness.
 
 // DefaultProbe is Config.Probe's default: at most 5 % of the users — "a
 // few", so that a user rarely misses a feature the service has room for.
