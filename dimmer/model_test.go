@@ -317,3 +317,32 @@ func TestModelLearnsThePriorsScale(t *testing.T) {
 	assert.Greater(t, scale, 1.5, "the priors' scale")
 	assert.LessOrEqual(t, scale, maxScale)
 }
+
+// TestTrackerJumpReadsTheSpread: a request's work is skewed, and two
+// periods whose samples lack the slow tail — a small mean and a small
+// variance of their own — stand four of their own standard errors under a
+// settled estimate: read with the periods' usual spread (tracker.jv) they
+// are no jump, and a doubling of the work still is.
+func TestTrackerJumpReadsTheSpread(t *testing.T) {
+	const n = 100.0 // requests a period
+	settle := func(jv float64) *tracker {
+		var tr tracker
+		tr.jv = jv
+		for range 200 {
+			tr.update(0.010, 0.010*0.010/n, fastWeight(5), true) // mean 10 ms, σ 10 ms
+		}
+		return &tr
+	}
+	// Without the slow requests: mean 8.5 ms, σ 3 ms.
+	tail := func(tr *tracker) bool {
+		j := tr.update(0.0085, 0.003*0.003/n, fastWeight(5), true)
+		return tr.update(0.0085, 0.003*0.003/n, fastWeight(5), true) || j
+	}
+	assert.True(t, tail(settle(0)), "read with its own variance, a period without the tail makes a jump")
+	assert.False(t, tail(settle(0.010*0.010/n)), "read with the usual spread, it does not")
+	// A real step — the work doubles, a slower dependency — still is one
+	// within two periods.
+	tr := settle(0.010 * 0.010 / n)
+	j := tr.update(0.020, 0.020*0.020/n, fastWeight(5), true)
+	assert.True(t, tr.update(0.020, 0.020*0.020/n, fastWeight(5), true) || j, "a doubling of the work")
+}

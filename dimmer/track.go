@@ -45,6 +45,11 @@ type tracker struct {
 	// moves: a level that jumped may go on moving (the offered load),
 	// rather than hold at its new value (a request's work).
 	moves bool
+	// jv is the least variance the jump tests read a period's value
+	// with, when the caller knows one (0: the period's own, v). A
+	// period's own variance of skewed values is small when its sample
+	// lacks the tail: see Controller.spread.
+	jv float64
 }
 
 const (
@@ -92,12 +97,13 @@ func (t *tracker) update(x, v, fast float64, jump bool) bool {
 	}
 	prev := t.prev
 	t.prev = x
+	vj := max(v, t.jv)
 	t.fast += fast * (x - t.fast)
-	t.fv = (1-fast)*(1-fast)*t.fv + fast*fast*v
+	t.fv = (1-fast)*(1-fast)*t.fv + fast*fast*vj
 	dir := 0
 	switch {
 	case !jump:
-	case math.Abs(x-t.est) > jumpZ*math.Sqrt(v+t.p):
+	case math.Abs(x-t.est) > jumpZ*math.Sqrt(vj+t.p):
 		dir = sign(x - t.est)
 	case math.Abs(t.fast-t.est) > jumpZ*math.Sqrt(t.fv+t.p):
 		dir = sign(t.fast - t.est)
