@@ -13,15 +13,8 @@ import (
 // (Found reviewing the probe; not the probe's: q 0.5 gives no probe.)
 func TestModelWideQuantumDims(t *testing.T) {
 	r := newModelRigWith(t, func(c *Config) { c.Quantum, c.MaxStep = 0.5, 0.5 })
-	for range 5 {
-		r.period(300)
-	}
-	for range 30 {
-		r.period(100)
-	}
-	var st *State
-	for range 60 {
-		st = r.period(300)
-	}
+	r.periods(5, 300)
+	r.periods(30, 100)
+	st := r.periods(60, 300)
 	assert.Less(t, st.Brightness, 1.0, st.Reason)
 }

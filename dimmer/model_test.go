@@ -195,6 +195,15 @@ func (r *modelRig) period(lam float64) *State {
 	return r.c.Step(r.now, s)
 }
 
+// periods steps n periods at offered load lam and returns the last state.
+func (r *modelRig) periods(n int, lam float64) *State {
+	st := r.c.State()
+	for range n {
+		st = r.period(lam)
+	}
+	return st
+}
+
 // snap is a second's snapshot at offered load lam, every feature at the
 // levels of st, over a signal window of window: the second's counts in
 // Recent (RecentSpan 1 s) and its tallies, each request of the base

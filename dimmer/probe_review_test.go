@@ -74,12 +74,8 @@ func TestProbeReconfigureKeepsItsBudget(t *testing.T) {
 // feature off is never given more than Config.Probe.
 func TestProbeReconfigureHoldsTheNewShareAtOnce(t *testing.T) {
 	r := newModelRig(t)
-	for range 5 {
-		r.period(300)
-	}
-	for range 10 {
-		r.period(100)
-	}
+	r.periods(5, 300)
+	r.periods(10, 100)
 	require.InDeltaSlice(t, []float64{0.95, 0.95}, levelsOf(r.c.State()), 1e-9)
 	cfg := r.c.Config()
 	cfg.Probe = 0.02
@@ -90,9 +86,7 @@ func TestProbeReconfigureHoldsTheNewShareAtOnce(t *testing.T) {
 	// a level of 0.1 for a feature off.
 	r = newModelRig(t)
 	r.workers = 2
-	for range 120 {
-		r.period(150)
-	}
+	r.periods(120, 150)
 	st := r.c.State()
 	require.Less(t, st.Features[0].Level, 0.05, "recommendations near off, probed up")
 	cfg = r.c.Config()
@@ -115,13 +109,8 @@ func TestProbeSparesASegmentAtItsFloors(t *testing.T) {
 	r := newModelRigWith(t, func(c *Config) {
 		c.Segments = []Segment{{Name: "vip", Offset: 0.5}, {Name: "bot", Offset: -1}}
 	})
-	for range 5 {
-		r.period(300)
-	}
-	var st *State
-	for range 60 {
-		st = r.period(150)
-	}
+	r.periods(5, 300)
+	st := r.periods(60, 150)
 	require.Greater(t, st.Brightness, 0.0, st.Reason)
 	require.Less(t, st.Brightness, 1.0, st.Reason)
 	for _, f := range st.Features {
@@ -131,9 +120,7 @@ func TestProbeSparesASegmentAtItsFloors(t *testing.T) {
 		assert.Less(t, vip, 1.0, "%s: vip probed down", f.Name)
 	}
 	// The main levels at their floors: no segment is probed either.
-	for range 10 {
-		st = r.period(3000)
-	}
+	st = r.periods(10, 3000)
 	require.LessOrEqual(t, st.Brightness, 0.0, st.Reason)
 	for _, f := range st.Features {
 		vip, _ := st.Level(f.Name, "vip")

@@ -28,10 +28,7 @@ func levelsOf(st *State) []float64 {
 func TestProbeMeasuresEveryFeature(t *testing.T) {
 	for _, lam := range []float64{200, 300} { // reviews all on; recommendations all off
 		r := newModelRig(t)
-		var st *State
-		for range 120 {
-			st = r.period(lam)
-		}
+		st := r.periods(120, lam)
 		r.c.mu.Lock()
 		p := r.c.mu.mdl.probeShare
 		r.c.mu.Unlock()
@@ -52,9 +49,7 @@ func TestProbeMeasuresEveryFeature(t *testing.T) {
 		}
 
 		off := newModelRigWith(t, func(c *Config) { c.Probe = -1 })
-		for range 120 {
-			st = off.period(lam)
-		}
+		st = off.periods(120, lam)
 		never := 0
 		for _, e := range off.c.Costs() {
 			if e.Contrasted == 0 {
@@ -91,13 +86,8 @@ func TestProbeShare(t *testing.T) {
 // step, one turned off stops it, and so does a switch to the search law.
 func TestProbeFollowsAReconfiguredShare(t *testing.T) {
 	r := newModelRig(t)
-	for range 5 {
-		r.period(300)
-	}
-	var st *State
-	for range 10 {
-		st = r.period(100)
-	}
+	r.periods(5, 300)
+	st := r.periods(10, 100)
 	require.InDeltaSlice(t, []float64{0.95, 0.95}, levelsOf(st), 1e-9, st.Reason)
 	cfg := r.c.Config()
 	require.NoError(t, r.c.ReconfigureAt(r.now, cfg))
@@ -140,29 +130,18 @@ func TestProbeGivesWay(t *testing.T) {
 	// rig's 4 workers carry within target): all on, and probed down once
 	// an overload has measured K…
 	r := newModelRig(t)
-	var st *State
-	for range 10 {
-		st = r.period(100)
-	}
+	st := r.periods(10, 100)
 	require.Equal(t, 1.0, st.Brightness)
 	assert.False(t, probed(st), "K not measured yet: no probe at full brightness: %v", levelsOf(st))
-	for range 5 {
-		r.period(300)
-	}
-	for range 10 {
-		st = r.period(100)
-	}
+	r.periods(5, 300)
+	st = r.periods(10, 100)
 	require.Equal(t, 1.0, st.Brightness, st.Reason)
 	require.True(t, probed(st), "all on, the load near K, is probed: %v", levelsOf(st))
 	// …but not while the load is under half of K: nobody misses a feature
 	// for costs that matter only once the load grows.
-	for range 5 {
-		st = r.period(40)
-	}
+	st = r.periods(5, 40)
 	assert.False(t, probed(st), "all on, far under K: %v", levelsOf(st))
-	for range 5 {
-		st = r.period(100)
-	}
+	st = r.periods(5, 100)
 	require.True(t, probed(st), "and again near K: %v", levelsOf(st))
 
 	for name, edit := range map[string]func(*Config){
@@ -170,12 +149,8 @@ func TestProbeGivesWay(t *testing.T) {
 		"probe off":  func(c *Config) { c.Probe = -1 },
 	} {
 		r := newModelRigWith(t, edit)
-		for range 5 {
-			r.period(300)
-		}
-		for range 10 {
-			st = r.period(100)
-		}
+		r.periods(5, 300)
+		st = r.periods(10, 100)
 		assert.False(t, probed(st), "%s: %v", name, levelsOf(st))
 	}
 
@@ -196,12 +171,8 @@ func TestProbeGivesWay(t *testing.T) {
 
 	// A pin, shadow mode, a freeze.
 	r = newModelRig(t)
-	for range 5 {
-		r.period(300)
-	}
-	for range 10 {
-		r.period(100)
-	}
+	r.periods(5, 300)
+	r.periods(10, 100)
 	st, err := r.c.PinAt(r.now, "reviews", 1, time.Hour, "incident")
 	require.NoError(t, err)
 	l, _ := st.Level("reviews", "")
@@ -215,16 +186,12 @@ func TestProbeGivesWay(t *testing.T) {
 	require.True(t, probed(st))
 	held := levelsOf(st)
 	r.c.FreezeAt(r.now, "looking")
-	for range 5 {
-		st = r.period(100)
-	}
+	st = r.periods(5, 100)
 	assert.Equal(t, held, levelsOf(st), "a freeze holds the levels as published")
 
 	// At the floors (an overload the floors do not hold): no probe up.
 	r = newModelRig(t)
-	for range 10 {
-		st = r.period(3000)
-	}
+	st = r.periods(10, 3000)
 	require.LessOrEqual(t, st.Brightness, 0.0, "%s", st.Reason)
 	assert.Equal(t, []float64{0, 0}, levelsOf(st), "at the floors: %s", st.Reason)
 }
