@@ -39,6 +39,12 @@ const (
 	MetricFeatureRequests       = "brownout_feature_requests_total"
 	MetricFeatureServiceSum     = "brownout_feature_service_seconds_total"
 	MetricFeatureServiceSquares = "brownout_feature_service_seconds_squared_total"
+
+	// The same for every tallied request, features or none (see
+	// Snapshot.Work): with the arrivals, the work the load brings.
+	MetricWorkRequests = "brownout_work_requests_total"
+	MetricWorkSum      = "brownout_work_seconds_total"
+	MetricWorkSquares  = "brownout_work_seconds_squared_total"
 )
 
 // DefaultBuckets returns the classic bucket bounds (seconds) of the
@@ -83,6 +89,7 @@ type Collector struct {
 	arrived, completed, failed, good, rejected, clamp              *prometheus.Desc
 	window, windowMax, waited, gateLimit, gateInFlight, gateQueued *prometheus.Desc
 	featRequests, featSum, featSquares                             *prometheus.Desc
+	workRequests, workSum, workSquares                             *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
@@ -126,6 +133,9 @@ func NewCollector(rec *Recorder, opts CollectorOpts) *Collector {
 			"feature", "state"),
 		featSquares: d(MetricFeatureServiceSquares, "Squares of the service times in "+MetricFeatureServiceSum+", summed (seconds²): "+
 			"with the count and the sum, the variance, for the standard error of a feature's cost.", "feature", "state"),
+		workRequests: d(MetricWorkRequests, "Completed requests with a tally (every request through the middlewares once a feature is registered), whether they evaluated a feature or not."),
+		workSum:      d(MetricWorkSum, "Service time (admission to completion, or the time held where the app reports it) of the requests in "+MetricWorkRequests+", summed."),
+		workSquares:  d(MetricWorkSquares, "Squares of the service times in "+MetricWorkSum+", summed (seconds²)."),
 	}
 }
 
@@ -133,7 +143,8 @@ func NewCollector(rec *Recorder, opts CollectorOpts) *Collector {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.latency, c.sojourn, c.sojournMin, c.standing, c.inFlight,
 		c.arrived, c.completed, c.failed, c.good, c.rejected, c.clamp, c.window, c.windowMax, c.waited,
-		c.gateLimit, c.gateInFlight, c.gateQueued, c.featRequests, c.featSum, c.featSquares} {
+		c.gateLimit, c.gateInFlight, c.gateQueued, c.featRequests, c.featSum, c.featSquares,
+		c.workRequests, c.workSum, c.workSquares} {
 		ch <- d
 	}
 }
@@ -191,6 +202,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.featSquares, prometheus.CounterValue, m.m.SumSq, t.Feature, m.state)
 		}
 		ch <- prometheus.MustNewConstMetric(c.featRequests, prometheus.CounterValue, float64(t.Unattributed), t.Feature, "unattributed")
+	}
+	if r.Tallying() {
+		w := r.Work()
+		ch <- prometheus.MustNewConstMetric(c.workRequests, prometheus.CounterValue, float64(w.N))
+		ch <- prometheus.MustNewConstMetric(c.workSum, prometheus.CounterValue, w.Sum)
+		ch <- prometheus.MustNewConstMetric(c.workSquares, prometheus.CounterValue, w.SumSq)
 	}
 	if s := r.latency.Summary(now); s.Count > 0 {
 		ch <- prometheus.MustNewConstSummary(c.window, uint64(s.Count), s.Mean.Seconds()*float64(s.Count), map[float64]float64{

@@ -62,16 +62,22 @@
 //   - At completion the middleware adds the request's service time in
 //     seconds (the handler's duration; for shed, from admission, the wait
 //     at the gate left out) to each marked feature's On or Off [Moments];
-//     features the request did not mark are not counted. Writers use
-//     sharded atomics, no lock.
+//     features the request did not mark are not counted. Every tallied
+//     request's time also joins the Work moments, features or none: a
+//     feature's tally counts only the requests that evaluated it, and
+//     the work the load brings is that of every request (a cart, a
+//     checkout). Writers use sharded atomics, no lock.
 //   - [Recorder.Snapshot] fills [Snapshot.Tallies] with one [Tally] per
-//     feature, the counts since the previous Snapshot; [Collector]
+//     feature, the counts since the previous Snapshot, and
+//     [Snapshot.Work] with every tallied request's; [Collector]
 //     exports the cumulative counts as brownout_feature_requests_total
 //     {feature, state=on|off|unattributed},
 //     brownout_feature_service_seconds_total and
 //     brownout_feature_service_seconds_squared_total {feature, state}
 //     (the squares give the variance, hence the standard error of a cost
-//     estimate); package fleet's Pusher carries them, and its PushSource's
+//     estimate), and the Work moments as brownout_work_requests_total,
+//     brownout_work_seconds_total and brownout_work_seconds_squared_total;
+//     package fleet's Pusher carries them, and its PushSource's
 //     Snapshot sums each live instance's increase over its last push
 //     interval.
 //

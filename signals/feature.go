@@ -51,6 +51,9 @@ type tallyStore struct {
 // cache line.
 type tallyShard struct {
 	f [MaxFeatures]featureCounters
+	// work counts every tallied request, whether it marked a feature or
+	// not (see Snapshot.Work).
+	work momentCounters
 }
 
 type featureCounters struct {
@@ -103,8 +106,9 @@ type features struct {
 	mu    sync.Mutex // serializes registration
 
 	// snapshot state, guarded by Recorder.mu
-	last []Tally // cumulative counts at the previous Snapshot, by index
-	out  []Tally // the buffer Snapshot.Tallies shares
+	last     []Tally // cumulative counts at the previous Snapshot, by index
+	out      []Tally // the buffer Snapshot.Tallies shares
+	lastWork Moments // Work at the previous Snapshot
 }
 
 // ErrTooManyFeatures is returned by Recorder.Features when registering
@@ -212,6 +216,23 @@ func (r *Recorder) Tallies() []Tally {
 	return out
 }
 
+// Work returns the cumulative Moments of every tallied request's service
+// time since the Recorder was made — the requests that marked no feature
+// too (a cart, a checkout): what Snapshot.Work reports by period, and the
+// Collector and package fleet's Pusher export. Zero until a feature is
+// registered.
+func (r *Recorder) Work() Moments {
+	st := r.feat.store.Load()
+	if st == nil {
+		return Moments{}
+	}
+	var m Moments
+	for _, sh := range st.shards {
+		m.Merge(sh.work.load())
+	}
+	return m
+}
+
 // loadTallies fills out (len(fs.names) long) with the cumulative counts.
 func (r *Recorder) loadTallies(fs *featureSet, out []Tally) {
 	st := r.feat.store.Load()
@@ -252,6 +273,8 @@ func (r *Recorder) snapshotTallies(s *Snapshot) {
 			Unattributed: cur.Unattributed - last.Unattributed}
 	}
 	s.Tallies = out
+	w := r.Work()
+	s.Work, f.lastWork = w.Sub(f.lastWork), w
 }
 
 // Sub returns m − o, for cumulative moments: o is an earlier reading of
@@ -331,22 +354,27 @@ func (r *Recorder) BeginTally(t *RequestTally, parent context.Context) bool {
 }
 
 // EndTally adds the request's service time (admission to completion; a
-// negative one counts as 0) to the On or Off moments of each feature its
-// tally marked. A feature the request never marked is not counted: the
+// negative one counts as 0) to the work of every tallied request
+// (Snapshot.Work) and to the On or Off moments of each feature its tally
+// marked. A feature the request never marked is not counted: the
 // contrast is between requests that asked for the feature. Call it once,
 // when the request completes; a refused request has no service time and
 // no tally.
 func (r *Recorder) EndTally(t *RequestTally, service time.Duration) {
-	seen := t.seen.Load()
-	if seen == 0 || t.set == nil {
+	if t.set == nil {
 		return
 	}
-	on := t.onBits()
 	x := max(service.Seconds(), 0)
 	if t.holds.Load() {
 		x = max(time.Duration(t.held.Load()).Seconds(), 0) // what it took from the bottleneck
 	}
 	sh := r.feat.store.Load().shard()
+	sh.work.add(x)
+	seen := t.seen.Load()
+	if seen == 0 {
+		return
+	}
+	on := t.onBits()
 	for seen != 0 {
 		i := bits.TrailingZeros64(seen)
 		seen &= seen - 1

@@ -348,3 +348,48 @@ func TestHeldReplacesServiceTime(t *testing.T) {
 	rec.EndTally(&rt, 5*time.Second) // reports nothing: its service time
 	assert.Equal(t, []Tally{{Feature: "a", On: Moments{1, 3, 9}, Off: Moments{1, 5, 25}}}, rec.Snapshot(t0).Tallies)
 }
+
+// TestWorkCountsEveryTalliedRequest: a request that marks no feature (a
+// cart, a checkout) is in no feature's tally, but in the work of every
+// request — Snapshot.Work since the previous snapshot, Recorder.Work and
+// the Collector's brownout_work_* cumulative — so that the work the load
+// brings is not a product page's times every arrival.
+func TestWorkCountsEveryTalliedRequest(t *testing.T) {
+	rec := NewRecorder(Config{})
+	c := NewCollector(rec, CollectorOpts{})
+	assert.Zero(t, testutil.CollectAndCount(c, MetricWorkRequests), "no feature, no work series")
+	require.NoError(t, rec.Features("recs"))
+	end := func(mark bool, d time.Duration) {
+		var rt RequestTally
+		require.True(t, rec.BeginTally(&rt, context.Background()))
+		if mark {
+			Evaluated(&rt, "recs", true)
+		}
+		rec.EndTally(&rt, d)
+	}
+	end(true, time.Second)
+	end(false, 2*time.Second)
+	end(false, 3*time.Second)
+	s := rec.Snapshot(t0)
+	assert.Equal(t, []Tally{{Feature: "recs", On: Moments{1, 1, 1}}}, s.Tallies)
+	assert.Equal(t, Moments{3, 6, 14}, s.Work, "every request, features or none")
+	end(false, time.Second)
+	s = rec.Snapshot(t0.Add(time.Second))
+	assert.Equal(t, Moments{1, 1, 1}, s.Work, "since the previous snapshot")
+	assert.Equal(t, Moments{4, 7, 15}, rec.Work(), "cumulative")
+	want := `
+# HELP brownout_work_requests_total Completed requests with a tally (every request through the middlewares once a feature is registered), whether they evaluated a feature or not.
+# TYPE brownout_work_requests_total counter
+brownout_work_requests_total 4
+# HELP brownout_work_seconds_total Service time (admission to completion, or the time held where the app reports it) of the requests in brownout_work_requests_total, summed.
+# TYPE brownout_work_seconds_total counter
+brownout_work_seconds_total 7
+# HELP brownout_work_seconds_squared_total Squares of the service times in brownout_work_seconds_total, summed (seconds²).
+# TYPE brownout_work_seconds_squared_total counter
+brownout_work_seconds_squared_total 15
+`
+	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want), MetricWorkRequests, MetricWorkSum, MetricWorkSquares))
+	lint, err := testutil.CollectAndLint(c)
+	require.NoError(t, err)
+	assert.Empty(t, lint, "metric lint")
+}

@@ -143,7 +143,7 @@ func (r *Recorder) Done(c Class, start, now time.Time, failed bool, deadline tim
 
 // Snapshot reads every signal at now. Rates and counts cover the time since
 // the start of the oldest slot of the window, at most Slices × Width.
-// Tallies, one per registered feature (see Features), cover the time
+// Tallies, one per registered feature (see Features), and Work cover the time
 // since the previous Snapshot (since the Recorder was made, for the
 // first), so that one reader, the controller's tick, should take them;
 // the slice is reused by the next Snapshot.

@@ -109,6 +109,13 @@ type Snapshot struct {
 	// the source provides them (see Tally). The slice may be shared with
 	// the source: it is valid until the source's next snapshot.
 	Tallies []Tally
+	// Work holds the service times of every request the source tallied
+	// (once a feature is registered, every request through the
+	// middlewares), whether it evaluated a feature or not, over the same
+	// time as Tallies: with the arrivals, the work the load brings. A
+	// feature's tally counts only the requests that evaluated it. Zero
+	// when the source does not provide it.
+	Work Moments
 	// Recent holds the counts of every class since the source's previous
 	// snapshot, RecentSpan ago: what a period brought, where the window's
 	// rates average several. RecentSpan is zero when the source does not

@@ -94,7 +94,8 @@
 //	     "rejected": {"codel": 1}, "sojourn": {…}, "sojourn_min": 0.001, "standing": false},
 //	   "default": {…}, "sheddable": {…}},
 //	 "features": {"recommendations": {"on": {"n": 12, "sum": 0.91, "sum_sq": 0.0788},
-//	   "off": {"n": 9, "sum": 0.52, "sum_sq": 0.0331}, "unattributed": 0}}}
+//	   "off": {"n": 9, "sum": 0.52, "sum_sq": 0.0331}, "unattributed": 0}},
+//	 "work": {"n": 30, "sum": 1.61, "sum_sq": 0.1292}}
 //
 // v, instance and time are required, everything else optional. Durations are
 // seconds; counts are whole, non-negative numbers. Classic buckets are

@@ -168,6 +168,10 @@ type pushInstance struct {
 	// spell), true with a zero base after a restart.
 	tallies   [2][]signals.Tally
 	tallyBase bool
+	// work is the same for the work of every tallied request; the
+	// second is zero when the latest push did not carry it.
+	work    [2]signals.Moments
+	hasWork [2]bool
 }
 
 var _ http.Handler = (*PushSource)(nil)
@@ -330,12 +334,15 @@ func (s *PushSource) apply(now time.Time, p pushed) error {
 	switch {
 	case in.reads == nil: // new, or back after expiring: no base
 		in.tallies, in.tallyBase = [2][]signals.Tally{nil, p.st.tallies}, false
+		in.work, in.hasWork = [2]signals.Moments{{}, p.st.work}, [2]bool{false, p.st.hasWork}
 	case !p.run.Equal(in.run): // restarted: its counts are the increase
 		in.tallies, in.tallyBase = [2][]signals.Tally{nil, p.st.tallies}, true
+		in.work, in.hasWork = [2]signals.Moments{{}, p.st.work}, [2]bool{true, p.st.hasWork}
 	default:
 		in.tallies, in.tallyBase = [2][]signals.Tally{in.tallies[1], p.st.tallies}, true
+		in.work, in.hasWork = [2]signals.Moments{in.work[1], p.st.work}, [2]bool{in.hasWork[1], p.st.hasWork}
 	}
-	p.st.tallies = nil
+	p.st.tallies, p.st.work, p.st.hasWork = nil, signals.Moments{}, false
 	in.reads.add(reading{at: now, clock: p.clock, run: p.run, st: p.st}, s.cfg.Window)
 	in.reads.thin(maxReadings, maxInstanceBuckets)
 	in.seen, in.run, in.clock, in.lastError = now, p.run, p.clock, ""
@@ -372,13 +379,13 @@ func (s *PushSource) expire(now time.Time) {
 
 // Snapshot merges the signals of the instances live at now (see
 // ScrapeSource for the computation). Its Tallies sum, by feature (sorted
-// by name), each live instance's increase over its latest push interval
-// (between its last two pushes, about a Pusher's Interval; an instance's
-// first push gives none, a restarted one's counts are its increase), and
-// so does its Recent, the class counts of that interval (RecentSpan its
-// length, averaged over the instances): two snapshots taken between the
-// same two pushes report the same interval. With none, the snapshot is
-// empty and the error wraps ErrNoInstances.
+// by name), and its Work sums each live instance's increase over its
+// latest push interval (between its last two pushes, about a Pusher's
+// Interval; an instance's first push gives none, a restarted one's
+// counts are its increase), and so does its Recent, the class counts of
+// that interval (RecentSpan its length, averaged over the instances): two
+// snapshots taken between the same two pushes report the same interval.
+// With none, the snapshot is empty and the error wraps ErrNoInstances.
 func (s *PushSource) Snapshot(_ context.Context, now time.Time) (signals.Snapshot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -395,6 +402,9 @@ func (s *PushSource) Snapshot(_ context.Context, now time.Time) (signals.Snapsho
 		f.add("push "+id, in.reads)
 		if in.tallyBase {
 			tallies = addTallyDelta(tallies, in.tallies[1], in.tallies[0])
+		}
+		if in.hasWork[0] && in.hasWork[1] {
+			snap.Work.Merge(momentsDelta(in.work[1], in.work[0]))
 		}
 	}
 	f.finish()
@@ -469,6 +479,15 @@ func addTallyDelta(sum map[string]*signals.Tally, cur, base []signals.Tally) map
 		t.Merge(d)
 	}
 	return sum
+}
+
+// momentsDelta is cur − base for cumulative moments of one instance;
+// counts that went down were reset, and the increase is cur.
+func momentsDelta(cur, base signals.Moments) signals.Moments {
+	if cur.N >= base.N && cur.Sum >= base.Sum {
+		return cur.Sub(base)
+	}
+	return cur
 }
 
 // sortedTallies returns the tallies of m sorted by feature.

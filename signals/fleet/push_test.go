@@ -838,3 +838,73 @@ func TestPushRecent(t *testing.T) {
 	assert.Equal(t, uint64(42), snap.Recent.Arrived, "30 + 12 in the interval, not the 50 before it")
 	assert.Equal(t, uint64(42), snap.Recent.Completed)
 }
+
+// TestPushWork: a push carries the work of every tallied request
+// (Recorder.Work), features or none, and the source's Snapshot.Work sums
+// each live instance's increase over its last push interval — nothing
+// from a first push, the new counts of a restarted run, nothing from an
+// instance whose pushes lack it (an older Pusher). A malformed work is
+// refused with a problem that names it.
+func TestPushWork(t *testing.T) {
+	c := &clock{t: t0}
+	src := newPushSource(c)
+	start := t0.Add(-time.Minute)
+	a, b := signals.NewRecorder(signals.Config{}), signals.NewRecorder(signals.Config{})
+	require.NoError(t, a.Features("recs"))
+	require.NoError(t, b.Features("recs"))
+	plain := func(rec *signals.Recorder, d time.Duration) { // a checkout: no feature evaluated
+		var rt signals.RequestTally
+		require.True(t, rec.BeginTally(&rt, context.Background()))
+		rec.EndTally(&rt, d)
+	}
+	tally(a, "recs", true, 100*time.Millisecond)
+	plain(b, 50*time.Millisecond)
+	assert.Contains(t, string(body(t, a, "a", start, c.t)), `"work":{"n":1,"sum":0.1,"sum_sq":0.010000000000000002}`)
+	mustPush(t, src, body(t, a, "a", start, c.t))
+	mustPush(t, src, body(t, b, "b", start, c.t))
+	snap, err := src.Snapshot(context.Background(), c.t)
+	require.NoError(t, err)
+	assert.Zero(t, snap.Work, "a first push is a base, not an increase")
+
+	plain(a, 200*time.Millisecond)
+	tally(a, "recs", false, 300*time.Millisecond)
+	plain(b, 400*time.Millisecond)
+	c.t = c.t.Add(time.Second)
+	mustPush(t, src, body(t, a, "a", start, c.t))
+	mustPush(t, src, body(t, b, "b", start, c.t))
+	for range 2 { // the same interval until the next push
+		snap, err = src.Snapshot(context.Background(), c.t)
+		require.NoError(t, err)
+		assert.Equal(t, int64(3), snap.Work.N)
+		assert.InDelta(t, 0.9, snap.Work.Sum, 1e-9)
+		assert.InDelta(t, .04+.09+.16, snap.Work.SumSq, 1e-9)
+		assert.Equal(t, int64(1), snap.Tallies[0].Off.N, "the tallies count only the requests that evaluated the feature")
+	}
+
+	// b restarts: its new counts are the increase; a pushes without work.
+	b2 := signals.NewRecorder(signals.Config{})
+	require.NoError(t, b2.Features("recs"))
+	plain(b2, time.Second)
+	c.t = c.t.Add(time.Second)
+	old := pushOf(a, c.t, signals.DefaultBuckets())
+	old.V, old.Instance, old.Start, old.Time, old.Work = 1, "a", start.Format(time.RFC3339Nano), c.t.Format(time.RFC3339Nano), nil
+	raw, err := json.Marshal(old)
+	require.NoError(t, err)
+	mustPush(t, src, raw)
+	mustPush(t, src, body(t, b2, "b", c.t.Add(-time.Second), c.t))
+	snap, err = src.Snapshot(context.Background(), c.t)
+	require.NoError(t, err)
+	assert.Equal(t, signals.Moments{N: 1, Sum: 1, SumSq: 1}, snap.Work)
+
+	for _, tc := range []struct{ work, detail string }{
+		{`{"n":-1,"sum":0,"sum_sq":0}`, "work.n"},
+		{`{"n":0,"sum":1,"sum_sq":0}`, "work.sum: 1 with n 0"},
+		{`{"n":1.5,"sum":1,"sum_sq":1}`, "work.n"},
+	} {
+		c.t = c.t.Add(time.Second)
+		w := post(src, []byte(fmt.Sprintf(`{"v":1,"instance":"a","start":%q,"time":%q,"work":%s}`,
+			start.Format(time.RFC3339Nano), c.t.Format(time.RFC3339Nano), tc.work)))
+		assert.Equal(t, http.StatusBadRequest, w.Code, tc.work)
+		assert.Contains(t, w.Body.String(), tc.detail, tc.work)
+	}
+}

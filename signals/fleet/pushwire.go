@@ -52,6 +52,9 @@ type pushBody struct {
 	// Features holds each registered feature's cumulative tally (see
 	// Tally), by feature name; at most MaxFeatures.
 	Features map[string]pushFeature `json:"features,omitempty"`
+	// Work is the cumulative work of every tallied request, features or
+	// none (Recorder.Work).
+	Work *pushMoments `json:"work,omitempty"`
 }
 
 // pushFeature is one feature's cumulative tally.
@@ -156,6 +159,8 @@ func pushOf(rec *signals.Recorder, now time.Time, bounds []float64) pushBody {
 		for _, t := range tl {
 			b.Features[t.Feature] = pushFeature{On: pushMomentsOf(t.On), Off: pushMomentsOf(t.Off), Unattributed: float64(t.Unattributed)}
 		}
+		w := pushMomentsOf(rec.Work())
+		b.Work = &w
 	}
 	return b
 }
@@ -393,6 +398,13 @@ func (b *pushBody) decode() (pushed, error) {
 	if err := st.readFeatures(b.Features); err != nil {
 		return p, err
 	}
+	if b.Work != nil {
+		w, err := b.Work.decode("work")
+		if err != nil {
+			return p, err
+		}
+		st.work, st.hasWork = w, true
+	}
 	st.parsed = true
 	return p, nil
 }
@@ -424,22 +436,11 @@ func (st *targetState) readFeatures(fs map[string]pushFeature) error {
 			w    pushMoments
 			into *signals.Moments
 		}{{"on", f.On, &t.On}, {"off", f.Off, &t.Off}} {
-			p := path + "." + m.name
-			if err := checkCount(p+".n", m.w.N); err != nil {
+			v, err := m.w.decode(path + "." + m.name)
+			if err != nil {
 				return err
 			}
-			for _, g := range []struct {
-				name string
-				v    float64
-			}{{"sum", m.w.Sum}, {"sum_sq", m.w.SumSq}} {
-				if err := checkGauge(p+"."+g.name, g.v); err != nil {
-					return err
-				}
-				if m.w.N == 0 && g.v != 0 {
-					return invalid("%s.%s: %g with n 0: no request, no time", p, g.name, g.v)
-				}
-			}
-			*m.into = signals.Moments{N: int64(m.w.N), Sum: m.w.Sum, SumSq: m.w.SumSq}
+			*m.into = v
 		}
 		if err := checkCount(path+".unattributed", f.Unattributed); err != nil {
 			return err
@@ -448,6 +449,25 @@ func (st *targetState) readFeatures(fs map[string]pushFeature) error {
 		st.tallies = append(st.tallies, t)
 	}
 	return nil
+}
+
+// decode checks moments on the wire, named path in errors.
+func (w pushMoments) decode(path string) (signals.Moments, error) {
+	if err := checkCount(path+".n", w.N); err != nil {
+		return signals.Moments{}, err
+	}
+	for _, g := range []struct {
+		name string
+		v    float64
+	}{{"sum", w.Sum}, {"sum_sq", w.SumSq}} {
+		if err := checkGauge(path+"."+g.name, g.v); err != nil {
+			return signals.Moments{}, err
+		}
+		if w.N == 0 && g.v != 0 {
+			return signals.Moments{}, invalid("%s.%s: %g with n 0: no request, no time", path, g.name, g.v)
+		}
+	}
+	return signals.Moments{N: int64(w.N), Sum: w.Sum, SumSq: w.SumSq}, nil
 }
 
 // buckets counts the histogram buckets of b, classic and native, over

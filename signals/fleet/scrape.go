@@ -92,6 +92,11 @@ type targetState struct {
 	// (an exposition has none: ScrapeSource leaves Snapshot.Tallies
 	// empty). PushSource keeps them apart from the readings.
 	tallies []signals.Tally
+	// work is a push's cumulative work of every tallied request
+	// (Snapshot.Work), kept apart as the tallies are; hasWork says the
+	// push carried it.
+	work    signals.Moments
+	hasWork bool
 }
 
 // NewScrapeSource checks cfg and returns a source.
