@@ -84,6 +84,13 @@ type modelState struct {
 	w0       float64   // the all-off request's work: 1 without tallies, else base's estimate
 	cost     []float64 // per feature, its cost in the unit of work (see demand)
 	learned  []bool    // per feature: cost is the learned estimate, not the prior
+	// reach is, per feature, the share of the requests that evaluate it
+	// (see reachOf): a feature's cost is a request's that renders it,
+	// and what it adds to the load's work is cost × reach × level.
+	// reachN and reachAll are the counts it is the ratio of, forgotten
+	// over spreadMemory periods (reachN < 0: not measured, reach 1).
+	reach, reachN []float64
+	reachAll      float64
 	// scale multiplies every prior (Feature.Cost): what the moves taught
 	// of how wrong the configured costs are (see teach). 1 at first.
 	scale float64
@@ -113,6 +120,10 @@ type modelState struct {
 // size makes the per-feature slices for nf features.
 func (s *modelState) size(nf int) {
 	s.cost, s.learned = make([]float64, nf), make([]bool, nf)
+	s.reach, s.reachN = make([]float64, nf), make([]float64, nf) // reachAll, of every request, carries over
+	for i := range s.reach {
+		s.reach[i], s.reachN[i] = 1, -1
+	}
 }
 
 // observe reads the model law's observation of one period from s:
@@ -129,8 +140,8 @@ func (c *Controller) observe(now time.Time, s signals.Snapshot, busy float64, bu
 	if v, ok := s.Get(signals.GateQueued); ok && v > 0 {
 		o.queued = v
 	}
-	o.tallies = s.Tallies
-	if len(o.tallies) == 0 && s.Window > 0 {
+	o.tallies, o.work = s.Tallies, s.Work
+	if len(o.tallies) == 0 && o.work.N == 0 && s.Window > 0 {
 		// No per-request tallies: the window's mean latency stands for
 		// a request's work (the source's latency is its service time),
 		// as a tally of the window's completions would give it — their
@@ -169,6 +180,7 @@ type observation struct {
 	recentLoad float64
 	recentSpan time.Duration
 	tallies    []signals.Tally
+	work       signals.Moments // every tallied request's (Snapshot.Work)
 	// latency and latencySpan: without tallies, the window's completions
 	// as a tally of every request would give them (see observe).
 	latency     signals.Moments
@@ -198,10 +210,16 @@ func (c *Controller) demand(now time.Time, o observation) (seconds bool, busy, b
 	fs := c.cfg.Features
 	ts, span := o.tallies, o.recentSpan
 	var all signals.Moments
+	own := o.work.N > 0 || len(ts) > 0 // the period's own requests, not a window's
 	switch {
+	case o.work.N > 0:
+		all = o.work
+		c.reachOf(ts, all.N)
 	case len(ts) > 0:
+		// A source without the work of every request: a feature's
+		// tally stands for it (right where every request evaluates it).
 		all = ts[0].On
-		all.Merge(ts[0].Off) // every feature's tally counts the same requests
+		all.Merge(ts[0].Off)
 	case o.latency.N > 0:
 		all, span = o.latency, o.latencySpan
 	}
@@ -224,15 +242,18 @@ func (c *Controller) demand(now time.Time, o observation) (seconds bool, busy, b
 		}
 	}
 	if seconds && all.N > 0 && all.Sum > 0 {
-		// The period's shares, as rendered; the ladder's where a feature
-		// has no tally.
+		// The period's shares of its requests that rendered each
+		// feature; the ladder's where a feature has no tally.
 		prior, learned := 0.0, 0.0
 		b := max(m.brightness, 0)
 		for i, f := range fs {
-			sh := c.lit(i, b, c.probeAt(b))
+			sh := c.lit(i, b, c.probeAt(b)) * m.mdl.reach[i]
 			for _, t := range ts {
 				if t.Feature == f.Name && t.On.N+t.Off.N > 0 {
 					sh = float64(t.On.N) / float64(t.On.N+t.Off.N)
+					if o.work.N > 0 {
+						sh = min(float64(t.On.N)/float64(all.N), 1)
+					}
 					break
 				}
 			}
@@ -243,7 +264,7 @@ func (c *Controller) demand(now time.Time, o observation) (seconds bool, busy, b
 			}
 		}
 		x, v := all.Mean(), max(all.Var(), 0)/float64(all.N)
-		if all.N >= minJumpCount && len(ts) > 0 {
+		if all.N >= minJumpCount && own {
 			// Only a period's own tallies teach: a window's mean latency
 			// is mostly of the levels before a move.
 			c.teach(x-learned, v, prior)
@@ -362,14 +383,57 @@ func (c *Controller) spread(all signals.Moments) float64 {
 }
 
 // work is w(b): the work of a request at brightness b — the all-off
-// request's, plus the costs of the features b renders.
+// request's, plus the costs of the features b renders to the requests
+// that evaluate them.
 func (c *Controller) work(b float64) float64 {
 	m := &c.mu.mdl
 	w, probe := m.w0, c.probeAt(b)
 	for i := range c.cfg.Features {
-		w += c.lit(i, b, probe) * m.cost[i]
+		w += c.lit(i, b, probe) * c.costPer(i)
 	}
 	return max(w, 0)
+}
+
+// costPer is what feature i, rendered to every request that evaluates
+// it, adds to the work of an arriving request: its cost times its reach.
+func (c *Controller) costPer(i int) float64 {
+	m := &c.mu.mdl
+	return m.cost[i] * m.reach[i]
+}
+
+// reachOf updates each feature's reach with a period's tallies ts and
+// the count of its requests, n (Snapshot.Work.N): the share of requests
+// that evaluated the feature, as counts forgotten over spreadMemory
+// periods. A shop's cart and checkout evaluate no feature, and a product
+// page's features are evaluated by its requests alone: without the reach
+// the model would put a product page's cost on every arrival. A feature
+// without a tally keeps a reach of 1.
+func (c *Controller) reachOf(ts []signals.Tally, n int64) {
+	m := &c.mu.mdl
+	a := fastWeight(spreadMemory)
+	m.reachAll = (1-a)*m.reachAll + float64(n)
+	for i, f := range c.cfg.Features {
+		var k int64
+		found := false
+		for _, t := range ts {
+			if t.Feature == f.Name {
+				k, found = min(t.On.N+t.Off.N, n), true
+				break
+			}
+		}
+		switch {
+		case found && m.reachN[i] < 0:
+			m.reachN[i] = float64(k) // first measured: as if every period before had been the same
+			m.reachN[i] *= m.reachAll / float64(n)
+		case found:
+			m.reachN[i] = (1-a)*m.reachN[i] + float64(k)
+		case m.reachN[i] >= 0:
+			m.reachN[i] *= 1 - a
+		}
+		if m.reachN[i] >= 0 && m.reachAll > 0 {
+			m.reach[i] = min(m.reachN[i]/m.reachAll, 1)
+		}
+	}
 }
 
 // solve returns the brightest b in [0, ceil] with w(b) ≤ budget, by
@@ -592,7 +656,7 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 	m.mdl.moveAt, m.mdl.movePrior = now, 0
 	for i, f := range cfg.Features {
 		if !m.mdl.learned[i] {
-			m.mdl.movePrior += c.lit(i, max(b, 0), c.probeAt(b)) * f.Cost
+			m.mdl.movePrior += c.lit(i, max(b, 0), c.probeAt(b)) * f.Cost * m.mdl.reach[i]
 		}
 	}
 	m.brightness, m.mdl.levelsAt = target, now

@@ -169,7 +169,7 @@ func (c *Controller) ReconfigureAt(now time.Time, cfg Config) error {
 		// nothing about the new one's.
 		m.calmRun, m.hotRun, m.underRun, m.underSum = 0, 0, 0, 0
 	}
-	oldCfg, oldCost, oldLearned := c.cfg, m.mdl.cost, m.mdl.learned
+	oldCfg, oldCost, oldLearned, oldReach := c.cfg, m.mdl.cost, m.mdl.learned, m.mdl.reachN
 	c.cfg, c.spans, c.capped = cfg, spans(cfg.Features), capped(&cfg)
 	m.costs = m.costs.remap(cfg.Features)
 	m.q, m.maxStep = cfg.Quantum, cfg.MaxStep
@@ -201,7 +201,7 @@ func (c *Controller) ReconfigureAt(now time.Time, cfg Config) error {
 	m.readings = readings
 	m.brightness = max(m.brightness, -cfg.MaxShed)
 	c.sizeScratch()
-	c.remapModel(&oldCfg, oldCost, oldLearned)
+	c.remapModel(&oldCfg, oldCost, oldLearned, oldReach)
 	if !m.frozen {
 		m.why = why{kind: whyReconfigured} // the last step's indices may not fit the new config
 	}
@@ -223,15 +223,15 @@ func (c *Controller) ReconfigureAt(now time.Time, cfg Config) error {
 	return nil
 }
 
-// remapModel carries the model law's per-feature costs over a
-// Reconfigure, by name (a new feature's is its prior, as demand would set
-// it), and the probe's share into the new configuration: the reload's own
+// remapModel carries the model law's per-feature costs and reaches over
+// a Reconfigure, by name (a new feature's cost is its prior, as demand
+// would set it, and its reach unmeasured), and the probe's share into the new configuration: the reload's own
 // state publishes the probe as the next step will — budgeted by the costs
 // (zeroed, its features off were given the whole share), within the new
 // Probe and in the new quantum (a share of the old one's, or one wider
 // than the probe, gave a feature off more than Config.Probe). Callers
 // hold the lock; sizeScratch has run.
-func (c *Controller) remapModel(old *Config, cost []float64, learned []bool) {
+func (c *Controller) remapModel(old *Config, cost []float64, learned []bool, reachN []float64) {
 	m := &c.mu.mdl
 	scale, w0 := m.scale, m.w0
 	if scale == 0 {
@@ -250,6 +250,9 @@ func (c *Controller) remapModel(old *Config, cost []float64, learned []bool) {
 		m.cost[i] = f.Cost * scale * w0
 		if j, ok := was[f.Name]; ok {
 			m.cost[i], m.learned[i] = cost[j], learned[j]
+			if j < len(reachN) && reachN[j] >= 0 && m.reachAll > 0 {
+				m.reachN[i], m.reach[i] = reachN[j], min(reachN[j]/m.reachAll, 1)
+			}
 		}
 	}
 	switch {

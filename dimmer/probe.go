@@ -81,7 +81,7 @@ func (c *Controller) probing(now time.Time) bool {
 	}
 	all := m.mdl.w0 // a request's work with every feature on (a Floor makes it no lighter)
 	for i := range c.cfg.Features {
-		all += m.mdl.cost[i]
+		all += c.costPer(i)
 	}
 	room := probeRoom
 	if m.mdl.probe {
@@ -144,9 +144,9 @@ func (c *Controller) probeAt(b float64) probeLevels {
 	var opt, off float64
 	for i, f := range c.cfg.Features {
 		l := c.ladder(i, b)
-		opt += (l - f.Floor) * m.cost[i]
+		opt += (l - f.Floor) * c.costPer(i)
 		if l < p {
-			off += (p - l) * m.cost[i]
+			off += (p - l) * c.costPer(i)
 		}
 	}
 	up := p

@@ -220,6 +220,7 @@ type engine struct {
 	// current tick; the other is the one the last Snapshot handed the
 	// Dimmer, left alone until the next tick (Snapshot.Tallies' contract).
 	tallies [2][]signals.Tally
+	work    [2]signals.Moments // every request's, as Snapshot.Work
 	cur     int
 }
 
@@ -392,10 +393,13 @@ func (e *engine) newRequest() {
 		opt := m.Optional
 		if e.partLevel != nil {
 			opt = cost * e.partsCost // every part on
+			if m.NoParts {
+				opt = 0
+			}
 		}
 		r := &Request{
 			ID: e.nextID, Attempt: 1, Class: m.Class, Key: uint32(e.arr.Float64() * 4294967296),
-			Cost: cost, Optional: opt, first: e.now, dep: m.Dependency,
+			Cost: cost, Optional: opt, first: e.now, dep: m.Dependency, noParts: m.NoParts,
 		}
 		e.nextID++
 		e.users = append(e.users, userState{class: m.Class, first: e.now})
@@ -471,7 +475,9 @@ func (e *engine) startWork() {
 		r.Start = e.vt(e.now)
 		var cost float64
 		if e.partLevel != nil {
-			r.parts = e.decideParts(r.Key)
+			if !r.noParts {
+				r.parts = e.decideParts(r.Key)
+			}
 			r.WithOptional = r.parts != 0
 			cost = r.Cost * (1 + e.onCost(r.parts))
 		} else {
@@ -588,12 +594,13 @@ func (e *engine) retry(r *Request) {
 func (e *engine) tick() {
 	now := e.vt(e.now)
 	snap := e.rec.Snapshot(now)
-	snap.Tallies = e.tallies[e.cur]
+	snap.Tallies, snap.Work = e.tallies[e.cur], e.work[e.cur]
 	e.cur ^= 1
 	for i := range e.tallies[e.cur] {
 		t := &e.tallies[e.cur][i]
 		t.On, t.Off = signals.Moments{}, signals.Moments{}
 	}
+	e.work[e.cur] = signals.Moments{}
 	e.dim = e.cfg.Dimmer.Step(now, snap)
 	e.dim.Level = min(max(e.dim.Level, 0), 1)
 	if e.partLevel != nil {

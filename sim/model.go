@@ -34,6 +34,7 @@ type Request struct {
 
 	cost    float64 // the work started, optional parts included
 	parts   uint64  // with Config.Parts: bit i set when part i was served
+	noParts bool    // with Config.Parts: evaluates none (ClassMix.NoParts)
 	dep     *Dependency
 	first   time.Duration // the user's first attempt, for latency from the user's view
 	arrival time.Duration
@@ -137,6 +138,11 @@ type ClassMix struct {
 	// Dependency, when set, is called by every request of this kind while
 	// it holds its worker (an SMS provider during checkout).
 	Dependency *Dependency
+	// NoParts, with Config.Parts, makes this kind evaluate no part (a
+	// cart or a checkout page beside the product pages): its work is its
+	// Cost alone, and it counts in the snapshot's Work (every request's)
+	// but in no part's tally.
+	NoParts bool
 }
 
 // Dependency is a downstream service the server calls while holding a

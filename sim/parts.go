@@ -159,11 +159,16 @@ func (e *engine) resolveLevels() {
 }
 
 // tally records r's service time — from the start of its service to now,
-// the time it held a worker, its wait left out — in every part's tally of
-// the current tick, on or off as r got the part. A request counts in the
+// the time it held a worker, its wait left out — in the tick's work of
+// every request and in every part's tally of the current tick, on or off
+// as r got the part (in none when its kind evaluates no part). A request counts in the
 // tick it completes, whether its client still waits or not.
 func (e *engine) tally(r *Request) {
 	held := e.vt(e.now).Sub(r.Start).Seconds()
+	e.work[e.cur].Add(held)
+	if r.noParts {
+		return
+	}
 	for i := range e.tallies[e.cur] {
 		t := &e.tallies[e.cur][i]
 		if r.parts&(1<<i) != 0 {

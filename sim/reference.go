@@ -37,8 +37,9 @@ const rateSamples = 10
 // Reference is a Dimmer that is told the truth the dimmer has to guess:
 // the arrival rate λ(t) (Load), the parts' true costs and the server's
 // mandatory capacity C (see MandatoryCapacity). Each tick it predicts the
-// utilisation u = λ·(1 + Σ ℓᵢ·cᵢ)/C over the coming tick (λ averaged over
-// it) and sets the levels that hold u at the set point Rho, filling the
+// utilisation u = λ·(1 + r·Σ ℓᵢ·cᵢ)/C over the coming tick (λ averaged
+// over it; r the share of the mandatory work whose requests evaluate the
+// parts) and sets the levels that hold u at the set point Rho, filling the
 // parts' ladder ([Ladder]: Parts[0] dims first, as rank 0 does in package
 // dimmer); when even every part off gives u > Rho it sheds the excess of
 // mandatory work at the door (Dim.Shed): sheddable users first, then
@@ -52,7 +53,10 @@ type Reference struct {
 	// Tick is the period it predicts for; default 1 s (Config.Tick).
 	Tick time.Duration
 	// work[c] is class c's share of the mandatory work, for shedding.
-	work   [signals.NumClasses]float64
+	work [signals.NumClasses]float64
+	// reach is the share of the mandatory work whose requests evaluate the
+	// parts (1 unless the mix has NoParts kinds).
+	reach  float64
 	levels []float64
 }
 
@@ -69,7 +73,11 @@ func NewReference(cfg Config, rho float64) *Reference {
 		}
 		r.work[m.Class] += m.Share * c
 		total += m.Share * c
+		if !m.NoParts {
+			r.reach += m.Share * c
+		}
 	}
+	r.reach /= total
 	for c := range r.work {
 		r.work[c] /= total
 	}
@@ -93,7 +101,7 @@ func (r *Reference) Step(now time.Time, _ signals.Snapshot) Dim {
 	room := r.Rho * r.Capacity / lambda // 1 + Σ ℓᵢcᵢ that holds u at Rho
 	if room >= 1 {
 		share := 1.0
-		if total := partsCost(r.Parts); total > 0 {
+		if total := partsCost(r.Parts) * r.reach; total > 0 {
 			share = min((room-1)/total, 1)
 		}
 		copy(r.levels, Ladder(r.Parts, share))
