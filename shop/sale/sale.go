@@ -171,7 +171,7 @@ func optional(body []byte) (served, offered int) {
 }
 
 // Run runs the 11.11 timeline against the shop at cfg.Target and returns
-// the load's report with the shop's count of orders and SMS.
+// the load's report with the shop's count of orders and SMS over the run.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Target == "" {
 		return nil, errors.New("shop: sale: no target")
@@ -199,7 +199,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := getJSON(ctx, cfg.HTTP, cfg.Target+"/api/demo/deps", &info); err != nil {
 		return nil, fmt.Errorf("shop: sale: %s is not a shop-demo (GET /api/demo/deps): %w", cfg.Target, err)
 	}
+	// The shop's counts are since it started: the run's are their
+	// increase over it (SaleReport.Since). start is taken first, so that
+	// the orders whose SMS are counted (created since start) hold every
+	// order counted.
 	start := time.Now()
+	var base shop.SaleReport
+	if err := getJSON(ctx, cfg.HTTP, cfg.Target+"/api/demo/report?since="+start.Format(time.RFC3339Nano), &base); err != nil {
+		return nil, err
+	}
 	var errs []error
 	note := func(err error) {
 		if err != nil {
@@ -244,7 +252,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		if err := getJSON(ctx, cfg.HTTP, cfg.Target+"/api/demo/report?since="+start.Format(time.RFC3339Nano), &sr); err != nil {
 			return nil, err
 		}
-		res.Shop = sr
+		res.Shop = sr.Since(base)
 		// Nothing queued: nothing more will be delivered (a send the
 		// baseline lost inline stays lost).
 		if sr.Queued == 0 || !time.Now().Before(deadline) {
