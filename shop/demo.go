@@ -91,7 +91,9 @@ func sectionShare(n [4]int64) SectionShare {
 
 // Since returns r over the time since base, an earlier report of the same
 // shop process: its counts less base's (a shop that served before a sale
-// run counted that too), its state and its SMS as they are.
+// run counted that too), its state and its SMS as they are. A shop that
+// does not tell its sections' counts (SectionShare.Pages, an older one)
+// keeps its shares since it started.
 func (r SaleReport) Since(base SaleReport) SaleReport {
 	r.Orders -= base.Orders
 	r.Replays -= base.Replays
@@ -106,6 +108,10 @@ func (r SaleReport) Since(base SaleReport) SaleReport {
 	sections := map[string]SectionShare{}
 	for name, x := range r.Sections {
 		n := x.Pages
+		if n == ([4]int64{}) {
+			sections[name] = x // a shop that does not tell its counts: its shares as they are
+			continue
+		}
 		for i, b := range base.Sections[name].Pages {
 			n[i] -= b
 		}

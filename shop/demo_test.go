@@ -54,4 +54,6 @@ func TestSaleReportSince(t *testing.T) {
 	r := now.Since(base)
 	assert.Equal(t, SaleReport{Orders: 20, Replays: 2, DealsRefused: 2, Queued: 2, Delivered: 20, StockOK: true,
 		Sections: map[string]SectionShare{"reviews": {Served: 0.4, Stale: 0.2, Dimmed: 0.6, Pages: [4]int64{2, 2, 6, 0}}}}, r)
+	old := SaleReport{Sections: map[string]SectionShare{"reviews": {Served: 0.5, Dimmed: 0.5}}} // no counts
+	assert.Equal(t, old.Sections, old.Since(base).Sections, "a shop without counts keeps its shares")
 }
