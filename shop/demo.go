@@ -31,6 +31,12 @@ type DepsInfo struct {
 }
 
 // SaleReport counts the orders since a time and what became of their SMS.
+// The SMS of the orders since that time (Delivered, Lost, Twice) are
+// read from the database; the counts of what the shop served (Orders,
+// Replays, Absorbed, Dead, Inline, InlineFailed, Sections, Voided,
+// Unmatched, Cancelled, DealsRefused) are this process's since it
+// started — Since gives them over a run; Queued, Pending and StockOK are
+// the shop's state now.
 type SaleReport struct {
 	Orders int64 `json:"orders"`
 	// Replays: checkouts answered with an order an Idempotency-Key had
@@ -72,6 +78,49 @@ type SaleReport struct {
 // SectionShare is one optional section's service.
 type SectionShare struct {
 	Served, Stale, Dimmed, Unavailable float64
+	// Pages counts the product pages the shares are of, by what they got
+	// of the section: present, stale, dimmed, unavailable.
+	Pages [4]int64 `json:"pages"`
+}
+
+func sectionShare(n [4]int64) SectionShare {
+	all := float64(n[0] + n[1] + n[2] + n[3])
+	return SectionShare{Served: float64(n[0]+n[1]) / all, Stale: float64(n[1]) / all,
+		Dimmed: float64(n[2]) / all, Unavailable: float64(n[3]) / all, Pages: n}
+}
+
+// Since returns r over the time since base, an earlier report of the same
+// shop process: its counts less base's (a shop that served before a sale
+// run counted that too), its state and its SMS as they are. A shop that
+// does not tell its sections' counts (SectionShare.Pages, an older one)
+// keeps its shares since it started.
+func (r SaleReport) Since(base SaleReport) SaleReport {
+	r.Orders -= base.Orders
+	r.Replays -= base.Replays
+	r.Absorbed -= base.Absorbed
+	r.Dead -= base.Dead
+	r.Inline -= base.Inline
+	r.InlineFailed -= base.InlineFailed
+	r.Voided -= base.Voided
+	r.Unmatched -= base.Unmatched
+	r.Cancelled -= base.Cancelled
+	r.DealsRefused -= base.DealsRefused
+	sections := map[string]SectionShare{}
+	for name, x := range r.Sections {
+		n := x.Pages
+		if n == ([4]int64{}) {
+			sections[name] = x // a shop that does not tell its counts: its shares as they are
+			continue
+		}
+		for i, b := range base.Sections[name].Pages {
+			n[i] -= b
+		}
+		if n[0]+n[1]+n[2]+n[3] > 0 {
+			sections[name] = sectionShare(n)
+		}
+	}
+	r.Sections = sections
+	return r
 }
 
 // Report counts the orders created since since and their SMS.
@@ -81,9 +130,9 @@ func (s *Shop) Report(ctx context.Context, since time.Time) (SaleReport, error) 
 		DealsRefused: s.counts.dealsRefused.Load(), Unmatched: s.counts.unmatched.Load(), Voided: s.counts.voided.Load(),
 		Cancelled: s.counts.cancelled.Load(), Sections: map[string]SectionShare{}}
 	for i, name := range Sections() {
-		p, st, d, u := s.counts.present[i].Load(), s.counts.stale[i].Load(), s.counts.dimmed[i].Load(), s.counts.unavailable[i].Load()
-		if n := float64(p + st + d + u); n > 0 {
-			r.Sections[name] = SectionShare{Served: float64(p+st) / n, Stale: float64(st) / n, Dimmed: float64(d) / n, Unavailable: float64(u) / n}
+		n := [4]int64{s.counts.present[i].Load(), s.counts.stale[i].Load(), s.counts.dimmed[i].Load(), s.counts.unavailable[i].Load()}
+		if n[0]+n[1]+n[2]+n[3] > 0 {
+			r.Sections[name] = sectionShare(n)
 		}
 	}
 	st, err := s.store.Stats(ctx)

@@ -43,3 +43,17 @@ func TestDemoEndpointsAreLocal(t *testing.T) {
 	resp, _ = send(t, srv, call{"GET", "/api/demo/deps", "", map[string]string{"Sec-Fetch-Site": "none"}})
 	assert.Equal(t, http.StatusOK, resp.StatusCode, "typed in by the user")
 }
+
+// TestSaleReportSince: a report over a run is the counts' increase, the
+// sections' shares of the run's pages alone, the state as it is.
+func TestSaleReportSince(t *testing.T) {
+	base := SaleReport{Orders: 80, Replays: 3, DealsRefused: 18, Absorbed: 17, Queued: 60,
+		Sections: map[string]SectionShare{"reviews": sectionShare([4]int64{10, 0, 0, 0}), "gallery": sectionShare([4]int64{4, 0, 0, 0})}}
+	now := SaleReport{Orders: 100, Replays: 5, DealsRefused: 20, Absorbed: 17, Queued: 2, Delivered: 20, StockOK: true,
+		Sections: map[string]SectionShare{"reviews": sectionShare([4]int64{12, 2, 6, 0}), "gallery": sectionShare([4]int64{4, 0, 0, 0})}}
+	r := now.Since(base)
+	assert.Equal(t, SaleReport{Orders: 20, Replays: 2, DealsRefused: 2, Queued: 2, Delivered: 20, StockOK: true,
+		Sections: map[string]SectionShare{"reviews": {Served: 0.4, Stale: 0.2, Dimmed: 0.6, Pages: [4]int64{2, 2, 6, 0}}}}, r)
+	old := SaleReport{Sections: map[string]SectionShare{"reviews": {Served: 0.5, Dimmed: 0.5}}} // no counts
+	assert.Equal(t, old.Sections, old.Since(base).Sections, "a shop without counts keeps its shares")
+}

@@ -8,6 +8,8 @@ package sale
 import (
 	"bytes"
 	"context"
+	crand "crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -90,7 +92,13 @@ func timeline(d time.Duration, c shop.Capacity, scale float64, pool func(f float
 // Traffic returns the sale's traffic: browsing, carts, checkouts (impatient
 // clients retrying naively, and careful ones with backoff and a budget),
 // flash-deal lookups, a bot rotating user ids from one address, beacons.
-func Traffic() []load.Kind {
+//
+// run names the run in the checkouts' Idempotency-Keys (a retry keeps its
+// key): a shop keeps the keys it was sent in its database, across its
+// restarts, and answers a key it knows with that key's order — a run
+// that sent an earlier run's keys again (the same seed draws the same
+// ones) would place no order of its own (NewRun).
+func Traffic(run string) []load.Kind {
 	product := func(r load.Req) (string, []byte, http.Header) {
 		return "/api/products/" + strconv.Itoa(1+r.Rand.IntN(store.CatalogueSize)), nil, nil
 	}
@@ -100,7 +108,7 @@ func Traffic() []load.Kind {
 	regular := func(r *rand.Rand) int { return store.FlashDeals + 1 + r.IntN(store.CatalogueSize-store.FlashDeals) }
 	checkout := func(r load.Req) (string, []byte, http.Header) {
 		h := jsonHeader()
-		h.Set(shop.IdempotencyHeader, fmt.Sprintf("ck-%d-%d", r.Seq, r.Rand.Uint64()))
+		h.Set(shop.IdempotencyHeader, fmt.Sprintf("ck-%s-%d-%d", run, r.Seq, r.Rand.Uint64()))
 		return "", []byte(fmt.Sprintf(`{"items":[{"product":%d,"qty":1}]}`, regular(r.Rand))), h
 	}
 	return []load.Kind{
@@ -125,9 +133,18 @@ func Traffic() []load.Kind {
 // target, in phases, open loop: each simulated user its own address, sent
 // as X-Forwarded-For (the shop must trust the generator as its proxy:
 // Config.TrustedProxies), product pages' optional sections counted.
-// Run runs it on the 11.11 timeline; a soak at a constant rate.
+// Run runs it on the 11.11 timeline; a soak at a constant rate. Each call
+// is a run of its own (NewRun): the same seed sends the same requests but
+// for the checkouts' Idempotency-Keys, new ones.
 func Load(target string, phases []load.Phase, seed uint64) load.Config {
-	return load.Config{Target: target, Phases: phases, Mix: Traffic(), Seed: seed, Addr: userAddr, Optional: optional}
+	return load.Config{Target: target, Phases: phases, Mix: Traffic(NewRun()), Seed: seed, Addr: userAddr, Optional: optional}
+}
+
+// NewRun returns a new run's name for Traffic: 64 random bits.
+func NewRun() string {
+	var b [8]byte
+	crand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
 }
 
 // userAddr gives each simulated user an address of its own (the shop
@@ -154,7 +171,7 @@ func optional(body []byte) (served, offered int) {
 }
 
 // Run runs the 11.11 timeline against the shop at cfg.Target and returns
-// the load's report with the shop's count of orders and SMS.
+// the load's report with the shop's count of orders and SMS over the run.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Target == "" {
 		return nil, errors.New("shop: sale: no target")
@@ -182,7 +199,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := getJSON(ctx, cfg.HTTP, cfg.Target+"/api/demo/deps", &info); err != nil {
 		return nil, fmt.Errorf("shop: sale: %s is not a shop-demo (GET /api/demo/deps): %w", cfg.Target, err)
 	}
+	// The shop's counts are since it started: the run's are their
+	// increase over it (SaleReport.Since). start is taken first, so that
+	// the orders whose SMS are counted (created since start) hold every
+	// order counted.
 	start := time.Now()
+	var base shop.SaleReport
+	if err := getJSON(ctx, cfg.HTTP, cfg.Target+"/api/demo/report?since="+start.Format(time.RFC3339Nano), &base); err != nil {
+		return nil, err
+	}
 	var errs []error
 	note := func(err error) {
 		if err != nil {
@@ -227,7 +252,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		if err := getJSON(ctx, cfg.HTTP, cfg.Target+"/api/demo/report?since="+start.Format(time.RFC3339Nano), &sr); err != nil {
 			return nil, err
 		}
-		res.Shop = sr
+		res.Shop = sr.Since(base)
 		// Nothing queued: nothing more will be delivered (a send the
 		// baseline lost inline stays lost).
 		if sr.Queued == 0 || !time.Now().Before(deadline) {
