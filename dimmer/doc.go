@@ -270,9 +270,11 @@
 // # The model law (experimental)
 //
 // Config.Model selects a second law: a request at brightness b costs
-// w(b) = w₀ + Σᵢ ℓᵢ(b)·ĉᵢ of work (w₀ the all-off request's, measured from
-// the tallies; ĉᵢ each feature's cost, learned from them or its prior times
-// a scale the moves teach), the service carries K of work a second within
+// w(b) = w₀ + Σᵢ ℓᵢ(b)·rᵢ·ĉᵢ of work (w₀ the all-off request's, measured
+// from the work of every request, signals.Snapshot.Work; ĉᵢ each feature's
+// cost to a request that renders it, learned from the tallies or its prior
+// times a scale the moves teach; rᵢ its reach, the share of the requests
+// that evaluate it), the service carries K of work a second within
 // its targets, and the levels are the brightest with λ·w(b) ≤ K at the
 // offered load λ — a measured change of the load moves them at once. K is
 // measured in saturated periods and corrected by the mean distance of the
