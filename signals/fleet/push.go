@@ -382,7 +382,9 @@ func (s *PushSource) expire(now time.Time) {
 // by name), and its Work sums each live instance's increase over its
 // latest push interval (between its last two pushes, about a Pusher's
 // Interval; an instance's first push gives none, a restarted one's
-// counts are its increase), and so does its Recent, the class counts of
+// counts are its increase; Work is zero while an instance whose tallies
+// count pushes without it, as an older Pusher does), and so does its
+// Recent, the class counts of
 // that interval (RecentSpan its length, averaged over the instances): two
 // snapshots taken between the same two pushes report the same interval.
 // With none, the snapshot is empty and the error wraps ErrNoInstances.
@@ -397,18 +399,29 @@ func (s *PushSource) Snapshot(_ context.Context, now time.Time) (signals.Snapsho
 	}
 	f := aggregate{snap: &snap}
 	var tallies map[string]*signals.Tally
+	partial := false // an instance's tallies are summed without its work
 	for _, id := range live {
 		in := s.mu.instances[id]
 		f.add("push "+id, in.reads)
 		if in.tallyBase {
 			tallies = addTallyDelta(tallies, in.tallies[1], in.tallies[0])
 		}
-		if in.hasWork[0] && in.hasWork[1] {
+		switch {
+		case in.hasWork[0] && in.hasWork[1]:
 			snap.Work.Merge(momentsDelta(in.work[1], in.work[0]))
+		case in.tallyBase && len(in.tallies[1]) > 0:
+			partial = true
 		}
 	}
 	f.finish()
 	snap.Tallies = sortedTallies(tallies)
+	if partial {
+		// Some of the fleet's requests are in the tallies but not in the
+		// work (an older Pusher during a rolling upgrade): a work of the
+		// others would read a feature's share of it too high. None, as
+		// from a source without it.
+		snap.Work = signals.Moments{}
+	}
 	return snap, errors.Join(f.errs...)
 }
 

@@ -842,8 +842,9 @@ func TestPushRecent(t *testing.T) {
 // TestPushWork: a push carries the work of every tallied request
 // (Recorder.Work), features or none, and the source's Snapshot.Work sums
 // each live instance's increase over its last push interval — nothing
-// from a first push, the new counts of a restarted run, nothing from an
-// instance whose pushes lack it (an older Pusher). A malformed work is
+// from a first push, the new counts of a restarted run, none at all
+// while an instance pushes its tallies without it (an older Pusher). A
+// malformed work is
 // refused with a problem that names it.
 func TestPushWork(t *testing.T) {
 	c := &clock{t: t0}
@@ -881,20 +882,29 @@ func TestPushWork(t *testing.T) {
 		assert.Equal(t, int64(1), snap.Tallies[0].Off.N, "the tallies count only the requests that evaluated the feature")
 	}
 
-	// b restarts: its new counts are the increase; a pushes without work.
+	// b restarts: its new counts are the increase.
 	b2 := signals.NewRecorder(signals.Config{})
 	require.NoError(t, b2.Features("recs"))
 	plain(b2, time.Second)
+	c.t = c.t.Add(time.Second)
+	mustPush(t, src, body(t, a, "a", start, c.t))
+	mustPush(t, src, body(t, b2, "b", c.t.Add(-time.Second), c.t))
+	snap, err = src.Snapshot(context.Background(), c.t)
+	require.NoError(t, err)
+	assert.Equal(t, signals.Moments{N: 1, Sum: 1, SumSq: 1}, snap.Work)
+
+	// a pushes without work (an older Pusher): its tallies would be
+	// summed without it, and the source gives none.
 	c.t = c.t.Add(time.Second)
 	old := pushOf(a, c.t, signals.DefaultBuckets())
 	old.V, old.Instance, old.Start, old.Time, old.Work = 1, "a", start.Format(time.RFC3339Nano), c.t.Format(time.RFC3339Nano), nil
 	raw, err := json.Marshal(old)
 	require.NoError(t, err)
 	mustPush(t, src, raw)
-	mustPush(t, src, body(t, b2, "b", c.t.Add(-time.Second), c.t))
+	mustPush(t, src, body(t, b2, "b", c.t.Add(-2*time.Second), c.t))
 	snap, err = src.Snapshot(context.Background(), c.t)
 	require.NoError(t, err)
-	assert.Equal(t, signals.Moments{N: 1, Sum: 1, SumSq: 1}, snap.Work)
+	assert.Zero(t, snap.Work, "a's tallies are summed without its work (TestPushWorkMixedFleet)")
 
 	for _, tc := range []struct{ work, detail string }{
 		{`{"n":-1,"sum":0,"sum_sq":0}`, "work.n"},
