@@ -583,6 +583,8 @@ func FuzzPushBody(f *testing.F) {
 	f.Add([]byte(`{"v":1,"instance":"x","latency":{"count":1,"native":{"schema":-4,"buckets":[[63,1]]}}}`))
 	f.Add([]byte(`{"v":1,"instance":"x","time":"2026-11-11T00:00:02Z","features":{"recs":{"on":{"n":3,"sum":0.3,"sum_sq":0.03},"off":{"n":1,"sum":0.1,"sum_sq":0.01},"unattributed":2}}}`))
 	f.Add([]byte(`{"v":1,"instance":"x","time":"2026-11-11T00:00:02Z","features":{` + manyFeatures(signals.MaxFeatures+1) + `}}`))
+	f.Add([]byte(`{"v":1,"instance":"x","time":"2026-11-11T00:00:02Z","features":{"recs":{"on":{"n":3,"sum":0.3,"sum_sq":0.03}}},"work":{"n":5,"sum":0.5,"sum_sq":0.05}}`))
+	f.Add([]byte(`{"v":1,"instance":"shop-1","time":"2026-11-11T00:00:02Z","start":"2026-11-11T00:00:00Z","work":{"n":0,"sum":0,"sum_sq":0}}`))
 	// Two instances with two pushes each: the state a refusal must keep.
 	start := t0.Add(-time.Hour)
 	r := signals.NewRecorder(signals.Config{})
@@ -632,6 +634,9 @@ func FuzzPushBody(f *testing.F) {
 			if v, ok := after.Get(k); ok && v < 0 {
 				t.Fatalf("%s = %v after an accepted push", k, v)
 			}
+		}
+		if w := after.Work; w.N < 0 || !(w.Sum >= 0) || !(w.SumSq >= 0) {
+			t.Fatalf("work %+v after an accepted push", w)
 		}
 		if len(after.Tallies) > signals.MaxFeatures*2 {
 			t.Fatalf("%d tallies from 2 instances", len(after.Tallies))
