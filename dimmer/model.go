@@ -68,6 +68,10 @@ const (
 	// averaged: a minute, over which the levels and the service change
 	// it little.
 	spreadMemory = 60.0
+	// reachJumpZ is the standard errors by which a period's share of
+	// the requests that evaluate a feature must exceed its reach for the
+	// reach to take it at once (see reachOf).
+	reachJumpZ = 3.0
 	// teachZ is the standard errors of the all-off work's estimates a
 	// move's predicted change must exceed to teach the priors' scale.
 	teachZ = 2.0
@@ -406,8 +410,10 @@ func (c *Controller) costPer(i int) float64 {
 // that evaluated the feature, as counts forgotten over spreadMemory
 // periods. A shop's cart and checkout evaluate no feature, and a product
 // page's features are evaluated by its requests alone: without the reach
-// the model would put a product page's cost on every arrival. A feature
-// without a tally keeps a reach of 1.
+// the model would put a product page's cost on every arrival. A period
+// whose share stands reachJumpZ standard errors over the reach sets it
+// at once (a feature's pages back after a lull). A feature without a
+// tally keeps a reach of 1.
 func (c *Controller) reachOf(ts []signals.Tally, n int64) {
 	m := &c.mu.mdl
 	a := fastWeight(spreadMemory)
@@ -427,6 +433,15 @@ func (c *Controller) reachOf(ts []signals.Tally, n int64) {
 			m.reachN[i] *= m.reachAll / float64(n)
 		case found:
 			m.reachN[i] = (1-a)*m.reachN[i] + float64(k)
+			if p := float64(k) / float64(n); n >= minJumpCount && m.reachAll > 0 &&
+				p-m.reachN[i]/m.reachAll > reachJumpZ*math.Sqrt(p*(1-p)/float64(n)) {
+				// The period's share stands out over the forgotten
+				// one: the feature's pages are back (after a lull of
+				// them its reach was near 0, and its cost nearly
+				// nothing to the law). The rise is taken at once; a
+				// fall is forgotten over spreadMemory, erring heavy.
+				m.reachN[i] = p * m.reachAll
+			}
 		case m.reachN[i] >= 0:
 			m.reachN[i] *= 1 - a
 		}
