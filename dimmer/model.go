@@ -130,6 +130,15 @@ func (s *modelState) size(nf int) {
 	}
 }
 
+// unreach makes every feature's reach unmeasured (1), and forgets the
+// count of requests it was measured over.
+func (s *modelState) unreach() {
+	for i := range s.reach {
+		s.reach[i], s.reachN[i] = 1, -1
+	}
+	s.reachAll = 0
+}
+
 // observe reads the model law's observation of one period from s:
 // busy is the room signal when busyOK.
 func (c *Controller) observe(now time.Time, s signals.Snapshot, busy float64, busyOK bool) (observation, bool) {
@@ -221,9 +230,14 @@ func (c *Controller) demand(now time.Time, o observation) (seconds bool, busy, b
 		c.reachOf(ts, all.N)
 	case len(ts) > 0:
 		// A source without the work of every request: a feature's
-		// tally stands for it (right where every request evaluates it).
+		// tally stands for it (right where every request evaluates it),
+		// and the reach is 1 — one measured while the source gave the
+		// work would make the features of the requests tallied cheap.
 		all = ts[0].On
 		all.Merge(ts[0].Off)
+		if all.N > 0 {
+			m.mdl.unreach()
+		}
 	case o.latency.N > 0:
 		all, span = o.latency, o.latencySpan
 	}

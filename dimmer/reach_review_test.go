@@ -94,3 +94,74 @@ func TestReachRisesWhenAFeatureReturns(t *testing.T) {
 		t.Errorf("reach %.3f in the period the feature is back for half the requests (a request's predicted work %.4f s at brightness %.2f)", back, mean, b)
 	}
 }
+
+// TestReachAcrossReconfigure: a Reconfigure keeps a measured
+// reach by feature name (a new feature's is unmeasured, 1, until its
+// first tally), whatever the features' order.
+func TestReachAcrossReconfigure(t *testing.T) {
+	r := newModelRig(t)
+	for range 60 {
+		s := r.reachSnap(200, 0.5, r.c.State())
+		r.now = r.now.Add(time.Second)
+		s.Time = r.now
+		r.c.Step(r.now, s)
+	}
+	cfg := r.c.Config()
+	cfg.Features = []Feature{{Name: "extra", Rank: 0, Cost: 0.2}, {Name: "recommendations", Rank: 1, Cost: 1.5}}
+	if err := r.c.ReconfigureAt(r.now, cfg); err != nil {
+		t.Fatal(err)
+	}
+	r.c.mu.Lock()
+	defer r.c.mu.Unlock()
+	for i, f := range r.c.cfg.Features {
+		got := r.c.mu.mdl.reach[i]
+		switch f.Name {
+		case "extra":
+			if got != 1 || r.c.mu.mdl.reachN[i] >= 0 {
+				t.Errorf("new feature's reach %.3f (reachN %.3f)", got, r.c.mu.mdl.reachN[i])
+			}
+		case "recommendations":
+			if got < 0.4 || got > 0.6 {
+				t.Errorf("recommendations' reach %.3f after Reconfigure", got)
+			}
+		}
+	}
+}
+
+// TestReachWithoutWorkIsOne: a source that stops giving Snapshot.Work
+// while its tallies count (a rolled-back app, an older Pusher back in the
+// fleet: package fleet then gives none) makes a feature's tally stand for
+// every request, as docs/model.md says: the reach is 1 again. A reach
+// measured before, kept, would put half a product page's feature cost on
+// a product page's work and make the features look cheap.
+func TestReachWithoutWorkIsOne(t *testing.T) {
+	r := newModelRig(t)
+	step := func(hide bool) {
+		s := r.reachSnap(200, 0.5, r.c.State())
+		if hide {
+			s.Work = signals.Moments{}
+		}
+		r.now = r.now.Add(time.Second)
+		s.Time = r.now
+		r.c.Step(r.now, s)
+	}
+	for range 60 {
+		step(false)
+	}
+	step(true)
+	r.c.mu.Lock()
+	got := r.c.mu.mdl.reach[0]
+	r.c.mu.Unlock()
+	if got != 1 {
+		t.Errorf("reach %.3f in a period whose tallies count without Work", got)
+	}
+	for range 5 {
+		step(false)
+	}
+	r.c.mu.Lock()
+	got = r.c.mu.mdl.reach[0]
+	r.c.mu.Unlock()
+	if got < 0.4 || got > 0.6 {
+		t.Errorf("reach %.3f once Work is back", got)
+	}
+}
