@@ -384,10 +384,10 @@ func (s *PushSource) expire(now time.Time) {
 // Interval; an instance's first push gives none, a restarted one's
 // counts are its increase; Work is zero while an instance whose tallies
 // count pushes without it, as an older Pusher does), and so does its
-// Recent, the class counts of
-// that interval (RecentSpan its length, averaged over the instances): two
-// snapshots taken between the same two pushes report the same interval.
-// With none, the snapshot is empty and the error wraps ErrNoInstances.
+// Recent, the class counts of that interval (RecentSpan its length,
+// averaged over the instances): two snapshots taken between the same two
+// pushes report the same interval. With none, the snapshot is empty and
+// the error wraps ErrNoInstances.
 func (s *PushSource) Snapshot(_ context.Context, now time.Time) (signals.Snapshot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
