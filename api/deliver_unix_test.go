@@ -52,8 +52,26 @@ func TestDeliverLeavesTheRestToThePump(t *testing.T) {
 	default:
 		t.Fatal("the pump was not woken")
 	}
-	var buf [nKinds + 1][]byte
+	var buf [nKinds + 2][]byte
 	msgs, partial, _ := s.take(&buf)
 	assert.Equal(t, len(rest), len(partial), "the rest first")
 	assert.Equal(t, [][]byte{[]byte("next\n\n")}, msgs, "then the next round, pending")
+}
+
+// TestStreamOpensWithItsFirstMessage: a round fanned out between a
+// stream's join and its first message — a replica's tick event — is
+// written after that message, so that a replica's stream opens with its
+// replica event and then the state (the pending messages alone are
+// written in kind order, which put the tick's replica event first).
+func TestStreamOpensWithItsFirstMessage(t *testing.T) {
+	s := newHub().join()
+	tick := &fanRound{}
+	tick.msgs[kindReplica] = []byte("event: replica\n\n")
+	s.deliver(tick) // not yet writable: pending
+	s.open([]byte("event: replica\n\nevent: state\n\n"))
+	var buf [nKinds + 2][]byte
+	msgs, _, _ := s.take(&buf)
+	assert.Equal(t, [][]byte{[]byte("event: replica\n\nevent: state\n\n"), []byte("event: replica\n\n")}, msgs)
+	msgs, _, _ = s.take(&buf)
+	assert.Empty(t, msgs, "taken once")
 }

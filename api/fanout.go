@@ -60,7 +60,9 @@ type subscriber struct {
 	// written directly (deliver).
 	wmu sync.Mutex
 	mu  sync.Mutex // guards the rest
-	// pending is the newest message of each kind not yet written.
+	// opening is the stream's first message (see open), and pending
+	// the newest message of each kind not yet written.
+	opening []byte
 	pending [nKinds][]byte
 	// partial is what the socket did not take of a round written
 	// directly: written first by the pump.
@@ -78,6 +80,17 @@ type subscriber struct {
 	raw syscall.RawConn
 	// stopped: the pump has ended; nothing more is written.
 	stopped bool
+}
+
+// open gives s its first message, written before anything pending: a
+// round fanned out between the stream's join and its first message (a
+// replica's tick) is then written after it, so that the stream opens as
+// its first message says (a replica's event, then the state).
+func (s *subscriber) open(b []byte) {
+	s.mu.Lock()
+	s.opening = b
+	s.mu.Unlock()
+	s.kick()
 }
 
 // set gives s a pending message of kind k and wakes it.
@@ -107,13 +120,18 @@ func (s *subscriber) kick() {
 // flags are what a subscriber's take says besides its messages.
 type flags struct{ keepAlive, expired, gone, active bool }
 
-// take returns the pending messages, in order, in buf (which has room for
-// one more), what is left of a direct write, and the flags, and clears
-// them; the pump has looked (recheck cleared). The caller holds wmu.
-func (s *subscriber) take(buf *[nKinds + 1][]byte) (msgs [][]byte, partial []byte, f flags) {
+// take returns the opening message and the pending messages, in order,
+// in buf (which has room for one more), what is left of a direct write,
+// and the flags, and clears them; the pump has looked (recheck cleared).
+// The caller holds wmu.
+func (s *subscriber) take(buf *[nKinds + 2][]byte) (msgs [][]byte, partial []byte, f flags) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	msgs = buf[:0]
+	if s.opening != nil {
+		msgs = append(msgs, s.opening)
+		s.opening = nil
+	}
 	for k, b := range s.pending {
 		if b != nil {
 			msgs = append(msgs, b)
@@ -159,7 +177,7 @@ func (s *subscriber) deliver(r *fanRound) {
 		return
 	}
 	s.mu.Lock()
-	if s.raw == nil || s.stopped || s.recheck || s.gone || s.expired || s.partial != nil || !none(&s.pending) {
+	if s.raw == nil || s.stopped || s.recheck || s.gone || s.expired || s.partial != nil || s.opening != nil || !none(&s.pending) {
 		s.mu.Unlock()
 		s.wmu.Unlock()
 		s.give(r)

@@ -334,7 +334,7 @@ func (a *API) pump(ctx context.Context, out streamOut, s *subscriber, c streamCr
 		t := time.AfterFunc(c.exp.Sub(a.now()), func() { s.flag(&s.expired) })
 		defer t.Stop()
 	}
-	var pending [nKinds + 1][]byte
+	var pending [nKinds + 2][]byte
 	wrote := false // since the keep-alive's timer was set
 	first := true
 	// step writes what the wake brought, holding the stream's writer's
@@ -463,7 +463,7 @@ func (a *API) getStream(w http.ResponseWriter, r *http.Request) {
 	defer out.end()
 	// A replica says first whether the state that follows is current.
 	first := append([]byte("retry: 1000\n\n"), a.replicaEvent()...)
-	s.set(kindState, append(first, a.stateEvent()...))
+	s.open(append(first, a.stateEvent()...))
 	a.pump(ctx, out, s, c, toks)
 }
 
