@@ -113,7 +113,9 @@ func TestSharedConn(t *testing.T) {
 	defer cancel()
 	_, err = followers["y"].rep.Applied(wctx, res.Version)
 	require.NoError(t, err)
-	assert.True(t, leaders["y"].api.State().Shadow)
+	// (The follower serves the leader's commit; the leader's own API may
+	// publish it a moment later, within its tick.)
+	assert.Eventually(t, func() bool { return leaders["y"].api.State().Shadow }, 2*time.Second, 10*time.Millisecond)
 	assert.False(t, leaders["x"].api.State().Shadow, "another service's write")
 	assert.False(t, leaders["z"].api.State().Shadow, "another service's write")
 
