@@ -219,16 +219,7 @@ func (r *modelRig) snap(lam float64, st *State, window time.Duration) signals.Sn
 	served := min(lam, r.workers/work)
 	n := int(served)
 	for range n {
-		s := r.base
-		var on [2]bool
-		for i := range r.costs {
-			l, _ := st.Level(tallies[i].Feature, "")
-			if r.rng.Float64() < l {
-				s += r.costs[i]
-				on[i] = true
-			}
-		}
-		s *= 0.8 + 0.4*r.rng.Float64()
+		s, on := r.request(st, true)
 		for i := range tallies {
 			if on[i] {
 				tallies[i].On.Add(s)
@@ -250,6 +241,24 @@ func (r *modelRig) snap(lam float64, st *State, window time.Duration) signals.Sn
 	s.Set(signals.GateBusy, busy)
 	s.Set(signals.LatencyP99, 0.05+0.2*min(u, 1))
 	return s
+}
+
+// request draws one request's work at the levels of st: the base work
+// plus, where it evaluates the features, the costs of those it gets (by
+// the levels), ±20 %; on says which it got.
+func (r *modelRig) request(st *State, evaluates bool) (work float64, on [2]bool) {
+	work = r.base
+	if evaluates {
+		names := [2]string{"recommendations", "reviews"}
+		for i := range r.costs {
+			l, _ := st.Level(names[i], "")
+			if r.rng.Float64() < l {
+				work += r.costs[i]
+				on[i] = true
+			}
+		}
+	}
+	return work * (0.8 + 0.4*r.rng.Float64()), on
 }
 
 // TestModelFollowsTheLoad: the first saturated period measures the

@@ -17,19 +17,8 @@ func (r *modelRig) reachSnap(lam, share float64, st *State) signals.Snapshot {
 	var work signals.Moments
 	n := int(lam)
 	for j := range n {
-		s := r.base
 		evaluates := float64(j%100) < share*100
-		var on [2]bool
-		if evaluates {
-			for i := range r.costs {
-				l, _ := st.Level(tallies[i].Feature, "")
-				if r.rng.Float64() < l {
-					s += r.costs[i]
-					on[i] = true
-				}
-			}
-		}
-		s *= 0.8 + 0.4*r.rng.Float64()
+		s, on := r.request(st, evaluates)
 		work.Add(s)
 		if !evaluates {
 			continue
