@@ -81,6 +81,7 @@ const (
 type modelState struct {
 	capacity capacity  // K and Ĉ (see capacity.go)
 	load     tracker   // the offered load (see estimateLoad)
+	lamPrev  float64   // the offered load the last period's levels were set for
 	base     tracker   // the all-off request's work, measured (see demand)
 	regime   bool      // the load or the all-off work jumped this period
 	overRun  int       // periods in a row over High
@@ -98,11 +99,12 @@ type modelState struct {
 	// scale multiplies every prior (Feature.Cost): what the moves taught
 	// of how wrong the configured costs are (see teach). 1 at first.
 	scale float64
-	// The last move, until the next period teaches the scale with it:
-	// when, and the priors' share of the all-off work at the levels
-	// before it (Σ ℓᵢ·Costᵢ over the features not learned).
-	moveAt    time.Time
-	movePrior float64
+	// The last move, until a period teaches the scale with it (see
+	// teach): when, and the priors' share of the all-off work at the
+	// levels before it and at those it set (Σ ℓᵢ·rᵢ·Costᵢ over the
+	// features not learned).
+	moveAt            time.Time
+	movePrior, moveTo float64
 	// spread is the variance of a request's work over about
 	// spreadMemory periods (see spread).
 	spread float64
@@ -285,9 +287,10 @@ func (c *Controller) demand(now time.Time, o observation) (seconds bool, busy, b
 		if all.N >= minJumpCount && own {
 			// Only a period's own tallies teach: a window's mean latency
 			// is mostly of the levels before a move.
-			c.teach(x-learned, v, prior)
+			c.teach(now, x-learned, v, prior)
+		} else {
+			m.mdl.moveAt = time.Time{} // a move teaches with a period's own tallies, or not at all
 		}
-		m.mdl.moveAt = time.Time{} // a move teaches with the period after it, or not at all
 		den := 1 + m.mdl.scale*prior
 		m.mdl.base.jv = c.repeats(span) * c.spread(all) / float64(all.N) / (den * den)
 		if m.mdl.base.update((x-learned)/den, c.repeats(span)*v/(den*den), fastWeight(m.sigWindow.Seconds()/c.cfg.Tick.Seconds()), all.N >= minJumpCount) {
@@ -326,11 +329,21 @@ func (c *Controller) demand(now time.Time, o observation) (seconds bool, busy, b
 // the priors. The tracked all-off work is then restated in the new scale.
 // A predicted change within teachZ standard errors of the two estimates
 // teaches nothing.
-func (c *Controller) teach(y, v, after float64) {
+//
+// The period that teaches is the first whose requests rendered most of
+// the move (their shares went at least half the way from movePrior to
+// moveTo), within a signal window of it: an app that reads the levels
+// from brownoutd renders them a push and a stream message after the
+// daemon set them, and the period the daemon reads next is then mostly
+// of the levels before — it would say the move changed nothing.
+func (c *Controller) teach(now time.Time, y, v, after float64) {
 	m := &c.mu.mdl
 	at := m.moveAt
 	if at.IsZero() {
 		return
+	}
+	if d := m.moveTo - m.movePrior; d != 0 && (after-m.movePrior)/d < 0.5 && now.Sub(at) < max(c.mu.sigWindow, c.cfg.Tick) {
+		return // not seen yet
 	}
 	m.moveAt = time.Time{}
 	if !m.baseAt.IsZero() && at.Sub(m.baseAt) <= c.cfg.Tick {
@@ -410,6 +423,19 @@ func (c *Controller) work(b float64) float64 {
 		w += c.lit(i, b, probe) * c.costPer(i)
 	}
 	return max(w, 0)
+}
+
+// priorShare is the priors' share of the all-off work at brightness b:
+// Σ ℓᵢ(b)·rᵢ·Costᵢ over the features whose cost is not learned.
+func (c *Controller) priorShare(b float64) float64 {
+	m := &c.mu.mdl
+	p, probe := 0.0, c.probeAt(b)
+	for i, f := range c.cfg.Features {
+		if !m.learned[i] {
+			p += c.lit(i, max(b, 0), probe) * f.Cost * m.reach[i]
+		}
+	}
+	return p
 }
 
 // costPer is what feature i, rendered to every request that evaluates
@@ -638,15 +664,21 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 	target := ceil
 	if e.k > 0 && lam > 0 {
 		target = c.solve(e.k/lam, ceil)
-		if target > b && o.queued > 0 {
-			// Brighten only as far as the arrivals and the backlog
-			// waiting at the gate, drained within a signal window,
-			// allow: a load that fell after a spike does not brighten
-			// the levels while the spike's queue still waits. (The
-			// backlog never dims: at a steady load it is noise.)
-			target = max(min(target, c.solve(e.k/(lam+o.queued/win.Seconds()), ceil)), b)
+		if up := max(lam, m.mdl.lamPrev) + o.queued/win.Seconds(); target > b && up > lam {
+			// Brighten only as far as the load of the last two
+			// periods allows — a fall is taken once a second period
+			// shows it, as a rise is from one (see tracker): a period
+			// served dim for a load that has gone costs some optional
+			// content, one served bright for a load still there costs
+			// answers — and the backlog waiting at the gate, drained
+			// within a signal window: a load that fell after a spike
+			// does not brighten the levels while the spike's queue
+			// still waits. (The backlog never dims: at a steady load it
+			// is noise.)
+			target = max(min(target, c.solve(e.k/up, ceil)), b)
 		}
 	}
+	m.mdl.lamPrev = lam
 	w.budget = target
 
 	if b < 0 {
@@ -681,17 +713,17 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 		}
 		return w
 	}
-	// The move teaches the priors' scale with the next period (teach).
-	m.mdl.moveAt, m.mdl.movePrior = now, 0
-	for i, f := range cfg.Features {
-		if !m.mdl.learned[i] {
-			m.mdl.movePrior += c.lit(i, max(b, 0), c.probeAt(b)) * f.Cost * m.mdl.reach[i]
-		}
+	// The move teaches the priors' scale with the first period that
+	// shows it (teach); a move made while one is still unseen extends
+	// it — the all-off work is still tracked at the levels before both.
+	if m.mdl.moveAt.IsZero() {
+		m.mdl.moveAt, m.mdl.movePrior = now, c.priorShare(b)
 	}
 	m.brightness, m.mdl.levelsAt = target, now
 	if m.mdl.probe {
 		m.mdl.probeShare = c.probeShare(lam) // (see probeShare)
 	}
+	m.mdl.moveTo = c.priorShare(target)
 	if target < b {
 		w.kind, w.feature = whyDim, c.dimming(b)
 	} else {

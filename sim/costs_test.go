@@ -23,9 +23,12 @@ func TestCostsLearnedInTheLab(t *testing.T) { costsLearned(t, false) }
 // TestModelLawLearnsCostsInTheLab is TestCostsLearnedInTheLab on the model
 // law, whose probe keeps every feature fractional for a few per cent of
 // the users: every feature is measured, not only the one the ladder holds
-// fractional — within the same bounds with four workers (230 requests a
-// second), and within three standard errors with one (57 a second, where
-// a probed feature's is 0.17–0.27 of the page after 150 s).
+// fractional — within the same bounds or three standard errors. A feature
+// the probe alone measures (the ladder holds it all on or all off) has a
+// standard error of about 0.06 of the all-off request after a cost memory
+// (probeSample), more at a light load: with one worker (57 requests a
+// second) 0.17–0.27 after 150 s, with four (230 a second) 0.03–0.06 — and
+// 20 % of reviews' 0.5 is 0.1, two of those.
 func TestModelLawLearnsCostsInTheLab(t *testing.T) { costsLearned(t, true) }
 
 func costsLearned(t *testing.T, model bool) {
@@ -81,11 +84,9 @@ func costsLearned(t *testing.T, model bool) {
 						continue
 					}
 					tol := max(0.2*p.Cost, 0.05)
-					if model && workers == 1 {
-						// At 57 requests a second the probe contrasts
-						// about 3 a second, and 150 s put a cost within
-						// 0.05–0.27 (its standard error) of the truth:
-						// the estimate must stand within three of them.
+					if model {
+						// The probe's estimate (see above) must stand
+						// within three of its standard errors.
 						tol = max(tol, 3*e.SE)
 					}
 					assert.LessOrEqual(t, math.Abs(e.Value-p.Cost), tol,

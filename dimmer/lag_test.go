@@ -1,0 +1,57 @@
+package dimmer
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// TestModelBrightensForAFallTwoPeriodsShow: a load that held at 300 req/s
+// for half a minute after jumping there from 100 (the tracker still lets
+// the level move then: one period of 150 pulls its estimate most of the
+// way) falls to 150. The first period of 150 does not brighten the levels
+// — the sale's capacity dip on brownoutd began so, the load falling a
+// period before the work of a request doubled, and the levels brightened
+// into it — and the second does.
+func TestModelBrightensForAFallTwoPeriodsShow(t *testing.T) {
+	r := newModelRig(t)
+	r.periods(20, 100)
+	st := r.periods(30, 300)
+	b := st.Brightness
+	assert.Less(t, b, 0.6, "dimmed for 300 req/s: %s", st.Reason)
+	st = r.period(150)
+	assert.LessOrEqual(t, st.Brightness, b, "one period of a fall brightened: %s", st.Reason)
+	st = r.period(150)
+	assert.Greater(t, st.Brightness, b+0.2, "the second period of the fall: %s", st.Reason)
+}
+
+// TestModelTeachesFromThePeriodThatShowsTheMove: an app that reads the
+// levels from brownoutd renders a move a period after the daemon made it,
+// so the first period the daemon reads after a move is of the levels
+// before. With every prior 10× too high (the truth: 1.5 and 0.5 of the
+// all-off request, configured 15 and 5) the moves of an overload teach
+// the priors' scale with the period that shows them: within 20 periods it
+// is under a third (the truth 0.1), where the period right after each move
+// taught nothing, the scale stayed 1 and the levels stayed where the
+// priors' costs said they fit.
+func TestModelTeachesFromThePeriodThatShowsTheMove(t *testing.T) {
+	r := newModelRigWith(t, func(cfg *Config) {
+		cfg.Features[0].Cost, cfg.Features[1].Cost = 15, 5
+	})
+	shown := r.c.State() // the levels the app renders: a period late
+	for i := range 40 {
+		lam := 150.0
+		if i >= 20 {
+			lam = 300
+		}
+		s := r.snap(lam, shown, 5e9)
+		shown = r.c.State()
+		r.now = r.now.Add(1e9)
+		s.Time = r.now
+		r.c.Step(r.now, s)
+	}
+	r.c.mu.Lock()
+	scale := r.c.mu.mdl.scale
+	r.c.mu.Unlock()
+	assert.Less(t, scale, 1/3.0, "the priors' scale after 20 periods of overload (truth 0.1)")
+}
