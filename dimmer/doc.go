@@ -276,7 +276,8 @@
 // times a scale the moves teach; rᵢ its reach, the share of the requests
 // that evaluate it), the service carries K of work a second within
 // its targets, and the levels are the brightest with λ·w(b) ≤ K at the
-// offered load λ — a measured change of the load moves them at once. K is
+// offered load λ — a measured change of the load moves them at once (a
+// fall once two periods show it). K is
 // measured in saturated periods and corrected by the mean distance of the
 // targets' pressure from the set point, with Kesten's rule (capacity.go); the load and w₀ are followed by
 // Kalman trackers that grow more precise while a level holds and jump on

@@ -26,9 +26,10 @@ import (
 // capacity.go). At the offered load λ (a tracker of the periods' arrival
 // rates) the levels that fit are those with λ·w(b) ≤ K: the law sets b to
 // the brightest such level — a measured change of the load moves the
-// levels at once, by the amount it calls for — and moves it only when
-// that differs from the levels now by minMove (or a quantum, where the
-// levels are published in quanta wider than that).
+// levels at once, by the amount it calls for (a rise from one period, a
+// fall once two show it) — and moves it only when that differs from the
+// levels now by minMove (or a quantum, where the levels are published in
+// quanta wider than that).
 
 const (
 	// coldConfirm is how many periods in a row over High make an
@@ -218,8 +219,8 @@ type observation struct {
 // request's by the costs — x₀ = (x − Σ learned sᵢĉᵢ)/(1 + scale·Σ prior
 // sᵢCostᵢ), sᵢ the share of the period's requests that rendered feature i
 // — and x₀ is tracked: it does not move when the levels do, so long as
-// the costs are right; where the priors are wrong, the first period after
-// a move says by how much (teach).
+// the costs are right; where the priors are wrong, the first period that
+// shows a move says by how much (teach).
 func (c *Controller) demand(now time.Time, o observation) (seconds bool, busy, busySE float64) {
 	m := &c.mu
 	fs := c.cfg.Features
