@@ -2,8 +2,11 @@ package dimmer
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/brownout/brownout/signals"
 )
 
 // TestModelBrightensForAFallTwoPeriodsShow: a load that held at 300 req/s
@@ -54,4 +57,67 @@ func TestModelTeachesFromThePeriodThatShowsTheMove(t *testing.T) {
 	scale := r.c.mu.mdl.scale
 	r.c.mu.Unlock()
 	assert.Less(t, scale, 1/3.0, "the priors' scale after 20 periods of overload (truth 0.1)")
+}
+
+// TestModelBrightensAtTheSecondPeriodOfASettledFall: a load settled at
+// 300 req/s falls to 150. The tracker takes a settled level's fall from
+// two periods, and the levels brighten with the second, not a third.
+func TestModelBrightensAtTheSecondPeriodOfASettledFall(t *testing.T) {
+	r := newModelRig(t)
+	r.periods(20, 100)
+	b := r.periods(300, 300).Brightness
+	st := r.period(150)
+	assert.LessOrEqual(t, st.Brightness, b, "the first period of the fall: %s", st.Reason)
+	st = r.period(150)
+	assert.Greater(t, st.Brightness, b+0.2, "the second period of the fall: %s", st.Reason)
+}
+
+// TestModelCountsAnIntervalSeenFourTimesOnce: brownoutd ticking every
+// 250 ms over an instance that pushes every second sees each interval
+// four times (Snapshot.RecentAt the same). One interval of a fall, seen
+// four times, is one period of it: the levels do not brighten for it,
+// and the next interval of the fall brightens them.
+func TestModelCountsAnIntervalSeenFourTimesOnce(t *testing.T) {
+	tick := 250 * time.Millisecond
+	r := newModelRigWith(t, func(cfg *Config) { cfg.Tick = tick })
+	push := func(lam float64) (hi float64) {
+		s := r.pushSnap(lam, r.c.State())
+		s.RecentAt = r.now // the push's arrival, the interval's end
+		for range 4 {
+			r.now = r.now.Add(tick)
+			s.Time = r.now
+			hi = max(hi, r.c.Step(r.now, s).Brightness)
+		}
+		return hi
+	}
+	for range 20 {
+		push(100)
+	}
+	for range 30 {
+		push(300)
+	}
+	b := r.c.State().Brightness
+	assert.Less(t, b, 0.6, "dimmed for 300 req/s")
+	assert.LessOrEqual(t, push(150), b, "one interval of a fall, seen four times, brightened the levels")
+	assert.Greater(t, push(150), b+0.2, "the second interval of the fall")
+}
+
+// TestModelHoldsWhileTheLoadIsUnknown: a period without a load (no
+// per-period counts, no arrival rate) while dimmed for 300 req/s holds
+// the levels: it does not brighten them to the ceiling.
+func TestModelHoldsWhileTheLoadIsUnknown(t *testing.T) {
+	r := newModelRig(t)
+	r.periods(20, 100)
+	b := r.periods(60, 300).Brightness
+	s := r.snap(300, r.c.State(), 5*time.Second)
+	u := signals.Snapshot{Window: s.Window, Tallies: s.Tallies}
+	for _, k := range []signals.Key{signals.Throughput, signals.RejectRatio, signals.GateBusy, signals.LatencyP99} {
+		if v, ok := s.Get(k); ok {
+			u.Set(k, v)
+		}
+	}
+	r.now = r.now.Add(time.Second)
+	u.Time = r.now
+	st := r.c.Step(r.now, u)
+	assert.LessOrEqual(t, st.Brightness, b+minMove, "%s", st.Reason)
 }

@@ -82,7 +82,6 @@ const (
 type modelState struct {
 	capacity capacity  // K and Ĉ (see capacity.go)
 	load     tracker   // the offered load (see estimateLoad)
-	lamPrev  float64   // the offered load the last period's levels were set for
 	base     tracker   // the all-off request's work, measured (see demand)
 	regime   bool      // the load or the all-off work jumped this period
 	overRun  int       // periods in a row over High
@@ -90,6 +89,13 @@ type modelState struct {
 	w0       float64   // the all-off request's work: 1 without tallies, else base's estimate
 	cost     []float64 // per feature, its cost in the unit of work (see demand)
 	learned  []bool    // per feature: cost is the learned estimate, not the prior
+	// The load's last two intervals, for brightening (see controlModel):
+	// the estimate before the latest was folded in, the rate the one
+	// before it measured, and the latest's rate; and when the latest
+	// ended (Snapshot.RecentAt), to tell a new interval from one seen
+	// again.
+	lamPrev, ratePrev, rate float64
+	recentAt                time.Time
 	// reach is, per feature, the share of the requests that evaluate it
 	// (see reachOf): a feature's cost is a request's that renders it,
 	// and what it adds to the load's work is cost × reach × level.
@@ -176,6 +182,9 @@ func (c *Controller) observe(now time.Time, s signals.Snapshot, busy float64, bu
 		sp := s.RecentSpan.Seconds()
 		o.recentSpan, o.recentLoad = s.RecentSpan, float64(s.Recent.Arrived)/sp
 	}
+	o.timed = !s.RecentAt.IsZero()
+	o.fresh = !o.timed || !s.RecentAt.Equal(c.mu.mdl.recentAt)
+	c.mu.mdl.recentAt = s.RecentAt
 	// Saturated: a full gate, and arrivals beyond the completions —
 	// refused or queued — so the completions are what the service can do.
 	o.saturated = busyOK && busy >= cfg.SaturatedAt && o.load > 0 && o.rate > 0 && o.load >= o.rate*(1+saturatedExcess)
@@ -195,8 +204,15 @@ type observation struct {
 	// The same over the last period alone, when the source counts it.
 	recentLoad float64
 	recentSpan time.Duration
-	tallies    []signals.Tally
-	work       signals.Moments // every tallied request's (Snapshot.Work)
+	// fresh: the period's interval (Recent, Tallies, Work) was not seen
+	// before — a daemon that ticks faster than its instances push sees
+	// one several times, and a value seen again neither starts nor
+	// confirms a jump of a tracker. timed: the source says when its
+	// intervals end (Snapshot.RecentAt), so that fresh is known; without
+	// it every period is taken as fresh (see sighting).
+	fresh, timed bool
+	tallies      []signals.Tally
+	work         signals.Moments // every tallied request's (Snapshot.Work)
 	// latency and latencySpan: without tallies, the window's completions
 	// as a tally of every request would give them (see observe).
 	latency     signals.Moments
@@ -293,8 +309,9 @@ func (c *Controller) demand(now time.Time, o observation) (seconds bool, busy, b
 			m.mdl.moveAt = time.Time{} // a move teaches with a period's own tallies, or not at all
 		}
 		den := 1 + m.mdl.scale*prior
-		m.mdl.base.jv = c.repeats(span) * c.spread(all) / float64(all.N) / (den * den)
-		if m.mdl.base.update((x-learned)/den, c.repeats(span)*v/(den*den), fastWeight(m.sigWindow.Seconds()/c.cfg.Tick.Seconds()), all.N >= minJumpCount) {
+		r := c.sighting(&m.mdl.base, o, span)
+		m.mdl.base.jv = r * c.spread(all) / float64(all.N) / (den * den)
+		if m.mdl.base.update((x-learned)/den, r*v/(den*den), fastWeight(m.sigWindow.Seconds()/c.cfg.Tick.Seconds()), all.N >= minJumpCount && o.fresh) {
 			m.mdl.baseAt = now
 		}
 		if sp := span.Seconds(); sp > 0 {
@@ -316,7 +333,7 @@ func (c *Controller) demand(now time.Time, o observation) (seconds bool, busy, b
 	return seconds, busy, busySE
 }
 
-// teach learns the priors' scale s from the first period after a move:
+// teach learns the priors' scale s from the period that shows a move (below):
 // its work (less the learned features'), y = w₀·(1 + t·P′), against the
 // all-off work tracked before it, ŵ₀ = w₀·(1 + t·P)/(1 + s·P), where P
 // and P′ are the priors' shares before and after (Σ sᵢCostᵢ) and t the
@@ -546,20 +563,43 @@ func (c *Controller) repeats(span time.Duration) float64 {
 	return max(1, span.Seconds()/c.cfg.Tick.Seconds())
 }
 
+// sighting sets how tracker tr weighs a period that sees the interval
+// span (see repeats): as its share of a period. Where the source says
+// when its intervals end, only a first sighting tests for a jump, with
+// the interval's own variance (tr.w); it returns 1, the factor of the
+// variances the caller passes. Where it does not, any sighting may be a
+// repeat, and its jump tests too read it as a share: it returns
+// repeats, and the caller passes its variances times that.
+func (c *Controller) sighting(tr *tracker, o observation, span time.Duration) float64 {
+	if o.timed {
+		tr.w = 1 / c.repeats(span)
+		return 1
+	}
+	tr.w = 0
+	return c.repeats(span)
+}
+
 // estimateLoad follows the offered load with a tracker of the periods'
 // arrival rates (see tracker). Without per-period counts it is the
-// source's windowed rate.
+// source's windowed rate. It keeps the last two intervals' loads for
+// brightening (lamPrev, ratePrev, rate).
 func (c *Controller) estimateLoad(o observation) float64 {
 	m := &c.mu
 	if o.recentSpan <= 0 || o.recentLoad < 0 {
 		m.mdl.load = tracker{}
+		if o.load >= 0 {
+			m.mdl.lamPrev, m.mdl.ratePrev, m.mdl.rate = m.mdl.rate, m.mdl.rate, o.load
+		}
 		return o.load
+	}
+	if o.fresh {
+		m.mdl.lamPrev, m.mdl.ratePrev, m.mdl.rate = m.mdl.load.est, m.mdl.rate, o.recentLoad
 	}
 	s := o.recentSpan.Seconds()
 	v := max(m.mdl.load.est, o.recentLoad, 1/s) / s // a Poisson count's variance, as a rate
-	v *= c.repeats(o.recentSpan)
+	v *= c.sighting(&m.mdl.load, o, o.recentSpan)
 	m.mdl.load.moves = true
-	if m.mdl.load.update(o.recentLoad, v, fastWeight(m.sigWindow.Seconds()/c.cfg.Tick.Seconds()), true) {
+	if m.mdl.load.update(o.recentLoad, v, fastWeight(m.sigWindow.Seconds()/c.cfg.Tick.Seconds()), o.fresh) {
 		m.mdl.regime = true
 	}
 	return m.mdl.load.est
@@ -663,23 +703,28 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 
 	// The levels.
 	target := ceil
-	if e.k > 0 && lam > 0 {
+	switch {
+	case e.k > 0 && lam > 0:
 		target = c.solve(e.k/lam, ceil)
-		if up := max(lam, m.mdl.lamPrev) + o.queued/win.Seconds(); target > b && up > lam {
-			// Brighten only as far as the load of the last two
-			// periods allows — a fall is taken once a second period
-			// shows it, as a rise is from one (see tracker): a period
-			// served dim for a load that has gone costs some optional
-			// content, one served bright for a load still there costs
-			// answers — and the backlog waiting at the gate, drained
-			// within a signal window: a load that fell after a spike
-			// does not brighten the levels while the spike's queue
-			// still waits. (The backlog never dims: at a steady load it
-			// is noise.)
+		// Brighten only as far as the load of the last two intervals
+		// allows — a fall is taken once a second interval shows it, as a
+		// rise is from one: a period served dim for a load that has gone
+		// costs some optional content, one served bright for a load
+		// still there costs answers. The tracker lets a load that jumped
+		// go on moving, and one interval of a fall pulls its estimate
+		// most of the way; the fall shows in two when the estimate before
+		// the latest interval, or the rate the interval before it
+		// measured, is as low. And only as far as the backlog waiting at
+		// the gate, drained within a signal window, allows: a load that
+		// fell after a spike does not brighten the levels while the
+		// spike's queue still waits. (The backlog never dims: at a steady
+		// load it is noise.)
+		if up := max(lam, min(m.mdl.lamPrev, m.mdl.ratePrev)) + o.queued/win.Seconds(); target > b && up > lam {
 			target = max(min(target, c.solve(e.k/up, ceil)), b)
 		}
+	case e.k > 0 && lam < 0:
+		target = b // the load unknown this period: nothing to set the levels for
 	}
-	m.mdl.lamPrev = lam
 	w.budget = target
 
 	if b < 0 {

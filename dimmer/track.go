@@ -50,6 +50,12 @@ type tracker struct {
 	// period's own variance of skewed values is small when its sample
 	// lacks the tail: see Controller.spread.
 	jv float64
+	// w is the share of a period the next value stands for (0: a whole
+	// one): a daemon that ticks faster than its instances push sees one
+	// interval several times, and each sighting weighs as its share (its
+	// variance over w) in the estimate and the fast average; the jump
+	// tests, which only a first sighting makes, read the interval's own.
+	w float64
 }
 
 const (
@@ -85,30 +91,38 @@ const (
 
 // update folds in one period's value x, whose variance is v, with fast the
 // fast average's weight. It reports whether the estimate jumped; with jump
-// false it does not (the caller knows of a cause for a change that the
-// value would mistake: see demand).
+// false it does not, and the value neither starts nor confirms a jump —
+// the caller knows of a cause for a change that the value would mistake
+// (see demand), or has seen the value's interval before (a daemon that
+// ticks faster than its instances push): an exceedance pending from the
+// last value that could still waits for the next.
 func (t *tracker) update(x, v, fast float64, jump bool) bool {
 	if math.IsNaN(x) || math.IsInf(x, 0) || !(v >= 0) {
 		return false
 	}
+	r := 1.0
+	if t.w > 0 && t.w < 1 {
+		r = 1 / t.w // each sighting weighs as its share of a period
+	}
+	vi := max(v, t.jv) // the interval's own, for the jump tests
+	v, vj := v*r, vi*r
 	if !t.ok {
 		t.fast, t.est, t.prev, t.p, t.fv, t.ok = x, x, x, v, v, true
 		return false
 	}
 	prev := t.prev
 	t.prev = x
-	vj := max(v, t.jv)
 	t.fast += fast * (x - t.fast)
 	t.fv = (1-fast)*(1-fast)*t.fv + fast*fast*vj
 	dir := 0
 	switch {
 	case !jump:
-	case math.Abs(x-t.est) > jumpZ*math.Sqrt(vj+t.p):
+	case math.Abs(x-t.est) > jumpZ*math.Sqrt(vi+t.p):
 		dir = sign(x - t.est)
 	case math.Abs(t.fast-t.est) > jumpZ*math.Sqrt(t.fv+t.p):
 		dir = sign(t.fast - t.est)
 	}
-	if dir > 0 && t.moves && x-t.est > riseZ*math.Sqrt(v+t.p) {
+	if dir > 0 && t.moves && x-t.est > riseZ*math.Sqrt(vi+t.p) {
 		// A level that moves (the offered load), up by jumpZ standard
 		// errors in one period: a rise is taken at once — a period
 		// served for the old load when the new one has come costs
@@ -130,7 +144,9 @@ func (t *tracker) update(x, v, fast float64, jump bool) bool {
 		t.fast, t.est, t.p, t.fv, t.pending = m, m, v/2, v/2, 0
 		return true
 	}
-	t.pending = dir
+	if jump {
+		t.pending = dir
+	}
 	t.q *= 1 - 1/moveMemory
 	t.p += max(v/(trackMemory*trackMemory), t.q)
 	a := 1.0

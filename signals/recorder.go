@@ -214,7 +214,7 @@ func (r *Recorder) Snapshot(now time.Time) Snapshot {
 		}
 		d := total.Sub(last)
 		if span := now.Sub(lastAt); span > 0 {
-			s.Recent, s.RecentSpan = d, span
+			s.Recent, s.RecentSpan, s.RecentAt = d, span, now
 		}
 		if at := d.AtGate(); at > 0 {
 			s.Set(GateBusy, min(float64(d.NoRoom())/float64(at), 1))

@@ -125,6 +125,11 @@ type Snapshot struct {
 	// interval report it twice.
 	Recent     ClassCounts
 	RecentSpan time.Duration
+	// RecentAt is when the interval in Recent ended, as the source timed
+	// it (its latest reading): two snapshots with the same RecentAt report
+	// the same interval, as a daemon that ticks faster than its instances
+	// push sees it. Zero when the source does not say.
+	RecentAt time.Time
 
 	values  [NumKeys]float64
 	present uint32

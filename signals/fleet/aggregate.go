@@ -129,6 +129,7 @@ type aggregate struct {
 type interval struct {
 	counts signals.ClassCounts
 	el     float64
+	at     time.Time // when the interval ended (its reading's arrival)
 }
 
 // add takes one instance's series; name starts its errors ("scrape
@@ -177,7 +178,7 @@ func (f *aggregate) add(name string, s series) {
 			sum.Merge(d)
 		}
 		if el := elapsed(prev, last); el > 0 {
-			f.recent = append(f.recent, interval{sum, el})
+			f.recent = append(f.recent, interval{sum, el, last.at})
 		}
 	}
 	if st.hasLat {
@@ -254,6 +255,9 @@ func (f *aggregate) finish() {
 		span /= float64(len(f.recent))
 		for _, in := range f.recent {
 			snap.Recent.Merge(scaleCounts(in.counts, span/in.el))
+			if in.at.After(snap.RecentAt) {
+				snap.RecentAt = in.at // a new interval of any instance makes a new one of the fleet's
+			}
 		}
 		snap.RecentSpan = time.Duration(span * float64(time.Second))
 	}

@@ -819,7 +819,8 @@ func TestPushBodyFeatures(t *testing.T) {
 // TestPushRecent: a snapshot's Recent sums each live instance's counts
 // over its latest push interval, and RecentSpan is that interval — what
 // a controller reads as one period of the fleet (the model law's load
-// tracker); an instance's first push gives none.
+// tracker); an instance's first push gives none. RecentAt tells a new
+// interval from one reported again.
 func TestPushRecent(t *testing.T) {
 	c := &clock{t: t0}
 	src := newPushSource(c)
@@ -842,6 +843,21 @@ func TestPushRecent(t *testing.T) {
 	assert.Equal(t, time.Second, snap.RecentSpan)
 	assert.Equal(t, uint64(42), snap.Recent.Arrived, "30 + 12 in the interval, not the 50 before it")
 	assert.Equal(t, uint64(42), snap.Recent.Completed)
+	require.False(t, snap.RecentAt.IsZero(), "the interval's end")
+
+	// A snapshot taken before the next push reports the same interval,
+	// and says so; one after a push of either instance, a new one.
+	at := snap.RecentAt
+	c.t = c.t.Add(250 * time.Millisecond)
+	snap, err = src.Snapshot(context.Background(), c.t)
+	require.NoError(t, err)
+	assert.Equal(t, at, snap.RecentAt, "no push since: the same interval")
+	c.t = c.t.Add(750 * time.Millisecond)
+	serve(a, c.t, signals.Default, 20, time.Millisecond, 0, 0)
+	mustPush(t, src, body(t, a, "a", start, c.t))
+	snap, err = src.Snapshot(context.Background(), c.t)
+	require.NoError(t, err)
+	assert.True(t, snap.RecentAt.After(at), "a push: a new interval (%v after %v)", snap.RecentAt, at)
 }
 
 // TestPushWork: a push carries the work of every tallied request
