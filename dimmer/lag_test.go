@@ -121,3 +121,62 @@ func TestModelHoldsWhileTheLoadIsUnknown(t *testing.T) {
 	st := r.c.Step(r.now, u)
 	assert.LessOrEqual(t, st.Brightness, b+minMove, "%s", st.Reason)
 }
+
+// TestModelTeachesWithAPinnedFeature: recommendations pinned on (the app
+// renders the pin) and every prior 10× too high (the truth: a scale of
+// 0.1). A move changes reviews alone; the pinned feature's share, all on
+// in the tallies, is not the ladder's. The moves compare the shares the
+// tallies measured before and after, and teach a scale near the truth —
+// compared with the ladder's share before, they taught it down to its
+// floor, 0.01.
+func TestModelTeachesWithAPinnedFeature(t *testing.T) {
+	r := newModelRigWith(t, func(cfg *Config) {
+		cfg.Features[0].Cost, cfg.Features[1].Cost = 15, 5
+	})
+	_, err := r.c.PinAt(r.now, "recommendations", 1, time.Hour, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 40 {
+		lam := 150.0
+		if i >= 20 {
+			lam = 300
+		}
+		r.period(lam)
+	}
+	r.c.mu.Lock()
+	scale := r.c.mu.mdl.scale
+	r.c.mu.Unlock()
+	assert.Greater(t, scale, 0.05, "the priors' scale (truth 0.1)")
+	assert.Less(t, scale, 0.3, "the priors' scale (truth 0.1)")
+}
+
+// TestModelTeachesNothingFromAMoveNoTallyCanShow: an app that renders
+// the levels a period late and tallies reviews but not recommendations,
+// every prior 3× too low, a load that swings. A move of recommendations
+// alone cannot show in the tallies (its share is taken at the ladder's,
+// which moves at once), so it teaches nothing — where it taught the scale
+// down to its floor, 0.01, with the periods the app rendered before the
+// move.
+func TestModelTeachesNothingFromAMoveNoTallyCanShow(t *testing.T) {
+	r := newModelRigWith(t, func(cfg *Config) {
+		cfg.Features[0].Cost, cfg.Features[1].Cost = 0.5, 0.5/3 // the truth: 1.5 and 0.5
+	})
+	shown := r.c.State()
+	for i := range 60 {
+		lam := 200.0
+		if i/10%2 == 1 {
+			lam = 400
+		}
+		s := r.snap(lam, shown, 5*time.Second)
+		s.Tallies = s.Tallies[1:] // reviews alone
+		shown = r.c.State()
+		r.now = r.now.Add(time.Second)
+		s.Time = r.now
+		r.c.Step(r.now, s)
+	}
+	r.c.mu.Lock()
+	scale := r.c.mu.mdl.scale
+	r.c.mu.Unlock()
+	assert.GreaterOrEqual(t, scale, 0.5, "the priors' scale (truth 3)")
+}

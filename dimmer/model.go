@@ -2,6 +2,7 @@ package dimmer
 
 import (
 	"math"
+	"slices"
 	"time"
 
 	"github.com/brownout/brownout/signals"
@@ -106,12 +107,23 @@ type modelState struct {
 	// scale multiplies every prior (Feature.Cost): what the moves taught
 	// of how wrong the configured costs are (see teach). 1 at first.
 	scale float64
+	// The priors' share of a request's work measured in the last period
+	// (Σ sᵢ·Costᵢ over the features not learned, sᵢ the share of its
+	// requests that rendered feature i: what the tracked all-off work was
+	// measured at), and the part of it of the features that had a tally
+	// then (tallied, per feature).
+	lastPrior, lastPriorT float64
+	lastOK                bool
+	tallied               []bool
 	// The last move, until a period teaches the scale with it (see
-	// teach): when, and the priors' share of the all-off work at the
-	// levels before it and at those it set (Σ ℓᵢ·rᵢ·Costᵢ over the
-	// features not learned).
-	moveAt            time.Time
-	movePrior, moveTo float64
+	// teach): when; the priors' share measured before it; of the features
+	// tallied, the share measured before it, the ladder's share at the
+	// levels it moved from, and the ladder's change it made.
+	// moveAll is the ladder's change over every feature not learned, and
+	// moveAllFrom its share where the move began.
+	moveAt                            time.Time
+	movePrior, moveT, moveFrom, moveD float64
+	moveAllFrom, moveAll              float64
 	// spread is the variance of a request's work over about
 	// spreadMemory periods (see spread).
 	spread float64
@@ -132,7 +144,7 @@ type modelState struct {
 
 // size makes the per-feature slices for nf features.
 func (s *modelState) size(nf int) {
-	s.cost, s.learned = make([]float64, nf), make([]bool, nf)
+	s.cost, s.learned, s.tallied = make([]float64, nf), make([]bool, nf), make([]bool, nf)
 	s.reach, s.reachN = make([]float64, nf), make([]float64, nf) // reachAll, of every request, carries over
 	for i := range s.reach {
 		s.reach[i], s.reachN[i] = 1, -1
@@ -281,22 +293,28 @@ func (c *Controller) demand(now time.Time, o observation) (seconds bool, busy, b
 	if seconds && all.N > 0 && all.Sum > 0 {
 		// The period's shares of its requests that rendered each
 		// feature; the ladder's where a feature has no tally.
-		prior, learned := 0.0, 0.0
+		prior, priorT, learned := 0.0, 0.0, 0.0
 		b := max(m.brightness, 0)
 		for i, f := range fs {
 			sh := c.lit(i, b, c.probeAt(b)) * m.mdl.reach[i]
+			m.mdl.tallied[i] = false
 			for _, t := range ts {
 				if t.Feature == f.Name && t.On.N+t.Off.N > 0 {
 					sh = float64(t.On.N) / float64(t.On.N+t.Off.N)
 					if o.work.N > 0 {
 						sh = min(float64(t.On.N)/float64(all.N), 1)
 					}
+					m.mdl.tallied[i] = true
 					break
 				}
 			}
-			if m.mdl.learned[i] {
+			switch {
+			case m.mdl.learned[i]:
 				learned += sh * m.mdl.cost[i]
-			} else {
+			case m.mdl.tallied[i]:
+				priorT += sh * f.Cost
+				prior += sh * f.Cost
+			default:
 				prior += sh * f.Cost
 			}
 		}
@@ -304,7 +322,7 @@ func (c *Controller) demand(now time.Time, o observation) (seconds bool, busy, b
 		if all.N >= minJumpCount && own {
 			// Only a period's own tallies teach: a window's mean latency
 			// is mostly of the levels before a move.
-			c.teach(now, x-learned, v, prior)
+			c.teach(now, x-learned, v, prior, priorT)
 		} else {
 			m.mdl.moveAt = time.Time{} // a move teaches with a period's own tallies, or not at all
 		}
@@ -314,6 +332,7 @@ func (c *Controller) demand(now time.Time, o observation) (seconds bool, busy, b
 		if m.mdl.base.update((x-learned)/den, r*v/(den*den), fastWeight(m.sigWindow.Seconds()/c.cfg.Tick.Seconds()), all.N >= minJumpCount && o.fresh) {
 			m.mdl.baseAt = now
 		}
+		m.mdl.lastPrior, m.mdl.lastPriorT, m.mdl.lastOK = prior, priorT, true
 		if sp := span.Seconds(); sp > 0 {
 			// The work of a count of requests: its variance is the
 			// count's times a request's second moment.
@@ -348,19 +367,33 @@ func (c *Controller) demand(now time.Time, o observation) (seconds bool, busy, b
 // A predicted change within teachZ standard errors of the two estimates
 // teaches nothing.
 //
+// P is the share measured in the period before the move, P′ the one
+// measured in the period that teaches: a pinned feature, a segment's
+// offset, the probe render other shares than the ladder's, and the
+// tracked all-off work was measured at what was rendered.
+//
 // The period that teaches is the first whose requests rendered most of
-// the move (their shares went at least half the way from movePrior to
-// moveTo), within a signal window of it: an app that reads the levels
-// from brownoutd renders them a push and a stream message after the
-// daemon set them, and the period the daemon reads next is then mostly
-// of the levels before — it would say the move changed nothing.
-func (c *Controller) teach(now time.Time, y, v, after float64) {
+// the move — the tallied features' shares went at least half the way the
+// ladder moved them (afterT, of the features tallied) — within a signal
+// window of it: an app that reads the levels from brownoutd renders them
+// a push and a stream message after the daemon set them, and the period
+// the daemon reads next is then mostly of the levels before: it would say
+// the move changed nothing. (A feature without a tally is taken at the
+// ladder's share, which moves at once: it cannot show the move.)
+func (c *Controller) teach(now time.Time, y, v, after, afterT float64) {
 	m := &c.mu.mdl
 	at := m.moveAt
 	if at.IsZero() {
 		return
 	}
-	if d := m.moveTo - m.movePrior; d != 0 && (after-m.movePrior)/d < 0.5 && now.Sub(at) < max(c.mu.sigWindow, c.cfg.Tick) {
+	if slices.Contains(m.tallied, true) && math.Abs(m.moveD) < math.Abs(m.moveAll)/2 {
+		// Some features have tallies, and the move is mostly of those
+		// that have none: their shares are the ladder's, which moved at
+		// once, and no period can show whether the app rendered it.
+		m.moveAt = time.Time{}
+		return
+	}
+	if d := m.moveD; d != 0 && (afterT-m.moveT)/d < 0.5 && now.Sub(at) < max(c.mu.sigWindow, c.cfg.Tick) {
 		return // not seen yet
 	}
 	m.moveAt = time.Time{}
@@ -438,20 +471,39 @@ func (c *Controller) work(b float64) float64 {
 	m := &c.mu.mdl
 	w, probe := m.w0, c.probeAt(b)
 	for i := range c.cfg.Features {
-		w += c.lit(i, b, probe) * c.costPer(i)
+		w += c.published(i, b, probe) * c.costPer(i)
 	}
 	return max(w, 0)
 }
 
-// priorShare is the priors' share of the all-off work at brightness b:
-// Σ ℓᵢ(b)·rᵢ·Costᵢ over the features whose cost is not learned.
-func (c *Controller) priorShare(b float64) float64 {
-	m := &c.mu.mdl
+// published is feature i's level at brightness b (probed by probe) as
+// the levels publish it: a pin's, or the ladder's under a scheduled cap.
+// A pinned feature does not move with b, and what dimming it would save
+// is not there to be saved.
+func (c *Controller) published(i int, b float64, probe probeLevels) float64 {
+	m := &c.mu
+	if pin, ok := m.pins[c.cfg.Features[i].Name]; ok {
+		return pin.Level
+	}
+	l := c.lit(i, max(b, 0), probe)
+	if m.capBy[i] >= 0 {
+		l = min(l, m.caps[i])
+	}
+	return l
+}
+
+// priorShare is the priors' share of the all-off work at brightness b, as
+// published: Σ ℓᵢ(b)·rᵢ·Costᵢ over the features whose cost is not
+// learned — of those tallied in the last period alone, with tallied —
+// each level the ladder's, a pin's, or under a scheduled cap.
+func (c *Controller) priorShare(b float64, tallied bool) float64 {
+	m := &c.mu
 	p, probe := 0.0, c.probeAt(b)
 	for i, f := range c.cfg.Features {
-		if !m.learned[i] {
-			p += c.lit(i, max(b, 0), probe) * f.Cost * m.reach[i]
+		if m.mdl.learned[i] || tallied && !m.mdl.tallied[i] {
+			continue
 		}
+		p += c.published(i, b, probe) * f.Cost * m.mdl.reach[i]
 	}
 	return p
 }
@@ -763,13 +815,18 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 	// shows it (teach); a move made while one is still unseen extends
 	// it — the all-off work is still tracked at the levels before both.
 	if m.mdl.moveAt.IsZero() {
-		m.mdl.moveAt, m.mdl.movePrior = now, c.priorShare(b)
+		m.mdl.moveAt, m.mdl.moveFrom, m.mdl.moveAllFrom = now, c.priorShare(b, true), c.priorShare(b, false)
+		m.mdl.movePrior, m.mdl.moveT = c.priorShare(b, false), m.mdl.moveFrom
+		if m.mdl.lastOK {
+			m.mdl.movePrior, m.mdl.moveT = m.mdl.lastPrior, m.mdl.lastPriorT
+		}
 	}
 	m.brightness, m.mdl.levelsAt = target, now
 	if m.mdl.probe {
 		m.mdl.probeShare = c.probeShare(lam) // (see probeShare)
 	}
-	m.mdl.moveTo = c.priorShare(target)
+	m.mdl.moveD = c.priorShare(target, true) - m.mdl.moveFrom
+	m.mdl.moveAll = c.priorShare(target, false) - m.mdl.moveAllFrom
 	if target < b {
 		w.kind, w.feature = whyDim, c.dimming(b)
 	} else {

@@ -32,7 +32,7 @@ func TestTeachBoundsOnePeriodThatContradictsTheMove(t *testing.T) {
 				m.base.update(0.01, tc.v, 0.2, true)
 			}
 			m.moveAt, m.movePrior = time.Unix(1, 0), 0.06
-			r.c.teach(time.Unix(2, 0), 0.011, tc.v, 0) // every feature off now: the period 10 % slower
+			r.c.teach(time.Unix(2, 0), 0.011, tc.v, 0, 0) // every feature off now: the period 10 % slower
 			assert.GreaterOrEqual(t, m.scale, 1/maxScaleStep, "one contradicting period taught a scale of %.3g", m.scale)
 		})
 	}
