@@ -8,11 +8,12 @@ import "time"
 //   - Measured. A saturated period (arrivals beyond completions at a full
 //     gate) completes all the service can do, Ĉ. A period's completions
 //     are what the service did, at most what it can do, so a reading
-//     over Ĉ replaces it, and one under it moves it by measureWeight
+//     over Ĉ by more than carriedZ of its standard errors replaces it
+//     (with that lower bound), and any other moves it by measureWeight
 //     (a period saturated for only part of its length — the first
 //     seconds of a run, while the gate's limit opens, or a burst — reads
 //     low). The first sets K to setShare·Ĉ, unless K is known already;
-//     after it K is at most Ĉ.
+//     after it each saturated period brings K down to Ĉ if over it.
 //   - Corrected. Every Hold (and signal window) at least, K moves by
 //     the mean, over the periods since its last move, of the pressure's
 //     distance from the set point — in bands between Low and High, within
@@ -118,17 +119,25 @@ func (e *capacity) reset(now time.Time, hold time.Duration) {
 // more than it can do), and the corrections find where under it.
 //
 // A reading is what the service did, at most what it can do: one over Ĉ
-// shows Ĉ too low and replaces it. An average would keep a low reading
+// beyond its noise (se, its standard error) shows Ĉ too low, and its
+// lower bound replaces Ĉ. An average would keep a low reading
 // of the first seconds (four workers behind a gate whose limit was still
 // opening did 1.7 s of work a second; later 4.0) for minutes, and bound a
 // K that the service carried within target by it: in the lab, a reading
 // of 4.0 cut a K of 3.6 to 2.6, and the law served 0.54–0.77 of the best
 // fixed level's share at constant loads.
-func (e *capacity) saturated(now time.Time, meas float64, hold time.Duration) {
+func (e *capacity) saturated(now time.Time, meas, se float64, hold time.Duration) {
 	first := e.c <= 0
-	if first || meas > e.c {
+	switch lb := meas - carriedZ*se; {
+	case first:
 		e.c = meas
-	} else {
+	case lb > e.c:
+		// Over Ĉ beyond the reading's noise: the service did that
+		// much. (A stall's end, the few long requests that held the
+		// workers completing together, reads high with a wide
+		// standard error: it is averaged.)
+		e.c = lb
+	default:
 		e.c += measureWeight * (meas - e.c)
 	}
 	switch {

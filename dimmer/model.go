@@ -74,6 +74,10 @@ const (
 	// the requests that evaluate a feature must exceed its reach for the
 	// reach to take it at once (see reachOf).
 	reachJumpZ = 3.0
+	// freshSlack is the share of RecentSpan by which an interval of the
+	// fleet may end early and still be a new one: pushes on a period
+	// arrive with a jitter of a few per cent of it.
+	freshSlack = 0.1
 	// teachZ is the standard errors of the all-off work's estimates a
 	// move's predicted change must exceed to teach the priors' scale.
 	teachZ = 2.0
@@ -91,12 +95,13 @@ type modelState struct {
 	cost     []float64 // per feature, its cost in the unit of work (see demand)
 	learned  []bool    // per feature: cost is the learned estimate, not the prior
 	// The load's last two intervals, for brightening (see controlModel):
-	// the estimate before the latest was folded in, the rate the one
-	// before it measured, and the latest's rate; and when the latest
+	// the load before the latest was folded in (the tracker's estimate,
+	// or without one the last rate), the rate the one before it
+	// measured, and the latest's rate; when the latest new interval
 	// ended (Snapshot.RecentAt), to tell a new interval from one seen
-	// again.
+	// again (see observe); and when the load was last known.
 	lamPrev, ratePrev, rate float64
-	recentAt                time.Time
+	recentAt, loadAt        time.Time
 	// reach is, per feature, the share of the requests that evaluate it
 	// (see reachOf): a feature's cost is a request's that renders it,
 	// and what it adds to the load's work is cost × reach × level.
@@ -195,8 +200,15 @@ func (c *Controller) observe(now time.Time, s signals.Snapshot, busy float64, bu
 		o.recentSpan, o.recentLoad = s.RecentSpan, float64(s.Recent.Arrived)/sp
 	}
 	o.timed = !s.RecentAt.IsZero()
-	o.fresh = !o.timed || !s.RecentAt.Equal(c.mu.mdl.recentAt)
-	c.mu.mdl.recentAt = s.RecentAt
+	// A new interval of the fleet: one that ended a span after the last
+	// new one, less freshSlack of it (pushes arrive with some jitter).
+	// Instances that push at different times move RecentAt at each push,
+	// and each instance's interval is then in several snapshots.
+	o.fresh = !o.timed || c.mu.mdl.recentAt.IsZero() || s.RecentAt.Before(c.mu.mdl.recentAt) ||
+		s.RecentAt.Sub(c.mu.mdl.recentAt) >= time.Duration((1-freshSlack)*float64(s.RecentSpan))
+	if o.timed && o.fresh {
+		c.mu.mdl.recentAt = s.RecentAt
+	}
 	// Saturated: a full gate, and arrivals beyond the completions —
 	// refused or queued — so the completions are what the service can do.
 	o.saturated = busyOK && busy >= cfg.SaturatedAt && o.load > 0 && o.rate > 0 && o.load >= o.rate*(1+saturatedExcess)
@@ -645,7 +657,11 @@ func (c *Controller) estimateLoad(o observation) float64 {
 		return o.load
 	}
 	if o.fresh {
-		m.mdl.lamPrev, m.mdl.ratePrev, m.mdl.rate = m.mdl.load.est, m.mdl.rate, o.recentLoad
+		prev := m.mdl.rate // after a period without counts the tracker starts afresh
+		if m.mdl.load.ok {
+			prev = m.mdl.load.est
+		}
+		m.mdl.lamPrev, m.mdl.ratePrev, m.mdl.rate = prev, m.mdl.rate, o.recentLoad
 	}
 	s := o.recentSpan.Seconds()
 	v := max(m.mdl.load.est, o.recentLoad, 1/s) / s // a Poisson count's variance, as a rate
@@ -701,7 +717,7 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 	}
 	switch {
 	case o.saturated && busy > 0:
-		e.saturated(now, busy, cfg.Hold)
+		e.saturated(now, busy, busySE, cfg.Hold)
 	case e.k <= 0:
 		if m.mdl.overRun >= coldConfirm && busy > 0 {
 			// Over target, and no saturated period has measured the
@@ -774,8 +790,15 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 		if up := max(lam, min(m.mdl.lamPrev, m.mdl.ratePrev)) + o.queued/win.Seconds(); target > b && up > lam {
 			target = max(min(target, c.solve(e.k/up, ceil)), b)
 		}
-	case e.k > 0 && lam < 0:
-		target = b // the load unknown this period: nothing to set the levels for
+	case e.k > 0 && lam < 0 && now.Sub(m.mdl.loadAt) < win:
+		// The load unknown this period, and known within a signal
+		// window: nothing to set the levels for — they hold. (A source
+		// that has not reported a load for longer gets the ceiling, as
+		// without K: the law has no load to dim for.)
+		target = b
+	}
+	if lam >= 0 {
+		m.mdl.loadAt = now
 	}
 	w.budget = target
 

@@ -91,11 +91,13 @@ const (
 
 // update folds in one period's value x, whose variance is v, with fast the
 // fast average's weight. It reports whether the estimate jumped; with jump
-// false it does not, and the value neither starts nor confirms a jump —
+// false it does not, and the value neither starts nor confirms a jump:
 // the caller knows of a cause for a change that the value would mistake
-// (see demand), or has seen the value's interval before (a daemon that
-// ticks faster than its instances push): an exceedance pending from the
-// last value that could still waits for the next.
+// (see demand), or the value's interval was seen before (a daemon that
+// ticks faster than its instances push). A value seen again (the same
+// as the last) keeps an exceedance pending from its interval for the
+// next one; any other breaks the run: two exceedances far apart are no
+// change.
 func (t *tracker) update(x, v, fast float64, jump bool) bool {
 	if math.IsNaN(x) || math.IsInf(x, 0) || !(v >= 0) {
 		return false
@@ -144,8 +146,8 @@ func (t *tracker) update(x, v, fast float64, jump bool) bool {
 		t.fast, t.est, t.p, t.fv, t.pending = m, m, v/2, v/2, 0
 		return true
 	}
-	if jump {
-		t.pending = dir
+	if jump || x != prev {
+		t.pending = dir // (0 when not tested)
 	}
 	t.q *= 1 - 1/moveMemory
 	t.p += max(v/(trackMemory*trackMemory), t.q)

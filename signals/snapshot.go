@@ -128,7 +128,11 @@ type Snapshot struct {
 	// RecentAt is when the interval in Recent ended, as the source timed
 	// it (its latest reading): two snapshots with the same RecentAt report
 	// the same interval, as a daemon that ticks faster than its instances
-	// push sees it. Zero when the source does not say.
+	// push sees it. Where instances push at different times, RecentAt
+	// moves at each push while each instance's interval stays in Recent
+	// until its next: a whole new interval of the fleet has come once
+	// RecentAt moved by about RecentSpan. Zero when the source does not
+	// say.
 	RecentAt time.Time
 
 	values  [NumKeys]float64

@@ -40,17 +40,15 @@ func constantRuns(t *testing.T, build func(Profile, Dimmer) Config, lam float64,
 
 // TestModelLawFourWorkers: the parts lab with four workers at constant
 // loads of 0.9 and 1.15 times the capacity at level 0.5, seeds 1–3. The
-// law serves at least 0.85 of the best fixed level's share on average
-// (1.01 and 1.31 measured), in time within 1.5 points of it (98.87 and
-// 98.99 %, 1.1 and 1.0 points under the best fixed level's 99.98 and
-// 100 %: the law holds the targets' pressure at the set point — the
-// refusals at 0.775 of the target's 1 % — about as often over as under,
-// and at four workers the best fixed level, on a grid of 0.05, sits just
-// under a sharp knee; the half point the model asks of itself is not
-// met here). When Ĉ averaged every saturated reading, a start-up reading
-// (1.7 s of work a second while the gate's limit opened; later 4.0)
-// bounded K for minutes, and the law served 0.61 and 0.70 of the best
-// fixed level's share, in time 99.94 %.
+// law serves at least 0.7 of the best fixed level's share on average
+// (0.73 and 0.90 measured), in time within half a point of it (99.93 %
+// at both, the best fixed level's 99.98 and 100 %). When Ĉ averaged
+// every saturated reading, a start-up reading (1.7 s of work a second
+// while the gate's limit opened; later 4.0) bounded K for minutes: 0.61
+// and 0.70. A reading over Ĉ replaces it now when it stands carriedZ of
+// its standard errors over it; replaced by any reading over it, Ĉ gave
+// 1.01 and 1.31 of the share at 1 point less in time, but one burst of
+// long requests completing together set it too.
 func TestModelLawFourWorkers(t *testing.T) {
 	if race.Enabled {
 		t.Skip("a lab run: too slow under -race")
@@ -58,7 +56,7 @@ func TestModelLawFourWorkers(t *testing.T) {
 	build := func(load Profile, d Dimmer) Config { return BrownoutPartsLab(load, d, 4) }
 	for _, x := range []float64{0.9, 1.15} {
 		inTime, share, best := constantRuns(t, build, x*partsLabMean(4), 3)
-		assert.GreaterOrEqual(t, share, 0.85, "%.2f× load: share of the best fixed level's", x)
-		assert.GreaterOrEqual(t, inTime, best.InTime-0.015, "%.2f× load: in time", x)
+		assert.GreaterOrEqual(t, share, 0.7, "%.2f× load: share of the best fixed level's", x)
+		assert.GreaterOrEqual(t, inTime, best.InTime-0.005, "%.2f× load: in time", x)
 	}
 }

@@ -27,12 +27,8 @@ func (w withoutWork) Step(now time.Time, s signals.Snapshot) Dim {
 // arrival. At a constant load (0.9 of the capacity at level 0.5), four
 // workers, seeds 1–3, 300 s runs judged after the first minute, it
 // serves at least 0.8 of the best fixed level's optional share on
-// average (0.95 measured; with the work hidden, as a source without it
-// gives, 0.53), in time within half a point of it on average (0.49 under
-// measured: the law holds the refusals near its set point, 0.775 of the
-// target's 1 %, and two of the three runs are 0.9 point under, one 0.3
-// over — at four workers the best fixed level, on a grid of 0.05, sits
-// just under a sharp knee).
+// average (0.87 measured; with the work hidden, as a source without it
+// gives, 0.53), in time within half a point of it in each run.
 func TestModelLawCountsRequestsThatEvaluateNoFeature(t *testing.T) {
 	if race.Enabled {
 		t.Skip("a lab run: too slow under -race")
@@ -53,7 +49,7 @@ func TestModelLawCountsRequestsThatEvaluateNoFeature(t *testing.T) {
 	}
 	best := bestFixed(build, lam, OracleGrid{Shares: shares, Duration: 240 * time.Second, Warmup: time.Minute})
 	t.Logf("load %.0f/s: best fixed share %.2f, in time %.2f %%, optional share %.3f", lam, best.Setting, 100*best.InTime, best.OptionalShare)
-	var with, without, inTime float64
+	var with, without float64
 	const seeds = 3
 	for seed := uint32(1); seed <= seeds; seed++ {
 		for _, hide := range []bool{false, true} {
@@ -74,10 +70,9 @@ func TestModelLawCountsRequestsThatEvaluateNoFeature(t *testing.T) {
 				continue
 			}
 			with += w.OptionalShare / seeds
-			inTime += w.InTime / seeds
+			assert.GreaterOrEqual(t, w.InTime, best.InTime-0.005, "seed %d: in time", seed)
 		}
 	}
 	t.Logf("mean optional share: %.2f of the best fixed's (work hidden: %.2f)", with/best.OptionalShare, without/best.OptionalShare)
 	assert.GreaterOrEqual(t, with/best.OptionalShare, 0.8)
-	assert.GreaterOrEqual(t, inTime, best.InTime-0.005, "in time, mean of the seeds")
 }
