@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/brownout/brownout/signals"
 )
@@ -179,4 +180,24 @@ func TestModelTeachesNothingFromAMoveNoTallyCanShow(t *testing.T) {
 	scale := r.c.mu.mdl.scale
 	r.c.mu.Unlock()
 	assert.GreaterOrEqual(t, scale, 0.5, "the priors' scale (truth 3)")
+}
+
+// TestReconfigureForgetsAPendingMove: a move not yet shown when the
+// features are reconfigured (a prior changed) teaches nothing: its shares
+// were of the costs before.
+func TestReconfigureForgetsAPendingMove(t *testing.T) {
+	r := newModelRig(t)
+	r.periods(20, 100)
+	r.periods(3, 300) // dims: a move
+	r.c.mu.Lock()
+	r.c.mu.mdl.moveAt = r.now // pending, as at an app one period late
+	cfg := r.c.cfg
+	r.c.mu.Unlock()
+	cfg.Features = append([]Feature(nil), cfg.Features...)
+	cfg.Features[1].Cost = 2
+	require.NoError(t, r.c.ReconfigureAt(r.now, cfg))
+	r.c.mu.Lock()
+	defer r.c.mu.Unlock()
+	assert.True(t, r.c.mu.mdl.moveAt.IsZero(), "the pending move after a Reconfigure")
+	assert.False(t, r.c.mu.mdl.lastOK, "the last period's share after a Reconfigure")
 }

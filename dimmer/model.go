@@ -292,6 +292,7 @@ func (c *Controller) demand(now time.Time, o observation) (seconds bool, busy, b
 		m.mdl.scale = 1
 	}
 	for i := range fs {
+		was := m.mdl.learned[i]
 		m.mdl.learned[i] = false
 		e := m.costs.estimate(i)
 		if e.Known() && e.Contrasted >= minCostTicks && e.SE <= maxCostSE*max(math.Abs(e.Value), 0.1) {
@@ -300,6 +301,12 @@ func (c *Controller) demand(now time.Time, o observation) (seconds bool, busy, b
 			if seconds {
 				m.mdl.cost[i] = max(e.Seconds, 0)
 			}
+		}
+		if m.mdl.learned[i] != was {
+			// A cost learned (or forgotten) changes what the priors'
+			// share counts: a pending move's shares, and the last
+			// period's, were of another set of features.
+			m.mdl.moveAt, m.mdl.lastOK = time.Time{}, false
 		}
 	}
 	if seconds && all.N > 0 && all.Sum > 0 {

@@ -233,6 +233,9 @@ func (c *Controller) ReconfigureAt(now time.Time, cfg Config) error {
 // hold the lock; sizeScratch has run.
 func (c *Controller) remapModel(old *Config, cost []float64, learned []bool, reachN []float64) {
 	m := &c.mu.mdl
+	// A move pending, and the last period's priors' share, were of the
+	// features and costs before: they teach nothing of the new ones.
+	m.moveAt, m.lastOK = time.Time{}, false
 	scale, w0 := m.scale, m.w0
 	if scale == 0 {
 		scale = 1
