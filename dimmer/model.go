@@ -846,7 +846,7 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 	// it — the all-off work is still tracked at the levels before both.
 	if m.mdl.moveAt.IsZero() {
 		m.mdl.moveAt, m.mdl.moveFrom, m.mdl.moveAllFrom = now, c.priorShare(b, true), c.priorShare(b, false)
-		m.mdl.movePrior, m.mdl.moveT = c.priorShare(b, false), m.mdl.moveFrom
+		m.mdl.movePrior, m.mdl.moveT = m.mdl.moveAllFrom, m.mdl.moveFrom
 		if m.mdl.lastOK {
 			m.mdl.movePrior, m.mdl.moveT = m.mdl.lastPrior, m.mdl.lastPriorT
 		}
