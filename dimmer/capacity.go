@@ -6,14 +6,18 @@ import "time"
 // targets, and how it moves.
 //
 //   - Measured. A saturated period (arrivals beyond completions at a full
-//     gate) completes all the service can do, Ĉ. A period's completions
-//     are what the service did, at most what it can do, so a reading
-//     over Ĉ by more than carriedZ of its standard errors replaces it
-//     (with that lower bound), and any other moves it by measureWeight
-//     (a period saturated for only part of its length — the first
-//     seconds of a run, while the gate's limit opens, or a burst — reads
-//     low). The first sets K to setShare·Ĉ, unless K is known already;
-//     after it each saturated period brings K down to Ĉ if over it.
+//     gate) completes all the service can do, Ĉ — if it was busy for the
+//     whole period: the first saturated period of a run may have begun
+//     idle (a burst that came late in it), and only the second on
+//     measures (the very first of all measures at once: K is unknown
+//     then). A period's completions are what the service did, at most
+//     what it can do, so a reading over Ĉ by more than carriedZ of its
+//     standard errors replaces it (with that lower bound), and any other
+//     moves it by measureWeight (a period saturated for only part of its
+//     length — the first seconds of a run, while the gate's limit opens —
+//     still reads low). The first sets K to setShare·Ĉ, unless K is known
+//     already; after it each measuring period brings K down to Ĉ if over
+//     it.
 //   - Corrected. Every Hold (and signal window) at least, K moves by
 //     the mean, over the periods since its last move, of the pressure's
 //     distance from the set point — in bands between Low and High, within
@@ -114,8 +118,9 @@ func (e *capacity) reset(now time.Time, hold time.Duration) {
 	e.step, e.dir, e.wait, e.movedAt = stepStart, 0, hold, now
 }
 
-// saturated folds in a saturated period's measurement at now: the first
-// sets K to setShare·Ĉ; after it, K is at most Ĉ (no service carries
+// saturated folds in a saturated period's measurement at now — whole: the
+// period is not the first of its run (see the Measured bullet above). The
+// first sets K to setShare·Ĉ; after it, K is at most Ĉ (no service carries
 // more than it can do), and the corrections find where under it.
 //
 // A reading is what the service did, at most what it can do: one over Ĉ
@@ -126,8 +131,19 @@ func (e *capacity) reset(now time.Time, hold time.Duration) {
 // K that the service carried within target by it: in the lab, a reading
 // of 4.0 cut a K of 3.6 to 2.6, and the law served 0.54–0.77 of the best
 // fixed level's share at constant loads.
-func (e *capacity) saturated(now time.Time, meas, se float64, hold time.Duration) {
+func (e *capacity) saturated(now time.Time, meas, se float64, whole bool, hold time.Duration) {
 	first := e.c <= 0
+	if !first && !whole {
+		// The first saturated period of a run: the service may have
+		// been idle for part of it (a burst that came late in the
+		// period), and its completions say how busy it was, not what
+		// it can do — at four workers in the lab such a period read
+		// 2.9 s of work a second, cut K from 3.5 to it and held the
+		// levels 0.15 low for two minutes. Its pressure's window is the
+		// burst's.
+		e.movedAt = now
+		return
+	}
 	switch lb := meas - carriedZ*se; {
 	case first:
 		e.c = meas

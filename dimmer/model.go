@@ -90,6 +90,7 @@ type modelState struct {
 	base     tracker   // the all-off request's work, measured (see demand)
 	regime   bool      // the load or the all-off work jumped this period
 	overRun  int       // periods in a row over High
+	satRun   int       // saturated intervals in a row (see capacity.saturated)
 	mean     float64   // the mean work of a request at the levels now (see demand)
 	w0       float64   // the all-off request's work: 1 without tallies, else base's estimate
 	cost     []float64 // per feature, its cost in the unit of work (see demand)
@@ -709,6 +710,12 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 		busy = o.rate * m.mdl.mean
 	}
 
+	switch {
+	case !o.saturated:
+		m.mdl.satRun = 0
+	case o.fresh:
+		m.mdl.satRun++ // (an interval seen again is no second period of the run)
+	}
 	if o.p >= cfg.High {
 		m.mdl.overRun++
 	} else {
@@ -724,7 +731,7 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 	}
 	switch {
 	case o.saturated && busy > 0:
-		e.saturated(now, busy, busySE, cfg.Hold)
+		e.saturated(now, busy, busySE, m.mdl.satRun >= 2, cfg.Hold)
 	case e.k <= 0:
 		if m.mdl.overRun >= coldConfirm && busy > 0 {
 			// Over target, and no saturated period has measured the

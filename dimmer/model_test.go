@@ -109,7 +109,7 @@ func TestCapacityCorrectionsConverge(t *testing.T) {
 	t0 := time.Unix(0, 0)
 	hold, win := 5*time.Second, 5*time.Second
 	var e capacity
-	e.saturated(t0, 10, 0, hold)
+	e.saturated(t0, 10, 0, true, hold)
 	assert.InDelta(t, setShare*10, e.k, 1e-9, "the first saturated period sets K")
 	now := t0
 	assert.False(t, e.due(now.Add(time.Second), win), "not within the wait")
@@ -142,14 +142,14 @@ func TestCapacityCorrectionsConverge(t *testing.T) {
 	assert.Equal(t, hold, e.wait)
 	// A saturated period over K keeps K; one under it brings K down.
 	k := e.k
-	e.saturated(now, 2*e.c, 0, hold)
+	e.saturated(now, 2*e.c, 0, true, hold)
 	assert.Equal(t, k, e.k)
-	e.saturated(now, k/2, 0, hold)
+	e.saturated(now, k/2, 0, true, hold)
 	assert.LessOrEqual(t, e.k, e.c)
 	e.reset(now, hold)
 	now = now.Add(hold)
 	e.correct(now, 1, 10)
-	e.saturated(now, e.c-6*(e.c-e.k)-1, 0, hold) // Ĉ falls under K
+	e.saturated(now, e.c-6*(e.c-e.k)-1, 0, true, hold) // Ĉ falls under K
 	assert.Equal(t, stepStart/2, e.step, "a saturation under K after a move up halves the step")
 	assert.Equal(t, 2*hold, e.wait, "…and doubles the wait")
 }

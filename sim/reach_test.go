@@ -25,10 +25,12 @@ func (w withoutWork) Step(now time.Time, s signals.Snapshot) Dim {
 // (Snapshot.Work) and each feature's reach, the share of the requests
 // that evaluate it, so that a product page's cost is not put on every
 // arrival. At a constant load (0.9 of the capacity at level 0.5), four
-// workers, seeds 1–3, 300 s runs judged after the first minute, it
-// serves at least 0.8 of the best fixed level's optional share on
-// average (0.87 measured; with the work hidden, as a source without it
-// gives, 0.53), in time within half a point of it in each run.
+// workers, seeds 1–8, 300 s runs judged after the first minute, it
+// serves at least 0.75 of the best fixed level's optional share on
+// average (0.80 measured), in time within half a point of it in each
+// run; with the work hidden, as a source without it gives, at least 0.6
+// (0.74 measured; 0.47 when the first saturated period of a run measured
+// the capacity, which a burst late in a period reads low).
 func TestModelLawCountsRequestsThatEvaluateNoFeature(t *testing.T) {
 	if race.Enabled {
 		t.Skip("a lab run: too slow under -race")
@@ -50,7 +52,7 @@ func TestModelLawCountsRequestsThatEvaluateNoFeature(t *testing.T) {
 	best := bestFixed(build, lam, OracleGrid{Shares: shares, Duration: 240 * time.Second, Warmup: time.Minute})
 	t.Logf("load %.0f/s: best fixed share %.2f, in time %.2f %%, optional share %.3f", lam, best.Setting, 100*best.InTime, best.OptionalShare)
 	var with, without float64
-	const seeds = 3
+	const seeds = 8
 	for seed := uint32(1); seed <= seeds; seed++ {
 		for _, hide := range []bool{false, true} {
 			mcfg := BrownoutConfig(BrownoutTarget)
@@ -74,5 +76,6 @@ func TestModelLawCountsRequestsThatEvaluateNoFeature(t *testing.T) {
 		}
 	}
 	t.Logf("mean optional share: %.2f of the best fixed's (work hidden: %.2f)", with/best.OptionalShare, without/best.OptionalShare)
-	assert.GreaterOrEqual(t, with/best.OptionalShare, 0.8)
+	assert.GreaterOrEqual(t, with/best.OptionalShare, 0.75)
+	assert.GreaterOrEqual(t, without/best.OptionalShare, 0.6, "work hidden")
 }
