@@ -7,17 +7,19 @@ import "time"
 //
 //   - Measured. A saturated period (arrivals beyond completions at a full
 //     gate) completes all the service can do, Ĉ — if it was busy for the
-//     whole period: the first saturated period of a run may have begun
-//     idle (a burst that came late in it), and only the second on
-//     measures (the very first of all measures at once: K is unknown
-//     then). A period's completions are what the service did, at most
+//     whole period. The first saturated interval of a run (the interval
+//     before it not saturated, or not seen by the law) may have begun
+//     idle, a burst late in it: it measures only while Ĉ is unknown, or
+//     where it reads over Ĉ beyond its noise (idle time only lowers a
+//     reading). A period's completions are what the service did, at most
 //     what it can do, so a reading over Ĉ by more than carriedZ of its
 //     standard errors replaces it (with that lower bound), and any other
 //     moves it by measureWeight (a period saturated for only part of its
 //     length — the first seconds of a run, while the gate's limit opens —
 //     still reads low). The first sets K to setShare·Ĉ, unless K is known
-//     already; after it each measuring period brings K down to Ĉ if over
-//     it.
+//     already; after it a reading that does not raise Ĉ brings K down to
+//     Ĉ if over it — one that raises it says the service does more than
+//     Ĉ said, not that K is over what it does.
 //   - Corrected. Every Hold (and signal window) at least, K moves by
 //     the mean, over the periods since its last move, of the pressure's
 //     distance from the set point — in bands between Low and High, within
@@ -62,8 +64,9 @@ const (
 	// measureWeight is the weight in Ĉ of a saturated period's
 	// measurement under it: a fifth, so that a period in which the
 	// admission gate probed its limit at half (up to a second) moves Ĉ a
-	// tenth; a capacity that really fell is followed within five
-	// saturated periods. (One over it replaces it: see saturated.)
+	// tenth; a capacity that really fell is followed within six
+	// saturated periods in a row (the first of a run does not measure).
+	// (One over it replaces it: see saturated.)
 	measureWeight = 0.2
 	// stepStart and stepMin bound the correction's step, in shares of
 	// the ladder's work (about brightness): 0.04 first, within the calm
@@ -119,9 +122,9 @@ func (e *capacity) reset(now time.Time, hold time.Duration) {
 }
 
 // saturated folds in a saturated period's measurement at now — whole: the
-// period is not the first of its run (see the Measured bullet above). The
-// first sets K to setShare·Ĉ; after it, K is at most Ĉ (no service carries
-// more than it can do), and the corrections find where under it.
+// interval before it was saturated too (see the Measured bullet above).
+// The first sets K to setShare·Ĉ; after it, K is at most Ĉ (no service
+// carries more than it can do), and the corrections find where under it.
 //
 // A reading is what the service did, at most what it can do: one over Ĉ
 // beyond its noise (se, its standard error) shows Ĉ too low, and its
@@ -133,17 +136,18 @@ func (e *capacity) reset(now time.Time, hold time.Duration) {
 // fixed level's share at constant loads.
 func (e *capacity) saturated(now time.Time, meas, se float64, whole bool, hold time.Duration) {
 	first := e.c <= 0
-	if !first && !whole {
+	if !first && !whole && meas-carriedZ*se <= e.c {
 		// The first saturated period of a run: the service may have
 		// been idle for part of it (a burst that came late in the
 		// period), and its completions say how busy it was, not what
-		// it can do — at four workers in the lab such a period read
-		// 2.9 s of work a second, cut K from 3.5 to it and held the
-		// levels 0.15 low for two minutes. Its pressure's window is the
-		// burst's.
-		e.movedAt = now
+		// it can do. (Idle time only lowers a reading: one over Ĉ
+		// beyond its noise still raises it, below.) It neither
+		// measures nor restarts the wait before a correction: where
+		// saturated periods alternate with others, none measures, and
+		// the corrections must still move K.
 		return
 	}
+	raised := false
 	switch lb := meas - carriedZ*se; {
 	case first:
 		e.c = meas
@@ -151,8 +155,12 @@ func (e *capacity) saturated(now time.Time, meas, se float64, whole bool, hold t
 		// Over Ĉ beyond the reading's noise: the service did that
 		// much. (A stall's end, the few long requests that held the
 		// workers completing together, reads high with a wide
-		// standard error: it is averaged.)
-		e.c = lb
+		// standard error: it is averaged.) K stays: with Ĉ only what
+		// the service carried within target (2.0 s a second at four
+		// workers in the lab) and K corrected to 3.6 since, a reading
+		// of 4.0 ± 0.4 cut K to its lower bound, 3.2, and the levels
+		// stayed 0.15 low for minutes.
+		e.c, raised = lb, true
 	default:
 		e.c += measureWeight * (meas - e.c)
 	}
@@ -163,7 +171,7 @@ func (e *capacity) saturated(now time.Time, meas, se float64, whole bool, hold t
 		// bounded by Ĉ, not replaced by a share of it.)
 		e.k, e.src = setShare*e.c, capMeasured
 		e.reset(now, hold)
-	case e.k > e.c:
+	case e.k > e.c && !raised:
 		// K was over what the service can do: a move down, and after a
 		// correction up a reversal (the step halves, the wait doubles),
 		// so that corrections up and saturations do not take turns.

@@ -40,6 +40,32 @@ func TestCapacityReadingOverĈReplacesIt(t *testing.T) {
 	assert.Equal(t, capMeasured, e.src)
 }
 
+// capOf returns the rig's K and Ĉ.
+func (r *modelRig) capOf() (k, c float64) {
+	r.c.mu.Lock()
+	defer r.c.mu.Unlock()
+	return r.c.mu.mdl.capacity.k, r.c.mu.mdl.capacity.c
+}
+
+// burstSnap is a saturated period whose completions read far under Ĉ:
+// a burst late in it, the service idle before it (20 completions of the
+// 200 arrivals, half refused, the gate full).
+func (r *modelRig) burstSnap() signals.Snapshot {
+	s := r.snap(20, r.c.State(), 5*time.Second)
+	s.Recent.Arrived = 200
+	s.Set(signals.ArrivalRate, 200)
+	s.Set(signals.RejectRatio, 0.5)
+	s.Set(signals.GateBusy, 1)
+	return s
+}
+
+// stepSnap steps s one second on.
+func (r *modelRig) stepSnap(s signals.Snapshot) *State {
+	r.now = r.now.Add(time.Second)
+	s.Time = r.now
+	return r.c.Step(r.now, s)
+}
+
 // TestModelMeasuresCapacityFromTheSecondSaturatedPeriod: a saturated
 // period (the gate full, arrivals beyond completions) whose completions
 // read far under Ĉ — a burst late in the period, the service idle before
@@ -49,28 +75,122 @@ func TestModelMeasuresCapacityFromTheSecondSaturatedPeriod(t *testing.T) {
 	r := newModelRig(t)
 	r.periods(30, 400) // overloaded: Ĉ and K measured
 	r.periods(60, 200)
-	capOf := func() (k, c float64) {
-		r.c.mu.Lock()
-		defer r.c.mu.Unlock()
-		return r.c.mu.mdl.capacity.k, r.c.mu.mdl.capacity.c
-	}
-	k0, c0 := capOf()
+	k0, c0 := r.capOf()
 	require.Greater(t, c0, 0.0, "Ĉ measured in the overload")
-	burst := func() *State {
-		s := r.snap(20, r.c.State(), 5*time.Second) // 20 completions: 0.2–0.6 s of work
-		s.Recent.Arrived = 200
-		s.Set(signals.ArrivalRate, 200)
-		s.Set(signals.RejectRatio, 0.5)
-		s.Set(signals.GateBusy, 1)
-		r.now = r.now.Add(time.Second)
-		s.Time = r.now
-		return r.c.Step(r.now, s)
-	}
-	burst()
-	k, c := capOf()
+	r.stepSnap(r.burstSnap())
+	k, c := r.capOf()
 	assert.Equal(t, k0, k, "the first saturated period of a run moved K")
 	assert.Equal(t, c0, c, "the first saturated period of a run moved Ĉ")
-	burst()
-	_, c = capOf()
+	r.stepSnap(r.burstSnap())
+	_, c = r.capOf()
 	assert.Less(t, c, c0, "the second saturated period in a row measures")
+}
+
+// TestModelStartsASaturatedRunAfterAGap: a run of saturated periods ends
+// where the law did not see the periods after it — a freeze, another
+// replica's term — and a burst after the gap is the first of a new run.
+// (A count of saturated periods that only the law's own periods reset
+// took the burst after an unfreeze, or a takeover, as the fourth in a row
+// and moved Ĉ from 4.0 to 3.2.) An interval seen twice is one period.
+func TestModelStartsASaturatedRunAfterAGap(t *testing.T) {
+	saturate := func(t *testing.T) (*modelRig, float64, float64) {
+		r := newModelRig(t)
+		r.periods(30, 400)
+		r.periods(3, 1000) // saturated at the floors
+		k0, c0 := r.capOf()
+		require.Greater(t, c0, 0.0)
+		return r, k0, c0
+	}
+	t.Run("freeze", func(t *testing.T) {
+		r, k0, c0 := saturate(t)
+		r.c.FreezeAt(r.now, "incident")
+		r.periods(120, 100)
+		r.c.UnfreezeAt(r.now)
+		r.stepSnap(r.burstSnap())
+		k, c := r.capOf()
+		assert.Equal(t, c0, c, "Ĉ")
+		assert.Equal(t, k0, k, "K")
+	})
+	t.Run("takeover", func(t *testing.T) {
+		r, k0, c0 := saturate(t)
+		cp := r.c.Checkpoint()
+		r.now = r.now.Add(10 * time.Minute) // another replica led meanwhile
+		_, err := r.c.AdoptAt(r.now, cp)
+		require.NoError(t, err)
+		r.stepSnap(r.burstSnap())
+		k, c := r.capOf()
+		assert.Equal(t, c0, c, "Ĉ")
+		assert.Equal(t, k0, k, "K")
+	})
+	t.Run("an interval seen twice", func(t *testing.T) {
+		r := newModelRig(t)
+		r.periods(30, 400)
+		r.periods(60, 200)
+		k0, c0 := r.capOf()
+		s := r.burstSnap()
+		s.RecentAt, s.RecentSpan = r.now.Add(time.Second), time.Second
+		r.stepSnap(s)
+		r.stepSnap(s) // the same push, seen again
+		k, c := r.capOf()
+		assert.Equal(t, c0, c, "Ĉ")
+		assert.Equal(t, k0, k, "K")
+	})
+}
+
+// TestModelCorrectsKWhenSaturationAlternates: the capacity halves (four
+// workers to two) at 150 req/s, over target throughout, and the gate is
+// full every other period only. No saturated period is the second of a
+// run, so none measures; the corrections bring K down instead. (When the
+// first period of a run restarted the wait before a correction, K stayed
+// at 3.65 for five minutes and the levels brightened.)
+func TestModelCorrectsKWhenSaturationAlternates(t *testing.T) {
+	r := newModelRig(t)
+	r.periods(30, 400)
+	r.periods(60, 200)
+	r.workers = 2
+	for i := range 300 {
+		s := r.snap(150, r.c.State(), 5*time.Second)
+		if i%2 == 1 {
+			s.Set(signals.GateBusy, 0.2) // under SaturatedAt: not saturated
+		}
+		s.Set(signals.LatencyP99, 0.6) // over target throughout
+		r.stepSnap(s)
+	}
+	k, _ := r.capOf()
+	st := r.c.State()
+	assert.Less(t, k, 2.2, "K after five minutes over target at a capacity of 2: %s", st.Reason)
+	assert.Less(t, st.Brightness, 0.3, st.Reason)
+}
+
+// TestCapacityFirstOfARunOverĈRaisesIt: idle time only lowers a period's
+// reading, so the first saturated period of a run that reads over Ĉ
+// beyond its noise still raises it (here Ĉ was only what the service
+// carried within target).
+func TestCapacityFirstOfARunOverĈRaisesIt(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	e := capacity{k: 2, src: capCold}
+	e.carried(t0, 2.5)
+	e.saturated(t0.Add(time.Minute), 4, 0.1, false, 5*time.Second)
+	assert.InDelta(t, 4-carriedZ*0.1, e.c, 1e-9)
+}
+
+// TestCapacityARaisedĈCutsNoK: Ĉ was only what the service carried
+// within target (2.0), and the corrections took K to 3.6 since. A
+// saturated period reads 4.0 ± 0.4: it raises Ĉ to its lower bound, 3.2 —
+// evidence that the service does more than Ĉ said, not that K is over
+// what it does — and K stays. (It used to cut K to that lower bound: at
+// four workers in the lab K went from 3.6 to 3.1, and the levels stayed
+// 0.15 low for minutes.) A reading within its noise of Ĉ, under K, still
+// brings K down to Ĉ.
+func TestCapacityARaisedĈCutsNoK(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	e := capacity{k: 1.8, c: 2.0, src: capMeasured}
+	e.carried(t0, 2.0)
+	e.k = 3.6 // corrected up since
+	e.saturated(t0.Add(time.Minute), 4.0, 0.4, true, 5*time.Second)
+	assert.InDelta(t, 4.0-carriedZ*0.4, e.c, 1e-9, "Ĉ raised to the reading's lower bound")
+	assert.InDelta(t, 3.6, e.k, 1e-9, "K cut by a raise of Ĉ")
+	e.saturated(t0.Add(2*time.Minute), 3.0, 0.4, true, 5*time.Second)
+	assert.InDelta(t, 3.2+measureWeight*(3.0-3.2), e.c, 1e-9)
+	assert.InDelta(t, e.c, e.k, 1e-9, "a reading under K within its noise of Ĉ brings K down to it")
 }

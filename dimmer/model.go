@@ -85,12 +85,17 @@ const (
 
 // modelState is the model law's part of the controller's state.
 type modelState struct {
-	capacity capacity  // K and Ĉ (see capacity.go)
-	load     tracker   // the offered load (see estimateLoad)
-	base     tracker   // the all-off request's work, measured (see demand)
-	regime   bool      // the load or the all-off work jumped this period
-	overRun  int       // periods in a row over High
-	satRun   int       // saturated intervals in a row (see capacity.saturated)
+	capacity capacity // K and Ĉ (see capacity.go)
+	load     tracker  // the offered load (see estimateLoad)
+	base     tracker  // the all-off request's work, measured (see demand)
+	regime   bool     // the load or the all-off work jumped this period
+	overRun  int      // periods in a row over High
+	// satAt is when the last saturated interval ended (its RecentAt, or
+	// the period's now where the source does not say), and satWhole
+	// whether the one before it was saturated too: a run of two or more
+	// (see capacity.saturated).
+	satAt    time.Time
+	satWhole bool
 	mean     float64   // the mean work of a request at the levels now (see demand)
 	w0       float64   // the all-off request's work: 1 without tallies, else base's estimate
 	cost     []float64 // per feature, its cost in the unit of work (see demand)
@@ -200,7 +205,7 @@ func (c *Controller) observe(now time.Time, s signals.Snapshot, busy float64, bu
 		sp := s.RecentSpan.Seconds()
 		o.recentSpan, o.recentLoad = s.RecentSpan, float64(s.Recent.Arrived)/sp
 	}
-	o.timed = !s.RecentAt.IsZero()
+	o.timed, o.recentAt = !s.RecentAt.IsZero(), s.RecentAt
 	// A new interval of the fleet: one that ended a span after the last
 	// new one, less freshSlack of it (pushes arrive with some jitter).
 	// Instances that push at different times move RecentAt at each push,
@@ -236,6 +241,7 @@ type observation struct {
 	// intervals end (Snapshot.RecentAt), so that fresh is known; without
 	// it every period is taken as fresh (see sighting).
 	fresh, timed bool
+	recentAt     time.Time // Snapshot.RecentAt
 	tallies      []signals.Tally
 	work         signals.Moments // every tallied request's (Snapshot.Work)
 	// latency and latencySpan: without tallies, the window's completions
@@ -710,11 +716,17 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 		busy = o.rate * m.mdl.mean
 	}
 
-	switch {
-	case !o.saturated:
-		m.mdl.satRun = 0
-	case o.fresh:
-		m.mdl.satRun++ // (an interval seen again is no second period of the run)
+	if o.saturated && o.fresh {
+		// The second saturated interval in a row: the one before ended
+		// a span before this one (an interval seen again is no second,
+		// nor is one after a gap the law did not see — frozen, stale,
+		// idle, another replica's term).
+		at, span := now, cfg.Tick
+		if o.timed && o.recentSpan > 0 {
+			at, span = o.recentAt, o.recentSpan
+		}
+		m.mdl.satWhole = !m.mdl.satAt.IsZero() && at.After(m.mdl.satAt) && at.Sub(m.mdl.satAt) <= time.Duration((1+freshSlack)*float64(span))
+		m.mdl.satAt = at
 	}
 	if o.p >= cfg.High {
 		m.mdl.overRun++
@@ -731,7 +743,7 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 	}
 	switch {
 	case o.saturated && busy > 0:
-		e.saturated(now, busy, busySE, m.mdl.satRun >= 2, cfg.Hold)
+		e.saturated(now, busy, busySE, m.mdl.satWhole, cfg.Hold)
 	case e.k <= 0:
 		if m.mdl.overRun >= coldConfirm && busy > 0 {
 			// Over target, and no saturated period has measured the

@@ -40,18 +40,17 @@ func constantRuns(t *testing.T, build func(Profile, Dimmer) Config, lam float64,
 
 // TestModelLawFourWorkers: the parts lab with four workers at constant
 // loads of 0.9 and 1.15 times the capacity at level 0.5, seeds 1–3. The
-// law serves at least 0.75 of the best fixed level's share on average
-// (0.79 and 1.07 measured), in time within half a point of it (99.90 and
-// 99.83 %, the best fixed level's 99.98 and 100 %). When the first
-// saturated period of a run measured the capacity (a burst late in a
-// period, the service idle before it, read 2.9 s of work a second for
-// four workers and cut K to it): 0.73 and 0.90. When Ĉ averaged every
-// saturated reading, a start-up reading (1.7 s of work a second while
-// the gate's limit opened; later 4.0) bounded K for minutes: 0.61 and
-// 0.70. A reading over Ĉ replaces it now when it stands carriedZ of its
-// standard errors over it; replaced by any reading over it, Ĉ gave 1.01
-// and 1.31 of the share at 1 point less in time, but one burst of long
-// requests completing together set it too.
+// law serves at least 0.85 of the best fixed level's share on average
+// (0.90 and 1.14 measured), in time within half a point of it (99.82 and
+// 99.78 %, the best fixed level's 99.98 and 100 %). Two readings of the
+// capacity held it lower: the first saturated period of a run, which may
+// have begun idle (a burst late in it read 2.9 s of work a second for
+// four workers, and K was cut to it), and a reading that raised Ĉ to its
+// lower bound (Ĉ 2.0, what the service had carried; K 3.6; a reading of
+// 4.0 ± 0.4 cut K to 3.2): with both, 0.73 and 0.90; with the second
+// alone, 0.79 and 1.07. When Ĉ averaged every saturated reading, a
+// start-up reading (1.7 s of work a second while the gate's limit opened;
+// later 4.0) bounded K for minutes: 0.61 and 0.70.
 func TestModelLawFourWorkers(t *testing.T) {
 	if race.Enabled {
 		t.Skip("a lab run: too slow under -race")
@@ -59,7 +58,7 @@ func TestModelLawFourWorkers(t *testing.T) {
 	build := func(load Profile, d Dimmer) Config { return BrownoutPartsLab(load, d, 4) }
 	for _, x := range []float64{0.9, 1.15} {
 		inTime, share, best := constantRuns(t, build, x*partsLabMean(4), 3)
-		assert.GreaterOrEqual(t, share, 0.75, "%.2f× load: share of the best fixed level's", x)
+		assert.GreaterOrEqual(t, share, 0.85, "%.2f× load: share of the best fixed level's", x)
 		assert.GreaterOrEqual(t, inTime, best.InTime-0.005, "%.2f× load: in time", x)
 	}
 }

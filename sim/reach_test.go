@@ -26,10 +26,10 @@ func (w withoutWork) Step(now time.Time, s signals.Snapshot) Dim {
 // that evaluate it, so that a product page's cost is not put on every
 // arrival. At a constant load (0.9 of the capacity at level 0.5), four
 // workers, seeds 1–8, 300 s runs judged after the first minute, it
-// serves at least 0.75 of the best fixed level's optional share on
-// average (0.80 measured), in time within half a point of it in each
+// serves at least 0.8 of the best fixed level's optional share on
+// average (0.85 measured), in time within half a point of it in each
 // run; with the work hidden, as a source without it gives, at least 0.6
-// (0.74 measured; 0.47 when the first saturated period of a run measured
+// (0.75 measured; 0.47 when the first saturated period of a run measured
 // the capacity, which a burst late in a period reads low).
 func TestModelLawCountsRequestsThatEvaluateNoFeature(t *testing.T) {
 	if race.Enabled {
@@ -76,6 +76,6 @@ func TestModelLawCountsRequestsThatEvaluateNoFeature(t *testing.T) {
 		}
 	}
 	t.Logf("mean optional share: %.2f of the best fixed's (work hidden: %.2f)", with/best.OptionalShare, without/best.OptionalShare)
-	assert.GreaterOrEqual(t, with/best.OptionalShare, 0.75)
+	assert.GreaterOrEqual(t, with/best.OptionalShare, 0.8)
 	assert.GreaterOrEqual(t, without/best.OptionalShare, 0.6, "work hidden")
 }
