@@ -194,3 +194,29 @@ func TestCapacityARaisedĈCutsNoK(t *testing.T) {
 	assert.InDelta(t, 3.2+measureWeight*(3.0-3.2), e.c, 1e-9)
 	assert.InDelta(t, e.c, e.k, 1e-9, "a reading under K within its noise of Ĉ brings K down to it")
 }
+
+// TestModelReadsASaturatedIntervalOnce: brownoutd ticking four times a
+// push sees each interval four times (Snapshot.RecentAt the same). A
+// saturated interval is one reading of the capacity: Ĉ moves by
+// measureWeight of its distance, not by that four times over.
+func TestModelReadsASaturatedIntervalOnce(t *testing.T) {
+	r := newModelRig(t)
+	r.periods(30, 400)
+	r.periods(60, 200)
+	_, c0 := r.capOf()
+	var meas float64
+	for i := range 2 { // a run of two saturated intervals, each seen four times
+		s := r.burstSnap()
+		s.RecentAt, s.RecentSpan = r.now.Add(time.Second), time.Second
+		if i == 1 {
+			meas = s.Tallies[0].On.Sum + s.Tallies[0].Off.Sum
+		}
+		for range 4 {
+			r.now = r.now.Add(250 * time.Millisecond)
+			s.Time = r.now
+			r.c.Step(r.now, s)
+		}
+	}
+	_, c := r.capOf()
+	assert.InDelta(t, c0+measureWeight*(meas-c0), c, 1e-9, "Ĉ after one reading of %.2f", meas)
+}

@@ -743,7 +743,12 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 	}
 	switch {
 	case o.saturated && busy > 0:
-		e.saturated(now, busy, busySE, m.mdl.satWhole, cfg.Hold)
+		if o.fresh {
+			// (An interval seen again is no second reading of it: a
+			// daemon that ticks four times a push moved Ĉ by 59 % of a
+			// reading's distance, not measureWeight's 20 %.)
+			e.saturated(now, busy, busySE, m.mdl.satWhole, cfg.Hold)
+		}
 	case e.k <= 0:
 		if m.mdl.overRun >= coldConfirm && busy > 0 {
 			// Over target, and no saturated period has measured the
