@@ -314,7 +314,8 @@ func (c *Controller) step(now time.Time, s signals.Snapshot) (*State, bool) {
 		o, ok = c.observe(now, s, busy, busyOK)
 		p = o.p
 	}
-	m.pressure, m.presOK, m.at = p, ok, now
+	m.pressure, m.presOK = p, ok
+	m.at = later(m.at, now)
 	m.mode = Auto
 	switch {
 	case m.frozen:

@@ -320,7 +320,7 @@ func (c *Controller) publish(now time.Time, reason string) (*State, []chan *Stat
 	}
 	c.expirePins(now)
 	c.schedule(now)
-	m.at = now
+	m.at = later(m.at, now)
 	m.gen++
 	st := c.compose(reason, m.gen)
 	c.state.Store(st)
@@ -329,4 +329,15 @@ func (c *Controller) publish(now time.Time, reason string) (*State, []chan *Stat
 		subs = append(subs, ch)
 	}
 	return st, subs, c.cfg.Logger
+}
+
+// later returns the later of a state's time and now: a state's Time never
+// goes back. A daemon's tick takes its now before it steps, and an
+// operator's change at a later now may be published in between: the
+// tick's state, of a higher generation, then carried an older time.
+func later(at, now time.Time) time.Time {
+	if now.After(at) {
+		return now
+	}
+	return at
 }

@@ -115,3 +115,18 @@ func TestUnpinWhileStale(t *testing.T) {
 	fs, _ = st.Feature("a")
 	assert.Equal(t, 1.0, fs.Level, "released while frozen: the held level, not the pin's")
 }
+
+// TestStateTimeNeverGoesBack: brownoutd's tick takes its now, an
+// operator's unfreeze at a later now is published, and then the tick
+// steps: its state, of a higher generation, keeps the later time — an app
+// that orders the states it holds by time would take it for an older one.
+func TestStateTimeNeverGoesBack(t *testing.T) {
+	r := newRig(t, testConfig())
+	c := r.c
+	c.FreezeAt(r.now, "incident")
+	tick := r.now.Add(time.Second)
+	unfrozen := c.UnfreezeAt(tick.Add(time.Millisecond))
+	st := c.Step(tick, snap(tick, 0.5, 100))
+	assert.Greater(t, st.Generation, unfrozen.Generation)
+	assert.False(t, st.Time.Before(unfrozen.Time), "the state's time went back: %v after %v", st.Time, unfrozen.Time)
+}
