@@ -220,3 +220,24 @@ func TestModelReadsASaturatedIntervalOnce(t *testing.T) {
 	_, c := r.capOf()
 	assert.InDelta(t, c0+measureWeight*(meas-c0), c, 1e-9, "Ĉ after one reading of %.2f", meas)
 }
+
+// TestModelReadsAnUntimedSaturatedIntervalOnce: a source that reports
+// per-period counts over a second (RecentSpan) but not when its intervals
+// end (no RecentAt), read every 250 ms: a burst's interval is seen four
+// times. It is the first saturated interval of a run, seen again — not
+// the second, third and fourth — and K and Ĉ stay.
+func TestModelReadsAnUntimedSaturatedIntervalOnce(t *testing.T) {
+	r := newModelRig(t)
+	r.periods(30, 400)
+	r.periods(60, 200)
+	k0, c0 := r.capOf()
+	s := r.burstSnap()
+	for range 4 {
+		r.now = r.now.Add(250 * time.Millisecond)
+		s.Time = r.now
+		r.c.Step(r.now, s)
+	}
+	k, c := r.capOf()
+	assert.Equal(t, c0, c, "Ĉ")
+	assert.Equal(t, k0, k, "K")
+}

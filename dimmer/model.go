@@ -716,17 +716,24 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 		busy = o.rate * m.mdl.mean
 	}
 
+	newSat := false
 	if o.saturated && o.fresh {
-		// The second saturated interval in a row: the one before ended
-		// a span before this one (an interval seen again is no second,
-		// nor is one after a gap the law did not see — frozen, stale,
-		// idle, another replica's term).
-		at, span := now, cfg.Tick
+		// A saturated interval not seen before, and whether it is the
+		// second in a row: the one before ended a span before this one
+		// (an interval seen again is no second, nor is one after a gap
+		// the law did not see — frozen, stale, idle, another replica's
+		// term). Where the source does not say when its intervals end,
+		// one that ended less than a span after the last is taken for
+		// it seen again (a source read more often than it counts).
+		at, span := now, max(cfg.Tick, o.recentSpan)
 		if o.timed && o.recentSpan > 0 {
 			at, span = o.recentAt, o.recentSpan
 		}
-		m.mdl.satWhole = !m.mdl.satAt.IsZero() && at.After(m.mdl.satAt) && at.Sub(m.mdl.satAt) <= time.Duration((1+freshSlack)*float64(span))
-		m.mdl.satAt = at
+		gap := at.Sub(m.mdl.satAt)
+		if newSat = m.mdl.satAt.IsZero() || gap < 0 || gap >= time.Duration((1-freshSlack)*float64(span)); newSat {
+			m.mdl.satWhole = !m.mdl.satAt.IsZero() && gap > 0 && gap <= time.Duration((1+freshSlack)*float64(span))
+			m.mdl.satAt = at
+		}
 	}
 	if o.p >= cfg.High {
 		m.mdl.overRun++
@@ -743,7 +750,7 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 	}
 	switch {
 	case o.saturated && busy > 0:
-		if o.fresh {
+		if newSat {
 			// (An interval seen again is no second reading of it: a
 			// daemon that ticks four times a push moved Ĉ by 59 % of a
 			// reading's distance, not measureWeight's 20 %.)
