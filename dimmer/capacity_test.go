@@ -47,6 +47,13 @@ func (r *modelRig) capOf() (k, c float64) {
 	return r.c.mu.mdl.capacity.k, r.c.mu.mdl.capacity.c
 }
 
+// scaleOf returns the priors' scale the moves taught the rig's law.
+func (r *modelRig) scaleOf() float64 {
+	r.c.mu.Lock()
+	defer r.c.mu.Unlock()
+	return r.c.mu.mdl.scale
+}
+
 // burstSnap is a saturated period whose completions read far under Ĉ:
 // a burst late in it, the service idle before it (20 completions of the
 // 200 arrivals, half refused, the gate full).

@@ -54,9 +54,7 @@ func TestModelTeachesFromThePeriodThatShowsTheMove(t *testing.T) {
 		s.Time = r.now
 		r.c.Step(r.now, s)
 	}
-	r.c.mu.Lock()
-	scale := r.c.mu.mdl.scale
-	r.c.mu.Unlock()
+	scale := r.scaleOf()
 	assert.Less(t, scale, 1/3.0, "the priors' scale after 20 periods of overload (truth 0.1)")
 }
 
@@ -145,9 +143,7 @@ func TestModelTeachesWithAPinnedFeature(t *testing.T) {
 		}
 		r.period(lam)
 	}
-	r.c.mu.Lock()
-	scale := r.c.mu.mdl.scale
-	r.c.mu.Unlock()
+	scale := r.scaleOf()
 	assert.Greater(t, scale, 0.05, "the priors' scale (truth 0.1)")
 	assert.Less(t, scale, 0.3, "the priors' scale (truth 0.1)")
 }
@@ -176,9 +172,7 @@ func TestModelTeachesNothingFromAMoveNoTallyCanShow(t *testing.T) {
 		s.Time = r.now
 		r.c.Step(r.now, s)
 	}
-	r.c.mu.Lock()
-	scale := r.c.mu.mdl.scale
-	r.c.mu.Unlock()
+	scale := r.scaleOf()
 	assert.GreaterOrEqual(t, scale, 0.5, "the priors' scale (truth 3)")
 }
 

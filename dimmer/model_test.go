@@ -329,9 +329,7 @@ func TestModelLearnsThePriorsScale(t *testing.T) {
 		}
 		r.period(lam)
 	}
-	r.c.mu.Lock()
-	scale := r.c.mu.mdl.scale
-	r.c.mu.Unlock()
+	scale := r.scaleOf()
 	assert.Greater(t, scale, 1.5, "the priors' scale")
 	assert.LessOrEqual(t, scale, maxScale)
 }
