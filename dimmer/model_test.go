@@ -334,6 +334,34 @@ func TestModelLearnsThePriorsScale(t *testing.T) {
 	assert.LessOrEqual(t, scale, maxScale)
 }
 
+// TestTrackerHoldsAnExceedanceOut: a period far from the estimate is not
+// folded into it, so that the next period of a fall is tested against the
+// load before it: a fall from 152 to about 85 whose second period (94)
+// lies 3.7 standard errors from the estimate dragged by the first (81)
+// is still a fall (it crept down at the estimate's gain for twenty
+// periods).
+func TestTrackerHoldsAnExceedanceOut(t *testing.T) {
+	tr := tracker{moves: true}
+	fast := fastWeight(5)
+	for range 300 {
+		tr.update(152, 152, fast, true)
+	}
+	assert.False(t, tr.update(81, 152, fast, true), "a fall: not from one period")
+	assert.InDelta(t, 152, tr.est, 1e-6, "the first period of the fall held out")
+	assert.True(t, tr.update(94, 143, fast, true), "…but from two")
+	assert.InDelta(t, 87.5, tr.est, 1e-9)
+
+	// An outlier alone is held out and forgotten: the estimate does not
+	// move for it, and the next period is folded in as usual.
+	out := tracker{moves: true}
+	for range 300 {
+		out.update(152, 152, fast, true)
+	}
+	out.update(60, 152, fast, true)
+	out.update(150, 152, fast, true)
+	assert.InDelta(t, 152, out.est, 0.5)
+}
+
 // TestTrackerJumpReadsTheSpread: a request's work is skewed, and two
 // periods whose samples lack the slow tail — a small mean and a small
 // variance of their own — stand four of their own standard errors under a

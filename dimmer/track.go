@@ -27,13 +27,17 @@ import "math"
 // that a period of a few very slow requests, which lifts the average for
 // several periods, widens its band for as long (read as the latest
 // period's variance instead, it made a jump of every such outlier). The
-// estimate then restarts from the two periods' mean. A level that moves
-// (the offered load) is let rise from one period: a single period riseZ
-// standard errors over the estimate restarts it from that period — a
-// period served for the old load after the new one came costs users
-// their answers, where a period more to confirm a fall costs only some
-// optional content (on the lab's square waves, half a point to a point
-// more users in time; at constant loads, no run less calm).
+// estimate then restarts from the two periods' mean. A period that lies
+// jumpZ standard errors from the estimate is held out of it until the
+// next shows whether it began a new level, and folded in then if it did
+// not: the second period of a change is tested against the estimate from
+// before the change, not one the first period dragged toward it. A level
+// that moves (the offered load) is let rise from one period: a single
+// period riseZ standard errors over the estimate restarts it from that
+// period — a period served for the old load after the new one came costs
+// users their answers, where a period more to confirm a fall costs only
+// some optional content (on the lab's square waves, half a point to a
+// point more users in time; at constant loads, no run less calm).
 type tracker struct {
 	fast, est float64
 	p         float64 // the variance of est
@@ -42,6 +46,10 @@ type tracker struct {
 	ok        bool
 	pending   int     // the direction of an exceedance last period; 0 none
 	q         float64 // the drift allowed a period after a jump (see update)
+	// held: the last interval was held out of the estimate, its value
+	// heldX of variance heldV (see update).
+	held         bool
+	heldX, heldV float64
 	// moves: a level that jumped may go on moving (the offered load),
 	// rather than hold at its new value (a request's work).
 	moves bool
@@ -107,6 +115,7 @@ func (t *tracker) update(x, v, fast float64, jump bool) bool {
 		r = 1 / t.w // each sighting weighs as its share of a period
 	}
 	vi := max(v, t.jv) // the interval's own, for the jump tests
+	whole := v         // the interval's own, for folding it in whole
 	v, vj := v*r, vi*r
 	if !t.ok {
 		t.fast, t.est, t.prev, t.p, t.fv, t.ok = x, x, x, v, v, true
@@ -116,11 +125,11 @@ func (t *tracker) update(x, v, fast float64, jump bool) bool {
 	t.prev = x
 	t.fast += fast * (x - t.fast)
 	t.fv = (1-fast)*(1-fast)*t.fv + fast*fast*vj
-	dir := 0
+	dir, out := 0, false
 	switch {
 	case !jump:
 	case math.Abs(x-t.est) > jumpZ*math.Sqrt(vi+t.p):
-		dir = sign(x - t.est)
+		dir, out = sign(x-t.est), true
 	case math.Abs(t.fast-t.est) > jumpZ*math.Sqrt(t.fv+t.p):
 		dir = sign(t.fast - t.est)
 	}
@@ -131,7 +140,7 @@ func (t *tracker) update(x, v, fast float64, jump bool) bool {
 		// users their answers, where waiting a period to confirm a
 		// fall costs only some optional content.
 		t.q = max(t.q, (x-t.est)*(x-t.est)/jumpPeriods)
-		t.fast, t.est, t.p, t.fv, t.pending = x, x, v, v, 0
+		t.fast, t.est, t.p, t.fv, t.pending, t.held = x, x, v, v, 0, false
 		return true
 	}
 	if dir != 0 && dir == t.pending {
@@ -143,21 +152,46 @@ func (t *tracker) update(x, v, fast float64, jump bool) bool {
 		if t.moves {
 			t.q = max(t.q, (m-t.est)*(m-t.est)/jumpPeriods)
 		}
-		t.fast, t.est, t.p, t.fv, t.pending = m, m, v/2, v/2, 0
+		t.fast, t.est, t.p, t.fv, t.pending, t.held = m, m, v/2, v/2, 0, false
 		return true
 	}
 	if jump || x != prev {
 		t.pending = dir // (0 when not tested)
 	}
+	if out || (!jump && x == prev && t.held) {
+		// A period that lies jumpZ standard errors from the estimate
+		// (or its interval seen again) is held out of it for a period:
+		// it is an outlier or the first period of a new level, and
+		// folded in at once it would drag the estimate toward the new
+		// level by its gain — by enough, on a fall of half the load,
+		// that the second period no longer stood jumpZ from it, and the
+		// estimate then crept down at its gain for twenty periods. A
+		// period that began no new level is folded in with the next
+		// (left out, the high periods of a bursty load would leave the
+		// estimate low).
+		if !t.held {
+			t.held, t.heldX, t.heldV = true, x, whole
+		}
+		return false
+	}
 	t.q *= 1 - 1/moveMemory
 	t.p += max(v/(trackMemory*trackMemory), t.q)
+	if t.held {
+		t.held = false
+		t.fold(t.heldX, t.heldV)
+	}
+	t.fold(x, v)
+	return false
+}
+
+// fold corrects the estimate by the value x of variance v.
+func (t *tracker) fold(x, v float64) {
 	a := 1.0
 	if t.p+v > 0 {
 		a = t.p / (t.p + v)
 	}
 	t.est += a * (x - t.est)
 	t.p *= 1 - a
-	return false
 }
 
 // shift moves every average by d, a prediction whose variance is dv: the
