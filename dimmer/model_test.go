@@ -360,6 +360,31 @@ func TestTrackerHoldsAnExceedanceOut(t *testing.T) {
 	out.update(60, 152, fast, true)
 	out.update(150, 152, fast, true)
 	assert.InDelta(t, 152, out.est, 0.5)
+
+	// Two outliers in a row, one each way: each is folded in, neither
+	// lost (either alone would have moved the estimate by 0.2).
+	two := tracker{moves: true}
+	for range 300 {
+		two.update(152, 152, fast, true)
+	}
+	a := two.p / (two.p + 152)
+	two.update(94, 152, fast, true)
+	two.update(210, 152, fast, true)
+	two.update(152, 152, fast, true)
+	assert.InDelta(t, 152, two.est, 40*a, "both outliers folded in: %.3f", two.est)
+
+	// A shift while a period is held out moves it too: the held value
+	// was measured before what is measured changed.
+	sh := tracker{}
+	for range 300 {
+		sh.update(100, 100, fast, true)
+	}
+	sh.update(160, 100, fast, true)
+	require.True(t, sh.held)
+	sh.shift(50, 0)
+	assert.InDelta(t, 210, sh.heldX, 1e-9)
+	sh.rescale(2)
+	assert.InDelta(t, 420, sh.heldX, 1e-9)
 }
 
 // TestTrackerJumpReadsTheSpread: a request's work is skewed, and two

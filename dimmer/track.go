@@ -158,20 +158,24 @@ func (t *tracker) update(x, v, fast float64, jump bool) bool {
 	if jump || x != prev {
 		t.pending = dir // (0 when not tested)
 	}
-	if out || (!jump && x == prev && t.held) {
+	if !jump && x == prev && t.held {
+		return false // the interval held out, seen again
+	}
+	if out {
 		// A period that lies jumpZ standard errors from the estimate
-		// (or its interval seen again) is held out of it for a period:
-		// it is an outlier or the first period of a new level, and
-		// folded in at once it would drag the estimate toward the new
-		// level by its gain — by enough, on a fall of half the load,
-		// that the second period no longer stood jumpZ from it, and the
-		// estimate then crept down at its gain for twenty periods. A
-		// period that began no new level is folded in with the next
-		// (left out, the high periods of a bursty load would leave the
-		// estimate low).
-		if !t.held {
-			t.held, t.heldX, t.heldV = true, x, whole
+		// is held out of it for a period: it is an outlier or the first
+		// period of a new level, and folded in at once it would drag the
+		// estimate toward the new level by its gain — by enough, on a
+		// fall of half the load, that the second period no longer stood
+		// jumpZ from it, and the estimate then crept down at its gain for
+		// twenty periods. One that began no new level is folded in with
+		// the next (left out, the high periods of a bursty load would
+		// leave the estimate low) — or, if that one is held out too,
+		// before it.
+		if t.held {
+			t.fold(t.heldX, t.heldV)
 		}
+		t.held, t.heldX, t.heldV = true, x, whole
 		return false
 	}
 	t.q *= 1 - 1/moveMemory
@@ -200,6 +204,8 @@ func (t *tracker) shift(d, dv float64) {
 	t.fast += d
 	t.est += d
 	t.prev += d
+	t.heldX += d
+	t.heldV += max(dv, 0)
 	t.p += max(dv, 0)
 	t.fv += max(dv, 0)
 }
@@ -210,6 +216,8 @@ func (t *tracker) rescale(f float64) {
 	t.fast *= f
 	t.est *= f
 	t.prev *= f
+	t.heldX *= f
+	t.heldV *= f * f
 	t.p *= f * f
 	t.fv *= f * f
 }
