@@ -68,16 +68,43 @@ func (s *Buffer) String() string {
 	return s.b.String()
 }
 
-// FreeAddr returns a free 127.0.0.1 address.
+// FreeAddr returns a free 127.0.0.1 address, one that no earlier call in
+// this process returned (see handedOut).
 func FreeAddr(tb testing.TB) string {
 	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
+	for range maxAddrTries {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		handedOut.Lock()
+		again := handedOut.addrs[addr]
+		handedOut.addrs[addr] = true
+		handedOut.Unlock()
+		if !again {
+			return addr
+		}
 	}
-	defer l.Close()
-	return l.Addr().String()
+	tb.Fatalf("testsrv: every free port of %d tries was handed out before", maxAddrTries)
+	return ""
 }
+
+// handedOut is every address FreeAddr has returned in this process. The
+// kernel may give a port just closed to the next listener on port 0: a
+// test that chose two shops' addresses and then a daemon's was given one
+// of the shops' again, the daemon took it first, and the shop's requests
+// went to the daemon (404 page not found). FreeAddr returns an address
+// once.
+var handedOut = struct {
+	sync.Mutex
+	addrs map[string]bool
+}{addrs: map[string]bool{}}
+
+// maxAddrTries bounds FreeAddr's search: a port handed out before comes
+// back rarely, and a hundred in a row means the range is used up.
+const maxAddrTries = 100
 
 // Redis is a throwaway redis-server: in memory only (no RDB, no AOF),
 // with DEBUG allowed from localhost (for DEBUG SLEEP).
