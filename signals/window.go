@@ -45,9 +45,12 @@ func (c WindowConfig) Span() time.Duration {
 // The window is a ring of Slices time slots. At each slot boundary the reader
 // copies the cumulative counts into the slot's snapshot; the counts of the
 // window are then "cumulative now − snapshot at the start of the oldest
-// slot". Each slot also keeps the minimum and maximum sample recorded while
-// it was live, which give the window's maximum and the bucket range a reader
-// has to scan. Readers (Summary, Quantile, Cumulative) take the time as an
+// slot". Each slot also keeps the largest sample recorded while it was live,
+// which gives the window's maximum. The window keeps the smallest and largest
+// sample ever recorded, which bound the buckets a reader has to scan; a
+// writer widens them before its count lands, so a count can never sit
+// outside the range for good (a writer held up between its steps while the
+// ring turns is read on the next read, not lost). Readers (Summary, Quantile, Cumulative) take the time as an
 // argument and rotate the ring first, so the window moves when it is read;
 // read it at least once per slice Width (the controller's tick does), or
 // samples of several slices are credited to the newest one.
@@ -57,6 +60,7 @@ type Window struct {
 	shards  []*[NumBuckets]atomic.Uint64
 	mask    int
 	cur     atomic.Pointer[extremes]
+	touched extremes // smallest and largest sample ever; bounds the buckets readers scan
 	clamped atomic.Uint64
 
 	mu struct {
@@ -66,12 +70,12 @@ type Window struct {
 		snaps  []*[NumBuckets]uint64 // snaps[k]: cumulative counts when slot k began
 		head   int                   // the live slot
 		start  time.Time             // start of the live slot; zero until first read
-		lo, hi int                   // bucket range ever touched (lo > hi: none)
 		merged counts                // scratch for queries
 	}
 }
 
-// extremes are the smallest and largest sample of one slot.
+// extremes are the smallest and largest of a set of samples (a slot's max;
+// every sample's range for Window.touched).
 type extremes struct {
 	min atomic.Uint64
 	max atomic.Uint64
@@ -118,7 +122,7 @@ func NewWindow(cfg WindowConfig) *Window {
 		m.ext[i].reset()
 		m.snaps[i] = new([NumBuckets]uint64)
 	}
-	m.lo, m.hi = NumBuckets, -1
+	w.touched.reset()
 	w.cur.Store(m.ext[0])
 	return w
 }
@@ -134,13 +138,31 @@ func (w *Window) Record(d time.Duration) {
 	if d <= 0 || d > MaxValue {
 		v = w.clampSlow(d)
 	}
+	w.widen(v)
 	w.shards[shardHint()&w.mask][bucketIndex(v)].Add(1)
-	e := w.cur.Load()
-	if v > e.max.Load() {
-		storeMax(&e.max, v)
+	w.markSlot(v)
+}
+
+// widen makes the range readers scan cover v. Record calls it before the
+// count lands: readers never look outside the range, so a count there would
+// be missed until some later sample widened the range past it — for ever if
+// v stayed the extreme. (The range only ever grows, so it is one load each
+// way once the extremes have been seen.)
+func (w *Window) widen(v uint64) {
+	if v > w.touched.max.Load() {
+		storeMax(&w.touched.max, v)
 	}
-	if v < e.min.Load() {
-		storeMin(&e.min, v)
+	if v < w.touched.min.Load() {
+		storeMin(&w.touched.min, v)
+	}
+}
+
+// markSlot raises the live slot's maximum to v. A writer held up since it
+// loaded the slot may mark one the ring has since left or reset: a maximum
+// may then show a slot late or early, never a count.
+func (w *Window) markSlot(v uint64) {
+	if e := w.cur.Load(); v > e.max.Load() {
+		storeMax(&e.max, v)
 	}
 }
 
@@ -196,12 +218,11 @@ func (w *Window) rotate(now time.Time) {
 		m.start = m.start.Add(time.Duration(steps-n) * m.cfg.Width)
 		steps = n
 	}
-	lo, hi := m.ext[m.head].span()
-	m.lo, m.hi = min(m.lo, lo), max(m.hi, hi)
+	lo, hi := w.touched.span()
 	for ; steps > 0; steps-- {
 		m.head = (m.head + 1) % len(m.ext)
 		snap := m.snaps[m.head]
-		for i := m.lo; i <= m.hi; i++ {
+		for i := lo; i <= hi; i++ {
 			snap[i] = w.load(i)
 		}
 		m.ext[m.head].reset()
@@ -213,12 +234,11 @@ func (w *Window) rotate(now time.Time) {
 // merge fills m.merged with the window's counts. Callers hold w.mu.
 func (w *Window) merge() *counts {
 	m := &w.mu
-	lo, hi := m.ext[m.head].span()
-	m.lo, m.hi = min(m.lo, lo), max(m.hi, hi)
+	lo, hi := w.touched.span()
 	out := &m.merged
-	out.lo, out.hi, out.cnt, out.max = m.lo, m.hi, 0, 0
+	out.lo, out.hi, out.cnt, out.max = lo, hi, 0, 0
 	base := m.snaps[(m.head+1)%len(m.snaps)]
-	for i := m.lo; i <= m.hi; i++ {
+	for i := lo; i <= hi; i++ {
 		c := w.load(i) - base[i]
 		out.n[i] = c
 		out.cnt += c
@@ -309,12 +329,9 @@ func (c *counts) quantiles(qs []float64, out []time.Duration) {
 func (w *Window) Cumulative(now time.Time, fn func(counts *[NumBuckets]uint64, sum float64, count uint64)) {
 	snap := &counts{}
 	w.mu.Lock()
-	m := &w.mu
 	w.rotate(now)
-	lo, hi := m.ext[m.head].span()
-	m.lo, m.hi = min(m.lo, lo), max(m.hi, hi)
-	snap.lo, snap.hi = m.lo, m.hi
 	w.mu.Unlock()
+	snap.lo, snap.hi = w.touched.span()
 	for i := snap.lo; i <= snap.hi; i++ {
 		c := w.load(i)
 		snap.n[i] = c
