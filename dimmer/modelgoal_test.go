@@ -143,27 +143,46 @@ func TestModelLawHalfCapacity(t *testing.T) {
 	}
 }
 
-// TestModelLawRecoversAfterTheStep: the model law through the lab's step
-// (80 → 150 → 80 req/s, the 30 s overload of the sources), behind both
-// of the lab's gates, over TestLabStep's 100 seeds: full brightness within
-// 15 s of the load's return, failing on at most the budget of TestLabStep
-// (one in 30). The fall is found from its second period: the first is
-// held out of the load's estimate, which it dragged toward the new load
-// by enough that the second no longer stood out (the estimate crept down
-// for twenty periods: 5 of the 100 seeds behind each gate came back late).
-func TestModelLawRecoversAfterTheStep(t *testing.T) {
+// TestModelLawThroughTheStep: the model law through the lab's step
+// (80 → 150 → 80 req/s, the overload held 30 s and 90 s), behind both of
+// the lab's gates, over TestLabStep's 100 seeds.
+//
+// Back to full brightness within 15 s of the load's return after 30 s,
+// failing on at most the budget of TestLabStep (one in 30). The fall is
+// found from its second period: the first is held out of the load's
+// estimate, which it dragged toward the new load by enough that the
+// second no longer stood out (the estimate crept down for twenty periods:
+// 5 of the 100 seeds behind each gate came back late).
+//
+// Calm: more than two changes of direction from the step on in at most
+// stepTurnsMax of the 100 seeds. The load's estimate averages the periods
+// since the step once a few show that it holds, and the levels move only
+// for a change of the estimates beyond their standard error: when it
+// followed each period's count for half a minute after the jump and moved
+// the levels for any change of a twentieth, 88–99 of them turned more.
+// (The search law turns more than twice in at most 4: see docs/model.md.)
+func TestModelLawThroughTheStep(t *testing.T) {
 	skipUnderRace(t)
-	load, _, down, dur := labStep(30 * time.Second)
-	for _, g := range labGates {
-		var late []uint32
-		for seed := uint32(1); seed <= stepSeeds; seed++ {
-			res := labRun(load, sim.NewController(modelLawConfig()), seed, g, dur)
-			back := firstAt(res.Seconds[down:], down, func(s sim.Second) bool { return s.Level >= 1 })
-			if back < 0 || back > 15 {
-				late = append(late, seed)
+	const stepTurnsMax = 55
+	for _, hold := range []time.Duration{30 * time.Second, 90 * time.Second} {
+		load, up, down, dur := labStep(hold)
+		for _, g := range labGates {
+			var late, turns []uint32
+			for seed := uint32(1); seed <= stepSeeds; seed++ {
+				res := labRun(load, sim.NewController(modelLawConfig()), seed, g, dur)
+				back := firstAt(res.Seconds[down:], down, func(s sim.Second) bool { return s.Level >= 1 })
+				if back < 0 || back > 15 {
+					late = append(late, seed)
+				}
+				if lab.DirectionChanges(res.Seconds[up:]) > 2 {
+					turns = append(turns, seed)
+				}
 			}
+			t.Logf("%s, %v: back to full brightness later than 15 s after the load returned: seeds %v; more than two turns: %d of %d", g.name, hold, late, len(turns), stepSeeds)
+			if hold == 30*time.Second {
+				assert.LessOrEqual(t, len(late), budget(stepSeeds), "%s: full brightness within 15 s of the load's return", g.name)
+			}
+			assert.LessOrEqual(t, len(turns), stepTurnsMax, "%s, %v: more than two turns from the step on: seeds %v", g.name, hold, turns)
 		}
-		t.Logf("%s: back to full brightness later than 15 s after the load returned: seeds %v", g.name, late)
-		assert.LessOrEqual(t, len(late), budget(stepSeeds), "%s: full brightness within 15 s of the load's return", g.name)
 	}
 }

@@ -38,6 +38,14 @@ import "math"
 // users their answers, where a period more to confirm a fall costs only
 // some optional content (on the lab's square waves, half a point to a
 // point more users in time; at constant loads, no run less calm).
+//
+// Whether a level that jumped then holds or goes on moving is told by
+// the periods after it: the tracker of a level that moves runs two
+// filters side by side, one with the drift allowed after the jump and one
+// with none, and mixes them by how well each predicted the periods (see
+// predict): after a step the estimate averages the periods since it
+// within a few of them, where it followed each period's count for half a
+// minute.
 type tracker struct {
 	fast, est float64
 	p         float64 // the variance of est
@@ -53,6 +61,12 @@ type tracker struct {
 	// moves: a level that jumped may go on moving (the offered load),
 	// rather than hold at its new value (a request's work).
 	moves bool
+	// sub: for a level that moves, two filters of it side by side, one
+	// that takes it to hold (sub[0]: drift v/trackMemory² a period) and
+	// one that takes it to go on moving (sub[1]: drift q); mu is the
+	// probability that it moves, and est, p their mixture (see mix).
+	sub [2]struct{ est, p float64 }
+	mu  float64
 	// jv is the least variance the jump tests read a period's value
 	// with, when the caller knows one (0: the period's own, v). A
 	// period's own variance of skewed values is small when its sample
@@ -119,6 +133,7 @@ func (t *tracker) update(x, v, fast float64, jump bool) bool {
 	v, vj := v*r, vi*r
 	if !t.ok {
 		t.fast, t.est, t.prev, t.p, t.fv, t.ok = x, x, x, v, v, true
+		t.restart(0)
 		return false
 	}
 	prev := t.prev
@@ -141,6 +156,7 @@ func (t *tracker) update(x, v, fast float64, jump bool) bool {
 		// fall costs only some optional content.
 		t.q = max(t.q, (x-t.est)*(x-t.est)/jumpPeriods)
 		t.fast, t.est, t.p, t.fv, t.pending, t.held = x, x, v, v, 0, false
+		t.restart(muJump)
 		return true
 	}
 	if dir != 0 && dir == t.pending {
@@ -153,6 +169,7 @@ func (t *tracker) update(x, v, fast float64, jump bool) bool {
 			t.q = max(t.q, (m-t.est)*(m-t.est)/jumpPeriods)
 		}
 		t.fast, t.est, t.p, t.fv, t.pending, t.held = m, m, v/2, v/2, 0, false
+		t.restart(muJump)
 		return true
 	}
 	if jump || x != prev {
@@ -179,7 +196,7 @@ func (t *tracker) update(x, v, fast float64, jump bool) bool {
 		return false
 	}
 	t.q *= 1 - 1/moveMemory
-	t.p += max(v/(trackMemory*trackMemory), t.q)
+	t.predict(v)
 	if t.held {
 		t.held = false
 		t.fold(t.heldX, t.heldV)
@@ -188,14 +205,111 @@ func (t *tracker) update(x, v, fast float64, jump bool) bool {
 	return false
 }
 
-// fold corrects the estimate by the value x of variance v.
-func (t *tracker) fold(x, v float64) {
-	a := 1.0
-	if t.p+v > 0 {
-		a = t.p / (t.p + v)
+// Of a level that moves, whether it holds or goes on moving after a jump
+// is told by the periods that follow: a load that stepped holds, one on a
+// ramp or a wave goes on. The tracker keeps a filter of each beside the
+// other and weighs them by how well each predicted the periods (an
+// interacting-multiple-model filter of two models): after a step the
+// holding filter, which averages every period since the jump, takes over
+// within a few periods, and its estimate no longer follows each period's
+// count; on a ramp the moving one's predictions stay the better ones.
+const (
+	// muJump is the probability that a level goes on moving just after it
+	// jumped: a jump tells nothing of it.
+	muJump = 0.5
+	// holdToMove and moveToHold are the chances a period that the level
+	// begins to move while it holds, and stops while it moves: a move
+	// lasts about moveMemory periods (as the drift allowance after a
+	// jump), a hold about a minute of 1 s periods; faster moves are found
+	// by the jump tests, which restart both filters.
+	holdToMove, moveToHold = 1.0 / 60, 1 / moveMemory
+)
+
+// restart sets both filters to the estimate, the level moving with
+// probability mu.
+func (t *tracker) restart(mu float64) {
+	for i := range t.sub {
+		t.sub[i].est, t.sub[i].p = t.est, t.p
 	}
-	t.est += a * (x - t.est)
-	t.p *= 1 - a
+	t.mu = mu
+}
+
+// predict adds a period's drift to the estimate's variance. For a level
+// that moves it first mixes the two filters by the chances that the level
+// changed between holding and moving since the last period.
+func (t *tracker) predict(v float64) {
+	hold := v / (trackMemory * trackMemory)
+	if !t.moves {
+		t.p += max(hold, t.q)
+		return
+	}
+	// The chance of each model now, and each filter's start: the mixture of
+	// both, each weighed by the chance it was the model a period ago.
+	mu0, mu1 := 1-t.mu, t.mu
+	c := [2]float64{(1-holdToMove)*mu0 + moveToHold*mu1, holdToMove*mu0 + (1-moveToHold)*mu1}
+	w := [2][2]float64{ // w[i][j]: the chance the level was in j, given it is in i now
+		{(1 - holdToMove) * mu0 / c[0], moveToHold * mu1 / c[0]},
+		{holdToMove * mu0 / c[1], (1 - moveToHold) * mu1 / c[1]},
+	}
+	var mixed [2]struct{ est, p float64 }
+	for i := range mixed {
+		for j := range t.sub {
+			mixed[i].est += w[i][j] * t.sub[j].est
+		}
+		for j := range t.sub {
+			d := t.sub[j].est - mixed[i].est
+			mixed[i].p += w[i][j] * (t.sub[j].p + d*d)
+		}
+	}
+	t.sub = mixed
+	t.mu = c[1]
+	t.sub[0].p += hold
+	t.sub[1].p += max(hold, t.q)
+	t.combine()
+}
+
+// fold corrects the estimate by the value x of variance v; for a level
+// that moves, each filter, and the chance that it moves by how likely
+// each filter found x.
+func (t *tracker) fold(x, v float64) {
+	if !t.moves {
+		t.est, t.p = foldInto(t.est, t.p, x, v)
+		return
+	}
+	var ll [2]float64 // log-likelihoods of x under each filter
+	for i := range t.sub {
+		s := &t.sub[i]
+		if sv := s.p + v; sv > 0 {
+			e := x - s.est
+			ll[i] = -e*e/(2*sv) - math.Log(sv)/2
+		}
+		s.est, s.p = foldInto(s.est, s.p, x, v)
+	}
+	// mu' = mu·L1 / (mu·L1 + (1−mu)·L0), in logs so that neither underflows.
+	if t.mu > 0 && t.mu < 1 {
+		t.mu = 1 / (1 + (1-t.mu)/t.mu*math.Exp(min(ll[0]-ll[1], 700)))
+	}
+	t.combine()
+}
+
+// combine sets est and p to the filters' mixture.
+func (t *tracker) combine() {
+	mu := [2]float64{1 - t.mu, t.mu}
+	t.est = mu[0]*t.sub[0].est + mu[1]*t.sub[1].est
+	t.p = 0
+	for i := range t.sub {
+		d := t.sub[i].est - t.est
+		t.p += mu[i] * (t.sub[i].p + d*d)
+	}
+}
+
+// foldInto corrects est of variance p by the value x of variance v.
+func foldInto(est, p, x, v float64) (float64, float64) {
+	a := 1.0
+	if p+v > 0 {
+		a = p / (p + v)
+	}
+	return est + a*(x-est), p * (1 - a)
 }
 
 // shift moves every average by d, a prediction whose variance is dv: the
@@ -204,6 +318,10 @@ func (t *tracker) shift(d, dv float64) {
 	t.fast += d
 	t.est += d
 	t.prev += d
+	for i := range t.sub {
+		t.sub[i].est += d
+		t.sub[i].p += max(dv, 0)
+	}
 	t.heldX += d
 	t.heldV += max(dv, 0)
 	t.p += max(dv, 0)
@@ -216,6 +334,10 @@ func (t *tracker) rescale(f float64) {
 	t.fast *= f
 	t.est *= f
 	t.prev *= f
+	for i := range t.sub {
+		t.sub[i].est *= f
+		t.sub[i].p *= f * f
+	}
 	t.heldX *= f
 	t.heldV *= f * f
 	t.p *= f * f
