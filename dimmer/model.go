@@ -658,10 +658,14 @@ func (c *Controller) withinNoise(b, k, lam, ceil float64) bool {
 		rel += m.base.p / (m.base.est * m.base.est)
 	}
 	d := moveZ * math.Sqrt(rel)
-	if d <= 0 || d >= 1 {
+	if !(d > 0) {
 		return false
 	}
-	return c.solve(k/(lam*(1+d)), ceil) <= b && b <= c.solve(k/(lam*(1-d)), ceil)
+	hi := ceil // (a demand that may be nothing allows any brightness)
+	if d < 1 {
+		hi = c.solve(k/(lam*(1-d)), ceil)
+	}
+	return c.solve(k/(lam*(1+d)), ceil) <= b && b <= hi
 }
 
 // repeats is how many periods see the interval span — the fleet's

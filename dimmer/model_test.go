@@ -448,3 +448,29 @@ func TestTrackerJumpReadsTheSpread(t *testing.T) {
 	j := tr.update(0.020, 0.020*0.020/n, fastWeight(5), true)
 	assert.True(t, tr.update(0.020, 0.020*0.020/n, fastWeight(5), true) || j, "a doubling of the work")
 }
+
+// TestModelHoldsWithinTheEstimatesNoise: the levels hold where the
+// brightness lies between what the load and a request's work allow one
+// standard error (moveZ) either way, and only there: a precise estimate
+// leaves a narrow band around the levels it sets; one as uncertain as the
+// demand itself (a standard error over the estimate) allows every
+// brightness over the heavier end — it held nothing before.
+func TestModelHoldsWithinTheEstimatesNoise(t *testing.T) {
+	r := newModelRig(t)
+	r.periods(60, 200)
+	c := r.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := &c.mu.mdl
+	k, lam := m.capacity.k, m.load.est
+	require.Positive(t, k)
+	target := c.solve(k/lam, 1)
+	require.True(t, target > 0.1 && target < 0.9, "the rig dims the levels part way: %.2f", target)
+	m.load.p = 1e-6 * lam * lam
+	m.base.p = 0
+	assert.True(t, c.withinNoise(target, k, lam, 1), "the levels the estimates set")
+	assert.False(t, c.withinNoise(target+0.2, k, lam, 1), "a precise estimate: a narrow band")
+	assert.False(t, c.withinNoise(target-0.2, k, lam, 1))
+	m.load.p = 4 * lam * lam // a standard error of twice the load
+	assert.True(t, c.withinNoise(1, k, lam, 1), "any brightness the lighter end allows")
+}
