@@ -897,8 +897,17 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 		return c.cascadeModel(now, o, w)
 	}
 	m.overSince = time.Time{}
-	small := math.Abs(target-b) < max(minMove, cfg.Quantum) && !(target >= ceil && b < ceil) && !(target <= 0 && b > 0)
-	if small || c.withinNoise(b, e.k, lam, ceil) {
+	// The ends are reached by any move: every feature on, or every one at
+	// its floor, where the cascade starts.
+	ends := (target >= ceil && b < ceil) || (target <= 0 && b > 0)
+	small := math.Abs(target-b) < max(minMove, cfg.Quantum) && !ends
+	// Within the estimates' noise the levels hold — but not from a dim
+	// while the period is over High: the pressure then says the levels
+	// are too bright, whatever the noise of the load's estimate (a period
+	// served bright for a load still there costs answers).
+	noise := !small && !ends && !(target < b && o.p >= cfg.High) && c.withinNoise(b, e.k, lam, ceil)
+	if small || noise {
+		w.noise, w.levels = noise, b
 		switch {
 		case b >= 1:
 			w.kind = whyFull

@@ -28,6 +28,10 @@ type why struct {
 	capacity float64
 	source   capSource
 	budget   float64
+	// noise: the levels held at levels, within the estimates' noise of
+	// the budget (see withinNoise).
+	noise  bool
+	levels float64
 }
 
 type whyKind uint8
@@ -154,6 +158,9 @@ func (c *Controller) reason() string {
 		}
 	case whyHold:
 		r = fmt.Sprintf("%s: %s: holding", sig, c.describeModel(w))
+		if w.noise {
+			r = fmt.Sprintf("%s: %s, within the estimates' noise of the levels' %.2f: holding", sig, c.describeModel(w), w.levels)
+		}
 	case whyBand:
 		r = fmt.Sprintf("%s: within %.0f–%.0f%% of target, holding", sig, 100*cfg.Low, 100*cfg.High)
 	case whyConfirm:
