@@ -97,6 +97,21 @@ func TestModelReachesTheFloorWhenTheBudgetIsNothing(t *testing.T) {
 // says the levels are too bright. (The noise band held them, in 8 periods
 // of these 10 seeds.)
 func TestModelDimsInAnObservedOverload(t *testing.T) {
+	riseTo40(t, func(seed uint64, i int, c *Controller, st *State) {
+		c.mu.Lock()
+		b, budget, p, high := c.mu.brightness, c.mu.why.budget, c.mu.pressure, c.cfg.High
+		c.mu.Unlock()
+		if p >= high && budget >= 0 && budget <= b-minMove {
+			t.Errorf("seed %d, period %d at 40/s: pressure %.1f, the budget %.3f, the levels held at %.3f: %s", seed, i, p, budget, b, st.Reason)
+		}
+	})
+}
+
+// riseTo40 runs the model rig on one worker over 10 seeds: a minute of a
+// load of 25/s, then 40 periods of a Poisson load of 40/s, each of these
+// checked by check.
+func riseTo40(t *testing.T, check func(seed uint64, i int, c *Controller, st *State)) {
+	t.Helper()
 	for seed := range uint64(10) {
 		rng := rand.New(rand.NewPCG(seed, 21))
 		r := newModelRig(t)
@@ -107,13 +122,7 @@ func TestModelDimsInAnObservedOverload(t *testing.T) {
 		}
 		for i := range 40 {
 			st := r.period(math.Round(40 + math.Sqrt(40)*rng.NormFloat64()))
-			c := r.c
-			c.mu.Lock()
-			b, budget, p, high := c.mu.brightness, c.mu.why.budget, c.mu.pressure, c.cfg.High
-			c.mu.Unlock()
-			if p >= high && budget >= 0 && budget <= b-minMove {
-				t.Errorf("seed %d, period %d at 40/s: pressure %.1f, the budget %.3f, the levels held at %.3f: %s", seed, i, p, budget, b, st.Reason)
-			}
+			check(seed, i, r.c, st)
 		}
 	}
 }
@@ -123,23 +132,12 @@ func TestModelDimsInAnObservedOverload(t *testing.T) {
 // estimates' noise, B may lie a twentieth or more from the levels, and the
 // reason then names the levels too.
 func TestModelHoldReasonShowsTheLevels(t *testing.T) {
-	for seed := range uint64(10) {
-		rng := rand.New(rand.NewPCG(seed, 21))
-		r := newModelRig(t)
-		r.rng = rand.New(rand.NewPCG(seed, 22))
-		r.workers = 1
-		for range 60 {
-			r.period(math.Round(25 + 5*rng.NormFloat64()))
+	riseTo40(t, func(seed uint64, i int, c *Controller, _ *State) {
+		c.mu.Lock()
+		w, b, why := c.mu.why, c.mu.brightness, c.reason()
+		c.mu.Unlock()
+		if w.kind == whyHold && math.Abs(w.budget-b) >= max(minMove, c.cfg.Quantum) && !strings.Contains(why, fmt.Sprintf("levels' %.2f: holding", b)) {
+			t.Errorf("seed %d, period %d: levels %.3f, the step's reason: %q", seed, i, b, why)
 		}
-		for i := range 40 {
-			r.period(math.Round(40 + math.Sqrt(40)*rng.NormFloat64()))
-			c := r.c
-			c.mu.Lock()
-			w, b, why := c.mu.why, c.mu.brightness, c.reason()
-			c.mu.Unlock()
-			if w.kind == whyHold && math.Abs(w.budget-b) >= max(minMove, c.cfg.Quantum) && !strings.Contains(why, fmt.Sprintf("levels' %.2f: holding", b)) {
-				t.Errorf("seed %d, period %d: levels %.3f, the step's reason: %q", seed, i, b, why)
-			}
-		}
-	}
+	})
 }
