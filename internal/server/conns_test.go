@@ -143,13 +143,16 @@ func TestBusyConnectionsAreKept(t *testing.T) {
 
 // TestIdleConnectionsCloseNearTheCap: from reapAt open connections on,
 // each new one closes the connection idle the longest, of any client.
+// Each connection is idle before the next opens: a client has its answer
+// a moment before the server marks its connection idle, and a connection
+// accepted in that moment is idle (new) before it — idle the longer.
 func TestIdleConnectionsCloseNearTheCap(t *testing.T) {
 	addr, ln := serve(t, ok, Limits{PerClient: -1}, func(ln *Listener) { ln.reapAt = 4 })
 	var conns []net.Conn
-	for range 4 {
+	for i := range 4 {
 		conns = append(conns, keepAlive(t, addr))
+		waitIdle(t, ln, i+1)
 	}
-	waitIdle(t, ln, 4)
 	assert.False(t, hostile.Closed(conns[0], 50*time.Millisecond), "under the mark: kept")
 	conns = append(conns, keepAlive(t, addr))
 	assert.True(t, hostile.Closed(conns[0], hostile.Slack), "the idlest is closed")
