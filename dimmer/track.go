@@ -220,16 +220,9 @@ const (
 	// holdToMove and moveToHold are the chances a period that the level
 	// begins to move while it holds, and stops while it moves: a move
 	// lasts about moveMemory periods (as the drift allowance after a
-	// jump); a hold about trackMemory periods, the holding filter's own
-	// memory — a drift slower than that the holding filter follows
-	// itself, and a faster one the jump tests find (and they restart
-	// both filters), so that a move begun without a jump is the rare
-	// case between. (At a minute the moving filter kept a weight of a
-	// few per cent between jumps and, following each period's count,
-	// pulled the estimate with it: after the lab's step 37–57 of 100
-	// seeds turned more than twice, 29–36 at trackMemory; the moving
-	// loads the same within their seeds' noise.)
-	holdToMove, moveToHold = 1 / trackMemory, 1 / moveMemory
+	// jump), a hold about a minute of 1 s periods; faster moves are found
+	// by the jump tests, which restart both filters.
+	holdToMove, moveToHold = 1.0 / 60, 1 / moveMemory
 )
 
 // restart sets both filters to the estimate, the level moving with
