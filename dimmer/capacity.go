@@ -1,6 +1,11 @@
 package dimmer
 
-import "time"
+import (
+	"math"
+	"time"
+
+	"github.com/brownout/brownout/signals"
+)
 
 // The capacity: K, the work a second the service carries within its
 // targets, and how it moves.
@@ -42,12 +47,37 @@ import "time"
 //     has moved the levels for it, and what K lacks is found quickly. (A
 //     jump of the work per request does not: it moves the levels through
 //     the feedforward too, and K, in seconds of service a second, is the
-//     same for a pool whose requests got slower.)
+//     same for a pool whose requests got slower, less the idle their
+//     longer wait calls for: see Rebased.)
+//   - Rebased. A queue's wait at a given share of busy servers scales
+//     with its requests' work: four workers busy 98 % of the time queue
+//     10 ms requests for tens of ms, 40 ms ones four times as long. What
+//     holds a wait's quantile within a budget W is idle servers in
+//     proportion to the work: in an M/M/c queue the wait beyond t has the
+//     tail P·e^(−(c−B)·t/w̄) (c servers, B busy on average, w̄ a request's
+//     mean work), so the q quantile stays within W while c − B ≥ κ·w̄/W,
+//     κ = ln(1/(1−q)): idle worth η = κ/W requests a second (see
+//     Config.queueIdle). A service that got slower — the all-off work,
+//     measured from the requests' tallies, jumped up — takes η times what
+//     the all-off request's work grew by since K was found from K, or
+//     what the idle K already leaves under Ĉ lacks of η·w₀ (a K set to
+//     0.9 of a saturated Ĉ may leave enough), and one that got faster
+//     again gives back what it took (see rebase). Only the all-off
+//     work's jumps rebase K: a move of the levels, or the estimate's
+//     drift, changes a request's work too, but the corrections measure K
+//     at the levels and the work they move around, and an admission
+//     gate's refusals (the lab's binding target at one worker) come at a
+//     share of busy servers whatever the work. (Rebased at every move of
+//     the levels, the law served 1.06–2.2 of the best fixed level's
+//     share at constant loads in the lab, and fewer of its users in time;
+//     rebased for the drift too, a one-worker sine load kept 1.5 points
+//     fewer in time.)
 //
 // With tallies the unit of work is a second of service, and a service that
 // got slower or faster shows in the measured work of a request: the levels
-// follow it through the feedforward, and K moves only for what the
-// queue's shape changes.
+// follow it through the feedforward, K moves with it by the idle its
+// queue's wait calls for, and the corrections move K only for what the
+// model does not know of the queue's shape.
 
 const (
 	// setShare is the share of a measured saturation capacity K is set
@@ -82,12 +112,20 @@ const (
 	// Low): a lower bound, so that the noise of the periods does not
 	// ratchet K up.
 	carriedZ = 2.0
+	// minKShare bounds what rebasing takes from K as the all-off
+	// request's work w0 grows: at least a quarter of it stays. Past it a
+	// request's own work is most of the target, and the M/M/c tail the
+	// rebasing rests on (every request waits, at P near 1) overstates the
+	// idle a lightly loaded queue needs; the corrections find the rest.
+	minKShare = 0.25
 )
 
 // capacity is the estimator of K.
 type capacity struct {
 	k       float64       // K; 0 while unknown
 	c       float64       // Ĉ, the saturated measurement; 0 while never
+	at      float64       // the all-off request's work K is at (0: not yet; see rebase)
+	held    float64       // what a slower service took from K (see rebase)
 	step    float64       // the next correction's step, relative to K
 	dir     int           // the last correction: +1 up, −1 down, 0 none since a reset
 	wait    time.Duration // the wait after a correction before the next
@@ -109,6 +147,77 @@ const (
 	capCold               // the first overload without a saturated period
 	capCarried            // carried within target, beyond K
 )
+
+// rebase moves K for the all-off request's work w0. Where it jumped
+// (jumped: its tracker found a new level this period, measured from the
+// requests' own tallies — a window's mean latency, without tallies, holds
+// the queue's wait, and grows with it), the service got slower or faster:
+// the all-off request's work, and its queue's wait at a given share of
+// busy servers, grew by w0 − e.at since K was found (the law sets e.at
+// whenever a measurement or a correction moves K), and the queue needs
+// idle worth η times as much more (see the Rebased bullet above). K gives
+// it up — all of it, or what the idle K already leaves under Ĉ lacks of
+// η·w0 — keeping at least minKShare of itself; what it gave up (held) it
+// takes back when the service gets faster again. The tracker's drift
+// between jumps moves nothing: the corrections measure K where it drifts
+// (and a jump's first estimate, of a few periods, drifts to the new
+// level after it: followed, the drift of a capacity dip's first seconds
+// was taken from K and not given back at its end).
+func (e *capacity) rebase(w0, eta float64, jumped bool) {
+	switch {
+	case w0 <= 0:
+		return
+	case e.at <= 0 || !jumped || e.k <= 0:
+	case w0 > e.at:
+		k := e.k - eta*(w0-e.at)
+		if e.c > 0 {
+			k = max(k, min(e.k, e.c-eta*w0))
+		}
+		k = max(k, minKShare*e.k)
+		e.held += e.k - k
+		e.k = k
+	default:
+		back := min(e.held, eta*(e.at-w0))
+		e.k += back
+		e.held -= back
+	}
+	if e.at <= 0 || jumped {
+		e.at = w0
+	}
+}
+
+// queueIdle is η, the idle in requests a second that keeps a queue's wait
+// within the tightest latency target at the set point (see the Rebased
+// bullet above): κ/W, W the target times Setpoint and κ = ln(1/(1−q)) for
+// its quantile q (1 for the mean, an M/M/c wait's mean being its tail's
+// scale). A latency target holds a request's work as well as its wait:
+// W is the whole target, so η is a lower bound. 0 without a latency
+// target — a refusal ratio says nothing of a wait, nor a maximum (no
+// quantile) or CoDel's minimum sojourn.
+func (c *Config) queueIdle() float64 {
+	eta := 0.0
+	for _, t := range c.Targets {
+		var kappa float64
+		switch t.Signal {
+		case signals.LatencyP50:
+			kappa = math.Ln2
+		case signals.LatencyP90:
+			kappa = math.Ln10
+		case signals.LatencyP99, signals.SojournP99:
+			kappa = 2 * math.Ln10
+		case signals.LatencyP999:
+			kappa = 3 * math.Ln10
+		case signals.LatencyMean:
+			kappa = 1
+		default:
+			continue
+		}
+		if w := c.Setpoint * t.Target; w > 0 {
+			eta = max(eta, kappa/w)
+		}
+	}
+	return eta
+}
 
 // due reports whether a correction may move K at now: the wait since its
 // last move, and a signal window, are over.

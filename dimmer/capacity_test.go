@@ -1,6 +1,7 @@
 package dimmer
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -247,4 +248,50 @@ func TestModelReadsAnUntimedSaturatedIntervalOnce(t *testing.T) {
 	k, c := r.capOf()
 	assert.Equal(t, c0, c, "Ĉ")
 	assert.Equal(t, k0, k, "K")
+}
+
+// TestCapacityRebasedForASlowerService: the 11.11 sale's capacity dip. At
+// midnight, every section off, four workers carried 3.92 s of 9.5 ms
+// requests a second within target (K = Ĉ: no idle left); then every piece
+// of work took twice as long. K gives up the idle the longer wait calls
+// for — η (19.8 requests a second for a p99 of 300 ms at the default set
+// point) times what the all-off request's work grew by since K was found
+// — and takes it back when the service recovers, whatever the estimate
+// drifted by between the two jumps. A K that already leaves that idle
+// under Ĉ (0.9 of it, as a saturated period sets it) gives up nothing, and
+// takes nothing back. K keeps at least a quarter of itself.
+func TestCapacityRebasedForASlowerService(t *testing.T) {
+	fs := []Feature{{Name: "reviews", Cost: 0.3}}
+	cfg, err := Config{Targets: []Target{{Signal: signals.LatencyP99, Target: 0.3}, {Signal: signals.RejectRatio, Target: 0.01}}, Features: fs}.withDefaults()
+	require.NoError(t, err)
+	eta := cfg.queueIdle()
+	assert.InDelta(t, math.Log(100)/(0.775*0.3), eta, 1e-9, "η = ln(1/(1−0.99)) / (set point × target)")
+
+	e := capacity{k: 3.92, c: 3.92}
+	e.rebase(0.0095, eta, true)
+	assert.InDelta(t, 3.92, e.k, 1e-12, "the first period only says where K is")
+	e.rebase(0.0097, eta, false)
+	assert.InDelta(t, 3.92, e.k, 1e-12, "drift moves nothing")
+	e.rebase(0.0194, eta, true)
+	assert.InDelta(t, 3.92-eta*0.0099, e.k, 1e-9, "twice the work: K gives up η times what the all-off request's work grew by since K was found")
+	e.rebase(0.0190, eta, false)
+	e.rebase(0.0095, eta, true)
+	assert.InDelta(t, 3.92, e.k, 1e-9, "the service back: K back")
+
+	e = capacity{k: 0.9 * 3.93, c: 3.93}
+	e.rebase(0.0095, eta, true)
+	e.rebase(0.019, eta, true)
+	assert.InDelta(t, 0.9*3.93, e.k, 1e-12, "the idle under Ĉ is what the slower work needs: K stays")
+	e.rebase(0.0095, eta, true)
+	assert.InDelta(t, 0.9*3.93, e.k, 1e-12, "and takes nothing back")
+
+	tight, err := Config{Targets: []Target{{Signal: signals.LatencyP999, Target: 0.05}}, Features: fs}.withDefaults()
+	require.NoError(t, err)
+	e = capacity{k: 1, at: 0.01}
+	e.rebase(0.1, tight.queueIdle(), true)
+	assert.InDelta(t, minKShare, e.k, 1e-9, "K keeps a quarter of itself")
+
+	none, err := Config{Targets: []Target{{Signal: signals.RejectRatio, Target: 0.01}, {Signal: signals.LatencyMax, Target: 1}}, Features: fs}.withDefaults()
+	require.NoError(t, err)
+	assert.Zero(t, none.queueIdle(), "no quantile of a wait: no idle for it")
 }

@@ -279,7 +279,11 @@
 // offered load λ — a measured change of the load moves them at once (a
 // fall once two periods show it). K is
 // measured in saturated periods and corrected by the mean distance of the
-// targets' pressure from the set point, with Kesten's rule (capacity.go); the load and w₀ are followed by
+// targets' pressure from the set point, with Kesten's rule, and a
+// service whose w₀ jumps (slower, or faster again) moves K by the idle
+// its queue's longer or shorter wait calls for, η = ln(1/(1−q))/W
+// requests a second for a q-quantile latency target at W (capacity.go);
+// the load and w₀ are followed by
 // Kalman trackers that grow more precise while a level holds and jump on
 // a change (track.go). So that every feature's cost stays measured, not
 // only the one the ladder holds fractional, the law keeps each level

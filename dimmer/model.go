@@ -142,8 +142,12 @@ type modelState struct {
 	// capacity.go), and how many periods they are.
 	errSum float64
 	errN   int
-	// baseAt is when the all-off work last jumped (see teach).
-	baseAt time.Time
+	// baseAt is when the all-off work last jumped (see teach), and
+	// baseOwn whether the last period measured it from its requests' own
+	// tallies (a service's work), not from a window's latency (which
+	// holds the queue's wait too: see capacity.rebase).
+	baseAt  time.Time
+	baseOwn bool
 	// levelsAt is when the levels last moved: a signal window that began
 	// before it measures the levels before, and corrects nothing.
 	levelsAt time.Time
@@ -359,6 +363,7 @@ func (c *Controller) demand(now time.Time, o observation) (seconds bool, busy, b
 			m.mdl.baseAt = now
 		}
 		m.mdl.lastPrior, m.mdl.lastPriorT, m.mdl.lastOK = prior, priorT, true
+		m.mdl.baseOwn = own
 		if sp := span.Seconds(); sp > 0 {
 			// The work of a count of requests: its variance is the
 			// count's times a request's second moment.
@@ -466,7 +471,9 @@ func (c *Controller) teach(now time.Time, y, v, after, afterT float64) {
 		r = min(max(r, 1/step), step)
 	}
 	ns := min(max(s*r, 1/maxScale), maxScale)
-	m.base.rescale((1 + s*before) / (1 + ns*before))
+	f := (1 + s*before) / (1 + ns*before)
+	m.base.rescale(f)
+	m.capacity.at *= f // (a restatement, not a service that changed: see capacity.rebase)
 	m.scale = ns
 }
 
@@ -781,7 +788,9 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 		m.mdl.overRun = 0
 	}
 
-	// The capacity.
+	// The capacity, at the all-off work now.
+	e.rebase(m.mdl.w0, cfg.queueIdle(), m.mdl.baseOwn && m.mdl.baseAt.Equal(now))
+	kWas := e.k
 	win := max(m.sigWindow, cfg.Tick)
 	if m.mdl.regime {
 		e.reset(now, cfg.Hold)
@@ -844,6 +853,9 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 				e.correct(now, err, lam*(c.work(1)-c.work(0)))
 			}
 		}
+	}
+	if e.k != kWas {
+		e.at = m.mdl.w0 // K found at the all-off work now (see capacity.rebase)
 	}
 	w.capacity, w.source = e.k, e.src
 
