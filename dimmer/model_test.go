@@ -474,3 +474,41 @@ func TestModelHoldsWithinTheEstimatesNoise(t *testing.T) {
 	m.load.p = 4 * lam * lam // a standard error of twice the load
 	assert.True(t, c.withinNoise(1, k, lam, 1), "any brightness the lighter end allows")
 }
+
+// TestModelRebasesKWhenTheServiceSlows: the law rebases K at the period
+// the all-off work's tracker jumps, measured from the requests' tallies —
+// a service three times as slow takes from K what its idle under Ĉ lacks
+// of η·w₀ — and gives it back when the service is fast again.
+func TestModelRebasesKWhenTheServiceSlows(t *testing.T) {
+	r := newModelRig(t)
+	r.periods(40, 150)
+	e := &r.c.mu.mdl.capacity
+	require.Greater(t, e.c, 0.0, "Ĉ measured")
+	k0, eta := e.k, r.c.cfg.queueIdle()
+	r.base *= 3
+	jumped := false
+	for range 10 {
+		before, at, c := e.k, e.at, e.c
+		r.period(150)
+		if r.c.mu.mdl.baseAt.Equal(r.now) {
+			jumped = true
+			w0 := r.c.mu.mdl.w0
+			assert.Greater(t, e.held, 0.0, "a slower service takes from K")
+			assert.InDelta(t, max(before-eta*(w0-at), min(before, c-eta*w0), minKShare*before), e.k, 1e-9,
+				"η times the all-off work's growth, or what the idle under Ĉ lacks of η·w₀")
+			break
+		}
+	}
+	require.True(t, jumped, "the all-off work's tracker jumped")
+	kSlow := e.k
+	assert.Less(t, kSlow, k0)
+	r.base /= 3
+	for range 10 {
+		r.period(150)
+		if r.c.mu.mdl.baseAt.Equal(r.now) {
+			break
+		}
+	}
+	assert.Zero(t, e.held, "given back")
+	assert.Greater(t, e.k, kSlow)
+}
