@@ -1,6 +1,7 @@
 package dimmer
 
 import (
+	"encoding/json"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -511,4 +512,39 @@ func TestModelRebasesKWhenTheServiceSlows(t *testing.T) {
 	}
 	assert.Zero(t, e.held, "given back")
 	assert.Greater(t, e.k, kSlow)
+}
+
+// TestModelAdoptsWhatASlowerServiceTook: a controller that adopts the
+// checkpoint of one whose service got slower gives K back, as the leader
+// would, when the service is fast again.
+func TestModelAdoptsWhatASlowerServiceTook(t *testing.T) {
+	r := newModelRig(t)
+	r.periods(40, 150)
+	r.base *= 3
+	r.periods(10, 150)
+	e := &r.c.mu.mdl.capacity
+	require.Greater(t, e.held, 0.0, "a slower service took from K")
+	cp, err := json.Marshal(r.c.Checkpoint())
+	require.NoError(t, err)
+	var back Checkpoint
+	require.NoError(t, json.Unmarshal(cp, &back))
+
+	f := newModelRig(t)
+	f.now, f.base = r.now, r.base
+	_, err = f.c.AdoptAt(f.now, back)
+	require.NoError(t, err)
+	fe := &f.c.mu.mdl.capacity
+	assert.Equal(t, e.held, fe.held)
+	assert.Equal(t, e.at, fe.at)
+	f.periods(10, 150) // the follower's own tracker of the all-off work starts
+	kSlow := fe.k
+	f.base /= 3
+	for range 10 {
+		f.period(150)
+		if f.c.mu.mdl.baseAt.Equal(f.now) {
+			break
+		}
+	}
+	assert.Zero(t, fe.held, "given back")
+	assert.Greater(t, fe.k, kSlow)
 }
