@@ -146,6 +146,8 @@ const (
 	capUp                 // a correction up: under target
 	capCold               // the first overload without a saturated period
 	capCarried            // carried within target, beyond K
+	capSlower             // rebased: the service got slower (see rebase)
+	capFaster             // rebased: the service got faster again
 )
 
 // rebase moves K for the all-off request's work w0. Where it jumped
@@ -174,12 +176,16 @@ func (e *capacity) rebase(w0, eta float64, jumped bool) {
 			k = max(k, min(e.k, e.c-eta*w0))
 		}
 		k = max(k, minKShare*e.k)
-		e.held += e.k - k
-		e.k = k
+		if k < e.k {
+			e.held += e.k - k
+			e.k, e.src = k, capSlower
+		}
 	default:
-		back := min(e.held, eta*(e.at-w0))
-		e.k += back
-		e.held -= back
+		if back := min(e.held, eta*(e.at-w0)); back > 0 {
+			e.k += back
+			e.held -= back
+			e.src = capFaster
+		}
 	}
 	if e.at <= 0 || jumped {
 		e.at = w0

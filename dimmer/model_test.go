@@ -495,6 +495,7 @@ func TestModelRebasesKWhenTheServiceSlows(t *testing.T) {
 			jumped = true
 			w0 := r.c.mu.mdl.w0
 			assert.Greater(t, e.held, 0.0, "a slower service takes from K")
+			assert.Contains(t, r.c.State().Reason, "lowered: the service got slower", "the reason says why")
 			assert.InDelta(t, max(before-eta*(w0-at), min(before, c-eta*w0), minKShare*before), e.k, 1e-9,
 				"η times the all-off work's growth, or what the idle under Ĉ lacks of η·w₀")
 			break
