@@ -126,6 +126,7 @@ type capacity struct {
 	c       float64       // Ĉ, the saturated measurement; 0 while never
 	at      float64       // the all-off request's work K is at (0: not yet; see rebase)
 	held    float64       // what a slower service took from K (see rebase)
+	grown   float64       // the all-off work's growth held was taken for
 	step    float64       // the next correction's step, relative to K
 	dir     int           // the last correction: +1 up, −1 down, 0 none since a reset
 	wait    time.Duration // the wait after a correction before the next
@@ -159,8 +160,13 @@ const (
 // whenever a measurement or a correction moves K), and the queue needs
 // idle worth η times as much more (see the Rebased bullet above). K gives
 // it up — all of it, or what the idle K already leaves under Ĉ lacks of
-// η·w0 — keeping at least minKShare of itself; what it gave up (held) it
-// takes back when the service gets faster again. The tracker's drift
+// η·w0 — keeping at least minKShare of what it was before any slowdown
+// (K + held: a slowdown in two jumps takes what one of the same size
+// does). What it gave up (held, for the work's growth grown) it takes back
+// when the service gets faster again, in the share of that growth undone
+// — whatever η is by then, a target reconfigured in between — and never
+// over Ĉ; a K carried within target in the slowdown (see carried) was
+// found again, and spends held. The tracker's drift
 // between jumps moves nothing: the corrections measure K where it drifts
 // (and a jump's first estimate, of a few periods, drifts to the new
 // level after it: followed, the drift of a capacity dip's first seconds
@@ -175,15 +181,29 @@ func (e *capacity) rebase(w0, eta float64, jumped bool) {
 		if e.c > 0 {
 			k = max(k, min(e.k, e.c-eta*w0))
 		}
-		k = max(k, minKShare*e.k)
+		k = max(k, min(e.k, minKShare*(e.k+e.held))) // (of K before any rebase: jumps do not compound it)
 		if k < e.k {
 			e.held += e.k - k
+			e.grown += w0 - e.at
 			e.k, e.src = k, capSlower
 		}
-	default:
-		if back := min(e.held, eta*(e.at-w0)); back > 0 {
+	case e.held > 0:
+		// What the work's growth undone gave up, whatever η is now.
+		share := 1.0
+		if e.grown > 0 {
+			share = min((e.at-w0)/e.grown, 1)
+		}
+		back := e.held * share
+		e.held -= back
+		e.grown = max(e.grown-(e.at-w0), 0)
+		if e.held <= 0 {
+			e.held, e.grown = 0, 0
+		}
+		if e.c > 0 {
+			back = min(back, max(e.c-e.k, 0)) // K at most Ĉ
+		}
+		if back > 0 {
 			e.k += back
-			e.held -= back
 			e.src = capFaster
 		}
 	}
@@ -221,6 +241,9 @@ func (c *Config) queueIdle() float64 {
 		if w := c.Setpoint * t.Target; w > 0 {
 			eta = max(eta, kappa/w)
 		}
+	}
+	if math.IsInf(eta, 0) || math.IsNaN(eta) {
+		return 0 // (a target of a few hundred femtoseconds: no wait fits, and no idle model says anything)
 	}
 	return eta
 }
@@ -304,8 +327,11 @@ func (e *capacity) saturated(now time.Time, meas, se float64, whole bool, hold t
 }
 
 // carried raises K (and Ĉ) to lb, a lower bound of the work a second the
-// service carried within target in a period: a move up.
+// service carried within target in a period: a move up. What a slower
+// service took from K (held) is spent on it: K is what the service
+// carries now, and a K given back over it would be over what it does.
 func (e *capacity) carried(now time.Time, lb float64) {
+	e.held = max(e.held-(lb-e.k), 0) // K found again: what it gets back is measured
 	e.k, e.c, e.src = lb, max(e.c, lb), capCarried
 	e.dir, e.movedAt = +1, now
 }

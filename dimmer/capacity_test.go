@@ -295,3 +295,68 @@ func TestCapacityRebasedForASlowerService(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, none.queueIdle(), "no quantile of a wait: no idle for it")
 }
+
+// etaFor is η for a p99 latency target of target seconds.
+func etaFor(t *testing.T, target float64) float64 {
+	cfg, err := Config{Targets: []Target{{Signal: signals.LatencyP99, Target: target}}, Features: []Feature{{Name: "a", Cost: 1}}}.withDefaults()
+	require.NoError(t, err)
+	return cfg.queueIdle()
+}
+
+// TestCapacityGivesBackAtMostĈ: a K carried within target again while
+// the service was slow is what the service does: what the slowdown took
+// is spent on it, and what is given back never takes K over Ĉ.
+func TestCapacityGivesBackAtMostĈ(t *testing.T) {
+	eta := etaFor(t, 0.3)
+	e := capacity{k: 3.92, c: 3.92, at: 0.0095}
+	e.rebase(0.0194, eta, true)
+	e.carried(time.Unix(0, 0), 3.9)
+	e.at = 0.0194 // (as the law stamps it when a rule moves K)
+	e.rebase(0.0095, eta, true)
+	assert.LessOrEqual(t, e.k, e.c, "K at most Ĉ")
+	assert.Zero(t, e.held)
+}
+
+// TestCapacityRebaseFloorDoesNotCompound: a slowdown in two jumps leaves
+// K where one jump of the same size does, and at least a quarter of what
+// it was before either.
+func TestCapacityRebaseFloorDoesNotCompound(t *testing.T) {
+	cfg, err := Config{Targets: []Target{{Signal: signals.LatencyP999, Target: 0.05}}, Features: []Feature{{Name: "a", Cost: 1}}}.withDefaults()
+	require.NoError(t, err)
+	eta := cfg.queueIdle()
+	one := capacity{k: 1, at: 0.01}
+	one.rebase(0.1, eta, true)
+	two := capacity{k: 1, at: 0.01}
+	two.rebase(0.055, eta, true)
+	two.rebase(0.1, eta, true)
+	assert.InDelta(t, one.k, two.k, 1e-9)
+	assert.InDelta(t, minKShare, two.k, 1e-9)
+}
+
+// TestCapacityGivesBackWhatTheGrowthTook: what is given back is the share
+// of what was taken that the work's growth undone took — whatever η is by
+// then (a target reconfigured in the slowdown, or none left).
+func TestCapacityGivesBackWhatTheGrowthTook(t *testing.T) {
+	e := capacity{k: 3.92, c: 3.92, at: 0.0095}
+	e.rebase(0.0194, etaFor(t, 0.3), true)
+	e.rebase(0.0095, etaFor(t, 0.6), true)
+	assert.InDelta(t, 3.92, e.k, 1e-9)
+	assert.Zero(t, e.held)
+
+	e = capacity{k: 3.92, c: 3.92, at: 0.0095}
+	e.rebase(0.0194, etaFor(t, 0.3), true)
+	e.rebase(0.0145, 0, true)
+	held := etaFor(t, 0.3) * 0.0099
+	assert.InDelta(t, 3.92-held*(1-0.0049/0.0099), e.k, 1e-9, "about half the growth undone, without a target: that share given back")
+}
+
+// TestCapacityRebaseStaysFinite: a target so small that η overflows
+// models no idle, and K stays a number.
+func TestCapacityRebaseStaysFinite(t *testing.T) {
+	eta := etaFor(t, 1e-309)
+	assert.Zero(t, eta)
+	e := capacity{k: 1, at: 0.01, held: 0.5}
+	e.rebase(0.01, eta, true)
+	e.rebase(0.02, eta, true)
+	assert.False(t, math.IsNaN(e.k) || math.IsInf(e.k, 0), "K %v", e.k)
+}

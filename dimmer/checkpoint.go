@@ -57,12 +57,13 @@ type Checkpoint struct {
 	// CapacityWork is the all-off request's work K was found at (0:
 	// unknown), and CapacityHeld what a slower service took from K, given
 	// back when it is fast again.
-	Capacity     float64 `json:"capacity"`
-	Saturated    float64 `json:"saturated"`
-	CapacityWork float64 `json:"capacity_work,omitempty"`
-	CapacityHeld float64 `json:"capacity_held,omitempty"`
-	Scale        float64 `json:"scale"`
-	Seconds      bool    `json:"seconds"`
+	Capacity      float64 `json:"capacity"`
+	Saturated     float64 `json:"saturated"`
+	CapacityWork  float64 `json:"capacity_work,omitempty"`
+	CapacityHeld  float64 `json:"capacity_held,omitempty"`
+	CapacityGrown float64 `json:"capacity_grown,omitempty"`
+	Scale         float64 `json:"scale"`
+	Seconds       bool    `json:"seconds"`
 }
 
 // CheckpointState is a state in a Checkpoint: its mode, shed level,
@@ -140,7 +141,7 @@ func (c *Controller) Checkpoint() Checkpoint {
 		Brightness: m.brightness, LoadMark: m.loadMark, Dimmed: m.dimmed,
 		Frozen: m.frozen, FreezeReason: m.freezeWhy, Shadow: m.shadow, Pins: []CheckpointPin{},
 		Capacity: m.mdl.capacity.k, Saturated: m.mdl.capacity.c, Seconds: m.mdl.capacity.seconds, Scale: m.mdl.scale,
-		CapacityWork: m.mdl.capacity.at, CapacityHeld: m.mdl.capacity.held}
+		CapacityWork: m.mdl.capacity.at, CapacityHeld: m.mdl.capacity.held, CapacityGrown: m.mdl.capacity.grown}
 	cp.Status = stateOf(c.compose(c.reason(), m.gen))
 	for _, name := range slices.Sorted(mapKeys(m.pins)) {
 		p := m.pins[name]
@@ -248,6 +249,7 @@ func (c *Controller) AdoptAt(now time.Time, cp Checkpoint) (*State, error) {
 	c.adoptCosts(cp.Costs)
 	m.mdl.capacity.k, m.mdl.capacity.c, m.mdl.capacity.seconds = finite(cp.Capacity), finite(cp.Saturated), cp.Seconds
 	m.mdl.capacity.at, m.mdl.capacity.held = max(finite(cp.CapacityWork), 0), max(finite(cp.CapacityHeld), 0)
+	m.mdl.capacity.grown = max(finite(cp.CapacityGrown), 0)
 	if cp.Scale > 0 && !math.IsInf(cp.Scale, 0) {
 		m.mdl.scale = cp.Scale
 	}

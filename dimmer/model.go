@@ -473,7 +473,7 @@ func (c *Controller) teach(now time.Time, y, v, after, afterT float64) {
 	ns := min(max(s*r, 1/maxScale), maxScale)
 	f := (1 + s*before) / (1 + ns*before)
 	m.base.rescale(f)
-	m.capacity.at *= f // (a restatement, not a service that changed: see capacity.rebase)
+	m.capacity.at, m.capacity.grown = m.capacity.at*f, m.capacity.grown*f // (a restatement, not a service that changed: see capacity.rebase)
 	m.scale = ns
 }
 

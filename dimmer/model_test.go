@@ -549,3 +549,37 @@ func TestModelAdoptsWhatASlowerServiceTook(t *testing.T) {
 	assert.Zero(t, fe.held, "given back")
 	assert.Greater(t, fe.k, kSlow)
 }
+
+// TestModelGivesBackAtMostĈ: a slowdown long enough for K to be carried
+// within target again, then the service fast again: K never goes over Ĉ.
+func TestModelGivesBackAtMostĈ(t *testing.T) {
+	r := newModelRig(t)
+	r.periods(40, 150)
+	e := &r.c.mu.mdl.capacity
+	r.base *= 3
+	r.periods(120, 150)
+	r.base /= 3
+	for range 30 {
+		r.period(150)
+		assert.LessOrEqual(t, e.k, e.c+1e-9, "K at most Ĉ")
+	}
+}
+
+// TestModelReconfiguredFeaturesRebaseNothing: a feature taken out of the
+// configuration (rendered always since) moves its work into the all-off
+// request's; the service is no slower, and K is not rebased.
+func TestModelReconfiguredFeaturesRebaseNothing(t *testing.T) {
+	r := newModelRig(t)
+	r.periods(40, 150)
+	r.periods(40, 110)
+	e := &r.c.mu.mdl.capacity
+	k0 := e.k
+	cfg := r.c.Config()
+	cfg.Features = cfg.Features[1:]
+	require.NoError(t, r.c.ReconfigureAt(r.now, cfg))
+	r.base += r.costs[0]
+	r.costs[0] = 0
+	r.periods(10, 110)
+	assert.Zero(t, e.held, "no service got slower")
+	assert.GreaterOrEqual(t, e.k, k0)
+}

@@ -236,6 +236,12 @@ func (c *Controller) remapModel(old *Config, cost []float64, learned []bool, rea
 	// A move pending, and the last period's priors' share, were of the
 	// features and costs before: they teach nothing of the new ones.
 	m.moveAt, m.lastOK = time.Time{}, false
+	if !slices.EqualFunc(old.Features, c.cfg.Features, func(a, b Feature) bool { return a.Name == b.Name }) {
+		// Another set of features: the all-off request is another's, and
+		// its tracker starts afresh (a jump of it would rebase K for a
+		// service no slower).
+		m.base, m.baseAt, m.capacity.at = tracker{}, time.Time{}, 0
+	}
 	scale, w0 := m.scale, m.w0
 	if scale == 0 {
 		scale = 1
