@@ -1,7 +1,6 @@
 package dimmer
 
 import (
-	"encoding/json"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -194,6 +193,18 @@ func (r *modelRig) period(lam float64) *State {
 	r.now = r.now.Add(time.Second)
 	s.Time = r.now
 	return r.c.Step(r.now, s)
+}
+
+// untilBaseJumps steps at most n periods at offered load lam, until the
+// tracker of the all-off work jumps; it reports whether it did.
+func (r *modelRig) untilBaseJumps(n int, lam float64) bool {
+	for range n {
+		r.period(lam)
+		if r.c.mu.mdl.baseAt.Equal(r.now) {
+			return true
+		}
+	}
+	return false
 }
 
 // periods steps n periods at offered load lam and returns the last state.
@@ -505,12 +516,7 @@ func TestModelRebasesKWhenTheServiceSlows(t *testing.T) {
 	kSlow := e.k
 	assert.Less(t, kSlow, k0)
 	r.base /= 3
-	for range 10 {
-		r.period(150)
-		if r.c.mu.mdl.baseAt.Equal(r.now) {
-			break
-		}
-	}
+	require.True(t, r.untilBaseJumps(10, 150), "the all-off work's tracker jumped back")
 	assert.Zero(t, e.held, "given back")
 	assert.Greater(t, e.k, kSlow)
 }
@@ -525,14 +531,9 @@ func TestModelAdoptsWhatASlowerServiceTook(t *testing.T) {
 	r.periods(10, 150)
 	e := &r.c.mu.mdl.capacity
 	require.Greater(t, e.held, 0.0, "a slower service took from K")
-	cp, err := json.Marshal(r.c.Checkpoint())
-	require.NoError(t, err)
-	var back Checkpoint
-	require.NoError(t, json.Unmarshal(cp, &back))
-
 	f := newModelRig(t)
 	f.now, f.base = r.now, r.base
-	_, err = f.c.AdoptAt(f.now, back)
+	_, err := f.c.AdoptAt(f.now, roundTrip(t, r.c.Checkpoint()))
 	require.NoError(t, err)
 	fe := &f.c.mu.mdl.capacity
 	assert.Equal(t, e.held, fe.held)
@@ -540,12 +541,7 @@ func TestModelAdoptsWhatASlowerServiceTook(t *testing.T) {
 	f.periods(10, 150) // the follower's own tracker of the all-off work starts
 	kSlow := fe.k
 	f.base /= 3
-	for range 10 {
-		f.period(150)
-		if f.c.mu.mdl.baseAt.Equal(f.now) {
-			break
-		}
-	}
+	require.True(t, f.untilBaseJumps(10, 150), "the all-off work's tracker jumped back")
 	assert.Zero(t, fe.held, "given back")
 	assert.Greater(t, fe.k, kSlow)
 }
