@@ -104,6 +104,10 @@ type Replica struct {
 
 	loaded atomic.Bool // the store's state was read once (Loaded)
 
+	// stall, set by tests, is called in lead's transaction once it holds
+	// the lease's row: a replica stopped there, its locks held.
+	stall func()
+
 	mu struct {
 		sync.Mutex
 		until      time.Time // leads until (local, monotonic); zero: not leading
@@ -396,7 +400,7 @@ func (r *Replica) lead(ctx context.Context, now time.Time, snap *signals.Snapsho
 		dropped   []api.Event
 		remaining time.Duration = -1
 	)
-	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+	err := inTx(ctx, r.pool, func(tx pgx.Tx) error {
 		if r.own.term != 0 {
 			err := tx.QueryRow(ctx, `UPDATE brownout_lease SET expires = now() + make_interval(secs => $4)
 				WHERE service = $1 AND term = $2 AND holder = $3 RETURNING since`, r.cfg.Service, r.own.term, r.cfg.Name, r.length.Seconds()).Scan(&since)
@@ -423,6 +427,9 @@ func (r *Replica) lead(ctx context.Context, now time.Time, snap *signals.Snapsho
 				return err
 			}
 			acquired = true
+		}
+		if r.stall != nil {
+			r.stall()
 		}
 		var gen uint64
 		var raw []byte
@@ -809,7 +816,7 @@ func (r *Replica) stepDown() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+	inTx(ctx, r.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `UPDATE brownout_lease SET expires = now() WHERE service = $1 AND term = $2 AND holder = $3`, r.cfg.Service, r.own.term, r.cfg.Name); err != nil {
 			return err
 		}
@@ -981,7 +988,7 @@ func (r *Replica) Note(ctx context.Context, e api.Event) error {
 		return err
 	}
 	defer r.written()
-	return pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+	return inTx(ctx, r.pool, func(tx pgx.Tx) error {
 		if _, err := insertEvents(ctx, tx, r.cfg.Service, []api.Event{e}); err != nil {
 			return err
 		}

@@ -503,3 +503,40 @@ func streamKinds(t *testing.T, ctx context.Context, url string) []string {
 	}
 	return kinds
 }
+
+// TestStoppedLeaderReleasesTheLease: a leader stopped inside its
+// transaction (SIGSTOP, a frozen VM) keeps its connection open, and with
+// it the lock on the lease's row. The store drops its session once it
+// has idled past the transaction's deadline, and another replica takes
+// the lease over when it ends. Before, every attempt to take it waited
+// on the lock until its own deadline, for as long as the leader stayed
+// stopped (CI caught a failover that never came).
+func TestStoppedLeaderReleasesTheLease(t *testing.T) {
+	dsn := pgtest.Start(t)
+	a, b := newNode(t, dsn, "s1", "a", lawConfig()), newNode(t, dsn, "s1", "b", lawConfig())
+	now := time.Now()
+	a.tick(t, now)
+	b.tick(t, now)
+	require.Equal(t, "leader", a.role())
+
+	stopped, resumed := make(chan struct{}), make(chan struct{})
+	a.rep.stall = func() { close(stopped); <-resumed }
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		a.rep.tickOnce(context.Background(), now.Add(time.Second), overload(now.Add(time.Second)), 0)
+	}()
+	<-stopped
+	defer func() { close(resumed); <-done }()
+
+	// b ticks as its loop would: the lease ends at most a lease after
+	// a's last renewal, and b takes it at its first tick after that.
+	length, _ := b.rep.Lease()
+	start := time.Now()
+	for i := 1; b.role() != "leader" && time.Since(start) < 2*length; i++ {
+		b.tick(t, now.Add(time.Duration(i+1)*time.Second))
+		time.Sleep(100 * time.Millisecond) // the store's clock moves the lease on, not the test's
+	}
+	require.Equal(t, "leader", b.role(), "b takes the lease over from a stopped leader within %v", 2*length)
+	t.Logf("b leads %v after a stopped", time.Since(start).Round(time.Millisecond))
+}

@@ -127,11 +127,29 @@ func Redact(raw string) string {
 // secretParams are the store URL's query parameters that Redact hides.
 var secretParams = map[string]bool{"password": true, "sslpassword": true}
 
+// inTx runs fn in a transaction that the store itself ends, dropping
+// the session, if the session sits idle in it for longer than ctx has
+// left at its start. A replica stopped inside a transaction (SIGSTOP, a
+// frozen VM, a long pause) keeps its connection open, so the row locks
+// it took (the lease's, the operators' row) would otherwise block every
+// other replica for as long as it stays stopped: no one could take its
+// lease over once it expired. Past ctx's deadline the transaction is
+// abandoned anyway, so a live replica loses nothing to the limit. A ctx
+// without a deadline begins a plain transaction.
+func inTx(ctx context.Context, pool *pgxpool.Pool, fn func(pgx.Tx) error) error {
+	var opts pgx.TxOptions
+	if d, ok := ctx.Deadline(); ok {
+		// At least a millisecond: 0 would switch the limit off.
+		opts.BeginQuery = fmt.Sprintf("BEGIN; SET LOCAL idle_in_transaction_session_timeout = %d", max(time.Until(d).Milliseconds(), 1))
+	}
+	return pgx.BeginTxFunc(ctx, pool, opts, fn)
+}
+
 // migrate creates the tables (one replica at a time: a transaction's
 // advisory lock), refuses a newer schema, and makes the cluster's epoch
 // and secret and the service's rows once.
 func migrate(ctx context.Context, pool *pgxpool.Pool, service string) (epoch int64, secret []byte, err error) {
-	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	err = inTx(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(7283392017)`); err != nil {
 			return err
 		}
@@ -263,7 +281,7 @@ func insertEvents(ctx context.Context, tx pgx.Tx, service string, es []api.Event
 // replicas.
 func change(ctx context.Context, pool *pgxpool.Pool, service string, c api.Change) (api.ChangeResult, error) {
 	var res api.ChangeResult
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	err := inTx(ctx, pool, func(tx pgx.Tx) error {
 		switch c.Kind {
 		case "override":
 			if err := tx.QueryRow(ctx, `INSERT INTO brownout_override (service, feature, level, until, reason, who)
@@ -331,7 +349,7 @@ func Import(ctx context.Context, raw, service string, st api.OperatorState, now 
 		return 0, err
 	}
 	n := 0
-	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	err = inTx(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `DELETE FROM brownout_override WHERE service = $1`, service); err != nil {
 			return err
 		}
