@@ -788,10 +788,11 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 		m.mdl.overRun = 0
 	}
 
-	// The capacity, at the all-off work now.
-	e.rebase(m.mdl.w0, cfg.queueIdle(), m.mdl.baseOwn && m.mdl.baseAt.Equal(now))
-	kWas := e.k
+	// The capacity, at the all-off work now (see capacity.rebase: a jump
+	// within a signal window of a move of the levels takes nothing).
 	win := max(m.sigWindow, cfg.Tick)
+	e.rebase(m.mdl.w0, cfg.queueIdle(), m.mdl.baseOwn && m.mdl.baseAt.Equal(now), now.Sub(m.mdl.levelsAt) < win)
+	kWas := e.k
 	if m.mdl.regime {
 		e.reset(now, cfg.Hold)
 		m.mdl.regime = false
