@@ -62,7 +62,10 @@ import (
 //     the all-off request's work grew by since K was found from K, or
 //     what the idle K already leaves under Ĉ lacks of η·w₀ (a K set to
 //     0.9 of a saturated Ĉ may leave enough), and one that got faster
-//     again gives back what it took (see rebase). Only the all-off
+//     again gives back what it took (see rebase). Each instance of a
+//     fleet queues its own requests, and needs that idle: η counts
+//     Snapshot.Instances times (the fleet's push and scrape sources say
+//     how many carry the load). Only the all-off
 //     work's jumps rebase K: a move of the levels, or the estimate's
 //     drift, changes a request's work too, but the corrections measure K
 //     at the levels and the work they move around, and an admission

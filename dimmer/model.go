@@ -189,6 +189,10 @@ func (c *Controller) observe(now time.Time, s signals.Snapshot, busy float64, bu
 	if v, ok := s.Get(signals.GateQueued); ok && v > 0 {
 		o.queued = v
 	}
+	o.queues = 1
+	if s.Instances > 1 && !math.IsInf(s.Instances, 0) {
+		o.queues = s.Instances
+	}
 	o.tallies, o.work = s.Tallies, s.Work
 	if len(o.tallies) == 0 && o.work.N == 0 && s.Window > 0 {
 		// No per-request tallies: the window's mean latency stands for
@@ -235,6 +239,9 @@ type observation struct {
 	rate  float64 // completions per second; < 0 when unknown
 	// queued is the requests waiting at the admission gate (0 without one).
 	queued float64
+	// queues is how many instances' queues the snapshot sums
+	// (Snapshot.Instances; at least 1).
+	queues float64
 	// The same over the last period alone, when the source counts it.
 	recentLoad float64
 	recentSpan time.Duration
@@ -789,9 +796,11 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 	}
 
 	// The capacity, at the all-off work now (see capacity.rebase: a jump
-	// within a signal window of a move of the levels takes nothing).
+	// within a signal window of a move of the levels takes nothing). Each
+	// instance of a fleet queues its own requests: the idle a slower
+	// service needs is each one's, o.queues times one's.
 	win := max(m.sigWindow, cfg.Tick)
-	e.rebase(m.mdl.w0, cfg.queueIdle(), m.mdl.baseOwn && m.mdl.baseAt.Equal(now), now.Sub(m.mdl.levelsAt) < win)
+	e.rebase(m.mdl.w0, o.queues*cfg.queueIdle(), m.mdl.baseOwn && m.mdl.baseAt.Equal(now), now.Sub(m.mdl.levelsAt) < win)
 	kWas := e.k
 	if m.mdl.regime {
 		e.reset(now, cfg.Hold)

@@ -165,6 +165,8 @@ type modelRig struct {
 	base    float64
 	costs   []float64
 	rng     *rand.Rand
+	// instances is every snapshot's Instances (0: a process's own).
+	instances float64
 }
 
 func newModelRig(t *testing.T) *modelRig { return newModelRigWith(t, nil) }
@@ -240,7 +242,7 @@ func (r *modelRig) snap(lam float64, st *State, window time.Duration) signals.Sn
 			}
 		}
 	}
-	s := signals.Snapshot{Window: window, Tallies: tallies[:], RecentSpan: time.Second}
+	s := signals.Snapshot{Window: window, Tallies: tallies[:], RecentSpan: time.Second, Instances: r.instances}
 	s.Recent.Arrived, s.Recent.Completed = uint64(lam), uint64(n)
 	s.Set(signals.ArrivalRate, lam)
 	s.Set(signals.Throughput, served)
@@ -519,6 +521,32 @@ func TestModelRebasesKWhenTheServiceSlows(t *testing.T) {
 	require.True(t, r.untilBaseJumps(10, 150), "the all-off work's tracker jumped back")
 	assert.Zero(t, e.held, "given back")
 	assert.Greater(t, e.k, kSlow)
+}
+
+// TestModelRebasesKForEachInstance: a fleet of three instances that share
+// the load, each queueing its own requests, whose service got slower:
+// each needs the idle one would, and K gives up three times what one
+// process's would (Snapshot.Instances), within the same bounds.
+func TestModelRebasesKForEachInstance(t *testing.T) {
+	r := newModelRig(t)
+	r.instances = 3
+	r.periods(40, 150)
+	e := &r.c.mu.mdl.capacity
+	require.Greater(t, e.c, 0.0, "Ĉ measured")
+	eta := 3 * r.c.cfg.queueIdle()
+	r.base *= 3
+	for range 10 {
+		before, at, c := e.k, e.at, e.c
+		r.period(150)
+		if r.c.mu.mdl.baseAt.Equal(r.now) {
+			w0 := r.c.mu.mdl.w0
+			assert.Greater(t, before-e.k, 0.0, "a slower fleet takes from K")
+			assert.InDelta(t, max(before-eta*(w0-at), min(before, c-eta*w0), minKShare*before), e.k, 1e-9,
+				"three times η times the all-off work's growth, or what the idle under Ĉ lacks of 3η·w₀")
+			return
+		}
+	}
+	t.Fatal("the all-off work's tracker did not jump")
 }
 
 // TestModelAdoptsWhatASlowerServiceTook: a controller that adopts the

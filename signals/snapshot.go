@@ -134,6 +134,16 @@ type Snapshot struct {
 	// RecentAt moved by about RecentSpan. Zero when the source does not
 	// say.
 	RecentAt time.Time
+	// Instances is how many instances, each with a queue of its own, the
+	// snapshot sums, weighted by their shares of the window's arrivals:
+	// (Σλᵢ)²/Σλᵢ², N for a fleet of N instances that share the load
+	// evenly, near 1 where one takes nearly all of it. A queue's wait
+	// calls for idle servers in each instance that carries load, so a
+	// fleet of N needs N times one's (dimmer's model law). Set by the
+	// fleet's push and scrape sources; 0 where the source does not say,
+	// taken as one queue: a process's own Recorder, and a PromQL source,
+	// whose sums hide their instances.
+	Instances float64
 
 	values  [NumKeys]float64
 	present uint32

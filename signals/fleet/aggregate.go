@@ -118,8 +118,11 @@ type aggregate struct {
 	rates                                [4]float64 // arrival, throughput, goodput, reject
 	failed, completed, overload, arrived float64
 	noRoom, atGate                       float64
-	gate                                 signals.GateReading
-	gateOK                               bool
+	// arrSum and arrSq: the instances' arrival rates over the window,
+	// summed and squared (Snapshot.Instances).
+	arrSum, arrSq float64
+	gate          signals.GateReading
+	gateOK        bool
 	// recent is each instance's counts over its latest interval (between
 	// its last two readings), and that interval's length.
 	recent []interval
@@ -197,6 +200,7 @@ func (f *aggregate) add(name string, s series) {
 	}
 	if el := elapsed(base, last); st.hasClasses && el > 0 {
 		snap.ClassesOK = true
+		var arr float64
 		for c := range st.classes {
 			d := st.classes[c]
 			if d.Arrived >= base.st.classes[c].Arrived && d.Completed >= base.st.classes[c].Completed {
@@ -211,7 +215,10 @@ func (f *aggregate) add(name string, s series) {
 			f.completed += float64(d.Completed)
 			f.overload += float64(d.Overload())
 			f.arrived += float64(d.Arrived)
+			arr += float64(d.Arrived) / el
 		}
+		f.arrSum += arr
+		f.arrSq += arr * arr
 	}
 }
 
@@ -241,6 +248,9 @@ func (f *aggregate) finish() {
 		}
 		if f.atGate > 0 {
 			snap.Set(signals.GateBusy, min(f.noRoom/f.atGate, 1))
+		}
+		if f.arrSq > 0 {
+			snap.Instances = f.arrSum * f.arrSum / f.arrSq
 		}
 	}
 	if len(f.recent) > 0 {

@@ -939,3 +939,29 @@ func TestPushWork(t *testing.T) {
 		assert.Contains(t, w.Body.String(), tc.detail, tc.work)
 	}
 }
+
+// TestPushInstances: the snapshot says how many instances carry the load,
+// weighted by their shares of the arrivals — two that share it evenly
+// are two queues, one that takes nine tenths of it makes the pair count
+// as 1.22.
+func TestPushInstances(t *testing.T) {
+	for _, tc := range []struct {
+		a, b int
+		want float64
+	}{{30, 30, 2}, {90, 10, 100.0 * 100 / (90*90 + 10*10)}, {40, 0, 1}} {
+		c := &clock{t: t0}
+		src := newPushSource(c)
+		start := t0.Add(-time.Minute)
+		a, b := signals.NewRecorder(signals.Config{}), signals.NewRecorder(signals.Config{})
+		mustPush(t, src, body(t, a, "a", start, c.t))
+		mustPush(t, src, body(t, b, "b", start, c.t))
+		c.t = c.t.Add(time.Second)
+		serve(a, c.t, signals.Default, tc.a, time.Millisecond, 0, 0)
+		serve(b, c.t, signals.Default, tc.b, time.Millisecond, 0, 0)
+		mustPush(t, src, body(t, a, "a", start, c.t))
+		mustPush(t, src, body(t, b, "b", start, c.t))
+		snap, err := src.Snapshot(context.Background(), c.t)
+		require.NoError(t, err)
+		assert.InDelta(t, tc.want, snap.Instances, 1e-9, "%d and %d requests", tc.a, tc.b)
+	}
+}
