@@ -174,24 +174,11 @@ const (
 // (and a jump's first estimate, of a few periods, drifts to the new
 // level after it: followed, the drift of a capacity dip's first seconds
 // was taken from K and not given back at its end).
-//
-// A jump up within a signal window of a move of the levels (moved) takes
-// nothing: the move changed a request's work by what the costs say, and a
-// cost that is wrong — a prior, an estimate from before the feature got
-// heavier — puts the rest into the all-off work. That is no slower
-// service, and the priors' teaching and the contrasts answer it, not K:
-// rebased for it, K lost a third at a sine's trough in the lab, and the
-// levels went between the floors and full every other second. K is then
-// taken to be at the new work, so that a later jump measures only its
-// own growth. (A jump down still gives back: it returns at most what a
-// slowdown took, never over Ĉ.)
-func (e *capacity) rebase(w0, eta float64, jumped, moved bool) {
+func (e *capacity) rebase(w0, eta float64, jumped bool) {
 	switch {
 	case w0 <= 0:
 		return
 	case e.at <= 0 || !jumped || e.k <= 0:
-	case w0 > e.at && moved:
-		// (No slower service: see the comment above.)
 	case w0 > e.at:
 		k := e.k - eta*(w0-e.at)
 		if e.c > 0 {

@@ -268,34 +268,27 @@ func TestCapacityRebasedForASlowerService(t *testing.T) {
 	assert.InDelta(t, math.Log(100)/(0.775*0.3), eta, 1e-9, "η = ln(1/(1−0.99)) / (set point × target)")
 
 	e := capacity{k: 3.92, c: 3.92}
-	e.rebase(0.0095, eta, true, false)
+	e.rebase(0.0095, eta, true)
 	assert.InDelta(t, 3.92, e.k, 1e-12, "the first period only says where K is")
-	e.rebase(0.0097, eta, false, false)
+	e.rebase(0.0097, eta, false)
 	assert.InDelta(t, 3.92, e.k, 1e-12, "drift moves nothing")
-	e.rebase(0.0194, eta, true, false)
+	e.rebase(0.0194, eta, true)
 	assert.InDelta(t, 3.92-eta*0.0099, e.k, 1e-9, "twice the work: K gives up η times what the all-off request's work grew by since K was found")
-	e.rebase(0.0190, eta, false, false)
-	e.rebase(0.0095, eta, true, false)
+	e.rebase(0.0190, eta, false)
+	e.rebase(0.0095, eta, true)
 	assert.InDelta(t, 3.92, e.k, 1e-9, "the service back: K back")
-	e.rebase(0.0194, eta, true, true)
-	assert.InDelta(t, 3.92, e.k, 1e-12, "a jump with a move of the levels: the costs may be wrong, K stays")
-	assert.Zero(t, e.held)
-	e.rebase(0.0388, eta, true, false)
-	assert.InDelta(t, 3.92-eta*0.0194, e.k, 1e-9, "a later jump takes for its own growth only")
-	e.rebase(0.0194, eta, true, true)
-	assert.InDelta(t, 3.92, e.k, 1e-9, "a jump down gives back, moved or not")
 
 	e = capacity{k: 0.9 * 3.93, c: 3.93}
-	e.rebase(0.0095, eta, true, false)
-	e.rebase(0.019, eta, true, false)
+	e.rebase(0.0095, eta, true)
+	e.rebase(0.019, eta, true)
 	assert.InDelta(t, 0.9*3.93, e.k, 1e-12, "the idle under Ĉ is what the slower work needs: K stays")
-	e.rebase(0.0095, eta, true, false)
+	e.rebase(0.0095, eta, true)
 	assert.InDelta(t, 0.9*3.93, e.k, 1e-12, "and takes nothing back")
 
 	tight, err := Config{Targets: []Target{{Signal: signals.LatencyP999, Target: 0.05}}, Features: fs}.withDefaults()
 	require.NoError(t, err)
 	e = capacity{k: 1, at: 0.01}
-	e.rebase(0.1, tight.queueIdle(), true, false)
+	e.rebase(0.1, tight.queueIdle(), true)
 	assert.InDelta(t, minKShare, e.k, 1e-9, "K keeps a quarter of itself")
 
 	none, err := Config{Targets: []Target{{Signal: signals.RejectRatio, Target: 0.01}, {Signal: signals.LatencyMax, Target: 1}}, Features: fs}.withDefaults()
@@ -316,10 +309,10 @@ func etaFor(t *testing.T, target float64) float64 {
 func TestCapacityGivesBackAtMostĈ(t *testing.T) {
 	eta := etaFor(t, 0.3)
 	e := capacity{k: 3.92, c: 3.92, at: 0.0095}
-	e.rebase(0.0194, eta, true, false)
+	e.rebase(0.0194, eta, true)
 	e.carried(time.Unix(0, 0), 3.9)
 	e.at = 0.0194 // (as the law stamps it when a rule moves K)
-	e.rebase(0.0095, eta, true, false)
+	e.rebase(0.0095, eta, true)
 	assert.LessOrEqual(t, e.k, e.c, "K at most Ĉ")
 	assert.Zero(t, e.held)
 }
@@ -332,10 +325,10 @@ func TestCapacityRebaseFloorDoesNotCompound(t *testing.T) {
 	require.NoError(t, err)
 	eta := cfg.queueIdle()
 	one := capacity{k: 1, at: 0.01}
-	one.rebase(0.1, eta, true, false)
+	one.rebase(0.1, eta, true)
 	two := capacity{k: 1, at: 0.01}
-	two.rebase(0.055, eta, true, false)
-	two.rebase(0.1, eta, true, false)
+	two.rebase(0.055, eta, true)
+	two.rebase(0.1, eta, true)
 	assert.InDelta(t, one.k, two.k, 1e-9)
 	assert.InDelta(t, minKShare, two.k, 1e-9)
 }
@@ -345,14 +338,14 @@ func TestCapacityRebaseFloorDoesNotCompound(t *testing.T) {
 // then (a target reconfigured in the slowdown, or none left).
 func TestCapacityGivesBackWhatTheGrowthTook(t *testing.T) {
 	e := capacity{k: 3.92, c: 3.92, at: 0.0095}
-	e.rebase(0.0194, etaFor(t, 0.3), true, false)
-	e.rebase(0.0095, etaFor(t, 0.6), true, false)
+	e.rebase(0.0194, etaFor(t, 0.3), true)
+	e.rebase(0.0095, etaFor(t, 0.6), true)
 	assert.InDelta(t, 3.92, e.k, 1e-9)
 	assert.Zero(t, e.held)
 
 	e = capacity{k: 3.92, c: 3.92, at: 0.0095}
-	e.rebase(0.0194, etaFor(t, 0.3), true, false)
-	e.rebase(0.0145, 0, true, false)
+	e.rebase(0.0194, etaFor(t, 0.3), true)
+	e.rebase(0.0145, 0, true)
 	held := etaFor(t, 0.3) * 0.0099
 	assert.InDelta(t, 3.92-held*(1-0.0049/0.0099), e.k, 1e-9, "about half the growth undone, without a target: that share given back")
 }
@@ -363,7 +356,7 @@ func TestCapacityRebaseStaysFinite(t *testing.T) {
 	eta := etaFor(t, 1e-309)
 	assert.Zero(t, eta)
 	e := capacity{k: 1, at: 0.01, held: 0.5}
-	e.rebase(0.01, eta, true, false)
-	e.rebase(0.02, eta, true, false)
+	e.rebase(0.01, eta, true)
+	e.rebase(0.02, eta, true)
 	assert.False(t, math.IsNaN(e.k) || math.IsInf(e.k, 0), "K %v", e.k)
 }

@@ -795,13 +795,12 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 		m.mdl.overRun = 0
 	}
 
-	// The capacity, at the all-off work now (see capacity.rebase: a jump
-	// within a signal window of a move of the levels takes nothing). Each
-	// instance of a fleet queues its own requests: the idle a slower
-	// service needs is each one's, o.queues times one's.
-	win := max(m.sigWindow, cfg.Tick)
-	e.rebase(m.mdl.w0, o.queues*cfg.queueIdle(), m.mdl.baseOwn && m.mdl.baseAt.Equal(now), now.Sub(m.mdl.levelsAt) < win)
+	// The capacity, at the all-off work now. Each instance of a fleet
+	// queues its own requests: the idle a slower service needs is each
+	// one's, o.queues times one's.
+	e.rebase(m.mdl.w0, o.queues*cfg.queueIdle(), m.mdl.baseOwn && m.mdl.baseAt.Equal(now))
 	kWas := e.k
+	win := max(m.sigWindow, cfg.Tick)
 	if m.mdl.regime {
 		e.reset(now, cfg.Hold)
 		m.mdl.regime = false

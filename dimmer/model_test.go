@@ -607,35 +607,3 @@ func TestModelReconfiguredFeaturesRebaseNothing(t *testing.T) {
 	assert.Zero(t, e.held, "no service got slower")
 	assert.GreaterOrEqual(t, e.k, k0)
 }
-
-// TestModelCostsErrorRebasesNothing: the features got heavier while they
-// were off, and the levels brighten from the floors to full as the load
-// falls: the all-off work, brought back by costs now six times too low,
-// jumps with the move. That is no slower service: the costs are wrong
-// (the priors' teaching and the contrasts answer it), and K is not
-// rebased for it. The move teaches nothing here, as where a feature's
-// cost is learned or forgotten in the period of the move (in the lab's
-// per-feature runs, such a move at a sine's trough took a third of K, and
-// the levels went between the floors and full every other second).
-func TestModelCostsErrorRebasesNothing(t *testing.T) {
-	r := newModelRig(t)
-	r.periods(40, 600)
-	e := &r.c.mu.mdl.capacity
-	require.Greater(t, e.k, 0.0, "K measured")
-	require.Less(t, r.c.mu.brightness, 0.1, "the overload dimmed")
-	k := e.k
-	r.costs[0], r.costs[1] = 6*r.costs[0], 6*r.costs[1]
-	jumped := false
-	for range 20 {
-		b := r.c.mu.brightness
-		r.period(100)
-		if r.c.mu.brightness > b {
-			r.c.mu.mdl.moveAt = time.Time{} // (what a cost learned or forgotten does: see demand)
-		}
-		require.NotContains(t, r.c.State().Reason, "the service got slower")
-		require.Zero(t, e.held, "nothing taken from K")
-		jumped = jumped || r.c.mu.mdl.baseAt.Equal(r.now)
-	}
-	require.True(t, jumped, "the all-off work's tracker jumped: the scenario holds")
-	assert.GreaterOrEqual(t, e.k, k, "K not lowered for it")
-}
