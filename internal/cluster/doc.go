@@ -79,11 +79,15 @@
 //     stored expiry is at least sent + lease: a new leader can only take
 //     over a margin after the old one stopped, however long the old one
 //     paused (lease.go).
-//   - A replica stopped inside a transaction holds no lock for longer
-//     than that transaction's deadline: each transaction tells the store
-//     to drop a session that idles in it past what its context had left
-//     (inTx), so the lease's row is free again by the time the lease
-//     ends, however long the stopped replica stays stopped.
+//   - A replica stopped inside a transaction holds its locks for a
+//     bounded time, however long it stays stopped: each transaction tells
+//     the store to drop a session that idles in it longer than what its
+//     context had left at its start (inTx; a leader's commit: the lease
+//     less the margin, counted from the last statement sent), so another
+//     replica takes the lease over within about a lease of the stop. An
+//     operator's write stopped so holds the operators' row for up to its
+//     3 s: the leader misses a commit or two, and the levels are marked
+//     stale meanwhile.
 //   - An acknowledged write is committed: it survives any replica and the
 //     database's restart. While the store cannot be reached, writes answer
 //     503 and change nothing; reads go on answering the levels held; the

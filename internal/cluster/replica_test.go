@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -539,4 +540,26 @@ func TestStoppedLeaderReleasesTheLease(t *testing.T) {
 	}
 	require.Equal(t, "leader", b.role(), "b takes the lease over from a stopped leader within %v", 2*length)
 	t.Logf("b leads %v after a stopped", time.Since(start).Round(time.Millisecond))
+}
+
+// TestInTxLimitsTheIdle: a transaction begun by inTx has the store drop
+// a session idle in it for longer than its context had left; one whose
+// context has no deadline has no such limit (every caller gives one).
+func TestInTxLimitsTheIdle(t *testing.T) {
+	dsn := pgtest.Start(t)
+	pool, err := pgxpool.New(context.Background(), dsn)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	show := func(ctx context.Context) (v string) {
+		require.NoError(t, inTx(ctx, pool, func(tx pgx.Tx) error {
+			return tx.QueryRow(ctx, `SHOW idle_in_transaction_session_timeout`).Scan(&v)
+		}))
+		return v
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	v := show(ctx)
+	assert.True(t, strings.HasSuffix(v, "ms") || v == "2s", "a limit under 2 s: %q", v)
+	assert.NotEqual(t, "0", v)
+	assert.Equal(t, "0", show(context.Background()), "no deadline, no limit")
 }

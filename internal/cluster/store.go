@@ -129,13 +129,14 @@ var secretParams = map[string]bool{"password": true, "sslpassword": true}
 
 // inTx runs fn in a transaction that the store itself ends, dropping
 // the session, if the session sits idle in it for longer than ctx has
-// left at its start. A replica stopped inside a transaction (SIGSTOP, a
-// frozen VM, a long pause) keeps its connection open, so the row locks
-// it took (the lease's, the operators' row) would otherwise block every
-// other replica for as long as it stays stopped: no one could take its
-// lease over once it expired. Past ctx's deadline the transaction is
-// abandoned anyway, so a live replica loses nothing to the limit. A ctx
-// without a deadline begins a plain transaction.
+// left at its start (the store counts that from each statement's end).
+// A replica stopped inside a transaction (SIGSTOP, a frozen VM, a long
+// pause) keeps its connection open, so the row locks it took (the
+// lease's, the operators' row) would otherwise block every other replica
+// for as long as it stays stopped: no one could take its lease over once
+// it expired. Past ctx's deadline the transaction is abandoned anyway,
+// so a live replica loses nothing to the limit. A ctx without a deadline
+// begins a plain transaction: every caller here gives one.
 func inTx(ctx context.Context, pool *pgxpool.Pool, fn func(pgx.Tx) error) error {
 	var opts pgx.TxOptions
 	if d, ok := ctx.Deadline(); ok {
@@ -331,6 +332,10 @@ func change(ctx context.Context, pool *pgxpool.Pool, service string, c api.Chang
 	return res, nil
 }
 
+// importTimeout bounds an import's transactions: a few thousand rows at
+// most (MaxFeatures overrides), seconds on a store that answers.
+const importTimeout = 30 * time.Second
+
 // Import writes an operators' state (a state file's, api.ReadStateFile)
 // into the store at raw for service: its overrides still in force, its
 // freeze and its shadow, as one change with an "import" event. What the
@@ -344,6 +349,8 @@ func Import(ctx context.Context, raw, service string, st api.OperatorState, now 
 		return 0, err
 	}
 	defer conn.Close()
+	ctx, cancel := context.WithTimeout(ctx, importTimeout) // (a stopped import holds the operators' row no longer: see inTx)
+	defer cancel()
 	pool := conn.pool
 	if _, _, err := migrate(ctx, pool, service); err != nil {
 		return 0, err
