@@ -200,7 +200,7 @@ func (f *aggregate) add(name string, s series) {
 	}
 	if el := elapsed(base, last); st.hasClasses && el > 0 {
 		snap.ClassesOK = true
-		var arr float64
+		arrWas := f.rates[0]
 		for c := range st.classes {
 			d := st.classes[c]
 			if d.Arrived >= base.st.classes[c].Arrived && d.Completed >= base.st.classes[c].Completed {
@@ -215,8 +215,8 @@ func (f *aggregate) add(name string, s series) {
 			f.completed += float64(d.Completed)
 			f.overload += float64(d.Overload())
 			f.arrived += float64(d.Arrived)
-			arr += float64(d.Arrived) / el
 		}
+		arr := f.rates[0] - arrWas // this instance's arrival rate
 		f.arrSum += arr
 		f.arrSq += arr * arr
 	}
