@@ -163,8 +163,12 @@ type API struct {
 	streamCap             *StreamCap   // both kinds: Config.StreamCap, or one of MaxStreams
 	ownedStreams          atomic.Int64 // those that own their connection (streamout.go)
 	closing               chan struct{}
-	closeOnce             sync.Once
-	secret                [32]byte // signs stream tokens; new each boot
+	// lastState is the newest state event encoded (stateEvent): a stream
+	// opened while the state is the same is given these bytes, not its
+	// own copy of them.
+	lastState atomic.Pointer[[]byte]
+	closeOnce sync.Once
+	secret    [32]byte // signs stream tokens; new each boot
 
 	// writeMu serialises the operators' changes (and saves of their
 	// state): the controller's change, the flags in mu and the state

@@ -52,7 +52,7 @@ func TestDeliverLeavesTheRestToThePump(t *testing.T) {
 	default:
 		t.Fatal("the pump was not woken")
 	}
-	var buf [nKinds + 2][]byte
+	var buf [takeRoom][]byte
 	msgs, partial, _ := s.take(&buf)
 	assert.Equal(t, len(rest), len(partial), "the rest first")
 	assert.Equal(t, [][]byte{[]byte("next\n\n")}, msgs, "then the next round, pending")
@@ -68,10 +68,10 @@ func TestStreamOpensWithItsFirstMessage(t *testing.T) {
 	tick := &fanRound{}
 	tick.msgs[kindReplica] = []byte("event: replica\n\n")
 	s.deliver(tick) // not yet writable: pending
-	s.open([]byte("event: replica\n\nevent: state\n\n"))
-	var buf [nKinds + 2][]byte
+	s.open([]byte("event: replica\n\n"), []byte("event: state\n\n"))
+	var buf [takeRoom][]byte
 	msgs, _, _ := s.take(&buf)
-	assert.Equal(t, [][]byte{[]byte("event: replica\n\nevent: state\n\n"), []byte("event: replica\n\n")}, msgs)
+	assert.Equal(t, [][]byte{[]byte("event: replica\n\n"), []byte("event: state\n\n"), []byte("event: replica\n\n")}, msgs)
 	msgs, _, _ = s.take(&buf)
 	assert.Empty(t, msgs, "taken once")
 }

@@ -60,9 +60,9 @@ type subscriber struct {
 	// written directly (deliver).
 	wmu sync.Mutex
 	mu  sync.Mutex // guards the rest
-	// opening is the stream's first message (see open), and pending
+	// opening is the stream's first messages (see open), and pending
 	// the newest message of each kind not yet written.
-	opening []byte
+	opening [2][]byte
 	pending [nKinds][]byte
 	// partial is what the socket did not take of a round written
 	// directly: written first by the pump.
@@ -82,13 +82,15 @@ type subscriber struct {
 	stopped bool
 }
 
-// open gives s its first message, written before anything pending: a
-// round fanned out between the stream's join and its first message (a
-// replica's tick) is then written after it, so that the stream opens as
-// its first message says (a replica's event, then the state).
-func (s *subscriber) open(b []byte) {
+// open gives s its first messages, head then state, written before
+// anything pending: a round fanned out between the stream's join and its
+// first messages (a replica's tick) is then written after them, so that
+// the stream opens as they say (a replica's event, then the state). The
+// state is given apart from the head so that streams opened on one state
+// share its bytes (stateEvent).
+func (s *subscriber) open(head, state []byte) {
 	s.mu.Lock()
-	s.opening = b
+	s.opening = [2][]byte{head, state}
 	s.mu.Unlock()
 	s.kick()
 }
@@ -120,17 +122,23 @@ func (s *subscriber) kick() {
 // flags are what a subscriber's take says besides its messages.
 type flags struct{ keepAlive, expired, gone, active bool }
 
-// take returns the opening message and the pending messages, in order,
+// takeRoom is the room a take's buffer has: the opening's two messages,
+// one of each kind, and one more (a keep-alive).
+const takeRoom = 2 + nKinds + 1
+
+// take returns the opening messages and the pending messages, in order,
 // in buf (which has room for one more), what is left of a direct write,
 // and the flags, and clears them; the pump has looked (recheck cleared).
 // The caller holds wmu.
-func (s *subscriber) take(buf *[nKinds + 2][]byte) (msgs [][]byte, partial []byte, f flags) {
+func (s *subscriber) take(buf *[takeRoom][]byte) (msgs [][]byte, partial []byte, f flags) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	msgs = buf[:0]
-	if s.opening != nil {
-		msgs = append(msgs, s.opening)
-		s.opening = nil
+	for i, b := range s.opening {
+		if b != nil {
+			msgs = append(msgs, b)
+			s.opening[i] = nil
+		}
 	}
 	for k, b := range s.pending {
 		if b != nil {
@@ -177,7 +185,7 @@ func (s *subscriber) deliver(r *fanRound) {
 		return
 	}
 	s.mu.Lock()
-	if s.raw == nil || s.stopped || s.recheck || s.gone || s.expired || s.partial != nil || s.opening != nil || !none(&s.pending) {
+	if s.raw == nil || s.stopped || s.recheck || s.gone || s.expired || s.partial != nil || !none(s.opening[:]) || !none(s.pending[:]) {
 		s.mu.Unlock()
 		s.wmu.Unlock()
 		s.give(r)
@@ -309,7 +317,7 @@ func (h *hub) send(k int, b []byte) {
 func (h *hub) drain() {
 	for {
 		h.mu.Lock()
-		if none(&h.queued) {
+		if none(h.queued[:]) {
 			h.draining = false
 			h.mu.Unlock()
 			return
@@ -325,7 +333,7 @@ func (h *hub) drain() {
 }
 
 // none reports whether m holds no message.
-func none(m *[nKinds][]byte) bool {
+func none(m [][]byte) bool {
 	for _, b := range m {
 		if b != nil {
 			return false

@@ -755,3 +755,20 @@ func TestFanOutKeepsOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamsShareTheirFirstState: streams opened on one state are given
+// the same bytes for it (a stream holds its first state until the socket
+// takes it, which for a client that does not read is as long as the
+// stream lasts), and a new state is encoded anew.
+func TestStreamsShareTheirFirstState(t *testing.T) {
+	a, err := New(Config{Controller: newController(t)})
+	require.NoError(t, err)
+	first, again := a.stateEvent(), a.stateEvent()
+	require.NotEmpty(t, first)
+	assert.Same(t, &first[0], &again[0], "one state, one copy")
+	_, err = a.ctl.Pin("recommendations", 0.5, time.Minute, "test")
+	require.NoError(t, err)
+	changed := a.stateEvent()
+	assert.NotEqual(t, first, changed, "a new state is encoded anew")
+	assert.Same(t, &changed[0], &a.stateEvent()[0])
+}
