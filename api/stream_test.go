@@ -451,9 +451,10 @@ func TestStreamEndsWhenItsClientStopsReading(t *testing.T) {
 // TestWrittenEventsAreNotKept: once a stream's events are written, the
 // stream keeps none of them — an unread stream must hold its
 // connection's buffers, not the last events it was given. Each client
-// reads its first state (a large one, written for that stream alone) to
-// the end and then stops reading: the server's heap may not keep that
-// state for each of them.
+// reads its first state (a large one, and its own: a feature is pinned
+// between the openings, so that no two streams share it) to the end and
+// then stops reading: the server's heap may not keep that state for
+// each of them.
 func TestWrittenEventsAreNotKept(t *testing.T) {
 	bothWays(t, func(t *testing.T, own bool) {
 		if race.Enabled {
@@ -479,7 +480,9 @@ func TestWrittenEventsAreNotKept(t *testing.T) {
 			}
 		}()
 		grew := hostile.HeapGrowth(func() {
-			for range n {
+			for i := range n {
+				_, err := ctl.Pin(features[i].Name, 0.5, time.Hour, "a state of its own")
+				require.NoError(t, err)
 				c, err := net.Dial("tcp", srv.Listener.Addr().String())
 				require.NoError(t, err)
 				conns = append(conns, c)
@@ -766,6 +769,7 @@ func TestStreamsShareTheirFirstState(t *testing.T) {
 	first, again := a.stateEvent(), a.stateEvent()
 	require.NotEmpty(t, first)
 	assert.Same(t, &first[0], &again[0], "one state, one copy")
+	assert.Equal(t, len(first), cap(first), "shared bytes: an append copies them")
 	_, err = a.ctl.Pin("recommendations", 0.5, time.Minute, "test")
 	require.NoError(t, err)
 	changed := a.stateEvent()

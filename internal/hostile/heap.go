@@ -44,14 +44,14 @@ func LiveHeap(tb testing.TB, base string, gc func()) int64 {
 	return least
 }
 
-// heapReadings is how many collections LiveHeap reads. One collection
-// counts as live whatever is in flight as it marks: read just after a
-// flood, the writes and answers still under way (a thousand streams'
-// first states going out) added up to 2–4 MB on a two-core machine,
-// gone at the next collection (three readings in a row: 23.7, 22.0,
-// 22.0 MB), and a slower machine's single reading was 14 MB over the
-// usual. What an attack leaves behind is in every reading; work in
-// flight is in the first at most.
+// heapReadings is how many collections LiveHeap reads. A collection
+// keeps sync.Pool's contents live, and frees them at the next: read just
+// after a flood of a thousand streams, the buffers net/http pooled for
+// their connections (about 2 KiB each) were in the first reading and
+// gone from the second (23.7, 22.0, 22.0 MB in a row). A reading may
+// count what is in flight as it marks, too: the CI's single reading of
+// the same flood was 14 MB over this machine's. What an attack leaves
+// behind is in every reading.
 const heapReadings = 3
 
 func liveHeap(base string, gc func()) (int64, error) {
