@@ -107,7 +107,13 @@ type modelState struct {
 	// ended (Snapshot.RecentAt), to tell a new interval from one seen
 	// again (see observe); and when the load was last known.
 	lamPrev, ratePrev, rate float64
-	recentAt, loadAt        time.Time
+	// How the load moves beyond its noise (see loadMotion): motion is
+	// the intervals' squared errors from the estimate over the variance
+	// the tracker expected of them, averaged (1 for a load that holds),
+	// and motionVar that variance, the latest; dispersion is the
+	// arrivals' variance over a Poisson count's (see disperse).
+	motion, motionVar, dispersion float64
+	recentAt, loadAt              time.Time
 	// reach is, per feature, the share of the requests that evaluate it
 	// (see reachOf): a feature's cost is a request's that renders it,
 	// and what it adds to the load's work is cost × reach × level.
@@ -725,6 +731,7 @@ func (c *Controller) estimateLoad(o observation) float64 {
 		return o.load
 	}
 	if o.fresh {
+		c.disperse(o.recentLoad, o.recentSpan.Seconds())
 		prev := m.mdl.rate // after a period without counts the tracker starts afresh
 		if m.mdl.load.ok {
 			prev = m.mdl.load.est
@@ -735,10 +742,76 @@ func (c *Controller) estimateLoad(o observation) float64 {
 	v := max(m.mdl.load.est, o.recentLoad, 1/s) / s // a Poisson count's variance, as a rate
 	v *= c.sighting(&m.mdl.load, o, o.recentSpan)
 	m.mdl.load.moves = true
+	fresh := o.fresh && m.mdl.load.ok
+	e := o.recentLoad - m.mdl.load.est
+	pred := v + m.mdl.load.p
 	if m.mdl.load.update(o.recentLoad, v, fastWeight(m.sigWindow.Seconds()/c.cfg.Tick.Seconds()), o.fresh) {
 		m.mdl.regime = true
+	} else if fresh && !m.mdl.load.held {
+		// What the interval's rate moved from the estimate, over the
+		// variance the tracker expected of it, as dispersed as the
+		// arrivals are: 1 on average for a load that holds. A jump, or
+		// an interval held out as one may be, is no motion: the tracker
+		// restarts at the new level.
+		if m.mdl.motion == 0 {
+			m.mdl.motion = 1
+		}
+		d := max(m.mdl.dispersion, 1)
+		m.mdl.motion += fastWeight(spreadMemory) * (min(e*e/(d*pred), jumpZ*jumpZ) - m.mdl.motion)
+		m.mdl.motionVar = d * pred
 	}
 	return m.mdl.load.est
+}
+
+// disperse folds a new interval's rate x, over span s seconds, into the
+// arrivals' dispersion: how much more their counts vary than a Poisson
+// count's — retries of refused requests in step, clients that send in
+// bursts. The second difference of three intervals' rates, x − 2·x₁ + x₂,
+// has six times an interval's variance and hardly any of a load that
+// moves smoothly (a sine's curve over three intervals is a few requests
+// a second): its square over six Poisson variances, averaged over
+// spreadMemory intervals, is the dispersion. A second difference beyond
+// jumpZ of it (a step) counts as jumpZ².
+func (c *Controller) disperse(x, s float64) {
+	m := &c.mu.mdl
+	if s <= 0 || !m.load.ok || m.rate <= 0 || m.ratePrev <= 0 {
+		return
+	}
+	d2 := x - 2*m.rate + m.ratePrev
+	r := d2 * d2 / (6 * max(m.load.est, 1/s) / s)
+	d := max(m.dispersion, 1)
+	m.dispersion = d + fastWeight(spreadMemory)*(min(r, jumpZ*jumpZ*d)-d)
+}
+
+// motionZ is the standard errors by which the intervals' mean squared
+// error (over spreadMemory of them: a standard error of √(2/60) = 0.18
+// where the load holds) must exceed a load's that holds for the load to
+// be taken to move: two, so that a load that holds is taken to move
+// about one minute in forty, and then by little.
+const motionZ = 2.0
+
+// loadMotion is how far the load may move in an interval beyond its
+// noise, in requests a second: the standard deviation of the intervals'
+// errors from the estimate that the arrivals' noise and the tracker's
+// own uncertainty do not explain; 0 unless they stand motionZ standard
+// errors over a load's that holds.
+//
+// The levels are set for the load this far over its estimate. A load
+// that moves (a sine, a square wave, traffic that swings) is tracked a
+// period or two late, and a period served for the load of the one before
+// costs users their answers where the load rose; a load that holds, or
+// that jumped once and holds (the tracker restarts at a jump, and the
+// jump is no motion), is served for its estimate. On the parts lab's
+// one-worker sine (ten seeds) 95.9 % of users in time instead of 95.1 %,
+// at 0.98 of the per-second oracle's optional share instead of 1.09; at
+// constant loads and through the step nothing moves.
+func (c *Controller) loadMotion() float64 {
+	m := &c.mu.mdl
+	over := m.motion - 1 - motionZ*math.Sqrt(2/spreadMemory)
+	if over <= 0 {
+		return 0
+	}
+	return math.Sqrt(over * m.motionVar)
 }
 
 // control applies the law for one period.
@@ -872,6 +945,7 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 	target := ceil
 	switch {
 	case e.k > 0 && lam > 0:
+		lam := lam + c.loadMotion() // (see loadMotion)
 		target = c.solve(e.k/lam, ceil)
 		// Brighten only as far as the load of the last two intervals
 		// allows — a fall is taken once a second interval shows it, as a

@@ -1,6 +1,7 @@
 package dimmer
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -606,4 +607,59 @@ func TestModelReconfiguredFeaturesRebaseNothing(t *testing.T) {
 	r.periods(10, 110)
 	assert.Zero(t, e.held, "no service got slower")
 	assert.GreaterOrEqual(t, e.k, k0)
+}
+
+// TestLoadMotion: the load's motion (loadMotion) is a load that moves
+// beyond its noise — a sine — and not a load that holds, one that jumped
+// once and holds, or one whose arrivals are more dispersed than Poisson's
+// (white noise on the rate, which the second differences measure): for
+// those a minute in forty or so may read as motion (motionZ), and by
+// little.
+func TestLoadMotion(t *testing.T) {
+	// moving is the share of the periods after warm in which the load
+	// was taken to move, and most the most it was taken to move by.
+	moving := func(t *testing.T, warm int, load func(i int, rng *rand.Rand) float64) (share, most float64) {
+		r := newModelRig(t)
+		rng := rand.New(rand.NewPCG(5, 6))
+		n := 0
+		for i := range 300 {
+			r.period(load(i, rng))
+			if i >= warm {
+				r.c.mu.Lock()
+				m := r.c.loadMotion()
+				r.c.mu.Unlock()
+				if m > 0 {
+					n++
+				}
+				most = max(most, m)
+			}
+		}
+		return float64(n) / float64(300-warm), most
+	}
+	still := func(t *testing.T, load func(i int, rng *rand.Rand) float64) {
+		share, most := moving(t, 30, load)
+		t.Logf("taken to move in %.0f %% of the periods, by %.1f/s at most", 100*share, most)
+		assert.LessOrEqual(t, share, 0.1)
+		assert.Less(t, most, 15.0, "by a twentieth of the load at most")
+	}
+	t.Run("holds", func(t *testing.T) { still(t, func(int, *rand.Rand) float64 { return 300 }) })
+	t.Run("jumps once", func(t *testing.T) {
+		still(t, func(i int, _ *rand.Rand) float64 {
+			if i < 90 {
+				return 150
+			}
+			return 300
+		})
+	})
+	for _, sd := range []float64{0.05, 0.1, 0.15} {
+		t.Run(fmt.Sprintf("dispersed %.0f %%", 100*sd), func(t *testing.T) {
+			still(t, func(_ int, rng *rand.Rand) float64 { return 300 * (1 + sd*rng.NormFloat64()) })
+		})
+	}
+	t.Run("moves", func(t *testing.T) {
+		share, most := moving(t, 120, func(i int, _ *rand.Rand) float64 { return 250 + 125*math.Sin(2*math.Pi*float64(i)/20) })
+		t.Logf("a sine of ±125/s over 20 s: taken to move in %.0f %% of the periods, by %.1f/s at most", 100*share, most)
+		assert.GreaterOrEqual(t, share, 0.9)
+		assert.Greater(t, most, 20.0)
+	})
 }

@@ -208,7 +208,9 @@ func (c *Controller) reason() string {
 func (c *Controller) describeModel(w why) string {
 	m := &c.mu
 	var b strings.Builder
-	if w.load >= 0 {
+	if mv := c.loadMotion(); w.load >= 0 && mv > 0 {
+		fmt.Fprintf(&b, "load %.4g/s moving by ±%.2g/s, ", w.load, mv)
+	} else if w.load >= 0 {
 		fmt.Fprintf(&b, "load %.4g/s, ", w.load)
 	}
 	if w.capacity <= 0 {
