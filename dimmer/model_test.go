@@ -613,34 +613,40 @@ func TestModelReconfiguredFeaturesRebaseNothing(t *testing.T) {
 // beyond its noise — a sine — and not a load that holds, one that jumped
 // once and holds, or one whose arrivals are more dispersed than Poisson's
 // (white noise on the rate, which the second differences measure): for
-// those a minute in forty or so may read as motion (motionZ), and by
-// little.
+// those, over ten seeds of Poisson arrivals, a period in forty or so may
+// read as motion (motionZ), and by little.
 func TestLoadMotion(t *testing.T) {
-	// moving is the share of the periods after warm in which the load
-	// was taken to move, and most the most it was taken to move by.
-	moving := func(t *testing.T, warm int, load func(i int, rng *rand.Rand) float64) (share, most float64) {
-		r := newModelRig(t)
-		rng := rand.New(rand.NewPCG(5, 6))
-		n := 0
-		for i := range 300 {
-			r.period(load(i, rng))
-			if i >= warm {
+	// moving is, pooled over seeds, the share of the periods after warm
+	// in which the load was taken to move, and the most it was taken to
+	// move by, with Poisson arrivals at the rate load gives.
+	moving := func(t *testing.T, seeds, warm int, load func(i int, rng *rand.Rand) float64) (share, most float64) {
+		n, all := 0, 0
+		for seed := range seeds {
+			r := newModelRig(t)
+			rng := rand.New(rand.NewPCG(5, uint64(seed)))
+			for i := range 300 {
+				lam := load(i, rng)
+				r.period(max(0, math.Round(lam+math.Sqrt(lam)*rng.NormFloat64())))
+				if i < warm {
+					continue
+				}
 				r.c.mu.Lock()
 				m := r.c.loadMotion()
 				r.c.mu.Unlock()
 				if m > 0 {
 					n++
 				}
+				all++
 				most = max(most, m)
 			}
 		}
-		return float64(n) / float64(300-warm), most
+		return float64(n) / float64(all), most
 	}
 	still := func(t *testing.T, load func(i int, rng *rand.Rand) float64) {
-		share, most := moving(t, 30, load)
-		t.Logf("taken to move in %.0f %% of the periods, by %.1f/s at most", 100*share, most)
-		assert.LessOrEqual(t, share, 0.1)
-		assert.Less(t, most, 15.0, "by a twentieth of the load at most")
+		share, most := moving(t, 10, 30, load)
+		t.Logf("taken to move in %.1f %% of the periods, by %.1f/s at most", 100*share, most)
+		assert.LessOrEqual(t, share, 0.05, "twice the nominal rate at most")
+		assert.Less(t, most, 30.0, "by a tenth of the load at most")
 	}
 	t.Run("holds", func(t *testing.T) { still(t, func(int, *rand.Rand) float64 { return 300 }) })
 	t.Run("jumps once", func(t *testing.T) {
@@ -657,9 +663,30 @@ func TestLoadMotion(t *testing.T) {
 		})
 	}
 	t.Run("moves", func(t *testing.T) {
-		share, most := moving(t, 120, func(i int, _ *rand.Rand) float64 { return 250 + 125*math.Sin(2*math.Pi*float64(i)/20) })
+		share, most := moving(t, 10, 120, func(i int, _ *rand.Rand) float64 { return 250 + 125*math.Sin(2*math.Pi*float64(i)/20) })
 		t.Logf("a sine of ±125/s over 20 s: taken to move in %.0f %% of the periods, by %.1f/s at most", 100*share, most)
 		assert.GreaterOrEqual(t, share, 0.9)
 		assert.Greater(t, most, 20.0)
 	})
+}
+
+// TestLoadMotionGoesWithItsCounts: a source that stops giving the
+// intervals' counts resets the load's tracker, and the motion with it — a
+// margin measured on counts no longer read is not served for.
+func TestLoadMotionGoesWithItsCounts(t *testing.T) {
+	r := newModelRig(t)
+	for i := range 150 {
+		r.period(250 + 125*math.Sin(2*math.Pi*float64(i)/20))
+	}
+	r.c.mu.Lock()
+	require.Positive(t, r.c.loadMotion(), "a sine moves")
+	r.c.mu.Unlock()
+	s := r.snap(250, r.c.State(), 5*time.Second)
+	s.RecentSpan, s.RecentAt = 0, time.Time{}
+	r.now = r.now.Add(time.Second)
+	s.Time = r.now
+	r.c.Step(r.now, s)
+	r.c.mu.Lock()
+	defer r.c.mu.Unlock()
+	assert.Zero(t, r.c.loadMotion(), "no counts: no tracker, no motion")
 }
