@@ -794,7 +794,8 @@ func (c *Controller) disperse(x, s float64) {
 // motionZ is the standard errors by which the intervals' mean squared
 // error, over the arrivals' dispersion, must exceed a load's that holds
 // (1) for the load to be taken to move: two, so that a load that holds is
-// taken to move about one minute in forty, and then by little.
+// taken to move in about one period in forty, and then by little (over
+// ten seeds of Poisson arrivals, 0–1.2 % of the periods: TestLoadMotion).
 const motionZ = 2.0
 
 // motionSE is the standard error of that ratio where the load holds: the
@@ -815,7 +816,7 @@ var motionSE = math.Sqrt(2/spreadMemory + 2*(1+2*(4.0/9+1.0/36))/spreadMemory)
 // errors over a load's that holds.
 //
 // The levels are set for the load this far over its estimate. A load
-// that moves (a sine, a square wave, traffic that swings) is tracked a
+// that moves smoothly (a sine, traffic that swings) is tracked a
 // period or two late, and a period served for the load of the one before
 // costs users their answers where the load rose; a load that holds, or
 // that jumped once and holds (the tracker restarts at a jump, and the
