@@ -208,10 +208,12 @@ func (c *Controller) reason() string {
 func (c *Controller) describeModel(w why) string {
 	m := &c.mu
 	var b strings.Builder
-	if mv := c.loadMotion(); w.load >= 0 && mv > 0 {
-		fmt.Fprintf(&b, "load %.4g/s moving by ±%.2g/s, ", w.load, mv)
-	} else if w.load >= 0 {
-		fmt.Fprintf(&b, "load %.4g/s, ", w.load)
+	if w.load >= 0 {
+		fmt.Fprintf(&b, "load %.4g/s", w.load)
+		if mv := c.loadMotion(); mv > 0 {
+			fmt.Fprintf(&b, " moving by ±%.2g/s", mv)
+		}
+		b.WriteString(", ")
 	}
 	if w.capacity <= 0 {
 		b.WriteString("capacity not yet known")

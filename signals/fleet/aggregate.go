@@ -118,11 +118,11 @@ type aggregate struct {
 	rates                                [4]float64 // arrival, throughput, goodput, reject
 	failed, completed, overload, arrived float64
 	noRoom, atGate                       float64
-	// arrSum and arrSq: the instances' arrival rates over the window,
-	// summed and squared (Snapshot.Instances).
-	arrSum, arrSq float64
-	gate          signals.GateReading
-	gateOK        bool
+	// arrSq: the instances' arrival rates over the window, squared and
+	// summed (Snapshot.Instances; rates[0] is their sum).
+	arrSq  float64
+	gate   signals.GateReading
+	gateOK bool
 	// recent is each instance's counts over its latest interval (between
 	// its last two readings), and that interval's length.
 	recent []interval
@@ -217,7 +217,6 @@ func (f *aggregate) add(name string, s series) {
 			f.arrived += float64(d.Arrived)
 		}
 		arr := f.rates[0] - arrWas // this instance's arrival rate
-		f.arrSum += arr
 		f.arrSq += arr * arr
 	}
 }
@@ -250,7 +249,7 @@ func (f *aggregate) finish() {
 			snap.Set(signals.GateBusy, min(f.noRoom/f.atGate, 1))
 		}
 		if f.arrSq > 0 {
-			snap.Instances = f.arrSum * f.arrSum / f.arrSq
+			snap.Instances = f.rates[0] * f.rates[0] / f.arrSq
 		}
 	}
 	if len(f.recent) > 0 {
