@@ -690,3 +690,71 @@ func TestLoadMotionGoesWithItsCounts(t *testing.T) {
 	defer r.c.mu.Unlock()
 	assert.Zero(t, r.c.loadMotion(), "no counts: no tracker, no motion")
 }
+
+// TestRisingLoadUnderPressure: while the load moves, two intervals over
+// the tracker's estimate by more than its motion, with the pressure over
+// High, set the levels for the lower of them (see risingLoad); without the
+// pressure, or at a load that holds, the levels stay set for the estimate.
+func TestRisingLoadUnderPressure(t *testing.T) {
+	// A load around 150/s, where the rig's four workers carry every
+	// feature for 120/s and none for 360/s: the levels in between.
+	// The sine for 150 periods, then 20 at its mean: the motion measured
+	// over a minute is still there, and the levels are set for the mean
+	// and its motion.
+	sine := func(i int) float64 {
+		if i >= 150 {
+			return 150
+		}
+		return 150 + 75*math.Sin(2*math.Pi*float64(i)/20)
+	}
+	held := func(int) float64 { return 150 }
+	// run warms a rig for 170 periods on load, in Poisson counts, then
+	// steps two periods at the estimate plus its motion plus two of a
+	// count's standard errors — over the load served, short of a jump —
+	// their refusals at 5 % (five times the target) where over is set. It
+	// returns the brightness, the levels those two intervals allow at the
+	// rig's K, and the load's motion.
+	run := func(t *testing.T, seed uint64, load func(i int) float64, over bool) (b, forRise, motion float64) {
+		r := newModelRig(t)
+		rng := rand.New(rand.NewPCG(7, seed))
+		for i := range 170 {
+			lam := load(i)
+			r.period(max(0, math.Round(lam+math.Sqrt(lam)*rng.NormFloat64())))
+		}
+		r.c.mu.Lock()
+		est, motion := r.c.mu.mdl.load.est, r.c.loadMotion()
+		r.c.mu.Unlock()
+		rise := math.Round(est + motion + 2*math.Sqrt(est))
+		var st *State
+		for range 2 {
+			s := r.snap(rise, r.c.State(), 5*time.Second)
+			s.Set(signals.RejectRatio, 0)
+			s.Set(signals.LatencyP99, 0.2)
+			if over {
+				s.Set(signals.LatencyP99, 0.45)
+			}
+			r.now = r.now.Add(time.Second)
+			s.Time = r.now
+			st = r.c.Step(r.now, s)
+		}
+		r.c.mu.Lock()
+		defer r.c.mu.Unlock()
+		require.False(t, r.c.mu.mdl.load.est >= rise, "seed %d: no jump (estimate %.1f/s, intervals %.0f/s)", seed, r.c.mu.mdl.load.est, rise)
+		forRise = r.c.solve(r.c.mu.mdl.capacity.k/rise, r.c.ceiling())
+		return st.Brightness, forRise, motion
+	}
+	// (A level within minMove of the target holds.)
+	for seed := range uint64(5) {
+		b, forRise, motion := run(t, seed, sine, true)
+		t.Logf("seed %d, moving by ±%.1f/s, over High: brightness %.3f, %.3f for the intervals", seed, motion, b, forRise)
+		require.Positive(t, motion, "a sine moves")
+		assert.LessOrEqual(t, b, forRise+minMove, "seed %d: served for the intervals' load", seed)
+		b, forRise, _ = run(t, seed, sine, false)
+		t.Logf("seed %d, moving, under High: brightness %.3f, %.3f for the intervals", seed, b, forRise)
+		assert.Greater(t, b, forRise+minMove, "seed %d: without the pressure, set for the estimate", seed)
+		b, forRise, motion = run(t, seed, held, true)
+		t.Logf("seed %d, held, over High: brightness %.3f, %.3f for the intervals", seed, b, forRise)
+		require.Zero(t, motion, "a load that holds does not move")
+		assert.Greater(t, b, forRise+minMove, "seed %d: a held load is served for its estimate", seed)
+	}
+}
