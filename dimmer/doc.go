@@ -278,7 +278,8 @@
 // its targets, and the levels are the brightest with λ·w(b) ≤ K at the
 // offered load λ — a measured change of the load moves them at once (a
 // fall once two periods show it), and a load that moves beyond its noise
-// is served for λ plus the standard deviation of its motion. K is
+// is served for λ plus the standard deviation of its motion (and, over
+// High, for the last two intervals' load where the tracker lags it). K is
 // measured in saturated periods and corrected by the mean distance of the
 // targets' pressure from the set point, with Kesten's rule, and a
 // service whose w₀ jumps (slower, or faster again) moves K by the idle
