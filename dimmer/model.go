@@ -996,8 +996,8 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 	served := lam
 	if lam > 0 {
 		served = lam + c.loadMotion()
-		if o.p >= cfg.High {
-			served = max(served, c.risingLoad())
+		if r := c.risingLoad(); o.p >= cfg.High && r > served {
+			served, w.rising = r, r
 		}
 	}
 	target := ceil

@@ -714,7 +714,7 @@ func TestRisingLoadUnderPressure(t *testing.T) {
 	// their refusals at 5 % (five times the target) where over is set. It
 	// returns the brightness, the levels those two intervals allow at the
 	// rig's K, and the load's motion.
-	run := func(t *testing.T, seed uint64, load func(i int) float64, over bool) (b, forRise, motion float64) {
+	run := func(t *testing.T, seed uint64, load func(i int) float64, over bool) (b, forRise, motion float64, reason string) {
 		r := newModelRig(t)
 		rng := rand.New(rand.NewPCG(7, seed))
 		for i := range 170 {
@@ -741,18 +741,20 @@ func TestRisingLoadUnderPressure(t *testing.T) {
 		defer r.c.mu.Unlock()
 		require.False(t, r.c.mu.mdl.load.est >= rise, "seed %d: no jump (estimate %.1f/s, intervals %.0f/s)", seed, r.c.mu.mdl.load.est, rise)
 		forRise = r.c.solve(r.c.mu.mdl.capacity.k/rise, r.c.ceiling())
-		return st.Brightness, forRise, motion
+		return st.Brightness, forRise, motion, st.Reason
 	}
 	// (A level within minMove of the target holds.)
 	for seed := range uint64(5) {
-		b, forRise, motion := run(t, seed, sine, true)
-		t.Logf("seed %d, moving by ±%.1f/s, over High: brightness %.3f, %.3f for the intervals", seed, motion, b, forRise)
+		b, forRise, motion, reason := run(t, seed, sine, true)
+		t.Logf("seed %d, moving by ±%.1f/s, over High: brightness %.3f, %.3f for the intervals: %s", seed, motion, b, forRise, reason)
 		require.Positive(t, motion, "a sine moves")
 		assert.LessOrEqual(t, b, forRise+minMove, "seed %d: served for the intervals' load", seed)
-		b, forRise, _ = run(t, seed, sine, false)
+		assert.Contains(t, reason, "/s in the last two intervals", "seed %d", seed)
+		b, forRise, _, reason = run(t, seed, sine, false)
 		t.Logf("seed %d, moving, under High: brightness %.3f, %.3f for the intervals", seed, b, forRise)
 		assert.Greater(t, b, forRise+minMove, "seed %d: without the pressure, set for the estimate", seed)
-		b, forRise, motion = run(t, seed, held, true)
+		assert.NotContains(t, reason, "in the last two intervals", "seed %d", seed)
+		b, forRise, motion, _ = run(t, seed, held, true)
 		t.Logf("seed %d, held, over High: brightness %.3f, %.3f for the intervals", seed, b, forRise)
 		require.Zero(t, motion, "a load that holds does not move")
 		assert.Greater(t, b, forRise+minMove, "seed %d: a held load is served for its estimate", seed)
