@@ -965,9 +965,20 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 		// load at their work (see carriedNow).
 		e.carried(now, max(busy-carriedZ*busySE, c.carriedNow(b, lam, o.recentLoad)))
 		m.mdl.errSum, m.mdl.errN = 0, 0
-	case now.Sub(m.mdl.levelsAt) < win:
+	case now.Sub(m.mdl.levelsAt) < win && time.Duration(m.mdl.overRun)*cfg.Tick < win:
 		// The pressure's window still holds periods of the levels
-		// before their last move: it says nothing of K at these.
+		// before their last move: it says nothing of K at these —
+		// unless every period of a whole window was over High. Each of
+		// its levels, before the move and after, was set for the
+		// load at K, and each was too bright: K is too high, whatever
+		// the levels did in between. (On a load that moves the levels
+		// move every few periods, and a K set at 0.9 of a saturated
+		// period's work held for a minute at one worker while the
+		// gate refused 5–20 % of the requests against a target of
+		// 1 %.) The periods it counts are over High: they pull K down.
+		// A window under Low throughout is not counted so: the levels
+		// may have been held under K by the load's estimate, and say
+		// nothing of it.
 	default:
 		// The pressure's distance from the set point, in bands between
 		// Low and High, within one band either way: a window of

@@ -760,3 +760,45 @@ func TestRisingLoadUnderPressure(t *testing.T) {
 		assert.Greater(t, b, forRise+minMove, "seed %d: a held load is served for its estimate", seed)
 	}
 }
+
+// TestKCorrectedOverHighWhileTheLevelsMove: on a load that moves the
+// levels every few periods, a whole signal window over High corrects K
+// down (each level in it was set for the load at K, and each was too
+// bright); the same load under High leaves K where it was.
+func TestKCorrectedOverHighWhileTheLevelsMove(t *testing.T) {
+	// run steps a rig on a sine of ±50 % over 12 s around 150/s for 60
+	// periods, then 30 more with the p99 at over (0: the rig's own);
+	// it returns K before and after the 30, and how many of them moved
+	// the levels.
+	run := func(over float64) (before, after float64, moves int) {
+		r := newModelRig(t)
+		lam := func(i int) float64 { return 150 + 75*math.Sin(2*math.Pi*float64(i)/12) }
+		for i := range 60 {
+			r.period(lam(i))
+		}
+		before = r.c.mu.mdl.capacity.k
+		b := r.c.State().Brightness
+		for i := 60; i < 90; i++ {
+			s := r.snap(lam(i), r.c.State(), 5*time.Second)
+			s.Set(signals.RejectRatio, 0)
+			if over > 0 {
+				s.Set(signals.LatencyP99, over)
+			}
+			r.now = r.now.Add(time.Second)
+			s.Time = r.now
+			st := r.c.Step(r.now, s)
+			if st.Brightness != b {
+				moves++
+			}
+			b = st.Brightness
+		}
+		return before, r.c.mu.mdl.capacity.k, moves
+	}
+	before, after, moves := run(0.45) // 1.5 × the target: over High
+	t.Logf("over High: K %.3f → %.3f, the levels moved in %d of 30 periods", before, after, moves)
+	require.GreaterOrEqual(t, moves, 6, "the levels move at least once a signal window")
+	assert.Less(t, after, before, "corrected down")
+	before, after, moves = run(0)
+	t.Logf("the rig's own p99 (under High): K %.3f → %.3f, the levels moved in %d of 30 periods", before, after, moves)
+	assert.GreaterOrEqual(t, after, before, "not corrected down")
+}
