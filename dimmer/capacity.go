@@ -36,9 +36,9 @@ import (
 //     point on average, and a pressure far under it (a K far too low)
 //     moves K further than one just under Low. Periods whose signal
 //     window began before the levels last moved are not counted: they
-//     measure the levels before — unless a whole window was over High
-//     (each of its levels was set for the load at K, and each was too
-//     bright). Steps halve at each reversal (down to
+//     measure the levels before — unless the pressure has read over
+//     High for two windows in a row (each level they span was set for
+//     the load at K, and each was too bright). Steps halve at each reversal (down to
 //     stepMin), which also doubles the wait before the next (up to
 //     maxWait), and never grow: Kesten's rule — a K that is right sees
 //     ever smaller, ever rarer moves around it. A saturated period that

@@ -834,6 +834,14 @@ func (c *Controller) loadMotion() float64 {
 	return math.Sqrt(over * m.motionVar)
 }
 
+// overWindows is how many signal windows in a row the pressure must read
+// over High for a period whose window began before the levels' last move
+// to correct K: two, because one burst, however short, keeps a window's
+// readings over High for as long as it stays in the window — a window —
+// and only an overload that outlasts that is the levels' (see
+// controlModel).
+const overWindows = 2
+
 // risingLoad is, while the load moves (loadMotion is not 0), the lower of
 // the last two intervals' rates; 0 while it holds. The law sets the levels
 // for it, where it is over the load served, when the period is over High.
@@ -965,13 +973,14 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 		// load at their work (see carriedNow).
 		e.carried(now, max(busy-carriedZ*busySE, c.carriedNow(b, lam, o.recentLoad)))
 		m.mdl.errSum, m.mdl.errN = 0, 0
-	case now.Sub(m.mdl.levelsAt) < win && time.Duration(m.mdl.overRun)*cfg.Tick < win:
+	case now.Sub(m.mdl.levelsAt) < win && time.Duration(m.mdl.overRun)*cfg.Tick < overWindows*win:
 		// The pressure's window still holds periods of the levels
 		// before their last move: it says nothing of K at these —
-		// unless every period of a whole window was over High. Each of
-		// its levels, before the move and after, was set for the
-		// load at K, and each was too bright: K is too high, whatever
-		// the levels did in between. (On a load that moves the levels
+		// unless the pressure has read over High for overWindows
+		// windows in a row. The levels they span, before the move and
+		// after, were each set for the load at K, and the overload
+		// outlasted them all: K is too high, whatever the levels did
+		// in between. (On a load that moves the levels
 		// move every few periods, and a K set at 0.9 of a saturated
 		// period's work held for a minute at one worker while the
 		// gate refused 5–20 % of the requests against a target of
@@ -1008,7 +1017,10 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 	if lam > 0 {
 		served = lam + c.loadMotion()
 		if r := c.risingLoad(); o.p >= cfg.High && r > served {
-			served, w.rising = r, r
+			served = r
+			if e.k > 0 {
+				w.rising = r // (without K the levels are not set for a load)
+			}
 		}
 	}
 	target := ceil

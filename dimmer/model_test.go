@@ -711,7 +711,8 @@ func TestRisingLoadUnderPressure(t *testing.T) {
 	// run warms a rig for 170 periods on load, in Poisson counts, then
 	// steps two periods at the estimate plus its motion plus two of a
 	// count's standard errors — over the load served, short of a jump —
-	// their refusals at 5 % (five times the target) where over is set. It
+	// their p99 at 450 ms (1.5 times the target) where over is set, at
+	// 200 ms where it is not, and no refusals. It
 	// returns the brightness, the levels those two intervals allow at the
 	// rig's K, and the load's motion.
 	run := func(t *testing.T, seed uint64, load func(i int) float64, over bool) (b, forRise, motion float64, reason string) {
@@ -762,15 +763,17 @@ func TestRisingLoadUnderPressure(t *testing.T) {
 }
 
 // TestKCorrectedOverHighWhileTheLevelsMove: on a load that moves the
-// levels every few periods, a whole signal window over High corrects K
-// down (each level in it was set for the load at K, and each was too
-// bright); the same load under High leaves K where it was.
+// levels every few periods, the pressure over High for two signal
+// windows in a row corrects K down (each level it spans was set for the
+// load at K, and each was too bright); runs over High shorter than that —
+// a burst stays in the window for one — and the same load under High
+// leave K where it was.
 func TestKCorrectedOverHighWhileTheLevelsMove(t *testing.T) {
 	// run steps a rig on a sine of ±50 % over 12 s around 150/s for 60
-	// periods, then 30 more with the p99 at over (0: the rig's own);
-	// it returns K before and after the 30, and how many of them moved
-	// the levels.
-	run := func(over float64) (before, after float64, moves int) {
+	// periods, then 30 more with the p99 of period i at over(i) (0: the
+	// rig's own); it returns K before and after the 30, and how many of
+	// them moved the levels.
+	run := func(over func(i int) float64) (before, after float64, moves int) {
 		r := newModelRig(t)
 		lam := func(i int) float64 { return 150 + 75*math.Sin(2*math.Pi*float64(i)/12) }
 		for i := range 60 {
@@ -781,8 +784,8 @@ func TestKCorrectedOverHighWhileTheLevelsMove(t *testing.T) {
 		for i := 60; i < 90; i++ {
 			s := r.snap(lam(i), r.c.State(), 5*time.Second)
 			s.Set(signals.RejectRatio, 0)
-			if over > 0 {
-				s.Set(signals.LatencyP99, over)
+			if p := over(i); p > 0 {
+				s.Set(signals.LatencyP99, p)
 			}
 			r.now = r.now.Add(time.Second)
 			s.Time = r.now
@@ -794,11 +797,20 @@ func TestKCorrectedOverHighWhileTheLevelsMove(t *testing.T) {
 		}
 		return before, r.c.mu.mdl.capacity.k, moves
 	}
-	before, after, moves := run(0.45) // 1.5 × the target: over High
+	before, after, moves := run(func(int) float64 { return 0.45 }) // 1.5 × the target: over High
 	t.Logf("over High: K %.3f → %.3f, the levels moved in %d of 30 periods", before, after, moves)
 	require.GreaterOrEqual(t, moves, 6, "the levels move at least once a signal window")
 	assert.Less(t, after, before, "corrected down")
-	before, after, moves = run(0)
+	// Over High for 7 s of every 12: more than a window, less than two.
+	before, after, moves = run(func(i int) float64 {
+		if i%12 < 7 {
+			return 0.45
+		}
+		return 0.2
+	})
+	t.Logf("over High 7 s in 12: K %.3f → %.3f, the levels moved in %d of 30 periods", before, after, moves)
+	assert.GreaterOrEqual(t, after, before, "runs over High shorter than two windows: not corrected down")
+	before, after, moves = run(func(int) float64 { return 0 })
 	t.Logf("the rig's own p99 (under High): K %.3f → %.3f, the levels moved in %d of 30 periods", before, after, moves)
 	assert.GreaterOrEqual(t, after, before, "not corrected down")
 }
