@@ -980,14 +980,14 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 		// windows in a row. The levels they span, before the move and
 		// after, were each set for the load at K, and the overload
 		// outlasted them all: K is too high, whatever the levels did
-		// in between. (On a load that moves the levels
-		// move every few periods, and a K set at 0.9 of a saturated
-		// period's work held for a minute at one worker while the
-		// gate refused 5–20 % of the requests against a target of
-		// 1 %.) The periods it counts are over High: they pull K down.
-		// A window under Low throughout is not counted so: the levels
-		// may have been held under K by the load's estimate, and say
-		// nothing of it.
+		// in between. (On a load that moves the levels move every few
+		// periods, and a K set at 0.9 of a saturated period's work
+		// held for a minute at one worker while the gate refused
+		// 5–20 % of the requests against a target of 1 %.) The
+		// periods it counts are over High: they pull K down. A window
+		// under Low throughout is not counted so: the levels may have
+		// been held under K by the load's estimate, and say nothing of
+		// it.
 	default:
 		// The pressure's distance from the set point, in bands between
 		// Low and High, within one band either way: a window of
