@@ -858,8 +858,8 @@ const overWindows = 2
 // is there. A load that holds, or that jumped once and holds, has no
 // motion, and is served for its estimate whatever the pressure, so that
 // a window of refusals at a constant load does not move the levels on one
-// interval's noise (taken at any load, the lab's constant loads turned
-// twenty to forty times in four minutes). On the parts lab's one-worker
+// interval's noise (taken at any load, the oracle table's constant loads
+// turned 23–47 times in four minutes). On the parts lab's one-worker
 // sines (ten seeds) 96.1 % of users in time, 95.4 % without it, at 0.96
 // of the per-second oracle's share (1.01); every other lab figure is the
 // same.
