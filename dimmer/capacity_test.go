@@ -22,20 +22,20 @@ import (
 func TestCapacityReadingOverĈReplacesIt(t *testing.T) {
 	t0 := time.Unix(1_000_000, 0)
 	var e capacity
-	e.saturated(t0, 1.7, 0, true, 5*time.Second)
+	e.saturated(t0, 1.7, 0, true, true, 5*time.Second)
 	assert.InDelta(t, setShare*1.7, e.k, 1e-9, "the first reading sets K")
 	e.carried(t0.Add(time.Minute), 3.6)
-	e.saturated(t0.Add(5*time.Minute), 4.5, 6, true, 5*time.Second)
+	e.saturated(t0.Add(5*time.Minute), 4.5, 6, true, true, 5*time.Second)
 	assert.InDelta(t, 3.6+measureWeight*(4.5-3.6), e.c, 1e-9, "a reading over Ĉ within its noise moves it by measureWeight")
-	e.saturated(t0.Add(5*time.Minute+time.Second), 4.2, 0.1, true, 5*time.Second)
+	e.saturated(t0.Add(5*time.Minute+time.Second), 4.2, 0.1, true, true, 5*time.Second)
 	assert.InDelta(t, 4.0, e.c, 1e-9, "one beyond its noise replaces it with its lower bound")
 	assert.InDelta(t, 3.6, e.k, 1e-9, "K carried within target stays")
 
-	e.saturated(t0.Add(6*time.Minute), 3.0, 0, true, 5*time.Second)
+	e.saturated(t0.Add(6*time.Minute), 3.0, 0, true, true, 5*time.Second)
 	assert.InDelta(t, 4.0+measureWeight*(3.0-4.0), e.c, 1e-9, "a reading under Ĉ moves it by measureWeight")
 	assert.InDelta(t, 3.6, e.k, 1e-9)
 	for i := range 5 {
-		e.saturated(t0.Add(7*time.Minute+time.Duration(i)*time.Second), 3.0, 0, true, 5*time.Second)
+		e.saturated(t0.Add(7*time.Minute+time.Duration(i)*time.Second), 3.0, 0, true, true, 5*time.Second)
 	}
 	assert.Less(t, e.k, 3.4, "a service that does less, period after period, bounds K")
 	assert.Equal(t, capMeasured, e.src)
@@ -178,7 +178,7 @@ func TestCapacityFirstOfARunOverĈRaisesIt(t *testing.T) {
 	t0 := time.Unix(0, 0)
 	e := capacity{k: 2, src: capCold}
 	e.carried(t0, 2.5)
-	e.saturated(t0.Add(time.Minute), 4, 0.1, false, 5*time.Second)
+	e.saturated(t0.Add(time.Minute), 4, 0.1, false, true, 5*time.Second)
 	assert.InDelta(t, 4-carriedZ*0.1, e.c, 1e-9)
 }
 
@@ -195,10 +195,10 @@ func TestCapacityARaisedĈCutsNoK(t *testing.T) {
 	e := capacity{k: 1.8, c: 2.0, src: capMeasured}
 	e.carried(t0, 2.0)
 	e.k = 3.6 // corrected up since
-	e.saturated(t0.Add(time.Minute), 4.0, 0.4, true, 5*time.Second)
+	e.saturated(t0.Add(time.Minute), 4.0, 0.4, true, true, 5*time.Second)
 	assert.InDelta(t, 4.0-carriedZ*0.4, e.c, 1e-9, "Ĉ raised to the reading's lower bound")
 	assert.InDelta(t, 3.6, e.k, 1e-9, "K cut by a raise of Ĉ")
-	e.saturated(t0.Add(2*time.Minute), 3.0, 0.4, true, 5*time.Second)
+	e.saturated(t0.Add(2*time.Minute), 3.0, 0.4, true, true, 5*time.Second)
 	assert.InDelta(t, 3.2+measureWeight*(3.0-3.2), e.c, 1e-9)
 	assert.InDelta(t, e.c, e.k, 1e-9, "a reading under K within its noise of Ĉ brings K down to it")
 }

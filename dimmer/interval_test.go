@@ -139,13 +139,13 @@ func TestModelBrightensAfterACapWhenNoLoadIsReported(t *testing.T) {
 func TestCapacityAveragesABurstOfLongRequests(t *testing.T) {
 	now := t0
 	var e capacity
-	e.saturated(now, 4, 0, true, 5*time.Second)
+	e.saturated(now, 4, 0, true, true, 5*time.Second)
 	require.InDelta(t, 3.6, e.k, 1e-9)
 	now = now.Add(time.Minute)
-	e.saturated(now, 12, 6, true, 5*time.Second) // the stall's burst: four requests of 3 s, an SE of 6 s a second
+	e.saturated(now, 12, 6, true, true, 5*time.Second) // the stall's burst: four requests of 3 s, an SE of 6 s a second
 	for range 5 {
 		now = now.Add(time.Second)
-		e.saturated(now, 2, 0, true, 5*time.Second)
+		e.saturated(now, 2, 0, true, true, 5*time.Second)
 	}
 	assert.Less(t, e.k, 3.5, "K after five saturated periods at half the capacity (Ĉ %.2f)", e.c)
 }

@@ -936,14 +936,20 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 		m.mdl.regime = false
 		m.mdl.errSum, m.mdl.errN = 0, 0
 	}
+	// An overload that has outlasted overWindows signal windows is no
+	// burst; while the levels can still dim it is theirs, and its
+	// saturated periods correct K too (see capacity.go's Corrected).
+	overLong := time.Duration(m.mdl.overRun)*cfg.Tick >= overWindows*win
+	lasting := overLong && b > 0
+	if o.saturated && busy > 0 && newSat {
+		// (An interval seen again is no second reading of it: a
+		// daemon that ticks four times a push moved Ĉ by 59 % of a
+		// reading's distance, not measureWeight's 20 %.)
+		e.saturated(now, busy, busySE, m.mdl.satWhole, !lasting, cfg.Hold)
+	}
 	switch {
-	case o.saturated && busy > 0:
-		if newSat {
-			// (An interval seen again is no second reading of it: a
-			// daemon that ticks four times a push moved Ĉ by 59 % of a
-			// reading's distance, not measureWeight's 20 %.)
-			e.saturated(now, busy, busySE, m.mdl.satWhole, cfg.Hold)
-		}
+	case o.saturated && busy > 0 && !lasting:
+		// Measured above; a burst's window corrects nothing.
 	case e.k <= 0:
 		if m.mdl.overRun >= coldConfirm && busy > 0 {
 			// Over target, and no saturated period has measured the
@@ -973,7 +979,7 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 		// load at their work (see carriedNow).
 		e.carried(now, max(busy-carriedZ*busySE, c.carriedNow(b, lam, o.recentLoad)))
 		m.mdl.errSum, m.mdl.errN = 0, 0
-	case now.Sub(m.mdl.levelsAt) < win && time.Duration(m.mdl.overRun)*cfg.Tick < overWindows*win:
+	case now.Sub(m.mdl.levelsAt) < win && !overLong:
 		// The pressure's window still holds periods of the levels
 		// before their last move: it says nothing of K at these —
 		// unless the pressure has read over High for overWindows

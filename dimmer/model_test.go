@@ -110,7 +110,7 @@ func TestCapacityCorrectionsConverge(t *testing.T) {
 	t0 := time.Unix(0, 0)
 	hold, win := 5*time.Second, 5*time.Second
 	var e capacity
-	e.saturated(t0, 10, 0, true, hold)
+	e.saturated(t0, 10, 0, true, true, hold)
 	assert.InDelta(t, setShare*10, e.k, 1e-9, "the first saturated period sets K")
 	now := t0
 	assert.False(t, e.due(now.Add(time.Second), win), "not within the wait")
@@ -143,14 +143,14 @@ func TestCapacityCorrectionsConverge(t *testing.T) {
 	assert.Equal(t, hold, e.wait)
 	// A saturated period over K keeps K; one under it brings K down.
 	k := e.k
-	e.saturated(now, 2*e.c, 0, true, hold)
+	e.saturated(now, 2*e.c, 0, true, true, hold)
 	assert.Equal(t, k, e.k)
-	e.saturated(now, k/2, 0, true, hold)
+	e.saturated(now, k/2, 0, true, true, hold)
 	assert.LessOrEqual(t, e.k, e.c)
 	e.reset(now, hold)
 	now = now.Add(hold)
 	e.correct(now, 1, 10)
-	e.saturated(now, e.c-6*(e.c-e.k)-1, 0, true, hold) // Ĉ falls under K
+	e.saturated(now, e.c-6*(e.c-e.k)-1, 0, true, true, hold) // Ĉ falls under K
 	assert.Equal(t, stepStart/2, e.step, "a saturation under K after a move up halves the step")
 	assert.Equal(t, 2*hold, e.wait, "…and doubles the wait")
 }
@@ -813,4 +813,49 @@ func TestKCorrectedOverHighWhileTheLevelsMove(t *testing.T) {
 	before, after, moves = run(func(int) float64 { return 0 })
 	t.Logf("the rig's own p99 (under High): K %.3f → %.3f, the levels moved in %d of 30 periods", before, after, moves)
 	assert.GreaterOrEqual(t, after, before, "not corrected down")
+}
+
+// TestKCorrectedInALastingSaturation: a saturated period is taken for a
+// burst, whose window corrects nothing; an overload whose periods are
+// saturated and over High for longer than two signal windows is the
+// levels', and corrects K down while they can still dim. At the floors it
+// is the load over what the service does: Ĉ measures it, and K is not
+// corrected under it.
+func TestKCorrectedInALastingSaturation(t *testing.T) {
+	// run settles a rig at load lam for 60 periods, then steps n more in
+	// which the gate is full, the workers busy throughout (the tallies of
+	// twice the load: every worker's second), a tenth of the arrivals
+	// refused and the completions 1/1.1 of them (a saturated period over
+	// High, whose reading is no lower than Ĉ: it does not move K), then
+	// 20 of the rig's own; it returns K before the n, after them, and the
+	// brightness before them.
+	run := func(lam float64, n int) (before, after, b float64) {
+		r := newModelRig(t)
+		r.periods(60, lam)
+		before, b = r.c.mu.mdl.capacity.k, r.c.State().Brightness
+		for range n {
+			s := r.snap(2*lam, r.c.State(), 5*time.Second)
+			s.Recent.Arrived, s.Recent.Completed = uint64(lam), uint64(lam/1.1)
+			s.Set(signals.ArrivalRate, lam)
+			s.Set(signals.GateBusy, 1)
+			s.Set(signals.Throughput, lam/1.1)
+			s.Set(signals.RejectRatio, 0.1)
+			r.now = r.now.Add(time.Second)
+			s.Time = r.now
+			r.c.Step(r.now, s)
+		}
+		r.periods(20, lam)
+		return before, r.c.mu.mdl.capacity.k, b
+	}
+	before, after, b := run(250, 30)
+	t.Logf("30 saturated periods over High at brightness %.2f: K %.3f → %.3f", b, before, after)
+	require.Greater(t, b, 0.0, "the levels can dim")
+	assert.Less(t, after, before, "a lasting saturation corrects K down")
+	before, after, _ = run(250, 3)
+	t.Logf("a burst of 3 saturated periods: K %.3f → %.3f", before, after)
+	assert.GreaterOrEqual(t, after, before, "a burst's window corrects nothing")
+	before, after, b = run(420, 30)
+	t.Logf("30 saturated periods over High at the floors (brightness %.2f): K %.3f → %.3f, Ĉ-bound", b, before, after)
+	require.LessOrEqual(t, b, 0.0, "at the floors")
+	assert.GreaterOrEqual(t, after, before, "at the floors, no correction under what Ĉ measures")
 }
