@@ -39,20 +39,23 @@ import (
 //     measure the levels before — unless the pressure has read over
 //     High for two windows in a row (each level they span was set for
 //     the load at K, and each was too bright). A saturated period is
-//     taken for a burst: it measures Ĉ, and the pressure of the window
-//     after it is of that burst — unless the overload has outlasted two
+//     taken for a burst: it measures Ĉ, and restarts the wait before a
+//     correction, the window after it being mostly of that burst (its
+//     errors still count in the mean the correction takes) — unless the overload has outlasted two
 //     windows while the levels could still dim: then it is the levels',
 //     and the saturated periods correct K as the others do (at one
 //     worker, a K of 0.9·Ĉ held for forty seconds of crests at which the
 //     gate refused 10–20 %, each saturated period restarting the wait
 //     before a correction). At the floors a lasting saturation is the
-//     load over what the service does, which Ĉ measures. Steps halve at
-//     each reversal (down to stepMin), which also doubles the wait
-//     before the next (up to maxWait), and never grow: Kesten's rule — a
-//     K that is right sees ever smaller, ever rarer moves around it. A
-//     saturated period that brings K down to Ĉ counts as a move down.
-//     What moves K far — a load or a service that changed — is measured
-//     and moves the levels through the feedforward, not through K.
+//     load over what the service does, which Ĉ measures (an overload
+//     there whose periods are not saturated still corrects K). Steps
+//     halve at each reversal (down to stepMin), which also doubles the
+//     wait before the next (up to maxWait), and never grow: Kesten's
+//     rule — a K that is right sees ever smaller, ever rarer moves
+//     around it. A saturated period that brings K down to Ĉ counts as a
+//     move down. What moves K far — a load or a service that changed —
+//     is measured and moves the levels through the feedforward, not
+//     through K.
 //   - Reset. A jump of the load starts the steps afresh: the feedforward
 //     has moved the levels for it, and what K lacks is found quickly. (A
 //     jump of the work per request does not: it moves the levels through
@@ -274,8 +277,9 @@ func (e *capacity) reset(now time.Time, hold time.Duration) {
 
 // saturated folds in a saturated period's measurement at now — whole: the
 // interval before it was saturated too (see the Measured bullet above);
-// burst: the overload has not lasted (see the Corrected bullet), and the
-// wait before the next correction restarts. The first sets K to
+// restart: the period is taken for a burst — the overload has not lasted
+// two windows, or the levels are at their floors (see the Corrected
+// bullet) — and the wait before the next correction restarts. The first sets K to
 // setShare·Ĉ; after it, K is at most Ĉ (no service carries more than it
 // can do), and the corrections find where under it.
 //
@@ -287,7 +291,7 @@ func (e *capacity) reset(now time.Time, hold time.Duration) {
 // K that the service carried within target by it: in the lab, a reading
 // of 4.0 cut a K of 3.6 to 2.6, and the law served 0.54–0.77 of the best
 // fixed level's share at constant loads.
-func (e *capacity) saturated(now time.Time, meas, se float64, whole, burst bool, hold time.Duration) {
+func (e *capacity) saturated(now time.Time, meas, se float64, whole, restart bool, hold time.Duration) {
 	first := e.c <= 0
 	if !first && !whole && meas-carriedZ*se <= e.c {
 		// The first saturated period of a run: the service may have
@@ -334,9 +338,9 @@ func (e *capacity) saturated(now time.Time, meas, se float64, whole, burst bool,
 			e.wait = min(2*e.wait, maxWait)
 		}
 		e.dir, e.movedAt = -1, now
-	case burst:
+	case restart:
 		// A burst saturated the service for a period: the pressure of
-		// the next window is of that burst.
+		// the next window is mostly of that burst.
 		e.movedAt = now
 	}
 }

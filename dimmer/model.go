@@ -948,8 +948,9 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 		e.saturated(now, busy, busySE, m.mdl.satWhole, !lasting, cfg.Hold)
 	}
 	switch {
-	case o.saturated && busy > 0 && !lasting:
-		// Measured above; a burst's window corrects nothing.
+	case o.saturated && busy > 0 && (!lasting || e.k <= 0):
+		// Measured above. (Without K, a saturated period that is not
+		// new sets none: the next new one measures it.)
 	case e.k <= 0:
 		if m.mdl.overRun >= coldConfirm && busy > 0 {
 			// Over target, and no saturated period has measured the
