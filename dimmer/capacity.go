@@ -41,21 +41,21 @@ import (
 //     the load at K, and each was too bright). A saturated period is
 //     taken for a burst: it measures Ĉ, and restarts the wait before a
 //     correction, the window after it being mostly of that burst (its
-//     errors still count in the mean the correction takes) — unless the overload has outlasted two
-//     windows while the levels could still dim: then it is the levels',
-//     and the saturated periods correct K as the others do (at one
-//     worker, a K of 0.9·Ĉ held for forty seconds of crests at which the
-//     gate refused 10–20 %, each saturated period restarting the wait
-//     before a correction). At the floors a lasting saturation is the
-//     load over what the service does, which Ĉ measures (an overload
-//     there whose periods are not saturated still corrects K). Steps
-//     halve at each reversal (down to stepMin), which also doubles the
-//     wait before the next (up to maxWait), and never grow: Kesten's
-//     rule — a K that is right sees ever smaller, ever rarer moves
-//     around it. A saturated period that brings K down to Ĉ counts as a
-//     move down. What moves K far — a load or a service that changed —
-//     is measured and moves the levels through the feedforward, not
-//     through K.
+//     errors still count in the mean the correction takes) — unless
+//     the overload has outlasted two windows while the levels could
+//     still dim: then it is the levels', and the saturated periods
+//     correct K as the others do (at one worker, a K of 0.9·Ĉ held for
+//     forty seconds of crests at which the gate refused 10–20 %, each
+//     saturated period restarting the wait before a correction). At the
+//     floors a lasting saturation is the load over what the service
+//     does, which Ĉ measures (an overload there whose periods are not
+//     saturated still corrects K). Steps halve at each reversal (down
+//     to stepMin), which also doubles the wait before the next (up to
+//     maxWait), and never grow: Kesten's rule — a K that is right sees
+//     ever smaller, ever rarer moves around it. A saturated period that
+//     brings K down to Ĉ counts as a move down. What moves K far — a
+//     load or a service that changed — is measured and moves the levels
+//     through the feedforward, not through K.
 //   - Reset. A jump of the load starts the steps afresh: the feedforward
 //     has moved the levels for it, and what K lacks is found quickly. (A
 //     jump of the work per request does not: it moves the levels through
@@ -279,9 +279,9 @@ func (e *capacity) reset(now time.Time, hold time.Duration) {
 // interval before it was saturated too (see the Measured bullet above);
 // restart: the period is taken for a burst — the overload has not lasted
 // two windows, or the levels are at their floors (see the Corrected
-// bullet) — and the wait before the next correction restarts. The first sets K to
-// setShare·Ĉ; after it, K is at most Ĉ (no service carries more than it
-// can do), and the corrections find where under it.
+// bullet) — and the wait before the next correction restarts. The first
+// sets K to setShare·Ĉ; after it, K is at most Ĉ (no service carries
+// more than it can do), and the corrections find where under it.
 //
 // A reading is what the service did, at most what it can do: one over Ĉ
 // beyond its noise (se, its standard error) shows Ĉ too low, and its
