@@ -290,9 +290,10 @@
 // a change (track.go). So that every feature's cost stays measured, not
 // only the one the ladder holds fractional, the law keeps each level
 // within [p, 1 − p] (the probe, probe.go: p at most Config.Probe, 5 %,
-// and as small as the load allows). model.go has the law; docs/model.md
-// its figures in the lab and what it still lacks before it can be the
-// default.
+// and as small as the load allows). model.go has the law, load.go the
+// offered load and its motion, work.go a request's work and the priors'
+// scale; docs/model.md its figures in the lab and what it still lacks
+// before it can be the default.
 //
 // # Scheduled caps
 //

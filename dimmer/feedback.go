@@ -1,0 +1,129 @@
+package dimmer
+
+import "time"
+
+// correctK is the feedback of the model law (see capacity.go for what each
+// reading does to K): a period's saturated reading, a carried one, a cold
+// overload's, and the corrections from the targets' pressure, at the
+// brightness b under the ceiling ceil, for the load lam, with the work a
+// second busy (standard error busySE) the period's requests took.
+func (c *Controller) correctK(now time.Time, o observation, b, ceil, lam, busy, busySE float64) {
+	m := &c.mu
+	cfg := &c.cfg
+	e := &m.mdl.capacity
+	newSat := false
+	if o.saturated && o.fresh {
+		// A saturated interval not seen before, and whether it is the
+		// second in a row: the one before ended a span before this one
+		// (an interval seen again is no second, nor is one after a gap
+		// the law did not see — frozen, stale, idle, another replica's
+		// term). Where the source does not say when its intervals end,
+		// one that ended less than a span after the last is taken for
+		// it seen again (a source read more often than it counts).
+		at, span := now, max(cfg.Tick, o.recentSpan)
+		if o.timed && o.recentSpan > 0 {
+			at, span = o.recentAt, o.recentSpan
+		}
+		gap := at.Sub(m.mdl.satAt)
+		if newSat = m.mdl.satAt.IsZero() || gap < 0 || gap >= time.Duration((1-freshSlack)*float64(span)); newSat {
+			m.mdl.satWhole = !m.mdl.satAt.IsZero() && gap > 0 && gap <= time.Duration((1+freshSlack)*float64(span))
+			m.mdl.satAt = at
+		}
+	}
+	if o.p >= cfg.High {
+		m.mdl.overRun++
+	} else {
+		m.mdl.overRun = 0
+	}
+
+	// The capacity, at the all-off work now. Each instance of a fleet
+	// queues its own requests: the idle a slower service needs is each
+	// one's, o.queues times one's.
+	e.rebase(m.mdl.w0, o.queues*cfg.queueIdle(), m.mdl.baseOwn && m.mdl.baseAt.Equal(now))
+	kWas := e.k
+	win := max(m.sigWindow, cfg.Tick)
+	if m.mdl.regime {
+		e.reset(now, cfg.Hold)
+		m.mdl.regime = false
+		m.mdl.errSum, m.mdl.errN = 0, 0
+	}
+	// An overload that has outlasted overWindows signal windows is no
+	// burst; while the levels can still dim it is theirs, and its
+	// saturated periods correct K too (see capacity.go's Corrected).
+	overLong := time.Duration(m.mdl.overRun)*cfg.Tick >= overWindows*win
+	lasting := overLong && b > 0
+	if o.saturated && busy > 0 && newSat {
+		// (An interval seen again is no second reading of it: a
+		// daemon that ticks four times a push moved Ĉ by 59 % of a
+		// reading's distance, not measureWeight's 20 %.)
+		e.saturated(now, busy, busySE, m.mdl.satWhole, !lasting, cfg.Hold)
+	}
+	switch {
+	case o.saturated && busy > 0 && (!lasting || e.k <= 0):
+		// Measured above. (Without K, a saturated period that is not
+		// new sets none: the next new one measures it.)
+	case e.k <= 0:
+		if m.mdl.overRun >= coldConfirm && busy > 0 {
+			// Over target, and no saturated period has measured the
+			// capacity: what the service carries now is all it carries
+			// within target, or more. Where the requests queue at the
+			// gate, the overload is that queue's, and a little less
+			// work ends it: K is the work carried now. Where the gate
+			// has room (or there is none), the latency is not its
+			// queue's, and is taken to scale with a request's work (a
+			// service that got slower, not one that queues): K is the
+			// work carried now times the set point over the pressure.
+			k := busy
+			if (o.room || !o.gate) && o.top >= 0 && o.top < len(cfg.Targets) && cfg.Targets[o.top].Signal.IsDuration() {
+				// (A latency: a refusal ratio does not scale with a
+				// request's work.)
+				k *= min(1, cfg.Setpoint/o.p)
+			}
+			e.k, e.src = k, capCold
+			e.reset(now, cfg.Hold)
+		}
+	case o.p < cfg.Low && max(busy-carriedZ*busySE, c.carriedNow(b, lam, o.recentLoad)) > e.k:
+		// Carried well within target, beyond K: K was too low (a first
+		// measurement taken while the gate's limit was still opening
+		// bounds nothing; one set while the service was slower holds
+		// the levels at their floors). What it carried: the period's
+		// work, less carriedZ standard errors — or, at the floors, the
+		// load at their work (see carriedNow).
+		e.carried(now, max(busy-carriedZ*busySE, c.carriedNow(b, lam, o.recentLoad)))
+		m.mdl.errSum, m.mdl.errN = 0, 0
+	case now.Sub(m.mdl.levelsAt) < win && !overLong:
+		// The pressure's window still holds periods of the levels
+		// before their last move: it says nothing of K at these —
+		// unless the pressure has read over High for overWindows
+		// windows in a row. The levels they span, before the move and
+		// after, were each set for the load at K, and the overload
+		// outlasted them all: K is too high, whatever the levels did
+		// in between. (On a load that moves the levels move every few
+		// periods, and a K set at 0.9 of a saturated period's work
+		// held for a minute at one worker while the gate refused
+		// 5–20 % of the requests against a target of 1 %.) The
+		// periods it counts are over High: they pull K down. A window
+		// under Low throughout is not counted so: the levels may have
+		// been held under K by the load's estimate, and say nothing of
+		// it.
+	default:
+		// The pressure's distance from the set point, in bands between
+		// Low and High, within one band either way: a window of
+		// refusals after a burst weighs as much as a band, not as
+		// many as its pressure.
+		m.mdl.errSum += min(max((cfg.Setpoint-o.p)/(cfg.High-cfg.Low), -1), 1)
+		m.mdl.errN++
+		if e.due(now, win) {
+			err := m.mdl.errSum / float64(m.mdl.errN)
+			m.mdl.errSum, m.mdl.errN = 0, 0
+			if err < 0 || b < ceil {
+				// (At the ceiling, a K that seems too low holds no
+				// level down.)
+				e.correct(now, err, lam*(c.work(1)-c.work(0)))
+			}
+		}
+	}
+	if e.k != kWas {
+		e.at = m.mdl.w0 // K found at the all-off work now (see capacity.rebase)
+	}
+}
