@@ -382,6 +382,35 @@ func TestTrackerHoldsAfterAStep(t *testing.T) {
 	assert.Less(t, math.Sqrt(sq/n), 4.0, "the estimate's RMS error after the step")
 }
 
+// TestTrackerMovesOnlyAfterAJump: a level that holds begins to move only
+// where a jump test finds it. After a step the moving filter's weight
+// falls and stays fallen while the load holds (with a chance of 1/60 a
+// period that the level begins to move, it went back up to 0.14–0.25 in
+// the three minutes after, and the estimate followed each period's count
+// with it); the next step restarts it, and the estimate follows that one
+// too.
+func TestTrackerMovesOnlyAfterAJump(t *testing.T) {
+	fast := fastWeight(5)
+	for seed := range uint64(20) {
+		rng := rand.New(rand.NewPCG(seed, 5))
+		tr := tracker{moves: true}
+		most := 0.0
+		for i := range 300 {
+			lam := 80.0
+			if i >= 30 && i < 270 {
+				lam = 150
+			}
+			x := math.Round(lam + math.Sqrt(lam)*rng.NormFloat64())
+			tr.update(x, max(tr.est, x, 1), fast, true)
+			if i >= 90 && i < 270 {
+				most = max(most, tr.mu)
+			}
+		}
+		assert.Less(t, most, 0.01, "seed %d: the moving filter's weight while the load held, a minute after the step", seed)
+		assert.InDelta(t, 80, tr.est, 3*math.Sqrt(80/5.0), "seed %d: the step back followed", seed)
+	}
+}
+
 // TestTrackerHoldsAnExceedanceOut: a period far from the estimate is not
 // folded into it, so that the next period of a fall is tested against the
 // load before it: a fall from 152 to about 85 whose second period (94)
