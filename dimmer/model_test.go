@@ -411,6 +411,23 @@ func TestTrackerMovesOnlyAfterAJump(t *testing.T) {
 	}
 }
 
+// TestTrackerMovingChanceUnderflows: a chance that the level moves decays
+// by moveToHold's factor every period while the load holds; where it has
+// fallen past the smallest floats, a period the two filters read far
+// apart made its odds overflow (∞·0) and the estimate NaN. Under
+// minMoving it is none.
+func TestTrackerMovingChanceUnderflows(t *testing.T) {
+	tr := tracker{moves: true}
+	for range 10 {
+		tr.update(1000, 1000, fastWeight(5), true)
+	}
+	tr.mu = 1e-310
+	tr.sub[0].p, tr.sub[1].p = 0.01, 1e4
+	tr.fold(1000+40, 1)
+	assert.False(t, math.IsNaN(tr.est) || math.IsNaN(tr.p) || math.IsNaN(tr.mu), "est %v, p %v, mu %v", tr.est, tr.p, tr.mu)
+	assert.Zero(t, tr.mu)
+}
+
 // TestTrackerHoldsAnExceedanceOut: a period far from the estimate is not
 // folded into it, so that the next period of a fall is tested against the
 // load before it: a fall from 152 to about 85 whose second period (94)

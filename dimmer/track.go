@@ -230,6 +230,13 @@ const (
 	// 28/29/36/36). A load that drifts too slowly for the jump tests is
 	// followed by the holding filter, at its memory.
 	holdToMove, moveToHold = 0.0, 1 / moveMemory
+	// minMoving is the least chance that the level moves the tracker
+	// keeps: under it, none. Without a chance of its own to begin moving
+	// it falls by moveToHold's factor every period, and past the smallest
+	// floats its odds in fold overflow (a NaN estimate from a chance of
+	// 1e-310 against a period the two filters read 745 nats apart); at a
+	// billionth it weighs nothing in the estimate.
+	minMoving = 1e-9
 )
 
 // restart sets both filters to the estimate, the level moving with
@@ -302,6 +309,9 @@ func (t *tracker) fold(x, v float64) {
 		s.est, s.p = foldInto(s.est, s.p, x, v)
 	}
 	// mu' = mu·L1 / (mu·L1 + (1−mu)·L0), in logs so that neither underflows.
+	if t.mu < minMoving {
+		t.mu = 0 // (see minMoving)
+	}
 	if t.mu > 0 && t.mu < 1 {
 		t.mu = 1 / (1 + (1-t.mu)/t.mu*math.Exp(min(ll[0]-ll[1], 700)))
 	}
