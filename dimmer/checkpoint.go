@@ -53,7 +53,8 @@ type Checkpoint struct {
 	// Costs is the cost estimator's memory (see Controller.Costs).
 	Costs CheckpointCosts `json:"costs"`
 	// Capacity is the model law's K and Ĉ (0: unknown), Seconds whether
-	// they count seconds of service, Scale the priors' scale (0: 1).
+	// they count seconds of service, Scale the priors' scale (0: 1) and
+	// ScaleVar the variance of its logarithm (0: nothing taught yet).
 	// CapacityWork is the all-off request's work K was found at (0:
 	// unknown), and CapacityHeld what a slower service took from K, given
 	// back when it is fast again.
@@ -63,6 +64,7 @@ type Checkpoint struct {
 	CapacityHeld  float64 `json:"capacity_held,omitempty"`
 	CapacityGrown float64 `json:"capacity_grown,omitempty"`
 	Scale         float64 `json:"scale"`
+	ScaleVar      float64 `json:"scale_var,omitempty"`
 	Seconds       bool    `json:"seconds"`
 }
 
@@ -140,7 +142,7 @@ func (c *Controller) Checkpoint() Checkpoint {
 	cp := Checkpoint{V: CheckpointVersion, Generation: m.gen, Time: m.at, Published: stateOf(pub),
 		Brightness: m.brightness, LoadMark: m.loadMark, Dimmed: m.dimmed,
 		Frozen: m.frozen, FreezeReason: m.freezeWhy, Shadow: m.shadow, Pins: []CheckpointPin{},
-		Capacity: m.mdl.capacity.k, Saturated: m.mdl.capacity.c, Seconds: m.mdl.capacity.seconds, Scale: m.mdl.scale,
+		Capacity: m.mdl.capacity.k, Saturated: m.mdl.capacity.c, Seconds: m.mdl.capacity.seconds, Scale: m.mdl.scale, ScaleVar: m.mdl.scaleVar,
 		CapacityWork: m.mdl.capacity.at, CapacityHeld: m.mdl.capacity.held, CapacityGrown: m.mdl.capacity.grown}
 	cp.Status = stateOf(c.compose(c.reason(), m.gen))
 	for _, name := range slices.Sorted(mapKeys(m.pins)) {
@@ -252,6 +254,7 @@ func (c *Controller) AdoptAt(now time.Time, cp Checkpoint) (*State, error) {
 	m.mdl.capacity.grown = max(finite(cp.CapacityGrown), 0)
 	if cp.Scale > 0 && !math.IsInf(cp.Scale, 0) {
 		m.mdl.scale = cp.Scale
+		m.mdl.scaleVar = max(finite(cp.ScaleVar), 0)
 	}
 	m.mdl.capacity.reset(now, c.cfg.Hold)
 	// The step's own account: its readings by signal, its mode, and its

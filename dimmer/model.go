@@ -88,7 +88,9 @@ type modelState struct {
 	reachAll      float64
 	// scale multiplies every prior (Feature.Cost): what the moves taught
 	// of how wrong the configured costs are (see teach). 1 at first.
-	scale float64
+	// scaleVar is the variance of its logarithm (0: nothing taught yet,
+	// scalePriorVar).
+	scale, scaleVar float64
 	// The priors' share of a request's work measured in the last period
 	// (Σ sᵢ·Costᵢ over the features not learned, sᵢ the share of its
 	// requests that rendered feature i: what the tracked all-off work was

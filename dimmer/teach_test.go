@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestTeachBoundsOnePeriodThatContradictsTheMove: a small move — the
@@ -36,4 +37,62 @@ func TestTeachBoundsOnePeriodThatContradictsTheMove(t *testing.T) {
 			assert.GreaterOrEqual(t, m.scale, 1/maxScaleStep, "one contradicting period taught a scale of %.3g", m.scale)
 		})
 	}
+}
+
+// TestTeachRestatesTheWorkNoSurerThanItsPeriod: a move from full brightness
+// to every feature off, whose first period read the all-off work 15 %
+// under the truth (at 150 requests a second a period's mean is within
+// ±8 %), restates the tracked all-off work from that period alone. The
+// periods after it measure the all-off work whole, and must correct it
+// within a few: restated with the variance the tracker had after 200
+// periods, they moved it by a two-hundredth each, and the levels stood
+// for twenty periods on a work 15 % light (the lab's step brightened on
+// it, and dimmed back).
+func TestTeachRestatesTheWorkNoSurerThanItsPeriod(t *testing.T) {
+	const truth, v = 0.006, 0.0005 * 0.0005 // the all-off work, a period's mean's variance
+	r := newModelRig(t)
+	m := &r.c.mu.mdl
+	m.scale = 1
+	for range 200 {
+		m.base.update(truth*1.4/(1+0.4), v, 0.2, true) // features on: the priors' share 0.4, the right one
+	}
+	m.moveAt, m.movePrior = time.Unix(1, 0), 0.4
+	r.c.teach(time.Unix(2, 0), 0.85*truth, v, 0, 0) // every feature off now
+	require.InDelta(t, 0.85*truth, m.base.est, 0.01*truth, "the work restated from the period")
+	for range 5 {
+		m.base.update(truth, v, 0.2, true)
+	}
+	assert.InDelta(t, truth, m.base.est, 0.05*truth, "five periods at the floors after the move")
+}
+
+// TestTeachWeighsEachMoveByItsPrecision: two moves, each measured as
+// precisely, one teaching a scale of 2 and the next one of 3, leave the
+// scale between them — not at whatever the last period said.
+func TestTeachWeighsEachMoveByItsPrecision(t *testing.T) {
+	const w0, v = 0.01, 1e-10
+	r := newModelRig(t)
+	m := &r.c.mu.mdl
+	m.scale = 1
+	for range 200 {
+		m.base.update(w0, v, 0.2, true)
+	}
+	// y for a true scale t, from before to after: A = (1 + t·after)/(1 + t·before).
+	y := func(tr, before, after float64) float64 {
+		return (1 + tr*after) / (1 + tr*before) * m.base.est * (1 + m.scale*before)
+	}
+	m.moveAt, m.movePrior = time.Unix(1, 0), 0.4
+	r.c.teach(time.Unix(2, 0), y(2, 0.4, 0), v, 0, 0)
+	require.InDelta(t, 2, m.scale, 0.02, "the first move is taken whole")
+	m.moveAt, m.movePrior = time.Unix(3, 0), 0
+	r.c.teach(time.Unix(4, 0), y(3, 0, 0.4), v, 0.4, 0.4)
+	assert.Greater(t, m.scale, 2.2)
+	assert.Less(t, m.scale, 2.8, "the second move restated the scale from its own period")
+
+	// A follower adopting the checkpoint weighs its next move as this
+	// controller would.
+	f := newModelRig(t)
+	_, err := f.c.AdoptAt(r.now, roundTrip(t, r.c.Checkpoint()))
+	require.NoError(t, err)
+	assert.Equal(t, m.scale, f.c.mu.mdl.scale)
+	assert.Equal(t, m.scaleVar, f.c.mu.mdl.scaleVar)
 }

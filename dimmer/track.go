@@ -370,6 +370,18 @@ func (t *tracker) rescale(f float64) {
 	t.fv *= f * f
 }
 
+// atLeast makes the estimate's variance, and each filter's, at least v: an
+// estimate restated from fewer periods than the tracker had folded in.
+func (t *tracker) atLeast(v float64) {
+	if !(v > 0) {
+		return
+	}
+	t.p = max(t.p, v)
+	for i := range t.sub {
+		t.sub[i].p = max(t.sub[i].p, v)
+	}
+}
+
 // fastWeight is the weight of an EWMA whose mean age is a window of n
 // periods.
 func fastWeight(n float64) float64 { return 2 / (max(n, 1) + 1) }

@@ -37,6 +37,11 @@ const (
 	// cost is nothing is told apart from one of a hundredth of a page
 	// by its contrast, not by the scale.
 	maxScaleStep, maxScale = 2.0, 100.0
+	// scaleMemory is the moves over which the scale taught is forgotten
+	// (its variance grows by 1/(1 − 1/scaleMemory) at each): priors that
+	// go wrong later — a feature that got heavier before it is
+	// contrasted — are taught again within about ten moves.
+	scaleMemory = 10.0
 	// spreadMemory is the periods over which a request's spread is
 	// averaged: a minute, over which the levels and the service change
 	// it little.
@@ -49,6 +54,11 @@ const (
 	// move's predicted change must exceed to teach the priors' scale.
 	teachZ = 2.0
 )
+
+// scalePriorVar is the variance of the scale's logarithm before any move
+// taught it: a configured cost right within maxScale either way, at two
+// standard deviations.
+var scalePriorVar = math.Pow(math.Log(maxScale)/2, 2)
 
 // demand reads the period's tallies (without them, the window's latency:
 // see observe), as the law above says. It fills
@@ -260,11 +270,40 @@ func (c *Controller) teach(now time.Time, y, v, after, afterT float64) {
 		// less than the priors by as far as the evidence reaches.
 		r = 1 / step
 	default:
+		whole := r
 		r = min(max(r, 1/step), step)
+		// What this move measured is weighed against what the moves
+		// before taught, each by its precision: the measured scale's
+		// relative error is the period's (noise) through t's slope in A,
+		// and the scale taught is forgotten over scaleMemory moves. The
+		// first move is taken nearly whole (the prior is wide); later
+		// ones refine it — without it each move restated the scale from
+		// its own period, and through the lab's step the return to full
+		// brightness, read from one period, moved the scale by a fifth
+		// and the levels with it.
+		sm := math.Abs((after - before) / ((after - a*before) * (after - a*before)) * a * noise / t)
+		pv := m.scaleVar
+		if pv <= 0 {
+			pv = scalePriorVar
+		}
+		pv /= 1 - 1/scaleMemory
+		g := pv / (pv + sm*sm)
+		r = math.Exp(g * math.Log(r))
+		left := math.Log(whole / r) // what the move measured and did not teach
+		m.scaleVar = max((1-g)*pv, left*left)
 	}
 	ns := min(max(s*r, 1/maxScale), maxScale)
 	f := (1 + s*before) / (1 + ns*before)
 	m.base.rescale(f)
+	// The all-off work restated rests on the period that taught the
+	// scale (y over 1 + ns·after, where the scale is what the period
+	// measured): it is no surer than that period, whatever the tracker
+	// knew of the work at the old scale — so that the periods after it,
+	// which measure the work at the new levels, correct it at once (at
+	// the floors, each measures it whole). Restated with the tracker's
+	// own variance, a period 15 % low held the work there for twenty
+	// periods, and the lab's step brightened on it and dimmed back.
+	m.base.atLeast(v / ((1 + ns*after) * (1 + ns*after)))
 	m.capacity.at, m.capacity.grown = m.capacity.at*f, m.capacity.grown*f // (a restatement, not a service that changed: see capacity.rebase)
 	m.scale = ns
 }
