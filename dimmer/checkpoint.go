@@ -254,7 +254,7 @@ func (c *Controller) AdoptAt(now time.Time, cp Checkpoint) (*State, error) {
 	m.mdl.capacity.grown = max(finite(cp.CapacityGrown), 0)
 	if cp.Scale > 0 && !math.IsInf(cp.Scale, 0) {
 		m.mdl.scale = cp.Scale
-		m.mdl.scaleVar = max(finite(cp.ScaleVar), 0)
+		m.mdl.scaleVar = min(max(finite(cp.ScaleVar), 0), scalePriorVar) // (no surer than nothing taught)
 	}
 	m.mdl.capacity.reset(now, c.cfg.Hold)
 	// The step's own account: its readings by signal, its mode, and its

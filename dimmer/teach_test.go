@@ -1,6 +1,7 @@
 package dimmer
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -65,9 +66,9 @@ func TestTeachRestatesTheWorkNoSurerThanItsPeriod(t *testing.T) {
 	assert.InDelta(t, truth, m.base.est, 0.05*truth, "five periods at the floors after the move")
 }
 
-// TestTeachWeighsEachMoveByItsPrecision: two moves, each measured as
-// precisely, one teaching a scale of 2 and the next one of 3, leave the
-// scale between them — not at whatever the last period said.
+// TestTeachWeighsEachMoveByItsPrecision: two moves, each measured from one
+// period of as little noise, one teaching a scale of 2 and the next one of
+// 3, leave the scale between them — not at whatever the last period said.
 func TestTeachWeighsEachMoveByItsPrecision(t *testing.T) {
 	const w0, v = 0.01, 1e-10
 	r := newModelRig(t)
@@ -95,4 +96,85 @@ func TestTeachWeighsEachMoveByItsPrecision(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, m.scale, f.c.mu.mdl.scale)
 	assert.Equal(t, m.scaleVar, f.c.mu.mdl.scaleVar)
+}
+
+// teachMove drives one move of the priors' share from before to after
+// through teach, its period measuring the all-off work's restatement for a
+// true scale tr within a relative noise of sd (drawn from rng).
+func teachMove(r *modelRig, at int64, tr, before, after, sd float64) {
+	m := &r.c.mu.mdl
+	a := (1 + tr*after) / (1 + tr*before) * (1 + sd*r.rng.NormFloat64())
+	y := a * m.base.est * (1 + m.scale*before)
+	m.moveAt, m.movePrior = time.Unix(at, 0), before
+	r.c.teach(time.Unix(at+1, 0), y, (sd*y)*(sd*y), after, after)
+}
+
+// TestTeachFollowsPriorsThatChange: forty moves teach a scale of 2; then
+// the features get three times heavier (a scale of 6) before any is
+// contrasted. The scale taught is forgotten over scaleMemory moves, so it
+// is within 20 % of the new one within fifteen; a memory of every move
+// weighed the forty old ones against each new one, and took hundreds.
+func TestTeachFollowsPriorsThatChange(t *testing.T) {
+	r := newModelRig(t)
+	m := &r.c.mu.mdl
+	m.scale = 1
+	for range 200 {
+		m.base.update(0.01, 1e-10, 0.2, true)
+	}
+	share := []float64{0.4, 0}
+	for i := range 40 {
+		teachMove(r, int64(10*i), 2, share[i%2], share[(i+1)%2], 0.03)
+	}
+	require.InDelta(t, 2, m.scale, 0.2)
+	moves := 0
+	for i := 40; i < 100 && math.Abs(math.Log(m.scale/6)) > math.Log(1.2); i++ {
+		teachMove(r, int64(10*i), 6, share[i%2], share[(i+1)%2], 0.03)
+		moves++
+	}
+	assert.LessOrEqual(t, moves, 15, "moves to within 20 %% of the new scale (scale %.3g)", m.scale)
+}
+
+// TestTeachNearThePole: a move between two shares the priors render (0.2 →
+// 0.4) whose work rose nearly as far as the shares did — features thirty
+// times heavier than the priors say — measures t near its pole (A → P′/P),
+// where a small error of A moves t far. It still teaches as far as one
+// move may (the step, taken whole): weighed by a standard error taken
+// through the pole, the stronger the evidence the less it taught.
+func TestTeachNearThePole(t *testing.T) {
+	for _, tr := range []float64{30, 100, 300} {
+		r := newModelRig(t)
+		m := &r.c.mu.mdl
+		m.scale = 1
+		for range 200 {
+			m.base.update(0.01, 1e-10, 0.2, true)
+		}
+		teachMove(r, 1, tr, 0.2, 0.4, 0.03)
+		assert.Greater(t, m.scale, 4.0, "true scale %v", tr)
+		assert.False(t, math.IsNaN(m.scaleVar) || math.IsInf(m.scaleVar, 0))
+	}
+}
+
+// TestTeachAfterAHostileCheckpoint: a checkpoint whose scale variance is
+// the largest float (finite, so not refused) is taken as no surer than
+// nothing taught; the next move's scale stays a number.
+func TestTeachAfterAHostileCheckpoint(t *testing.T) {
+	r := newModelRig(t)
+	m := &r.c.mu.mdl
+	m.scale = 1
+	for range 200 {
+		m.base.update(0.01, 1e-10, 0.2, true)
+	}
+	cp := r.c.Checkpoint()
+	cp.Scale, cp.ScaleVar = 1, math.MaxFloat64
+	f := newModelRig(t)
+	_, err := f.c.AdoptAt(r.now, roundTrip(t, cp))
+	require.NoError(t, err)
+	fm := &f.c.mu.mdl
+	assert.LessOrEqual(t, fm.scaleVar, scalePriorVar)
+	for range 200 {
+		fm.base.update(0.01, 1e-10, 0.2, true)
+	}
+	teachMove(f, 1, 2, 0.4, 0, 0.03)
+	assert.False(t, math.IsNaN(fm.scale) || math.IsInf(fm.scale, 0), "scale %v", fm.scale)
+	assert.False(t, math.IsNaN(fm.base.est), "the all-off work %v", fm.base.est)
 }

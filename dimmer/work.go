@@ -42,6 +42,10 @@ const (
 	// go wrong later — a feature that got heavier before it is
 	// contrasted — are taught again within about ten moves.
 	scaleMemory = 10.0
+	// minScaleVar is the least variance of the scale's logarithm kept: a
+	// scale known within a thousandth (no period measures it better), and
+	// never 0, which stands for nothing taught yet.
+	minScaleVar = 1e-6
 	// spreadMemory is the periods over which a request's spread is
 	// averaged: a minute, over which the levels and the service change
 	// it little.
@@ -151,10 +155,11 @@ func (c *Controller) demand(now time.Time, o observation) (seconds bool, busy, b
 			}
 		}
 		x, v := all.Mean(), max(all.Var(), 0)/float64(all.N)
+		restated := 0.0 // the variance of the all-off work a move restated this period
 		if all.N >= minJumpCount && own {
 			// Only a period's own tallies teach: a window's mean latency
 			// is mostly of the levels before a move.
-			c.teach(now, x-learned, v, prior, priorT)
+			restated = c.teach(now, x-learned, v, prior, priorT)
 		} else {
 			m.mdl.moveAt = time.Time{} // a move teaches with a period's own tallies, or not at all
 		}
@@ -164,6 +169,9 @@ func (c *Controller) demand(now time.Time, o observation) (seconds bool, busy, b
 		if m.mdl.base.update((x-learned)/den, r*v/(den*den), fastWeight(m.sigWindow.Seconds()/c.cfg.Tick.Seconds()), all.N >= minJumpCount && o.fresh) {
 			m.mdl.baseAt = now
 		}
+		// A period that restated the all-off work is the one its
+		// estimate rests on: folded in again, it would count twice.
+		m.mdl.base.atLeast(restated)
 		m.mdl.lastPrior, m.mdl.lastPriorT, m.mdl.lastOK = prior, priorT, true
 		m.mdl.baseOwn = own
 		if sp := span.Seconds(); sp > 0 {
@@ -213,21 +221,21 @@ func (c *Controller) demand(now time.Time, o observation) (seconds bool, busy, b
 // the daemon reads next is then mostly of the levels before: it would say
 // the move changed nothing. (A feature without a tally is taken at the
 // ladder's share, which moves at once: it cannot show the move.)
-func (c *Controller) teach(now time.Time, y, v, after, afterT float64) {
+func (c *Controller) teach(now time.Time, y, v, after, afterT float64) float64 {
 	m := &c.mu.mdl
 	at := m.moveAt
 	if at.IsZero() {
-		return
+		return 0
 	}
 	if slices.Contains(m.tallied, true) && math.Abs(m.moveD) < math.Abs(m.moveAll)/2 {
 		// Some features have tallies, and the move is mostly of those
 		// that have none: their shares are the ladder's, which moved at
 		// once, and no period can show whether the app rendered it.
 		m.moveAt = time.Time{}
-		return
+		return 0
 	}
 	if d := m.moveD; d != 0 && (afterT-m.moveT)/d < 0.5 && now.Sub(at) < max(c.mu.sigWindow, c.cfg.Tick) {
-		return // not seen yet
+		return 0 // not seen yet
 	}
 	m.moveAt = time.Time{}
 	if !m.baseAt.IsZero() && at.Sub(m.baseAt) <= c.cfg.Tick {
@@ -235,16 +243,16 @@ func (c *Controller) teach(now time.Time, y, v, after, afterT float64) {
 		// before (the service changed: a capacity back, a dependency
 		// slower): the move's measured change is the service's as much
 		// as the priors', and it teaches nothing of them.
-		return
+		return 0
 	}
 	before, s := m.movePrior, m.scale
 	if !m.base.ok || m.base.est <= 0 || !(y > 0) {
-		return
+		return 0
 	}
 	pred := (after - before) * s / (1 + s*before) // the predicted relative change
 	noise := math.Sqrt(v/(y*y) + m.base.p/(m.base.est*m.base.est))
 	if math.Abs(pred) < minScaleMove || math.Abs(pred) < teachZ*noise {
-		return
+		return 0
 	}
 	a := y / (m.base.est * (1 + s*before))
 	t := (a - 1) / (after - a*before)
@@ -262,35 +270,48 @@ func (c *Controller) teach(now time.Time, y, v, after, afterT float64) {
 		// — it says the scale is off, not by how much: maxScaleStep,
 		// however sure the period.
 		r = 1 / maxScaleStep
-	case math.IsNaN(r) || math.IsInf(r, 0):
-		// More than any scale explains, the prediction's way.
-		r = maxScaleStep
+	case math.IsNaN(r) || math.IsInf(r, 0) || (r <= 0 && moved*pred > 0):
+		// More than any scale explains, the prediction's way: at or past
+		// the pole of t (A at or beyond P′/P, where t is infinite or
+		// negative — a period of a few per cent of noise puts a work
+		// that rose nearly as far as the shares there). It teaches the
+		// step, as a t beyond the step does (it taught 1/step, as a work
+		// that did not move, where t was negative).
+		r = step
 	case r <= 0:
 		// The work did not move, within its noise: the features cost
 		// less than the priors by as far as the evidence reaches.
 		r = 1 / step
 	default:
+		// What this move measured is weighed against what the moves
+		// before taught, each by its precision: the scale's logarithm is
+		// a Kalman estimate, the measured t's standard error the period's
+		// noise carried through t (logSpread), and what the moves taught
+		// is forgotten over scaleMemory moves. The first move is taken
+		// nearly whole (the prior is wide); later ones refine it. Without
+		// it each move restated the scale from its own period, and
+		// through the lab's step the return to full brightness, read from
+		// one period, moved the scale by a fifth and the levels with it.
+		// A move that measured more than one move may teach (the step
+		// above) teaches the step whole, and what it left untaught stays
+		// in the variance, for the next move to take.
 		whole := r
 		r = min(max(r, 1/step), step)
-		// What this move measured is weighed against what the moves
-		// before taught, each by its precision: the measured scale's
-		// relative error is the period's (noise) through t's slope in A,
-		// and the scale taught is forgotten over scaleMemory moves. The
-		// first move is taken nearly whole (the prior is wide); later
-		// ones refine it — without it each move restated the scale from
-		// its own period, and through the lab's step the return to full
-		// brightness, read from one period, moved the scale by a fifth
-		// and the levels with it.
-		sm := math.Abs((after - before) / ((after - a*before) * (after - a*before)) * a * noise / t)
 		pv := m.scaleVar
 		if pv <= 0 {
 			pv = scalePriorVar
 		}
-		pv /= 1 - 1/scaleMemory
-		g := pv / (pv + sm*sm)
-		r = math.Exp(g * math.Log(r))
-		left := math.Log(whole / r) // what the move measured and did not teach
-		m.scaleVar = max((1-g)*pv, left*left)
+		pv = min(pv/(1-1/scaleMemory), scalePriorVar)
+		if r != whole {
+			left := math.Log(whole / r)
+			m.scaleVar = min(max(pv, left*left), scalePriorVar)
+		} else {
+			sm := logSpread(a, noise, before, after, t)
+			g := pv / (pv + sm*sm)
+			r = math.Exp(g * math.Log(r))
+			m.scaleVar = (1 - g) * pv
+		}
+		m.scaleVar = max(m.scaleVar, minScaleVar)
 	}
 	ns := min(max(s*r, 1/maxScale), maxScale)
 	f := (1 + s*before) / (1 + ns*before)
@@ -303,9 +324,11 @@ func (c *Controller) teach(now time.Time, y, v, after, afterT float64) {
 	// the floors, each measures it whole). Restated with the tracker's
 	// own variance, a period 15 % low held the work there for twenty
 	// periods, and the lab's step brightened on it and dimmed back.
-	m.base.atLeast(v / ((1 + ns*after) * (1 + ns*after)))
+	rv := v / ((1 + ns*after) * (1 + ns*after))
+	m.base.atLeast(rv)
 	m.capacity.at, m.capacity.grown = m.capacity.at*f, m.capacity.grown*f // (a restatement, not a service that changed: see capacity.rebase)
 	m.scale = ns
+	return rv
 }
 
 // spread returns the variance of one request's work over about
@@ -423,4 +446,25 @@ func (c *Controller) reachOf(ts []signals.Tally, n int64) {
 			m.reach[i] = min(m.reachN[i]/m.reachAll, 1)
 		}
 	}
+}
+
+// logSpread is the standard error of ln t, the scale a move measured
+// (t = (A − 1)/(P′ − A·P)), for A known within a relative noise: the
+// distance of ln t to its values at A(1 ± noise), averaged over the sides
+// whose t is a scale (positive, finite) — near the pole of t (A → P′/P)
+// one side is not, and the other says how far t is known from below.
+func logSpread(a, noise, before, after, t float64) float64 {
+	n, sum := 0, 0.0
+	for _, s := range []float64{-1, 1} {
+		ai := a * (1 + s*noise)
+		ti := (ai - 1) / (after - ai*before)
+		if ti > 0 && !math.IsInf(ti, 0) {
+			sum += math.Abs(math.Log(ti / t))
+			n++
+		}
+	}
+	if n == 0 {
+		return math.Inf(1)
+	}
+	return sum / float64(n)
 }
