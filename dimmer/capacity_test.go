@@ -360,3 +360,42 @@ func TestCapacityRebaseStaysFinite(t *testing.T) {
 	e.rebase(0.02, eta, true)
 	assert.False(t, math.IsNaN(e.k) || math.IsInf(e.k, 0), "K %v", e.k)
 }
+
+// TestModelSaturationIsThePeriods: whether a period is saturated is judged
+// on the counts of the period whose work it reads. A window whose rates
+// still hold a burst's refusals from seconds before, over a period served
+// within capacity, measures nothing (the period's work is what the load
+// brought, not what the service can do); a period whose own arrivals ran
+// beyond its completions, in a window that averages them away, measures.
+func TestModelSaturationIsThePeriods(t *testing.T) {
+	r := newModelRig(t)
+	withWork := func(s signals.Snapshot) signals.Snapshot {
+		// Every request evaluates both features in the rig: the first's
+		// tally is the work of every request.
+		s.Work = s.Tallies[0].On
+		s.Work.Merge(s.Tallies[0].Off)
+		return s
+	}
+	r.periods(30, 400) // overloaded: Ĉ and K measured
+	r.periods(60, 200)
+	k0, c0 := r.capOf()
+	require.Greater(t, c0, 0.0)
+	for range 3 {
+		s := withWork(r.snap(200, r.c.State(), 5*time.Second))
+		s.Set(signals.ArrivalRate, 230) // the window: a burst's refusals
+		s.Set(signals.GateBusy, 1)
+		r.stepSnap(s)
+	}
+	k, c := r.capOf()
+	assert.Equal(t, c0, c, "a period served within capacity measured Ĉ")
+	assert.GreaterOrEqual(t, k, k0, "a period served within capacity cut K")
+
+	for range 3 {
+		s := withWork(r.burstSnap())
+		th, _ := s.Get(signals.Throughput)
+		s.Set(signals.ArrivalRate, th) // the window: nothing over
+		r.stepSnap(s)
+	}
+	_, c = r.capOf()
+	assert.NotEqual(t, c0, c, "saturated periods measured nothing")
+}

@@ -221,6 +221,10 @@ func (c *Controller) demand(now time.Time, o observation) (seconds bool, busy, b
 // the daemon reads next is then mostly of the levels before: it would say
 // the move changed nothing. (A feature without a tally is taken at the
 // ladder's share, which moves at once: it cannot show the move.)
+//
+// It returns the variance of the all-off work it restated (0 when it
+// taught nothing): the period's own, which the tracker must not halve by
+// folding the same period in (see demand).
 func (c *Controller) teach(now time.Time, y, v, after, afterT float64) float64 {
 	m := &c.mu.mdl
 	at := m.moveAt
