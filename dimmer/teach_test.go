@@ -9,6 +9,23 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// teachRig is a model rig whose priors' scale is 1 and whose all-off work
+// has been tracked at w (each period's mean of variance v) for 200 periods.
+func teachRig(t *testing.T, w, v float64) (*modelRig, *modelState) {
+	r := newModelRig(t)
+	m := &r.c.mu.mdl
+	m.scale = 1
+	holdBase(m, w, v)
+	return r, m
+}
+
+// holdBase folds 200 periods of the all-off work w (variance v) into m.
+func holdBase(m *modelState, w, v float64) {
+	for range 200 {
+		m.base.update(w, v, 0.2, true)
+	}
+}
+
 // TestTeachBoundsOnePeriodThatContradictsTheMove: a small move — the
 // priors said the all-off request's work would drop 6 % — followed by a
 // period 10 % slower (a GC pause, a cold cache, a downstream that slowed:
@@ -27,12 +44,7 @@ func TestTeachBoundsOnePeriodThatContradictsTheMove(t *testing.T) {
 		{"200 requests of ±20 %", 0.011 * 0.011 * 0.4 * 0.4 / 12 / 200},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newModelRig(t)
-			m := &r.c.mu.mdl
-			m.scale = 1
-			for range 200 {
-				m.base.update(0.01, tc.v, 0.2, true)
-			}
+			r, m := teachRig(t, 0.01, tc.v)
 			m.moveAt, m.movePrior = time.Unix(1, 0), 0.06
 			r.c.teach(time.Unix(2, 0), 0.011, tc.v, 0, 0) // every feature off now: the period 10 % slower
 			assert.GreaterOrEqual(t, m.scale, 1/maxScaleStep, "one contradicting period taught a scale of %.3g", m.scale)
@@ -50,13 +62,8 @@ func TestTeachBoundsOnePeriodThatContradictsTheMove(t *testing.T) {
 // for twenty periods on a work 15 % light (the lab's step brightened on
 // it, and dimmed back).
 func TestTeachRestatesTheWorkNoSurerThanItsPeriod(t *testing.T) {
-	const truth, v = 0.006, 0.0005 * 0.0005 // the all-off work, a period's mean's variance
-	r := newModelRig(t)
-	m := &r.c.mu.mdl
-	m.scale = 1
-	for range 200 {
-		m.base.update(truth*1.4/(1+0.4), v, 0.2, true) // features on: the priors' share 0.4, the right one
-	}
+	const truth, v = 0.006, 0.0005 * 0.0005   // the all-off work, a period's mean's variance
+	r, m := teachRig(t, truth*1.4/(1+0.4), v) // features on: the priors' share 0.4, the right one
 	m.moveAt, m.movePrior = time.Unix(1, 0), 0.4
 	r.c.teach(time.Unix(2, 0), 0.85*truth, v, 0, 0) // every feature off now
 	require.InDelta(t, 0.85*truth, m.base.est, 0.01*truth, "the work restated from the period")
@@ -71,12 +78,7 @@ func TestTeachRestatesTheWorkNoSurerThanItsPeriod(t *testing.T) {
 // 3, leave the scale between them — not at whatever the last period said.
 func TestTeachWeighsEachMoveByItsPrecision(t *testing.T) {
 	const w0, v = 0.01, 1e-10
-	r := newModelRig(t)
-	m := &r.c.mu.mdl
-	m.scale = 1
-	for range 200 {
-		m.base.update(w0, v, 0.2, true)
-	}
+	r, m := teachRig(t, w0, v)
 	// y for a true scale t, from before to after: A = (1 + t·after)/(1 + t·before).
 	y := func(tr, before, after float64) float64 {
 		return (1 + tr*after) / (1 + tr*before) * m.base.est * (1 + m.scale*before)
@@ -115,12 +117,7 @@ func teachMove(r *modelRig, at int64, tr, before, after, sd float64) {
 // is within 20 % of the new one within fifteen; a memory of every move
 // weighed the forty old ones against each new one, and took hundreds.
 func TestTeachFollowsPriorsThatChange(t *testing.T) {
-	r := newModelRig(t)
-	m := &r.c.mu.mdl
-	m.scale = 1
-	for range 200 {
-		m.base.update(0.01, 1e-10, 0.2, true)
-	}
+	r, m := teachRig(t, 0.01, 1e-10)
 	share := []float64{0.4, 0}
 	for i := range 40 {
 		teachMove(r, int64(10*i), 2, share[i%2], share[(i+1)%2], 0.03)
@@ -142,12 +139,7 @@ func TestTeachFollowsPriorsThatChange(t *testing.T) {
 // through the pole, the stronger the evidence the less it taught.
 func TestTeachNearThePole(t *testing.T) {
 	for _, tr := range []float64{30, 100, 300} {
-		r := newModelRig(t)
-		m := &r.c.mu.mdl
-		m.scale = 1
-		for range 200 {
-			m.base.update(0.01, 1e-10, 0.2, true)
-		}
+		r, m := teachRig(t, 0.01, 1e-10)
 		teachMove(r, 1, tr, 0.2, 0.4, 0.03)
 		assert.Greater(t, m.scale, 4.0, "true scale %v", tr)
 		assert.False(t, math.IsNaN(m.scaleVar) || math.IsInf(m.scaleVar, 0))
@@ -158,12 +150,7 @@ func TestTeachNearThePole(t *testing.T) {
 // the largest float (finite, so not refused) is taken as no surer than
 // nothing taught; the next move's scale stays a number.
 func TestTeachAfterAHostileCheckpoint(t *testing.T) {
-	r := newModelRig(t)
-	m := &r.c.mu.mdl
-	m.scale = 1
-	for range 200 {
-		m.base.update(0.01, 1e-10, 0.2, true)
-	}
+	r, _ := teachRig(t, 0.01, 1e-10)
 	cp := r.c.Checkpoint()
 	cp.Scale, cp.ScaleVar = 1, math.MaxFloat64
 	f := newModelRig(t)
@@ -171,9 +158,7 @@ func TestTeachAfterAHostileCheckpoint(t *testing.T) {
 	require.NoError(t, err)
 	fm := &f.c.mu.mdl
 	assert.LessOrEqual(t, fm.scaleVar, scalePriorVar)
-	for range 200 {
-		fm.base.update(0.01, 1e-10, 0.2, true)
-	}
+	holdBase(fm, 0.01, 1e-10)
 	teachMove(f, 1, 2, 0.4, 0, 0.03)
 	assert.False(t, math.IsNaN(fm.scale) || math.IsInf(fm.scale, 0), "scale %v", fm.scale)
 	assert.False(t, math.IsNaN(fm.base.est), "the all-off work %v", fm.base.est)
