@@ -278,8 +278,10 @@
 // its targets, and the levels are the brightest with λ·w(b) ≤ K at the
 // offered load λ — a measured change of the load moves them at once (a
 // fall once two periods show it), and a load that moves beyond its noise
-// is served for λ plus the standard deviation of its motion (and, over
-// High, for the last two intervals' load where the tracker lags it). K is
+// is served for a trend's prediction of the period the levels will serve,
+// plus how far that prediction misses beyond the noise (a bank of
+// level-and-slope Kalman filters of different paces, weighed by how well
+// each predicted: trend.go). K is
 // measured in saturated periods and corrected by the mean distance of the
 // targets' pressure from the set point, with Kesten's rule, and a
 // service whose w₀ jumps (slower, or faster again) moves K by the idle
@@ -291,9 +293,9 @@
 // only the one the ladder holds fractional, the law keeps each level
 // within [p, 1 − p] (the probe, probe.go: p at most Config.Probe, 5 %,
 // and as small as the load allows). model.go has the law, load.go the
-// offered load and its motion, work.go a request's work and the priors'
-// scale; docs/model.md its figures in the lab and what it still lacks
-// before it can be the default.
+// offered load and its motion, trend.go its trend, work.go a request's
+// work and the priors' scale; docs/model.md its figures in the lab and
+// what it still lacks before it can be the default.
 //
 // # Scheduled caps
 //

@@ -7,8 +7,8 @@ import (
 
 // The offered load (the model law, model.go): a tracker of the periods'
 // arrival rates (estimateLoad), their dispersion, the load's motion beyond
-// its estimate (loadMotion), and the load of the last two intervals on a
-// rise (risingLoad).
+// its estimate (loadMotion), and while it moves the trend's prediction of
+// the period the levels will serve (loadAhead, loadMargin; trend.go).
 
 // repeats is how many periods see the interval span — the fleet's
 // sources report an instance's latest interval until its next reading, so
@@ -42,7 +42,7 @@ func (c *Controller) sighting(tr *tracker, o observation, span time.Duration) fl
 func (c *Controller) estimateLoad(o observation) float64 {
 	m := &c.mu
 	if o.recentSpan <= 0 || o.recentLoad < 0 {
-		m.mdl.load = tracker{}
+		m.mdl.load, m.mdl.trend = tracker{}, trend{}
 		m.mdl.motion, m.mdl.motionVar, m.mdl.dispersion = 0, 0, 0 // (the load's motion is the tracker's errors)
 		if o.load >= 0 {
 			m.mdl.lamPrev, m.mdl.ratePrev, m.mdl.rate = m.mdl.rate, m.mdl.rate, o.load
@@ -64,7 +64,8 @@ func (c *Controller) estimateLoad(o observation) float64 {
 	fresh := o.fresh && m.mdl.load.ok
 	e := o.recentLoad - m.mdl.load.est
 	pred := v + m.mdl.load.p
-	if m.mdl.load.update(o.recentLoad, v, fastWeight(m.sigWindow.Seconds()/c.cfg.Tick.Seconds()), o.fresh) {
+	jumped := m.mdl.load.update(o.recentLoad, v, fastWeight(m.sigWindow.Seconds()/c.cfg.Tick.Seconds()), o.fresh)
+	if jumped {
 		m.mdl.regime = true
 	} else if fresh && !m.mdl.load.held {
 		// What the interval's rate moved from the estimate, over the
@@ -81,7 +82,43 @@ func (c *Controller) estimateLoad(o observation) float64 {
 			m.mdl.motionVar = d * pred
 		}
 	}
+	if o.fresh {
+		// The trend (trend.go), with the interval's noise as dispersed
+		// as the arrivals are: restarted at a jump, and moved on past an
+		// interval the tracker holds out.
+		m.mdl.trendVar = v * max(m.mdl.dispersion, 1)
+		if jumped || !m.mdl.trend.ok {
+			m.mdl.trend.restart(m.mdl.load.est, m.mdl.trendVar)
+		} else {
+			m.mdl.trend.update(o.recentLoad, m.mdl.trendVar, m.mdl.load.held)
+		}
+	}
 	return m.mdl.load.est
+}
+
+// loadAhead is the load the levels are set for, from the load's estimate
+// lam: while the load moves (loadMotion), the trend's prediction for the
+// period the levels will serve — the next tick, whose middle is half a
+// tick and half an interval after the middle of the last interval (o's);
+// else lam.
+func (c *Controller) loadAhead(lam float64, o observation) float64 {
+	m := &c.mu.mdl
+	if lam <= 0 || !m.trend.ok || o.recentSpan <= 0 || c.loadMotion() <= 0 {
+		return lam
+	}
+	h := 0.5 + 0.5*c.cfg.Tick.Seconds()/o.recentSpan.Seconds()
+	return max(m.trend.predict(h), 0)
+}
+
+// loadMargin is how far over loadAhead the levels are set: while the load
+// moves, how far the trend's predictions missed beyond the intervals'
+// noise (its own, once started; the tracker's motion before); else 0.
+func (c *Controller) loadMargin() float64 {
+	mv := c.loadMotion()
+	if mv <= 0 || !c.mu.mdl.trend.ok {
+		return mv
+	}
+	return c.mu.mdl.trend.margin(c.mu.mdl.trendVar)
 }
 
 // disperse folds a new interval's rate x, over span s seconds, into the
@@ -133,16 +170,13 @@ var motionSE = math.Sqrt(2/spreadMemory + 2*(1+2*(4.0/9+1.0/36))/spreadMemory)
 // own uncertainty do not explain; 0 unless they stand motionZ standard
 // errors over a load's that holds.
 //
-// The levels are set for the load this far over its estimate. A load
-// that moves smoothly (a sine, traffic that swings) is tracked a
-// period or two late, and a period served for the load of the one before
-// costs users their answers where the load rose; a load that holds, or
-// that jumped once and holds (the tracker restarts at a jump, and the
-// jump is no motion), is served for its estimate. On the parts lab's
-// sines (ten seeds) 95.4 % of users in time instead of 95.1 % at one
-// worker, 99.0 % instead of 98.7 % at four; at constant loads, through
-// the step and on square waves nothing moves. On real HTTP, sines around
-// the capacity lost no answer where 0.3–0.5 % were refused (docs/model.md).
+// It says whether the load moves. While it does, the levels are set for
+// the trend's prediction of the period they will serve, and its margin
+// (loadAhead, loadMargin: trend.go) — this far over the estimate before
+// the trend has predicted two periods; a load that holds, or that jumped
+// once and holds (the tracker restarts at a jump, and the jump is no
+// motion), is served for its estimate. At constant loads, through the
+// step and on square waves nothing moves.
 func (c *Controller) loadMotion() float64 {
 	m := &c.mu.mdl
 	over := m.motion - 1 - motionZ*motionSE
@@ -150,33 +184,4 @@ func (c *Controller) loadMotion() float64 {
 		return 0
 	}
 	return math.Sqrt(over * m.motionVar)
-}
-
-// risingLoad is, while the load moves (loadMotion is not 0), the lower of
-// the last two intervals' rates; 0 while it holds. The law sets the levels
-// for it, where it is over the load served, when the period is over High.
-//
-// The tracker follows a load that moves a period or two late: on a rise
-// the intervals run ahead of its estimate, by as much as its motion or
-// more (the parts lab's one-worker sine: arrivals of 76–84/s read as
-// 54–64/s). Two intervals in a row over the estimate, with the targets'
-// pressure over High, are the load the service is getting, not noise:
-// the pressure says the levels are too bright for what came. It is the
-// rule of brightening turned round — a brightening goes only as far as
-// the last two intervals allow, a fall taken once a second interval shows
-// it; here a rise is served once two show it, where the service says it
-// is there. A load that holds, or that jumped once and holds, has no
-// motion, and is served for its estimate whatever the pressure, so that
-// a window of refusals at a constant load does not move the levels on one
-// interval's noise (taken at any load, the oracle table's constant loads
-// turned 23–47 times in four minutes). On the parts lab's one-worker
-// sines (ten seeds) 96.1 % of users in time, 95.4 % without it, at 0.96
-// of the per-second oracle's share (1.01); every other lab figure is the
-// same.
-func (c *Controller) risingLoad() float64 {
-	m := &c.mu.mdl
-	if c.loadMotion() <= 0 {
-		return 0
-	}
-	return min(m.rate, m.ratePrev)
 }

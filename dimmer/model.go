@@ -78,7 +78,11 @@ type modelState struct {
 	// and motionVar that variance, the latest; dispersion is the
 	// arrivals' variance over a Poisson count's (see disperse).
 	motion, motionVar, dispersion float64
-	recentAt, loadAt              time.Time
+	// trend predicts a load that moves (see trend.go), trendVar the
+	// latest interval's variance it was given.
+	trend            trend
+	trendVar         float64
+	recentAt, loadAt time.Time
 	// reach is, per feature, the share of the requests that evaluate it
 	// (see reachOf): a feature's cost is a request's that renders it,
 	// and what it adds to the load's work is cost × reach × level.
@@ -361,7 +365,7 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 	e := &m.mdl.capacity
 	lam := c.estimateLoad(o)
 	if lam > 0 {
-		w.load = lam // the reason gives the load the levels are set for
+		w.load = c.loadAhead(lam, o) // the reason gives the load the levels are set for
 	}
 	seconds, busy, busySE := c.demand(now, o)
 	c.setProbe(now, lam)
@@ -380,18 +384,11 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 	w.capacity, w.source = e.k, e.src
 	win := max(m.sigWindow, cfg.Tick)
 
-	// The levels, for the load and its motion (see loadMotion) — and,
-	// while the load moves and the period is over High, for the load the
-	// last two intervals measured if it is higher (see risingLoad).
+	// The levels, for the load ahead and its margin (see loadAhead,
+	// loadMargin).
 	served := lam
 	if lam > 0 {
-		served = lam + c.loadMotion()
-		if r := c.risingLoad(); o.p >= cfg.High && r > served {
-			served = r
-			if e.k > 0 {
-				w.rising = r // (without K the levels are not set for a load)
-			}
-		}
+		served = c.loadAhead(lam, o) + c.loadMargin()
 	}
 	target := ceil
 	switch {

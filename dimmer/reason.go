@@ -32,9 +32,6 @@ type why struct {
 	// the budget (see withinNoise).
 	noise  bool
 	levels float64
-	// rising: the load of the last two intervals the levels were set
-	// for, over the tracked one (see risingLoad); 0 when they were not.
-	rising float64
 }
 
 type whyKind uint8
@@ -213,11 +210,8 @@ func (c *Controller) describeModel(w why) string {
 	var b strings.Builder
 	if w.load >= 0 {
 		fmt.Fprintf(&b, "load %.4g/s", w.load)
-		if mv := c.loadMotion(); mv > 0 {
-			fmt.Fprintf(&b, " moving by ±%.2g/s", mv)
-		}
-		if w.rising > 0 {
-			fmt.Fprintf(&b, ", %.4g/s in the last two intervals", w.rising)
+		if c.loadMotion() > 0 {
+			fmt.Fprintf(&b, " moving by ±%.2g/s", c.loadMargin())
 		}
 		b.WriteString(", ")
 	}
