@@ -49,6 +49,8 @@ func (c *Controller) estimateLoad(o observation) float64 {
 		}
 		return o.load
 	}
+	last := m.mdl.rate // the interval before, for the trend (below)
+	preEst, preP := m.mdl.load.est, m.mdl.load.p
 	if o.fresh {
 		c.disperse(o.recentLoad, o.recentSpan.Seconds())
 		prev := m.mdl.rate // after a period without counts the tracker starts afresh
@@ -83,42 +85,70 @@ func (c *Controller) estimateLoad(o observation) float64 {
 		}
 	}
 	if o.fresh {
-		// The trend (trend.go), with the interval's noise as dispersed
-		// as the arrivals are: restarted at a jump, and moved on past an
-		// interval the tracker holds out.
-		m.mdl.trendVar = v * max(m.mdl.dispersion, 1)
+		// The trend (trend.go), a step a new interval, with the
+		// interval's own noise (not a sighting's share of it) as
+		// dispersed as the arrivals are: restarted at a jump, and moved
+		// on without a measurement past an interval the tracker holds
+		// out — or, where the source does not say when its intervals
+		// end, past a sighting that reads the interval before again (a
+		// source read more often than it counts: four sightings of one
+		// interval taken as four measurements of it made the trend's
+		// misses look like noise, and its margin 0).
+		m.mdl.trendVar = max(m.mdl.load.est, o.recentLoad, 1/s) / s * max(m.mdl.dispersion, 1)
+		again := !o.timed && o.recentLoad == last
 		if jumped || !m.mdl.trend.ok {
 			m.mdl.trend.restart(m.mdl.load.est, m.mdl.trendVar)
 		} else {
-			m.mdl.trend.update(o.recentLoad, m.mdl.trendVar, m.mdl.load.held)
+			m.mdl.trend.update(o.recentLoad, m.mdl.trendVar, m.mdl.load.held || again, preEst, preP)
 		}
 	}
 	return m.mdl.load.est
 }
 
 // loadAhead is the load the levels are set for, from the load's estimate
-// lam: while the load moves (loadMotion), the trend's prediction for the
-// period the levels will serve — the next tick, whose middle is half a
-// tick and half an interval after the middle of the last interval (o's);
-// else lam.
-func (c *Controller) loadAhead(lam float64, o observation) float64 {
+// lam, and its variance: while the load moves (loadMotion) and the trend
+// has predicted two intervals, the trend's prediction for the period the
+// levels will serve — the next tick, whose middle is half a tick after
+// now, and now is the last interval's age after its end and half its
+// span after its middle — in the trend's steps: one a new interval, a
+// tick or the interval's span, whichever is longer, where the source
+// says when its intervals end (a daemon that ticks faster than its
+// instances push sees one interval several times, one that ticks slower
+// one in several), a tick where it does not (every sighting is a step;
+// one that reads the interval before again is moved on without a
+// measurement); else lam and the tracker's variance. ahead reports which.
+func (c *Controller) loadAhead(now time.Time, lam float64, o observation) (load, variance float64, ahead bool) {
 	m := &c.mu.mdl
-	if lam <= 0 || !m.trend.ok || o.recentSpan <= 0 || c.loadMotion() <= 0 {
-		return lam
+	if lam <= 0 || !m.trend.ok || m.trend.n < 2 || o.recentSpan <= 0 || c.loadMotion() <= 0 {
+		return lam, m.load.p, false
 	}
-	h := 0.5 + 0.5*c.cfg.Tick.Seconds()/o.recentSpan.Seconds()
-	return max(m.trend.predict(h), 0)
+	tick, span := c.cfg.Tick.Seconds(), o.recentSpan.Seconds()
+	step, age := tick, 0.0
+	if o.timed {
+		step, age = max(tick, span), max(now.Sub(o.recentAt).Seconds(), 0)
+	}
+	h := (span/2 + age + tick/2) / step
+	// The trend's prediction and the tracker's level, by the chance that
+	// the load moves on (trend.moving).
+	g := m.trend.moving()
+	x, v := m.trend.predict(h), m.trend.predictVar(h)
+	d := x - lam
+	return max(lam+g*d, 0), (1-g)*m.load.p + g*v + g*(1-g)*d*d, true
 }
 
 // loadMargin is how far over loadAhead the levels are set: while the load
 // moves, how far the trend's predictions missed beyond the intervals'
-// noise (its own, once started; the tracker's motion before); else 0.
+// noise and the tracker's motion, by the chance that the load moves on the
+// trend (the motion alone until the trend has predicted two intervals);
+// else 0.
 func (c *Controller) loadMargin() float64 {
+	m := &c.mu.mdl
 	mv := c.loadMotion()
-	if mv <= 0 || !c.mu.mdl.trend.ok {
+	if mv <= 0 || !m.trend.ok || m.trend.n < 2 {
 		return mv
 	}
-	return c.mu.mdl.trend.margin(c.mu.mdl.trendVar)
+	g := m.trend.moving()
+	return g*m.trend.margin(m.trendVar) + (1-g)*mv
 }
 
 // disperse folds a new interval's rate x, over span s seconds, into the

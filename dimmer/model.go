@@ -320,15 +320,19 @@ const moveZ = 1.0
 
 // withinNoise reports whether the brightness b is one the load and a
 // request's work allow within moveZ standard errors of their estimates,
-// at capacity k: then a move would follow noise. The band is the one a
-// feature's levels move within as the demand varies: where the service
-// has room at either end, it is narrow.
-func (c *Controller) withinNoise(b, k, lam, ceil float64) bool {
+// at capacity k, for the load lam whose estimate's variance is loadRel of
+// its square — the tracker's, or the trend's prediction's while the
+// levels are set for it (read at the tracker's, the band held the levels
+// on the trend's noise after a swing had stopped, and they turned about
+// five times as often) — then a move would follow noise. The band is the
+// one a feature's levels move within as the demand varies: where the
+// service has room at either end, it is narrow.
+func (c *Controller) withinNoise(b, k, lam, loadRel, ceil float64) bool {
 	m := &c.mu.mdl
 	if k <= 0 || lam <= 0 || !m.load.ok || m.load.est <= 0 {
 		return false
 	}
-	rel := m.load.p / (m.load.est * m.load.est)
+	rel := loadRel
 	if m.base.ok && m.base.est > 0 {
 		rel += m.base.p / (m.base.est * m.base.est)
 	}
@@ -364,8 +368,9 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 	w := why{top: o.top, load: o.load, model: true}
 	e := &m.mdl.capacity
 	lam := c.estimateLoad(o)
+	ahead, aheadVar, _ := c.loadAhead(now, lam, o)
 	if lam > 0 {
-		w.load = c.loadAhead(lam, o) // the reason gives the load the levels are set for
+		w.load = ahead // the reason gives the load the levels are set for
 	}
 	seconds, busy, busySE := c.demand(now, o)
 	c.setProbe(now, lam)
@@ -388,7 +393,7 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 	// loadMargin).
 	served := lam
 	if lam > 0 {
-		served = c.loadAhead(lam, o) + c.loadMargin()
+		served = ahead + c.loadMargin()
 	}
 	target := ceil
 	switch {
@@ -452,7 +457,7 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 	// while the period is over High: the pressure then says the levels
 	// are too bright, whatever the noise of the load's estimate (a period
 	// served bright for a load still there costs answers).
-	noise := !small && !ends && !(target < b && o.p >= cfg.High) && c.withinNoise(b, e.k, served, ceil)
+	noise := !small && !ends && !(target < b && o.p >= cfg.High) && c.withinNoise(b, e.k, served, aheadVar/max(ahead*ahead, math.SmallestNonzeroFloat64), ceil)
 	if small || noise {
 		w.noise, w.levels = noise, b
 		switch {

@@ -529,11 +529,11 @@ func TestModelHoldsWithinTheEstimatesNoise(t *testing.T) {
 	require.True(t, target > 0.1 && target < 0.9, "the rig dims the levels part way: %.2f", target)
 	m.load.p = 1e-6 * lam * lam
 	m.base.p = 0
-	assert.True(t, c.withinNoise(target, k, lam, 1), "the levels the estimates set")
-	assert.False(t, c.withinNoise(target+0.2, k, lam, 1), "a precise estimate: a narrow band")
-	assert.False(t, c.withinNoise(target-0.2, k, lam, 1))
+	assert.True(t, c.withinNoise(target, k, lam, m.load.p/(lam*lam), 1), "the levels the estimates set")
+	assert.False(t, c.withinNoise(target+0.2, k, lam, m.load.p/(lam*lam), 1), "a precise estimate: a narrow band")
+	assert.False(t, c.withinNoise(target-0.2, k, lam, m.load.p/(lam*lam), 1))
 	m.load.p = 4 * lam * lam // a standard error of twice the load
-	assert.True(t, c.withinNoise(1, k, lam, 1), "any brightness the lighter end allows")
+	assert.True(t, c.withinNoise(1, k, lam, m.load.p/(lam*lam), 1), "any brightness the lighter end allows")
 }
 
 // TestModelRebasesKWhenTheServiceSlows: the law rebases K at the period
@@ -760,8 +760,8 @@ func TestLoadAheadOnASwing(t *testing.T) {
 			}
 			r.c.mu.Lock()
 			e := r.c.mu.mdl.load.est
-			a := r.c.loadAhead(e, observation{recentSpan: time.Second})
-			if a != e {
+			a, _, on := r.c.loadAhead(r.now, e, observation{recentSpan: time.Second})
+			if on {
 				differ++
 				margin = max(margin, r.c.loadMargin())
 			}

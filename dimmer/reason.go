@@ -211,7 +211,7 @@ func (c *Controller) describeModel(w why) string {
 	if w.load >= 0 {
 		fmt.Fprintf(&b, "load %.4g/s", w.load)
 		if c.loadMotion() > 0 {
-			fmt.Fprintf(&b, " moving by ±%.2g/s", c.loadMargin())
+			fmt.Fprintf(&b, " moving by ±%.2g/s", c.loadMotion())
 		}
 		b.WriteString(", ")
 	}

@@ -62,22 +62,41 @@ type trend struct {
 	// last trendMemory periods, of n so far.
 	msq float64
 	n   int
+	// mu is the chance that the load moves on the trend rather than
+	// holds at the tracker's level (see update).
+	mu float64
 }
 
 // restart starts every filter at level x, of variance v (a period's),
 // its slope unknown — as uncertain as a period's value, so that the
 // periods after it measure it — and forgets the bank's errors.
 func (t *trend) restart(x, v float64) {
-	*t = trend{ok: true}
+	*t = trend{ok: true, mu: muJump}
 	for i := range t.f {
 		t.f[i] = trendFilter{level: x, pll: v, pss: v}
 	}
 }
 
 // update folds in one period's value x, of variance v (the period's
-// noise: a Poisson count's, times the arrivals' dispersion). With missing,
-// the period is not measured: each filter only moves on by its slope.
-func (t *trend) update(x, v float64, missing bool) {
+// noise: a Poisson count's, times the arrivals' dispersion), which the
+// load's tracker had estimated at est with variance p (p ≤ 0: no
+// tracker, and mu stays). With missing, the period is not measured: each
+// filter only moves on by its slope.
+//
+// Whether the load moves on the trend or holds at the tracker's level is
+// weighed as the tracker weighs its own two models (track.go): a
+// restart — the tracker's jump — makes the chance muJump, none begins to
+// move (holdToMove), a move ends with a chance of 1/trendMemory a period
+// (a swing lasts a swing or more: at the tracker's tenth, the trend lost
+// the load at each crest, and the one-worker sine kept 0.7 point fewer
+// of its users in time), and each period moves the chance by how likely
+// the bank and the tracker each found it. On a swing the tracker runs
+// behind and the bank takes the load within a few periods; once a swing
+// stops the tracker takes it back as fast, where the bank's weights,
+// which stay with its fast paces for a memory, would have the levels
+// follow their noise (they turned seven times as often in the minute
+// after).
+func (t *trend) update(x, v float64, missing bool, est, p float64) {
 	if !t.ok || !(v > 0) || math.IsInf(v, 0) || math.IsNaN(x) || math.IsInf(x, 0) {
 		return
 	}
@@ -86,7 +105,8 @@ func (t *trend) update(x, v float64, missing bool) {
 		t.n++
 		t.msq += max(1/trendMemory, 1/float64(t.n)) * (e*e - t.msq)
 	}
-	top := math.Inf(-1)
+	top, wtop := math.Inf(-1), t.topw()
+	var ll [len(trendPaces)]float64 // each filter's log-likelihood of x
 	for i := range t.f {
 		f := &t.f[i]
 		// Predict: the level moves by its slope, the slope by its step.
@@ -100,31 +120,89 @@ func (t *trend) update(x, v float64, missing bool) {
 		// The period's likelihood under this filter, and the correction.
 		s := f.pll + v
 		e := x - f.level
-		f.logw = (1-1/trendMemory)*f.logw - e*e/(2*s) - math.Log(s)/2
-		top = max(top, f.logw)
+		ll[i] = -e*e/(2*s) - math.Log(s)/2
 		kl, ks := f.pll/s, f.pls/s
 		f.level += kl * e
 		f.slope += ks * e
 		f.pll, f.pls, f.pss = f.pll-kl*f.pll, f.pls-kl*f.pls, f.pss-ks*f.pls
 	}
-	if !missing {
-		for i := range t.f {
-			t.f[i].logw -= top // the largest 0: no weight underflows
+	if missing {
+		return
+	}
+	// The bank's log-likelihood of x: its filters', by their weights
+	// before it (log Σ wᵢ·Lᵢ − log Σ wᵢ, from the largest term).
+	lb := math.Inf(-1)
+	for i := range t.f {
+		lb = max(lb, t.f[i].logw-wtop+ll[i])
+	}
+	var num, den float64
+	for i := range t.f {
+		num += math.Exp(t.f[i].logw - wtop + ll[i] - lb)
+		den += math.Exp(t.f[i].logw - wtop)
+	}
+	lb += math.Log(num / den)
+	for i := range t.f {
+		f := &t.f[i]
+		f.logw = (1-1/trendMemory)*f.logw + ll[i]
+		top = max(top, f.logw)
+	}
+	for i := range t.f {
+		t.f[i].logw -= top // the largest 0: no weight underflows
+	}
+	if s := p + v; p > 0 && !math.IsInf(s, 0) && !math.IsNaN(est) && !math.IsInf(est, 0) {
+		e := x - est
+		lt := -e*e/(2*s) - math.Log(s)/2
+		t.mu = t.mu*(1-1/trendMemory) + (1-t.mu)*holdToMove
+		if t.mu < minMoving {
+			t.mu = 0 // (see minMoving)
+		}
+		if t.mu > 0 && t.mu < 1 {
+			t.mu = 1 / (1 + (1-t.mu)/t.mu*math.Exp(min(lt-lb, 700)))
 		}
 	}
 }
+
+// moving is the chance that the load moves on the trend rather than
+// holds at the tracker's level (see update).
+func (t *trend) moving() float64 { return t.mu }
 
 // predict returns the bank's prediction of the load h periods after the
 // last it was moved on to: the filters' predictions, each by its weight.
 func (t *trend) predict(h float64) float64 {
 	var sum, w float64
+	top := t.topw()
 	for i := range t.f {
 		f := &t.f[i]
-		wi := math.Exp(f.logw)
+		wi := math.Exp(f.logw - top)
 		sum += wi * (f.level + h*f.slope)
 		w += wi
 	}
 	return sum / w // (the largest weight is 1)
+}
+
+// topw is the largest of the filters' log weights.
+func (t *trend) topw() float64 {
+	top := math.Inf(-1)
+	for i := range t.f {
+		top = max(top, t.f[i].logw)
+	}
+	return top
+}
+
+// predictVar is the variance of predict(h): each filter's, and how far
+// the filters' predictions lie apart, by their weights.
+func (t *trend) predictVar(h float64) float64 {
+	mean := t.predict(h)
+	var sum, w float64
+	top := t.topw()
+	for i := range t.f {
+		f := &t.f[i]
+		wi := math.Exp(f.logw - top)
+		d := f.level + h*f.slope - mean
+		sum += wi * (f.pll + 2*h*f.pls + h*h*f.pss + d*d)
+		w += wi
+	}
+	return sum / w
 }
 
 // margin is how far the bank's predictions missed beyond the periods'
