@@ -18,9 +18,12 @@ import "math"
 // seconds differ by forty times in curvature), so a bank of such filters,
 // each assuming its own pace (trendPaces), predicts every period, and each
 // is weighed by the likelihood of the periods it predicted over the last
-// trendMemory (a Bayesian average over the paces, forgetting). The margin
-// the levels keep above the prediction is the bank's own: how far its
-// predictions missed beyond the periods' noise (trend.margin).
+// trendMemory (a Bayesian average over the paces, forgetting). The bank
+// is weighed against the tracker by the chance that the load moves on
+// rather than holds (trend.moving, from both likelihoods), and the load
+// the levels are set for is the two by that chance (loadAhead, load.go);
+// so is the margin they keep above it, the bank's part of which is how
+// far its predictions missed beyond the periods' noise (trend.margin).
 //
 // The bank restarts where the tracker finds a jump (a step is no trend:
 // carried on as one, its slope would run past the new level), and a
