@@ -239,3 +239,46 @@ func TestLevelsHoldAfterASwing(t *testing.T) {
 	t.Logf("in the 85 periods after a swing stops, a run: %.1f moves, %.1f turns", moves/seeds, turns/seeds)
 	assert.LessOrEqual(t, turns/seeds, 1.0)
 }
+
+// TestTrendAtAJumpAndAnOutlier: a step in the middle of a swing restarts
+// the trend at the tracker's new level (carried on, its slope ran past a
+// step to 700/s on a rise by up to 55/s; restarted, it is within 20/s of
+// it from the third period), and a period the tracker holds out as an
+// outlier is no measurement of the trend (measured, a period of no
+// arrivals in a swing took the load ahead to 0).
+func TestTrendAtAJumpAndAnOutlier(t *testing.T) {
+	swing := func(i int) float64 { return 250 + 125*math.Sin(2*math.Pi*float64(i)/20) }
+	ahead := func(r *modelRig) float64 {
+		r.c.mu.Lock()
+		defer r.c.mu.Unlock()
+		a, _, _ := r.c.loadAhead(r.now, r.c.mu.mdl.load.est, observation{recentSpan: time.Second})
+		return a
+	}
+	for seed := range uint64(5) {
+		rng := rand.New(rand.NewPCG(17, seed))
+		r := newModelRig(t)
+		for i := range 105 { // ends on the rise
+			r.period(poisson(rng, swing(i)))
+		}
+		worst := 0.0
+		for i := range 12 {
+			r.period(poisson(rng, 700))
+			if i >= 2 {
+				worst = max(worst, math.Abs(ahead(r)-700))
+			}
+		}
+		t.Logf("seed %d: a step to 700/s in a swing, served for a load at most %.0f/s from it", seed, worst)
+		assert.Less(t, worst, 30.0, "seed %d: restarted at the step", seed)
+
+		rng = rand.New(rand.NewPCG(19, seed))
+		r = newModelRig(t)
+		for i := range 100 {
+			r.period(poisson(rng, swing(i)))
+		}
+		before := ahead(r)
+		r.period(0) // an outlier: no arrivals for a period
+		after := ahead(r)
+		t.Logf("seed %d: an empty period in a swing: load ahead %.0f/s before, %.0f/s after", seed, before, after)
+		assert.Less(t, math.Abs(after-before), 60.0, "seed %d: the outlier is no measurement of the trend", seed)
+	}
+}
