@@ -95,7 +95,16 @@ func (c *Controller) estimateLoad(o observation) float64 {
 		// interval taken as four measurements of it made the trend's
 		// misses look like noise, and its margin 0).
 		m.mdl.trendVar = max(m.mdl.load.est, o.recentLoad, 1/s) / s * max(m.mdl.dispersion, 1)
-		again := !o.timed && o.recentLoad == last
+		// (At most as many sightings in a row as a tick's share of the
+		// interval allows: one more is a new interval of the same count,
+		// or a source whose count froze, which the trend must measure,
+		// not extrapolate past.)
+		again := !o.timed && o.recentLoad == last && float64(m.mdl.trendAgain+1) < math.Ceil(c.repeats(o.recentSpan)-1e-9)
+		if again {
+			m.mdl.trendAgain++
+		} else {
+			m.mdl.trendAgain = 0
+		}
 		if jumped || !m.mdl.trend.ok {
 			m.mdl.trend.restart(m.mdl.load.est, m.mdl.trendVar)
 		} else {
@@ -125,7 +134,11 @@ func (c *Controller) loadAhead(now time.Time, lam float64, o observation) (load,
 	tick, span := c.cfg.Tick.Seconds(), o.recentSpan.Seconds()
 	step, age := tick, 0.0
 	if o.timed {
-		step, age = max(tick, span), max(now.Sub(o.recentAt).Seconds(), 0)
+		// (An interval older than a step is one the source has not
+		// followed: the trend is not carried past it — a fleet keeps its
+		// instances' last interval for a while after they stop.)
+		step = max(tick, span)
+		age = min(max(now.Sub(o.recentAt).Seconds(), 0), step)
 	}
 	h := (span/2 + age + tick/2) / step
 	// The trend's prediction and the tracker's level, by the chance that

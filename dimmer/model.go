@@ -80,8 +80,11 @@ type modelState struct {
 	motion, motionVar, dispersion float64
 	// trend predicts a load that moves (see trend.go), trendVar the
 	// latest interval's variance it was given.
-	trend            trend
-	trendVar         float64
+	trend    trend
+	trendVar float64
+	// trendAgain: sightings in a row of one interval, from a source
+	// that does not say when its intervals end (see estimateLoad).
+	trendAgain       int
 	recentAt, loadAt time.Time
 	// reach is, per feature, the share of the requests that evaluate it
 	// (see reachOf): a feature's cost is a request's that renders it,

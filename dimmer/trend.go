@@ -144,6 +144,9 @@ func (t *trend) update(x, v float64, missing bool, est, p float64) {
 		den += math.Exp(t.f[i].logw - wtop)
 	}
 	lb += math.Log(num / den)
+	if math.IsNaN(lb) || math.IsInf(lb, 0) {
+		return // (a value no filter finds likely at all: 1e155 and more)
+	}
 	for i := range t.f {
 		f := &t.f[i]
 		f.logw = (1-1/trendMemory)*f.logw + ll[i]
