@@ -78,6 +78,12 @@ type modelState struct {
 	// and motionVar that variance, the latest; dispersion is the
 	// arrivals' variance over a Poisson count's (see disperse).
 	motion, motionVar, dispersion float64
+	// between is the arrivals' dispersion between the load's jumps, for
+	// the rise test (see disperseBetween): the latest interval's squared
+	// second difference waits a period (betweenR, betweenOK) to show it
+	// straddled no jump; betweenSkip: the next straddles one just found.
+	between, betweenR      float64
+	betweenOK, betweenSkip bool
 	// trend predicts a load that moves (see trend.go), trendVar the
 	// latest interval's variance it was given.
 	trend    trend

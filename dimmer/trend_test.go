@@ -78,7 +78,7 @@ func TestTrendFollowsASwing(t *testing.T) {
 				}
 				// The tracker, as the law runs it for the load.
 				rng := rand.New(rand.NewPCG(11, seed))
-				tr := tracker{moves: true}
+				tr := tracker{moves: true, span: 1}
 				var sum float64
 				for i := range 300 {
 					x := poisson(rng, load(i))
