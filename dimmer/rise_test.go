@@ -106,8 +106,9 @@ func TestTrackerRisesOnTheRootScale(t *testing.T) {
 // times as dispersed as Poisson's (Poisson's at d ≤ 1), on a service
 // about half bright, and returns how many periods took a rise at once
 // (the estimate restarted at the period's rate), how often the
-// brightness moved, and the dispersions after.
-func burstyRun(t *testing.T, seed uint64, n int, load func(i int) float64, d float64) (rises, moves int, disp, between float64) {
+// brightness moved, the dispersions after, and the dispersion between
+// jumps averaged over the periods from the 300th.
+func burstyRun(t *testing.T, seed uint64, n int, load func(i int) float64, d float64) (rises, moves int, disp, between, meanBetween float64) {
 	r := newModelRig(t)
 	r.workers = 0.02 * load(0)
 	rng := rand.New(rand.NewPCG(77, seed))
@@ -128,12 +129,13 @@ func burstyRun(t *testing.T, seed uint64, n int, load func(i int) float64, d flo
 		if m := &r.c.mu.mdl; m.load.est == x && x > load(i) {
 			rises++
 		}
+		meanBetween += r.c.mu.mdl.between / float64(n-300)
 		if st.Brightness != b {
 			moves++
 		}
 		b = st.Brightness
 	}
-	return rises, moves, r.c.mu.mdl.dispersion, r.c.mu.mdl.between
+	return rises, moves, r.c.mu.mdl.dispersion, r.c.mu.mdl.between, meanBetween
 }
 
 // TestRisesWithBurstyArrivals: counts three times as dispersed as
@@ -142,14 +144,14 @@ func burstyRun(t *testing.T, seed uint64, n int, load func(i int) float64, d flo
 // often), their dispersion between the load's jumps reads 2.3–5 (a
 // minute's mean of a long-tailed square, over an estimate a little low at
 // 10/s);
-// and on a square wave of Poisson arrivals between 100 and 300 a second
-// every five seconds the dispersion between jumps reads near Poisson's,
-// where the dispersion counting the steps does not.
+// and on square waves of Poisson arrivals (100 ↔ 300 and 50 ↔ 100 a
+// second every five seconds) the dispersion between jumps reads near
+// Poisson's, where the dispersion counting the steps does not.
 func TestRisesWithBurstyArrivals(t *testing.T) {
 	rises, moves := 0, 0
 	var betweens []float64
 	for seed := range uint64(8) {
-		r, m, _, between := burstyRun(t, seed, 2700, func(int) float64 { return 10 }, 3)
+		r, m, _, between, _ := burstyRun(t, seed, 2700, func(int) float64 { return 10 }, 3)
 		rises += r
 		moves += m
 		betweens = append(betweens, between)
@@ -158,13 +160,23 @@ func TestRisesWithBurstyArrivals(t *testing.T) {
 	t.Logf("10/s, counts three times Poisson's dispersion: %d rises at once, %d moves of the levels over 8 × 2400 periods; the dispersion between jumps at the end %.1f", rises, moves, betweens)
 	assert.LessOrEqual(t, rises, 5)
 
-	_, _, disp, between := burstyRun(t, 1, 600, func(i int) float64 {
-		if i/5%2 == 0 {
-			return 100
+	square := func(lo, hi float64) func(i int) float64 {
+		return func(i int) float64 {
+			if i/5%2 == 0 {
+				return lo
+			}
+			return hi
 		}
-		return 300
-	}, 1)
-	t.Logf("a square wave 100 ↔ 300/s every 5 s of Poisson arrivals: dispersion %.2f, between jumps %.2f", disp, between)
-	assert.Less(t, between, 1.6, "between the steps, Poisson's")
+	}
+	_, _, disp, _, between := burstyRun(t, 1, 900, square(100, 300), 1)
+	t.Logf("a square wave 100 ↔ 300/s every 5 s of Poisson arrivals: dispersion %.2f at the end, between jumps %.2f on average", disp, between)
+	assert.Less(t, between, 1.3, "between the steps, Poisson's")
 	assert.Greater(t, disp, 2.0, "the dispersion the motion reads counts the steps")
+	// A smaller square, many of whose steps the moving filter follows
+	// without a jump.
+	for seed := range uint64(3) {
+		_, _, _, _, between := burstyRun(t, seed, 900, square(50, 100), 1)
+		t.Logf("seed %d: a square wave 50 ↔ 100/s every 5 s: between jumps %.2f on average", seed, between)
+		assert.Less(t, between, 1.5, "seed %d: the steps the moving filter follows are no noise", seed)
+	}
 }

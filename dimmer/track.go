@@ -217,9 +217,9 @@ func (t *tracker) update(x, v, fast float64, jump bool) bool {
 	return false
 }
 
-// rises reports whether x, the value of variance v of a period that lies
-// jumpZ standard errors over the estimate, is a rise of a level that
-// moves, to be taken at once: a count that stands riseZ standard errors
+// rises reports whether x, the value of variance v of a period over the
+// estimate (by jumpZ standard errors, or with the fast average past them),
+// is a rise of a level that moves, to be taken at once: a count that stands riseZ standard errors
 // over the old level's, as dispersed as the counts between the level's
 // jumps (disp). A count's variance grows with its mean, so that read with
 // the new value's variance a real step stands fewer standard errors over
