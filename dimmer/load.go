@@ -195,11 +195,18 @@ func (c *Controller) disperse(x, s float64) (r float64, ok bool) {
 	if !(r >= 0) || math.IsInf(r, 0) {
 		return 0, false
 	}
-	if m.dispersion == 0 {
-		m.dispersion = 1
-	}
-	m.dispersion += fastWeight(spreadMemory) * (min(r, jumpZ*jumpZ*max(m.dispersion, 1)) - m.dispersion)
+	foldDispersion(&m.dispersion, r)
 	return r, true
+}
+
+// foldDispersion folds r, an interval's squared second difference over
+// its Poisson variance, into the dispersion *d: a mean over spreadMemory
+// intervals (1 to start with), r capped at jumpZ² of it.
+func foldDispersion(d *float64, r float64) {
+	if *d == 0 {
+		*d = 1
+	}
+	*d += fastWeight(spreadMemory) * (min(r, jumpZ*jumpZ*max(*d, 1)) - *d)
 }
 
 // disperseBetween folds the intervals' squared second differences (r of
@@ -233,10 +240,7 @@ func (c *Controller) disperseBetween(r float64, ok, jumped bool) {
 		m.betweenOK, m.betweenSkip = false, true
 		return
 	case m.betweenOK:
-		if m.between == 0 {
-			m.between = 1
-		}
-		m.between += fastWeight(spreadMemory) * (min(m.betweenR, jumpZ*jumpZ*max(m.between, 1)) - m.between)
+		foldDispersion(&m.between, m.betweenR)
 	}
 	m.betweenR, m.betweenOK = r, ok && !m.betweenSkip
 	m.betweenSkip = false

@@ -218,14 +218,15 @@ func (t *tracker) update(x, v, fast float64, jump bool) bool {
 }
 
 // rises reports whether x, the value of variance v of a period over the
-// estimate (by jumpZ standard errors, or with the fast average past them),
-// is a rise of a level that moves, to be taken at once: a count that stands riseZ standard errors
-// over the old level's, as dispersed as the counts between the level's
-// jumps (disp). A count's variance grows with its mean, so that read with
-// the new value's variance a real step stands fewer standard errors over
-// the old level than it is (25 → 70 requests a second stood 5.4, under
-// riseZ, and was taken a period late: the lab's one-worker square waves
-// kept 0.3–0.9 point fewer of their users in time over five minutes); and
+// estimate (by jumpZ standard errors, or with the fast average past
+// them), is a rise of a level that moves, to be taken at once: a count
+// that stands riseZ standard errors over the old level's, as dispersed
+// as the counts between the level's jumps (disp). A count's variance
+// grows with its mean, so that read with the new value's variance a real
+// step stands fewer standard errors over the old level than it is (25 →
+// 70 requests a second stood 5.4, under riseZ, and was taken a period
+// late: the lab's one-worker square waves kept up to 2.8 points fewer of
+// their users in time over five minutes); and
 // read with the old level's on a Gaussian scale a small count's long
 // tail rises too often. On the root scale a Poisson count's variance is
 // the same whatever its mean (Anscombe): 2(√(x·s) − √(est·s)) has a
