@@ -66,6 +66,9 @@ type Checkpoint struct {
 	Scale         float64 `json:"scale"`
 	ScaleVar      float64 `json:"scale_var,omitempty"`
 	Seconds       bool    `json:"seconds"`
+	// PerRequest: Capacity is the work a request may take, not a second's
+	// (the law had no load to measure it in: feedback only).
+	PerRequest bool `json:"per_request,omitempty"`
 }
 
 // CheckpointState is a state in a Checkpoint: its mode, shed level,
@@ -143,7 +146,8 @@ func (c *Controller) Checkpoint() Checkpoint {
 		Brightness: m.brightness, LoadMark: m.loadMark, Dimmed: m.dimmed,
 		Frozen: m.frozen, FreezeReason: m.freezeWhy, Shadow: m.shadow, Pins: []CheckpointPin{},
 		Capacity: m.mdl.capacity.k, Saturated: m.mdl.capacity.c, Seconds: m.mdl.capacity.seconds, Scale: m.mdl.scale, ScaleVar: m.mdl.scaleVar,
-		CapacityWork: m.mdl.capacity.at, CapacityHeld: m.mdl.capacity.held, CapacityGrown: m.mdl.capacity.grown}
+		CapacityWork: m.mdl.capacity.at, CapacityHeld: m.mdl.capacity.held, CapacityGrown: m.mdl.capacity.grown,
+		PerRequest: m.mdl.blind}
 	cp.Status = stateOf(c.compose(c.reason(), m.gen))
 	for _, name := range slices.Sorted(mapKeys(m.pins)) {
 		p := m.pins[name]
@@ -250,6 +254,7 @@ func (c *Controller) AdoptAt(now time.Time, cp Checkpoint) (*State, error) {
 	}
 	c.adoptCosts(cp.Costs)
 	m.mdl.capacity.k, m.mdl.capacity.c, m.mdl.capacity.seconds = finite(cp.Capacity), finite(cp.Saturated), cp.Seconds
+	m.mdl.blind = cp.PerRequest
 	m.mdl.capacity.at, m.mdl.capacity.held = max(finite(cp.CapacityWork), 0), max(finite(cp.CapacityHeld), 0)
 	m.mdl.capacity.grown = max(finite(cp.CapacityGrown), 0)
 	if cp.Scale > 0 && !math.IsInf(cp.Scale, 0) {

@@ -292,7 +292,22 @@
 // a change (track.go). So that every feature's cost stays measured, not
 // only the one the ladder holds fractional, the law keeps each level
 // within [p, 1 − p] (the probe, probe.go: p at most Config.Probe, 5 %,
-// and as small as the load allows). model.go has the law, load.go the
+// and as small as the load allows).
+//
+// Feedback only: a source that gives no load (the latency alone, say) has
+// K as the work a request may take — the same equations at a nominal load
+// of one request a second — and the reason says "no load measured:
+// feedback only". Without a gate whose saturated periods measure the
+// capacity (or without a load to measure it in), K comes from the
+// pressure alone: the first overload takes it to the work carried times
+// the set point over the pressure (a latency grows at least in proportion
+// to a request's work); the corrections move it; and a cumulative sum of
+// the pressure past the target, or under Low, as large as two windows
+// (each at least a Hold) one band past it, is a change of regime
+// (Page's CUSUM): over, K goes half way in logarithm to that proportional
+// cut; under, the corrections start afresh at their first pace. And where
+// no estimate is held (neither the load nor the work tracked) the levels
+// follow K in quanta, not minMove. model.go has the law, load.go the
 // offered load and its motion, trend.go its trend, work.go a request's
 // work and the priors' scale; docs/model.md its figures in the lab and
 // what it still lacks before it can be the default.

@@ -1,13 +1,17 @@
 package dimmer
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // correctK is the feedback of the model law (see capacity.go for what each
 // reading does to K): a period's saturated reading, a carried one, a cold
 // overload's, and the corrections from the targets' pressure, at the
 // brightness b under the ceiling ceil, for the load lam, with the work a
-// second busy (standard error busySE) the period's requests took.
-func (c *Controller) correctK(now time.Time, o observation, b, ceil, lam, busy, busySE float64) {
+// second busy (standard error busySE) the period's requests took; blind:
+// no load measured (see controlModel's feedback only).
+func (c *Controller) correctK(now time.Time, o observation, b, ceil, lam, busy, busySE float64, blind bool) {
 	m := &c.mu
 	cfg := &c.cfg
 	e := &m.mdl.capacity
@@ -35,6 +39,8 @@ func (c *Controller) correctK(now time.Time, o observation, b, ceil, lam, busy, 
 	} else {
 		m.mdl.overRun = 0
 	}
+	m.mdl.overSum = max(m.mdl.overSum+(o.p-1)/(cfg.High-cfg.Low), 0)
+	m.mdl.underSum = max(m.mdl.underSum+(cfg.Low-o.p)/(cfg.High-cfg.Low), 0)
 
 	// The capacity, at the all-off work now. Each instance of a fleet
 	// queues its own requests: the idle a slower service needs is each
@@ -42,6 +48,10 @@ func (c *Controller) correctK(now time.Time, o observation, b, ceil, lam, busy, 
 	e.rebase(m.mdl.w0, o.queues*cfg.queueIdle(), m.mdl.baseOwn && m.mdl.baseAt.Equal(now))
 	kWas := e.k
 	win := max(m.sigWindow, cfg.Tick)
+	// As much pressure past its mark as overWindows windows (each at
+	// least a Hold) one band past it: a regime change, for a law that
+	// has no saturated period to tell it (see below).
+	regimeSum := overWindows * max(win, cfg.Hold).Seconds() / cfg.Tick.Seconds()
 	if m.mdl.regime {
 		e.reset(now, cfg.Hold)
 		m.mdl.regime = false
@@ -66,22 +76,31 @@ func (c *Controller) correctK(now time.Time, o observation, b, ceil, lam, busy, 
 		if m.mdl.overRun >= coldConfirm && busy > 0 {
 			// Over target, and no saturated period has measured the
 			// capacity: what the service carries now is all it carries
-			// within target, or more. Where the requests queue at the
-			// gate, the overload is that queue's, and a little less
-			// work ends it: K is the work carried now. Where the gate
-			// has room (or there is none), the latency is not its
-			// queue's, and is taken to scale with a request's work (a
-			// service that got slower, not one that queues): K is the
-			// work carried now times the set point over the pressure.
-			k := busy
-			if (o.room || !o.gate) && o.top >= 0 && o.top < len(cfg.Targets) && cfg.Targets[o.top].Signal.IsDuration() {
-				// (A latency: a refusal ratio does not scale with a
-				// request's work.)
-				k *= min(1, cfg.Setpoint/o.p)
-			}
-			e.k, e.src = k, capCold
+			// within target, or more (see coldK).
+			e.k, e.src = c.coldK(o, busy), capCold
 			e.reset(now, cfg.Hold)
 		}
+	case (blind || !o.gate) && m.mdl.overSum >= regimeSum:
+		// No gate whose saturated periods measure the capacity (or no
+		// load to measure it in), and the pressure has run past the
+		// target by as much as overWindows windows (each at least a
+		// Hold) one band past it — a few periods far past, or many a
+		// little (a cumulative sum, Page's CUSUM): the regime changed. A latency
+		// grows at least in proportion to a request's work (a queue's
+		// faster), so K·setpoint/p is as deep as K need go; K goes to
+		// half way there in logarithm, a bisection's first probe, and
+		// the corrections start afresh from it, the first due at once
+		// (the pace they slowed to while K was found would take
+		// minutes).
+		e.k, e.src = min(e.k, math.Sqrt(e.k*c.coldK(o, e.k))), capDown
+		e.reset(now.Add(-cfg.Hold), cfg.Hold)
+		m.mdl.errSum, m.mdl.errN, m.mdl.overSum, m.mdl.underSum = 0, 0, 0, 0
+	case (blind || !o.gate) && m.mdl.underSum >= regimeSum && e.k > 0 && b < ceil && e.wait > cfg.Hold:
+		// And as far under Low: the overload has ended (a slowdown, a
+		// load that fell). The corrections start afresh, the first due
+		// at once.
+		e.reset(now.Add(-cfg.Hold), cfg.Hold)
+		m.mdl.errSum, m.mdl.errN, m.mdl.overSum, m.mdl.underSum = 0, 0, 0, 0
 	case o.p < cfg.Low && max(busy-carriedZ*busySE, c.carriedNow(b, lam, o.recentLoad)) > e.k:
 		// Carried well within target, beyond K: K was too low (a first
 		// measurement taken while the gate's limit was still opening
@@ -126,4 +145,19 @@ func (c *Controller) correctK(now time.Time, o observation, b, ceil, lam, busy, 
 	if e.k != kWas {
 		e.at = m.mdl.w0 // K found at the all-off work now (see capacity.rebase)
 	}
+}
+
+// coldK is K for an overload that no saturated period measured: the work
+// carried now, busy. Where the requests queue at the gate, the overload is
+// that queue's, and a little less work ends it. Where the gate has room (or
+// there is none), the latency is not its queue's, and is taken to scale
+// with a request's work (a service that got slower, not one that queues):
+// the work carried now times the set point over the pressure. (A refusal
+// ratio does not scale with a request's work.)
+func (c *Controller) coldK(o observation, busy float64) float64 {
+	cfg := &c.cfg
+	if (o.room || !o.gate) && o.top >= 0 && o.top < len(cfg.Targets) && cfg.Targets[o.top].Signal.IsDuration() {
+		return busy * min(1, cfg.Setpoint/o.p)
+	}
+	return busy
 }

@@ -55,6 +55,10 @@ type modelState struct {
 	base     tracker  // the all-off request's work, measured (see demand)
 	regime   bool     // the load or the all-off work jumped this period
 	overRun  int      // periods in a row over High
+	// overSum is the pressure's excess over the target, underSum its
+	// shortfall under Low, in bands between Low and High, each summed
+	// while it stays above nothing (see correctK).
+	overSum, underSum float64
 	// satAt is when the last saturated interval ended (its RecentAt, or
 	// the period's now where the source does not say), and satWhole
 	// whether the one before it was saturated too: a run of two or more
@@ -137,6 +141,9 @@ type modelState struct {
 	// levelsAt is when the levels last moved: a signal window that began
 	// before it measures the levels before, and corrects nothing.
 	levelsAt time.Time
+	// blind: no load measured for a signal window, and K a request's
+	// work (see controlModel's feedback only).
+	blind bool
 	// probe: the law probes (see probe.go), as of the last step, and
 	// probeShare the share of the users it takes (0 until it starts).
 	probe      bool
@@ -388,15 +395,35 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 		// was measured in is no more.
 		*e = capacity{seconds: seconds}
 	}
+	win := max(m.sigWindow, cfg.Tick)
 	if busy <= 0 && o.rate > 0 {
 		// No period's work measured (no tallies, or no per-period
 		// counts): the completions' rate at a request's work now.
 		busy = o.rate * m.mdl.mean
 	}
+	if busy <= 0 && lam > 0 {
+		// No completions counted either: the load at the levels' work —
+		// what the service carries when it keeps up, an upper bound
+		// when it does not (the pressure then says so).
+		busy, busySE = lam*c.work(b), 0
+	}
+	// Feedback only: no load measured for a signal window (a source that
+	// gives the latency alone). K is then the work a request may take —
+	// the law's equations at a nominal load of one request a second —
+	// measured by nothing but the pressure: the cold overload's and the
+	// corrections (no saturated reading: its work is not per request).
+	blind := lam < 0 && now.Sub(m.mdl.loadAt) >= win
+	if blind != m.mdl.blind {
+		c.rebaseLoad(blind, lam)
+	}
+	lamK := lam
+	if blind {
+		lamK, busy, busySE = 1, c.work(b), 0
+		o.saturated = false
+	}
 
-	c.correctK(now, o, b, ceil, lam, busy, busySE)
-	w.capacity, w.source = e.k, e.src
-	win := max(m.sigWindow, cfg.Tick)
+	c.correctK(now, o, b, ceil, lamK, busy, busySE, blind)
+	w.capacity, w.source, w.blind = e.k, e.src, blind
 
 	// The levels, for the load ahead and its margin (see loadAhead,
 	// loadMargin).
@@ -406,6 +433,8 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 	}
 	target := ceil
 	switch {
+	case e.k > 0 && blind:
+		target = c.solve(e.k, ceil)
 	case e.k > 0 && lam > 0:
 		lam := served
 		target = c.solve(e.k/lam, ceil)
@@ -461,12 +490,20 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 	// The ends are reached by any move: every feature on, or every one at
 	// its floor, where the cascade starts.
 	ends := (target >= ceil && b < ceil) || (target <= 0 && b > 0)
-	small := math.Abs(target-b) < max(minMove, cfg.Quantum) && !ends
+	move := max(minMove, cfg.Quantum)
+	if blind || !o.gate && !m.mdl.load.ok && !m.mdl.base.ok {
+		// K from the pressure alone (see correctK), and no held
+		// estimate whose noise would move the levels (no load, or one
+		// read as the source gives it, and no work tallied): they
+		// follow K's corrections, paced, in quanta.
+		move = cfg.Quantum
+	}
+	small := math.Abs(target-b) < move && !ends
 	// Within the estimates' noise the levels hold — but not from a dim
 	// while the period is over High: the pressure then says the levels
 	// are too bright, whatever the noise of the load's estimate (a period
 	// served bright for a load still there costs answers).
-	noise := !small && !ends && !(target < b && o.p >= cfg.High) && c.withinNoise(b, e.k, served, aheadVar/max(ahead*ahead, math.SmallestNonzeroFloat64), ceil)
+	noise := !small && !ends && !blind && !(target < b && o.p >= cfg.High) && c.withinNoise(b, e.k, served, aheadVar/max(ahead*ahead, math.SmallestNonzeroFloat64), ceil)
 	if small || noise {
 		w.noise, w.levels = noise, b
 		switch {
@@ -530,4 +567,28 @@ func (c *Controller) cascadeModel(now time.Time, o observation, w why) why {
 	m.brightness = max(b-cfg.CascadeGain*(o.pc-cfg.Setpoint)*cfg.Tick.Seconds(), -cfg.MaxShed)
 	w.kind = whyCascade
 	return w
+}
+
+// rebaseLoad carries K between its two units as the law goes blind (no
+// load measured: K a request's work) or sees the load again (K work a
+// second): divided or multiplied by the load, the last known one going
+// blind and the one measured now coming back. Without such a load K is
+// unknown again, and the next overload measures it.
+func (c *Controller) rebaseLoad(blind bool, lam float64) {
+	m := &c.mu.mdl
+	e := &m.capacity
+	m.blind = blind
+	m.errSum, m.errN = 0, 0
+	f := lam
+	if blind {
+		f = 0
+		if m.rate > 0 {
+			f = 1 / m.rate
+		}
+	}
+	if !(f > 0) || math.IsInf(f, 0) {
+		*e = capacity{seconds: e.seconds}
+		return
+	}
+	e.k, e.c, e.held = e.k*f, e.c*f, e.held*f
 }

@@ -32,6 +32,7 @@ type why struct {
 	// the budget (see withinNoise).
 	noise  bool
 	levels float64
+	blind  bool // no load measured: K is a request's work (feedback only)
 }
 
 type whyKind uint8
@@ -215,6 +216,10 @@ func (c *Controller) describeModel(w why) string {
 		}
 		b.WriteString(", ")
 	}
+	if w.capacity <= 0 && w.blind {
+		fmt.Fprintf(&b, "no load measured (%s): feedback only, over target for %d periods in a row to begin", c.cfg.LoadSignal, coldConfirm)
+		return b.String()
+	}
 	if w.capacity <= 0 {
 		b.WriteString("capacity not yet known")
 		return b.String()
@@ -223,7 +228,15 @@ func (c *Controller) describeModel(w why) string {
 	if m.mdl.capacity.seconds {
 		unit = "s of service"
 	}
-	fmt.Fprintf(&b, "carries %.3g %s a second (%s)", w.capacity, unit, sourceNames[w.source])
+	if w.blind {
+		if m.mdl.capacity.seconds {
+			fmt.Fprintf(&b, "no load measured (%s): feedback only, a request may take %s of service (%s)", c.cfg.LoadSignal, fmtValue(signals.LatencyMean, w.capacity), sourceNames[w.source])
+		} else {
+			fmt.Fprintf(&b, "no load measured (%s): feedback only, a request may take %.3g all-off requests' work (%s)", c.cfg.LoadSignal, w.capacity, sourceNames[w.source])
+		}
+	} else {
+		fmt.Fprintf(&b, "carries %.3g %s a second (%s)", w.capacity, unit, sourceNames[w.source])
+	}
 	if i := w.feature; i >= 0 && i < len(m.mdl.cost) {
 		f := c.cfg.Features[i].Name
 		switch e := m.costs.estimate(i); {

@@ -1,0 +1,162 @@
+package dimmer_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/brownout/brownout/dimmer"
+	"github.com/brownout/brownout/internal/lab"
+	"github.com/brownout/brownout/signals"
+	"github.com/brownout/brownout/sim"
+	"github.com/stretchr/testify/assert"
+)
+
+// blindQueue is a service seen through its p99 latency alone: one worker,
+// Poisson arrivals at lam a second, exponential service of mean
+// w0·(1 + Σ cᵢ·ℓᵢ) seconds, so that the sojourn's p99 is ln(100)/(μ − λ) —
+// read with a tenth's noise, of the levels the tick before.
+type blindQueue struct {
+	lam, w0 float64
+	costs   []float64
+	rng     *rand.Rand
+}
+
+func (q blindQueue) p99(levels []float64) float64 {
+	w := 1.0
+	for i, c := range q.costs {
+		w += c * levels[i]
+	}
+	mu := 1 / (q.w0 * w)
+	if mu <= q.lam*1.001 {
+		return 10 // the queue grows without bound: a client's timeout
+	}
+	return min(math.Log(100)/(mu-q.lam), 10) * (1 + 0.1*q.rng.NormFloat64())
+}
+
+// TestModelLawFeedbackOnly: a source that gives the p99 latency and nothing
+// else — no load, no completions, no work — still gets a law that dims: K
+// is then a request's work, taken down at the first overload as the
+// latency says and corrected from the pressure; and one that gives the
+// load and the completions too, but has no gate whose saturated periods
+// measure the capacity, is corrected alike. At a load the service carries
+// only dimmed, the levels settle between where the p99 is at the set
+// point and at the target, and stay calm; the reason says when the law is
+// blind. (The search law, on this queue: reviews at 0.83–0.85 and
+// 0.37–0.40, 0–3 s over target, no turn.)
+func TestModelLawFeedbackOnly(t *testing.T) {
+	const target = 0.3
+	for _, withLoad := range []bool{false, true} {
+		for _, lam := range []float64{140, 160} {
+			for seed := uint64(1); seed <= 5; seed++ {
+				q := blindQueue{lam: lam, w0: 0.005, costs: []float64{0.5, 0.3}, rng: rand.New(rand.NewPCG(seed, 1))}
+				c, err := dimmer.New(dimmer.Config{
+					Targets:  []dimmer.Target{{Signal: signals.LatencyP99, Target: target}},
+					Features: []dimmer.Feature{{Name: "recommendations", Cost: 0.5}, {Name: "reviews", Cost: 0.3, Rank: 1}},
+					Model:    true,
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				now := time.Unix(1_000_000, 0)
+				levels := []float64{1, 1}
+				var secs []sim.Second
+				var p99s []float64
+				reason := ""
+				for i := range 300 {
+					now = now.Add(time.Second)
+					var s signals.Snapshot
+					s.Time = now
+					p := q.p99(levels)
+					s.Set(signals.LatencyP99, p)
+					if withLoad {
+						s.Set(signals.ArrivalRate, q.lam)
+						s.Set(signals.Throughput, q.lam)
+					}
+					st := c.Step(now, s)
+					for f := range levels {
+						levels[f] = st.LevelAt(f, -1)
+					}
+					if i >= 60 {
+						secs = append(secs, sim.Second{Level: (levels[0] + levels[1]) / 2})
+						p99s = append(p99s, p)
+					}
+					reason = c.Status().Reason
+				}
+				over := 0
+				for _, p := range p99s {
+					if p > target {
+						over++
+					}
+				}
+				turns := lab.DirectionChanges(secs)
+				t.Logf("load %v (given: %v) seed %d: p99 over target %d of %d s, turns %d, levels %.2f/%.2f; %s", lam, withLoad, seed, over, len(p99s), turns, levels[0], levels[1], reason)
+				// reviews' level where the mean p99 is the set point's and
+				// the target's (recommendations, at 0.5, fits at neither).
+				at := func(p99 float64) float64 { return ((1/(lam+math.Log(100)/p99))/q.w0 - 1) / q.costs[1] }
+				if !withLoad {
+					assert.Contains(t, reason, "feedback only")
+				}
+				assert.LessOrEqual(t, turns, 2, "load %v seed %d", lam, seed)
+				assert.Less(t, over, len(p99s)/10, "load %v seed %d: p99 over target", lam, seed)
+				assert.Zero(t, levels[0], "load %v seed %d", lam, seed)
+				assert.InDelta(t, (at(0.775*target)+at(target))/2, levels[1], (at(target)-at(0.775*target))/2+0.05, "load %v seed %d: reviews between the set point's level and the target's", lam, seed)
+			}
+		}
+	}
+}
+
+// TestModelLawFeedbackOnlySlowdown: with no gate to measure the capacity, a
+// service that gets a tenth slower at a load it carried with reviews at
+// about 0.4 (the queue's p99 jumps from about 0.25 s to 0.6–3 s) is dimmed
+// within a few seconds, not at the pace the corrections slowed to while
+// they found K (without the regime test over target: every second of the
+// minute over target); and once it is fast again, reviews are back within
+// half a minute (without the test under Low, not within 90 s; the search
+// law: 1–2 s over target, reviews not back within 90 s).
+func TestModelLawFeedbackOnlySlowdown(t *testing.T) {
+	const target, from, until = 0.3, 150, 210
+	for _, withLoad := range []bool{false, true} {
+		for seed := uint64(1); seed <= 5; seed++ {
+			q := blindQueue{lam: 160, w0: 0.005, costs: []float64{0.5, 0.3}, rng: rand.New(rand.NewPCG(seed, 2))}
+			c, err := dimmer.New(dimmer.Config{
+				Targets:  []dimmer.Target{{Signal: signals.LatencyP99, Target: target}},
+				Features: []dimmer.Feature{{Name: "recommendations", Cost: 0.5}, {Name: "reviews", Cost: 0.3, Rank: 1}},
+				Model:    true,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			now := time.Unix(1_000_000, 0)
+			levels := []float64{1, 1}
+			overIn, back := 0, -1
+			for i := range 300 {
+				now = now.Add(time.Second)
+				q.w0 = 0.005
+				if i >= from && i < until {
+					q.w0 = 0.0055
+				}
+				var s signals.Snapshot
+				s.Time = now
+				p := q.p99(levels)
+				s.Set(signals.LatencyP99, p)
+				if withLoad {
+					s.Set(signals.ArrivalRate, q.lam)
+					s.Set(signals.Throughput, q.lam)
+				}
+				st := c.Step(now, s)
+				levels[0], levels[1] = st.LevelAt(0, -1), st.LevelAt(1, -1)
+				if i >= from && i < until && p > target {
+					overIn++
+				}
+				if i >= until && back < 0 && levels[1] >= 0.3 {
+					back = i - until
+				}
+			}
+			t.Logf("load given: %v, seed %d: %d of %d s of the slowdown over target; reviews at 0.3 %d s after it", withLoad, seed, overIn, until-from, back)
+			assert.LessOrEqual(t, overIn, 5, "seed %d: seconds over target in the slowdown", seed)
+			assert.True(t, back >= 0 && back <= 30, "seed %d: reviews back %d s after the slowdown", seed, back)
+		}
+	}
+}
