@@ -160,3 +160,116 @@ func TestModelLawFeedbackOnlySlowdown(t *testing.T) {
 		}
 	}
 }
+
+// blindConfig is the two features of the blind queue, under targets.
+func blindConfig(targets ...dimmer.Target) dimmer.Config {
+	return dimmer.Config{
+		Targets:  targets,
+		Features: []dimmer.Feature{{Name: "recommendations", Cost: 0.5}, {Name: "reviews", Cost: 0.3, Rank: 1}},
+		Model:    true,
+	}
+}
+
+// TestModelLawFeedbackOnlyRefusals: a refusal ratio alone (another limiter
+// refuses what the service cannot take), no load: the law dims until the
+// ratio is near its target. (A regime test that fired on every period of
+// refusals, with nothing to cut for a ratio, held full brightness at 31 %
+// refused.)
+func TestModelLawFeedbackOnlyRefusals(t *testing.T) {
+	const target, lam = 0.01, 160.0
+	for seed := uint64(1); seed <= 5; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 3))
+		c, err := dimmer.New(blindConfig(dimmer.Target{Signal: signals.RejectRatio, Target: target}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := time.Unix(1_000_000, 0)
+		levels := []float64{1, 1}
+		sum, n := 0.0, 0
+		for i := range 600 {
+			now = now.Add(time.Second)
+			mu := 1 / (0.005 * (1 + 0.5*levels[0] + 0.3*levels[1]))
+			rr := max(0, 1-mu/lam+0.003*rng.NormFloat64())
+			var s signals.Snapshot
+			s.Time = now
+			s.Set(signals.RejectRatio, rr)
+			st := c.Step(now, s)
+			levels[0], levels[1] = st.LevelAt(0, -1), st.LevelAt(1, -1)
+			if i >= 60 {
+				sum, n = sum+rr, n+1
+			}
+		}
+		t.Logf("seed %d: mean refused %.4f, levels %.2f/%.2f", seed, sum/float64(n), levels[0], levels[1])
+		assert.Less(t, sum/float64(n), 2*target, "seed %d: refused", seed)
+	}
+}
+
+// TestModelLawRegimeSumsNeedNoGate: the regime test's sums run only where no
+// gate measures the capacity — a gated overload whose gate reading is
+// missing for one period does not cut K by the sums it built while gated.
+func TestModelLawRegimeSumsNeedNoGate(t *testing.T) {
+	for _, drop := range []bool{false, true} {
+		c, err := dimmer.New(blindConfig(dimmer.Target{Signal: signals.LatencyP99, Target: 0.3}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := time.Unix(1_000_000, 0)
+		var before, after float64
+		for i := range 302 {
+			now = now.Add(time.Second)
+			var s signals.Snapshot
+			s.Time = now
+			s.Set(signals.ArrivalRate, 230) // more than the floors carry (200/s): the gate queues and refuses
+			s.Set(signals.Throughput, 200)
+			s.Set(signals.LatencyP99, 0.6)
+			if !(drop && i == 300) {
+				s.Set(signals.GateBusy, 1)
+			}
+			c.Step(now, s)
+			switch i {
+			case 299:
+				before = c.Checkpoint().Capacity
+			case 300:
+				after = c.Checkpoint().Capacity
+			}
+		}
+		assert.Greater(t, before, 0.0)
+		assert.Equal(t, before, after, "gate reading dropped: %v", drop)
+	}
+}
+
+// TestModelLawFeedbackOnlyPin: a pin that keeps reviews on through an
+// overload is not the levels' doing: K is not cut under what the floors
+// take, and once the pin ends, reviews are back. (The regime test cut K
+// towards nothing, 1e-49 in a minute, and reviews were back in 40 s.)
+func TestModelLawFeedbackOnlyPin(t *testing.T) {
+	q := blindQueue{lam: 160, w0: 0.005, costs: []float64{0.5, 0.3}, rng: rand.New(rand.NewPCG(1, 5))}
+	c, err := dimmer.New(blindConfig(dimmer.Target{Signal: signals.LatencyP99, Target: 0.3}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1_000_000, 0)
+	levels := []float64{1, 1}
+	minK, back := math.Inf(1), -1
+	for i := range 480 {
+		now = now.Add(time.Second)
+		if i == 300 {
+			_, err := c.PinAt(now, "reviews", 1, time.Minute, "a test")
+			assert.NoError(t, err)
+		}
+		var s signals.Snapshot
+		s.Time = now
+		s.Set(signals.LatencyP99, q.p99(levels))
+		st := c.Step(now, s)
+		levels[0], levels[1] = st.LevelAt(0, -1), st.LevelAt(1, -1)
+		if i >= 300 && i < 360 {
+			minK = min(minK, c.Checkpoint().Capacity)
+		}
+		if i >= 361 && back < 0 && levels[1] >= 0.3 {
+			back = i - 360
+		}
+	}
+	t.Logf("K at least %.3g under the pin; reviews back at 0.3 %d s after it", minK, back)
+	assert.GreaterOrEqual(t, minK, 1.0, "K under the floors' work (an all-off request's)")
+	assert.True(t, back >= 0 && back <= 20, "reviews back %d s after the pin", back)
+}

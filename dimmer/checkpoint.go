@@ -255,6 +255,11 @@ func (c *Controller) AdoptAt(now time.Time, cp Checkpoint) (*State, error) {
 	c.adoptCosts(cp.Costs)
 	m.mdl.capacity.k, m.mdl.capacity.c, m.mdl.capacity.seconds = finite(cp.Capacity), finite(cp.Saturated), cp.Seconds
 	m.mdl.blind = cp.PerRequest
+	if !m.mdl.blind {
+		// K counts work a second: a period without the load right
+		// after adopting it is no window without it.
+		m.mdl.loadAt = now
+	}
 	m.mdl.capacity.at, m.mdl.capacity.held = max(finite(cp.CapacityWork), 0), max(finite(cp.CapacityHeld), 0)
 	m.mdl.capacity.grown = max(finite(cp.CapacityGrown), 0)
 	if cp.Scale > 0 && !math.IsInf(cp.Scale, 0) {

@@ -305,7 +305,8 @@
 // the pressure past the target, or under Low, as large as two windows
 // (each at least a Hold) one band past it, is a change of regime
 // (Page's CUSUM): over, K goes half way in logarithm to that proportional
-// cut; under, the corrections start afresh at their first pace. And where
+// cut, never under the floors' work; under, the corrections start afresh
+// at their first pace. And where
 // no estimate is held (neither the load nor the work tracked) the levels
 // follow K in quanta, not minMove. model.go has the law, load.go the
 // offered load and its motion, trend.go its trend, work.go a request's

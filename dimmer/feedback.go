@@ -39,8 +39,6 @@ func (c *Controller) correctK(now time.Time, o observation, b, ceil, lam, busy, 
 	} else {
 		m.mdl.overRun = 0
 	}
-	m.mdl.overSum = max(m.mdl.overSum+(o.p-1)/(cfg.High-cfg.Low), 0)
-	m.mdl.underSum = max(m.mdl.underSum+(cfg.Low-o.p)/(cfg.High-cfg.Low), 0)
 
 	// The capacity, at the all-off work now. Each instance of a fleet
 	// queues its own requests: the idle a slower service needs is each
@@ -52,6 +50,23 @@ func (c *Controller) correctK(now time.Time, o observation, b, ceil, lam, busy, 
 	// least a Hold) one band past it: a regime change, for a law that
 	// has no saturated period to tell it (see below).
 	regimeSum := overWindows * max(win, cfg.Hold).Seconds() / cfg.Tick.Seconds()
+	feedbackOnly := blind || !o.gate
+	if feedbackOnly && !m.shadow {
+		// Each period counts for one window's worth at most: one
+		// outlier reading is no regime.
+		most := regimeSum / overWindows
+		band := cfg.High - cfg.Low
+		m.mdl.overSum = max(m.mdl.overSum+min((o.p-1)/band, most), 0)
+		if o.top >= 0 && o.top < len(cfg.Targets) && cfg.Targets[o.top].Signal.IsDuration() {
+			// (Under Low, a refusal ratio is mostly nothing refused:
+			// the norm under capacity, not the end of an overload.)
+			m.mdl.underSum = max(m.mdl.underSum+min((cfg.Low-max(o.p, 0))/band, most), 0)
+		}
+	} else {
+		// (A gate measures the regime; a shadow's pressure is of levels
+		// the law did not set.)
+		m.mdl.overSum, m.mdl.underSum = 0, 0
+	}
 	if m.mdl.regime {
 		e.reset(now, cfg.Hold)
 		m.mdl.regime = false
@@ -79,8 +94,9 @@ func (c *Controller) correctK(now time.Time, o observation, b, ceil, lam, busy, 
 			// within target, or more (see coldK).
 			e.k, e.src = c.coldK(o, busy), capCold
 			e.reset(now, cfg.Hold)
+			m.mdl.overSum, m.mdl.underSum = 0, 0
 		}
-	case (blind || !o.gate) && m.mdl.overSum >= regimeSum:
+	case feedbackOnly && m.mdl.overSum >= regimeSum && (c.cutK(o, lam) < e.k || e.wait > cfg.Hold):
 		// No gate whose saturated periods measure the capacity (or no
 		// load to measure it in), and the pressure has run past the
 		// target by as much as overWindows windows (each at least a
@@ -88,14 +104,13 @@ func (c *Controller) correctK(now time.Time, o observation, b, ceil, lam, busy, 
 		// little (a cumulative sum, Page's CUSUM): the regime changed. A latency
 		// grows at least in proportion to a request's work (a queue's
 		// faster), so K·setpoint/p is as deep as K need go; K goes to
-		// half way there in logarithm, a bisection's first probe, and
-		// the corrections start afresh from it, the first due at once
-		// (the pace they slowed to while K was found would take
-		// minutes).
-		e.k, e.src = min(e.k, math.Sqrt(e.k*c.coldK(o, e.k))), capDown
+		// half way there in logarithm (see cutK), and the corrections
+		// start afresh from it, the first due at once (the pace they
+		// slowed to while K was found would take minutes).
+		e.k, e.src = min(e.k, c.cutK(o, lam)), capDown
 		e.reset(now.Add(-cfg.Hold), cfg.Hold)
 		m.mdl.errSum, m.mdl.errN, m.mdl.overSum, m.mdl.underSum = 0, 0, 0, 0
-	case (blind || !o.gate) && m.mdl.underSum >= regimeSum && e.k > 0 && b < ceil && e.wait > cfg.Hold:
+	case feedbackOnly && m.mdl.underSum >= regimeSum && e.k > 0 && b < ceil && e.wait > cfg.Hold:
 		// And as far under Low: the overload has ended (a slowdown, a
 		// load that fell). The corrections start afresh, the first due
 		// at once.
@@ -135,9 +150,11 @@ func (c *Controller) correctK(now time.Time, o observation, b, ceil, lam, busy, 
 		if e.due(now, win) {
 			err := m.mdl.errSum / float64(m.mdl.errN)
 			m.mdl.errSum, m.mdl.errN = 0, 0
-			if err < 0 || b < ceil {
+			if (err < 0 || b < ceil) && !(err < 0 && b <= 0 && feedbackOnly) {
 				// (At the ceiling, a K that seems too low holds no
-				// level down.)
+				// level down; at the floors, with nothing to measure
+				// the capacity, one that seems too high dims nothing,
+				// and would only wind down.)
 				e.correct(now, err, lam*(c.work(1)-c.work(0)))
 			}
 		}
@@ -160,4 +177,21 @@ func (c *Controller) coldK(o observation, busy float64) float64 {
 		return busy * min(1, cfg.Setpoint/o.p)
 	}
 	return busy
+}
+
+// cutK is K after a regime change over target where nothing measures the
+// capacity (see correctK): half way in logarithm from K to the
+// proportional cut coldK gives (a bisection's first probe between K and
+// the deepest cut a latency can call for), but not under the work the
+// floors take at the load lam — under it the levels cannot dim further,
+// and K would only wind down (pins, or the pressure of a shadow's levels,
+// cut it towards nothing). For a refusal ratio, which does not scale with
+// a request's work, K.
+func (c *Controller) cutK(o observation, lam float64) float64 {
+	e := &c.mu.mdl.capacity
+	k := math.Sqrt(e.k * c.coldK(o, e.k))
+	if floors := lam * c.work(0); lam > 0 && k < floors {
+		k = min(e.k, floors)
+	}
+	return k
 }

@@ -580,6 +580,13 @@ func (c *Controller) rebaseLoad(blind bool, lam float64) {
 	m.blind = blind
 	m.errSum, m.errN = 0, 0
 	f := lam
+	if !blind && m.load.ok && m.load.p > 0 {
+		// A lower bound of the load that has come back (carriedZ
+		// standard errors under its first estimate): one noisy
+		// interval over the load would carry K over it, and the levels
+		// would brighten for work the service does not carry.
+		f = max(lam-carriedZ*math.Sqrt(m.load.p), lam/2)
+	}
 	if blind {
 		f = 0
 		if m.rate > 0 {
