@@ -122,7 +122,7 @@ func Build(ctx context.Context, cfg Config, stack Stack) (*Protected, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := tune(ctl, false, cfg.Priors); err != nil {
+		if err := tune(ctl, cfg.ModelLaw, cfg.Priors); err != nil {
 			return nil, err
 		}
 		go ctl.Run(ctx, dimmer.Local(rec))
