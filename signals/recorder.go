@@ -216,7 +216,9 @@ func (r *Recorder) Snapshot(now time.Time) Snapshot {
 		if span := now.Sub(lastAt); span > 0 {
 			s.Recent, s.RecentSpan, s.RecentAt = d, span, now
 		}
-		if at := d.AtGate(); at > 0 {
+		if at := d.AtGate(); at > 0 && gated {
+			// (Only with a gate: behind another limiter, or none, the
+			// refusals the middleware counts are no gate's room.)
 			s.Set(GateBusy, min(float64(d.NoRoom())/float64(at), 1))
 		}
 	}

@@ -102,6 +102,18 @@ func TestRecorderGateSignals(t *testing.T) {
 	assert.Equal(t, 0.0, busy, "the gate had room for the one arrival since")
 	rec.SetGate(nil)
 	assert.False(t, rec.Snapshot(now.Add(3*time.Second)).Has(GateLimit))
+
+	// Without a gate — another limiter in front, whose refusals the
+	// middleware counts — no arrival found a gate full: gate.busy is
+	// missing, not the share refused.
+	for range 10 {
+		rec.Arrive(Default)
+		rec.Reject(Default, ReasonConcurrency)
+	}
+	snap = rec.Snapshot(now.Add(4 * time.Second))
+	assert.False(t, snap.Has(GateBusy), "no gate: no gate.busy")
+	rr, _ := snap.Get(RejectRatio)
+	assert.Positive(t, rr, "the refusals still count in reject.ratio")
 }
 
 // Rates count what arrived since the window's oldest slot was opened, over
