@@ -51,11 +51,7 @@ func TestModelLawFeedbackOnly(t *testing.T) {
 		for _, lam := range []float64{140, 160} {
 			for seed := uint64(1); seed <= 5; seed++ {
 				q := blindQueue{lam: lam, w0: 0.005, costs: []float64{0.5, 0.3}, rng: rand.New(rand.NewPCG(seed, 1))}
-				c, err := dimmer.New(dimmer.Config{
-					Targets:  []dimmer.Target{{Signal: signals.LatencyP99, Target: target}},
-					Features: []dimmer.Feature{{Name: "recommendations", Cost: 0.5}, {Name: "reviews", Cost: 0.3, Rank: 1}},
-					Model:    true,
-				})
+				c, err := dimmer.New(blindConfig(dimmer.Target{Signal: signals.LatencyP99, Target: target}))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -120,11 +116,7 @@ func TestModelLawFeedbackOnlySlowdown(t *testing.T) {
 	for _, withLoad := range []bool{false, true} {
 		for seed := uint64(1); seed <= 5; seed++ {
 			q := blindQueue{lam: 160, w0: 0.005, costs: []float64{0.5, 0.3}, rng: rand.New(rand.NewPCG(seed, 2))}
-			c, err := dimmer.New(dimmer.Config{
-				Targets:  []dimmer.Target{{Signal: signals.LatencyP99, Target: target}},
-				Features: []dimmer.Feature{{Name: "recommendations", Cost: 0.5}, {Name: "reviews", Cost: 0.3, Rank: 1}},
-				Model:    true,
-			})
+			c, err := dimmer.New(blindConfig(dimmer.Target{Signal: signals.LatencyP99, Target: target}))
 			if err != nil {
 				t.Fatal(err)
 			}
