@@ -28,7 +28,7 @@ const (
 	RejectRate                 // rate.reject: rejections per second
 	ErrorRatio                 // error.ratio: failed / completed
 	RejectRatio                // reject.ratio: refusals for overload (max wait, CoDel, deadline, concurrency) / arrivals
-	GateBusy                   // gate.busy: share of the arrivals at the admission gate since the last snapshot that found no room (waited or were refused)
+	GateBusy                   // gate.busy: share of the arrivals at the admission gate since the last snapshot that found no room (waited or were refused); only with a gate
 	GateUtilization            // gate.utilization: cost in flight ÷ the gate's concurrency limit
 	GateQueued                 // gate.queued: requests waiting at the gate
 	GateLimit                  // gate.limit: the gate's concurrency limit, in cost units

@@ -176,8 +176,12 @@ func (f *aggregate) add(name string, s series) {
 			if !restarted {
 				d = d.Sub(prev.st.classes[c])
 			}
-			f.noRoom += float64(d.NoRoom())
-			f.atGate += float64(d.AtGate())
+			if st.hasGate {
+				// (An instance without a gate — the middleware alone, or
+				// behind another limiter — found no gate full.)
+				f.noRoom += float64(d.NoRoom())
+				f.atGate += float64(d.AtGate())
+			}
 			sum.Merge(d)
 		}
 		if el := elapsed(prev, last); el > 0 {

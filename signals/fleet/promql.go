@@ -87,9 +87,11 @@ func DefaultQueriesFor(rng, selector string) map[signals.Key]string {
 		signals.RejectRate:  rate(signals.MetricRejected),
 		signals.ErrorRatio:  fmt.Sprintf("%s / %s", rate(signals.MetricFailed), rate(signals.MetricCompleted)),
 		signals.RejectRatio: fmt.Sprintf(`%s / %s`, rateOf(signals.MetricRejected, refused), rate(signals.MetricArrived)),
-		signals.GateBusy: fmt.Sprintf(`clamp_max((%s + %s) / (%s - %s), 1)`,
+		// (Only where some instance has a gate: without one, gate.busy
+		// would read another limiter's refusals as no room at a gate.)
+		signals.GateBusy: fmt.Sprintf(`clamp_max((%s + %s) / (%s - %s), 1) and on() count(%s)`,
 			rate(signals.MetricWaited), rateOf(signals.MetricRejected, `reason=~"max_wait|codel|deadline|concurrency|canceled"`),
-			rate(signals.MetricArrived), rateOf(signals.MetricRejected, `reason=~"rate_limit|shed_level"`)),
+			rate(signals.MetricArrived), rateOf(signals.MetricRejected, `reason=~"rate_limit|shed_level"`), sel(signals.MetricGateLimit)),
 		signals.GateUtilization: fmt.Sprintf("sum(%s) / sum(%s)", sel(signals.MetricGateInFlight), sel(signals.MetricGateLimit)),
 		signals.GateQueued:      "sum(" + sel(signals.MetricGateQueued) + ")",
 		signals.GateLimit:       "sum(" + sel(signals.MetricGateLimit) + ")",

@@ -327,3 +327,59 @@ func TestScrapeOurOwnCollector(t *testing.T) {
 	q, _ := snap.Get(signals.GateQueued)
 	assert.Equal(t, 1.0, q)
 }
+
+// TestScrapeGateBusyOnlyFromGates: gate.busy is the share of the arrivals
+// at a gate that found it full — an instance without a gate (the
+// middleware alone, or behind another limiter whose refusals it counts)
+// adds nothing to it, and a fleet with no gate has none.
+func TestScrapeGateBusyOnlyFromGates(t *testing.T) {
+	for _, gates := range []int{1, 0} {
+		now := t0
+		var recs []*signals.Recorder
+		var urls []string
+		for i := range 2 {
+			rec := signals.NewRecorder(signals.Config{})
+			if i < gates {
+				rec.SetGate(func() signals.GateReading { return signals.GateReading{Limit: 10, InFlight: 4} })
+			}
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(signals.NewCollector(rec, signals.CollectorOpts{Now: func() time.Time { return now }}))
+			srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+			t.Cleanup(srv.Close)
+			recs, urls = append(recs, rec), append(urls, srv.URL)
+		}
+		src, err := NewScrapeSource(ScrapeConfig{Targets: urls})
+		require.NoError(t, err)
+		_, err = src.Snapshot(context.Background(), now)
+		require.NoError(t, err)
+		for i := range 100 {
+			// Instance 0: a quarter of its arrivals wait at its gate.
+			// Instance 1: another limiter refuses a fifth of them.
+			recs[0].Arrive(signals.Default)
+			wait := time.Duration(0)
+			if i%4 == 0 {
+				wait = time.Millisecond
+			}
+			recs[0].Queued(signals.Default, wait, now)
+			recs[0].Done(signals.Default, now, now.Add(10*time.Millisecond), false, time.Time{})
+			recs[1].Arrive(signals.Default)
+			if i%5 == 0 {
+				recs[1].Reject(signals.Default, signals.ReasonConcurrency)
+				continue
+			}
+			recs[1].Done(signals.Default, now, now.Add(10*time.Millisecond), false, time.Time{})
+		}
+		now = now.Add(5 * time.Second)
+		snap, err := src.Snapshot(context.Background(), now)
+		require.NoError(t, err)
+		busy, ok := snap.Get(signals.GateBusy)
+		if gates == 0 {
+			assert.False(t, ok, "no gate in the fleet: no gate.busy (it read %v)", busy)
+			continue
+		}
+		require.True(t, ok)
+		assert.InDelta(t, 25.0/100, busy, 1e-9, "the gated instance's arrivals alone")
+		rr, _ := snap.Get(signals.RejectRatio)
+		assert.InDelta(t, 20.0/200, rr, 1e-9, "the other limiter's refusals still count as refusals")
+	}
+}
