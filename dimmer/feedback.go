@@ -51,7 +51,20 @@ func (c *Controller) correctK(now time.Time, o observation, b, ceil, lam, busy, 
 	// has no saturated period to tell it (see below).
 	regimeSum := overWindows * max(win, cfg.Hold).Seconds() / cfg.Tick.Seconds()
 	feedbackOnly := blind || !o.gate
-	if feedbackOnly && !m.shadow {
+	// A signal window that began before the all-off work last jumped
+	// holds the pressure of the work before it: where nothing but the
+	// pressure corrects K, it says nothing of K at the work now — K was
+	// rebased for that (capacity.rebase) — and is not summed nor
+	// corrected from, as a window that began before the levels' last
+	// move is not (below). (Answers 900 ms slow for half a minute, then
+	// 50 ms again: the p99's window held the slow ones for ten seconds
+	// more, and its sums cut K four times over while the features were
+	// already back on — the features were all back 30 s after the
+	// answers, 4.5 s without it.)
+	staleWork := !m.mdl.baseAt.IsZero() && now.Sub(m.mdl.baseAt) < win
+	if staleWork {
+		m.mdl.overSum, m.mdl.underSum = 0, 0
+	} else if feedbackOnly && !m.shadow {
 		// Each period counts for one window's worth at most: one
 		// outlier reading is no regime.
 		most := regimeSum / overWindows
@@ -125,6 +138,8 @@ func (c *Controller) correctK(now time.Time, o observation, b, ceil, lam, busy, 
 		// load at their work (see carriedNow).
 		e.carried(now, max(busy-carriedZ*busySE, c.carriedNow(b, lam, o.recentLoad)))
 		m.mdl.errSum, m.mdl.errN = 0, 0
+	case feedbackOnly && staleWork:
+		// (See staleWork above.)
 	case now.Sub(m.mdl.levelsAt) < win && !overLong:
 		// The pressure's window still holds periods of the levels
 		// before their last move: it says nothing of K at these —

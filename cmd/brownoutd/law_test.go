@@ -217,17 +217,14 @@ func TestSlowAnswersRecovery(t *testing.T) {
 
 // TestModelLawFollowsSlowAnswers: a service on the model law, fed by an
 // instance that tallies the features it rendered (what brownout.New
-// pushes), dims every feature while its answers are slow (900 ms against
-// a 300 ms target, 30 s) and has every feature back within 20 s of the
-// answers' recovery — the push source's per-push counts and tallies let
-// it measure a request's work each period, and the work's drop brings the
-// levels back through the feedforward, without waiting for the window's
-// p99. (Over 60 runs: 2.5–17.5 s, within 15 s in 31. The features cost
-// nothing here and their priors a page each: the moves teach the priors'
-// scale down, at most 2× a move where a period contradicts the move
-// beyond its noise — the service's work still falling — so that the last
-// of them wait for the window's p99 to clear. The search law: two
-// features still off 50 s after.)
+// pushes) and has no gate, dims every feature while its answers are slow
+// (900 ms against a 300 ms target, 30 s) and has every feature back within
+// 10 s of the answers' recovery — the push source's per-push counts and
+// tallies let it measure a request's work each period, and the work's
+// drop brings the levels back through the feedforward, without waiting
+// for the window's p99 (which holds the slow answers ten seconds more,
+// and says nothing of K at the work now). Over 30 runs: 3.5–4.5 s. The
+// search law: two features still off 50 s after.
 func TestModelLawFollowsSlowAnswers(t *testing.T) {
 	samples := slowAnswersRun(t, "model", true, 30*time.Second)
 	recovered := 50 * time.Second
@@ -250,5 +247,5 @@ func TestModelLawFollowsSlowAnswers(t *testing.T) {
 	}
 	assert.True(t, dimmed, "every feature off while the answers are slow")
 	t.Logf("every feature back %v after the recovery", back)
-	assert.True(t, back >= 0 && back <= 20*time.Second, "every feature back within 20 s of the recovery: %v", back)
+	assert.True(t, back >= 0 && back <= 10*time.Second, "every feature back within 10 s of the recovery: %v", back)
 }
