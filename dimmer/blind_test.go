@@ -1,6 +1,7 @@
 package dimmer_test
 
 import (
+	"encoding/json"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -264,4 +265,69 @@ func TestModelLawFeedbackOnlyPin(t *testing.T) {
 	t.Logf("K at least %.3g under the pin; reviews back at 0.3 %d s after it", minK, back)
 	assert.GreaterOrEqual(t, minK, 1.0, "K under the floors' work (an all-off request's)")
 	assert.True(t, back >= 0 && back <= 20, "reviews back %d s after the pin", back)
+}
+
+// TestModelLawFeedbackOnlyAfterAdopting: a replica that adopts a
+// checkpoint of K in work a second, and then sees no load (its source
+// gives the p99 alone), carries K over to a request's work by the load the
+// checkpoint's law last measured — where it had no load to divide by, K
+// was lost, the levels went to full brightness at once, the queue's p99
+// reached the clients' timeout, and that overload cut K to 0.04 of a
+// request's work.
+func TestModelLawFeedbackOnlyAfterAdopting(t *testing.T) {
+	q := blindQueue{lam: 160, w0: 0.005, costs: []float64{0.5, 0.3}, rng: rand.New(rand.NewPCG(1, 7))}
+	leader, err := dimmer.New(blindConfig(dimmer.Target{Signal: signals.LatencyP99, Target: 0.3}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1_000_000, 0)
+	levels := []float64{1, 1}
+	for range 180 {
+		now = now.Add(time.Second)
+		var s signals.Snapshot
+		s.Time = now
+		s.Set(signals.LatencyP99, q.p99(levels))
+		s.Set(signals.ArrivalRate, q.lam)
+		s.Set(signals.Throughput, q.lam)
+		st := leader.Step(now, s)
+		levels[0], levels[1] = st.LevelAt(0, -1), st.LevelAt(1, -1)
+	}
+	cp := leader.Checkpoint()
+	b, err := json.Marshal(cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got dimmer.Checkpoint
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	assert.False(t, got.PerRequest)
+	assert.Equal(t, q.lam, got.Load, "the last load the law measured")
+	f, err := dimmer.New(blindConfig(dimmer.Target{Signal: signals.LatencyP99, Target: 0.3}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.AdoptAt(now, got); err != nil {
+		t.Fatal(err)
+	}
+	over, most := 0, 0.0
+	for range 60 {
+		now = now.Add(time.Second)
+		var s signals.Snapshot
+		s.Time = now
+		p := q.p99(levels)
+		s.Set(signals.LatencyP99, p)
+		st := f.Step(now, s)
+		levels[0], levels[1] = st.LevelAt(0, -1), st.LevelAt(1, -1)
+		if p > 0.3 {
+			over++
+		}
+		most = max(most, levels[1])
+	}
+	after := f.Checkpoint()
+	t.Logf("K %.4g (work a second) adopted, %.4g (a request's work) after; reviews at most %.2f, p99 over target %d of 60 s", got.Capacity, after.Capacity, most, over)
+	assert.True(t, after.PerRequest, "feedback only")
+	assert.InDelta(t, got.Capacity/got.Load, after.Capacity, 0.2*got.Capacity/got.Load, "K carried over by the load")
+	assert.Less(t, most, 0.9, "the levels stay dimmed")
+	assert.LessOrEqual(t, over, 1, "p99 over target")
 }
