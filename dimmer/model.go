@@ -138,12 +138,18 @@ type modelState struct {
 	// holds the queue's wait too: see capacity.rebase).
 	baseAt  time.Time
 	baseOwn bool
+	// baseFell: the all-off work's last jump was a fall measured from
+	// the requests' own tallies (see correctK's staleWork).
+	baseFell bool
 	// levelsAt is when the levels last moved: a signal window that began
 	// before it measures the levels before, and corrects nothing.
 	levelsAt time.Time
 	// blind: no load measured for a signal window, and K a request's
-	// work (see controlModel's feedback only).
-	blind bool
+	// work (see controlModel's feedback only); lastLoad the load last
+	// measured, which K is carried over by when the load goes (see
+	// rebaseLoad).
+	blind    bool
+	lastLoad float64
 	// probe: the law probes (see probe.go), as of the last step, and
 	// probeShare the share of the users it takes (0 until it starts).
 	probe      bool
@@ -413,6 +419,9 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 	// measured by nothing but the pressure: the cold overload's and the
 	// corrections (no saturated reading: its work is not per request).
 	blind := lam < 0 && now.Sub(m.mdl.loadAt) >= win
+	if lam > 0 {
+		m.mdl.lastLoad = lam
+	}
 	if blind != m.mdl.blind {
 		c.rebaseLoad(blind, lam)
 	}
@@ -588,9 +597,13 @@ func (c *Controller) rebaseLoad(blind bool, lam float64) {
 		f = max(lam-carriedZ*math.Sqrt(m.load.p), lam/2)
 	}
 	if blind {
+		// (By the load the law last measured, at least a request a
+		// tick: one interval's few arrivals, or a checkpoint's garbage,
+		// would make K a request's work many times over what the
+		// service carries, and the levels go to full brightness.)
 		f = 0
-		if m.rate > 0 {
-			f = 1 / m.rate
+		if m.lastLoad >= 1/c.cfg.Tick.Seconds() {
+			f = 1 / m.lastLoad
 		}
 	}
 	if !(f > 0) || math.IsInf(f, 0) {

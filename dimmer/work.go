@@ -166,8 +166,10 @@ func (c *Controller) demand(now time.Time, o observation) (seconds bool, busy, b
 		den := 1 + m.mdl.scale*prior
 		r := c.sighting(&m.mdl.base, o, span)
 		m.mdl.base.jv = r * c.spread(all) / float64(all.N) / (den * den)
+		was := m.mdl.base.est
 		if m.mdl.base.update((x-learned)/den, r*v/(den*den), fastWeight(m.sigWindow.Seconds()/c.cfg.Tick.Seconds()), all.N >= minJumpCount && o.fresh) {
 			m.mdl.baseAt = now
+			m.mdl.baseFell = own && m.mdl.base.est < was
 		}
 		// A period that restated the all-off work is the one its
 		// estimate rests on: folded in again, it would count twice.

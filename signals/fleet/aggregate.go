@@ -176,9 +176,11 @@ func (f *aggregate) add(name string, s series) {
 			if !restarted {
 				d = d.Sub(prev.st.classes[c])
 			}
-			if st.hasGate {
+			if st.hasGate && (restarted || prev.st.hasGate) {
 				// (An instance without a gate — the middleware alone, or
-				// behind another limiter — found no gate full.)
+				// behind another limiter — found no gate full; nor did
+				// one whose gate appeared within the interval: its
+				// refusals before were another limiter's.)
 				f.noRoom += float64(d.NoRoom())
 				f.atGate += float64(d.AtGate())
 			}

@@ -71,6 +71,11 @@ func DefaultQueriesFor(rng, selector string) map[signals.Key]string {
 		return fmt.Sprintf("sum(rate(%s[%s]))", sel(metric, matchers...), rng)
 	}
 	rate := func(metric string) string { return rateOf(metric) }
+	// gated is rateOf over the instances that export a gate's limit.
+	// (count by, not group by: Prometheus before 2.20 has no group.)
+	gated := func(metric string, matchers ...string) string {
+		return fmt.Sprintf("sum(rate(%s[%s]) and on(instance, job) count by (instance, job) (%s))", sel(metric, matchers...), rng, sel(signals.MetricGateLimit))
+	}
 	const refused = `reason=~"max_wait|codel|deadline|concurrency"`
 	return map[signals.Key]string{
 		signals.LatencyP50:  q("0.5", signals.MetricLatency),
@@ -87,11 +92,13 @@ func DefaultQueriesFor(rng, selector string) map[signals.Key]string {
 		signals.RejectRate:  rate(signals.MetricRejected),
 		signals.ErrorRatio:  fmt.Sprintf("%s / %s", rate(signals.MetricFailed), rate(signals.MetricCompleted)),
 		signals.RejectRatio: fmt.Sprintf(`%s / %s`, rateOf(signals.MetricRejected, refused), rate(signals.MetricArrived)),
-		// (Only where some instance has a gate: without one, gate.busy
-		// would read another limiter's refusals as no room at a gate.)
-		signals.GateBusy: fmt.Sprintf(`clamp_max((%s + %s) / (%s - %s), 1) and on() count(%s)`,
-			rate(signals.MetricWaited), rateOf(signals.MetricRejected, `reason=~"max_wait|codel|deadline|concurrency|canceled"`),
-			rate(signals.MetricArrived), rateOf(signals.MetricRejected, `reason=~"rate_limit|shed_level"`), sel(signals.MetricGateLimit)),
+		// Over the instances that have a gate only: one without (the
+		// middleware alone, or behind another limiter) found no gate
+		// full — another limiter's refusals are no room at a gate — and a
+		// fleet with no gate has no gate.busy.
+		signals.GateBusy: fmt.Sprintf(`clamp_max((%s + %s) / (%s - %s), 1)`,
+			gated(signals.MetricWaited), gated(signals.MetricRejected, `reason=~"max_wait|codel|deadline|concurrency|canceled"`),
+			gated(signals.MetricArrived), gated(signals.MetricRejected, `reason=~"rate_limit|shed_level"`)),
 		signals.GateUtilization: fmt.Sprintf("sum(%s) / sum(%s)", sel(signals.MetricGateInFlight), sel(signals.MetricGateLimit)),
 		signals.GateQueued:      "sum(" + sel(signals.MetricGateQueued) + ")",
 		signals.GateLimit:       "sum(" + sel(signals.MetricGateLimit) + ")",

@@ -157,3 +157,73 @@ func TestDefaultQueriesForSelectEveryMetric(t *testing.T) {
 	}
 	assert.Equal(t, DefaultQueries("1m"), DefaultQueriesFor("1m", ""))
 }
+
+// TestPromQLGateBusyOnlyFromGates: against a real Prometheus scraping two
+// instances — one with a gate, a tenth of whose arrivals find no room;
+// one without, behind another limiter that refuses a fifth — the default
+// gate.busy is the gated instance's share alone, and over the gateless
+// instance alone (a selector) there is none. The refusals count in
+// reject.ratio either way.
+func TestPromQLGateBusyOnlyFromGates(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	var addrs []string
+	for i := range 2 {
+		rec := signals.NewRecorder(signals.Config{})
+		if i == 0 {
+			rec.SetGate(func() signals.GateReading { return signals.GateReading{Limit: 8, InFlight: 2} })
+		}
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(signals.NewCollector(rec, signals.CollectorOpts{}))
+		app := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		t.Cleanup(app.Close)
+		addrs = append(addrs, app.Listener.Addr().String())
+		go func() {
+			tick := time.NewTicker(5 * time.Millisecond)
+			defer tick.Stop()
+			for n := 0; ; n++ {
+				select {
+				case <-ctx.Done():
+					return
+				case now := <-tick.C:
+					rec.Arrive(signals.Default)
+					if i == 0 {
+						wait := time.Duration(0)
+						if n%10 == 0 {
+							wait = time.Millisecond
+						}
+						rec.Queued(signals.Default, wait, now)
+					} else if n%5 == 0 {
+						rec.Reject(signals.Default, signals.ReasonConcurrency)
+						continue
+					}
+					s := rec.Start(now)
+					rec.Done(signals.Default, s, s.Add(20*time.Millisecond), false, time.Time{})
+				}
+			}
+		}()
+	}
+	base := testsrv.StartPrometheus(t, addrs...)
+	fleetSrc, err := NewPromQLSource(PromQLConfig{Address: base, Queries: DefaultQueriesFor("10s", "")})
+	require.NoError(t, err)
+	gateless, err := NewPromQLSource(PromQLConfig{Address: base, Queries: DefaultQueriesFor("10s", fmt.Sprintf(`instance=%q`, addrs[1]))})
+	require.NoError(t, err)
+	var all, one signals.Snapshot
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(500 * time.Millisecond) { // waiting for real scrapes
+		all, _ = fleetSrc.Snapshot(ctx, time.Now())
+		one, _ = gateless.Snapshot(ctx, time.Now())
+		if all.Has(signals.GateBusy) && all.Has(signals.RejectRatio) && one.Has(signals.RejectRatio) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no gate.busy and reject.ratio from Prometheus after 60 s")
+		}
+	}
+	busy, _ := all.Get(signals.GateBusy)
+	assert.InDelta(t, 0.1, busy, 0.03, "the gated instance's share alone")
+	rr, _ := all.Get(signals.RejectRatio)
+	assert.InDelta(t, 0.1, rr, 0.03, "the other limiter's refusals, over both instances' arrivals")
+	assert.False(t, one.Has(signals.GateBusy), "no gate among the instances selected")
+	rr, _ = one.Get(signals.RejectRatio)
+	assert.InDelta(t, 0.2, rr, 0.03)
+}

@@ -383,3 +383,35 @@ func TestScrapeGateBusyOnlyFromGates(t *testing.T) {
 		assert.InDelta(t, 20.0/200, rr, 1e-9, "the other limiter's refusals still count as refusals")
 	}
 }
+
+// TestScrapeGateBusyNotFromAGateThatAppeared: an instance whose gate
+// appeared between two readings had none for the interval's arrivals —
+// another limiter's refusals in it are no room at a gate.
+func TestScrapeGateBusyNotFromAGateThatAppeared(t *testing.T) {
+	now := t0
+	rec := signals.NewRecorder(signals.Config{})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(signals.NewCollector(rec, signals.CollectorOpts{Now: func() time.Time { return now }}))
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	t.Cleanup(srv.Close)
+	src, err := NewScrapeSource(ScrapeConfig{Targets: []string{srv.URL}})
+	require.NoError(t, err)
+	_, err = src.Snapshot(context.Background(), now)
+	require.NoError(t, err)
+	for i := range 100 {
+		rec.Arrive(signals.Default)
+		if i%5 == 0 {
+			rec.Reject(signals.Default, signals.ReasonConcurrency)
+			continue
+		}
+		rec.Done(signals.Default, now, now.Add(10*time.Millisecond), false, time.Time{})
+	}
+	rec.SetGate(func() signals.GateReading { return signals.GateReading{Limit: 10, InFlight: 4} })
+	now = now.Add(5 * time.Second)
+	snap, err := src.Snapshot(context.Background(), now)
+	require.NoError(t, err)
+	busy, ok := snap.Get(signals.GateBusy)
+	assert.False(t, ok, "no arrival met the gate: no gate.busy (it read %v)", busy)
+	rr, _ := snap.Get(signals.RejectRatio)
+	assert.InDelta(t, 0.2, rr, 1e-9, "the refusals still count as refusals")
+}
