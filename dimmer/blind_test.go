@@ -23,6 +23,7 @@ type blindQueue struct {
 	lam, w0 float64
 	costs   []float64
 	rng     *rand.Rand
+	timeout float64 // the clients' timeout, seconds (0: 10)
 }
 
 func (q blindQueue) p99(levels []float64) float64 {
@@ -30,11 +31,15 @@ func (q blindQueue) p99(levels []float64) float64 {
 	for i, c := range q.costs {
 		w += c * levels[i]
 	}
+	timeout := q.timeout
+	if timeout == 0 {
+		timeout = 10
+	}
 	mu := 1 / (q.w0 * w)
 	if mu <= q.lam*1.001 {
-		return 10 // the queue grows without bound: a client's timeout
+		return timeout // the queue grows without bound: a client's timeout
 	}
-	return min(math.Log(100)/(mu-q.lam), 10) * (1 + 0.1*q.rng.NormFloat64())
+	return min(math.Log(100)/(mu-q.lam), timeout) * (1 + 0.1*q.rng.NormFloat64())
 }
 
 // TestModelLawFeedbackOnly: a source that gives the p99 latency and nothing
@@ -274,10 +279,10 @@ func TestModelLawFeedbackOnlyPin(t *testing.T) {
 // checkpoint's law last measured — where it had no load to divide by, K
 // was lost, the levels went to full brightness at once, the queue's p99
 // reached the clients' timeout, and that overload cut K to 0.04 of a
-// request's work. A checkpoint whose load is under a request a second (a
-// replica's garbage, or an interval of a few arrivals) carries nothing:
-// divided by a millionth, K was a million times a request's work, and the
-// p99 over target for 28 s of a minute.
+// request's work. A checkpoint whose load does not stand two standard
+// errors over nothing (a replica's garbage) carries nothing: divided by a
+// millionth, K was a million times a request's work, and the p99 over
+// target for 24 s of a minute.
 func TestModelLawFeedbackOnlyAfterAdopting(t *testing.T) {
 	q := blindQueue{lam: 160, w0: 0.005, costs: []float64{0.5, 0.3}, rng: rand.New(rand.NewPCG(1, 7))}
 	leader, err := dimmer.New(blindConfig(dimmer.Target{Signal: signals.LatencyP99, Target: 0.3}))
@@ -344,5 +349,49 @@ func TestModelLawFeedbackOnlyAfterAdopting(t *testing.T) {
 		// K unknown: measured again at the first overload.
 		assert.Less(t, after.Capacity, 2*got.Capacity/cp.Load, "K not carried by a millionth")
 		assert.LessOrEqual(t, over, 3, "p99 over target")
+	}
+}
+
+// TestModelLawFeedbackOnlyAtALightLoad: blindQueue's service at 3
+// requests a second (the same utilisation: a request's work and the target
+// 160/3 times as long), its load counted over a 10-s window, whose source
+// stops giving the load after three minutes: K is carried over by the
+// load at a tick of 1 s and of 250 ms alike. (A floor of a request a tick
+// threw K away at 250 ms, and the levels went to full brightness.)
+func TestModelLawFeedbackOnlyAtALightLoad(t *testing.T) {
+	const lam = 3.0
+	scale := 160 / lam
+	target := 0.3 * scale
+	for _, tick := range []time.Duration{time.Second, 250 * time.Millisecond} {
+		q := blindQueue{lam: lam, w0: 0.005 * scale, costs: []float64{0.5, 0.3}, rng: rand.New(rand.NewPCG(1, 7)), timeout: 10 * scale}
+		cfg := blindConfig(dimmer.Target{Signal: signals.LatencyP99, Target: target})
+		cfg.Tick = tick
+		c, err := dimmer.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := time.Unix(1_000_000, 0)
+		levels := []float64{1, 1}
+		most, kBefore := 0.0, 0.0
+		for i := range int(240 * time.Second / tick) {
+			now = now.Add(tick)
+			var s signals.Snapshot
+			s.Time, s.Window = now, 10*time.Second
+			s.Set(signals.LatencyP99, q.p99(levels))
+			if i < int(180*time.Second/tick) {
+				s.Set(signals.ArrivalRate, q.lam)
+				s.Set(signals.Throughput, q.lam)
+				kBefore = c.Checkpoint().Capacity
+			} else {
+				most = max(most, levels[1])
+			}
+			st := c.Step(now, s)
+			levels[0], levels[1] = st.LevelAt(0, -1), st.LevelAt(1, -1)
+		}
+		after := c.Checkpoint()
+		t.Logf("tick %v: K %.4g (work a second) before the load went, %.4g (a request's work) after; reviews at most %.2f", tick, kBefore, after.Capacity, most)
+		assert.True(t, after.PerRequest, "feedback only")
+		assert.InDelta(t, kBefore/lam, after.Capacity, 0.2*kBefore/lam, "K carried over by the load")
+		assert.Less(t, most, 0.9, "the levels stay dimmed")
 	}
 }

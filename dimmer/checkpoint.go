@@ -70,10 +70,12 @@ type Checkpoint struct {
 	// (the law had no load to measure it in: feedback only).
 	PerRequest bool `json:"per_request,omitempty"`
 	// Load is the offered load the law last measured, requests a second
-	// (0: none): what a Capacity of work a second is divided by if the
-	// load stops coming after the checkpoint is adopted, and the law goes
-	// on feedback only (under a request a tick, none).
-	Load float64 `json:"load,omitempty"`
+	// (0: none), and LoadVar its variance: a Capacity of work a second is
+	// divided by it if the load stops coming after the checkpoint is
+	// adopted, and the law goes on feedback only — where it stands two
+	// standard errors over nothing.
+	Load    float64 `json:"load,omitempty"`
+	LoadVar float64 `json:"load_var,omitempty"`
 }
 
 // CheckpointState is a state in a Checkpoint: its mode, shed level,
@@ -152,7 +154,7 @@ func (c *Controller) Checkpoint() Checkpoint {
 		Frozen: m.frozen, FreezeReason: m.freezeWhy, Shadow: m.shadow, Pins: []CheckpointPin{},
 		Capacity: m.mdl.capacity.k, Saturated: m.mdl.capacity.c, Seconds: m.mdl.capacity.seconds, Scale: m.mdl.scale, ScaleVar: m.mdl.scaleVar,
 		CapacityWork: m.mdl.capacity.at, CapacityHeld: m.mdl.capacity.held, CapacityGrown: m.mdl.capacity.grown,
-		PerRequest: m.mdl.blind, Load: m.mdl.lastLoad}
+		PerRequest: m.mdl.blind, Load: m.mdl.lastLoad, LoadVar: m.mdl.lastLoadVar}
 	cp.Status = stateOf(c.compose(c.reason(), m.gen))
 	for _, name := range slices.Sorted(mapKeys(m.pins)) {
 		p := m.pins[name]
@@ -260,7 +262,7 @@ func (c *Controller) AdoptAt(now time.Time, cp Checkpoint) (*State, error) {
 	c.adoptCosts(cp.Costs)
 	m.mdl.capacity.k, m.mdl.capacity.c, m.mdl.capacity.seconds = finite(cp.Capacity), finite(cp.Saturated), cp.Seconds
 	m.mdl.blind = cp.PerRequest
-	m.mdl.lastLoad = max(finite(cp.Load), 0)
+	m.mdl.lastLoad, m.mdl.lastLoadVar = max(finite(cp.Load), 0), max(finite(cp.LoadVar), 0)
 	if !m.mdl.blind {
 		// K counts work a second: a period without the load right
 		// after adopting it is no window without it.

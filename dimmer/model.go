@@ -147,9 +147,9 @@ type modelState struct {
 	// blind: no load measured for a signal window, and K a request's
 	// work (see controlModel's feedback only); lastLoad the load last
 	// measured, which K is carried over by when the load goes (see
-	// rebaseLoad).
-	blind    bool
-	lastLoad float64
+	// rebaseLoad), and lastLoadVar its variance.
+	blind                 bool
+	lastLoad, lastLoadVar float64
 	// probe: the law probes (see probe.go), as of the last step, and
 	// probeShare the share of the users it takes (0 until it starts).
 	probe      bool
@@ -420,7 +420,13 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 	// corrections (no saturated reading: its work is not per request).
 	blind := lam < 0 && now.Sub(m.mdl.loadAt) >= win
 	if lam > 0 {
-		m.mdl.lastLoad = lam
+		// The load K is carried over by if it goes, and its variance:
+		// the tracker's, or without one a Poisson count's over the
+		// window the rate was counted in.
+		m.mdl.lastLoad, m.mdl.lastLoadVar = lam, lam/win.Seconds()
+		if m.mdl.load.ok && m.mdl.load.p > 0 {
+			m.mdl.lastLoadVar = m.mdl.load.p
+		}
 	}
 	if blind != m.mdl.blind {
 		c.rebaseLoad(blind, lam)
@@ -597,12 +603,13 @@ func (c *Controller) rebaseLoad(blind bool, lam float64) {
 		f = max(lam-carriedZ*math.Sqrt(m.load.p), lam/2)
 	}
 	if blind {
-		// (By the load the law last measured, at least a request a
-		// tick: one interval's few arrivals, or a checkpoint's garbage,
-		// would make K a request's work many times over what the
-		// service carries, and the levels go to full brightness.)
+		// (By the load the law last measured, where it stands carriedZ
+		// of its standard errors over nothing: a load that is mostly
+		// noise, or a checkpoint's garbage, would make K a request's
+		// work many times over what the service carries, and the
+		// levels go to full brightness.)
 		f = 0
-		if m.lastLoad >= 1/c.cfg.Tick.Seconds() {
+		if m.lastLoad > 0 && m.lastLoad > carriedZ*math.Sqrt(max(m.lastLoadVar, 0)) {
 			f = 1 / m.lastLoad
 		}
 	}
