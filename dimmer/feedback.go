@@ -71,11 +71,14 @@ func (c *Controller) correctK(now time.Time, o observation, b, ceil, lam, busy, 
 	staleWork := m.mdl.baseFell && !m.mdl.baseAt.IsZero() && now.Sub(m.mdl.baseAt) < win
 	switch {
 	case staleWork:
-		// (The sums pause: what they summed before the fall still
-		// stands. Zeroed, a work that falls again within each window —
-		// a dependency that flaps — wiped them every time: the p99 of
-		// such a service over target 0.84 of the time, where it is 0.68
-		// — TestModelLawFlappingWork.)
+		// The sums start afresh: what they summed before the fall was
+		// of the slower service, which K was rebased from. (Kept, the
+		// slow answers' last feature came back 14.5–15.5 s after them,
+		// not 5.5–7.5 s; a dependency that flaps faster than the window
+		// — see TestModelLawFlappingWork — had its p99 over target 0.68
+		// of the time, not 0.84: a window's pressure cannot follow a
+		// service that changes within it either way.)
+		m.mdl.overSum, m.mdl.underSum = 0, 0
 	case feedbackOnly && !m.shadow:
 		// Each period counts for one window's worth at most: one
 		// outlier reading is no regime.

@@ -114,11 +114,14 @@ func runFlap(t *testing.T, seed uint64, lam, fast, slow float64, slowFor, fastFo
 // flaps — every request's all-off work 4 ms, then 8 ms, every few seconds
 // — at 100 requests a second, where 8 ms with every feature on is more
 // than the service can do. Each fall of the work holds the next window
-// stale (see correctK), and K is given back for the faster work; the
-// regime sums pause through those windows. Zeroed there, they were wiped
-// at every fall: the p99 over target 0.84 of the time on average over
-// the nine runs (0.80–0.92), where it is 0.68 (0.64–0.76); a service
-// slow throughout, 0.05.
+// stale (see correctK), K is given back for the faster work, and the
+// regime sums start afresh: the p99 of the 10-s window is over target
+// 0.84 of the time on average over the nine runs (0.80–0.92; a service
+// slow throughout, 0.05) — a window's pressure cannot follow a service
+// that changes within it. With the sums kept through the stale windows,
+// 0.68, but the slow answers' last feature back 15 s after them, not 7.
+// The bound holds the law to what it does: with windows held stale after
+// the work's rises too, 0.94.
 func TestModelLawFlappingWork(t *testing.T) {
 	sum, n := 0.0, 0
 	for _, tc := range []struct{ slowFor, fastFor int }{{4, 4}, {6, 3}, {3, 5}} {
@@ -131,5 +134,5 @@ func TestModelLawFlappingWork(t *testing.T) {
 		}
 	}
 	t.Logf("p99 over target %.2f of the time on average", sum/float64(n))
-	assert.Less(t, sum/float64(n), 0.75, "the share of the time over target, on average")
+	assert.Less(t, sum/float64(n), 0.88, "the share of the time over target, on average")
 }

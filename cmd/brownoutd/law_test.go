@@ -223,7 +223,7 @@ func TestSlowAnswersRecovery(t *testing.T) {
 // tallies let it measure a request's work each period, and the work's
 // drop brings the levels back through the feedforward, without waiting
 // for the window's p99 (which holds the slow answers ten seconds more,
-// and says nothing of K at the work now). Over 30 runs: 5.5–8.5 s. The
+// and says nothing of K at the work now). Over 30 runs: 3.5–5.5 s. The
 // search law: two features still off 50 s after.
 func TestModelLawFollowsSlowAnswers(t *testing.T) {
 	samples := slowAnswersRun(t, "model", true, 30*time.Second)
