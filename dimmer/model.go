@@ -609,7 +609,7 @@ func (c *Controller) rebaseLoad(blind bool, lam float64) {
 		// work many times over what the service carries, and the
 		// levels go to full brightness.)
 		f = 0
-		if m.lastLoad > 0 && m.lastLoad > carriedZ*math.Sqrt(max(m.lastLoadVar, 0)) {
+		if m.lastLoad > carriedZ*math.Sqrt(max(m.lastLoadVar, 0)) {
 			f = 1 / m.lastLoad
 		}
 	}

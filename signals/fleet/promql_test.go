@@ -173,11 +173,7 @@ func TestPromQLGateBusyOnlyFromGates(t *testing.T) {
 		if i == 0 {
 			rec.SetGate(func() signals.GateReading { return signals.GateReading{Limit: 8, InFlight: 2} })
 		}
-		reg := prometheus.NewRegistry()
-		reg.MustRegister(signals.NewCollector(rec, signals.CollectorOpts{}))
-		app := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		t.Cleanup(app.Close)
-		addrs = append(addrs, app.Listener.Addr().String())
+		addrs = append(addrs, strings.TrimPrefix(serveCollector(t, rec, nil), "http://"))
 		go func() {
 			tick := time.NewTicker(5 * time.Millisecond)
 			defer tick.Stop()

@@ -16,8 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -662,11 +660,7 @@ func TestPushAndScrapeAgree(t *testing.T) {
 	for i := range 2 {
 		rec := signals.NewRecorder(signals.Config{})
 		rec.SetGate(func() signals.GateReading { return signals.GateReading{Limit: 10, InFlight: float64(3 + i), Queued: i} })
-		reg := prometheus.NewRegistry()
-		reg.MustRegister(signals.NewCollector(rec, signals.CollectorOpts{Now: func() time.Time { return now }}))
-		srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		t.Cleanup(srv.Close)
-		recs, urls = append(recs, rec), append(urls, srv.URL)
+		recs, urls = append(recs, rec), append(urls, serveCollector(t, rec, func() time.Time { return now }))
 	}
 	scrape, err := NewScrapeSource(ScrapeConfig{Targets: urls})
 	require.NoError(t, err)

@@ -278,11 +278,7 @@ func TestScrapeOurOwnCollector(t *testing.T) {
 		rec.SetGate(func() signals.GateReading {
 			return signals.GateReading{Limit: 10, InFlight: float64(4 + 4*i), Queued: i}
 		})
-		reg := prometheus.NewRegistry()
-		reg.MustRegister(signals.NewCollector(rec, signals.CollectorOpts{Now: func() time.Time { return now }}))
-		srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		t.Cleanup(srv.Close)
-		recs, urls = append(recs, rec), append(urls, srv.URL)
+		recs, urls = append(recs, rec), append(urls, serveCollector(t, rec, func() time.Time { return now }))
 	}
 	src, err := NewScrapeSource(ScrapeConfig{Targets: urls})
 	require.NoError(t, err)
@@ -342,11 +338,7 @@ func TestScrapeGateBusyOnlyFromGates(t *testing.T) {
 			if i < gates {
 				rec.SetGate(func() signals.GateReading { return signals.GateReading{Limit: 10, InFlight: 4} })
 			}
-			reg := prometheus.NewRegistry()
-			reg.MustRegister(signals.NewCollector(rec, signals.CollectorOpts{Now: func() time.Time { return now }}))
-			srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-			t.Cleanup(srv.Close)
-			recs, urls = append(recs, rec), append(urls, srv.URL)
+			recs, urls = append(recs, rec), append(urls, serveCollector(t, rec, func() time.Time { return now }))
 		}
 		src, err := NewScrapeSource(ScrapeConfig{Targets: urls})
 		require.NoError(t, err)
@@ -390,11 +382,7 @@ func TestScrapeGateBusyOnlyFromGates(t *testing.T) {
 func TestScrapeGateBusyNotFromAGateThatAppeared(t *testing.T) {
 	now := t0
 	rec := signals.NewRecorder(signals.Config{})
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(signals.NewCollector(rec, signals.CollectorOpts{Now: func() time.Time { return now }}))
-	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	t.Cleanup(srv.Close)
-	src, err := NewScrapeSource(ScrapeConfig{Targets: []string{srv.URL}})
+	src, err := NewScrapeSource(ScrapeConfig{Targets: []string{serveCollector(t, rec, func() time.Time { return now })}})
 	require.NoError(t, err)
 	_, err = src.Snapshot(context.Background(), now)
 	require.NoError(t, err)
@@ -414,4 +402,16 @@ func TestScrapeGateBusyNotFromAGateThatAppeared(t *testing.T) {
 	assert.False(t, ok, "no arrival met the gate: no gate.busy (it read %v)", busy)
 	rr, _ := snap.Get(signals.RejectRatio)
 	assert.InDelta(t, 0.2, rr, 1e-9, "the refusals still count as refusals")
+}
+
+// serveCollector serves rec's metrics (signals.Collector, its clock now;
+// nil: the wall clock) on 127.0.0.1 until the test ends, and returns the
+// server's URL.
+func serveCollector(t *testing.T, rec *signals.Recorder, now func() time.Time) string {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(signals.NewCollector(rec, signals.CollectorOpts{Now: now}))
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	t.Cleanup(srv.Close)
+	return srv.URL
 }
