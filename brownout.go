@@ -338,6 +338,14 @@ func New(o Options) (*Brownout, error) {
 		}
 		scfg.Classify, scfg.Cost = rt.Classify, rt.DeclaredCost
 	}
+	if ctl := b.ctl; ctl != nil && scfg.Cost == nil {
+		// The gate counts the work in flight, not the requests: each is
+		// charged what the model law expects it to take at the levels
+		// published (dimmer.Controller.RequestCost; 1 under the search
+		// law), so that a brightening is not read as a queue. (Declared
+		// route costs are the app's own unit: they stay.)
+		scfg.Cost = func(*http.Request) float64 { return ctl.RequestCost() }
+	}
 	if b.shedder, err = shed.New(scfg); err != nil {
 		return nil, fmt.Errorf("brownout: %w", err)
 	}

@@ -306,7 +306,7 @@ func (c *Controller) AdoptAt(now time.Time, cp Checkpoint) (*State, error) {
 	c.schedule(now)
 	st := c.adoptState(cp, pubMode)
 	m.gen = cp.Generation
-	c.state.Store(st)
+	c.store(st)
 	var subs []chan *State
 	if old == nil || old.core.gen != st.core.gen {
 		for _, ch := range m.subs {

@@ -40,6 +40,8 @@ type Controller struct {
 	spans  [][2]float64 // per feature of cfg: its stretch of the brightness scale (see span)
 	capped []int        // per schedule entry of cfg: the feature it caps, −1 for all
 	state  atomic.Pointer[State]
+	// reqCost holds RequestCost's float64 bits.
+	reqCost atomic.Uint64
 
 	mu controllerState
 }
@@ -140,7 +142,7 @@ func New(cfg Config) (*Controller, error) {
 	}
 	c.sizeScratch()
 	c.mu.gen = 1
-	c.state.Store(c.compose("starting at full brightness", 1))
+	c.store(c.compose("starting at full brightness", 1))
 	return c, nil
 }
 
@@ -351,10 +353,11 @@ func (c *Controller) step(now time.Time, s signals.Snapshot) (*State, bool) {
 	}
 	old := c.state.Load()
 	if c.same(old) {
+		c.noteCost(old) // (the levels held; the costs' estimates may have moved)
 		return old, false
 	}
 	m.gen++
 	st := c.compose(c.reason(), m.gen)
-	c.state.Store(st)
+	c.store(st)
 	return st, true
 }

@@ -323,7 +323,7 @@ func (c *Controller) publish(now time.Time, reason string) (*State, []chan *Stat
 	m.at = later(m.at, now)
 	m.gen++
 	st := c.compose(reason, m.gen)
-	c.state.Store(st)
+	c.store(st)
 	subs := make([]chan *State, 0, len(m.subs))
 	for _, ch := range m.subs {
 		subs = append(subs, ch)
