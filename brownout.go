@@ -331,20 +331,31 @@ func New(o Options) (*Brownout, error) {
 	}
 	scfg := shed.Config{Gate: o.Gate, RateLimit: o.RateLimit, TrustPriority: o.TrustPriority, TrustedProxies: o.TrustedProxies,
 		Recorder: b.rec, ShedLevel: shedLevel, ShedSeed: shedSeed}
+	// The gate counts the work in flight, not the requests: each is
+	// charged what the model law expects it to take at the levels
+	// published, as a share of a request with every feature on
+	// (dimmer.Controller.RequestCost; 1 under the search law), so that
+	// features coming back are not read as a queue. A route that declares
+	// its cost keeps it: that is the app's own unit.
+	var charge func(*http.Request) float64
+	if ctl := b.ctl; ctl != nil {
+		charge = func(*http.Request) float64 { return ctl.RequestCost() }
+	}
+	scfg.Cost = charge
 	if len(o.Routes) > 0 {
 		rt, err := shed.NewRoutes(o.Routes...)
 		if err != nil {
 			return nil, fmt.Errorf("brownout: %w", err)
 		}
 		scfg.Classify, scfg.Cost = rt.Classify, rt.DeclaredCost
-	}
-	if ctl := b.ctl; ctl != nil && scfg.Cost == nil {
-		// The gate counts the work in flight, not the requests: each is
-		// charged what the model law expects it to take at the levels
-		// published (dimmer.Controller.RequestCost; 1 under the search
-		// law), so that a brightening is not read as a queue. (Declared
-		// route costs are the app's own unit: they stay.)
-		scfg.Cost = func(*http.Request) float64 { return ctl.RequestCost() }
+		if charge != nil {
+			scfg.Cost = func(r *http.Request) float64 {
+				if c, ok := rt.Declared(r); ok {
+					return c
+				}
+				return charge(r)
+			}
+		}
 	}
 	if b.shedder, err = shed.New(scfg); err != nil {
 		return nil, fmt.Errorf("brownout: %w", err)

@@ -1,6 +1,7 @@
 package brownout_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/brownout/brownout"
+	"github.com/brownout/brownout/shed"
 	"github.com/brownout/brownout/signals"
 )
 
@@ -37,13 +39,28 @@ func tallied(now time.Time) signals.Snapshot {
 
 // TestGateChargesTheRequestCost: on the model law the one-call entry's
 // gate counts the work in flight — a request is charged what the levels
-// make it take (dimmer.Controller.RequestCost), here about 1.5 all-off
-// requests with reviews learned at a page's worth and pinned at half,
-// recommendations off — and on
-// the search law a request is one.
+// make it take as a share of a full one (dimmer.Controller.RequestCost):
+// here a page of 4 ms, reviews learned at 4 ms more and pinned at half,
+// recommendations (configured at a page's worth) pinned off, 1.5 of a
+// full page's 3 — and on the search law a request is one. A route table
+// keeps the costs its routes declare; a route that only classifies, or a
+// request no route matches, is charged the work.
 func TestGateChargesTheRequestCost(t *testing.T) {
-	for _, law := range []string{brownout.LawModel, brownout.LawSearch} {
-		b, err := brownout.New(brownout.Options{Features: features(), Law: law, Domain: domain()})
+	for _, tc := range []struct {
+		law    string
+		routes []shed.Route
+		path   string
+		want   float64
+	}{
+		{brownout.LawModel, nil, "/", 0.5},
+		{brownout.LawSearch, nil, "/", 1},
+		{brownout.LawModel, []shed.Route{{Pattern: "/healthz", Class: signals.Sheddable}}, "/", 0.5},
+		{brownout.LawModel, []shed.Route{{Pattern: "/product", Class: signals.Default}}, "/product", 0.5},
+		{brownout.LawModel, []shed.Route{{Pattern: "/search", Cost: 2}}, "/search", 2},
+		{brownout.LawSearch, []shed.Route{{Pattern: "/product", Class: signals.Default}}, "/product", 1},
+	} {
+		name := fmt.Sprintf("%s law, %d routes, %s", tc.law, len(tc.routes), tc.path)
+		b, err := brownout.New(brownout.Options{Features: features(), Law: tc.law, Routes: tc.routes, Domain: domain()})
 		require.NoError(t, err)
 		ctl := b.Controller()
 		_, err = ctl.Pin("reviews", 0.5, time.Hour, "test")
@@ -55,11 +72,14 @@ func TestGateChargesTheRequestCost(t *testing.T) {
 			now = now.Add(time.Second)
 			ctl.Step(now, tallied(now))
 		}
-		want := 1.0
-		if law == brownout.LawModel {
-			want = 1.5
+		charge := 1.0
+		if tc.law == brownout.LawModel {
+			charge = 0.5
 		}
-		require.InDelta(t, want, ctl.RequestCost(), 0.1, "%s law", law)
+		require.InDelta(t, charge, ctl.RequestCost(), 0.05, name)
+		if tc.want == 0.5 {
+			tc.want = ctl.RequestCost()
+		}
 
 		in, release := make(chan struct{}), make(chan struct{})
 		app := httptest.NewServer(b.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
@@ -69,12 +89,12 @@ func TestGateChargesTheRequestCost(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			if resp, err := http.Get(app.URL); err == nil {
+			if resp, err := http.Get(app.URL + tc.path); err == nil {
 				resp.Body.Close()
 			}
 		}()
 		<-in
-		assert.InDelta(t, ctl.RequestCost(), b.Shedder().Stats().InFlight, 1e-9, "%s law: the cost in flight", law)
+		assert.InDelta(t, tc.want, b.Shedder().Stats().InFlight, 1e-6, "%s: the cost in flight", name)
 		close(release)
 		<-done
 		app.Close()

@@ -271,7 +271,7 @@ func (c *Controller) AdoptAt(now time.Time, cp Checkpoint) (*State, error) {
 	m.mdl.capacity.at, m.mdl.capacity.held = max(finite(cp.CapacityWork), 0), max(finite(cp.CapacityHeld), 0)
 	m.mdl.capacity.grown = max(finite(cp.CapacityGrown), 0)
 	if cp.Scale > 0 && !math.IsInf(cp.Scale, 0) {
-		m.mdl.scale = cp.Scale
+		m.mdl.scale = min(max(cp.Scale, 1/maxScale), maxScale)           // (the bounds a move teaches within)
 		m.mdl.scaleVar = min(max(finite(cp.ScaleVar), 0), scalePriorVar) // (no surer than nothing taught)
 	}
 	m.mdl.capacity.reset(now, c.cfg.Hold)

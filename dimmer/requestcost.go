@@ -3,34 +3,45 @@ package dimmer
 import "math"
 
 // RequestCost is what a request is expected to take of the service at the
-// published levels, in all-off requests (the work of a request with every
-// feature off):
+// published levels, as a share of a request with every feature on:
 //
-//	1 + Σᵢ ℓᵢ·cᵢ·rᵢ
+//	(1 + Σᵢ ℓᵢ·kᵢ) / (1 + Σᵢ kᵢ)      kᵢ = cᵢ·rᵢ / w₀
 //
 // ℓᵢ feature i's published level (a pin's, a scheduled cap's, the
-// probe's: what the users get), cᵢ its cost in the model's unit (learned
-// from the tallies, or its prior at the scale the moves taught) and rᵢ its
-// reach, the share of requests that evaluate it. It is 1 under the search
-// law, which has no model of a request's work, and until the model law
-// has measured the all-off request's work.
+// probe's: what the users get), cᵢ its cost (learned from the tallies, or
+// its configured Cost at the scale the moves taught — a feature's default
+// Cost of 1 until then), rᵢ its reach (the share of requests that
+// evaluate it) and w₀ the all-off request's work. It is 1 at full
+// brightness, under the search law (which has no model of a request's
+// work), and before the model law's first step; never under
+// minRequestCost. Segments are not told apart: a request is charged the
+// default segment's levels.
 //
-// It is the unit an admission gate that counts work in flight should
-// charge a request (shed.Config.Cost; brownout.New does so on the model
-// law). A gate that counts requests reads a brightening as a queue: the
-// requests take longer, so latency at its limit grows against a baseline
-// measured while they were cheap, and it shrinks the limit — on real HTTP
-// (two workers, an 8-ms page, parts of 3 and 2 ms) the model law's return
-// to full brightness a second after a spike took the limit from 3.8 to 2.9
-// requests and brought three bursts of CoDel refusals in the next eight
-// seconds at 65 % of the capacity. Charged in work, the limit holds what
-// the pool holds whatever the levels, as the lab's gate always assumed
-// (sim charges each request its cost at the dimmer's level).
+// It is what an admission gate that counts work in flight should charge
+// a request (shed.Config.Cost; brownout.New does): a gate that counts
+// requests reads a brightening as a queue — the requests take longer, its
+// latency at the limit grows against a baseline measured while they were
+// cheap, and it shrinks the limit. On real HTTP (two workers, an 8-ms
+// page, parts of 3 and 2 ms) the model law's return to full brightness a
+// second after a spike took the limit from 3.8 to 2.9 requests and
+// brought bursts of CoDel refusals for the next five to nine seconds at
+// 65 % of the capacity. Charged in work, the limit follows the work in
+// flight, as the lab's gate always assumed (sim charges each request its
+// cost at the dimmer's level). In units of a full request the gate's
+// bounds and its metrics mean what they meant at full brightness (a
+// limit of 1000 is 1000 full requests, more when dimmed), and a request
+// of Shedder.Acquire's default cost of 1 is a full one.
 //
 // Safe for concurrent use: a load, no lock.
 func (c *Controller) RequestCost() float64 {
 	return math.Float64frombits(c.reqCost.Load())
 }
+
+// minRequestCost bounds RequestCost below: a request dimmed to a
+// hundredth of a full one is charged a hundredth (the least a declared
+// route cost may be, shed.Routes), so that estimates gone astray — a
+// scale at its bound, a w₀ near nothing — cannot make requests free.
+const minRequestCost = 0.01
 
 // store publishes st and what a request is expected to cost at its
 // levels. Callers hold the lock (or own c).
@@ -43,14 +54,17 @@ func (c *Controller) store(st *State) {
 // lock (or own c).
 func (c *Controller) noteCost(st *State) {
 	m := &c.mu.mdl
-	w := 1.0
+	at, full := 1.0, 1.0
 	if c.cfg.Model && m.w0 > 0 && st != nil {
 		for i := range min(len(c.cfg.Features), len(st.Features), len(m.cost), len(m.reach)) {
-			w += st.Features[i].Level * c.costPer(i) / m.w0
+			k := c.costPer(i) / m.w0
+			at += st.Features[i].Level * k
+			full += k
 		}
 	}
-	if !(w >= 1) || math.IsInf(w, 0) {
-		w = 1 // (a cost is never negative; NaN or ±Inf from a broken estimate charges a request as one)
+	w := at / full
+	if math.IsNaN(w) || math.IsInf(full, 0) {
+		w = 1 // (costs are never negative: NaN or ±Inf from a broken estimate charges a full request)
 	}
-	c.reqCost.Store(math.Float64bits(w))
+	c.reqCost.Store(math.Float64bits(min(max(w, minRequestCost), 1)))
 }

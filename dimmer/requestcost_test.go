@@ -8,44 +8,48 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// expectedCost is 1 + Σ level·cost·reach/w0 from st and the model's
-// estimates, computed apart from noteCost.
+// expectedCost is (1 + Σ level·k)/(1 + Σ k), k = cost·reach/w0, from st
+// and the model's estimates, computed apart from noteCost.
 func expectedCost(c *Controller, st *State) float64 {
 	m := &c.mu.mdl
-	w := 1.0
+	w, full := 1.0, 1.0
 	for i, f := range c.cfg.Features {
 		l, _ := st.Level(f.Name, "")
-		w += l * m.cost[i] * m.reach[i] / m.w0
+		k := m.cost[i] * m.reach[i] / m.w0
+		w += l * k
+		full += k
 	}
-	return w
+	return w / full
 }
 
 // TestRequestCostFollowsThePublishedLevels: on the model law a request is
-// charged what the levels it is served make it take, in all-off requests
-// — the rig's truth is a base of 10 ms and features of 15 and 5 ms, 3.0
-// all on — and it falls as the levels dim, with a pin, and to 1 with
-// every feature off.
+// charged what the levels it is served make it take, as a share of a
+// full request — the rig's truth is a base of 10 ms and features of 15
+// and 5 ms: 1 all on, half with recommendations off, a third all off.
 func TestRequestCostFollowsThePublishedLevels(t *testing.T) {
 	r := newModelRig(t)
-	assert.Equal(t, 1.0, r.c.RequestCost(), "nothing measured: a request is one")
+	assert.Equal(t, 1.0, r.c.RequestCost(), "nothing measured: a full request")
 	st := r.periods(20, 100) // 3 s of work a second for four workers: full brightness
 	require.Equal(t, 1.0, st.Brightness)
-	assert.InDelta(t, 3.0, r.c.RequestCost(), 0.3, "every feature on: 1 + 1.5 + 0.5")
-	assert.InDelta(t, expectedCost(r.c, st), r.c.RequestCost(), 1e-9)
+	assert.InDelta(t, 1.0, r.c.RequestCost(), 1e-9, "every feature on")
 
 	_, err := r.c.PinAt(r.now, "recommendations", 0, time.Hour, "test")
 	require.NoError(t, err)
-	assert.InDelta(t, 1.5, r.c.RequestCost(), 0.2, "recommendations pinned off: 1 + 0.5")
+	assert.InDelta(t, 0.5, r.c.RequestCost(), 0.07, "recommendations pinned off: (1 + 0.5)/3")
+	assert.InDelta(t, expectedCost(r.c, r.c.State()), r.c.RequestCost(), 1e-9)
 
-	r.c.Unpin("recommendations")
+	_, err = r.c.UnpinAt(r.now, "recommendations")
+	require.NoError(t, err)
 	st = r.periods(30, 220) // 6.6 s a second all on: dimmed
 	require.Less(t, st.Brightness, 1.0)
+	require.Greater(t, st.Brightness, 0.0)
 	assert.InDelta(t, expectedCost(r.c, st), r.c.RequestCost(), 1e-9, "the levels published")
-	assert.Less(t, r.c.RequestCost(), 2.5)
+	assert.Less(t, r.c.RequestCost(), 0.9)
 
 	st = r.periods(30, 600) // more than the floors carry
 	require.LessOrEqual(t, st.Brightness, 0.0)
-	assert.InDelta(t, 1.0, r.c.RequestCost(), 1e-9, "every feature off: one all-off request")
+	assert.InDelta(t, 1.0/3, r.c.RequestCost(), 0.05, "every feature off: a third of a full request")
+	assert.InDelta(t, expectedCost(r.c, st), r.c.RequestCost(), 1e-9)
 }
 
 // TestRequestCostIsOneOnTheSearchLaw: the search law has no model of a
@@ -75,8 +79,8 @@ func TestRequestCostUnderConcurrentSteps(t *testing.T) {
 	go func() {
 		defer close(done)
 		for range 2000 {
-			if w := r.c.RequestCost(); w < 1 {
-				t.Errorf("RequestCost %v under 1", w)
+			if w := r.c.RequestCost(); w < minRequestCost || w > 1 {
+				t.Errorf("RequestCost %v outside [%v, 1]", w, minRequestCost)
 				return
 			}
 		}
@@ -85,4 +89,25 @@ func TestRequestCostUnderConcurrentSteps(t *testing.T) {
 		r.period(float64(100 + 10*i))
 	}
 	<-done
+}
+
+// TestRequestCostBounded: an adopted checkpoint's scale is held within
+// what a move may teach, and the charge within [minRequestCost, 1] —
+// a scale of 1e300 made a request 2e300 all-off ones, which the gate's
+// integer counters wrapped to a negative cost in flight.
+func TestRequestCostBounded(t *testing.T) {
+	src := newModelRig(t)
+	src.periods(20, 100)
+	cp := src.c.Checkpoint()
+	cp.Scale = 1e300
+	r := newModelRig(t)
+	_, err := r.c.AdoptAt(r.now, cp)
+	require.NoError(t, err)
+	assert.LessOrEqual(t, r.c.mu.mdl.scale, maxScale)
+	for _, lam := range []float64{100, 600} {
+		r.periods(10, lam)
+		w := r.c.RequestCost()
+		assert.GreaterOrEqual(t, w, minRequestCost, "load %v", lam)
+		assert.LessOrEqual(t, w, 1.0, "load %v", lam)
+	}
 }

@@ -138,6 +138,34 @@ func TestRoutes(t *testing.T) {
 	assert.Error(t, err, "duplicate patterns")
 }
 
+// TestRoutesDeclared: Declared tells a route that declares its cost from
+// one that only classifies and from a request no route matches; the
+// caller's table is not changed by the defaults.
+func TestRoutesDeclared(t *testing.T) {
+	table := []Route{
+		{Pattern: "POST /checkout", Class: signals.Critical},
+		{Pattern: "GET /search", Cost: 3},
+		{Pattern: "GET /list", Scale: func(*http.Request) float64 { return 2 }},
+	}
+	rt, err := NewRoutes(table...)
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		method, path string
+		cost         float64
+		ok           bool
+	}{
+		{http.MethodPost, "/checkout", 1, false},
+		{http.MethodGet, "/search", 3, true},
+		{http.MethodGet, "/list", 2, true},
+		{http.MethodGet, "/other", 1, false},
+	} {
+		c, ok := rt.Declared(httptest.NewRequest(tc.method, tc.path, nil))
+		assert.Equal(t, tc.ok, ok, tc.path)
+		assert.Equal(t, tc.cost, c, tc.path)
+	}
+	assert.Zero(t, table[0].Cost, "the caller's table keeps its zero cost")
+}
+
 // FuzzMiddlewareHeaders: whatever the priority, deadline, budget and user
 // headers say, the middleware answers 200, 429 or 503 and never panics.
 func FuzzMiddlewareHeaders(f *testing.F) {

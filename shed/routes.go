@@ -3,6 +3,7 @@ package shed
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -40,6 +41,8 @@ type Routes struct {
 	mux    *http.ServeMux
 	routes []Route
 	index  map[string]int
+	// declared: per route, whether it declares a cost (Cost or Scale set).
+	declared []bool
 
 	mu    sync.Mutex
 	stats []routeStats
@@ -66,7 +69,7 @@ func (e *ewma) add(x, w float64) {
 
 // NewRoutes checks the table and returns it.
 func NewRoutes(routes ...Route) (rt *Routes, err error) {
-	rt = &Routes{mux: http.NewServeMux(), routes: routes, index: map[string]int{}, stats: make([]routeStats, len(routes))}
+	rt = &Routes{mux: http.NewServeMux(), routes: slices.Clone(routes), index: map[string]int{}, stats: make([]routeStats, len(routes)), declared: make([]bool, len(routes))}
 	defer func() {
 		if p := recover(); p != nil { // ServeMux panics on a bad or duplicate pattern
 			rt, err = nil, fmt.Errorf("shed: routes: %v", p)
@@ -76,6 +79,7 @@ func NewRoutes(routes ...Route) (rt *Routes, err error) {
 		if r.Cost < 0 || r.Class >= signals.NumClasses {
 			return nil, fmt.Errorf("shed: route %q: cost must not be negative and class must be known", r.Pattern)
 		}
+		rt.declared[i] = r.Cost != 0 || r.Scale != nil
 		if r.Cost == 0 {
 			rt.routes[i].Cost = 1
 		}
@@ -117,6 +121,17 @@ func (rt *Routes) DeclaredCost(r *http.Request) float64 {
 		cost *= max(scale(r), 0)
 	}
 	return max(cost, 0.01)
+}
+
+// Declared returns the request's DeclaredCost and whether its route
+// declares one (a Cost or a Scale): false for a request no route matches,
+// and for a route that only classifies.
+func (rt *Routes) Declared(r *http.Request) (cost float64, ok bool) {
+	i, ok := rt.match(r)
+	if !ok || !rt.declared[i] {
+		return 1, false
+	}
+	return rt.DeclaredCost(r), true
 }
 
 // Cost returns the request's estimated cost.
