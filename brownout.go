@@ -334,12 +334,19 @@ func New(o Options) (*Brownout, error) {
 	// The gate counts the work in flight, not the requests: each is
 	// charged what the model law expects it to take at the levels
 	// published, as a share of a request with every feature on
-	// (dimmer.Controller.RequestCost; 1 under the search law), so that
+	// (dimmer.Controller.RequestCost, or the daemon's; 1 under the
+	// search law), so that
 	// features coming back are not read as a queue. A route that declares
 	// its cost keeps it: that is the app's own unit.
 	var charge func(*http.Request) float64
-	if ctl := b.ctl; ctl != nil {
+	switch {
+	case b.ctl != nil:
+		ctl := b.ctl
 		charge = func(*http.Request) float64 { return ctl.RequestCost() }
+	case b.remote != nil:
+		// (The daemon's: its state's request_cost.)
+		remote := b.remote
+		charge = func(*http.Request) float64 { return remote.RequestCost() }
 	}
 	scfg.Cost = charge
 	if len(o.Routes) > 0 {

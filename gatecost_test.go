@@ -2,6 +2,7 @@ package brownout_test
 
 import (
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -11,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/brownout/brownout"
+	"github.com/brownout/brownout/api"
+	"github.com/brownout/brownout/dimmer"
 	"github.com/brownout/brownout/shed"
 	"github.com/brownout/brownout/signals"
 )
@@ -100,4 +103,54 @@ func TestGateChargesTheRequestCost(t *testing.T) {
 		app.Close()
 		require.NoError(t, b.Close())
 	}
+}
+
+// TestFleetGateChargesTheDaemonsRequestCost: in fleet mode an instance's
+// gate charges what the daemon's model law says a request takes at the
+// levels it publishes (its state's request_cost).
+func TestFleetGateChargesTheDaemonsRequestCost(t *testing.T) {
+	ctl, err := dimmer.New(dimmer.Config{Model: true, Targets: []dimmer.Target{{Signal: signals.LatencyP99, Target: 0.3}}, Features: features()})
+	require.NoError(t, err)
+	a, err := api.New(api.Config{Controller: ctl, Loopback: true})
+	require.NoError(t, err)
+	defer a.Close()
+	daemon := httptest.NewServer(a.Handler())
+	defer daemon.Close()
+	_, err = ctl.Pin("reviews", 0.5, time.Hour, "test")
+	require.NoError(t, err)
+	_, err = ctl.Pin("recommendations", 0, time.Hour, "test")
+	require.NoError(t, err)
+	now := time.Now()
+	var st *dimmer.State
+	for range 30 {
+		now = now.Add(time.Second)
+		st = ctl.Step(now, tallied(now))
+	}
+	a.Publish(st)
+	want := ctl.RequestCost()
+	require.InDelta(t, 0.5, want, 0.05)
+
+	b, err := brownout.New(brownout.Options{Daemon: daemon.URL, Domain: domain(), Instance: "app-1", NoPush: true})
+	require.NoError(t, err)
+	_, stop := run(t, b)
+	defer stop()
+	require.Eventually(t, func() bool { return math.Abs(b.Remote().RequestCost()-want) < 1e-6 }, 10*time.Second, 10*time.Millisecond, "the daemon's charge followed")
+
+	in, release := make(chan struct{}), make(chan struct{})
+	app := httptest.NewServer(b.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		in <- struct{}{}
+		<-release
+	})))
+	defer app.Close()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if resp, err := http.Get(app.URL); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	<-in
+	assert.InDelta(t, want, b.Shedder().Stats().InFlight, 1e-6, "the cost in flight")
+	close(release)
+	<-done
 }

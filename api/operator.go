@@ -27,9 +27,14 @@ type StateJSON struct {
 	Brightness float64   `json:"brightness"`
 	Pressure   *float64  `json:"pressure"`
 	Shed       float64   `json:"shed"`
-	Action     string    `json:"action"`
-	Cause      string    `json:"cause,omitempty"`
-	Reason     string    `json:"reason"`
+	// RequestCost is what a request is expected to take at the levels
+	// published, as a share of one with every feature on
+	// (dimmer.Controller.RequestCost: 1 under the search law): what the
+	// fleet's gates charge a request, so that they count work in flight.
+	RequestCost float64 `json:"request_cost"`
+	Action      string  `json:"action"`
+	Cause       string  `json:"cause,omitempty"`
+	Reason      string  `json:"reason"`
 	// SegmentNames lists the segments in order (each feature's segments
 	// map has a level for each).
 	SegmentNames []string               `json:"segment_names"`
@@ -150,7 +155,7 @@ func (a *API) State() StateJSON {
 	a.mu.Unlock()
 	out := StateJSON{V: Version, Service: a.cfg.Service, Boot: a.boot, Generation: st.Generation, Time: st.Time, Mode: st.Mode.String(),
 		Frozen: frozen, Shadow: shadow, Brightness: st.Brightness, Pressure: num(st.Pressure, st.PressureOK),
-		Shed: st.Shed, Action: st.Action.String(), Reason: st.Reason,
+		Shed: st.Shed, RequestCost: round(a.ctl.RequestCost()), Action: st.Action.String(), Reason: st.Reason,
 		Features: []FeatureJSON{}, Signals: []ReadingJSON{}, Sources: []signals.SourceHealth{}, SegmentNames: []string{}}
 	for _, sg := range cfg.Segments {
 		out.SegmentNames = append(out.SegmentNames, sg.Name)

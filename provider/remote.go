@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/brownout/brownout/dimmer"
@@ -133,6 +135,8 @@ type Remote struct {
 	urls  []string // the replicas' base URLs, checked: one at least
 	first int      // the URL Run starts at: one of urls, at random
 	log   *slog.Logger
+	// charge holds RequestCost's float64 bits (0: none learned, 1).
+	charge atomic.Uint64
 
 	mu struct {
 		sync.Mutex
@@ -283,6 +287,8 @@ type wireState struct {
 	Shed         float64        `json:"shed"`
 	Reason       string         `json:"reason"`
 	SegmentNames boundedStrings `json:"segment_names"`
+	// RequestCost is the daemon's charge of a request (0: not given).
+	RequestCost float64 `json:"request_cost"`
 	// ShedSeed is in the stream's state events only (see dimmer.ShedSeed).
 	ShedSeed *dimmer.ShedSeed `json:"shed_seed,omitempty"`
 	Features wireFeatures     `json:"features"`
@@ -393,6 +399,9 @@ func decodeList[T any](b []byte, limit int, what string) ([]T, error) {
 func (w *wireState) check() error {
 	if w.V != 1 {
 		return fmt.Errorf("state version %d: want 1", w.V)
+	}
+	if !(w.RequestCost >= 0 && w.RequestCost <= 1) {
+		return fmt.Errorf("request_cost %v outside 0..1", w.RequestCost)
 	}
 	seen := map[string]bool{}
 	for i, f := range w.Features {
@@ -551,6 +560,7 @@ func (r *Remote) ShedSeed() (seed dimmer.ShedSeed, ok bool) {
 // learn takes feature names, published defaults and the shed seed from a
 // state.
 func (r *Remote) learn(w *wireState) {
+	r.charge.Store(math.Float64bits(chargeOf(w.RequestCost)))
 	if w.ShedSeed != nil {
 		r.mu.seed = w.ShedSeed
 	}
@@ -610,8 +620,40 @@ func held(w *wireState, reason string) func(uint64) *dimmer.State {
 	return func(seq uint64) *dimmer.State { return fromWire(w, seq, true, reason) }
 }
 
+// RequestCost is what the daemon says a request is expected to take at
+// the levels it publishes, as a share of one with every feature on
+// (dimmer.Controller.RequestCost, the state's request_cost): what this
+// instance's gate charges a request (brownout.New), so that it counts
+// work in flight as the daemon's model law sets the levels in it. 1
+// before a state was heard, from a daemon that does not say (an older
+// one), and while the features are at their defaults; a state whose
+// request_cost is outside 0..1 is refused, as one with a level outside
+// it. Safe for concurrent use.
+func (r *Remote) RequestCost() float64 {
+	if w := math.Float64frombits(r.charge.Load()); w > 0 {
+		return w
+	}
+	return 1
+}
+
+// minCharge is the least charge a daemon's request_cost is taken at
+// (dimmer's minRequestCost): a request is never free.
+const minCharge = 0.01
+
+// chargeOf is the charge a daemon's request_cost v stands for (a state
+// checked: within 0..1): at least minCharge, and 1 where none is given
+// (0: a daemon from before it) — a full request, the gate's unit before
+// the charge.
+func chargeOf(v float64) float64 {
+	if !(v > 0 && v <= 1) {
+		return 1
+	}
+	return max(v, minCharge)
+}
+
 // fallback is every known feature at its default, marked stale.
 func (r *Remote) fallback(why string) func(uint64) *dimmer.State {
+	r.charge.Store(math.Float64bits(1)) // (no levels the daemon's charge was for)
 	names := append([]string(nil), r.mu.names...)
 	defaults := r.mu.defaults
 	return func(seq uint64) *dimmer.State {
