@@ -25,9 +25,13 @@ import "math"
 // page, parts of 3 and 2 ms) the model law's return to full brightness a
 // second after a spike took the limit from 3.8 to 2.9 requests and
 // brought bursts of CoDel refusals for the next five to nine seconds at
-// 65 % of the capacity. Charged in work, the limit follows the work in
-// flight, as the lab's gate always assumed (sim charges each request its
-// cost at the dimmer's level). In units of a full request the gate's
+// 65 % of the capacity. Charged in work, the gate's latency per unit
+// holds as the levels move, as the lab's gate always assumed (sim charges
+// each request its cost at the dimmer's level); its limit, in work, then
+// grows by what a request's work grew, half again per window, and
+// under-fills a pool meanwhile where that is more than the limit's
+// tolerance (see docs/model.md, "The gate counts work"). In units of a
+// full request the gate's
 // bounds and its metrics mean what they meant at full brightness (a
 // limit of 1000 is 1000 full requests, more when dimmed), and a request
 // of Shedder.Acquire's default cost of 1 is a full one.
