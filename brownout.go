@@ -334,10 +334,9 @@ func New(o Options) (*Brownout, error) {
 	// The gate counts the work in flight, not the requests: each is
 	// charged what the model law expects it to take at the levels
 	// published, as a share of a request with every feature on
-	// (dimmer.Controller.RequestCost, or the daemon's; 1 under the
-	// search law), so that
-	// features coming back are not read as a queue. A route that declares
-	// its cost keeps it: that is the app's own unit.
+	// (dimmer.Controller.RequestCost, or the daemon's; 1 under the search
+	// law), so that features coming back are not read as a queue. A
+	// route that declares its cost keeps it: that is the app's own unit.
 	var charge func(*http.Request) float64
 	switch {
 	case b.ctl != nil:
