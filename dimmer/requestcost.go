@@ -31,10 +31,10 @@ import "math"
 // grows by what a request's work grew, half again per window, and
 // under-fills a pool meanwhile where that is more than the limit's
 // tolerance (see docs/model.md, "The gate counts work"). In units of a
-// full request the gate's
-// bounds and its metrics mean what they meant at full brightness (a
-// limit of 1000 is 1000 full requests, more when dimmed), and a request
-// of Shedder.Acquire's default cost of 1 is a full one.
+// full request the gate's bounds and its metrics mean what they meant at
+// full brightness (a limit of 1000 is 1000 full requests, more when
+// dimmed), and a request of Shedder.Acquire's default cost of 1 is a full
+// one.
 //
 // Safe for concurrent use: a load, no lock.
 func (c *Controller) RequestCost() float64 {
