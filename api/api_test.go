@@ -486,3 +486,47 @@ func TestMetricsShowLearnedCosts(t *testing.T) {
 	assert.Equal(t, 1, got["brownout_feature_cost_ratio"], "recommendations only")
 	assert.Equal(t, 1, got["brownout_feature_cost_stderr_ratio"])
 }
+
+// TestMetricsShowTheRequestCost: the gates' charge of a request is a
+// metric — 1 under the search law; on the model law, with recommendations
+// learned at half a page and pinned off, under 1 (and what the state says).
+func TestMetricsShowTheRequestCost(t *testing.T) {
+	ctl := newController(t)
+	reg := prometheus.NewRegistry()
+	a, err := New(Config{Controller: ctl, Registerer: reg})
+	require.NoError(t, err)
+	defer a.Close()
+	charge := func() float64 {
+		t.Helper()
+		mfs, err := reg.Gather()
+		require.NoError(t, err)
+		for _, mf := range mfs {
+			if mf.GetName() == "brownout_request_cost_ratio" {
+				return mf.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		t.Fatal("no brownout_request_cost_ratio")
+		return 0
+	}
+	assert.Equal(t, 1.0, charge(), "the search law")
+	cfg := ctl.Config()
+	cfg.Model = true
+	require.NoError(t, ctl.Reconfigure(cfg))
+	_, err = ctl.Pin("recommendations", 0, time.Hour, "test")
+	require.NoError(t, err)
+	now := time.Date(2026, 11, 11, 0, 0, 0, 0, time.UTC)
+	for k := range 10 {
+		now = now.Add(time.Second)
+		var on, off signals.Moments
+		for j := range 20 {
+			on.Add(0.015 + 0.001*float64(j%3))
+			off.Add(0.010 + 0.001*float64((j+k)%3))
+		}
+		s := signals.Snapshot{Time: now, Tallies: []signals.Tally{{Feature: "recommendations", On: on, Off: off}}}
+		s.Set(signals.LatencyP99, 0.05)
+		ctl.Step(now, s)
+	}
+	assert.Less(t, charge(), 1.0, "recommendations off")
+	assert.Equal(t, ctl.RequestCost(), charge())
+	assert.InDelta(t, ctl.RequestCost(), a.State().RequestCost, 1e-6, "the state says it too")
+}
