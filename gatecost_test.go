@@ -83,24 +83,7 @@ func TestGateChargesTheRequestCost(t *testing.T) {
 		if tc.want == 0.5 {
 			tc.want = ctl.RequestCost()
 		}
-
-		in, release := make(chan struct{}), make(chan struct{})
-		app := httptest.NewServer(b.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
-			in <- struct{}{}
-			<-release
-		})))
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			if resp, err := http.Get(app.URL + tc.path); err == nil {
-				resp.Body.Close()
-			}
-		}()
-		<-in
-		assert.InDelta(t, tc.want, b.Shedder().Stats().InFlight, 1e-6, "%s: the cost in flight", name)
-		close(release)
-		<-done
-		app.Close()
+		assert.InDelta(t, tc.want, inFlight(b, tc.path), 1e-6, "%s: the cost in flight", name)
 		require.NoError(t, b.Close())
 	}
 }
@@ -135,7 +118,12 @@ func TestFleetGateChargesTheDaemonsRequestCost(t *testing.T) {
 	_, stop := run(t, b)
 	defer stop()
 	require.Eventually(t, func() bool { return math.Abs(b.Remote().RequestCost()-want) < 1e-6 }, 10*time.Second, 10*time.Millisecond, "the daemon's charge followed")
+	assert.InDelta(t, want, inFlight(b, "/"), 1e-6, "the cost in flight")
+}
 
+// inFlight is the cost b's gate holds in flight while one request to path
+// is in the handler.
+func inFlight(b *brownout.Brownout, path string) float64 {
 	in, release := make(chan struct{}), make(chan struct{})
 	app := httptest.NewServer(b.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
 		in <- struct{}{}
@@ -145,12 +133,13 @@ func TestFleetGateChargesTheDaemonsRequestCost(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if resp, err := http.Get(app.URL); err == nil {
+		if resp, err := http.Get(app.URL + path); err == nil {
 			resp.Body.Close()
 		}
 	}()
 	<-in
-	assert.InDelta(t, want, b.Shedder().Stats().InFlight, 1e-6, "the cost in flight")
+	cost := b.Shedder().Stats().InFlight
 	close(release)
 	<-done
+	return cost
 }

@@ -3,8 +3,8 @@ package provider_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
+	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -31,12 +31,9 @@ func TestRemoteChargesTheDaemonsRequestCost(t *testing.T) {
 			<-r.Context().Done()
 		})
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	srv := &http.Server{Handler: mux}
-	go srv.Serve(ln)
+	srv := httptest.NewServer(mux)
 	defer srv.Close()
-	base := "http://" + ln.Addr().String()
+	base := srv.URL
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	for _, tc := range []struct {
