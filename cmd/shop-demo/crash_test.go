@@ -48,7 +48,8 @@ func TestMain(m *testing.M) {
 // the recommendation engine, so that what they saw survives the shop; the
 // shop is a child `shop-demo serve` on a state directory. Buyers check out
 // concurrently, each with its own Idempotency-Key, retrying the same key
-// when the connection fails (as a client whose answer was lost does); the
+// when the connection fails (as a client whose answer was lost does) or
+// the shop answers "not now" (409 in progress, 503 overloaded); the
 // shop is killed with requests in flight and its outbox holding messages,
 // then restarted on the same SQLite database. Once the outbox is empty,
 // every order in the database has had its SMS delivered exactly once,
@@ -97,7 +98,10 @@ func TestCrashMidSale(t *testing.T) {
 
 	// The buyers. A key claimed by the killed shop answers 409 (in
 	// progress) until its lease runs out; inProgressFor bounds how long a
-	// buyer keeps retrying it.
+	// buyer keeps retrying it. A 503 (the admission gate's refusal, or the
+	// payment guard's) is no answer either: the claim, perhaps charged,
+	// waits for a retry with its key (or for Reconcile, a minute later),
+	// so the buyer retries it too, within the same bound.
 	const buyers = 8
 	const inProgressFor = store.Lease + 15*time.Second
 	var (
@@ -143,6 +147,12 @@ func TestCrashMidSale(t *testing.T) {
 						// after the Retry-After, as a careful client does.
 						l.inProgress.Add(1)
 						time.Sleep(200 * time.Millisecond)
+						continue
+					}
+					if status == http.StatusServiceUnavailable && time.Since(loadStart) < inProgressFor {
+						// Refused for now (Retry-After: 1): retry the key.
+						l.unavailable.Add(1)
+						time.Sleep(time.Second)
 						continue
 					}
 					switch status {
@@ -326,6 +336,7 @@ type loadCounts struct {
 	created, createdAfter, replayed atomic.Int64
 	transport, interrupted, retries atomic.Int64
 	abandoned, inProgress           atomic.Int64
+	unavailable                     atomic.Int64 // 503s, retried
 	mu                              sync.Mutex
 	statuses                        map[int]int
 }
@@ -342,8 +353,8 @@ func (l *loadCounts) refused(status int) {
 func (l *loadCounts) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return fmt.Sprintf("%d created (%d by the restarted shop), %d replayed, refused %v, %d connection errors (%d checkouts cut by the kill), %d retries of a key, %d abandoned",
-		l.created.Load(), l.createdAfter.Load(), l.replayed.Load(), l.statuses, l.transport.Load(), l.interrupted.Load(), l.retries.Load(), l.abandoned.Load())
+	return fmt.Sprintf("%d created (%d by the restarted shop), %d replayed, refused %v, %d 503s retried, %d connection errors (%d checkouts cut by the kill), %d retries of a key, %d abandoned",
+		l.created.Load(), l.createdAfter.Load(), l.replayed.Load(), l.statuses, l.unavailable.Load(), l.transport.Load(), l.interrupted.Load(), l.retries.Load(), l.abandoned.Load())
 }
 
 // checkout posts one checkout of product 12; a non-nil error is a
