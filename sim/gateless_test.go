@@ -9,18 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/brownout/brownout/internal/race"
-	"github.com/brownout/brownout/signals"
 )
-
-// untallied is a Dimmer fed what a scrape or PromQL source gives: no
-// per-request tallies and no work — the window's mean latency stands for a
-// request's work.
-type untallied struct{ d Dimmer }
-
-func (u untallied) Step(now time.Time, s signals.Snapshot) Dim {
-	s.Tallies, s.Work = nil, signals.Moments{}
-	return u.d.Step(now, s)
-}
 
 // TestModelLawGatelessPoolLosesWorkers: a pool of four behind no gate,
 // whose controller sees no tallies (a daemon's scrape or PromQL source),
