@@ -88,28 +88,35 @@ func (r *windowRig) model() (k, scale float64, seconds bool) {
 
 // TestModelWithoutTalliesKeepsKThroughAStall: without tallies, a window
 // in which nothing completed (no mean latency, no throughput: the service
-// hangs, the gate full and refusing) is no change of the unit of work: K,
-// measured in seconds of service, stays, and the levels, dimmed for an
-// overload, stay down — they do not all come back on in the worst second.
+// hangs, the gate full and refusing) is no change of the unit of work: K
+// stays, in its unit, and the levels, dimmed for an overload, stay down —
+// they do not all come back on in the worst second. Behind a gate the
+// unit is the all-off request (the latency holds the queue's wait: see
+// observe); without one, the window's mean latency stands for the work,
+// in seconds.
 func TestModelWithoutTalliesKeepsKThroughAStall(t *testing.T) {
-	r := newWindowRig(t)
-	r.window = 1 // the window is the period: no lag for teach to misread (see TestModelWithoutTalliesScaleHoldsWhenPriorsAreRight)
-	var st *State
-	for range 30 {
-		st = r.period(300)
-	}
-	k, _, seconds := r.model()
-	require.True(t, seconds, "without tallies the window's mean latency is the unit: seconds")
-	require.Greater(t, k, 0.0)
-	dimmed := st.Brightness
-	require.Less(t, dimmed, 0.9, "dimmed for 300 req/s: %s", st.Reason)
+	for _, noGate := range []bool{false, true} {
+		r := newWindowRig(t)
+		r.window = 1 // the window is the period: no lag for teach to misread (see TestModelWithoutTalliesScaleHoldsWhenPriorsAreRight)
+		r.noGate = noGate
+		var st *State
+		for range 30 {
+			st = r.period(300)
+		}
+		k, _, seconds := r.model()
+		require.Equal(t, noGate, seconds, "no gate %v: the unit of work is seconds only without a gate", noGate)
+		require.Greater(t, k, 0.0)
+		dimmed := st.Brightness
+		require.Less(t, dimmed, 0.9, "no gate %v: dimmed for 300 req/s: %s", noGate, st.Reason)
 
-	r.stall = true
-	for i := range r.window + 1 {
-		st = r.period(300)
-		k2, _, _ := r.model()
-		assert.Greater(t, k2, 0.0, "period %d of the stall: K forgotten (was %.3f)", i, k)
-		assert.LessOrEqual(t, st.Brightness, dimmed+1e-9, "period %d of the stall: the levels brightened: %s", i, st.Reason)
+		r.stall = true
+		for i := range r.window + 1 {
+			st = r.period(300)
+			k2, _, sec2 := r.model()
+			assert.Greater(t, k2, 0.0, "no gate %v, period %d of the stall: K forgotten (was %.3f)", noGate, i, k)
+			assert.Equal(t, seconds, sec2, "no gate %v, period %d of the stall: the unit changed", noGate, i)
+			assert.LessOrEqual(t, st.Brightness, dimmed+1e-9, "no gate %v, period %d of the stall: the levels brightened: %s", noGate, i, st.Reason)
+		}
 	}
 }
 
