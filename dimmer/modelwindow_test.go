@@ -162,3 +162,75 @@ func TestModelColdKWithoutGateIsNotScaledByARefusalRatio(t *testing.T) {
 	k, _, _ := r.model()
 	assert.GreaterOrEqual(t, k, 0.5*r.workers, "K at the first overload: %s", st.Reason)
 }
+
+// TestModelWithoutTalliesGateGoneForAPeriod: a source without tallies
+// whose gate signal is missing for one period (a PromQL query that timed
+// out, a scrape interval without arrivals) takes the window's latency for
+// the work in that period, and the gate's all-off requests again after
+// it. K is carried between the units by the all-off request's work, not
+// forgotten: the levels do not go to full brightness in the middle of an
+// overload, and the unit is the all-off request again once the gate is
+// back. (Forgotten, K went from 371 all-off requests a second to nothing,
+// and the levels to 1 at a refusal ratio of 56 %.)
+func TestModelWithoutTalliesGateGoneForAPeriod(t *testing.T) {
+	r := newWindowRig(t)
+	var st *State
+	for range 40 {
+		st = r.period(300)
+	}
+	k, _, seconds := r.model()
+	require.False(t, seconds, "behind a gate: all-off requests")
+	require.Greater(t, k, 0.0)
+	dimmed := st.Brightness
+	require.Less(t, dimmed, 0.9, "dimmed for 300 req/s: %s", st.Reason)
+
+	r.noGate = true
+	st = r.period(300)
+	_, _, seconds = r.model()
+	assert.True(t, seconds, "without the gate the window's latency is the work")
+	assert.Less(t, st.Brightness, dimmed+0.1, "the period without the gate: %s", st.Reason)
+	r.noGate = false
+	for i := range 10 {
+		st = r.period(300)
+		assert.Less(t, st.Brightness, dimmed+0.1, "period %d after: %s", i, st.Reason)
+	}
+	k2, _, seconds := r.model()
+	assert.False(t, seconds, "the gate back: all-off requests again")
+	assert.InDelta(t, k, k2, 0.1*k, "K carried over and back")
+}
+
+// TestModelAdoptsACheckpointInSecondsBehindAGate: a checkpoint whose K is
+// in seconds of service (written where the window's latency stood for the
+// work: no gate, or before a gate counted in all-off requests) adopted by
+// a controller whose source has a gate and no tallies: K is converted by
+// the all-off request's work it was found at, and the levels are those
+// the service carries — not every feature off for the twenty minutes K's
+// corrections took to climb from a hundredth of its value.
+func TestModelAdoptsACheckpointInSecondsBehindAGate(t *testing.T) {
+	src := newWindowRig(t)
+	src.noGate = true
+	for range 40 {
+		src.period(300)
+	}
+	cp := src.c.Checkpoint()
+	require.True(t, cp.Seconds, "no gate: K in seconds")
+	require.Greater(t, cp.CapacityWork, 0.0)
+
+	ref := newWindowRig(t)
+	var want float64
+	for range 40 {
+		want = ref.period(300).Brightness
+	}
+
+	r := newWindowRig(t)
+	_, err := r.c.AdoptAt(r.now, cp)
+	require.NoError(t, err)
+	var st *State
+	for range 30 {
+		st = r.period(300)
+	}
+	k, _, seconds := r.model()
+	assert.False(t, seconds, "behind a gate: all-off requests")
+	assert.Greater(t, k, 0.0)
+	assert.InDelta(t, want, st.Brightness, 0.2, "the levels a gate's own controller sets (%.2f): %s", want, st.Reason)
+}

@@ -105,6 +105,12 @@ func (c *Controller) demand(now time.Time, o observation) (seconds bool, busy, b
 	// that measured none (no completion in a stall) keeps the unit it
 	// had: nothing measured is no change of unit.
 	seconds = all.N > 0 && all.Sum > 0 || m.mdl.capacity.seconds
+	if !own && all.N == 0 && o.gate && o.rate > 0 {
+		// Completions without tallies, behind a gate: the unit is the
+		// all-off request (see observe) — not a period that measured
+		// nothing, which keeps the unit it had.
+		seconds = false
+	}
 	if m.mdl.scale == 0 {
 		m.mdl.scale = 1
 	}
