@@ -667,10 +667,13 @@ func (c *Controller) convertUnit(seconds bool) {
 	case seconds && m.base.ok && m.base.est > 0:
 		f, at = m.base.est, m.base.est
 	}
-	if !(f > 0) || math.IsInf(f, 0) || e.k <= 0 {
+	k, cc, held, grown := e.k*f, e.c*f, e.held*f, e.grown*f
+	if !(f > 0) || e.k <= 0 || math.IsInf(k+cc+held+grown, 0) || math.IsNaN(k+cc+held+grown) {
+		// (Nothing to convert, or no factor: an all-off work of a
+		// checkpoint's 1e-300 s would make K infinite.)
 		*e = capacity{seconds: seconds}
 		return
 	}
-	e.k, e.c, e.held, e.grown = e.k*f, e.c*f, e.held*f, e.grown*f
+	e.k, e.c, e.held, e.grown = k, cc, held, grown
 	e.at, e.seconds = at, seconds
 }

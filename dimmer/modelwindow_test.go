@@ -1,6 +1,7 @@
 package dimmer
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -233,4 +234,29 @@ func TestModelAdoptsACheckpointInSecondsBehindAGate(t *testing.T) {
 	assert.False(t, seconds, "behind a gate: all-off requests")
 	assert.Greater(t, k, 0.0)
 	assert.InDelta(t, want, st.Brightness, 0.2, "the levels a gate's own controller sets (%.2f): %s", want, st.Reason)
+}
+
+// TestModelConvertsNoCheckpointToInfinity: a checkpoint whose K is in
+// seconds and whose all-off work is a denormal (a corrupt or hostile
+// store) adopted behind a gate without tallies: K is not converted to
+// infinity (every feature on whatever the load) but is unknown again, and
+// the next overload measures it.
+func TestModelConvertsNoCheckpointToInfinity(t *testing.T) {
+	src := newWindowRig(t)
+	src.noGate = true
+	for range 40 {
+		src.period(300)
+	}
+	cp := src.c.Checkpoint()
+	cp.Capacity, cp.CapacityWork = 1e10, 1e-300
+	r := newWindowRig(t)
+	_, err := r.c.AdoptAt(r.now, cp)
+	require.NoError(t, err)
+	var st *State
+	for range 30 {
+		st = r.period(300)
+		k, _, _ := r.model()
+		require.False(t, math.IsInf(k, 0) || math.IsNaN(k), "K %v", k)
+	}
+	assert.Less(t, st.Brightness, 0.9, "an overload measured again: %s", st.Reason)
 }
