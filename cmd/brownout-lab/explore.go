@@ -61,7 +61,8 @@ Views (defaults in brackets):
 
 The controller's knobs (--rr, --evidence, --max-step, --low, --setpoint,
 --model) change sim.BrownoutConfig for the views that run the controller;
-0 keeps the lab's.
+0 keeps the lab's. --untallied feeds it what brownoutd's scrape and PromQL
+sources give: no feature tallies and no work (sim.Untallied).
 
 Flags:
 `
@@ -94,6 +95,7 @@ type explorer struct {
 
 	rr, evidence, maxStep, low, setpoint float64
 	model                                bool
+	untallied                            bool
 }
 
 // viewDefaults are each view's loads, load, seed, first seed, seed count
@@ -167,6 +169,7 @@ func runExplore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.Float64Var(&e.low, "low", 0, "the controller's Low")
 	fs.Float64Var(&e.setpoint, "setpoint", 0, "the controller's Setpoint")
 	fs.BoolVar(&e.model, "model", false, "the controller on the model law (Config.Model, experimental)")
+	fs.BoolVar(&e.untallied, "untallied", false, "the controller reads no feature tallies nor work, as from brownoutd's scrape or PromQL source (sim.Untallied)")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), exploreUsage); fs.PrintDefaults() }
 
 	if len(args) > 0 && cli.IsHelp(args[0]) {
@@ -320,6 +323,9 @@ func (e *explorer) newRecorder(trace bool) *lab.Recorder {
 
 // labConfig is one run of the lab with d, the gate and the window asked for.
 func (e *explorer) labConfig(load sim.Profile, d sim.Dimmer, seed uint32, dur time.Duration) sim.Config {
+	if e.untallied && d != nil {
+		d = sim.Untallied(d)
+	}
 	cfg := sim.BrownoutLab(load, d)
 	cfg.Seed, cfg.Duration = seed, dur
 	if e.slices > 0 {

@@ -29,6 +29,21 @@ func TestExploreTracesTheController(t *testing.T) {
 	assert.Len(t, strings.Split(strings.TrimSpace(all), "\n"), 20, "--all: every second")
 }
 
+// TestExploreUntallied: --untallied feeds the controller no tallies and
+// no work, as brownoutd's scrape and PromQL sources do: the model law,
+// behind the lab's gate, then counts work in all-off requests, where with
+// the lab's tallies it counts seconds of service.
+func TestExploreUntallied(t *testing.T) {
+	args := []string{"explore", "trace", "--model", "--load", "150", "--seed", "3", "--duration", "20s", "--quiet"}
+	tallied, _, err := runArgs(args...)
+	require.NoError(t, err)
+	assert.Contains(t, tallied, "s of service a second")
+	untallied, _, err := runArgs(append(args, "--untallied")...)
+	require.NoError(t, err)
+	assert.Contains(t, untallied, "all-off requests a second")
+	assert.NotContains(t, untallied, "s of service a second")
+}
+
 func TestExploreBadUsage(t *testing.T) {
 	for _, c := range []struct {
 		args []string
