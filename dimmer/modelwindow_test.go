@@ -208,12 +208,7 @@ func TestModelWithoutTalliesGateGoneForAPeriod(t *testing.T) {
 // the service carries — not every feature off for the twenty minutes K's
 // corrections took to climb from a hundredth of its value.
 func TestModelAdoptsACheckpointInSecondsBehindAGate(t *testing.T) {
-	src := newWindowRig(t)
-	src.noGate = true
-	for range 40 {
-		src.period(300)
-	}
-	cp := src.c.Checkpoint()
+	cp := secondsCheckpoint(t)
 	require.True(t, cp.Seconds, "no gate: K in seconds")
 	require.Greater(t, cp.CapacityWork, 0.0)
 
@@ -223,9 +218,7 @@ func TestModelAdoptsACheckpointInSecondsBehindAGate(t *testing.T) {
 		want = ref.period(300).Brightness
 	}
 
-	r := newWindowRig(t)
-	_, err := r.c.AdoptAt(r.now, cp)
-	require.NoError(t, err)
+	r := adoptingRig(t, cp)
 	var st *State
 	for range 30 {
 		st = r.period(300)
@@ -236,22 +229,34 @@ func TestModelAdoptsACheckpointInSecondsBehindAGate(t *testing.T) {
 	assert.InDelta(t, want, st.Brightness, 0.2, "the levels a gate's own controller sets (%.2f): %s", want, st.Reason)
 }
 
+// secondsCheckpoint is the checkpoint of a source with no gate and no
+// tallies after 40 periods at 300 req/s: its K in seconds of service.
+func secondsCheckpoint(t *testing.T) Checkpoint {
+	src := newWindowRig(t)
+	src.noGate = true
+	for range 40 {
+		src.period(300)
+	}
+	return src.c.Checkpoint()
+}
+
+// adoptingRig is a window rig behind a gate that has adopted cp.
+func adoptingRig(t *testing.T, cp Checkpoint) *windowRig {
+	r := newWindowRig(t)
+	_, err := r.c.AdoptAt(r.now, cp)
+	require.NoError(t, err)
+	return r
+}
+
 // TestModelConvertsNoCheckpointToInfinity: a checkpoint whose K is in
 // seconds and whose all-off work is a denormal (a corrupt or hostile
 // store) adopted behind a gate without tallies: K is not converted to
 // infinity (every feature on whatever the load) but is unknown again, and
 // the next overload measures it.
 func TestModelConvertsNoCheckpointToInfinity(t *testing.T) {
-	src := newWindowRig(t)
-	src.noGate = true
-	for range 40 {
-		src.period(300)
-	}
-	cp := src.c.Checkpoint()
+	cp := secondsCheckpoint(t)
 	cp.Capacity, cp.CapacityWork = 1e10, 1e-300
-	r := newWindowRig(t)
-	_, err := r.c.AdoptAt(r.now, cp)
-	require.NoError(t, err)
+	r := adoptingRig(t, cp)
 	var st *State
 	for range 30 {
 		st = r.period(300)
