@@ -62,6 +62,9 @@ func histFromDTO(h *dto.Histogram) (hist, error) {
 		out.classic = append(out.classic, max(out.count-prev, 0))
 	}
 	if len(h.GetPositiveSpan()) > 0 || len(h.GetNegativeSpan()) > 0 || h.GetZeroThreshold() > 0 || h.GetZeroCount() > 0 {
+		if sc := h.GetSchema(); sc < minNativeSchema || sc > maxNativeSchema {
+			return hist{}, fmt.Errorf("native buckets: schema %d: want %d to %d", sc, minNativeSchema, maxNativeSchema)
+		}
 		out.native, out.schema, out.pos = true, h.GetSchema(), map[int]float64{}
 		out.zero = float64(h.GetZeroCount()) + h.GetZeroCountFloat()
 		idx, cnt := 0, 0.0
@@ -203,17 +206,19 @@ func (h hist) quantile(q float64) (float64, bool) {
 			return 0, true
 		}
 		slices.Sort(keys)
-		base := math.Exp2(math.Exp2(-float64(h.schema)))
 		for _, k := range keys {
 			c := h.pos[k]
 			if seen+c >= rank {
-				lo, hi := math.Pow(base, float64(k-1)), math.Pow(base, float64(k))
-				f := (rank - seen) / c
-				return lo * math.Pow(hi/lo, f), true
+				// Within bucket k, (base^(k−1), base^k], exponentially:
+				// base^(k−1+f), computed as one power so that a bucket
+				// whose bounds underflow to 0 or overflow (an index of
+				// tens of thousands) gives 0 or the largest float, not
+				// 0/0.
+				return nativeBound(h.schema, float64(k-1)+(rank-seen)/c), true
 			}
 			seen += c
 		}
-		return math.Pow(base, float64(keys[len(keys)-1])), true
+		return nativeBound(h.schema, float64(keys[len(keys)-1])), true
 	}
 	seen, lo := 0.0, 0.0
 	for i, ub := range h.bounds {
@@ -230,4 +235,15 @@ func (h hist) quantile(q float64) (float64, bool) {
 		}
 	}
 	return lo, true
+}
+
+// minNativeSchema and maxNativeSchema bound a native histogram's schema,
+// as Prometheus does for exponential buckets: growth factors from 2^16
+// down to 2^(1/256).
+const minNativeSchema, maxNativeSchema = -4, 8
+
+// nativeBound is base^x for the native buckets of schema (base =
+// 2^(2^−schema)), within [0, the largest float].
+func nativeBound(schema int32, x float64) float64 {
+	return min(math.Exp2(x*math.Exp2(-float64(schema))), math.MaxFloat64)
 }

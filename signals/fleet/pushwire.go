@@ -613,7 +613,7 @@ func (w *pushHist) decode(path string) (hist, error) {
 	if n == nil {
 		return h, nil
 	}
-	if n.Schema < -4 || n.Schema > 8 {
+	if n.Schema < minNativeSchema || n.Schema > maxNativeSchema {
 		return hist{}, invalid("%s.native.schema: %d is not a native-histogram schema (-4 to 8)", path, n.Schema)
 	}
 	if err := checkCount(path+".native.zero", n.Zero); err != nil {
