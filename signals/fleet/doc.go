@@ -34,9 +34,13 @@
 // The sources name the source and the metric in their errors and leave
 // failed signals missing, never zero; each reports a signals.SourceHealth
 // (ok, last success, last error, its targets or instances) from its Health
-// method, for status pages and metrics. ScrapeSource and PromQLSource leave
-// Snapshot.Tallies empty: query the exported feature counters yourself if
-// you need them from Prometheus.
+// method, for status pages and metrics. ScrapeSource reads each
+// instance's feature tallies and work (the brownout_feature_* and
+// brownout_work_* counters Collector exports) between its last two
+// scrapes, as PushSource reads them between its last two pushes: a
+// daemon learns the features' costs from either as an app does embedded.
+// PromQLSource leaves Snapshot.Tallies empty: Prometheus's samples come
+// at its own scrape interval, not the daemon's periods.
 //
 // # Push
 //

@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -88,13 +89,14 @@ type targetState struct {
 	hasGate             bool
 	classes             [signals.NumClasses]signals.ClassCounts
 	hasClasses          bool
-	// tallies are a push's cumulative feature tallies, by feature name
-	// (an exposition has none: ScrapeSource leaves Snapshot.Tallies
-	// empty). PushSource keeps them apart from the readings.
+	// tallies are the cumulative feature tallies (a push's features, an
+	// exposition's brownout_feature_* counters), sorted by feature name.
+	// PushSource keeps a push's apart from the readings.
 	tallies []signals.Tally
-	// work is a push's cumulative work of every tallied request
-	// (Snapshot.Work), kept apart as the tallies are; hasWork says the
-	// push carried it.
+	// work is the cumulative work of every tallied request
+	// (Snapshot.Work: a push's work, an exposition's brownout_work_*
+	// counters), kept apart as the tallies are; hasWork says the reading
+	// carried it.
 	work    signals.Moments
 	hasWork bool
 }
@@ -154,8 +156,11 @@ var acceptHeader = string(expfmt.NewFormat(expfmt.TypeProtoDelim)) + ";q=0.7," +
 	string(expfmt.NewFormat(expfmt.TypeTextPlain)) + ";q=0.3"
 
 // Snapshot scrapes every target and computes the fleet's signals at now.
-// Its Tallies are empty: the exposition's feature counters are not read
-// back (a Pusher carries them to a PushSource).
+// Its Tallies and Work sum, by feature, each target's increase of the
+// exported brownout_feature_* and brownout_work_* counters between its
+// last two scrapes — the same interval as Recent (as PushSource's between
+// an instance's last two pushes); a target's first scrape gives none.
+// Work is zero while a target exports tallies without it.
 func (s *ScrapeSource) Snapshot(ctx context.Context, now time.Time) (signals.Snapshot, error) {
 	type result struct {
 		st  targetState
@@ -174,6 +179,8 @@ func (s *ScrapeSource) Snapshot(ctx context.Context, now time.Time) (signals.Sna
 	defer s.mu.Unlock()
 	snap := signals.Snapshot{Time: now, Window: s.cfg.Window, Source: s.Name()}
 	f := aggregate{snap: &snap}
+	var tallies map[string]*signals.Tally
+	partial := false // a target's tallies are summed without its work
 	for i, t := range s.cfg.Targets {
 		r := res[i]
 		th := s.mu.targets[t]
@@ -188,13 +195,48 @@ func (s *ScrapeSource) Snapshot(ctx context.Context, now time.Time) (signals.Sna
 			h.add(reading{at: now, st: r.st}, s.cfg.Window)
 			s.mu.history[t] = h
 			f.add("scrape "+shownURL(t), h)
+			if len(h) >= 2 {
+				var w signals.Moments
+				var hasWork bool
+				tallies, w, hasWork = addIntervalTallies(tallies, h[len(h)-2].st, h[len(h)-1].st)
+				snap.Work.Merge(w)
+				partial = partial || !hasWork && len(h[len(h)-1].st.tallies) > 0
+			}
 		}
 		s.mu.targets[t] = th
 	}
 	f.finish()
+	snap.Tallies = sortedTallies(tallies)
+	if partial {
+		// (As PushSource's: a work without some of the tallied requests
+		// would read a feature's share of it too high.)
+		snap.Work = signals.Moments{}
+	}
 	err := errors.Join(f.errs...)
 	s.mu.health.record(now, err)
 	return snap, err
+}
+
+// addIntervalTallies adds one target's tallies over the interval between
+// two of its readings, prev and last, into sum (see addTallyDelta), and
+// returns sum and the interval's work, with whether both readings had it.
+// A target that restarted in between (a class count went down, as the
+// fleet computation reads it) counts its new tallies whole.
+func addIntervalTallies(sum map[string]*signals.Tally, prev, last targetState) (map[string]*signals.Tally, signals.Moments, bool) {
+	base, work := prev.tallies, prev.work
+	if last.hasClasses && prev.hasClasses {
+		for c := range last.classes {
+			if !covers(last.classes[c], prev.classes[c]) {
+				base, work = nil, signals.Moments{}
+				break
+			}
+		}
+	}
+	sum = addTallyDelta(sum, last.tallies, base)
+	if !last.hasWork || !prev.hasWork {
+		return sum, signals.Moments{}, false
+	}
+	return sum, momentsDelta(last.work, work), true
 }
 
 // Health reports the last Snapshot: OK when it had no error, and each
@@ -275,6 +317,7 @@ func parseExposition(r io.Reader, format expfmt.Format, maxMsg int64) (targetSta
 	var st targetState
 	var errs []error
 	seen := map[string]bool{}
+	read := map[string]bool{} // by family: read whole (false: with an error)
 	var dec expfmt.Decoder
 	if format.FormatType() == expfmt.TypeProtoDelim {
 		// expfmt's protobuf decoder trusts each message's length prefix
@@ -299,7 +342,13 @@ func parseExposition(r io.Reader, format expfmt.Format, maxMsg int64) (targetSta
 		seen[name] = true
 		if err := st.read(&mf); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			read[name] = false
+		} else if _, again := read[name]; !again {
+			read[name] = true
 		}
+	}
+	if err := st.checkTallies(read); err != nil {
+		errs = append(errs, err)
 	}
 	st.parsed = true
 	if !seen[signals.MetricLatency] {
@@ -370,6 +419,65 @@ func (st *targetState) read(mf *dto.MetricFamily) error {
 				st.gate.Queued += int(v)
 			}
 		}
+	case signals.MetricFeatureRequests, signals.MetricFeatureServiceSum, signals.MetricFeatureServiceSquares:
+		if err := wantType(dto.MetricType_COUNTER); err != nil {
+			return err
+		}
+		for _, m := range mf.GetMetric() {
+			v := m.GetCounter().GetValue()
+			if !finiteNonNeg(v) || v > maxCount {
+				return fmt.Errorf("value %v: %w", v, errValue)
+			}
+			feature, state := labelOf(m, "feature"), labelOf(m, "state")
+			if err := signals.CheckFeature(feature); err != nil {
+				return fmt.Errorf("feature %q: %s", truncate(feature), strings.TrimPrefix(err.Error(), "signals: "))
+			}
+			t, err := st.tally(feature)
+			if err != nil {
+				return err
+			}
+			var into *signals.Moments
+			switch state {
+			case "on":
+				into = &t.On
+			case "off":
+				into = &t.Off
+			case "unattributed":
+				if name == signals.MetricFeatureRequests {
+					t.Unattributed += int64(v)
+				}
+				continue
+			default:
+				continue // a state this version does not know
+			}
+			switch name {
+			case signals.MetricFeatureRequests:
+				into.N += int64(v)
+			case signals.MetricFeatureServiceSum:
+				into.Sum += v
+			default:
+				into.SumSq += v
+			}
+		}
+	case signals.MetricWorkRequests, signals.MetricWorkSum, signals.MetricWorkSquares:
+		if err := wantType(dto.MetricType_COUNTER); err != nil {
+			return err
+		}
+		for _, m := range mf.GetMetric() {
+			v := m.GetCounter().GetValue()
+			if !finiteNonNeg(v) || v > maxCount {
+				return fmt.Errorf("value %v: %w", v, errValue)
+			}
+			switch name {
+			case signals.MetricWorkRequests:
+				st.work.N += int64(v)
+				st.hasWork = true
+			case signals.MetricWorkSum:
+				st.work.Sum += v
+			default:
+				st.work.SumSq += v
+			}
+		}
 	case signals.MetricArrived, signals.MetricCompleted, signals.MetricFailed, signals.MetricGood, signals.MetricRejected, signals.MetricWaited:
 		if err := wantType(dto.MetricType_COUNTER); err != nil {
 			return err
@@ -405,4 +513,55 @@ func (st *targetState) read(mf *dto.MetricFamily) error {
 		}
 	}
 	return nil
+}
+
+// tally returns st's tally of feature, added (in name order) if new: at
+// most signals.MaxFeatures, as a Recorder tallies.
+func (st *targetState) tally(feature string) (*signals.Tally, error) {
+	i, found := slices.BinarySearchFunc(st.tallies, feature, func(t signals.Tally, f string) int { return strings.Compare(t.Feature, f) })
+	if !found {
+		if len(st.tallies) >= signals.MaxFeatures {
+			return nil, fmt.Errorf("feature %q: more than %d features: a Recorder tallies at most %d", truncate(feature), signals.MaxFeatures, signals.MaxFeatures)
+		}
+		st.tallies = slices.Insert(st.tallies, i, signals.Tally{Feature: feature})
+	}
+	return &st.tallies[i], nil
+}
+
+// checkTallies drops an exposition's tallies unless their three families
+// were each read whole (read: by family, true when read without an
+// error), and none has a time without a request (a sum with no request,
+// as a push with one is refused): a count whose time is missing would read
+// as a request that took none. The same for the work.
+func (st *targetState) checkTallies(read map[string]bool) error {
+	bad := func(m signals.Moments) bool { return m.N == 0 && (m.Sum > 0 || m.SumSq > 0) }
+	all := func(names ...string) bool {
+		for _, n := range names {
+			if !read[n] {
+				return false
+			}
+		}
+		return true
+	}
+	var errs []error
+	if len(st.tallies) > 0 {
+		ok := all(signals.MetricFeatureRequests, signals.MetricFeatureServiceSum, signals.MetricFeatureServiceSquares)
+		if !ok {
+			errs = append(errs, fmt.Errorf("%s, %s, %s: one missing or unread: the tallies are left out", signals.MetricFeatureRequests, signals.MetricFeatureServiceSum, signals.MetricFeatureServiceSquares))
+		}
+		for _, t := range st.tallies {
+			if ok && (bad(t.On) || bad(t.Off)) {
+				ok = false
+				errs = append(errs, fmt.Errorf("%s: feature %q: service time with no request: the tallies are left out", signals.MetricFeatureRequests, t.Feature))
+			}
+		}
+		if !ok {
+			st.tallies, st.work, st.hasWork = nil, signals.Moments{}, false
+		}
+	}
+	if (st.hasWork || st.work != signals.Moments{}) && (bad(st.work) || !all(signals.MetricWorkRequests, signals.MetricWorkSum, signals.MetricWorkSquares)) {
+		st.work, st.hasWork = signals.Moments{}, false
+		errs = append(errs, fmt.Errorf("%s, %s, %s: one missing, unread, or a time with no request: the work is left out", signals.MetricWorkRequests, signals.MetricWorkSum, signals.MetricWorkSquares))
+	}
+	return errors.Join(errs...)
 }

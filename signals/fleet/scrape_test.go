@@ -229,10 +229,16 @@ func TestHistReadsCollectorNativeBuckets(t *testing.T) {
 func FuzzParseExposition(f *testing.F) {
 	// Seeds: a real exposition in both formats, and some broken ones.
 	rec := signals.NewRecorder(signals.Config{})
+	require.NoError(f, rec.Features("recs", "reviews"))
 	for i := range 50 {
+		var tl signals.RequestTally
+		rec.BeginTally(&tl, context.Background())
+		signals.Evaluated(&tl, "recs", i%2 == 0)
 		rec.Arrive(signals.Class(i % 3))
 		s := rec.Start(t0)
-		rec.Done(signals.Class(i%3), s, s.Add(time.Duration(i+1)*time.Millisecond), i%7 == 0, time.Time{})
+		d := time.Duration(i+1) * time.Millisecond
+		rec.Done(signals.Class(i%3), s, s.Add(d), i%7 == 0, time.Time{})
+		rec.EndTally(&tl, d)
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(signals.NewCollector(rec, signals.CollectorOpts{}))
@@ -257,6 +263,8 @@ func FuzzParseExposition(f *testing.F) {
 		if err != nil && !strings.Contains(err.Error(), signals.MetricLatency) && !strings.Contains(err.Error(), "brownout_") && !strings.Contains(err.Error(), "parse") {
 			t.Fatalf("error names no metric: %v", err)
 		}
+		// Tallies kept are what the controller may read.
+		checkTallyInvariants(t, st)
 		// Whatever parsed must give finite quantiles.
 		for _, q := range []float64{0.5, 0.99} {
 			if v, ok := st.latency.quantile(q); ok && (math.IsNaN(v) || math.IsInf(v, 0) || v < 0) {
@@ -409,9 +417,14 @@ func TestScrapeGateBusyNotFromAGateThatAppeared(t *testing.T) {
 // server's URL.
 func serveCollector(t *testing.T, rec *signals.Recorder, now func() time.Time) string {
 	t.Helper()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(signals.NewCollector(rec, signals.CollectorOpts{Now: now}))
-	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := httptest.NewServer(collectorHandler(rec, now))
 	t.Cleanup(srv.Close)
 	return srv.URL
+}
+
+// collectorHandler serves rec's Collector on /metrics, as an app does.
+func collectorHandler(rec *signals.Recorder, now func() time.Time) http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(signals.NewCollector(rec, signals.CollectorOpts{Now: now}))
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 }
