@@ -409,14 +409,14 @@ func (s *Shedder) Acquire(ctx context.Context, r Request) (release func(failed b
 	// The ticket stays out of the pool: the release function may outlive
 	// any use of it.
 	var done atomic.Bool
-	start, deadline := t.Start, r.Deadline
+	arrival, deadline := t.Arrival, r.Deadline
 	return func(failed bool) {
 		if done.Swap(true) {
 			return
 		}
 		end := s.now()
 		s.release(end, &t.Ticket)
-		s.rec.Done(c, start, end, failed, deadline)
+		s.rec.Done(c, arrival, end, failed, deadline) // (the latency its client sees: the wait included)
 	}, nil
 }
 
@@ -611,13 +611,15 @@ func (s *Shedder) Middleware(next http.Handler) http.Handler {
 			}
 		}
 		sw := signals.StatusWriter{ResponseWriter: w}
-		start := t.Start
+		start, arrival := t.Start, t.Arrival
 		defer func() {
 			p := recover()
 			end := s.now()
 			s.release(end, &t.Ticket)
 			s.putTicket(t)
-			s.rec.Done(c, start, end, p != nil || s.failed(sw.Status()), deadline)
+			// The latency its client sees, its wait at the gate
+			// included; the tally's work, from admission.
+			s.rec.Done(c, arrival, end, p != nil || s.failed(sw.Status()), deadline)
 			if tally != nil {
 				s.rec.EndTally(tally, end.Sub(start)) // from admission: the wait left out
 			}

@@ -109,3 +109,54 @@ func BenchmarkMiddlewareTally(b *testing.B) {
 		})
 	}
 }
+
+// The latency a Shedder records is the one its client sees: from arrival,
+// the wait at the gate included (the sojourn is that wait, the tally's
+// service time the work after it) — through the middleware and Acquire.
+// A standing queue at the gate then shows in the latency targets, as
+// users feel it, not only in the refusals it ends in.
+func TestLatencyIsWhatTheClientSees(t *testing.T) {
+	for _, via := range []string{"middleware", "acquire"} {
+		t.Run(via, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rec := signals.NewRecorder(signals.Config{})
+				require.NoError(t, rec.Features("recs"))
+				s, err := New(Config{Recorder: rec, TrustPriority: true,
+					Gate: GateConfig{Limit: LimitConfig{Initial: 1, Min: 1, Max: 1, Fixed: true}}})
+				require.NoError(t, err)
+				work := func() { time.Sleep(40 * time.Millisecond) }
+				serve := func() chan struct{} {
+					done := make(chan struct{})
+					go func() {
+						defer close(done)
+						if via == "acquire" {
+							release, err := s.Acquire(t.Context(), Request{Class: signals.Critical})
+							if assert.NoError(t, err) {
+								work()
+								release(false)
+							}
+							return
+						}
+						h := s.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { work() }))
+						r := httptest.NewRequest(http.MethodGet, "/", nil)
+						r.Header.Set(signals.PriorityHeader, "critical")
+						h.ServeHTTP(httptest.NewRecorder(), r)
+					}()
+					return done
+				}
+				first := serve()
+				synctest.Wait()
+				second := serve() // waits 40 ms behind the first, then works 40 ms
+				<-first
+				<-second
+				snap := rec.Snapshot(time.Now())
+				lmax, ok := snap.Get(signals.LatencyMax)
+				require.True(t, ok)
+				assert.InDelta(t, 0.080, lmax, 1e-9, "the second request's latency: its wait and its work")
+				smax, ok := snap.Get(signals.SojournMax)
+				require.True(t, ok)
+				assert.InDelta(t, 0.040, smax, 1e-9, "its wait")
+			})
+		})
+	}
+}

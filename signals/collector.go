@@ -110,7 +110,7 @@ func NewCollector(rec *Recorder, opts CollectorOpts) *Collector {
 	}
 	return &Collector{
 		rec: rec, buckets: slices.Clone(b), now: now, created: now(),
-		latency:      d(MetricLatency, "Time from the start of a request's work to its end."),
+		latency:      d(MetricLatency, "Time from a request's arrival to its end, as its client sees it: an admission gate's wait included (brownout_queue_sojourn_seconds has the wait alone)."),
 		sojourn:      d(MetricSojourn, "Time a request waited in an admission queue before its work started.", "class"),
 		sojournMin:   d(MetricSojournMin, "Minimum queue sojourn over the last CoDel interval (absent when the interval saw no request).", "class"),
 		standing:     d(MetricStanding, "1 while the class's queue is standing (CoDel): the admission gate's own decision where one is registered, else sojourn above target for an interval.", "class"),

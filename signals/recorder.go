@@ -130,9 +130,12 @@ func (r *Recorder) Start(now time.Time) time.Time {
 	return now
 }
 
-// Done records a request of class c whose work started at start and ended
-// at now. failed marks a 5xx or an error; deadline, when not zero, is the
-// time by which the client needed the answer.
+// Done records a request of class c from start to its end at now: its
+// latency, which the targets read as its client sees it — so start is
+// when the request arrived, before any wait at an admission gate (package
+// shed's Shedder passes its arrival; the wait alone is Queued's). failed
+// marks a 5xx or an error; deadline, when not zero, is the time by which
+// the client needed the answer.
 func (r *Recorder) Done(c Class, start, now time.Time, failed bool, deadline time.Time) {
 	d := now.Sub(start)
 	r.latency.Record(d)
