@@ -99,6 +99,13 @@ type targetState struct {
 	// carried it.
 	work    signals.Moments
 	hasWork bool
+	// tallyBad: the exposition's tallies or work were dropped (a family
+	// missing, unread or inconsistent): no interval begins or ends at
+	// this reading, which would count a target's whole life in one.
+	// tallyFams, while parsing, says which families gave each tally's on
+	// and off (see tally).
+	tallyBad  bool
+	tallyFams []uint8
 }
 
 // NewScrapeSource checks cfg and returns a source.
@@ -106,10 +113,15 @@ func NewScrapeSource(cfg ScrapeConfig) (*ScrapeSource, error) {
 	if len(cfg.Targets) == 0 {
 		return nil, errors.New("fleet: scrape source: no targets")
 	}
-	for _, t := range cfg.Targets {
+	for i, t := range cfg.Targets {
 		u, err := url.Parse(t)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, fmt.Errorf("fleet: scrape source: target %q is not an http(s) URL", truncate(t))
+		}
+		if slices.Contains(cfg.Targets[:i], t) {
+			// (Scraped twice, its rates would count twice, its
+			// intervals once.)
+			return nil, fmt.Errorf("fleet: scrape source: target %q is listed twice", shownURL(truncate(t)))
 		}
 	}
 	if cfg.Timeout <= 0 {
@@ -195,12 +207,19 @@ func (s *ScrapeSource) Snapshot(ctx context.Context, now time.Time) (signals.Sna
 			h.add(reading{at: now, st: r.st}, s.cfg.Window)
 			s.mu.history[t] = h
 			f.add("scrape "+shownURL(t), h)
-			if len(h) >= 2 {
-				var w signals.Moments
-				var hasWork bool
-				tallies, w, hasWork = addIntervalTallies(tallies, h[len(h)-2].st, h[len(h)-1].st)
-				snap.Work.Merge(w)
-				partial = partial || !hasWork && len(h[len(h)-1].st.tallies) > 0
+			if prev, last := h[max(len(h)-2, 0)], h[len(h)-1]; len(h) >= 2 && elapsed(prev, last) > 0 {
+				if prev.st.tallyBad || last.st.tallyBad {
+					// (No base, or no end, for this target's
+					// interval: the others' work alone would read a
+					// feature's share too high.)
+					partial = true
+				} else {
+					var w signals.Moments
+					var hasWork bool
+					tallies, w, hasWork = addIntervalTallies(tallies, prev.st, last.st)
+					snap.Work.Merge(w)
+					partial = partial || !hasWork && len(last.st.tallies) > 0
+				}
 			}
 		}
 		s.mu.targets[t] = th
@@ -432,16 +451,18 @@ func (st *targetState) read(mf *dto.MetricFamily) error {
 			if err := signals.CheckFeature(feature); err != nil {
 				return fmt.Errorf("feature %q: %s", truncate(feature), strings.TrimPrefix(err.Error(), "signals: "))
 			}
-			t, err := st.tally(feature)
+			i, err := st.tally(feature)
 			if err != nil {
 				return err
 			}
+			t, fams := &st.tallies[i], &st.tallyFams[i]
 			var into *signals.Moments
+			var shift uint8
 			switch state {
 			case "on":
 				into = &t.On
 			case "off":
-				into = &t.Off
+				into, shift = &t.Off, famOff
 			case "unattributed":
 				if name == signals.MetricFeatureRequests {
 					t.Unattributed += int64(v)
@@ -453,10 +474,13 @@ func (st *targetState) read(mf *dto.MetricFamily) error {
 			switch name {
 			case signals.MetricFeatureRequests:
 				into.N += int64(v)
+				*fams |= famRequests << shift
 			case signals.MetricFeatureServiceSum:
 				into.Sum += v
+				*fams |= famSum << shift
 			default:
 				into.SumSq += v
+				*fams |= famSquares << shift
 			}
 		}
 	case signals.MetricWorkRequests, signals.MetricWorkSum, signals.MetricWorkSquares:
@@ -515,18 +539,30 @@ func (st *targetState) read(mf *dto.MetricFamily) error {
 	return nil
 }
 
-// tally returns st's tally of feature, added (in name order) if new: at
-// most signals.MaxFeatures, as a Recorder tallies.
-func (st *targetState) tally(feature string) (*signals.Tally, error) {
+// tally returns the index of st's tally of feature, added (in name
+// order) if new: at most signals.MaxFeatures, as a Recorder tallies.
+func (st *targetState) tally(feature string) (int, error) {
 	i, found := slices.BinarySearchFunc(st.tallies, feature, func(t signals.Tally, f string) int { return strings.Compare(t.Feature, f) })
 	if !found {
 		if len(st.tallies) >= signals.MaxFeatures {
-			return nil, fmt.Errorf("feature %q: more than %d features: a Recorder tallies at most %d", truncate(feature), signals.MaxFeatures, signals.MaxFeatures)
+			return 0, fmt.Errorf("feature %q: more than %d features: a Recorder tallies at most %d", truncate(feature), signals.MaxFeatures, signals.MaxFeatures)
 		}
 		st.tallies = slices.Insert(st.tallies, i, signals.Tally{Feature: feature})
+		st.tallyFams = slices.Insert(st.tallyFams, i, 0)
 	}
-	return &st.tallies[i], nil
+	return i, nil
 }
+
+// The families a tally's state came from, as bits of targetState.tallyFams:
+// the requests, their service time and its squares, for on (the low three
+// bits) and off (the next three).
+const (
+	famRequests uint8 = 1 << iota
+	famSum
+	famSquares
+	famAll = famRequests | famSum | famSquares
+	famOff = 3 // the shift of off's bits
+)
 
 // checkTallies drops an exposition's tallies unless their three families
 // were each read whole (read: by family, true when read without an
@@ -549,18 +585,29 @@ func (st *targetState) checkTallies(read map[string]bool) error {
 		if !ok {
 			errs = append(errs, fmt.Errorf("%s, %s, %s: one missing or unread: the tallies are left out", signals.MetricFeatureRequests, signals.MetricFeatureServiceSum, signals.MetricFeatureServiceSquares))
 		}
-		for _, t := range st.tallies {
-			if ok && (bad(t.On) || bad(t.Off)) {
+		for i, t := range st.tallies {
+			if !ok {
+				break
+			}
+			f := st.tallyFams[i]
+			switch {
+			case bad(t.On) || bad(t.Off):
 				ok = false
 				errs = append(errs, fmt.Errorf("%s: feature %q: service time with no request: the tallies are left out", signals.MetricFeatureRequests, t.Feature))
+			case f&famAll != 0 && f&famAll != famAll, f>>famOff != 0 && f>>famOff != famAll:
+				// (A count without its time would read as requests
+				// that took none.)
+				ok = false
+				errs = append(errs, fmt.Errorf("%s: feature %q: a state missing from one of the three families: the tallies are left out", signals.MetricFeatureRequests, t.Feature))
 			}
 		}
 		if !ok {
-			st.tallies, st.work, st.hasWork = nil, signals.Moments{}, false
+			st.tallies, st.work, st.hasWork, st.tallyBad = nil, signals.Moments{}, false, true
 		}
 	}
+	st.tallyFams = nil
 	if (st.hasWork || st.work != signals.Moments{}) && (bad(st.work) || !all(signals.MetricWorkRequests, signals.MetricWorkSum, signals.MetricWorkSquares)) {
-		st.work, st.hasWork = signals.Moments{}, false
+		st.work, st.hasWork, st.tallyBad = signals.Moments{}, false, true
 		errs = append(errs, fmt.Errorf("%s, %s, %s: one missing, unread, or a time with no request: the work is left out", signals.MetricWorkRequests, signals.MetricWorkSum, signals.MetricWorkSquares))
 	}
 	return errors.Join(errs...)

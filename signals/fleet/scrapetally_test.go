@@ -184,6 +184,7 @@ func TestParseExpositionTallyErrors(t *testing.T) {
 		{"a negative time", lat + three("recs", "3", "-0.3", "0.03"), signals.MetricFeatureServiceSum, 0, false},
 		{"a time with no request", lat + three("recs", "0", "0.3", "0.03"), "service time with no request", 0, false},
 		{"a family missing", lat + fam(signals.MetricFeatureRequests, `feature="recs",state="on"`, "3"), "one missing or unread", 0, false},
+		{"a state missing from a family", lat + three("recs", "3", "0.3", "0.03", `{feature="ads",state="on"} 10`), "feature \"ads\": a state missing", 0, false},
 		{"a gauge where a counter goes", lat + "# TYPE brownout_feature_requests_total gauge\nbrownout_feature_requests_total{feature=\"recs\",state=\"on\"} 3\n", "is a gauge, want a counter", 0, false},
 		{"more features than a Recorder tallies", lat + many.String(), fmt.Sprintf("more than %d features", signals.MaxFeatures), 0, false},
 		{"work", lat + fam(signals.MetricWorkRequests, "", "4") + fam(signals.MetricWorkSum, "", "0.4") + fam(signals.MetricWorkSquares, "", "0.04"), "", 0, true},
@@ -230,4 +231,87 @@ func checkTallyInvariants(t testing.TB, st targetState) {
 	if w := st.work; w.N < 0 || w.Sum < 0 || (w.N == 0 && w.Sum+w.SumSq > 0) {
 		t.Fatalf("work %+v", w)
 	}
+}
+
+// tallyBody is an exposition of arr requests, every one tallied: feature
+// "recs" on for on of them (each 20 ms) and off for the rest (10 ms);
+// offTime, when set, overrides the off state's time (a broken reading).
+func tallyBody(arr, on int, offTime string) string {
+	off := arr - on
+	ot := fmt.Sprintf("%g", float64(off)*0.010)
+	if offTime != "" {
+		ot = offTime
+	}
+	return fmt.Sprintf(`# TYPE brownout_request_duration_seconds histogram
+brownout_request_duration_seconds_bucket{le="+Inf"} %[1]d
+brownout_request_duration_seconds_sum 1
+brownout_request_duration_seconds_count %[1]d
+# TYPE brownout_requests_arrived_total counter
+brownout_requests_arrived_total{class="default"} %[1]d
+# TYPE brownout_requests_completed_total counter
+brownout_requests_completed_total{class="default"} %[1]d
+# TYPE brownout_feature_requests_total counter
+brownout_feature_requests_total{feature="recs",state="on"} %[2]d
+brownout_feature_requests_total{feature="recs",state="off"} %[3]d
+# TYPE brownout_feature_service_seconds_total counter
+brownout_feature_service_seconds_total{feature="recs",state="on"} %[4]g
+brownout_feature_service_seconds_total{feature="recs",state="off"} %[5]s
+# TYPE brownout_feature_service_seconds_squared_total counter
+brownout_feature_service_seconds_squared_total{feature="recs",state="on"} %[6]g
+brownout_feature_service_seconds_squared_total{feature="recs",state="off"} %[7]g
+# TYPE brownout_work_requests_total counter
+brownout_work_requests_total %[1]d
+# TYPE brownout_work_seconds_total counter
+brownout_work_seconds_total %[8]g
+# TYPE brownout_work_seconds_squared_total counter
+brownout_work_seconds_squared_total %[9]g
+`, arr, on, off, float64(on)*0.020, ot, float64(on)*0.0004, float64(off)*0.0001,
+		float64(on)*0.020+float64(off)*0.010, float64(on)*0.0004+float64(off)*0.0001)
+}
+
+// TestScrapeIntervalsSkipBrokenReadings: a reading whose tallies were left
+// out (here an off time with no off request — what a scrape that lands
+// between a Collector's count and its sum reads for a state's first
+// request) neither begins nor ends an interval: the scrape after it does
+// not count the target's whole life as one period. Nor do two snapshots
+// at one instant make an interval.
+func TestScrapeIntervalsSkipBrokenReadings(t *testing.T) {
+	body := tallyBody(1_000_000, 1_000_000, "")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
+		fmt.Fprint(w, body)
+	}))
+	t.Cleanup(srv.Close)
+	src, err := NewScrapeSource(ScrapeConfig{Targets: []string{srv.URL}})
+	require.NoError(t, err)
+	at := t0
+	next := func(b string) signals.Snapshot {
+		t.Helper()
+		body, at = b, at.Add(time.Second)
+		snap, _ := src.Snapshot(context.Background(), at)
+		return snap
+	}
+	next(body)
+	snap := next(tallyBody(1_000_100, 1_000_100, "0.001")) // off: a time, no request
+	assert.Empty(t, snap.Tallies, "a broken reading ends no interval")
+	snap = next(tallyBody(1_000_200, 1_000_150, ""))
+	assert.Empty(t, snap.Tallies, "nor begins one: not a lifetime's counts")
+	assert.Zero(t, snap.Work)
+	snap = next(tallyBody(1_000_300, 1_000_200, ""))
+	require.Len(t, snap.Tallies, 1)
+	assert.Equal(t, int64(50), snap.Tallies[0].On.N)
+	assert.Equal(t, int64(50), snap.Tallies[0].Off.N)
+	assert.Equal(t, int64(100), snap.Work.N)
+	assert.InDelta(t, 50*0.020+50*0.010, snap.Work.Sum, 1e-6)
+
+	again, err := src.Snapshot(context.Background(), at) // the same instant
+	require.NoError(t, err)
+	assert.Empty(t, again.Tallies, "no time between the readings: no interval")
+	assert.Zero(t, again.Recent.Arrived)
+}
+
+func TestScrapeSourceRefusesATargetTwice(t *testing.T) {
+	_, err := NewScrapeSource(ScrapeConfig{Targets: []string{"http://a:1/metrics", "http://b:1/metrics", "http://a:1/metrics"}})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "listed twice")
 }
