@@ -77,7 +77,7 @@ const (
 	// DefaultMaxRejectRatio is the share of requests the gate may refuse
 	// for overload before the controller dims: 1 %, so that a few
 	// refusals of a burst do not dim, and a sustained overload — which
-	// the gate shows as refusals, not latency — does.
+	// the gate holds within its wait bound, and shows as refusals — does.
 	DefaultMaxRejectRatio = 0.01
 	// latencySlices is the recorder's latency window in slices of a
 	// second each: 5 s, so that p99 moves within a few ticks of a change.

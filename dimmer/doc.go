@@ -179,8 +179,8 @@
 // it only loses goodput. The cascade is for latency running away, and only
 // while refusing helps: package shed reports gate.busy, the share of
 // arrivals that found no room at its gate since the last period. With room
-// at the gate, latency over target is the app's own service time (slow
-// pages, a slow dependency): dimming features lowers it, refusing users at
+// at the gate few requests waited for it, and latency over target is the
+// app's own (slow pages, a slow dependency): dimming features lowers it, refusing users at
 // the door does not, so the cascade does not start and, if running,
 // unwinds — and the reason says so. The windowed refusal ratio of DimOnly
 // targets is not counted either while the gate has room: those refusals

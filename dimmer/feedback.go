@@ -196,8 +196,9 @@ func (c *Controller) correctK(now time.Time, o observation, b, ceil, lam, busy, 
 
 // coldK is K for an overload that no saturated period measured: the work
 // carried now, busy. Where the requests queue at the gate, the overload is
-// that queue's, and a little less work ends it. Where the gate has room (or
-// there is none), the latency is not its queue's, and is taken to scale
+// that queue's, and a little less work ends it. Where the gate has room (few
+// requests waited for it) or there is none, the latency is not its queue's,
+// and is taken to scale
 // with a request's work (a service that got slower, not one that queues):
 // the work carried now times the set point over the pressure. (A refusal
 // ratio does not scale with a request's work.)

@@ -195,10 +195,12 @@ func (c *Controller) observe(now time.Time, s signals.Snapshot, busy float64, bu
 		o.queues = s.Instances
 	}
 	o.tallies, o.work = s.Tallies, s.Work
-	if len(o.tallies) == 0 && o.work.N == 0 && s.Window > 0 && !busyOK {
+	_, gated := s.Get(signals.GateLimit) // (a gate whose room signal is missing this period still queues)
+	if len(o.tallies) == 0 && o.work.N == 0 && s.Window > 0 && !busyOK && !gated {
 		// No per-request tallies, and no gate: the window's mean
-		// latency stands for a request's work (the source's latency is
-		// its service time), as a tally of the window's completions
+		// latency stands for a request's work (nothing waits before
+		// the work: the latency is its service time), as a tally of
+		// the window's completions
 		// would give it — their second moment an exponential's,
 		// 2·mean². A period's worth of them (the window's periods
 		// overlap: the next period's mean is mostly this one's, and

@@ -21,7 +21,8 @@ type windowRig struct {
 	n, sum   []float64 // per period: completions, their summed latency
 	arrivals []float64
 	stall    bool // nothing completes: the service hangs
-	noGate   bool // no admission gate reports (no GateBusy)
+	noGate   bool // no admission gate reports (no GateBusy, no GateLimit)
+	noRoom   bool // the gate reports its limit but not its room this period
 }
 
 func newWindowRig(t *testing.T) *windowRig {
@@ -76,7 +77,10 @@ func (r *windowRig) period(lam float64) *State {
 		busy = 1
 	}
 	if !r.noGate {
-		s.Set(signals.GateBusy, busy)
+		s.Set(signals.GateLimit, r.workers)
+		if !r.noRoom {
+			s.Set(signals.GateBusy, busy)
+		}
 	}
 	return r.c.Step(r.now, s)
 }
@@ -198,6 +202,29 @@ func TestModelWithoutTalliesGateGoneForAPeriod(t *testing.T) {
 	k2, _, seconds := r.model()
 	assert.False(t, seconds, "the gate back: all-off requests again")
 	assert.InDelta(t, k, k2, 0.1*k, "K carried over and back")
+}
+
+// TestModelWithoutTalliesGateRoomMissingForAPeriod: a period in which a
+// gate reports its limit but not its room (a PromQL query for gate.busy
+// that failed, a scrape interval without arrivals, the first snapshot) is
+// still behind the gate: its latency holds the gate's wait (the latency
+// runs from arrival), and is not taken for a request's work — the unit
+// stays the all-off request and K stays.
+func TestModelWithoutTalliesGateRoomMissingForAPeriod(t *testing.T) {
+	r := newWindowRig(t)
+	var st *State
+	for range 40 {
+		st = r.period(300)
+	}
+	k, _, seconds := r.model()
+	require.False(t, seconds, "behind a gate: all-off requests")
+	dimmed := st.Brightness
+	r.noRoom = true
+	st = r.period(300)
+	k2, _, seconds := r.model()
+	assert.False(t, seconds, "the gate's limit still reported: no latency taken for the work: %s", st.Reason)
+	assert.InDelta(t, k, k2, 0.05*k, "K stays, in its unit")
+	assert.InDelta(t, dimmed, st.Brightness, 0.1, "the levels stay: %s", st.Reason)
 }
 
 // TestModelAdoptsACheckpointInSecondsBehindAGate: a checkpoint whose K is

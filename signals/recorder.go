@@ -123,8 +123,10 @@ func (r *Recorder) Queued(c Class, d time.Duration, now time.Time) {
 	}
 }
 
-// Start marks the start of a request's work. It returns the time for the
-// matching Done.
+// Start marks the start of a request's work, after any wait at an
+// admission gate (Queued records that wait), and returns now. Done takes
+// the request's arrival, not this time, so that its latency is what its
+// client saw; without a gate the two are one.
 func (r *Recorder) Start(now time.Time) time.Time {
 	r.counters.Start()
 	return now

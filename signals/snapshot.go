@@ -105,8 +105,10 @@ type Snapshot struct {
 	ClassesOK bool
 	// Standing reports a standing queue (CoDel) in any class.
 	Standing bool
-	// Tallies holds each feature's on/off contrast over the window, when
-	// the source provides them (see Tally). The slice may be shared with
+	// Tallies holds each feature's on/off contrast since the source's
+	// previous snapshot (a Recorder's; the fleet's push and scrape
+	// sources: each instance's latest interval, as Recent), when the
+	// source provides them (see Tally). The slice may be shared with
 	// the source: it is valid until the source's next snapshot.
 	Tallies []Tally
 	// Work holds the service times of every request the source tallied
