@@ -39,6 +39,11 @@ func (c *Controller) correctK(now time.Time, o observation, b, ceil, lam, busy, 
 	} else {
 		m.mdl.overRun = 0
 	}
+	if o.standing {
+		m.mdl.standRun++
+	} else {
+		m.mdl.standRun = 0
+	}
 
 	// The capacity, at the all-off work now. Each instance of a fleet
 	// queues its own requests: the idle a slower service needs is each
@@ -110,6 +115,28 @@ func (c *Controller) correctK(now time.Time, o observation, b, ceil, lam, busy, 
 		// daemon that ticks four times a push moved Ĉ by 59 % of a
 		// reading's distance, not measureWeight's 20 %.)
 		e.saturated(now, busy, busySE, m.mdl.satWhole, !lasting, cfg.Hold)
+	}
+	if o.p >= cfg.High && b > 0 && time.Duration(m.mdl.standRun)*cfg.Tick >= win && !o.saturated && busy > 0 && e.k > setShare*busy {
+		// An overload at a gate that no period measured as saturated:
+		// a queue that stands — the gate has said so for a whole
+		// signal window (CoDel: its shortest wait over its target for
+		// an interval; a burst's queue drains within one), and the
+		// pressure is over High — its
+		// arrivals over its completions by less than saturatedExcess,
+		// a few per cent refused. While a queue stands the pool is
+		// never idle, and what the period carried is what the service
+		// does: K goes to setShare of it, as at a first saturation (the
+		// tenth a standing queue needs to drain), and the run starts
+		// afresh. (The corrections alone, a band's error a step each
+		// Hold or slower, took minutes: on real HTTP the shop's gate
+		// queue stood for the last minute of a run, every page waiting
+		// 300 ms, while K came down by 0.05 s a second every seven
+		// seconds, and the levels, within minMove of their target,
+		// held.)
+		e.k, e.src = setShare*busy, capMeasured
+		e.reset(now, cfg.Hold)
+		e.dir = -1
+		m.mdl.errSum, m.mdl.errN, m.mdl.standRun = 0, 0, 0
 	}
 	switch {
 	case o.saturated && busy > 0 && (!lasting || e.k <= 0):

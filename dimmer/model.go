@@ -57,6 +57,7 @@ type modelState struct {
 	base     tracker  // the all-off request's work, measured (see demand)
 	regime   bool     // the load or the all-off work jumped this period
 	overRun  int      // periods in a row over High
+	standRun int      // periods in a row in which the gate said its queue stands
 	// overSum is the pressure's excess over the target, underSum its
 	// shortfall under Low, in bands between Low and High, each summed
 	// while it stays above nothing (see correctK).
@@ -181,6 +182,7 @@ func (s *modelState) unreach() {
 func (c *Controller) observe(now time.Time, s signals.Snapshot, busy float64, busyOK bool) (observation, bool) {
 	cfg := &c.cfg
 	o := observation{gate: busyOK, room: busyOK && busy < cfg.RoomBelow, full: !busyOK || busy >= cfg.SaturatedAt, load: -1, rate: -1}
+	o.standing = busyOK && s.Standing
 	if v, ok := s.Get(cfg.LoadSignal); ok && v >= 0 {
 		o.load = v
 	}
@@ -294,6 +296,9 @@ type observation struct {
 	saturated   bool // the arrivals exceed the completions at a full gate
 	full        bool // the gate is full (for the cascade)
 	room        bool
+	// standing: the gate says its queue stands (CoDel: its shortest
+	// wait over the target for an interval).
+	standing bool
 }
 
 // solve returns the brightest b in [0, ceil] with w(b) ≤ budget, by

@@ -23,6 +23,7 @@ type windowRig struct {
 	stall    bool // nothing completes: the service hangs
 	noGate   bool // no admission gate reports (no GateBusy, no GateLimit)
 	noRoom   bool // the gate reports its limit but not its room this period
+	standing bool // the gate says its queue stands (CoDel)
 }
 
 func newWindowRig(t *testing.T) *windowRig {
@@ -76,6 +77,7 @@ func (r *windowRig) period(lam float64) *State {
 	if lam*work/r.workers >= 1 || r.stall {
 		busy = 1
 	}
+	s.Standing = r.standing
 	if !r.noGate {
 		s.Set(signals.GateLimit, r.workers)
 		if !r.noRoom {
@@ -225,6 +227,42 @@ func TestModelWithoutTalliesGateRoomMissingForAPeriod(t *testing.T) {
 	assert.False(t, seconds, "the gate's limit still reported: no latency taken for the work: %s", st.Reason)
 	assert.InDelta(t, k, k2, 0.05*k, "K stays, in its unit")
 	assert.InDelta(t, dimmed, st.Brightness, 0.1, "the levels stay: %s", st.Reason)
+}
+
+// TestModelCutsKForAQueueThatStands: the service loses capacity, so that
+// the load at the levels set exceeds it by 3 % — less than a saturated
+// period's excess — every request waits, a few per cent are
+// refused, and no period reads as saturated. Where the gate says its queue
+// stands (CoDel) for a signal window while the pressure is over High, K
+// goes to setShare of what the period carried, as at a first saturation;
+// without that word from the gate, only the corrections move K, and
+// slowly.
+func TestModelCutsKForAQueueThatStands(t *testing.T) {
+	var drop [2]float64
+	for i, standing := range []bool{true, false} {
+		r := newWindowRig(t)
+		for range 40 {
+			r.period(300)
+		}
+		k0, _, _ := r.model()
+		// The workers the load at the levels now takes, less 3 %.
+		work := r.base
+		for i, name := range []string{"recommendations", "reviews"} {
+			lv, _ := r.c.State().Level(name, "")
+			work += lv * r.costs[i]
+		}
+		r.workers = 300 * work / 1.03
+		var st *State
+		for range 8 {
+			r.standing = standing
+			st = r.period(300)
+		}
+		k, _, _ := r.model()
+		drop[i] = 1 - k/k0
+		t.Logf("standing %v: K %.0f → %.0f (%.1f %% lower): %s", standing, k0, k, 100*drop[i], st.Reason)
+	}
+	assert.Greater(t, drop[0], 0.1, "a queue that stands: K to nine tenths of what was carried")
+	assert.Less(t, drop[1], drop[0]/2, "without the gate's word, no cut")
 }
 
 // TestModelAdoptsACheckpointInSecondsBehindAGate: a checkpoint whose K is
