@@ -84,8 +84,14 @@ func (m *momentCounters) add(x float64) {
 	addFloat(&m.sumSq, x*x)
 }
 
+// load reads the moments. The times are read before the count, which add
+// writes first: a read that lands inside an add may count a request
+// without its time, never a time without its request (a count of 0 with
+// a sum, which the daemon's sources refuse whole: a push, or a scrape's
+// tallies). The time missed is in the next read.
 func (m *momentCounters) load() Moments {
-	return Moments{N: int64(m.n.Load()), Sum: math.Float64frombits(m.sum.Load()), SumSq: math.Float64frombits(m.sumSq.Load())}
+	sum, sq := math.Float64frombits(m.sum.Load()), math.Float64frombits(m.sumSq.Load())
+	return Moments{N: int64(m.n.Load()), Sum: sum, SumSq: sq}
 }
 
 func newTallyStore() *tallyStore {
