@@ -170,6 +170,20 @@ func TestModelColdKWithoutGateIsNotScaledByARefusalRatio(t *testing.T) {
 	assert.GreaterOrEqual(t, k, 0.5*r.workers, "K at the first overload: %s", st.Reason)
 }
 
+// settledBehindAGate is a windowRig after 40 periods at 300 req/s behind
+// its gate, without tallies: K measured, in all-off requests.
+func settledBehindAGate(t *testing.T) (*windowRig, *State) {
+	t.Helper()
+	r := newWindowRig(t)
+	var st *State
+	for range 40 {
+		st = r.period(300)
+	}
+	_, _, seconds := r.model()
+	require.False(t, seconds, "behind a gate: all-off requests")
+	return r, st
+}
+
 // TestModelWithoutTalliesGateGoneForAPeriod: a source without tallies
 // whose gate signal is missing for one period (a PromQL query that timed
 // out, a scrape interval without arrivals) takes the window's latency for
@@ -180,20 +194,15 @@ func TestModelColdKWithoutGateIsNotScaledByARefusalRatio(t *testing.T) {
 // back. (Forgotten, K went from 371 all-off requests a second to nothing,
 // and the levels to 1 at a refusal ratio of 56 %.)
 func TestModelWithoutTalliesGateGoneForAPeriod(t *testing.T) {
-	r := newWindowRig(t)
-	var st *State
-	for range 40 {
-		st = r.period(300)
-	}
-	k, _, seconds := r.model()
-	require.False(t, seconds, "behind a gate: all-off requests")
+	r, st := settledBehindAGate(t)
+	k, _, _ := r.model()
 	require.Greater(t, k, 0.0)
 	dimmed := st.Brightness
 	require.Less(t, dimmed, 0.9, "dimmed for 300 req/s: %s", st.Reason)
 
 	r.noGate = true
 	st = r.period(300)
-	_, _, seconds = r.model()
+	_, _, seconds := r.model()
 	assert.True(t, seconds, "without the gate the window's latency is the work")
 	assert.Less(t, st.Brightness, dimmed+0.1, "the period without the gate: %s", st.Reason)
 	r.noGate = false
@@ -201,8 +210,8 @@ func TestModelWithoutTalliesGateGoneForAPeriod(t *testing.T) {
 		st = r.period(300)
 		assert.Less(t, st.Brightness, dimmed+0.1, "period %d after: %s", i, st.Reason)
 	}
-	k2, _, seconds := r.model()
-	assert.False(t, seconds, "the gate back: all-off requests again")
+	k2, _, seconds2 := r.model()
+	assert.False(t, seconds2, "the gate back: all-off requests again")
 	assert.InDelta(t, k, k2, 0.1*k, "K carried over and back")
 }
 
@@ -213,13 +222,8 @@ func TestModelWithoutTalliesGateGoneForAPeriod(t *testing.T) {
 // runs from arrival), and is not taken for a request's work — the unit
 // stays the all-off request and K stays.
 func TestModelWithoutTalliesGateRoomMissingForAPeriod(t *testing.T) {
-	r := newWindowRig(t)
-	var st *State
-	for range 40 {
-		st = r.period(300)
-	}
-	k, _, seconds := r.model()
-	require.False(t, seconds, "behind a gate: all-off requests")
+	r, st := settledBehindAGate(t)
+	k, _, _ := r.model()
 	dimmed := st.Brightness
 	r.noRoom = true
 	st = r.period(300)
@@ -240,10 +244,7 @@ func TestModelWithoutTalliesGateRoomMissingForAPeriod(t *testing.T) {
 func TestModelCutsKForAQueueThatStands(t *testing.T) {
 	var drop [2]float64
 	for i, standing := range []bool{true, false} {
-		r := newWindowRig(t)
-		for range 40 {
-			r.period(300)
-		}
+		r, _ := settledBehindAGate(t)
 		k0, _, _ := r.model()
 		// The workers the load at the levels now takes, less 3 %.
 		work := r.base

@@ -443,9 +443,9 @@ func (st *targetState) read(mf *dto.MetricFamily) error {
 			return err
 		}
 		for _, m := range mf.GetMetric() {
-			v := m.GetCounter().GetValue()
-			if !finiteNonNeg(v) || v > maxCount {
-				return fmt.Errorf("value %v: %w", v, errValue)
+			v, err := tallyCount(m)
+			if err != nil {
+				return err
 			}
 			feature, state := labelOf(m, "feature"), labelOf(m, "state")
 			if err := signals.CheckFeature(feature); err != nil {
@@ -488,9 +488,9 @@ func (st *targetState) read(mf *dto.MetricFamily) error {
 			return err
 		}
 		for _, m := range mf.GetMetric() {
-			v := m.GetCounter().GetValue()
-			if !finiteNonNeg(v) || v > maxCount {
-				return fmt.Errorf("value %v: %w", v, errValue)
+			v, err := tallyCount(m)
+			if err != nil {
+				return err
 			}
 			switch name {
 			case signals.MetricWorkRequests:
@@ -611,4 +611,14 @@ func (st *targetState) checkTallies(read map[string]bool) error {
 		errs = append(errs, fmt.Errorf("%s, %s, %s: one missing, unread, or a time with no request: the work is left out", signals.MetricWorkRequests, signals.MetricWorkSum, signals.MetricWorkSquares))
 	}
 	return errors.Join(errs...)
+}
+
+// tallyCount is a tally counter's value: finite, non-negative, and at most
+// maxCount, that its count converts to an int64 exactly.
+func tallyCount(m *dto.Metric) (float64, error) {
+	v := m.GetCounter().GetValue()
+	if !finiteNonNeg(v) || v > maxCount {
+		return 0, fmt.Errorf("value %v: %w", v, errValue)
+	}
+	return v, nil
 }
