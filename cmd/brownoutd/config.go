@@ -153,6 +153,10 @@ type promqlCfg struct {
 	Selector string            `yaml:"selector"`
 	Queries  map[string]string `yaml:"queries"`
 	Timeout  duration          `yaml:"timeout"`
+	// Period is how far back the counts of one period look (the
+	// arrivals, the feature tallies and the work the model law learns
+	// from): fleet.PromQLConfig.Period. Default half the range.
+	Period duration `yaml:"period"`
 }
 
 type authCfg struct {
@@ -524,6 +528,9 @@ func resolveService(name string, fc *serviceFields, prefix string, top func(path
 		}
 		if c.PromQL.Selector != "" && !promSelector.MatchString(c.PromQL.Selector) {
 			at("sources.promql.selector", "%q: want label matchers such as service=\"shop\" or job=~\"shop-.*\", comma-separated", c.PromQL.Selector)
+		}
+		if p := time.Duration(c.PromQL.Period); p != 0 && p < time.Second {
+			at("sources.promql.period", "%v: want a second or more (at least two of Prometheus's scrape intervals)", p)
 		}
 		for k := range c.PromQL.Queries {
 			if _, err := signals.ParseKey(k); err != nil {

@@ -1,11 +1,16 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -480,4 +485,43 @@ func TestCORSOrigins(t *testing.T) {
 	require.NoError(t, os.WriteFile(file, []byte("cors_origins: [https://file.example/]\n"), 0o644))
 	_, _, err = runArgs("check-config", file)
 	assert.ErrorContains(t, err, "cors_origins[0]")
+}
+
+// TestPromQLSourcePeriod: sources.promql's period and selector reach the
+// source's query of a period's counts (half the range by default).
+func TestPromQLSourcePeriod(t *testing.T) {
+	var mu sync.Mutex
+	var queries []string
+	prom := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.ParseForm()
+		mu.Lock()
+		queries = append(queries, r.Form.Get("query"))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"status":"success","data":{"resultType":"vector","result":[]}}`))
+	}))
+	t.Cleanup(prom.Close)
+	for _, tc := range []struct{ yaml, want string }{
+		{"range: 10s, selector: 'service=\"shop\"', period: 7s", `increase(brownout_work_requests_total{service="shop"}[7s])`},
+		{"range: 10s", `increase(brownout_work_requests_total[5s])`},
+		{"selector: 'service=\"shop\"'", `increase(brownout_work_requests_total{service="shop"}[30s])`},
+	} {
+		c, err := parseConfig("p.yaml", []byte(fmt.Sprintf("features: [{name: a}]\nsources: {promql: {url: %s, %s}}\n", prom.URL, tc.yaml)))
+		require.NoError(t, err, tc.yaml)
+		c.inherit()
+		src, _, err := buildSource(c.units()[0])
+		require.NoError(t, err)
+		mu.Lock()
+		queries = nil
+		mu.Unlock()
+		src.Snapshot(context.Background(), time.Now())
+		mu.Lock()
+		assert.True(t, slices.ContainsFunc(queries, func(q string) bool { return strings.Contains(q, tc.want) }), "%s: %s in %q", tc.yaml, tc.want, queries)
+		if strings.Contains(tc.yaml, "selector") {
+			for _, q := range queries {
+				assert.Contains(t, q, `service="shop"`, "every query selects")
+			}
+		}
+		mu.Unlock()
+	}
 }

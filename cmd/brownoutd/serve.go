@@ -289,7 +289,7 @@ func buildSource(c *serviceConfig) (source, *fleet.PushSource, error) {
 		s, err := fleet.NewScrapeSource(fleet.ScrapeConfig{Targets: c.Scrape.Targets, Window: time.Duration(c.Scrape.Window), Timeout: time.Duration(c.Scrape.Timeout)})
 		return s, nil, err
 	case c.PromQL != nil:
-		cfg := fleet.PromQLConfig{Address: c.PromQL.URL, Timeout: time.Duration(c.PromQL.Timeout)}
+		cfg := fleet.PromQLConfig{Address: c.PromQL.URL, Timeout: time.Duration(c.PromQL.Timeout), Period: time.Duration(c.PromQL.Period), Selector: c.PromQL.Selector}
 		if c.PromQL.Range != "" || len(c.PromQL.Queries) > 0 || c.PromQL.Selector != "" {
 			rng := c.PromQL.Range
 			if rng == "" {

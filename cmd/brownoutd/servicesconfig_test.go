@@ -53,7 +53,7 @@ law: {high: 0.9}
 services:
   - name: Shop
     features: [{name: x, floor: 2}]
-    sources: {promql: {url: http://x, selector: "job=shop"}}
+    sources: {promql: {url: http://x, selector: "job=shop", period: 500ms}}
   - name: b
     colour: red
   - name: b
@@ -71,6 +71,7 @@ services:
 		`line 4: services[0].name: service "Shop": want lower-case letters`,
 		"line 5: services[0].features[0].floor",
 		`line 6: services[0].sources.promql.selector: "job=shop": want label matchers`,
+		"line 6: services[0].sources.promql.period: 500ms: want a second or more",
 		"line 8: services[1].colour: unknown field",
 		`line 9: services[2].name: "b": declared twice`,
 		"line 10: services[2].sources.push.max_instances: -1",

@@ -39,8 +39,10 @@
 // brownout_work_* counters Collector exports) between its last two
 // scrapes, as PushSource reads them between its last two pushes: a
 // daemon learns the features' costs from either as an app does embedded.
-// PromQLSource leaves Snapshot.Tallies empty: Prometheus's samples come
-// at its own scrape interval, not the daemon's periods.
+// PromQLSource reads them, with the arrivals and completions, as the
+// fleet's increase over a period (PromQLConfig.Period, at least two of
+// Prometheus's scrape intervals) in one query, so that every count is of
+// the same samples.
 //
 // # Push
 //

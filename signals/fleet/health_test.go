@@ -66,6 +66,10 @@ func TestPromQLSourceHealth(t *testing.T) {
 			w.Write([]byte(`{"status":"error","errorType":"bad_data","error":"parse error"}`))
 			return
 		}
+		if strings.Contains(r.Form.Get("query"), countLabel) {
+			w.Write([]byte(`{"status":"success","data":{"resultType":"vector","result":[]}}`)) // the period's counts: none yet
+			return
+		}
 		w.Write([]byte(`{"status":"success","data":{"resultType":"scalar","result":[1700000000,"0.5"]}}`))
 	}))
 	t.Cleanup(srv.Close)

@@ -38,6 +38,22 @@ type PromQLConfig struct {
 	// MaxBody bounds one answer's size: a larger one fails its query
 	// (its signal is missing). Default DefaultMaxBody, as ScrapeSource's.
 	MaxBody int64
+	// Period is how far back a snapshot's counts of one period look:
+	// Snapshot.Recent, Tallies and Work are the increase of the
+	// Collector's counters over the Period before the snapshot's time
+	// (PromQL's increase, summed over the fleet), Snapshot.Instances
+	// their arrivals' spread over the instances. The model law learns
+	// the features' costs and what the load brings from them. It needs
+	// two of Prometheus's samples of each series: at least two scrape
+	// intervals. Default half of Window (a range of four scrape
+	// intervals or more, as DefaultQueries asks, holds two in its half);
+	// negative for none. At least a second otherwise.
+	Period time.Duration
+	// Selector is label matchers, as DefaultQueriesFor takes them, added
+	// to the period's queries and, when Queries is nil, to the default
+	// ones: the fleet of one service, where a Prometheus server scrapes
+	// several. "" selects every series.
+	Selector string
 }
 
 // DefaultQueries returns queries for the metrics signals.Collector exports,
@@ -54,16 +70,7 @@ func DefaultQueries(rng string) map[signals.Key]string { return DefaultQueriesFo
 // several. It is inserted as given: check it where it comes from (a
 // configuration); "" selects every series, as DefaultQueries.
 func DefaultQueriesFor(rng, selector string) map[signals.Key]string {
-	// sel writes metric{matchers…, selector}.
-	sel := func(metric string, matchers ...string) string {
-		if selector != "" {
-			matchers = append(matchers, selector)
-		}
-		if len(matchers) == 0 {
-			return metric
-		}
-		return metric + "{" + strings.Join(matchers, ",") + "}"
-	}
+	sel := selecting(selector)
 	q := func(quantile, metric string) string {
 		return fmt.Sprintf("histogram_quantile(%s, sum by (le) (rate(%s[%s])))", quantile, sel(metric+"_bucket"), rng)
 	}
@@ -105,6 +112,19 @@ func DefaultQueriesFor(rng, selector string) map[signals.Key]string {
 	}
 }
 
+// selecting returns a function that writes metric{matchers…, selector}.
+func selecting(selector string) func(metric string, matchers ...string) string {
+	return func(metric string, matchers ...string) string {
+		if selector != "" {
+			matchers = append(matchers, selector)
+		}
+		if len(matchers) == 0 {
+			return metric
+		}
+		return metric + "{" + strings.Join(matchers, ",") + "}"
+	}
+}
+
 // PromQLSource reads a fleet's signals from a Prometheus server, one instant
 // query per signal. It suits fleets too large to scrape from one daemon.
 //
@@ -115,6 +135,8 @@ type PromQLSource struct {
 	cfg  PromQLConfig
 	api  v1.API
 	keys []signals.Key // sorted, for stable messages
+	// period is the one query of a period's counts ("" for none).
+	period string
 
 	mu struct {
 		sync.Mutex
@@ -128,13 +150,19 @@ func NewPromQLSource(cfg PromQLConfig) (*PromQLSource, error) {
 		return nil, errors.New("fleet: promql source: no address")
 	}
 	if cfg.Queries == nil {
-		cfg.Queries = DefaultQueries("1m")
+		cfg.Queries = DefaultQueriesFor("1m", cfg.Selector)
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 5 * time.Second
 	}
 	if cfg.Window <= 0 {
 		cfg.Window = time.Minute
+	}
+	switch {
+	case cfg.Period == 0:
+		cfg.Period = max(cfg.Window/2, time.Second)
+	case cfg.Period > 0 && cfg.Period < time.Second:
+		return nil, fmt.Errorf("fleet: promql source: period %v: want a second or more (two scrape intervals at least)", cfg.Period)
 	}
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = DefaultMaxBody
@@ -148,6 +176,9 @@ func NewPromQLSource(cfg PromQLConfig) (*PromQLSource, error) {
 		return nil, fmt.Errorf("fleet: promql source %s: %w", cfg.Address, err)
 	}
 	s := &PromQLSource{cfg: cfg, api: v1.NewAPI(c)}
+	if cfg.Period > 0 {
+		s.period = periodQuery(cfg.Period, cfg.Selector)
+	}
 	for k, q := range cfg.Queries {
 		if k >= signals.NumKeys {
 			return nil, fmt.Errorf("fleet: promql source: unknown signal %d", k)
@@ -165,7 +196,13 @@ func NewPromQLSource(cfg PromQLConfig) (*PromQLSource, error) {
 // Its password (http://user:password@host) is never shown.
 func (s *PromQLSource) Name() string { return "promql(" + shownURL(s.cfg.Address) + ")" }
 
-// Snapshot evaluates every query at now. Its Tallies are empty.
+// Snapshot evaluates every query at now, and the counts of the Period
+// before now (see PromQLConfig.Period): RecentAt is now and RecentSpan
+// the Period, so that a daemon that ticks faster than the Period sees
+// one period in several snapshots, as from a push source. The counts
+// are left out, with an error, when their query fails or its answer
+// does not hang together; Recent is left out while no instance's
+// arrivals are in Prometheus.
 func (s *PromQLSource) Snapshot(ctx context.Context, now time.Time) (signals.Snapshot, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
@@ -179,6 +216,11 @@ func (s *PromQLSource) Snapshot(ctx context.Context, now time.Time) (signals.Sna
 			continue
 		}
 		snap.Set(k, v)
+	}
+	if s.period != "" {
+		if err := s.readPeriod(ctx, &snap, now); err != nil {
+			errs = append(errs, fmt.Errorf("fleet: %s: the counts of the last %v: %w", s.Name(), s.cfg.Period, err))
+		}
 	}
 	err := errors.Join(errs...)
 	s.mu.Lock()

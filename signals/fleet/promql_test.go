@@ -116,11 +116,12 @@ func TestPromQLSourceAgainstRealPrometheus(t *testing.T) {
 // TestPromQLSourceBoundsAnswers: a server that answers without end (a
 // vector's start, then spaces) fails the query once the answer passes
 // the source's bound (16 MiB by default, as a scrape's), and no more of it
-// is read.
+// is read — the period's counts' query too.
 func TestPromQLSourceBoundsAnswers(t *testing.T) {
 	const bound = 16 << 20
-	var wrote atomic.Int64
+	var wrote, queries atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		queries.Add(1)
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprint(w, `{"status":"success","data":{"resultType":"vector","result":[`)
 		pad := bytes.Repeat([]byte(" "), 1<<20)
@@ -136,7 +137,9 @@ func TestPromQLSourceBoundsAnswers(t *testing.T) {
 	require.NoError(t, err)
 	_, err = src.Snapshot(context.Background(), time.Now())
 	assert.ErrorContains(t, err, "answer larger than 16777216 bytes")
-	assert.Less(t, wrote.Load(), int64(2*bound), "the source stopped reading at its bound")
+	assert.ErrorContains(t, err, "the counts of the last 30s: ")
+	require.Equal(t, int64(2), queries.Load(), "p99 and the period's counts")
+	assert.Less(t, wrote.Load(), 2*int64(2*bound), "the source stopped reading each at its bound")
 }
 
 // TestDefaultQueriesForSelectEveryMetric: with a selector, every metric

@@ -1,0 +1,244 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/prometheus/common/model"
+
+	"github.com/brownout/brownout/signals"
+)
+
+// countLabel names, in the answer of a PromQLSource's period query, which
+// count a series holds (the query's parts are unions of aggregates whose
+// metric names PromQL drops).
+const countLabel = "brownout_count"
+
+// The counts of the period query, by countLabel.
+const (
+	countArrived   = "arrived"
+	countCompleted = "completed"
+	countFailed    = "failed"
+	countGood      = "good"
+	countWaited    = "waited"
+	countRejected  = "rejected" // by reason
+	countInstances = "instances"
+	countFeatureN  = "feature_requests" // by feature and state
+	countFeatureS  = "feature_seconds"
+	countFeatureQ  = "feature_squares"
+	countWorkN     = "work_requests"
+	countWorkS     = "work_seconds"
+	countWorkQ     = "work_squares"
+)
+
+// periodQuery returns the one query whose answer holds a period's counts
+// over the fleet: each counter's increase over period, summed (the
+// rejections by reason, the feature tallies by feature and state), and
+// the instances' spread of the arrivals, (Σλᵢ)²/Σλᵢ², each series
+// labelled with countLabel. One query, so that every count is of the
+// same samples.
+func periodQuery(period time.Duration, selector string) string {
+	sel := selecting(selector)
+	rng := model.Duration(period).String()
+	inc := func(metric string) string { return fmt.Sprintf("increase(%s[%s])", sel(metric), rng) }
+	named := func(count, expr string) string {
+		return fmt.Sprintf(`label_replace(%s, %q, %q, "", "")`, expr, countLabel, count)
+	}
+	parts := []string{
+		named(countArrived, "sum("+inc(signals.MetricArrived)+")"),
+		named(countCompleted, "sum("+inc(signals.MetricCompleted)+")"),
+		named(countFailed, "sum("+inc(signals.MetricFailed)+")"),
+		named(countGood, "sum("+inc(signals.MetricGood)+")"),
+		named(countWaited, "sum("+inc(signals.MetricWaited)+")"),
+		named(countRejected, "sum by (reason) ("+inc(signals.MetricRejected)+")"),
+		named(countInstances, fmt.Sprintf("sum(%s)^2 / sum(sum by (instance, job) (%s)^2)", inc(signals.MetricArrived), inc(signals.MetricArrived))),
+	}
+	for _, f := range []struct{ count, metric, by string }{
+		{countFeatureN, signals.MetricFeatureRequests, "feature, state"},
+		{countFeatureS, signals.MetricFeatureServiceSum, "feature, state"},
+		{countFeatureQ, signals.MetricFeatureServiceSquares, "feature, state"},
+		{countWorkN, signals.MetricWorkRequests, ""},
+		{countWorkS, signals.MetricWorkSum, ""},
+		{countWorkQ, signals.MetricWorkSquares, ""},
+	} {
+		by := ""
+		if f.by != "" {
+			by = " by (" + f.by + ")"
+		}
+		parts = append(parts, named(f.count, "sum"+by+" ("+inc(f.metric)+")"))
+	}
+	return strings.Join(parts, " or ")
+}
+
+// readPeriod runs the period query at now and sets snap's Recent,
+// RecentSpan, RecentAt, Tallies, Work and Instances from its answer.
+func (s *PromQLSource) readPeriod(ctx context.Context, snap *signals.Snapshot, now time.Time) error {
+	val, _, _, err := s.api.Query(ctx, s.period, now)
+	if err != nil {
+		return err
+	}
+	v, ok := val.(model.Vector)
+	if !ok {
+		return fmt.Errorf("result is a %s, want a vector", val.Type())
+	}
+	p, err := parsePeriod(v)
+	if err != nil {
+		return err
+	}
+	if p.hasArrivals {
+		snap.Recent, snap.RecentSpan, snap.RecentAt = p.counts, s.cfg.Period, now
+	}
+	if p.instances > 0 {
+		snap.Instances = p.instances
+	}
+	snap.Tallies, snap.Work = p.tallies, p.work
+	return nil
+}
+
+// period is a period query's answer, read.
+type period struct {
+	counts      signals.ClassCounts
+	hasArrivals bool
+	instances   float64
+	tallies     []signals.Tally
+	work        signals.Moments
+}
+
+// rawMoments are the increases of a count, its sum and its sum of
+// squares, and which of the three the answer held (famRequests…).
+type rawMoments struct {
+	n, sum, sq float64
+	fams       uint8
+}
+
+func (r *rawMoments) set(count string, v float64) {
+	switch {
+	case strings.HasSuffix(count, "_requests"):
+		r.n, r.fams = v, r.fams|famRequests
+	case strings.HasSuffix(count, "_seconds"):
+		r.sum, r.fams = v, r.fams|famSum
+	default:
+		r.sq, r.fams = v, r.fams|famSquares
+	}
+}
+
+// moments rounds the increase of the count to whole requests and scales
+// the sums with it, so that a request's mean and second moment are the
+// answer's (an increase is extrapolated to the period's ends: each of the
+// three by the same factor, as they are scraped together).
+func (r rawMoments) moments() signals.Moments {
+	n := math.Round(r.n)
+	if n < 1 {
+		return signals.Moments{}
+	}
+	f := n / r.n
+	return signals.Moments{N: int64(n), Sum: r.sum * f, SumSq: r.sq * f}
+}
+
+// parsePeriod reads a period query's answer. The tallies are left out,
+// with an error, when a feature's state lacks one of its three counts
+// or holds a time without requests; so is the work, and the work alone
+// when the tallies have no work beside them (as ScrapeSource: a work
+// without some of the tallied requests reads a feature's share too
+// high).
+func parsePeriod(v model.Vector) (period, error) {
+	var p period
+	var errs []error
+	type state struct{ on, off rawMoments }
+	features := map[string]*state{}
+	unattributed := map[string]float64{}
+	var work rawMoments
+	for _, smp := range v {
+		count := string(smp.Metric[countLabel])
+		x := float64(smp.Value)
+		if count == countInstances {
+			if !math.IsNaN(x) && !math.IsInf(x, 0) && x >= 1 {
+				p.instances = x
+			}
+			continue // (0/0 where no arrivals)
+		}
+		if !finiteNonNeg(x) {
+			errs = append(errs, fmt.Errorf("%s %v: %w", count, x, errValue))
+			continue
+		}
+		n := uint64(math.Round(x))
+		switch count {
+		case countArrived:
+			p.counts.Arrived, p.hasArrivals = n, true
+		case countCompleted:
+			p.counts.Completed = n
+		case countFailed:
+			p.counts.Failed = n
+		case countGood:
+			p.counts.Good = n
+		case countWaited:
+			p.counts.Waited = n
+		case countRejected:
+			if r, ok := reasonNamed(string(smp.Metric["reason"])); ok {
+				p.counts.Rejected[r] += n
+			} // (a reason this version does not know)
+		case countWorkN, countWorkS, countWorkQ:
+			work.set(count, x)
+		case countFeatureN, countFeatureS, countFeatureQ:
+			feature := string(smp.Metric["feature"])
+			if err := signals.CheckFeature(feature); err != nil {
+				errs = append(errs, fmt.Errorf("feature %q: %s", truncate(feature), strings.TrimPrefix(err.Error(), "signals: ")))
+				continue
+			}
+			st := features[feature]
+			if st == nil {
+				if len(features) >= signals.MaxFeatures {
+					errs = append(errs, fmt.Errorf("feature %q: more than %d features: a Recorder tallies at most %d", truncate(feature), signals.MaxFeatures, signals.MaxFeatures))
+					continue
+				}
+				st = &state{}
+				features[feature] = st
+			}
+			switch smp.Metric["state"] {
+			case "on":
+				st.on.set(count, x)
+			case "off":
+				st.off.set(count, x)
+			case "unattributed":
+				if count == countFeatureN {
+					unattributed[feature] = x
+				}
+			} // (a state this version does not know)
+		}
+	}
+	tallies := make([]signals.Tally, 0, len(features))
+	bad := false
+	for name, st := range features {
+		for _, r := range []struct {
+			state string
+			m     rawMoments
+		}{{"on", st.on}, {"off", st.off}} {
+			// A state the fleet never counted has no series; one with
+			// some of its three counts is broken.
+			if r.m.fams != 0 && r.m.fams != famAll || r.m.n < 0.5 && r.m.sum > 0 {
+				errs = append(errs, fmt.Errorf("feature %q, state %s: its requests, service time and squares do not hang together", name, r.state))
+				bad = true
+			}
+		}
+		tallies = append(tallies, signals.Tally{Feature: name, On: st.on.moments(), Off: st.off.moments(), Unattributed: int64(math.Round(unattributed[name]))})
+	}
+	if work.fams != 0 && work.fams != famAll || work.n < 0.5 && work.sum > 0 {
+		errs = append(errs, errors.New("the work's requests, time and squares do not hang together"))
+		bad = true
+	}
+	if !bad && len(tallies) > 0 {
+		slices.SortFunc(tallies, func(a, b signals.Tally) int { return strings.Compare(a.Feature, b.Feature) })
+		p.tallies = tallies
+		if work.fams == famAll {
+			p.work = work.moments()
+		}
+	} else if !bad {
+		p.work = work.moments()
+	}
+	return p, errors.Join(errs...)
+}
