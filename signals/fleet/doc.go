@@ -40,8 +40,9 @@
 // scrapes, as PushSource reads them between its last two pushes: a
 // daemon learns the features' costs from either as an app does embedded.
 // PromQLSource reads them, with the arrivals and completions, as the
-// fleet's increase over a period (PromQLConfig.Period, at least two of
-// Prometheus's scrape intervals) in one query, so that every count is of
+// fleet's increase over the latest whole period (PromQLConfig.Period, at
+// least two of Prometheus's scrape intervals; periods end at its
+// multiples and never overlap) in one query, so that every count is of
 // the same samples.
 //
 // # Push

@@ -38,11 +38,13 @@ type PromQLConfig struct {
 	// MaxBody bounds one answer's size: a larger one fails its query
 	// (its signal is missing). Default DefaultMaxBody, as ScrapeSource's.
 	MaxBody int64
-	// Period is how far back a snapshot's counts of one period look:
+	// Period is the length of the periods a snapshot's counts are of:
 	// Snapshot.Recent, Tallies and Work are the increase of the
-	// Collector's counters over the Period before the snapshot's time
-	// (PromQL's increase, summed over the fleet), Snapshot.Instances
-	// their arrivals' spread over the instances. The model law learns
+	// Collector's counters over the latest whole period (PromQL's
+	// increase, summed over the fleet; periods end at the multiples of
+	// the Period, the latest at least half a Period before the
+	// snapshot's time), Snapshot.Instances its arrivals' spread over
+	// the instances. The model law learns
 	// the features' costs and what the load brings from them. It needs
 	// two of Prometheus's samples of each series: at least two scrape
 	// intervals. Default half of Window (a range of four scrape
@@ -141,6 +143,7 @@ type PromQLSource struct {
 	mu struct {
 		sync.Mutex
 		health health
+		period lastPeriod
 	}
 }
 
@@ -196,13 +199,15 @@ func NewPromQLSource(cfg PromQLConfig) (*PromQLSource, error) {
 // Its password (http://user:password@host) is never shown.
 func (s *PromQLSource) Name() string { return "promql(" + shownURL(s.cfg.Address) + ")" }
 
-// Snapshot evaluates every query at now, and the counts of the Period
-// before now (see PromQLConfig.Period): RecentAt is now and RecentSpan
-// the Period, so that a daemon that ticks faster than the Period sees
-// one period in several snapshots, as from a push source. The counts
-// are left out, with an error, when their query fails or its answer
-// does not hang together; Recent is left out while no instance's
-// arrivals are in Prometheus.
+// Snapshot evaluates every query at now, and gives the counts of the
+// latest whole period (see PromQLConfig.Period): RecentAt is when it
+// ended — the last multiple of the Period at least half a Period before
+// now — and RecentSpan the Period, so that a daemon that ticks faster
+// than the Period sees one period in several snapshots, as from a push
+// source; its query is asked once a period. The tallies and the work are
+// left out, with an error, when their query fails or its answer does not
+// hang together; Recent is left out while no instance's arrivals are in
+// Prometheus.
 func (s *PromQLSource) Snapshot(ctx context.Context, now time.Time) (signals.Snapshot, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
@@ -219,7 +224,7 @@ func (s *PromQLSource) Snapshot(ctx context.Context, now time.Time) (signals.Sna
 	}
 	if s.period != "" {
 		if err := s.readPeriod(ctx, &snap, now); err != nil {
-			errs = append(errs, fmt.Errorf("fleet: %s: the counts of the last %v: %w", s.Name(), s.cfg.Period, err))
+			errs = append(errs, fmt.Errorf("fleet: %s: the counts of a %v period: %w", s.Name(), s.cfg.Period, err))
 		}
 	}
 	err := errors.Join(errs...)

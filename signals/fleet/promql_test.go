@@ -137,7 +137,7 @@ func TestPromQLSourceBoundsAnswers(t *testing.T) {
 	require.NoError(t, err)
 	_, err = src.Snapshot(context.Background(), time.Now())
 	assert.ErrorContains(t, err, "answer larger than 16777216 bytes")
-	assert.ErrorContains(t, err, "the counts of the last 30s: ")
+	assert.ErrorContains(t, err, "the counts of a 30s period: ")
 	require.Equal(t, int64(2), queries.Load(), "p99 and the period's counts")
 	assert.Less(t, wrote.Load(), 2*int64(2*bound), "the source stopped reading each at its bound")
 }

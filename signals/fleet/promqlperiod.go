@@ -75,29 +75,66 @@ func periodQuery(period time.Duration, selector string) string {
 	return strings.Join(parts, " or ")
 }
 
-// readPeriod runs the period query at now and sets snap's Recent,
-// RecentSpan, RecentAt, Tallies, Work and Instances from its answer.
+// periodEnd is when the latest whole period at now ended: the last
+// multiple of the Period at least half a Period before now, so that
+// Prometheus has scraped past it (a Period holds two scrape intervals).
+// Periods so placed are adjacent and never overlap: each snapshot gives
+// the latest one, the same until the next ends, as a push source gives
+// an instance's last interval until its next push. (Counts over the
+// Period before each snapshot's time would overlap from one tick to the
+// next, and a period that began before a move of the levels and ended
+// after it would read as one of the new levels.)
+func (s *PromQLSource) periodEnd(now time.Time) time.Time {
+	return now.Add(-s.cfg.Period / 2).Truncate(s.cfg.Period)
+}
+
+// readPeriod sets snap's Recent, RecentSpan, RecentAt, Tallies, Work and
+// Instances from the period query's answer at the latest period's end
+// (see periodEnd), asked once a period.
 func (s *PromQLSource) readPeriod(ctx context.Context, snap *signals.Snapshot, now time.Time) error {
-	val, _, _, err := s.api.Query(ctx, s.period, now)
-	if err != nil {
-		return err
-	}
-	v, ok := val.(model.Vector)
-	if !ok {
-		return fmt.Errorf("result is a %s, want a vector", val.Type())
-	}
-	p, err := parsePeriod(v)
-	if err != nil {
-		return err
+	end := s.periodEnd(now)
+	s.mu.Lock()
+	last := s.mu.period
+	s.mu.Unlock()
+	p, err := last.p, last.err
+	if !last.end.Equal(end) {
+		p, err = s.askPeriod(ctx, end)
+		if ctx.Err() == nil {
+			// (A query cut short by the snapshot's timeout is asked
+			// again at the next.)
+			s.mu.Lock()
+			s.mu.period = lastPeriod{end: end, p: p, err: err}
+			s.mu.Unlock()
+		}
 	}
 	if p.hasArrivals {
-		snap.Recent, snap.RecentSpan, snap.RecentAt = p.counts, s.cfg.Period, now
+		snap.Recent, snap.RecentSpan, snap.RecentAt = p.counts, s.cfg.Period, end
 	}
 	if p.instances > 0 {
 		snap.Instances = p.instances
 	}
 	snap.Tallies, snap.Work = p.tallies, p.work
-	return nil
+	return err
+}
+
+// askPeriod runs the period query at end and reads its answer.
+func (s *PromQLSource) askPeriod(ctx context.Context, end time.Time) (period, error) {
+	val, _, _, err := s.api.Query(ctx, s.period, end)
+	if err != nil {
+		return period{}, err
+	}
+	v, ok := val.(model.Vector)
+	if !ok {
+		return period{}, fmt.Errorf("result is a %s, want a vector", val.Type())
+	}
+	return parsePeriod(v)
+}
+
+// lastPeriod is the latest period read: its end and what was read.
+type lastPeriod struct {
+	end time.Time
+	p   period
+	err error
 }
 
 // period is a period query's answer, read.

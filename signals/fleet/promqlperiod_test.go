@@ -3,9 +3,12 @@ package fleet
 import (
 	"context"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -95,15 +98,21 @@ func TestPromQLSourceReadsThePeriodsCounts(t *testing.T) {
 	}
 	if err != nil {
 		// (Gateless instances: the gate's signals have no data.)
-		assert.NotContains(t, err.Error(), "the counts of the last")
+		assert.NotContains(t, err.Error(), "period")
 	}
 	assert.Equal(t, period, snap.RecentSpan)
-	assert.Equal(t, now, snap.RecentAt, "the period ends at the snapshot's time")
+	end := now.Add(-period / 2).Truncate(period)
+	assert.Equal(t, end, snap.RecentAt, "the latest whole period, ended at a multiple of it half a period before now at least")
 	// Up to 200 requests a second at each of two instances (a ticker
 	// misses ticks on a busy machine): the true count over the period,
-	// give or take Prometheus's last scrape interval.
-	i := slices.IndexFunc(counts, func(c count) bool { return !c.at.Before(now.Add(-period)) })
-	truth := float64(counts[len(counts)-1].n-counts[i].n) * period.Seconds() / now.Sub(counts[i].at).Seconds()
+	// give or take Prometheus's scrape interval at its ends.
+	countAt := func(at time.Time) float64 {
+		i := slices.IndexFunc(counts, func(c count) bool { return !c.at.Before(at) })
+		require.Positive(t, i, "the test counted from before %v", at)
+		a, b := counts[i-1], counts[i]
+		return float64(a.n) + float64(b.n-a.n)*at.Sub(a.at).Seconds()/b.at.Sub(a.at).Seconds()
+	}
+	truth := countAt(end) - countAt(end.Add(-period))
 	t.Logf("arrivals: %d over %v, truly %.0f", snap.Recent.Arrived, period, truth)
 	assert.InDelta(t, truth, float64(snap.Recent.Arrived), truth/5, "the fleet's arrivals over the period")
 	assert.InDelta(t, float64(snap.Recent.Arrived), float64(snap.Recent.Completed), float64(snap.Recent.Arrived)/10+5)
@@ -122,6 +131,12 @@ func TestPromQLSourceReadsThePeriodsCounts(t *testing.T) {
 	assert.InDelta(t, float64(snap.Work.N), float64(reviews.Off.N), float64(snap.Work.N)/10+5, "every request evaluates reviews off")
 	assert.InDelta(t, float64(reviews.Off.N)/10, float64(reviews.Unattributed), float64(reviews.Off.N)/20+5)
 	assert.InDelta(t, 1.0/3*0.030+2.0/3*0.020, mean(snap.Work), 1e-3)
+
+	// Within the period, the same counts: one interval, seen again.
+	again, _ := src.Snapshot(ctx, end.Add(period/2+period-time.Millisecond))
+	assert.Equal(t, snap.RecentAt, again.RecentAt)
+	assert.Equal(t, snap.Recent, again.Recent)
+	assert.Equal(t, snap.Work, again.Work)
 
 	// Over one instance (a selector): no spread, half the arrivals.
 	one, err := NewPromQLSource(PromQLConfig{Address: base, Selector: `instance="` + addrs[0] + `"`, Window: 10 * time.Second, Period: period})
@@ -246,4 +261,54 @@ func TestPeriodQuerySelectsEveryMetric(t *testing.T) {
 	}
 	_, err := NewPromQLSource(PromQLConfig{Address: "http://127.0.0.1:1", Period: 500 * time.Millisecond})
 	assert.ErrorContains(t, err, "period 500ms: want a second or more")
+}
+
+// TestPromQLPeriodAskedOncePerPeriod: the period's counts are asked once
+// a period, at its end (a multiple of the Period at least half a Period
+// before the snapshot's time); the snapshots within it give the same
+// interval. A query that failed is asked again at the next period only.
+func TestPromQLPeriodAskedOncePerPeriod(t *testing.T) {
+	var mu sync.Mutex
+	var asked []string // the period queries' times
+	fail := false
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.ParseForm()
+		w.Header().Set("Content-Type", "application/json")
+		if !strings.Contains(r.Form.Get("query"), countLabel) {
+			w.Write([]byte(`{"status":"success","data":{"resultType":"vector","result":[]}}`))
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		asked = append(asked, r.Form.Get("time"))
+		if fail {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			w.Write([]byte(`{"status":"error","errorType":"unavailable","error":"busy"}`))
+			return
+		}
+		w.Write([]byte(`{"status":"success","data":{"resultType":"vector","result":[{"metric":{"brownout_count":"arrived"},"value":[0,"40"]}]}}`))
+	}))
+	t.Cleanup(srv.Close)
+	src, err := NewPromQLSource(PromQLConfig{Address: srv.URL, Queries: map[signals.Key]string{signals.LatencyP99: "x"}, Period: 10 * time.Second})
+	require.NoError(t, err)
+	base := time.Unix(1_800_000_000, 0) // a multiple of 10 s
+	for _, off := range []time.Duration{5 * time.Second, 9 * time.Second, 14900 * time.Millisecond} {
+		snap, _ := src.Snapshot(context.Background(), base.Add(off))
+		assert.Equal(t, base, snap.RecentAt, "at %v: the period that ended at base", off)
+		assert.Equal(t, uint64(40), snap.Recent.Arrived)
+	}
+	snap, _ := src.Snapshot(context.Background(), base.Add(15*time.Second))
+	assert.Equal(t, base.Add(10*time.Second), snap.RecentAt, "the next period")
+	mu.Lock()
+	assert.Equal(t, []string{"1800000000", "1800000010"}, asked, "once a period, at its end")
+	fail = true
+	mu.Unlock()
+	for _, off := range []time.Duration{25 * time.Second, 26 * time.Second} {
+		snap, err = src.Snapshot(context.Background(), base.Add(off))
+		assert.ErrorContains(t, err, "the counts of a 10s period: ")
+		assert.Zero(t, snap.RecentSpan, "no counts from a failed query")
+	}
+	mu.Lock()
+	assert.Len(t, asked, 3, "a failed period is not asked again within it")
+	mu.Unlock()
 }
