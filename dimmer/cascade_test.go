@@ -85,3 +85,51 @@ func TestTrimDoesNotEndShedding(t *testing.T) {
 	st := r.steps(10, 1.1, -1) // over target, under High: no unwind, no trim
 	assert.Equal(t, shed, st.Shed)
 }
+
+// TestCascadeNotForAServiceThatKeepsUp: without a gate, a latency far
+// over target at the floors sheds only while the service falls behind —
+// its admitted requests beyond its completions, or refusals of another
+// limiter. One that completes what it admits (a slow dependency: every
+// answer slow, none queued) is not shed for: refusing would not lower its
+// latency, and the reason says so. Where it was shedding, it unwinds.
+// Both laws; the window's rates, or the period's counts (Recent).
+func TestCascadeNotForAServiceThatKeepsUp(t *testing.T) {
+	rate := func(k signals.Key, v float64) reading { return reading{k, v} }
+	for _, model := range []bool{false, true} {
+		cfg := testConfig()
+		cfg.Model = model
+		r := newRig(t, cfg)
+		r.load = 100
+		st := r.steps(20, 3, -1, rate(signals.Throughput, 100))
+		assert.Equal(t, 0.0, st.Shed, "model %v: a service that keeps up: %s", model, st.Reason)
+		assert.Contains(t, st.Reason, "keeps up with its arrivals")
+
+		st = r.steps(10, 3, -1, rate(signals.Throughput, 80)) // a backlog grows
+		require.Greater(t, st.Shed, 0.0, "model %v: falling behind: %s", model, st.Reason)
+		st = r.steps(2, 3, -1, rate(signals.Throughput, 100), rate(signals.RejectRate, 0))
+		assert.Less(t, st.Shed, 1.0, "model %v: keeping up again: unwinding: %s", model, st.Reason)
+		assert.Contains(t, st.Reason, "shedding does not lower this latency")
+
+		r2 := newRig(t, cfg)
+		r2.load = 100
+		st = r2.steps(20, 3, 0.05, rate(signals.Throughput, 95)) // another limiter refuses 5 %
+		assert.Greater(t, st.Shed, 0.0, "model %v: refusals of another limiter: full: %s", model, st.Reason)
+	}
+
+	// The period's counts, where the source gives them: a period that
+	// kept up, with the window's rates still holding a backlog.
+	c, err := New(testConfig())
+	require.NoError(t, err)
+	now := time.Unix(0, 0)
+	var st *State
+	for range 20 {
+		now = now.Add(time.Second)
+		s := signals.Snapshot{Time: now, Window: 10 * time.Second, RecentSpan: time.Second, RecentAt: now}
+		s.Recent.Arrived, s.Recent.Completed = 100, 99
+		s.Set(signals.LatencyP99, 3)
+		s.Set(signals.ArrivalRate, 100)
+		s.Set(signals.Throughput, 60)
+		st = c.Step(now, s)
+	}
+	assert.Equal(t, 0.0, st.Shed, "the latest period kept up: %s", st.Reason)
+}

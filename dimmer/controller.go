@@ -108,6 +108,10 @@ type controllerState struct {
 	presOK   bool
 	busy     float64 // the room signal, when busyOK
 	busyOK   bool
+	// keepsUp: no gate reports, and the service completes what it
+	// admits — no backlog grows, nothing refused for overload (see
+	// keepsUp): refusing at the door would not lower its latency.
+	keepsUp bool
 	mode     Mode
 	why      why
 	adopted  adopted // what an adopted checkpoint's step said (whyAdopted)
@@ -286,7 +290,11 @@ func (c *Controller) step(now time.Time, s signals.Snapshot) (*State, bool) {
 		busyOK = false // not a share: ignore it
 	}
 	room := busyOK && busy < cfg.RoomBelow
-	saturated := !busyOK || busy >= cfg.SaturatedAt
+	// Without a gate's room signal, the service is full while a backlog
+	// grows or another limiter refuses; counts unknown, it is taken as
+	// full (the cascade then works on the latency alone).
+	m.keepsUp = !busyOK && keepsUp(s)
+	saturated := busyOK && busy >= cfg.SaturatedAt || !busyOK && !m.keepsUp
 	// Headroom: room at the gate and at most half its limit in use —
 	// twice the work per request would still fit.
 	util, utilOK := s.Get(signals.GateUtilization)
@@ -360,4 +368,34 @@ func (c *Controller) step(now time.Time, s signals.Snapshot) (*State, bool) {
 	st := c.compose(c.reason(), m.gen)
 	c.store(st)
 	return st, true
+}
+
+// keepsUp reports whether s shows a service that completes what it
+// admits: over its latest period (Snapshot.Recent) where the source counts
+// one, else over the window's rates, the admitted requests (the
+// arrivals less every refusal) exceed the completions by less than
+// saturatedExcess, and none was refused for overload (another limiter,
+// a queue that timed out). Its latency over target is then its own
+// service time — a slow dependency, a slower page — which refusing at the
+// door does not lower: the cascade does not shed for it. (Without it, a
+// gateless service whose answers took 900 ms shed every default request
+// on either law, for as long as they were slow.) Unknown counts report
+// false.
+func keepsUp(s signals.Snapshot) bool {
+	var admitted, completed, refused float64
+	if s.RecentSpan > 0 {
+		r := s.Recent
+		admitted = float64(r.Arrived) - float64(r.RejectedTotal())
+		completed, refused = float64(r.Completed), float64(r.Overload())
+	} else {
+		a, okA := s.Get(signals.ArrivalRate)
+		d, okD := s.Get(signals.Throughput)
+		if !okA || !okD {
+			return false
+		}
+		rej, _ := s.Get(signals.RejectRate)
+		rr, _ := s.Get(signals.RejectRatio)
+		admitted, completed, refused = a-rej, d, rr
+	}
+	return admitted > 0 && refused <= 0 && admitted <= completed*(1+saturatedExcess)
 }
