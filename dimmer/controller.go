@@ -111,7 +111,7 @@ type controllerState struct {
 	// keepsUp: no gate reports, and the service completes what it
 	// admits — no backlog grows, nothing refused for overload (see
 	// keepsUp): refusing at the door would not lower its latency.
-	keepsUp bool
+	keepsUp  bool
 	mode     Mode
 	why      why
 	adopted  adopted // what an adopted checkpoint's step said (whyAdopted)
