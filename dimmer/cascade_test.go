@@ -133,3 +133,16 @@ func TestCascadeNotForAServiceThatKeepsUp(t *testing.T) {
 	}
 	assert.Equal(t, 0.0, st.Shed, "the latest period kept up: %s", st.Reason)
 }
+
+// TestCascadeKeepsShedsWhenTheGateSkipsAPeriod: a gated service whose room
+// signal is missing for a period (its limit still reported) is not read as
+// one that keeps up: its shedding holds.
+func TestCascadeKeepsShedsWhenTheGateSkipsAPeriod(t *testing.T) {
+	r := newRig(t, testConfig())
+	r.load = 100
+	st := r.steps(10, 3, -1, busy(0.9), reading{signals.GateLimit, 8}, reading{signals.Throughput, 100})
+	require.Greater(t, st.Shed, 0.0, st.Reason)
+	shed := st.Shed
+	st = r.step(3, -1, reading{signals.GateLimit, 8}, reading{signals.Throughput, 100})
+	assert.GreaterOrEqual(t, st.Shed, shed, "the gate's room unknown for a period: %s", st.Reason)
+}

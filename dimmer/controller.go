@@ -290,10 +290,14 @@ func (c *Controller) step(now time.Time, s signals.Snapshot) (*State, bool) {
 		busyOK = false // not a share: ignore it
 	}
 	room := busyOK && busy < cfg.RoomBelow
-	// Without a gate's room signal, the service is full while a backlog
-	// grows or another limiter refuses; counts unknown, it is taken as
-	// full (the cascade then works on the latency alone).
-	m.keepsUp = !busyOK && keepsUp(s)
+	// Without a gate, the service is full while a backlog grows or
+	// another limiter refuses; counts unknown, it is taken as full (the
+	// cascade then works on the latency alone). A gate that reports its
+	// limit but not its room this period (a failed query, a first
+	// snapshot) still queues: its requests wait at it, and a backlog is
+	// not what its counts show.
+	_, gated := s.Get(signals.GateLimit)
+	m.keepsUp = !busyOK && !gated && keepsUp(s)
 	saturated := busyOK && busy >= cfg.SaturatedAt || !busyOK && !m.keepsUp
 	// Headroom: room at the gate and at most half its limit in use —
 	// twice the work per request would still fit.
