@@ -184,8 +184,13 @@
 // the door does not, so the cascade does not start and, if running,
 // unwinds — and the reason says so. The windowed refusal ratio of DimOnly
 // targets is not counted either while the gate has room: those refusals
-// belong to an overload that is over. Without gate.busy (no gate to ask)
-// the cascade works on latency alone.
+// belong to an overload that is over. Without a gate (neither gate.busy
+// nor gate.limit), the service is full while a backlog grows — the
+// requests it admits exceed its completions by 5 % over the latest period
+// (Snapshot.Recent), else over the window's rates — or another limiter
+// refuses; one that keeps up is dimmed, not shed, and shedding unwinds
+// when it keeps up again. With no counts at all the cascade works on
+// latency alone.
 //
 // Feed the controller a latency window of about five periods (5 × 1 s): a
 // windowed p99 forgets a slow burst only when the burst leaves the window,
@@ -306,7 +311,10 @@
 // (each at least a Hold) one band past it, is a change of regime
 // (Page's CUSUM): over, K goes half way in logarithm to that proportional
 // cut, never under the floors' work; under, the corrections start afresh
-// at their first pace. And where
+// at their first pace. A source without tallies and without a gate gives
+// the work as its requests' latency (nothing waits before the work): the
+// period's own completions' (Snapshot.RecentLatency) where it counts
+// them, else the window's mean. And where
 // no estimate is held (neither the load nor the work tracked) the levels
 // follow K in quanta, not minMove. model.go has the law, load.go the
 // offered load and its motion, trend.go its trend, work.go a request's
