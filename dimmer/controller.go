@@ -108,10 +108,6 @@ type controllerState struct {
 	presOK   bool
 	busy     float64 // the room signal, when busyOK
 	busyOK   bool
-	// keepsUp: no gate reports, and the service completes what it
-	// admits — no backlog grows, nothing refused for overload (see
-	// keepsUp): refusing at the door would not lower its latency.
-	keepsUp  bool
 	mode     Mode
 	why      why
 	adopted  adopted // what an adopted checkpoint's step said (whyAdopted)
@@ -290,15 +286,7 @@ func (c *Controller) step(now time.Time, s signals.Snapshot) (*State, bool) {
 		busyOK = false // not a share: ignore it
 	}
 	room := busyOK && busy < cfg.RoomBelow
-	// Without a gate, the service is full while a backlog grows or
-	// another limiter refuses; counts unknown, it is taken as full (the
-	// cascade then works on the latency alone). A gate that reports its
-	// limit but not its room this period (a failed query, a first
-	// snapshot) still queues: its requests wait at it, and a backlog is
-	// not what its counts show.
-	_, gated := s.Get(signals.GateLimit)
-	m.keepsUp = !busyOK && !gated && keepsUp(s)
-	saturated := busyOK && busy >= cfg.SaturatedAt || !busyOK && !m.keepsUp
+	saturated := !busyOK || busy >= cfg.SaturatedAt
 	// Headroom: room at the gate and at most half its limit in use —
 	// twice the work per request would still fit.
 	util, utilOK := s.Get(signals.GateUtilization)
@@ -372,34 +360,4 @@ func (c *Controller) step(now time.Time, s signals.Snapshot) (*State, bool) {
 	st := c.compose(c.reason(), m.gen)
 	c.store(st)
 	return st, true
-}
-
-// keepsUp reports whether s shows a service that completes what it
-// admits: over its latest period (Snapshot.Recent) where the source counts
-// one, else over the window's rates, the admitted requests (the
-// arrivals less every refusal) exceed the completions by less than
-// saturatedExcess, and none was refused for overload (another limiter,
-// a queue that timed out). Its latency over target is then its own
-// service time — a slow dependency, a slower page — which refusing at the
-// door does not lower: the cascade does not shed for it. (Without it, a
-// gateless service whose answers took 900 ms shed every default request
-// on either law, for as long as they were slow.) Unknown counts report
-// false.
-func keepsUp(s signals.Snapshot) bool {
-	var admitted, completed, refused float64
-	if s.RecentSpan > 0 {
-		r := s.Recent
-		admitted = float64(r.Arrived) - float64(r.RejectedTotal())
-		completed, refused = float64(r.Completed), float64(r.Overload())
-	} else {
-		a, okA := s.Get(signals.ArrivalRate)
-		d, okD := s.Get(signals.Throughput)
-		if !okA || !okD {
-			return false
-		}
-		rej, _ := s.Get(signals.RejectRate)
-		rr, _ := s.Get(signals.RejectRatio)
-		admitted, completed, refused = a-rej, d, rr
-	}
-	return admitted > 0 && refused <= 0 && admitted <= completed*(1+saturatedExcess)
 }

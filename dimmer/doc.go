@@ -184,13 +184,8 @@
 // the door does not, so the cascade does not start and, if running,
 // unwinds — and the reason says so. The windowed refusal ratio of DimOnly
 // targets is not counted either while the gate has room: those refusals
-// belong to an overload that is over. Without a gate (neither gate.busy
-// nor gate.limit), the service is full while a backlog grows — the
-// requests it admits exceed its completions by 5 % over the latest period
-// (Snapshot.Recent), else over the window's rates — or another limiter
-// refuses; one that keeps up is dimmed, not shed, and shedding unwinds
-// when it keeps up again. With no counts at all the cascade works on
-// latency alone.
+// belong to an overload that is over. Without gate.busy (no gate to ask)
+// the cascade works on latency alone.
 //
 // Feed the controller a latency window of about five periods (5 × 1 s): a
 // windowed p99 forgets a slow burst only when the burst leaves the window,

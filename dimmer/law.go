@@ -156,7 +156,7 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 		switch {
 		case load >= 0 && m.loadMark > 0 && load < m.loadMark*(1-cfg.LoadMargin):
 			m.brightness, w.kind = 0, whyUnshedLoad
-		case room || m.keepsUp:
+		case room:
 			m.brightness, w.kind = min(b+up, 0), whyUnshedRoom
 		case pc < 1:
 			m.brightness, w.kind = min(b+up, 0), whyUnshed

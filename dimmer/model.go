@@ -181,7 +181,7 @@ func (s *modelState) unreach() {
 // busy is the room signal when busyOK.
 func (c *Controller) observe(now time.Time, s signals.Snapshot, busy float64, busyOK bool) (observation, bool) {
 	cfg := &c.cfg
-	o := observation{gate: busyOK, room: busyOK && busy < cfg.RoomBelow, full: busyOK && busy >= cfg.SaturatedAt || !busyOK && !c.mu.keepsUp, load: -1, rate: -1}
+	o := observation{gate: busyOK, room: busyOK && busy < cfg.RoomBelow, full: !busyOK || busy >= cfg.SaturatedAt, load: -1, rate: -1}
 	o.standing = busyOK && s.Standing
 	if v, ok := s.Get(cfg.LoadSignal); ok && v >= 0 {
 		o.load = v
@@ -537,7 +537,7 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 		switch {
 		case target > 0:
 			m.brightness, w.kind = 0, whyUnshedLoad
-		case o.room || m.keepsUp:
+		case o.room:
 			m.brightness, w.kind = min(b+up, 0), whyUnshedRoom
 		case o.pc < 1:
 			m.brightness, w.kind = min(b+up, 0), whyUnshed

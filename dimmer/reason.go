@@ -135,20 +135,17 @@ func (c *Controller) reason() string {
 	case whyUnshed:
 		r = fmt.Sprintf("%s: back under target, unwinding the cascade: shedding %s", sig, shedName(-m.brightness))
 	case whyUnshedRoom:
-		r = fmt.Sprintf("%s, but %s: shedding does not lower this latency, unwinding: shedding %s",
-			sig, c.roomNote(), shedName(-m.brightness))
+		r = fmt.Sprintf("%s, but the gate has room (%.0f%% of arrivals waited): shedding does not lower this latency, unwinding: shedding %s",
+			sig, 100*m.busy, shedName(-m.brightness))
 	case whyUnshedLoad:
 		r = fmt.Sprintf("load %.4g/s fell below the %.4g/s that forced shedding: shedding nothing", w.load, w.mark)
 		if w.model {
 			r = fmt.Sprintf("%s: the floors fit the load again (%s): shedding nothing", sig, c.describeModel(w))
 		}
 	case whyFloorRoom:
-		r = fmt.Sprintf("%s: every feature at its floor, but %s: not shedding", sig, c.roomNote())
+		r = fmt.Sprintf("%s: every feature at its floor, but the gate has room (%.0f%% of arrivals waited): not shedding", sig, 100*m.busy)
 		if w.model && w.capacity > 0 {
-			r = fmt.Sprintf("%s: %s: every feature at its floor, but %s: not shedding", sig, c.describeModel(w), c.roomNote())
-		}
-		if m.brightness < 0 {
-			r += " more: shedding " + shedName(-m.brightness)
+			r = fmt.Sprintf("%s: %s: every feature at its floor, but the gate has room (%.0f%% of arrivals waited): not shedding", sig, c.describeModel(w), 100*m.busy)
 		}
 	case whyFull:
 		r = sig + ": full brightness"
@@ -298,14 +295,4 @@ func fmtValue(k signals.Key, v float64) string {
 		return d.Round(time.Microsecond).String()
 	}
 	return fmt.Sprintf("%.3g", v)
-}
-
-// roomNote says why refusing at the door would not help: the gate has
-// room, or, without a gate, the service keeps up with what it admits.
-func (c *Controller) roomNote() string {
-	m := &c.mu
-	if !m.busyOK {
-		return "the service keeps up with its arrivals (no backlog, none refused)"
-	}
-	return fmt.Sprintf("the gate has room (%.0f%% of arrivals waited)", 100*m.busy)
 }
