@@ -121,10 +121,10 @@ type Snapshot struct {
 	// Recent holds the counts of every class since the source's previous
 	// snapshot, RecentSpan ago: what a period brought, where the window's
 	// rates average several. RecentSpan is zero when the source does not
-	// provide them (the first snapshot, PromQL sources). The fleet's push
-	// and scrape sources give each instance's latest interval (between
-	// its last two readings), summed: two snapshots taken within one
-	// interval report it twice.
+	// provide them (the first snapshot). The fleet's push and scrape
+	// sources give each instance's latest interval (between its last two
+	// readings), summed, the PromQL source the fleet's latest whole
+	// period: two snapshots taken within one interval report it twice.
 	Recent     ClassCounts
 	RecentSpan time.Duration
 	// RecentLatency is the latency (from arrival to completion) of the
@@ -149,9 +149,9 @@ type Snapshot struct {
 	// evenly, near 1 where one takes nearly all of it. A queue's wait
 	// calls for idle servers in each instance that carries load, so a
 	// fleet of N needs N times one's (dimmer's model law). Set by the
-	// fleet's push and scrape sources; 0 where the source does not say,
-	// taken as one queue: a process's own Recorder, and a PromQL source,
-	// whose sums hide their instances.
+	// fleet's push, scrape and PromQL sources (PromQL's over its latest
+	// period, by instance and job); 0 where the source does not say, taken
+	// as one queue: a process's own Recorder.
 	Instances float64
 
 	values  [NumKeys]float64

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -531,6 +532,8 @@ func resolveService(name string, fc *serviceFields, prefix string, top func(path
 		}
 		if p := time.Duration(c.PromQL.Period); p != 0 && p < time.Second {
 			at("sources.promql.period", "%v: want a second or more (at least two of Prometheus's scrape intervals)", p)
+		} else if rng, err := time.ParseDuration(cmp.Or(c.PromQL.Range, "1m")); err == nil && p > rng {
+			at("sources.promql.period", "%v: want at most the range, %v", p, rng)
 		}
 		for k := range c.PromQL.Queries {
 			if _, err := signals.ParseKey(k); err != nil {

@@ -524,4 +524,6 @@ func TestPromQLSourcePeriod(t *testing.T) {
 		}
 		mu.Unlock()
 	}
+	_, err := parseConfig("p.yaml", []byte("features: [{name: a}]\nsources: {promql: {url: http://x, range: 10s, period: 20s}}\n"))
+	assert.ErrorContains(t, err, "line 2: sources.promql.period: 20s: want at most the range, 10s")
 }

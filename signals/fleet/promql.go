@@ -49,7 +49,7 @@ type PromQLConfig struct {
 	// two of Prometheus's samples of each series: at least two scrape
 	// intervals. Default half of Window (a range of four scrape
 	// intervals or more, as DefaultQueries asks, holds two in its half);
-	// negative for none. At least a second otherwise.
+	// negative for none. At least a second otherwise, and at most Window.
 	Period time.Duration
 	// Selector is label matchers, as DefaultQueriesFor takes them, added
 	// to the period's queries and, when Queries is nil, to the default
@@ -166,6 +166,8 @@ func NewPromQLSource(cfg PromQLConfig) (*PromQLSource, error) {
 		cfg.Period = max(cfg.Window/2, time.Second)
 	case cfg.Period > 0 && cfg.Period < time.Second:
 		return nil, fmt.Errorf("fleet: promql source: period %v: want a second or more (two scrape intervals at least)", cfg.Period)
+	case cfg.Period > cfg.Window:
+		return nil, fmt.Errorf("fleet: promql source: period %v: want at most the window, %v (the periods' counts are the law's latest; the window's rates span several)", cfg.Period, cfg.Window)
 	}
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = DefaultMaxBody

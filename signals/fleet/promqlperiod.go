@@ -89,7 +89,10 @@ func periodQuery(period time.Duration, selector string) string {
 // next, and a period that began before a move of the levels and ended
 // after it would read as one of the new levels.)
 func (s *PromQLSource) periodEnd(now time.Time) time.Time {
-	return now.Add(-s.cfg.Period / 2).Truncate(s.cfg.Period)
+	// (On the Unix clock's multiples, as Prometheus's own steps: Truncate
+	// counts from the year 1.)
+	ns, p := now.Add(-s.cfg.Period/2).UnixNano(), int64(s.cfg.Period)
+	return time.Unix(0, ns-((ns%p)+p)%p)
 }
 
 // readPeriod sets snap's Recent, RecentSpan, RecentAt, Tallies, Work and
@@ -103,13 +106,17 @@ func (s *PromQLSource) readPeriod(ctx context.Context, snap *signals.Snapshot, n
 	p, err := last.p, last.err
 	if !last.end.Equal(end) {
 		p, err = s.askPeriod(ctx, end)
-		if ctx.Err() == nil {
-			// (A query cut short by the snapshot's timeout is asked
-			// again at the next.)
-			s.mu.Lock()
-			s.mu.period = lastPeriod{end: end, p: p, err: err}
-			s.mu.Unlock()
+		if err == nil && !p.hasArrivals && snap.Has(signals.ArrivalRate) {
+			// Arrivals in the window and none in the period: it holds
+			// fewer than two samples of a series.
+			err = fmt.Errorf("no counts for the period that ended at %s, though the window has arrivals: a period needs two of Prometheus's samples of a series (at least two scrape intervals)", end.UTC().Format(time.RFC3339))
 		}
+		// Kept for the period, failed or not — one cut short by the
+		// snapshot's timeout too: the heaviest query is not asked again
+		// each tick of a Prometheus that is slow to answer it.
+		s.mu.Lock()
+		s.mu.period = lastPeriod{end: end, p: p, err: err}
+		s.mu.Unlock()
 	}
 	if p.hasArrivals {
 		snap.Recent, snap.RecentSpan, snap.RecentAt = p.counts, s.cfg.Period, end
@@ -198,6 +205,7 @@ func parsePeriod(v model.Vector) (period, error) {
 	features := map[string]*state{}
 	unattributed := map[string]float64{}
 	var work, latency rawMoments
+	bad, tooMany := false, false // the tallies (and the work) are left out; more than MaxFeatures
 	for _, smp := range v {
 		count := string(smp.Metric[countLabel])
 		x := float64(smp.Value)
@@ -207,8 +215,11 @@ func parsePeriod(v model.Vector) (period, error) {
 			}
 			continue // (0/0 where no arrivals)
 		}
-		if !finiteNonNeg(x) {
+		if !finiteNonNeg(x) || x > maxCount {
 			errs = append(errs, fmt.Errorf("%s %v: %w", count, x, errValue))
+			if strings.HasPrefix(count, "feature_") {
+				bad = true // (a feature's count left out: its state does not hang together)
+			}
 			continue
 		}
 		n := uint64(math.Round(x))
@@ -240,7 +251,10 @@ func parsePeriod(v model.Vector) (period, error) {
 			st := features[feature]
 			if st == nil {
 				if len(features) >= signals.MaxFeatures {
-					errs = append(errs, fmt.Errorf("feature %q: more than %d features: a Recorder tallies at most %d", truncate(feature), signals.MaxFeatures, signals.MaxFeatures))
+					if !tooMany {
+						errs = append(errs, fmt.Errorf("more than %d features: a Recorder tallies at most %d (select one service's instances)", signals.MaxFeatures, signals.MaxFeatures))
+					}
+					tooMany, bad = true, true // (which 64 would be the answer's order's)
 					continue
 				}
 				st = &state{}
@@ -259,7 +273,6 @@ func parsePeriod(v model.Vector) (period, error) {
 		}
 	}
 	tallies := make([]signals.Tally, 0, len(features))
-	bad := false
 	for name, st := range features {
 		for _, r := range []struct {
 			state string
@@ -267,14 +280,14 @@ func parsePeriod(v model.Vector) (period, error) {
 		}{{"on", st.on}, {"off", st.off}} {
 			// A state the fleet never counted has no series; one with
 			// some of its three counts is broken.
-			if r.m.fams != 0 && r.m.fams != famAll || r.m.n < 0.5 && r.m.sum > 0 {
+			if r.m.fams != 0 && r.m.fams != famAll || r.m.n < 0.5 && (r.m.sum > 0 || r.m.sq > 0) {
 				errs = append(errs, fmt.Errorf("feature %q, state %s: its requests, service time and squares do not hang together", name, r.state))
 				bad = true
 			}
 		}
 		tallies = append(tallies, signals.Tally{Feature: name, On: st.on.moments(), Off: st.off.moments(), Unattributed: int64(math.Round(unattributed[name]))})
 	}
-	if work.fams != 0 && work.fams != famAll || work.n < 0.5 && work.sum > 0 {
+	if work.fams != 0 && work.fams != famAll || work.n < 0.5 && (work.sum > 0 || work.sq > 0) {
 		errs = append(errs, errors.New("the work's requests, time and squares do not hang together"))
 		bad = true
 	}

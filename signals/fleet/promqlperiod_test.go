@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -84,10 +85,13 @@ func TestPromQLSourceReadsThePeriodsCounts(t *testing.T) {
 	// — PromQL's increase extrapolates a series half an interval before
 	// its first sample — and the first scrapes come a few seconds after
 	// it says it is ready: wait until it surely holds a whole period.)
-	whole := time.Now().Add(3 * period)
+	whole := time.Now().Add(4*period + 3*time.Second) // (the snapshots below are asked 3 s in the past)
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(500 * time.Millisecond) { // waiting for real scrapes
-		now = time.Now()
-		counts = append(counts, count{now, arrived.Load()})
+		// (Asked 3 s in the past: a loaded machine delays Prometheus's
+		// scrapes by seconds, and a period whose last seconds are not
+		// yet scraped reads low.)
+		counts = append(counts, count{time.Now(), arrived.Load()})
+		now = time.Now().Add(-3 * time.Second)
 		snap, err = src.Snapshot(ctx, now)
 		if now.After(whole) && len(snap.Tallies) == 2 && snap.Tallies[0].On.N > 100 && snap.Work.N > 0 && snap.Instances > 1.5 {
 			break
@@ -230,6 +234,16 @@ func TestParsePeriod(t *testing.T) {
 		"a negative count":            append(feature("recs", "on", -1, 0.3, 0.009), workOf(10, 0.3, 0.009)...),
 		"a work without its time":     append(feature("recs", "on", 10, 0.3, 0.009), workOf(10, 0.3, 0.009)[:1]...),
 		"a feature's bad name":        append(feature("recs\n", "on", 10, 0.3, 0.009), workOf(10, 0.3, 0.009)...),
+		"squares without requests":    append(feature("recs", "on", 0, 0, 5), workOf(10, 0.3, 0.009)...),
+		"a work of squares alone":     append(feature("recs", "on", 10, 0.3, 0.009), workOf(0, 0, 7)...),
+		"a count past 2⁵³":            append(feature("recs", "on", 1e19, 1e17, 1e15), workOf(1e19, 1e17, 1e15)...),
+		"more than 64 features": func() model.Vector {
+			var v model.Vector
+			for i := 69; i >= 0; i-- {
+				v = append(v, feature(fmt.Sprintf("f%02d", i), "on", 10, 0.3, 0.009)...)
+			}
+			return append(v, workOf(700, 21, 0.63)...)
+		}(),
 	} {
 		p, err := parsePeriod(append(model.Vector{sample(10, countLabel, countArrived)}, bad...))
 		require.Error(t, err, name)
@@ -266,6 +280,8 @@ func TestPeriodQuerySelectsEveryMetric(t *testing.T) {
 	}
 	_, err := NewPromQLSource(PromQLConfig{Address: "http://127.0.0.1:1", Period: 500 * time.Millisecond})
 	assert.ErrorContains(t, err, "period 500ms: want a second or more")
+	_, err = NewPromQLSource(PromQLConfig{Address: "http://127.0.0.1:1", Period: 2 * time.Minute})
+	assert.ErrorContains(t, err, "period 2m0s: want at most the window, 1m0s")
 }
 
 // TestPromQLPeriodAskedOncePerPeriod: the period's counts are asked once
@@ -316,4 +332,37 @@ func TestPromQLPeriodAskedOncePerPeriod(t *testing.T) {
 	mu.Lock()
 	assert.Len(t, asked, 3, "a failed period is not asked again within it")
 	mu.Unlock()
+
+	// Periods end on the Unix clock's multiples of the Period.
+	src7, err := NewPromQLSource(PromQLConfig{Address: srv.URL, Queries: map[signals.Key]string{signals.LatencyP99: "x"}, Period: 7 * time.Second})
+	require.NoError(t, err)
+	mu.Lock()
+	fail = false
+	mu.Unlock()
+	snap, _ = src7.Snapshot(context.Background(), time.Unix(700, 0).Add(4*time.Second))
+	assert.Equal(t, time.Unix(700, 0), snap.RecentAt)
+	snap, _ = src7.Snapshot(context.Background(), time.Unix(700, 0).Add(3*time.Second))
+	assert.Equal(t, time.Unix(693, 0), snap.RecentAt)
+}
+
+// TestPromQLPeriodWithoutSamples: a period that holds fewer than two of
+// Prometheus's samples of a series answers nothing; while the window has
+// arrivals, the source says so, and its health is not OK.
+func TestPromQLPeriodWithoutSamples(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.ParseForm()
+		w.Header().Set("Content-Type", "application/json")
+		if strings.Contains(r.Form.Get("query"), countLabel) {
+			w.Write([]byte(`{"status":"success","data":{"resultType":"vector","result":[]}}`))
+			return
+		}
+		w.Write([]byte(`{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[0,"100"]}]}}`))
+	}))
+	t.Cleanup(srv.Close)
+	src, err := NewPromQLSource(PromQLConfig{Address: srv.URL, Queries: map[signals.Key]string{signals.ArrivalRate: "x"}, Period: 2 * time.Second})
+	require.NoError(t, err)
+	snap, err := src.Snapshot(context.Background(), time.Unix(1000, 0))
+	assert.ErrorContains(t, err, "a period needs two of Prometheus's samples of a series")
+	assert.Zero(t, snap.RecentSpan)
+	assert.False(t, src.Health().OK)
 }
