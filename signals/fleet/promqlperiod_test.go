@@ -85,7 +85,8 @@ func TestPromQLSourceReadsThePeriodsCounts(t *testing.T) {
 	// — PromQL's increase extrapolates a series half an interval before
 	// its first sample — and the first scrapes come a few seconds after
 	// it says it is ready: wait until it surely holds a whole period.)
-	whole := time.Now().Add(4*period + 3*time.Second)                                        // (the snapshots below are asked 3 s in the past)
+	// (The snapshots below are asked 3 s in the past.)
+	whole := time.Now().Add(4*period + 3*time.Second)
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(500 * time.Millisecond) { // waiting for real scrapes
 		// (Asked 3 s in the past: a loaded machine delays Prometheus's
 		// scrapes by seconds, and a period whose last seconds are not
