@@ -85,3 +85,90 @@ func TestTrimDoesNotEndShedding(t *testing.T) {
 	st := r.steps(10, 1.1, -1) // over target, under High: no unwind, no trim
 	assert.Equal(t, shed, st.Shed)
 }
+
+// shedRun steps r for n periods of a gateless service at lam arrivals a
+// second, 30 % of them sheddable and 70 % default, as the cascade's shed
+// level refuses them: a pool that completes mu a second at most, with a
+// backlog behind it (p99 base + backlog/mu), or, with mu < 0, a service
+// that completes all it admits at a p99 of base (a slow dependency). It
+// returns every period's state.
+func shedRun(r *rig, n int, lam, mu, base float64) []*State {
+	var out []*State
+	shed, q := 0.0, 0.0
+	for range n {
+		refused := lam * (0.3*ShedShare(shed, signals.Sheddable) + 0.7*ShedShare(shed, signals.Default))
+		admitted := lam - refused
+		done, p99 := admitted, base
+		if mu >= 0 {
+			done = min(mu, q+admitted)
+			q += admitted - done
+			p99 = base + q/mu
+		}
+		r.load = lam
+		st := r.step(p99, -1, reading{signals.RejectRate, refused}, reading{signals.Throughput, done})
+		shed = st.Shed
+		out = append(out, st)
+	}
+	return out
+}
+
+// TestCascadeTrialStopsShedsThatDoNotHelp: without a gate, the cascade
+// sheds on the latency alone and checks, a window later, what shedding did.
+// A service whose every answer is slow (a slow dependency: it completes all
+// it admits) had its completions fall with the refusals and its latency
+// stay: the cascade unwinds, says why, and does not shed again while the
+// latency stays over CascadeAt. A saturated pool's completions hold while
+// the refusals drain its backlog: it sheds on. Both laws.
+func TestCascadeTrialStopsShedsThatDoNotHelp(t *testing.T) {
+	for _, model := range []bool{false, true} {
+		cfg := testConfig()
+		cfg.Model = model
+		sts := shedRun(newRig(t, cfg), 60, 100, -1, 3)
+		most, last := 0.0, sts[len(sts)-1]
+		for _, st := range sts {
+			most = max(most, st.Shed)
+		}
+		require.Greater(t, most, 0.0, "model %v: the cascade tried", model)
+		assert.Zero(t, last.Shed, "model %v: a slow dependency: shedding stopped: %s", model, last.Reason)
+		assert.Contains(t, last.Reason, "shedding did not lower it")
+		shedding := 0
+		for _, st := range sts[30:] {
+			if st.Shed > 0 {
+				shedding++
+			}
+		}
+		assert.Zero(t, shedding, "model %v: and did not start again", model)
+
+		sts = shedRun(newRig(t, cfg), 120, 150, 100, 0.3)
+		last = sts[len(sts)-1]
+		assert.Greater(t, last.Shed, 0.0, "model %v: a saturated pool: shedding on: %s", model, last.Reason)
+		for i, st := range sts {
+			assert.NotContains(t, st.Reason, "did not lower", "model %v, period %d", model, i)
+		}
+	}
+}
+
+// TestCascadeTrialRearms: after a verdict that shedding did not help, a
+// latency back under CascadeAt, or arrivals up by LoadMargin, let the
+// cascade try again.
+func TestCascadeTrialRearms(t *testing.T) {
+	r := newRig(t, testConfig())
+	shedRun(r, 60, 100, -1, 3)
+	require.True(t, r.c.mu.trial.futile)
+	tried := func(sts []*State) bool {
+		for _, st := range sts {
+			if st.Shed > 0 {
+				return true
+			}
+		}
+		return false
+	}
+	require.False(t, tried(shedRun(r, 10, 100, -1, 3)), "barred while the latency stays")
+	shedRun(r, 3, 100, -1, 0.5) // under CascadeAt
+	assert.True(t, tried(shedRun(r, 20, 100, -1, 3)), "the latency fell under CascadeAt and rose again: the cascade tries again")
+
+	r = newRig(t, testConfig())
+	shedRun(r, 60, 100, -1, 3)
+	require.True(t, r.c.mu.trial.futile)
+	assert.True(t, tried(shedRun(r, 20, 200, -1, 3)), "the arrivals doubled: a new overload, perhaps: the cascade tries again")
+}
