@@ -313,10 +313,7 @@
 // (each at least a Hold) one band past it, is a change of regime
 // (Page's CUSUM): over, K goes half way in logarithm to that proportional
 // cut, never under the floors' work; under, the corrections start afresh
-// at their first pace. A source without tallies and without a gate gives
-// the work as its requests' latency (nothing waits before the work): the
-// period's own completions' (Snapshot.RecentLatency) where it counts
-// them, else the window's mean. And where
+// at their first pace. And where
 // no estimate is held (neither the load nor the work tracked) the levels
 // follow K in quanta, not minMove. model.go has the law, load.go the
 // offered load and its motion, trend.go its trend, work.go a request's

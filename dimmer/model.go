@@ -220,19 +220,8 @@ func (c *Controller) observe(now time.Time, s signals.Snapshot, busy float64, bu
 		// periods measure what the service does, in all-off requests
 		// (the unit without tallies: w₀ = 1, ĉᵢ = Costᵢ), and the
 		// pressure corrects it.
-		//
-		// Where the source gives the latency of the period's own
-		// completions (Snapshot.RecentLatency), that is the period's
-		// work, as a tally of its requests would give it: a service
-		// that got faster shows at once, where the window's mean holds
-		// the slower one for a window (its second moment, unmeasured,
-		// an exponential's too).
 		mean, okm := s.Get(signals.LatencyMean)
-		if rl := s.RecentLatency; rl.N > 0 && rl.Sum > 0 && s.RecentSpan > 0 {
-			m := rl.Sum / float64(rl.N)
-			o.latency = signals.Moments{N: rl.N, Sum: rl.Sum, SumSq: 2 * m * m * float64(rl.N)}
-			o.latencySpan, o.latencyOwn = s.RecentSpan, true
-		} else if n := math.Round(max(o.rate, 0) * cfg.Tick.Seconds()); okm && mean > 0 && n >= 1 {
+		if n := math.Round(max(o.rate, 0) * cfg.Tick.Seconds()); okm && mean > 0 && n >= 1 {
 			o.latency = signals.Moments{N: int64(n), Sum: mean * n, SumSq: 2 * mean * mean * n}
 			o.latencySpan = cfg.Tick
 		}
@@ -303,7 +292,6 @@ type observation struct {
 	// as a tally of every request would give them (see observe).
 	latency     signals.Moments
 	latencySpan time.Duration
-	latencyOwn  bool // latency is the period's own completions' (Snapshot.RecentLatency)
 	gate        bool // an admission gate reports (RoomSignal present)
 	saturated   bool // the arrivals exceed the completions at a full gate
 	full        bool // the gate is full (for the cascade)

@@ -83,7 +83,7 @@ func (c *Controller) demand(now time.Time, o observation) (seconds bool, busy, b
 	fs := c.cfg.Features
 	ts, span := o.tallies, o.recentSpan
 	var all signals.Moments
-	own := o.work.N > 0 || len(ts) > 0 || o.latencyOwn // the period's own requests, not a window's
+	own := o.work.N > 0 || len(ts) > 0 // the period's own requests, not a window's
 	switch {
 	case o.work.N > 0:
 		all = o.work

@@ -44,9 +44,6 @@ type Recorder struct {
 		last   ClassCounts // all classes, at the previous Snapshot (gate.busy, Recent)
 		lastAt time.Time
 		lastOK bool
-		// lastLat is the latency's totals at the previous Snapshot
-		// (RecentLatency).
-		lastLat Moments
 	}
 }
 
@@ -192,11 +189,8 @@ func (r *Recorder) Snapshot(now time.Time) Snapshot {
 	}
 	cur := r.counters.Load()
 	base, since, last, lastAt, lastOK := r.rotate(now, cur)
-	latN, latSum := r.latency.Totals(now)
 	r.mu.Lock()
 	r.snapshotTallies(&s)
-	lastLat := r.mu.lastLat
-	r.mu.lastLat = Moments{N: int64(latN), Sum: latSum}
 	r.mu.Unlock()
 	var all ClassCounts
 	for c := range cur {
@@ -226,9 +220,6 @@ func (r *Recorder) Snapshot(now time.Time) Snapshot {
 		d := total.Sub(last)
 		if span := now.Sub(lastAt); span > 0 {
 			s.Recent, s.RecentSpan, s.RecentAt = d, span, now
-			if n := int64(latN) - lastLat.N; n > 0 {
-				s.RecentLatency = Moments{N: n, Sum: max(latSum-lastLat.Sum, 0)}
-			}
 		}
 		if at := d.AtGate(); at > 0 && gated {
 			// (Only with a gate: behind another limiter, or none, the

@@ -149,32 +149,3 @@ func TestRatesUnderJitteredSnapshots(t *testing.T) {
 	assert.InDelta(t, 100, lo, 3, "the lowest windowed arrival rate (steady 100/s)")
 	assert.InDelta(t, 100, hi, 3, "the highest")
 }
-
-// TestRecorderRecentLatency: a snapshot's RecentLatency is the count and
-// summed latency of the requests completed since the previous snapshot —
-// the interval Recent counts — not the window's.
-func TestRecorderRecentLatency(t *testing.T) {
-	rec := NewRecorder(Config{})
-	done := func(now time.Time, n int, d time.Duration) {
-		for range n {
-			rec.Arrive(Default)
-			s := rec.Start(now.Add(-d))
-			rec.Done(Default, s, now, false, time.Time{})
-		}
-	}
-	done(t0, 50, 900*time.Millisecond)
-	s := rec.Snapshot(t0)
-	assert.Zero(t, s.RecentLatency, "the first snapshot has no interval")
-	done(t0.Add(time.Second), 100, 900*time.Millisecond)
-	s = rec.Snapshot(t0.Add(time.Second))
-	require.Equal(t, int64(100), s.RecentLatency.N)
-	assert.InEpsilon(t, 0.9, s.RecentLatency.Sum/100, 0.05, "900 ms each, by the buckets' midpoints")
-	done(t0.Add(2*time.Second), 40, 50*time.Millisecond)
-	s = rec.Snapshot(t0.Add(2 * time.Second))
-	require.Equal(t, int64(40), s.RecentLatency.N, "only the interval's")
-	assert.InEpsilon(t, 0.05, s.RecentLatency.Sum/40, 0.05)
-	mean, _ := s.Get(LatencyMean)
-	assert.Greater(t, mean, 0.5, "the window's mean still holds the slow ones")
-	s = rec.Snapshot(t0.Add(3 * time.Second))
-	assert.Zero(t, s.RecentLatency, "nothing completed in the interval")
-}

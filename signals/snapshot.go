@@ -127,13 +127,6 @@ type Snapshot struct {
 	// period: two snapshots taken within one interval report it twice.
 	Recent     ClassCounts
 	RecentSpan time.Duration
-	// RecentLatency is the latency (from arrival to completion) of the
-	// requests completed in Recent's interval: their count and their
-	// summed seconds, SumSq 0 (a histogram does not keep it). The
-	// fleet's push, scrape and PromQL sources set it; the model law
-	// reads it as the period's work where no gate queues the requests
-	// and no tally times them (then the latency is the service time).
-	RecentLatency Moments
 	// RecentAt is when the interval in Recent ended, as the source timed
 	// it (its latest reading): two snapshots with the same RecentAt report
 	// the same interval, as a daemon that ticks faster than its instances

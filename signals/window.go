@@ -322,23 +322,6 @@ func (c *counts) quantiles(qs []float64, out []time.Duration) {
 	}
 }
 
-// Totals returns the count of every sample recorded since the window was
-// made and their estimated sum in seconds (by bucket midpoints, as
-// Cumulative's), without allocating.
-func (w *Window) Totals(now time.Time) (count uint64, sum float64) {
-	w.mu.Lock()
-	w.rotate(now)
-	w.mu.Unlock()
-	lo, hi := w.touched.span()
-	for i := lo; i <= hi; i++ {
-		if c := w.load(i); c != 0 {
-			count += c
-			sum += float64(c) * bucketMid(i)
-		}
-	}
-	return count, sum / float64(time.Second)
-}
-
 // Cumulative calls fn with the counts of every sample recorded since the
 // window was made, indexed by bucket, with their estimated sum in
 // nanoseconds and their count. fn must not retain counts. It is called

@@ -131,11 +131,8 @@ type aggregate struct {
 // interval is an instance's counts over el seconds.
 type interval struct {
 	counts signals.ClassCounts
-	// latency is the count and summed latency of the interval's
-	// completions (SumSq 0), when both readings had the histogram.
-	latency signals.Moments
-	el      float64
-	at      time.Time // when the interval ended (its reading's arrival)
+	el     float64
+	at     time.Time // when the interval ended (its reading's arrival)
 }
 
 // add takes one instance's series; name starts its errors ("scrape
@@ -190,15 +187,7 @@ func (f *aggregate) add(name string, s series) {
 			sum.Merge(d)
 		}
 		if el := elapsed(prev, last); el > 0 {
-			in := interval{counts: sum, el: el, at: last.at}
-			if st.hasLat && (restarted || prev.st.hasLat) {
-				l := st.latency
-				if !restarted && l.count >= prev.st.latency.count && l.sum >= prev.st.latency.sum {
-					l.count, l.sum = l.count-prev.st.latency.count, l.sum-prev.st.latency.sum
-				}
-				in.latency = signals.Moments{N: int64(math.Round(l.count)), Sum: l.sum}
-			}
-			f.recent = append(f.recent, in)
+			f.recent = append(f.recent, interval{sum, el, last.at})
 		}
 	}
 	if st.hasLat {
@@ -281,7 +270,6 @@ func (f *aggregate) finish() {
 		span /= float64(len(f.recent))
 		for _, in := range f.recent {
 			snap.Recent.Merge(scaleCounts(in.counts, span/in.el))
-			snap.RecentLatency.Merge(scaleMoments(in.latency, span/in.el))
 			if in.at.After(snap.RecentAt) {
 				snap.RecentAt = in.at // a new interval of any instance makes a new one of the fleet's
 			}
@@ -349,15 +337,4 @@ func scaleCounts(c signals.ClassCounts, f float64) signals.ClassCounts {
 		out.Rejected[i] = sc(r)
 	}
 	return out
-}
-
-// scaleMoments is m brought to f times its interval: the count rounded,
-// the sums scaled with it, so that a request's moments stay m's.
-func scaleMoments(m signals.Moments, f float64) signals.Moments {
-	if f == 1 || m.N == 0 {
-		return m
-	}
-	n := math.Round(float64(m.N) * f)
-	g := n / float64(m.N)
-	return signals.Moments{N: int64(n), Sum: m.Sum * g, SumSq: m.SumSq * g}
 }

@@ -34,8 +34,6 @@ const (
 	countWorkN     = "work_requests"
 	countWorkS     = "work_seconds"
 	countWorkQ     = "work_squares"
-	countLatencyN  = "latency_requests"
-	countLatencyS  = "latency_seconds"
 )
 
 // periodQuery returns the one query whose answer holds a period's counts
@@ -58,8 +56,6 @@ func periodQuery(period time.Duration, selector string) string {
 		named(countGood, "sum("+inc(signals.MetricGood)+")"),
 		named(countWaited, "sum("+inc(signals.MetricWaited)+")"),
 		named(countRejected, "sum by (reason) ("+inc(signals.MetricRejected)+")"),
-		named(countLatencyN, "sum("+inc(signals.MetricLatency+"_count")+")"),
-		named(countLatencyS, "sum("+inc(signals.MetricLatency+"_sum")+")"),
 		named(countInstances, fmt.Sprintf("sum(%s)^2 / sum(sum by (instance, job) (%s)^2)", inc(signals.MetricArrived), inc(signals.MetricArrived))),
 	}
 	for _, f := range []struct{ count, metric, by string }{
@@ -125,9 +121,6 @@ func (s *PromQLSource) readPeriod(ctx context.Context, snap *signals.Snapshot, n
 		snap.Instances = p.instances
 	}
 	snap.Tallies, snap.Work = p.tallies, p.work
-	if p.hasArrivals {
-		snap.RecentLatency = p.latency
-	}
 	return err
 }
 
@@ -158,7 +151,6 @@ type period struct {
 	instances   float64
 	tallies     []signals.Tally
 	work        signals.Moments
-	latency     signals.Moments // the completions' latency: count and sum
 }
 
 // rawMoments are the increases of a count, its sum and its sum of
@@ -204,7 +196,7 @@ func parsePeriod(v model.Vector) (period, error) {
 	type state struct{ on, off rawMoments }
 	features := map[string]*state{}
 	unattributed := map[string]float64{}
-	var work, latency rawMoments
+	var work rawMoments
 	bad, tooMany := false, false // the tallies (and the work) are left out; more than MaxFeatures
 	for _, smp := range v {
 		count := string(smp.Metric[countLabel])
@@ -240,8 +232,6 @@ func parsePeriod(v model.Vector) (period, error) {
 			} // (a reason this version does not know)
 		case countWorkN, countWorkS, countWorkQ:
 			work.set(count, x)
-		case countLatencyN, countLatencyS:
-			latency.set(count, x)
 		case countFeatureN, countFeatureS, countFeatureQ:
 			feature := string(smp.Metric["feature"])
 			if err := signals.CheckFeature(feature); err != nil {
@@ -290,9 +280,6 @@ func parsePeriod(v model.Vector) (period, error) {
 	if work.fams != 0 && work.fams != famAll || work.n < 0.5 && (work.sum > 0 || work.sq > 0) {
 		errs = append(errs, errors.New("the work's requests, time and squares do not hang together"))
 		bad = true
-	}
-	if latency.fams == famRequests|famSum {
-		p.latency = latency.moments()
 	}
 	if !bad && len(tallies) > 0 {
 		slices.SortFunc(tallies, func(a, b signals.Tally) int { return strings.Compare(a.Feature, b.Feature) })

@@ -136,8 +136,6 @@ func TestPromQLSourceReadsThePeriodsCounts(t *testing.T) {
 	assert.InDelta(t, float64(snap.Work.N), float64(reviews.Off.N), float64(snap.Work.N)/10+5, "every request evaluates reviews off")
 	assert.InDelta(t, float64(reviews.Off.N)/10, float64(reviews.Unattributed), float64(reviews.Off.N)/20+5)
 	assert.InDelta(t, 1.0/3*0.030+2.0/3*0.020, mean(snap.Work), 1e-3)
-	assert.InDelta(t, float64(snap.Recent.Completed), float64(snap.RecentLatency.N), float64(snap.Recent.Completed)/10+5, "the completions' latency")
-	assert.InDelta(t, 1.0/3*0.030+2.0/3*0.020, mean(snap.RecentLatency), 1e-3)
 
 	// Within the period, the same counts: one interval, seen again.
 	again, _ := src.Snapshot(ctx, end.Add(period/2+period-time.Millisecond))
@@ -201,7 +199,6 @@ func TestParsePeriod(t *testing.T) {
 	v = append(v, sample(7, countLabel, countFeatureN, "feature", "recs", "state", "unattributed"))
 	v = append(v, sample(7, countLabel, countFeatureN, "feature", "recs", "state", "a_state_from_a_later_version"))
 	v = append(v, workOf(380.2, 8.608, 0.20228)...)
-	v = append(v, sample(380.2, countLabel, countLatencyN), sample(11.406, countLabel, countLatencyS))
 	p, err := parsePeriod(v)
 	require.NoError(t, err)
 	assert.Equal(t, uint64(403), p.counts.Arrived)
@@ -219,8 +216,6 @@ func TestParsePeriod(t *testing.T) {
 	assert.Equal(t, int64(280), p.tallies[0].Off.N)
 	assert.Equal(t, int64(7), p.tallies[0].Unattributed)
 	assert.Equal(t, int64(380), p.work.N)
-	assert.Equal(t, int64(380), p.latency.N)
-	assert.InDelta(t, 0.030, p.latency.Sum/380, 1e-12, "the latency's mean as the answer's")
 
 	// An answer with no arrivals (no instance in Prometheus yet): no
 	// period, no spread (0/0), no error.
@@ -269,7 +264,7 @@ func TestPeriodQuerySelectsEveryMetric(t *testing.T) {
 	q := periodQuery(90*time.Second, `service="shop"`)
 	metric := regexp.MustCompile(`(brownout_[a-z_]+)(\{[^}]*\})?\[([^\]]*)\]`)
 	ms := metric.FindAllStringSubmatch(q, -1)
-	require.Len(t, ms, 16, q) // (arrivals thrice: their count and their spread)
+	require.Len(t, ms, 14, q) // (arrivals thrice: their count and their spread)
 	seen := map[string]bool{}
 	for _, m := range ms {
 		assert.Equal(t, `{service="shop"}`, m[2], m[0])
