@@ -108,17 +108,12 @@ type controllerState struct {
 	presOK   bool
 	busy     float64 // the room signal, when busyOK
 	busyOK   bool
-	// The window's rates a second: arrivals, admitted (arrivals less
-	// every refusal) and completions; < 0 when the source does not give
-	// them. trial is the cascade's check that shedding helps (shedtrial.go).
-	arrived, admitted, done float64
-	trial                   shedTrial
-	mode                    Mode
-	why                     why
-	adopted                 adopted // what an adopted checkpoint's step said (whyAdopted)
-	at                      time.Time
-	levels                  []float64     // scratch: per feature, then per feature × segment
-	segProbe                []probeLevels // scratch: per segment, the probe at its brightness (see levels)
+	mode     Mode
+	why      why
+	adopted  adopted // what an adopted checkpoint's step said (whyAdopted)
+	at       time.Time
+	levels   []float64     // scratch: per feature, then per feature × segment
+	segProbe []probeLevels // scratch: per segment, the probe at its brightness (see levels)
 
 	// The scheduled caps as of the last evaluation (see schedule).
 	caps     []float64 // per feature: the lowest active cap, quantized; 1 when none
@@ -306,19 +301,6 @@ func (c *Controller) step(now time.Time, s signals.Snapshot) (*State, bool) {
 	}
 	headroom := !m.roomSince.IsZero() && now.Sub(m.roomSince) >= cfg.Hold
 	m.busy, m.busyOK = busy, busyOK
-	m.arrived, m.admitted, m.done = -1, -1, -1
-	if a, ok := s.Get(signals.ArrivalRate); ok && a >= 0 {
-		m.arrived = a
-		if r, ok := s.Get(signals.RejectRate); ok && r >= 0 {
-			m.admitted = max(a-r, 0)
-		}
-	}
-	if d, ok := s.Get(signals.Throughput); ok && d >= 0 {
-		m.done = d
-	}
-	if m.brightness >= 0 {
-		m.trial.on = false // not shedding: the next shedding takes its baseline afresh
-	}
 	m.sigWindow = s.Window
 	load, loadOK := s.Get(cfg.LoadSignal)
 	if !loadOK || load < 0 {
@@ -335,12 +317,6 @@ func (c *Controller) step(now time.Time, s signals.Snapshot) (*State, bool) {
 		p = o.p
 	}
 	m.pressure, m.presOK = p, ok
-	if ok {
-		if cfg.Model {
-			pc = o.pc
-		}
-		c.rearm(pc)
-	}
 	m.at = later(m.at, now)
 	m.mode = Auto
 	switch {

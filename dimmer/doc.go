@@ -185,14 +185,7 @@
 // unwinds — and the reason says so. The windowed refusal ratio of DimOnly
 // targets is not counted either while the gate has room: those refusals
 // belong to an overload that is over. Without gate.busy (no gate to ask)
-// the cascade starts on latency alone, and a signal window later checks
-// that shedding helped (shedtrial.go): the pressure fell by a tenth, or
-// the admitted requests fell and the completions held (a saturated
-// service draining its backlog). If neither — a slow dependency completes
-// all it admits, and its completions fall with the refusals — it
-// unwinds, says so, and does not shed again until the pressure falls
-// under CascadeAt or the arrivals rise by LoadMargin. A source without
-// the rates (the latency alone) gets no such check.
+// the cascade works on latency alone.
 //
 // Feed the controller a latency window of about five periods (5 × 1 s): a
 // windowed p99 forgets a slow burst only when the burst leaves the window,

@@ -158,8 +158,6 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 			m.brightness, w.kind = 0, whyUnshedLoad
 		case room:
 			m.brightness, w.kind = min(b+up, 0), whyUnshedRoom
-		case c.shedFutile(now, pc) || m.trial.futile:
-			m.brightness, w.kind = min(b+up, 0), whyUnshedFutile
 		case pc < 1:
 			m.brightness, w.kind = min(b+up, 0), whyUnshed
 		default:
@@ -242,11 +240,6 @@ func (c *Controller) control(now time.Time, p, pc float64, top int, load float64
 		if !saturated {
 			m.overSince = time.Time{}
 			w.kind = whyFloorRoom
-			return w
-		}
-		if c.cascadeBarred() {
-			m.overSince = time.Time{}
-			w.kind = whyFloorFutile
 			return w
 		}
 		if m.overSince.IsZero() {

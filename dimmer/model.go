@@ -527,8 +527,6 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 			m.brightness, w.kind = 0, whyUnshedLoad
 		case o.room:
 			m.brightness, w.kind = min(b+up, 0), whyUnshedRoom
-		case c.shedFutile(now, o.pc) || m.trial.futile:
-			m.brightness, w.kind = min(b+up, 0), whyUnshedFutile
 		case o.pc < 1:
 			m.brightness, w.kind = min(b+up, 0), whyUnshed
 		default:
@@ -609,10 +607,6 @@ func (c *Controller) cascadeModel(now time.Time, o observation, w why) why {
 	case !o.full:
 		m.overSince = time.Time{}
 		w.kind = whyFloorRoom
-		return w
-	case c.cascadeBarred():
-		m.overSince = time.Time{}
-		w.kind = whyFloorFutile
 		return w
 	}
 	if m.overSince.IsZero() {

@@ -67,10 +67,6 @@ const (
 	whyRegimeBack // far under for long after a regime fall: back to the level it left
 	whyRegimeDown // far over for long: conditions changed, a fast fall
 	whyHold       // the model law: nothing moved the levels by a step
-	// The cascade's trial found that shedding did not help (shedtrial.go):
-	// unwinding, and not shedding again.
-	whyUnshedFutile
-	whyFloorFutile
 )
 
 // action maps the last step's why to what the law did, and its cause.
@@ -89,7 +85,7 @@ func (c *Controller) action() (Action, signals.Key, bool) {
 		a = Shed
 	case whyTrimDown, whyTrimBack, whyTrimOver, whyRegimeDown:
 		a = Dim
-	case whyBrighten, whyTrimUp, whyRegimeUp, whyRegimeBack, whyUnshed, whyUnshedRoom, whyUnshedLoad, whyUnshedFutile:
+	case whyBrighten, whyTrimUp, whyRegimeUp, whyRegimeBack, whyUnshed, whyUnshedRoom, whyUnshedLoad:
 		a = Brighten
 	}
 	if w.kind < whyCascade || w.kind == whyUnshedLoad || w.top >= len(c.mu.readings) {
@@ -145,13 +141,6 @@ func (c *Controller) reason() string {
 		r = fmt.Sprintf("load %.4g/s fell below the %.4g/s that forced shedding: shedding nothing", w.load, w.mark)
 		if w.model {
 			r = fmt.Sprintf("%s: the floors fit the load again (%s): shedding nothing", sig, c.describeModel(w))
-		}
-	case whyUnshedFutile:
-		r = fmt.Sprintf("%s, but shedding did not lower it (%s): unwinding: shedding %s", sig, c.futileNote(), shedName(-m.brightness))
-	case whyFloorFutile:
-		r = fmt.Sprintf("%s: every feature at its floor, but shedding did not lower it (%s): not shedding", sig, c.futileNote())
-		if w.model && w.capacity > 0 {
-			r = fmt.Sprintf("%s: %s: every feature at its floor, but shedding did not lower it (%s): not shedding", sig, c.describeModel(w), c.futileNote())
 		}
 	case whyFloorRoom:
 		r = fmt.Sprintf("%s: every feature at its floor, but the gate has room (%.0f%% of arrivals waited): not shedding", sig, 100*m.busy)
@@ -306,12 +295,4 @@ func fmtValue(k signals.Key, v float64) string {
 		return d.Round(time.Microsecond).String()
 	}
 	return fmt.Sprintf("%.3g", v)
-}
-
-// futileNote says what the cascade's trial saw (shedtrial.go).
-func (c *Controller) futileNote() string {
-	if cut := c.mu.trial.futileCut; cut >= trialShed {
-		return fmt.Sprintf("it refused %.0f%% of the requests, and the completions fell with them: the service was not saturated", 100*cut)
-	}
-	return fmt.Sprintf("the requests admitted fell by %.0f%%: the shedding does not reach this service's requests", 100*max(c.mu.trial.futileCut, 0))
 }
