@@ -90,6 +90,31 @@ func daemonLevel(base string) (float64, error) {
 	return -1, fmt.Errorf("no recommendations in %s", base)
 }
 
+// learnedCosts lists the features whose cost the daemon at base has
+// contrasted (/v1/state's features[].cost), as "name value ± se".
+func learnedCosts(base string) []string {
+	var st struct {
+		Features []struct {
+			Name string `json:"name"`
+			Cost *struct {
+				Value      float64 `json:"value"`
+				SE         float64 `json:"se"`
+				Contrasted int     `json:"contrasted_ticks"`
+			} `json:"cost"`
+		} `json:"features"`
+	}
+	if getJSON(base+"/v1/state", &st) != nil {
+		return nil
+	}
+	var out []string
+	for _, f := range st.Features {
+		if f.Cost != nil && f.Cost.Contrasted > 0 {
+			out = append(out, fmt.Sprintf("%s %.3g ± %.2g (%d ticks)", f.Name, f.Cost.Value, f.Cost.SE, f.Cost.Contrasted))
+		}
+	}
+	return out
+}
+
 // shopLevels reads a shop's levels and generation as its provider sees them.
 func shopLevels(base string) (map[string]float64, uint64, error) {
 	var st struct {
@@ -220,6 +245,21 @@ features:
 		same = err0 == nil && err1 == nil && fmt.Sprint(l0) == fmt.Sprint(l1) && l0["recommendations"] < 1
 	}
 	assert.True(t, same, "both instances show the daemon's levels")
+
+	// The promql daemon learns the features' costs from the shops'
+	// tallies, as Prometheus sums them over its periods (5 s each: half
+	// the range; each read at least half a period after it ended): the
+	// period in which the levels fell holds requests with the features
+	// and without. (The search law drops them together and holds them at
+	// their floors: one contrasted period, each feature's cost the
+	// ladder's.)
+	var learned []string
+	for time.Since(start0) < 29*time.Second && len(learned) == 0 {
+		time.Sleep(500 * time.Millisecond)
+		learned = learnedCosts("http://" + daemonAddr)
+	}
+	t.Logf("costs the promql daemon learned mid-overload: %v", learned)
+	assert.NotEmpty(t, learned, "a cost learned from the PromQL source's tallies")
 
 	// The daemon killed mid-overload: the shops keep serving, dimmed.
 	daemon.kill()
