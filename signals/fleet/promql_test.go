@@ -21,6 +21,24 @@ import (
 	"github.com/brownout/brownout/signals"
 )
 
+// every5ms calls fn every 5 ms with the call's count and time, in a
+// goroutine, until ctx ends: an app's traffic while a real Prometheus
+// scrapes it.
+func every5ms(ctx context.Context, fn func(n int, now time.Time)) {
+	go func() {
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for n := 0; ; n++ {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-tick.C:
+				fn(n, now)
+			}
+		}
+	}()
+}
+
 // startPrometheus runs a real Prometheus server on 127.0.0.1 that scrapes
 // target every second (internal/testsrv).
 func startPrometheus(t *testing.T, target string) string {
@@ -39,29 +57,20 @@ func TestPromQLSourceAgainstRealPrometheus(t *testing.T) {
 	// Traffic: 95 % at 20 ms, 5 % at 300 ms, until the test ends.
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	go func() {
-		tick := time.NewTicker(5 * time.Millisecond)
-		defer tick.Stop()
-		for i := 0; ; i++ {
-			select {
-			case <-ctx.Done():
-				return
-			case now := <-tick.C:
-				rec.Arrive(signals.Default)
-				wait := time.Duration(0)
-				if i%10 == 0 {
-					wait = time.Millisecond // a tenth found no room
-				}
-				rec.Queued(signals.Default, wait, now)
-				s := rec.Start(now)
-				d := 20 * time.Millisecond
-				if i%20 == 0 {
-					d = 300 * time.Millisecond
-				}
-				rec.Done(signals.Default, s, s.Add(d), false, time.Time{})
-			}
+	every5ms(ctx, func(i int, now time.Time) {
+		rec.Arrive(signals.Default)
+		wait := time.Duration(0)
+		if i%10 == 0 {
+			wait = time.Millisecond // a tenth found no room
 		}
-	}()
+		rec.Queued(signals.Default, wait, now)
+		s := rec.Start(now)
+		d := 20 * time.Millisecond
+		if i%20 == 0 {
+			d = 300 * time.Millisecond
+		}
+		rec.Done(signals.Default, s, s.Add(d), false, time.Time{})
+	})
 
 	base := startPrometheus(t, app.Listener.Addr().String())
 	qs := DefaultQueries("10s")
@@ -177,30 +186,21 @@ func TestPromQLGateBusyOnlyFromGates(t *testing.T) {
 			rec.SetGate(func() signals.GateReading { return signals.GateReading{Limit: 8, InFlight: 2} })
 		}
 		addrs = append(addrs, strings.TrimPrefix(serveCollector(t, rec, nil), "http://"))
-		go func() {
-			tick := time.NewTicker(5 * time.Millisecond)
-			defer tick.Stop()
-			for n := 0; ; n++ {
-				select {
-				case <-ctx.Done():
-					return
-				case now := <-tick.C:
-					rec.Arrive(signals.Default)
-					if i == 0 {
-						wait := time.Duration(0)
-						if n%10 == 0 {
-							wait = time.Millisecond
-						}
-						rec.Queued(signals.Default, wait, now)
-					} else if n%5 == 0 {
-						rec.Reject(signals.Default, signals.ReasonConcurrency)
-						continue
-					}
-					s := rec.Start(now)
-					rec.Done(signals.Default, s, s.Add(20*time.Millisecond), false, time.Time{})
+		every5ms(ctx, func(n int, now time.Time) {
+			rec.Arrive(signals.Default)
+			if i == 0 {
+				wait := time.Duration(0)
+				if n%10 == 0 {
+					wait = time.Millisecond
 				}
+				rec.Queued(signals.Default, wait, now)
+			} else if n%5 == 0 {
+				rec.Reject(signals.Default, signals.ReasonConcurrency)
+				return
 			}
-		}()
+			s := rec.Start(now)
+			rec.Done(signals.Default, s, s.Add(20*time.Millisecond), false, time.Time{})
+		})
 	}
 	base := testsrv.StartPrometheus(t, addrs...)
 	fleetSrc, err := NewPromQLSource(PromQLConfig{Address: base, Queries: DefaultQueriesFor("10s", "")})

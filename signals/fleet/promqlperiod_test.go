@@ -38,36 +38,27 @@ func TestPromQLSourceReadsThePeriodsCounts(t *testing.T) {
 		rec := signals.NewRecorder(signals.Config{})
 		require.NoError(t, rec.Features("recs", "reviews"))
 		addrs = append(addrs, strings.TrimPrefix(serveCollector(t, rec, nil), "http://"))
-		go func() {
-			tick := time.NewTicker(5 * time.Millisecond)
-			defer tick.Stop()
-			for n := 0; ; n++ {
-				select {
-				case <-ctx.Done():
-					return
-				case now := <-tick.C:
-					var tl signals.RequestTally
-					if !rec.BeginTally(&tl, ctx) {
-						panic("no tally with features registered")
-					}
-					on := n%3 == 0
-					signals.Evaluated(&tl, "recs", on)
-					signals.Evaluated(&tl, "reviews", false)
-					if n%10 == 0 {
-						rec.Unattributed("reviews")
-					}
-					d := 20 * time.Millisecond
-					if on {
-						d += 10 * time.Millisecond
-					}
-					rec.Arrive(signals.Default)
-					arrived.Add(1)
-					s := rec.Start(now)
-					rec.Done(signals.Default, s, s.Add(d), false, time.Time{})
-					rec.EndTally(&tl, d)
-				}
+		every5ms(ctx, func(n int, now time.Time) {
+			var tl signals.RequestTally
+			if !rec.BeginTally(&tl, ctx) {
+				panic("no tally with features registered")
 			}
-		}()
+			on := n%3 == 0
+			signals.Evaluated(&tl, "recs", on)
+			signals.Evaluated(&tl, "reviews", false)
+			if n%10 == 0 {
+				rec.Unattributed("reviews")
+			}
+			d := 20 * time.Millisecond
+			if on {
+				d += 10 * time.Millisecond
+			}
+			rec.Arrive(signals.Default)
+			arrived.Add(1)
+			s := rec.Start(now)
+			rec.Done(signals.Default, s, s.Add(d), false, time.Time{})
+			rec.EndTally(&tl, d)
+		})
 	}
 	base := testsrv.StartPrometheus(t, addrs...)
 	const period = 4 * time.Second
