@@ -22,9 +22,18 @@ import (
 //     moves it by measureWeight (a period saturated for only part of its
 //     length — the first seconds of a run, while the gate's limit opens —
 //     still reads low). The first sets K to setShare·Ĉ, unless K is known
-//     already; after it a reading that does not raise Ĉ brings K down to
-//     Ĉ if over it — one that raises it says the service does more than
-//     Ĉ said, not that K is over what it does.
+//     already — and at least to what the periods before it carried
+//     within target (below), as the one-worker gate's "no room" is only
+//     the worker's utilisation, and a light load's burst there reads as
+//     saturated; after it a reading that does not raise Ĉ brings K down
+//     to Ĉ if over it — one that raises it says the service does more
+//     than Ĉ said, not that K is over what it does.
+//   - Carried. A period carried well within target (under Low) says K is
+//     at least its work, less carriedZ of its standard errors (see
+//     carried). Before K is known the periods so carried are averaged
+//     (see carriedBefore), and whatever first sets K — a saturated period,
+//     a first overload — sets it no lower than their mean less carriedZ
+//     of its standard errors.
 //   - Corrected. Every Hold (and signal window) at least, K moves by
 //     the mean, over the periods since its last move, of the pressure's
 //     distance from the set point — in bands between Low and High, within
@@ -148,6 +157,13 @@ type capacity struct {
 	wait    time.Duration // the wait after a correction before the next
 	movedAt time.Time     // the last correction or reset
 	src     capSource     // what set K last
+	// before is a lower bound of K from the periods carried within
+	// target while K was unknown (see carriedBefore); beforeN,
+	// beforeSum and beforeVar are those periods' count, summed work a
+	// second, and summed variance.
+	before               float64
+	beforeN              int
+	beforeSum, beforeVar float64
 	// seconds: K is in seconds of service a second (the source tallies
 	// service time); else in all-off requests a second.
 	seconds bool
@@ -343,6 +359,22 @@ func (e *capacity) saturated(now time.Time, meas, se float64, whole, restart boo
 		// the next window is mostly of that burst.
 		e.movedAt = now
 	}
+}
+
+// carriedBefore folds in a period that carried work busy a second
+// (standard error se) within target while K was unknown. Their mean, less
+// carriedZ of its standard errors, is a lower bound of K: had K been known,
+// each would have raised it to what it carried (see carried) — and a mean
+// of many is surer than any one of them (at 100 requests a period, one
+// period's work is known within about a tenth, thirty periods' mean within
+// a fiftieth). The bound only rises: the load may fall while K is unknown,
+// and what the service carried before it still holds.
+func (e *capacity) carriedBefore(busy, se float64) {
+	e.beforeN++
+	e.beforeSum += busy
+	e.beforeVar += se * se
+	n := float64(e.beforeN)
+	e.before = max(e.before, e.beforeSum/n-carriedZ*math.Sqrt(e.beforeVar)/n)
 }
 
 // carried raises K (and Ĉ) to lb, a lower bound of the work a second the

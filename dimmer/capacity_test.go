@@ -399,3 +399,49 @@ func TestModelSaturationIsThePeriods(t *testing.T) {
 	_, c = r.capOf()
 	assert.NotEqual(t, c0, c, "saturated periods measured nothing")
 }
+
+// TestModelKeepsWhatWasCarriedBeforeKWasKnown: a service that has carried
+// its load within target — all on, 3 s of work a second for four workers,
+// the p99 at two thirds of its target — and then sees its first saturated
+// period, a burst at its gate that completes 1.8 s of work, does not take
+// the burst for its capacity: K is at least what the periods before it
+// carried (less their noise), as it would be had K been known then (see
+// capacity.before), and the levels stay where they were. (Without it, K
+// was 0.9 of the burst's 1.8 s and every feature dimmed at once: a
+// one-worker lab at half its capacity went to its floors on 12 of 40
+// seeds.)
+func TestModelKeepsWhatWasCarriedBeforeKWasKnown(t *testing.T) {
+	r := newModelRig(t)
+	st := r.periods(30, 100)
+	require.Equal(t, 1.0, st.Brightness, "all on within target: %s", st.Reason)
+	k, _ := r.capOf()
+	require.Equal(t, 0.0, k, "no K yet")
+
+	// The bound is in the checkpoint: a replica that takes over keeps it
+	// (a broken one is none).
+	cp := r.c.Checkpoint()
+	assert.Greater(t, cp.CapacityBefore, 2.7)
+	other := newModelRig(t)
+	_, err := other.c.AdoptAt(r.now, cp)
+	require.NoError(t, err)
+	assert.Equal(t, cp.CapacityBefore, other.c.Checkpoint().CapacityBefore)
+	for _, bad := range []float64{math.NaN(), math.Inf(1), -1} {
+		cp.CapacityBefore = bad
+		_, err := other.c.AdoptAt(r.now, cp)
+		require.NoError(t, err)
+		assert.Equal(t, 0.0, other.c.Checkpoint().CapacityBefore, "%v", bad)
+	}
+
+	s := r.snap(60, r.c.State(), 5*time.Second) // the burst's completions
+	s.Recent.Arrived = 100
+	s.Set(signals.ArrivalRate, 100)
+	s.Set(signals.GateBusy, 0.5)
+	s.Set(signals.LatencyP99, 0.2)
+	st = r.stepSnap(s)
+	k, c := r.capOf()
+	t.Logf("K %.2f, Ĉ %.2f: %s", k, c, st.Reason)
+	assert.Greater(t, k, 2.7, "K from what was carried, not the burst's 0.9 × 1.8")
+	assert.GreaterOrEqual(t, c, k, "Ĉ at least K")
+	st = r.periods(5, 100)
+	assert.Greater(t, st.Brightness, 0.9, "the levels stay: %s", st.Reason)
+}

@@ -138,6 +138,11 @@ func (c *Controller) correctK(now time.Time, o observation, b, ceil, lam, busy, 
 		e.dir = -1
 		m.mdl.errSum, m.mdl.errN, m.mdl.standRun = 0, 0, 0
 	}
+	if kWas <= 0 && e.k <= 0 && !o.saturated && o.p < cfg.Low && busy > 0 {
+		// Carried well within target while K is unknown: a lower
+		// bound of the K to come (see capacity.go's Carried; below).
+		e.carriedBefore(busy, busySE)
+	}
 	switch {
 	case o.saturated && busy > 0 && (!lasting || e.k <= 0):
 		// Measured above. (Without K, a saturated period that is not
@@ -215,6 +220,17 @@ func (c *Controller) correctK(now time.Time, o observation, b, ceil, lam, busy, 
 				e.correct(now, err, lam*(c.work(1)-c.work(0)))
 			}
 		}
+	}
+	if kWas <= 0 && e.k > 0 && e.before > e.k {
+		// K's first measure is no lower than what the periods before
+		// it carried within target: had K been known, each would have
+		// raised it so (the carried case above). (A one-worker lab at
+		// 40–80 % of its capacity: a burst that its gate read as
+		// saturated set K to 0.9 of the 0.33 s a second it carried, and
+		// every feature went to its floor for up to two minutes — 5–12
+		// of 40 runs at each load swung a feature more than 0.2, 0–3
+		// with the bound.)
+		e.k, e.c, e.src = e.before, max(e.c, e.before), capCarried
 	}
 	if e.k != kWas {
 		e.at = m.mdl.w0 // K found at the all-off work now (see capacity.rebase)
