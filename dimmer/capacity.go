@@ -22,18 +22,20 @@ import (
 //     moves it by measureWeight (a period saturated for only part of its
 //     length — the first seconds of a run, while the gate's limit opens —
 //     still reads low). The first sets K to setShare·Ĉ, unless K is known
-//     already — and at least to what the periods before it carried
-//     within target (below), as the one-worker gate's "no room" is only
-//     the worker's utilisation, and a light load's burst there reads as
-//     saturated; after it a reading that does not raise Ĉ brings K down
+//     already — and, taken within target, at least to what the periods
+//     before it carried within target (below), as the one-worker gate's
+//     "no room" is only the worker's utilisation, and a light load's
+//     burst there reads as saturated; after it a reading that does not
+//     raise Ĉ brings K down
 //     to Ĉ if over it — one that raises it says the service does more
 //     than Ĉ said, not that K is over what it does.
 //   - Carried. A period carried well within target (under Low) says K is
 //     at least its work, less carriedZ of its standard errors (see
 //     carried). Before K is known the periods so carried are averaged
-//     (see carriedBefore), and whatever first sets K — a saturated period,
-//     a first overload — sets it no lower than their mean less carriedZ
-//     of its standard errors.
+//     (see carriedBefore), and a first measure of K taken within target
+//     (a saturated period under Low: a burst at the gate) is raised to
+//     their mean less carriedZ of its standard errors; one taken in an
+//     overload is what the service does now.
 //   - Corrected. Every Hold (and signal window) at least, K moves by
 //     the mean, over the periods since its last move, of the pressure's
 //     distance from the set point — in bands between Low and High, within

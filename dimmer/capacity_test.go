@@ -445,3 +445,23 @@ func TestModelKeepsWhatWasCarriedBeforeKWasKnown(t *testing.T) {
 	st = r.periods(5, 100)
 	assert.Greater(t, st.Brightness, 0.9, "the levels stay: %s", st.Reason)
 }
+
+// TestModelMeasuresAnOverloadOverWhatWasCarriedBefore: what the periods
+// carried before K was known bounds a first measure taken within target
+// (a burst: TestModelKeepsWhatWasCarriedBeforeKWasKnown), not one taken in
+// an overload. A service that carried 3 s of work a second within target
+// and then lost half its workers is measured by its first overload: K
+// from what it does now (0.9 of 2 s a second), not from what it did
+// before, and the levels dim at once.
+func TestModelMeasuresAnOverloadOverWhatWasCarriedBefore(t *testing.T) {
+	r := newModelRig(t)
+	st := r.periods(60, 100)
+	require.Equal(t, 1.0, st.Brightness, "all on within target: %s", st.Reason)
+	require.Greater(t, r.c.Checkpoint().CapacityBefore, 2.7)
+	r.workers = 2
+	st = r.periods(2, 100)
+	k, _ := r.capOf()
+	t.Logf("K %.2f: %s", k, st.Reason)
+	assert.Less(t, k, 2.0, "K from the overload")
+	assert.Less(t, st.Brightness, 0.6, "dimmed at once: %s", st.Reason)
+}

@@ -221,15 +221,19 @@ func (c *Controller) correctK(now time.Time, o observation, b, ceil, lam, busy, 
 			}
 		}
 	}
-	if kWas <= 0 && e.k > 0 && e.before > e.k {
-		// K's first measure is no lower than what the periods before
-		// it carried within target: had K been known, each would have
-		// raised it so (the carried case above). (A one-worker lab at
-		// 40–80 % of its capacity: a burst that its gate read as
-		// saturated set K to 0.9 of the 0.33 s a second it carried, and
-		// every feature went to its floor for up to two minutes — 5–12
-		// of 40 runs at each load swung a feature more than 0.2, 0–3
-		// with the bound.)
+	if kWas <= 0 && e.k > 0 && e.before > e.k && o.p < cfg.Low {
+		// K's first measure, taken within target, is no lower than
+		// what the periods before it carried within target: had K been
+		// known, each would have raised it so (the carried case
+		// above). One taken in an overload is what the service does
+		// now, and what it carried before says nothing of a service
+		// that has since lost capacity (half its workers gone: K held
+		// at 2.7 s a second where the pool did 2, a third refused).
+		// (A one-worker lab at 40–80 % of its capacity: a burst that
+		// its gate read as saturated set K to 0.9 of the 0.33 s a
+		// second it carried, and every feature went to its floor for
+		// up to two minutes — 5–12 of 40 runs at each load swung a
+		// feature more than 0.2, 0–3 with the bound.)
 		e.k, e.c, e.src = e.before, max(e.c, e.before), capCarried
 	}
 	if e.k != kWas {
