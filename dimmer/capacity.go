@@ -32,10 +32,10 @@ import (
 //   - Carried. A period carried well within target (under Low) says K is
 //     at least its work, less carriedZ of its standard errors (see
 //     carried). Before K is known the periods so carried are averaged
-//     (see carriedBefore), and a first measure of K taken within target
-//     (a saturated period under Low: a burst at the gate) is raised to
-//     their mean less carriedZ of its standard errors; one taken in an
-//     overload is what the service does now.
+//     over the last carriedMemory (see before), and a first measure of K
+//     taken within target (a saturated period under Low: a burst at the
+//     gate) is raised to their mean less carriedZ of its standard errors;
+//     one taken in an overload is what the service does now.
 //   - Corrected. Every Hold (and signal window) at least, K moves by
 //     the mean, over the periods since its last move, of the pressure's
 //     distance from the set point — in bands between Low and High, within
@@ -139,6 +139,12 @@ const (
 	// Low): a lower bound, so that the noise of the periods does not
 	// ratchet K up.
 	carriedZ = 2.0
+	// carriedMemory is how far back the periods carried within target
+	// before K was known bound its first measure (see before): a
+	// minute. Older ones may be of a service that has since lost
+	// capacity or instances (a fleet scaled in), and a minute of
+	// periods puts their mean within a few per cent.
+	carriedMemory = time.Minute
 	// minKShare bounds what rebasing takes from K as the all-off
 	// request's work w0 grows: at least a quarter of it stays. Past it a
 	// request's own work is most of the target, and the M/M/c tail the
@@ -159,13 +165,12 @@ type capacity struct {
 	wait    time.Duration // the wait after a correction before the next
 	movedAt time.Time     // the last correction or reset
 	src     capSource     // what set K last
-	// before is a lower bound of K from the periods carried within
-	// target while K was unknown (see carriedBefore); beforeN,
-	// beforeSum and beforeVar are those periods' count, summed work a
-	// second, and summed variance.
-	before               float64
-	beforeN              int
-	beforeSum, beforeVar float64
+	// The periods carried within target while K was unknown (see
+	// carriedBefore): their weight, weighted work a second and weighted
+	// variance, each forgotten over carriedMemory, and when the last
+	// was folded in.
+	beforeW, beforeSum, beforeVar float64
+	beforeAt                      time.Time
 	// seconds: K is in seconds of service a second (the source tallies
 	// service time); else in all-off requests a second.
 	seconds bool
@@ -363,20 +368,31 @@ func (e *capacity) saturated(now time.Time, meas, se float64, whole, restart boo
 	}
 }
 
-// carriedBefore folds in a period that carried work busy a second
-// (standard error se) within target while K was unknown. Their mean, less
-// carriedZ of its standard errors, is a lower bound of K: had K been known,
-// each would have raised it to what it carried (see carried) — and a mean
-// of many is surer than any one of them (at 100 requests a period, one
-// period's work is known within about a tenth, thirty periods' mean within
-// a fiftieth). The bound only rises: the load may fall while K is unknown,
-// and what the service carried before it still holds.
-func (e *capacity) carriedBefore(busy, se float64) {
-	e.beforeN++
-	e.beforeSum += busy
-	e.beforeVar += se * se
-	n := float64(e.beforeN)
-	e.before = max(e.before, e.beforeSum/n-carriedZ*math.Sqrt(e.beforeVar)/n)
+// carriedBefore folds in, at now, a period that carried work busy a
+// second (standard error se) within target while K was unknown.
+func (e *capacity) carriedBefore(now time.Time, busy, se float64) {
+	f := 0.0
+	if !e.beforeAt.IsZero() && !now.Before(e.beforeAt) {
+		f = math.Exp(-now.Sub(e.beforeAt).Seconds() / carriedMemory.Seconds())
+	}
+	e.beforeW = e.beforeW*f + 1
+	e.beforeSum = e.beforeSum*f + busy
+	e.beforeVar = e.beforeVar*f*f + se*se
+	e.beforeAt = now
+}
+
+// before is, at now, a lower bound of K from the periods carried within
+// target while K was unknown: their mean over the last carriedMemory, less
+// carriedZ of its standard errors. Had K been known, each would have raised
+// it to what it carried (see carried) — and a mean of many is surer than
+// any one of them (at 100 requests a period, one period's work is known
+// within about a tenth, thirty periods' mean within a fiftieth). None
+// where the last such period is more than carriedMemory old.
+func (e *capacity) before(now time.Time) float64 {
+	if e.beforeW <= 0 || now.Sub(e.beforeAt) > carriedMemory {
+		return 0
+	}
+	return max(e.beforeSum/e.beforeW-carriedZ*math.Sqrt(e.beforeVar)/e.beforeW, 0)
 }
 
 // carried raises K (and Ĉ) to lb, a lower bound of the work a second the

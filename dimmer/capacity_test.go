@@ -417,21 +417,6 @@ func TestModelKeepsWhatWasCarriedBeforeKWasKnown(t *testing.T) {
 	k, _ := r.capOf()
 	require.Equal(t, 0.0, k, "no K yet")
 
-	// The bound is in the checkpoint: a replica that takes over keeps it
-	// (a broken one is none).
-	cp := r.c.Checkpoint()
-	assert.Greater(t, cp.CapacityBefore, 2.7)
-	other := newModelRig(t)
-	_, err := other.c.AdoptAt(r.now, cp)
-	require.NoError(t, err)
-	assert.Equal(t, cp.CapacityBefore, other.c.Checkpoint().CapacityBefore)
-	for _, bad := range []float64{math.NaN(), math.Inf(1), -1} {
-		cp.CapacityBefore = bad
-		_, err := other.c.AdoptAt(r.now, cp)
-		require.NoError(t, err)
-		assert.Equal(t, 0.0, other.c.Checkpoint().CapacityBefore, "%v", bad)
-	}
-
 	s := r.snap(60, r.c.State(), 5*time.Second) // the burst's completions
 	s.Recent.Arrived = 100
 	s.Set(signals.ArrivalRate, 100)
@@ -457,11 +442,35 @@ func TestModelMeasuresAnOverloadOverWhatWasCarriedBefore(t *testing.T) {
 	r := newModelRig(t)
 	st := r.periods(60, 100)
 	require.Equal(t, 1.0, st.Brightness, "all on within target: %s", st.Reason)
-	require.Greater(t, r.c.Checkpoint().CapacityBefore, 2.7)
+	r.c.mu.Lock()
+	lb := r.c.mu.mdl.capacity.before(r.now)
+	r.c.mu.Unlock()
+	require.Greater(t, lb, 2.7, "the bound from what was carried")
 	r.workers = 2
 	st = r.periods(2, 100)
 	k, _ := r.capOf()
 	t.Logf("K %.2f: %s", k, st.Reason)
 	assert.Less(t, k, 2.0, "K from the overload")
 	assert.Less(t, st.Brightness, 0.6, "dimmed at once: %s", st.Reason)
+}
+
+// TestCarriedBeforeIsTheLastMinutes: the bound from what was carried
+// before K was known is the last minute's mean less two of its standard
+// errors — the periods before fade, so that a service that carried more
+// before it lost capacity is bounded by what it carries now — and none
+// once the last such period is over a minute old.
+func TestCarriedBeforeIsTheLastMinutes(t *testing.T) {
+	var e capacity
+	now := time.Unix(1000, 0)
+	for range 60 {
+		now = now.Add(time.Second)
+		e.carriedBefore(now, 3, 0.3)
+	}
+	assert.InDelta(t, 3, e.before(now), 0.2, "a minute at 3 s a second")
+	for range 180 {
+		now = now.Add(time.Second)
+		e.carriedBefore(now, 1.5, 0.15)
+	}
+	assert.InDelta(t, 1.5, e.before(now), 0.1, "three minutes at 1.5 since")
+	assert.Equal(t, 0.0, e.before(now.Add(61*time.Second)), "a minute without one")
 }

@@ -57,18 +57,15 @@ type Checkpoint struct {
 	// ScaleVar the variance of its logarithm (0: nothing taught yet).
 	// CapacityWork is the all-off request's work K was found at (0:
 	// unknown), and CapacityHeld what a slower service took from K, given
-	// back when it is fast again. CapacityBefore is the lower bound of K
-	// that the periods carried within target while K was unknown set (0:
-	// none).
-	Capacity       float64 `json:"capacity"`
-	Saturated      float64 `json:"saturated"`
-	CapacityWork   float64 `json:"capacity_work,omitempty"`
-	CapacityHeld   float64 `json:"capacity_held,omitempty"`
-	CapacityGrown  float64 `json:"capacity_grown,omitempty"`
-	CapacityBefore float64 `json:"capacity_before,omitempty"`
-	Scale          float64 `json:"scale"`
-	ScaleVar       float64 `json:"scale_var,omitempty"`
-	Seconds        bool    `json:"seconds"`
+	// back when it is fast again.
+	Capacity      float64 `json:"capacity"`
+	Saturated     float64 `json:"saturated"`
+	CapacityWork  float64 `json:"capacity_work,omitempty"`
+	CapacityHeld  float64 `json:"capacity_held,omitempty"`
+	CapacityGrown float64 `json:"capacity_grown,omitempty"`
+	Scale         float64 `json:"scale"`
+	ScaleVar      float64 `json:"scale_var,omitempty"`
+	Seconds       bool    `json:"seconds"`
 	// PerRequest: Capacity is the work a request may take, not a second's
 	// (the law had no load to measure it in: feedback only).
 	PerRequest bool `json:"per_request,omitempty"`
@@ -157,8 +154,7 @@ func (c *Controller) Checkpoint() Checkpoint {
 		Frozen: m.frozen, FreezeReason: m.freezeWhy, Shadow: m.shadow, Pins: []CheckpointPin{},
 		Capacity: m.mdl.capacity.k, Saturated: m.mdl.capacity.c, Seconds: m.mdl.capacity.seconds, Scale: m.mdl.scale, ScaleVar: m.mdl.scaleVar,
 		CapacityWork: m.mdl.capacity.at, CapacityHeld: m.mdl.capacity.held, CapacityGrown: m.mdl.capacity.grown,
-		CapacityBefore: m.mdl.capacity.before,
-		PerRequest:     m.mdl.blind, Load: m.mdl.lastLoad, LoadVar: m.mdl.lastLoadVar}
+		PerRequest: m.mdl.blind, Load: m.mdl.lastLoad, LoadVar: m.mdl.lastLoadVar}
 	cp.Status = stateOf(c.compose(c.reason(), m.gen))
 	for _, name := range slices.Sorted(mapKeys(m.pins)) {
 		p := m.pins[name]
@@ -274,10 +270,10 @@ func (c *Controller) AdoptAt(now time.Time, cp Checkpoint) (*State, error) {
 	}
 	m.mdl.capacity.at, m.mdl.capacity.held = max(finite(cp.CapacityWork), 0), max(finite(cp.CapacityHeld), 0)
 	m.mdl.capacity.grown = max(finite(cp.CapacityGrown), 0)
-	// (The periods behind the bound are not in the checkpoint: it holds,
-	// and this controller's own periods start a mean of their own.)
-	m.mdl.capacity.before = max(finite(cp.CapacityBefore), 0)
-	m.mdl.capacity.beforeN, m.mdl.capacity.beforeSum, m.mdl.capacity.beforeVar = 0, 0, 0
+	// (What was carried before K was known is a minute's evidence, not
+	// in the checkpoint: this controller gathers its own.)
+	m.mdl.capacity.beforeW, m.mdl.capacity.beforeSum, m.mdl.capacity.beforeVar = 0, 0, 0
+	m.mdl.capacity.beforeAt = time.Time{}
 	if cp.Scale > 0 && !math.IsInf(cp.Scale, 0) {
 		m.mdl.scale = min(max(cp.Scale, 1/maxScale), maxScale)           // (the bounds a move teaches within)
 		m.mdl.scaleVar = min(max(finite(cp.ScaleVar), 0), scalePriorVar) // (no surer than nothing taught)

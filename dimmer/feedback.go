@@ -138,10 +138,13 @@ func (c *Controller) correctK(now time.Time, o observation, b, ceil, lam, busy, 
 		e.dir = -1
 		m.mdl.errSum, m.mdl.errN, m.mdl.standRun = 0, 0, 0
 	}
-	if kWas <= 0 && e.k <= 0 && !o.saturated && o.p < cfg.Low && busy > 0 {
+	if kWas <= 0 && e.k <= 0 && !o.saturated && o.p < cfg.Low && busy > 0 && !blind && o.fresh {
 		// Carried well within target while K is unknown: a lower
 		// bound of the K to come (see capacity.go's Carried; below).
-		e.carriedBefore(busy, busySE)
+		// (Not blind — there busy is the model's work of a request,
+		// not a measurement — nor an interval seen again, which would
+		// count as two.)
+		e.carriedBefore(now, busy, busySE)
 	}
 	switch {
 	case o.saturated && busy > 0 && (!lasting || e.k <= 0):
@@ -221,11 +224,11 @@ func (c *Controller) correctK(now time.Time, o observation, b, ceil, lam, busy, 
 			}
 		}
 	}
-	if kWas <= 0 && e.k > 0 && e.before > e.k && o.p < cfg.Low {
+	if lb := e.before(now); kWas <= 0 && e.k > 0 && lb > e.k && o.p < cfg.Low {
 		// K's first measure, taken within target, is no lower than
-		// what the periods before it carried within target: had K been
-		// known, each would have raised it so (the carried case
-		// above). One taken in an overload is what the service does
+		// what the periods before it carried within target over the
+		// last minute (capacity.before): had K been known, each would
+		// have raised it so (the carried case above). One taken in an overload is what the service does
 		// now, and what it carried before says nothing of a service
 		// that has since lost capacity (half its workers gone: K held
 		// at 2.7 s a second where the pool did 2, a third refused).
@@ -233,8 +236,8 @@ func (c *Controller) correctK(now time.Time, o observation, b, ceil, lam, busy, 
 		// its gate read as saturated set K to 0.9 of the 0.33 s a
 		// second it carried, and every feature went to its floor for
 		// up to two minutes — 5–12 of 40 runs at each load swung a
-		// feature more than 0.2, 0–3 with the bound.)
-		e.k, e.c, e.src = e.before, max(e.c, e.before), capCarried
+		// feature more than 0.2, 0–5 with the bound.)
+		e.k, e.c, e.src = lb, max(e.c, lb), capCarried
 	}
 	if e.k != kWas {
 		e.at = m.mdl.w0 // K found at the all-off work now (see capacity.rebase)

@@ -655,7 +655,7 @@ func (c *Controller) rebaseLoad(blind bool, lam float64) {
 		return
 	}
 	e.k, e.c, e.held = e.k*f, e.c*f, e.held*f
-	e.before, e.beforeSum, e.beforeVar = e.before*f, e.beforeSum*f, e.beforeVar*f*f
+	e.beforeSum, e.beforeVar = e.beforeSum*f, e.beforeVar*f*f
 }
 
 // convertUnit carries K over to the unit of work the period measured in
@@ -684,5 +684,5 @@ func (c *Controller) convertUnit(seconds bool) {
 	}
 	e.k, e.c, e.held, e.grown = k, cc, held, grown
 	e.at, e.seconds = at, seconds
-	e.before, e.beforeSum, e.beforeVar = e.before*f, e.beforeSum*f, e.beforeVar*f*f
+	e.beforeSum, e.beforeVar = e.beforeSum*f, e.beforeVar*f*f
 }
