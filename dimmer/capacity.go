@@ -26,9 +26,9 @@ import (
 //     before it carried within target (below), as the one-worker gate's
 //     "no room" is only the worker's utilisation, and a light load's
 //     burst there reads as saturated; after it a reading that does not
-//     raise Ĉ brings K down
-//     to Ĉ if over it — one that raises it says the service does more
-//     than Ĉ said, not that K is over what it does.
+//     raise Ĉ brings K down to Ĉ if over it — one that raises it says
+//     the service does more than Ĉ said, not that K is over what it
+//     does.
 //   - Carried. A period carried well within target (under Low) says K is
 //     at least its work, less carriedZ of its standard errors (see
 //     carried). Before K is known the periods so carried are averaged

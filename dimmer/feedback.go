@@ -228,10 +228,11 @@ func (c *Controller) correctK(now time.Time, o observation, b, ceil, lam, busy, 
 		// K's first measure, taken within target, is no lower than
 		// what the periods before it carried within target over the
 		// last minute (capacity.before): had K been known, each would
-		// have raised it so (the carried case above). One taken in an overload is what the service does
-		// now, and what it carried before says nothing of a service
-		// that has since lost capacity (half its workers gone: K held
-		// at 2.7 s a second where the pool did 2, a third refused).
+		// have raised it so (the carried case above). One taken in an
+		// overload is what the service does now, and what it carried
+		// before says nothing of a service that has since lost
+		// capacity (half its workers gone: K held at 2.7 s a second
+		// where the pool did 2, a third refused).
 		// (A one-worker lab at 40–80 % of its capacity: a burst that
 		// its gate read as saturated set K to 0.9 of the 0.33 s a
 		// second it carried, and every feature went to its floor for
