@@ -23,9 +23,10 @@ import (
 //     length — the first seconds of a run, while the gate's limit opens —
 //     still reads low). The first sets K to setShare·Ĉ, unless K is known
 //     already — and, taken within target, at least to what the periods
-//     before it carried within target (below), as the one-worker gate's
-//     "no room" is only the worker's utilisation, and a light load's
-//     burst there reads as saturated; after it a reading that does not
+//     before it carried within target (below): at a gate whose limit
+//     has shrunk to a worker or two (the lab's, at one worker), "no
+//     room" is the workers' utilisation, and a light load's burst there
+//     reads as saturated; after it a reading that does not
 //     raise Ĉ brings K down to Ĉ if over it — one that raises it says
 //     the service does more than Ĉ said, not that K is over what it
 //     does.
