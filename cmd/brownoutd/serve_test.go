@@ -159,10 +159,13 @@ auth:
   operator_tokens_file: `+filepath.Join(dir, "ops")+`
   push_tokens_file: `+filepath.Join(dir, "push")+`
 `)
+	// The features change before the tokens and origins do: wait for the
+	// reload's last line, not for its first effect.
+	reloads := strings.Count(errs.String(), "configuration reloaded")
 	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		assert.Len(c, getJSON(c, base+"/v1/state")["features"].([]any), 2)
-	}, 5*time.Second, 50*time.Millisecond, "reloaded")
+	require.Eventually(t, func() bool { return strings.Count(errs.String(), "configuration reloaded") > reloads },
+		5*time.Second, 50*time.Millisecond, "reloaded")
+	assert.Len(t, getJSON(t, base+"/v1/state")["features"].([]any), 2)
 	st := getJSON(t, base+"/v1/state")
 	rv := st["features"].([]any)[1].(map[string]any)
 	assert.Equal(t, 0.3, rv["level"], "the override survived the reload")
