@@ -515,6 +515,9 @@ services:
 type freezer struct {
 	ln     net.Listener
 	frozen atomic.Bool
+	// held counts the reads held while frozen: a call to the store that
+	// waits for an answer.
+	held atomic.Int64
 }
 
 func newFreezer(t *testing.T, addr string) *freezer {
@@ -539,6 +542,9 @@ func newFreezer(t *testing.T, addr string) *freezer {
 					buf := make([]byte, 32<<10)
 					for {
 						n, err := src.Read(buf)
+						if n > 0 && f.frozen.Load() {
+							f.held.Add(1)
+						}
 						for f.frozen.Load() {
 							time.Sleep(10 * time.Millisecond)
 						}
@@ -603,4 +609,51 @@ func TestServeServicesReloadOnAStoreThatHangs(t *testing.T) {
 	const oneService = 5 * time.Second
 	assert.Less(t, took, 3*oneService)
 	fr.frozen.Store(false)
+}
+
+// TestServeReloadRevokesATokenOnAStoreThatHangs: one service on a store
+// (a replica) reconfigures its law in the replica's loop, which waits on
+// a store that does not answer — up to ten seconds, and then the law's
+// reload fails. A token the file revokes is refused from the reload on,
+// not once the law's reload returns: it stayed good for those ten
+// seconds, and for good when the law's reload failed.
+func TestServeReloadRevokesATokenOnAStoreThatHangs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a real PostgreSQL")
+	}
+	dsn := pgtest.Start(t)
+	u, err := url.Parse(dsn)
+	require.NoError(t, err)
+	fr := newFreezer(t, u.Host)
+	u.Host = fr.ln.Addr().String()
+	dir := t.TempDir()
+	f := writeFiles(t, dir, map[string]string{"eval": "app aaaa-token-00000001\nold bbbb-token-00000001\n"})
+	file := filepath.Join(dir, "brownoutd.yaml")
+	require.NoError(t, os.WriteFile(file, []byte("tick: 200ms\nfeatures: [{name: x}]\nauth: {eval_tokens_file: "+f["eval"]+"}\n"), 0o600))
+	d := startDaemon(t, "--listen", testsrv.FreeAddr(t), "--config", file, "--store", u.String())
+	require.Eventually(t, func() bool { return stateOf(t, d.base).Cluster.Role == "leader" }, 10*time.Second, 50*time.Millisecond)
+	eval := func(tok string) int {
+		resp, _ := do(t, "POST", d.base+"/ofrep/v1/evaluate/flags/x", `{"context":{"targetingKey":"u1"}}`, "Authorization", "Bearer "+tok)
+		return resp.StatusCode
+	}
+	require.Equal(t, 200, eval("bbbb-token-00000001"))
+
+	fr.frozen.Store(true)
+	defer fr.frozen.Store(false)
+	// The leader's loop calls the store every tick: once a call waits, the
+	// loop does.
+	require.Eventually(t, func() bool { return fr.held.Load() > 0 }, 5*time.Second, 10*time.Millisecond, "a call to the store waits")
+	require.NoError(t, os.WriteFile(f["eval"], []byte("app aaaa-token-00000001\n"), 0o600))
+	start := time.Now()
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
+	require.Eventually(t, func() bool { return eval("bbbb-token-00000001") == 401 }, 3*time.Second, 20*time.Millisecond,
+		"the revoked token refused while the law's reload waits on the store")
+	t.Logf("the revoked token refused %v after the SIGHUP", time.Since(start))
+	assert.Equal(t, 200, eval("aaaa-token-00000001"), "the token kept")
+	fr.frozen.Store(false)
+	require.Eventually(t, func() bool {
+		s := d.errs.String()
+		return strings.Contains(s, "configuration reloaded") || strings.Contains(s, "the law stays as it was")
+	}, 20*time.Second, 50*time.Millisecond, "the reload ends: %s", d.errs.String())
+	assert.NotContains(t, d.errs.String(), "reload refused")
 }

@@ -480,14 +480,22 @@ func reload(ctl reconfigurable, a *api.API, f *serveFlags, set map[string]bool, 
 		c.Dimmer.Tick = ctl.Config().Tick
 	}
 	c.Dimmer.Logger = log
-	if err := ctl.Reconfigure(c.Dimmer); err != nil {
+	if _, err := dimmer.New(c.Dimmer); err != nil {
 		log.Error("brownoutd: reload refused, keeping the running configuration", "config", fileName(file), "err", err)
 		return
 	}
+	// The tokens first: a token revoked is refused from now on, whatever
+	// the law's reload waits for — a replica's law is reconfigured in its
+	// loop, which may be waiting on a store that does not answer (up to
+	// ten seconds, and then the law's reload fails).
 	a.SetTokens(c.OperatorTokens, c.EvalTokens, c.PushTokens)
 	a.SetDefaults(c.Defaults)
 	if err := a.SetCORSOrigins(c.CORSOrigins); err != nil { // settings checked them: never
 		log.Error("brownoutd: reload: the CORS origins stay as they were", "err", err)
+	}
+	if err := ctl.Reconfigure(c.Dimmer); err != nil { // checked above: only a replica's loop that does not answer
+		log.Error("brownoutd: reload: the law stays as it was (its tokens, defaults and CORS origins are reloaded)", "config", fileName(file), "err", err)
+		return
 	}
 	a.Save() // overrides on removed features are gone: not back after a crash
 	var rep *cluster.Replica
