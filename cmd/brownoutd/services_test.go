@@ -287,12 +287,11 @@ func TestServeServicesReload(t *testing.T) {
   - {name: b, features: [{name: z}, {name: v}]}
   - {name: c, features: [{name: u}]}
 `)
-	hup()
-	// The services are reconfigured one after another: wait for the last.
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		assert.Len(c, stateOf(c, d.base+"/services/a").Features, 3)
-		assert.Len(c, stateOf(c, d.base+"/services/b").Features, 2)
-	}, 5*time.Second, 50*time.Millisecond, "reloaded")
+	// The services' laws are reconfigured before a service added is
+	// routed: wait for the reload's last line.
+	reloaded(t, false, d)
+	assert.Len(t, stateOf(t, d.base+"/services/a").Features, 3)
+	assert.Len(t, stateOf(t, d.base+"/services/b").Features, 2)
 	assert.Equal(t, []string{"z", "v"}, names("b"))
 	assert.Equal(t, 0.3, feature(stateOf(t, d.base+"/services/b"), "z").Level, "the override survived the reload")
 	assert.Equal(t, "100ms", stateOf(t, d.base+"/services/a").Tick.Period, "a's tick waits for the restart")
