@@ -486,8 +486,8 @@ func reload(ctl reconfigurable, a *api.API, f *serveFlags, set map[string]bool, 
 	}
 	// The tokens first: a token revoked is refused from now on, whatever
 	// the law's reload waits for — a replica's law is reconfigured in its
-	// loop, which may be waiting on a store that does not answer (up to
-	// ten seconds, and then the law's reload fails).
+	// loop, which may be waiting on a store that does not answer (ten
+	// seconds or more, and then the law's reload fails).
 	a.SetTokens(c.OperatorTokens, c.EvalTokens, c.PushTokens)
 	a.SetDefaults(c.Defaults)
 	if err := a.SetCORSOrigins(c.CORSOrigins); err != nil { // settings checked them: never
