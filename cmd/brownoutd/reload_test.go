@@ -629,7 +629,7 @@ func TestServeReloadRevokesATokenOnAStoreThatHangs(t *testing.T) {
 	dir := t.TempDir()
 	f := writeFiles(t, dir, map[string]string{"eval": "app aaaa-token-00000001\nold bbbb-token-00000001\n"})
 	file := filepath.Join(dir, "brownoutd.yaml")
-	require.NoError(t, os.WriteFile(file, []byte("tick: 200ms\nfeatures: [{name: x}]\nauth: {eval_tokens_file: "+f["eval"]+"}\n"), 0o600))
+	require.NoError(t, os.WriteFile(file, []byte("tick: 200ms\nfeatures: [{name: x}, {name: y, default: false}]\nauth: {eval_tokens_file: "+f["eval"]+"}\n"), 0o600))
 	d := startDaemon(t, "--listen", testsrv.FreeAddr(t), "--config", file, "--store", u.String())
 	require.Eventually(t, func() bool { return stateOf(t, d.base).Cluster.Role == "leader" }, 10*time.Second, 50*time.Millisecond)
 	eval := func(tok string) int {
@@ -644,16 +644,80 @@ func TestServeReloadRevokesATokenOnAStoreThatHangs(t *testing.T) {
 	// loop does.
 	require.Eventually(t, func() bool { return fr.held.Load() > 0 }, 5*time.Second, 10*time.Millisecond, "a call to the store waits")
 	require.NoError(t, os.WriteFile(f["eval"], []byte("app aaaa-token-00000001\n"), 0o600))
+	require.NoError(t, os.WriteFile(file, []byte("tick: 200ms\nfeatures: [{name: x}]\nauth: {eval_tokens_file: "+f["eval"]+"}\n"), 0o600))
 	start := time.Now()
 	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
-	require.Eventually(t, func() bool { return eval("bbbb-token-00000001") == 401 }, 3*time.Second, 20*time.Millisecond,
+	// (The parent code revoked it once the loop's store call gave up —
+	// 2 s at this tick's lease — and the law's reload returned.)
+	require.Eventually(t, func() bool { return eval("bbbb-token-00000001") == 401 }, time.Second, 20*time.Millisecond,
 		"the revoked token refused while the law's reload waits on the store")
 	t.Logf("the revoked token refused %v after the SIGHUP", time.Since(start))
 	assert.Equal(t, 200, eval("aaaa-token-00000001"), "the token kept")
+	// y, which the file removes, is still the law's until its reload
+	// returns: its default stays false — a missing one would read true,
+	// and a client that goes stale would turn it on.
+	for _, ft := range stateOf(t, d.base).Features {
+		if ft.Name == "y" {
+			assert.False(t, ft.Default, "y fails closed while the law still has it")
+		}
+	}
 	fr.frozen.Store(false)
 	require.Eventually(t, func() bool {
 		s := d.errs.String()
 		return strings.Contains(s, "configuration reloaded") || strings.Contains(s, "the law stays as it was")
 	}, 20*time.Second, 50*time.Millisecond, "the reload ends: %s", d.errs.String())
 	assert.NotContains(t, d.errs.String(), "reload refused")
+}
+
+// TestServeServicesReloadKeepsDefaultsWithTheLaw: with services on a
+// store that does not answer, a reload applies each kept service's tokens
+// at once and its features' defaults with its law: a feature the file
+// removes keeps its default while the law still has it (a missing default
+// reads true — a feature that failed closed would fail open to clients
+// that go stale meanwhile).
+func TestServeServicesReloadKeepsDefaultsWithTheLaw(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a real PostgreSQL")
+	}
+	dsn := pgtest.Start(t)
+	u, err := url.Parse(dsn)
+	require.NoError(t, err)
+	fr := newFreezer(t, u.Host)
+	u.Host = fr.ln.Addr().String()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "b.yaml")
+	write := func(features string) {
+		require.NoError(t, os.WriteFile(file, []byte("tick: 200ms\nservices:\n  - {name: a, features: ["+features+"]}\n"), 0o600))
+	}
+	write("{name: x}, {name: y, default: false}")
+	d := startDaemon(t, "--listen", testsrv.FreeAddr(t), "--config", file, "--store", u.String())
+	require.Eventually(t, func() bool { return stateOf(t, d.base+"/services/a").Cluster.Role == "leader" }, 10*time.Second, 50*time.Millisecond)
+	defaultOf := func(name string) (bool, bool) {
+		for _, f := range stateOf(t, d.base+"/services/a").Features {
+			if f.Name == name {
+				return f.Default, true
+			}
+		}
+		return false, false
+	}
+	def, ok := defaultOf("y")
+	require.True(t, ok)
+	require.False(t, def)
+
+	fr.frozen.Store(true)
+	defer fr.frozen.Store(false)
+	require.Eventually(t, func() bool { return fr.held.Load() > 0 }, 5*time.Second, 10*time.Millisecond, "a call to the store waits")
+	write("{name: x}")
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
+	// While the law's reload waits on the store, y is still the law's.
+	for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if def, ok := defaultOf("y"); ok {
+			require.False(t, def, "y fails closed while the law still has it")
+		}
+	}
+	fr.frozen.Store(false)
+	require.Eventually(t, func() bool {
+		s := d.errs.String()
+		return strings.Contains(s, "configuration reloaded")
+	}, 20*time.Second, 50*time.Millisecond, "the reload ends: %s", d.errs.String())
 }

@@ -487,16 +487,20 @@ func reload(ctl reconfigurable, a *api.API, f *serveFlags, set map[string]bool, 
 	// The tokens first: a token revoked is refused from now on, whatever
 	// the law's reload waits for — a replica's law is reconfigured in its
 	// loop, which may be waiting on a store that does not answer (ten
-	// seconds or more, and then the law's reload fails).
+	// seconds or more, and then the law's reload fails). The defaults
+	// after the law: they are the features', and a feature the file
+	// removes would read as failing open (a missing default is true)
+	// while the law still has it.
 	a.SetTokens(c.OperatorTokens, c.EvalTokens, c.PushTokens)
-	a.SetDefaults(c.Defaults)
 	if err := a.SetCORSOrigins(c.CORSOrigins); err != nil { // settings checked them: never
 		log.Error("brownoutd: reload: the CORS origins stay as they were", "err", err)
 	}
 	if err := ctl.Reconfigure(c.Dimmer); err != nil { // checked above: only a replica's loop that does not answer
-		log.Error("brownoutd: reload: the law stays as it was (its tokens, defaults and CORS origins are reloaded)", "config", fileName(file), "err", err)
+		log.Error("brownoutd: reload: the law and the features' defaults stay as they were (the tokens and CORS origins are reloaded)", "config", fileName(file), "err", err)
+		a.Note("reload", "tokens and CORS origins reloaded from "+fileName(file)+"; the law and the features' defaults kept: "+err.Error())
 		return
 	}
+	a.SetDefaults(c.Defaults)
 	a.Save() // overrides on removed features are gone: not back after a crash
 	var rep *cluster.Replica
 	if rc, ok := ctl.(replicaReconf); ok {

@@ -159,8 +159,9 @@ auth:
   operator_tokens_file: `+filepath.Join(dir, "ops")+`
   push_tokens_file: `+filepath.Join(dir, "push")+`
 `)
-	// The features change before the tokens and origins do: wait for the
-	// reload's last line, not for its first effect.
+	// The tokens and origins change before the features, and the
+	// defaults after them: wait for the reload's last line, not for one
+	// of its effects.
 	reloads := strings.Count(errs.String(), "configuration reloaded")
 	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
 	require.Eventually(t, func() bool { return strings.Count(errs.String(), "configuration reloaded") > reloads },

@@ -483,7 +483,6 @@ func reloadServices(h *host, f *serveFlags, set map[string]bool) {
 	for _, u := range cur.order {
 		if s := next[u.name]; s != nil {
 			u.api.SetTokens(s.OperatorTokens, s.EvalTokens, s.PushTokens)
-			u.api.SetDefaults(s.Defaults)
 			if err := u.api.SetCORSOrigins(c.CORSOrigins); err != nil { // settings checked them: never
 				log.Error("brownoutd: reload: the CORS origins stay as they were", "service", u.name, "err", err)
 			}
@@ -501,10 +500,12 @@ func reloadServices(h *host, f *serveFlags, set map[string]bool) {
 		}
 		reconfiguring.Go(func() {
 			if err := reconfigurer(u.ctl, u.rep).Reconfigure(s.Dimmer); err != nil { // checked above: only a replica's loop that does not answer
-				log.Error("brownoutd: reload: the service's law stays as it was (its tokens, defaults and CORS origins are reloaded)", "service", u.name, "err", err)
+				log.Error("brownoutd: reload: the service's law and its features' defaults stay as they were (its tokens and CORS origins are reloaded)", "service", u.name, "err", err)
+				u.api.Note("reload", "tokens and CORS origins reloaded from "+fileName(file)+"; the law and the features' defaults kept: "+err.Error())
 				return
 			}
-			u.api.Save() // overrides on removed features are gone: not back after a crash
+			u.api.SetDefaults(s.Defaults) // (after the law: a feature removed would read as failing open while the law still has it)
+			u.api.Save()                  // overrides on removed features are gone: not back after a crash
 			u.api.Note("reload", "configuration reloaded from "+fileName(file)+replicaNote(u.rep))
 		})
 	}
