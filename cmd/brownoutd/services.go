@@ -504,8 +504,10 @@ func reloadServices(h *host, f *serveFlags, set map[string]bool) {
 				u.api.Note("reload", "tokens and CORS origins reloaded from "+fileName(file)+"; the law and the features' defaults kept: "+err.Error())
 				return
 			}
-			u.api.SetDefaults(s.Defaults) // (after the law: a feature removed would read as failing open while the law still has it)
-			u.api.Save()                  // overrides on removed features are gone: not back after a crash
+			// The defaults with the law: before it, a feature the file
+			// removes would read as failing open while the law still has it.
+			u.api.SetDefaults(s.Defaults)
+			u.api.Save() // overrides on removed features are gone: not back after a crash
 			u.api.Note("reload", "configuration reloaded from "+fileName(file)+replicaNote(u.rep))
 		})
 	}
