@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -288,6 +289,14 @@ func (a *API) SetTokens(operator, eval, push map[string]string) {
 
 // SetDefaults replaces the features' fallback defaults shown in the state.
 func (a *API) SetDefaults(d map[string]bool) { a.defaults.Store(&d) }
+
+// Defaults returns a copy of the features' fallback defaults.
+func (a *API) Defaults() map[string]bool {
+	if d := a.defaults.Load(); d != nil {
+		return maps.Clone(*d)
+	}
+	return nil
+}
 
 // Note records an event that is not an operator's write (a reload).
 func (a *API) Note(kind, what string) {

@@ -721,3 +721,17 @@ func TestServeServicesReloadKeepsDefaultsWithTheLaw(t *testing.T) {
 		return strings.Contains(s, "configuration reloaded")
 	}, 20*time.Second, 50*time.Millisecond, "the reload ends: %s", d.errs.String())
 }
+
+// TestBridgeDefaults: while the law changes, a feature either law has
+// keeps a default that fails the way its file says — the new file's for
+// the features it names, the running one's for those it removes — and
+// none is missing (a missing default reads true: fail open).
+func TestBridgeDefaults(t *testing.T) {
+	old := map[string]bool{"kept": true, "removed": false, "changed": true}
+	next := map[string]bool{"kept": true, "changed": false, "added": false}
+	got := bridgeDefaults(old, next)
+	assert.Equal(t, map[string]bool{"kept": true, "removed": false, "changed": false, "added": false}, got)
+	assert.Equal(t, map[string]bool{"kept": true, "removed": false, "changed": true}, old, "the running defaults are not changed")
+	assert.Equal(t, map[string]bool{"removed": false}, bridgeDefaults(map[string]bool{"removed": false}, nil))
+	assert.Empty(t, bridgeDefaults(nil, nil))
+}

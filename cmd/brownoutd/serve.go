@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"os/signal"
@@ -488,14 +489,15 @@ func reload(ctl reconfigurable, a *api.API, f *serveFlags, set map[string]bool, 
 	// the law's reload waits for — a replica's law is reconfigured in its
 	// loop, which may be waiting on a store that does not answer (ten
 	// seconds or more, and then the law's reload fails). The defaults
-	// after the law: they are the features', and a feature the file
-	// removes would read as failing open (a missing default is true)
-	// while the law still has it.
+	// span the law's change (see bridgeDefaults).
 	a.SetTokens(c.OperatorTokens, c.EvalTokens, c.PushTokens)
 	if err := a.SetCORSOrigins(c.CORSOrigins); err != nil { // settings checked them: never
 		log.Error("brownoutd: reload: the CORS origins stay as they were", "err", err)
 	}
+	old := a.Defaults()
+	a.SetDefaults(bridgeDefaults(old, c.Defaults))
 	if err := ctl.Reconfigure(c.Dimmer); err != nil { // checked above: only a replica's loop that does not answer
+		a.SetDefaults(old)
 		log.Error("brownoutd: reload: the law and the features' defaults stay as they were (the tokens and CORS origins are reloaded)", "config", fileName(file), "err", err)
 		a.Note("reload", "tokens and CORS origins reloaded from "+fileName(file)+"; the law and the features' defaults kept: "+err.Error())
 		return
@@ -508,6 +510,19 @@ func reload(ctl reconfigurable, a *api.API, f *serveFlags, set map[string]bool, 
 	}
 	a.Note("reload", "configuration reloaded from "+fileName(file)+replicaNote(rep))
 	log.Info("brownoutd: configuration reloaded", "config", fileName(file), "features", featureNames(c.Dimmer))
+}
+
+// bridgeDefaults is the features' defaults while a reload changes the law
+// from one whose features had old to one whose have next: next's, and
+// old's for the features only the running law has. A default missing
+// reads true (fail open): set before the law, next's alone made a
+// feature the file removes fail open while the law still had it; set
+// after it, a feature the file adds failed open until they were.
+func bridgeDefaults(old, next map[string]bool) map[string]bool {
+	out := make(map[string]bool, len(old)+len(next))
+	maps.Copy(out, old)
+	maps.Copy(out, next)
+	return out
 }
 
 // restartOnly lists the settings that differ between the running and the

@@ -499,13 +499,15 @@ func reloadServices(h *host, f *serveFlags, set map[string]bool) {
 			continue
 		}
 		reconfiguring.Go(func() {
+			// The defaults span the law's change (see bridgeDefaults).
+			old := u.api.Defaults()
+			u.api.SetDefaults(bridgeDefaults(old, s.Defaults))
 			if err := reconfigurer(u.ctl, u.rep).Reconfigure(s.Dimmer); err != nil { // checked above: only a replica's loop that does not answer
+				u.api.SetDefaults(old)
 				log.Error("brownoutd: reload: the service's law and its features' defaults stay as they were (its tokens and CORS origins are reloaded)", "service", u.name, "err", err)
 				u.api.Note("reload", "tokens and CORS origins reloaded from "+fileName(file)+"; the law and the features' defaults kept: "+err.Error())
 				return
 			}
-			// The defaults with the law: before it, a feature the file
-			// removes would read as failing open while the law still has it.
 			u.api.SetDefaults(s.Defaults)
 			u.api.Save() // overrides on removed features are gone: not back after a crash
 			u.api.Note("reload", "configuration reloaded from "+fileName(file)+replicaNote(u.rep))
