@@ -689,7 +689,7 @@ func TestServeServicesReloadKeepsDefaultsWithTheLaw(t *testing.T) {
 	write := func(features string) {
 		require.NoError(t, os.WriteFile(file, []byte("tick: 200ms\nservices:\n  - {name: a, features: ["+features+"]}\n"), 0o600))
 	}
-	write("{name: x}, {name: y, default: false}")
+	write("{name: x}, {name: y, default: false}, {name: w, default: false}")
 	d := startDaemon(t, "--listen", testsrv.FreeAddr(t), "--config", file, "--store", u.String())
 	require.Eventually(t, func() bool { return stateOf(t, d.base+"/services/a").Cluster.Role == "leader" }, 10*time.Second, 50*time.Millisecond)
 	defaultOf := func(name string) (bool, bool) {
@@ -707,31 +707,39 @@ func TestServeServicesReloadKeepsDefaultsWithTheLaw(t *testing.T) {
 	fr.frozen.Store(true)
 	defer fr.frozen.Store(false)
 	require.Eventually(t, func() bool { return fr.held.Load() > 0 }, 5*time.Second, 10*time.Millisecond, "a call to the store waits")
-	write("{name: x}")
+	write("{name: x}, {name: w, default: true}")
 	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
-	// While the law's reload waits on the store, y is still the law's.
+	// While the law's reload waits on the store, y is still the law's,
+	// and w fails closed until the law has changed (the reload may fail
+	// and keep the file before).
 	for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
 		if def, ok := defaultOf("y"); ok {
 			require.False(t, def, "y fails closed while the law still has it")
 		}
+		def, _ := defaultOf("w")
+		require.False(t, def, "w fails closed until the law has changed")
 	}
 	fr.frozen.Store(false)
 	require.Eventually(t, func() bool {
 		s := d.errs.String()
 		return strings.Contains(s, "configuration reloaded")
 	}, 20*time.Second, 50*time.Millisecond, "the reload ends: %s", d.errs.String())
+	def, ok = defaultOf("w")
+	assert.True(t, ok && def, "w fails open once the law has changed")
+	_, ok = defaultOf("y")
+	assert.False(t, ok, "y is gone")
 }
 
-// TestBridgeDefaults: while the law changes, a feature either law has
-// keeps a default that fails the way its file says — the new file's for
-// the features it names, the running one's for those it removes — and
-// none is missing (a missing default reads true: fail open).
+// TestBridgeDefaults: while the law changes, none of the features either
+// law has is missing (a missing default reads true: fail open); one both
+// files name fails closed if either says so (the law's reload may fail
+// and keep the old file's); one only one file names, as it says.
 func TestBridgeDefaults(t *testing.T) {
-	old := map[string]bool{"kept": true, "removed": false, "changed": true}
-	next := map[string]bool{"kept": true, "changed": false, "added": false}
+	old := map[string]bool{"kept": true, "removed": false, "closed": true, "opened": false}
+	next := map[string]bool{"kept": true, "closed": false, "opened": true, "added": false}
 	got := bridgeDefaults(old, next)
-	assert.Equal(t, map[string]bool{"kept": true, "removed": false, "changed": false, "added": false}, got)
-	assert.Equal(t, map[string]bool{"kept": true, "removed": false, "changed": true}, old, "the running defaults are not changed")
+	assert.Equal(t, map[string]bool{"kept": true, "removed": false, "closed": false, "opened": false, "added": false}, got)
+	assert.Equal(t, map[string]bool{"kept": true, "removed": false, "closed": true, "opened": false}, old, "the running defaults are not changed")
 	assert.Equal(t, map[string]bool{"removed": false}, bridgeDefaults(map[string]bool{"removed": false}, nil))
 	assert.Empty(t, bridgeDefaults(nil, nil))
 }

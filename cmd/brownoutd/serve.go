@@ -513,15 +513,23 @@ func reload(ctl reconfigurable, a *api.API, f *serveFlags, set map[string]bool, 
 }
 
 // bridgeDefaults is the features' defaults while a reload changes the law
-// from one whose features had old to one whose have next: next's, and
-// old's for the features only the running law has. A default missing
+// from one whose features had old to one whose have next, which may fail
+// and keep the old: for a feature both name, it fails closed if either
+// says so; for one only one of them names, that one's. A default missing
 // reads true (fail open): set before the law, next's alone made a
 // feature the file removes fail open while the law still had it; set
-// after it, a feature the file adds failed open until they were.
+// after it, a feature the file adds failed open until they were; and a
+// feature whose file turns it to fail open does so once the law has
+// changed — not while it waits, nor if it fails.
 func bridgeDefaults(old, next map[string]bool) map[string]bool {
 	out := make(map[string]bool, len(old)+len(next))
 	maps.Copy(out, old)
-	maps.Copy(out, next)
+	for f, d := range next {
+		if o, ok := out[f]; ok {
+			d = d && o
+		}
+		out[f] = d
+	}
 	return out
 }
 
