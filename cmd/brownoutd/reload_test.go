@@ -520,6 +520,30 @@ type freezer struct {
 	held atomic.Int64
 }
 
+// frozenStore starts a real PostgreSQL behind a freezer (skipped under
+// -short): the freezer, and the store's URL through it.
+func frozenStore(t *testing.T) (*freezer, string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("a real PostgreSQL")
+	}
+	u, err := url.Parse(pgtest.Start(t))
+	require.NoError(t, err)
+	fr := newFreezer(t, u.Host)
+	u.Host = fr.ln.Addr().String()
+	return fr, u.String()
+}
+
+// hold freezes the store until the test ends, and waits until a call to
+// it waits: the leader's loop calls the store every tick, and once a call
+// waits, the loop does.
+func (f *freezer) hold(t *testing.T) {
+	t.Helper()
+	f.frozen.Store(true)
+	t.Cleanup(func() { f.frozen.Store(false) })
+	require.Eventually(t, func() bool { return f.held.Load() > 0 }, 5*time.Second, 10*time.Millisecond, "a call to the store waits")
+}
+
 func newFreezer(t *testing.T, addr string) *freezer {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -574,14 +598,7 @@ func newFreezer(t *testing.T, addr string) *freezer {
 // and its reload event for the store, and one after another they added
 // up (30 s for 8 services), holding the next reload and a shutdown.
 func TestServeServicesReloadOnAStoreThatHangs(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a real PostgreSQL")
-	}
-	dsn := pgtest.Start(t)
-	u, err := url.Parse(dsn)
-	require.NoError(t, err)
-	fr := newFreezer(t, u.Host)
-	u.Host = fr.ln.Addr().String()
+	fr, store := frozenStore(t)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "b.yaml")
 	var src strings.Builder
@@ -590,7 +607,7 @@ func TestServeServicesReloadOnAStoreThatHangs(t *testing.T) {
 		fmt.Fprintf(&src, "  - {name: s%d, features: [{name: x}]}\n", i)
 	}
 	require.NoError(t, os.WriteFile(file, []byte(src.String()), 0o600))
-	d := startDaemon(t, "--listen", testsrv.FreeAddr(t), "--config", file, "--store", u.String())
+	d := startDaemon(t, "--listen", testsrv.FreeAddr(t), "--config", file, "--store", store)
 	require.Eventually(t, func() bool { return stateOf(t, d.base+"/services/s5").Cluster.Role == "leader" }, 10*time.Second, 50*time.Millisecond)
 
 	fr.frozen.Store(true)
@@ -618,19 +635,12 @@ func TestServeServicesReloadOnAStoreThatHangs(t *testing.T) {
 // not once the law's reload returns: it stayed good for those ten
 // seconds, and for good when the law's reload failed.
 func TestServeReloadRevokesATokenOnAStoreThatHangs(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a real PostgreSQL")
-	}
-	dsn := pgtest.Start(t)
-	u, err := url.Parse(dsn)
-	require.NoError(t, err)
-	fr := newFreezer(t, u.Host)
-	u.Host = fr.ln.Addr().String()
+	fr, store := frozenStore(t)
 	dir := t.TempDir()
 	f := writeFiles(t, dir, map[string]string{"eval": "app aaaa-token-00000001\nold bbbb-token-00000001\n"})
 	file := filepath.Join(dir, "brownoutd.yaml")
 	require.NoError(t, os.WriteFile(file, []byte("tick: 200ms\nfeatures: [{name: x}, {name: y, default: false}]\nauth: {eval_tokens_file: "+f["eval"]+"}\n"), 0o600))
-	d := startDaemon(t, "--listen", testsrv.FreeAddr(t), "--config", file, "--store", u.String())
+	d := startDaemon(t, "--listen", testsrv.FreeAddr(t), "--config", file, "--store", store)
 	require.Eventually(t, func() bool { return stateOf(t, d.base).Cluster.Role == "leader" }, 10*time.Second, 50*time.Millisecond)
 	eval := func(tok string) int {
 		resp, _ := do(t, "POST", d.base+"/ofrep/v1/evaluate/flags/x", `{"context":{"targetingKey":"u1"}}`, "Authorization", "Bearer "+tok)
@@ -638,11 +648,7 @@ func TestServeReloadRevokesATokenOnAStoreThatHangs(t *testing.T) {
 	}
 	require.Equal(t, 200, eval("bbbb-token-00000001"))
 
-	fr.frozen.Store(true)
-	defer fr.frozen.Store(false)
-	// The leader's loop calls the store every tick: once a call waits, the
-	// loop does.
-	require.Eventually(t, func() bool { return fr.held.Load() > 0 }, 5*time.Second, 10*time.Millisecond, "a call to the store waits")
+	fr.hold(t)
 	require.NoError(t, os.WriteFile(f["eval"], []byte("app aaaa-token-00000001\n"), 0o600))
 	require.NoError(t, os.WriteFile(file, []byte("tick: 200ms\nfeatures: [{name: x}]\nauth: {eval_tokens_file: "+f["eval"]+"}\n"), 0o600))
 	start := time.Now()
@@ -676,21 +682,14 @@ func TestServeReloadRevokesATokenOnAStoreThatHangs(t *testing.T) {
 // reads true — a feature that failed closed would fail open to clients
 // that go stale meanwhile).
 func TestServeServicesReloadKeepsDefaultsWithTheLaw(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a real PostgreSQL")
-	}
-	dsn := pgtest.Start(t)
-	u, err := url.Parse(dsn)
-	require.NoError(t, err)
-	fr := newFreezer(t, u.Host)
-	u.Host = fr.ln.Addr().String()
+	fr, store := frozenStore(t)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "b.yaml")
 	write := func(features string) {
 		require.NoError(t, os.WriteFile(file, []byte("tick: 200ms\nservices:\n  - {name: a, features: ["+features+"]}\n"), 0o600))
 	}
 	write("{name: x}, {name: y, default: false}, {name: w, default: false}")
-	d := startDaemon(t, "--listen", testsrv.FreeAddr(t), "--config", file, "--store", u.String())
+	d := startDaemon(t, "--listen", testsrv.FreeAddr(t), "--config", file, "--store", store)
 	require.Eventually(t, func() bool { return stateOf(t, d.base+"/services/a").Cluster.Role == "leader" }, 10*time.Second, 50*time.Millisecond)
 	defaultOf := func(name string) (bool, bool) {
 		for _, f := range stateOf(t, d.base+"/services/a").Features {
@@ -704,9 +703,7 @@ func TestServeServicesReloadKeepsDefaultsWithTheLaw(t *testing.T) {
 	require.True(t, ok)
 	require.False(t, def)
 
-	fr.frozen.Store(true)
-	defer fr.frozen.Store(false)
-	require.Eventually(t, func() bool { return fr.held.Load() > 0 }, 5*time.Second, 10*time.Millisecond, "a call to the store waits")
+	fr.hold(t)
 	write("{name: x}, {name: w, default: true}")
 	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
 	// While the law's reload waits on the store, y is still the law's,
