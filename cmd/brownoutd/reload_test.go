@@ -675,6 +675,56 @@ func TestServeReloadRevokesATokenOnAStoreThatHangs(t *testing.T) {
 	assert.NotContains(t, d.errs.String(), "reload refused")
 }
 
+// TestServeReloadRevokesASecondFilesTokenAtOnce: while the law's reload of
+// one SIGHUP waits on a store that does not answer, a second SIGHUP's file
+// revokes its token at once — each file's tokens apply as it is read, and
+// the laws follow one at a time, the latest file's last.
+func TestServeReloadRevokesASecondFilesTokenAtOnce(t *testing.T) {
+	fr, store := frozenStore(t)
+	dir := t.TempDir()
+	f := writeFiles(t, dir, map[string]string{"eval": ""})
+	file := filepath.Join(dir, "brownoutd.yaml")
+	conf := func(features, tokens string) {
+		t.Helper()
+		require.NoError(t, os.WriteFile(f["eval"], []byte(tokens), 0o600))
+		require.NoError(t, os.WriteFile(file, []byte("tick: 200ms\nfeatures: ["+features+"]\nauth: {eval_tokens_file: "+f["eval"]+"}\n"), 0o600))
+	}
+	conf("{name: x}, {name: y, default: false}", "app aaaa-token-00000001\nold1 bbbb-token-00000001\nold2 cccc-token-00000001\n")
+	d := startDaemon(t, "--listen", testsrv.FreeAddr(t), "--config", file, "--store", store)
+	require.Eventually(t, func() bool { return stateOf(t, d.base).Cluster.Role == "leader" }, 10*time.Second, 50*time.Millisecond)
+	eval := func(tok string) int {
+		resp, _ := do(t, "POST", d.base+"/ofrep/v1/evaluate/flags/x", `{"context":{"targetingKey":"u1"}}`, "Authorization", "Bearer "+tok)
+		return resp.StatusCode
+	}
+	require.Equal(t, 200, eval("cccc-token-00000001"))
+
+	fr.hold(t)
+	conf("{name: x}", "app aaaa-token-00000001\nold2 cccc-token-00000001\n")
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
+	require.Eventually(t, func() bool { return eval("bbbb-token-00000001") == 401 }, time.Second, 20*time.Millisecond, "the first file's revoked token")
+	conf("{name: x}, {name: z}", "app aaaa-token-00000001\n")
+	start := time.Now()
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
+	// (Before, the second SIGHUP waited for the first file's law: 4 s on
+	// a store that did not answer, up to the law's timeout and more.)
+	require.Eventually(t, func() bool { return eval("cccc-token-00000001") == 401 }, time.Second, 20*time.Millisecond,
+		"the second file's revoked token refused while the first file's law waits on the store")
+	t.Logf("the second file's revoked token refused %v after its SIGHUP", time.Since(start))
+	assert.Equal(t, 200, eval("aaaa-token-00000001"), "the token kept")
+
+	fr.frozen.Store(false)
+	// The latest file's law is the one that stays.
+	require.Eventually(t, func() bool {
+		names := map[string]bool{}
+		for _, ft := range stateOf(t, d.base).Features {
+			names[ft.Name] = true
+		}
+		return names["x"] && names["z"] && !names["y"]
+	}, 20*time.Second, 50*time.Millisecond, "the second file's features: %s", d.errs.String())
+	assert.NotContains(t, d.errs.String(), "reload refused")
+	assert.Equal(t, 401, eval("cccc-token-00000001"), "still revoked once the laws are reloaded")
+}
+
 // TestServeServicesReloadKeepsDefaultsWithTheLaw: with services on a
 // store that does not answer, a reload applies each kept service's tokens
 // at once and its features' defaults with its law: a feature the file
@@ -739,4 +789,64 @@ func TestBridgeDefaults(t *testing.T) {
 	assert.Equal(t, map[string]bool{"kept": true, "removed": false, "closed": true, "opened": false}, old, "the running defaults are not changed")
 	assert.Equal(t, map[string]bool{"removed": false}, bridgeDefaults(map[string]bool{"removed": false}, nil))
 	assert.Empty(t, bridgeDefaults(nil, nil))
+}
+
+// TestServeServicesReloadRevokesASecondFilesTokenAtOnce: with services on
+// a store that does not answer, a second SIGHUP's file revokes a kept
+// service's token at once while the first file's laws wait; once they
+// have, the latest file's services stand, and a service a reload adds
+// takes that file's CORS origins, not the ones the daemon started with.
+func TestServeServicesReloadRevokesASecondFilesTokenAtOnce(t *testing.T) {
+	fr, store := frozenStore(t)
+	dir := t.TempDir()
+	f := writeFiles(t, dir, map[string]string{"eval": ""})
+	file := filepath.Join(dir, "b.yaml")
+	conf := func(services, origin, tokens string) {
+		t.Helper()
+		require.NoError(t, os.WriteFile(f["eval"], []byte(tokens), 0o600))
+		require.NoError(t, os.WriteFile(file, []byte("tick: 200ms\ncors_origins: ["+origin+"]\nservices:\n"+services), 0o600))
+	}
+	a := "  - {name: a, features: [{name: x}], auth: {eval_tokens_file: " + f["eval"] + "}}\n"
+	conf(a, "https://old.example", "app aaaa-token-00000001\nold1 bbbb-token-00000001\nold2 cccc-token-00000001\n")
+	d := startDaemon(t, "--listen", testsrv.FreeAddr(t), "--config", file, "--store", store)
+	require.Eventually(t, func() bool { return stateOf(t, d.base+"/services/a").Cluster.Role == "leader" }, 10*time.Second, 50*time.Millisecond)
+	eval := func(tok string) int {
+		resp, _ := do(t, "POST", d.base+"/services/a/ofrep/v1/evaluate/flags/x", `{"context":{"targetingKey":"u1"}}`, "Authorization", "Bearer "+tok)
+		return resp.StatusCode
+	}
+	require.Equal(t, 200, eval("cccc-token-00000001"))
+
+	fr.hold(t)
+	conf(a, "https://old.example", "app aaaa-token-00000001\nold2 cccc-token-00000001\n")
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
+	require.Eventually(t, func() bool { return eval("bbbb-token-00000001") == 401 }, time.Second, 20*time.Millisecond, "the first file's revoked token")
+	conf(a+"  - {name: b, features: [{name: y}]}\n", "https://new.example", "app aaaa-token-00000001\n")
+	start := time.Now()
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
+	// (Before, the second SIGHUP waited for the first file's laws.)
+	require.Eventually(t, func() bool { return eval("cccc-token-00000001") == 401 }, time.Second, 20*time.Millisecond,
+		"the second file's revoked token refused while the first file's laws wait on the store")
+	t.Logf("the second file's revoked token refused %v after its SIGHUP", time.Since(start))
+	assert.Equal(t, 200, eval("aaaa-token-00000001"), "the token kept")
+
+	fr.frozen.Store(false)
+	require.Eventually(t, func() bool {
+		resp, _ := do(t, "GET", d.base+"/services/b/v1/state", "")
+		return resp.StatusCode == 200
+	}, 30*time.Second, 50*time.Millisecond, "the second file's service b is added: %s", d.errs.String())
+	assert.NotContains(t, d.errs.String(), "reload refused")
+	assert.Equal(t, 401, eval("cccc-token-00000001"), "still revoked once the laws are reloaded")
+	preflight := func(svc, origin string) string {
+		req, _ := http.NewRequest("OPTIONS", d.base+"/services/"+svc+"/ofrep/v1/evaluate/flags", nil)
+		req.Header.Set("Origin", origin)
+		req.Header.Set("Access-Control-Request-Method", "POST")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.Header.Get("Access-Control-Allow-Origin")
+	}
+	for _, svc := range []string{"a", "b"} {
+		assert.Equal(t, "https://new.example", preflight(svc, "https://new.example"), "%s: the reloaded file's origin", svc)
+		assert.Empty(t, preflight(svc, "https://old.example"), "%s: the origin the reload withdrew", svc)
+	}
 }

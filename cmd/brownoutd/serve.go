@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -431,13 +432,28 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	laws := newLawQueue()
 	go func() {
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-hup:
-				reload(reconfigurer(ctl, rep), a, &f, set, c, log)
+				if next, file, ok := reloadAccess(reconfigurer(ctl, rep), a, &f, set, c, log); ok && laws.put(next, file) {
+					log.Info("brownoutd: reload: this file's law replaces one still waiting to be reloaded (its tokens and CORS origins were applied)", "config", fileName(file))
+				}
+			}
+		}
+	}()
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-laws.ready:
+				if next, file, ok := laws.take(); ok {
+					reloadLaw(reconfigurer(ctl, rep), a, next, file, log)
+				}
 			}
 		}
 	}()
@@ -468,13 +484,22 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return err
 }
 
-// reload applies the configuration file again (SIGHUP): an invalid one
-// keeps the running configuration and says why.
-func reload(ctl reconfigurable, a *api.API, f *serveFlags, set map[string]bool, running *config, log *slog.Logger) {
+// A reload (SIGHUP) applies the configuration file again in two stages:
+// at once, who may call (reloadAccess); then the law and the features'
+// defaults (reloadLaw), one file at a time. A replica's law is
+// reconfigured in its loop, which may be waiting on a store that does not
+// answer (ten seconds or more, and then the law's reload fails): a token
+// revoked by a second SIGHUP meanwhile is refused at once, not once the
+// first file's law has been reloaded or has given up.
+
+// reloadAccess reads and checks the configuration file (an invalid one
+// keeps the running configuration and says why) and applies its tokens
+// and CORS origins. It returns the file's configuration, for reloadLaw.
+func reloadAccess(ctl reconfigurable, a *api.API, f *serveFlags, set map[string]bool, running *config, log *slog.Logger) (*config, string, bool) {
 	c, file, err := f.settings(os.Getenv, set)
 	if err != nil {
 		log.Error("brownoutd: reload refused, keeping the running configuration", "config", fileName(file), "err", err)
-		return
+		return nil, file, false
 	}
 	if fields := restartOnly(running, c); len(fields) > 0 {
 		log.Warn("brownoutd: these settings take effect at the next restart, not on reload; the running ones stay", "settings", strings.Join(fields, ", "))
@@ -483,17 +508,18 @@ func reload(ctl reconfigurable, a *api.API, f *serveFlags, set map[string]bool, 
 	c.Dimmer.Logger = log
 	if _, err := dimmer.New(c.Dimmer); err != nil {
 		log.Error("brownoutd: reload refused, keeping the running configuration", "config", fileName(file), "err", err)
-		return
+		return nil, file, false
 	}
-	// The tokens first: a token revoked is refused from now on, whatever
-	// the law's reload waits for — a replica's law is reconfigured in its
-	// loop, which may be waiting on a store that does not answer (ten
-	// seconds or more, and then the law's reload fails). The defaults
-	// span the law's change (see bridgeDefaults).
 	a.SetTokens(c.OperatorTokens, c.EvalTokens, c.PushTokens)
 	if err := a.SetCORSOrigins(c.CORSOrigins); err != nil { // settings checked them: never
 		log.Error("brownoutd: reload: the CORS origins stay as they were", "err", err)
 	}
+	return c, file, true
+}
+
+// reloadLaw reconfigures the law for c, read from file by reloadAccess,
+// with the features' defaults spanning the change (see bridgeDefaults).
+func reloadLaw(ctl reconfigurable, a *api.API, c *config, file string, log *slog.Logger) {
 	old := a.Defaults()
 	a.SetDefaults(bridgeDefaults(old, c.Defaults))
 	if err := ctl.Reconfigure(c.Dimmer); err != nil { // checked above: only a replica's loop that does not answer
@@ -510,6 +536,42 @@ func reload(ctl reconfigurable, a *api.API, f *serveFlags, set map[string]bool, 
 	}
 	a.Note("reload", "configuration reloaded from "+fileName(file)+replicaNote(rep))
 	log.Info("brownoutd: configuration reloaded", "config", fileName(file), "features", featureNames(c.Dimmer))
+}
+
+// lawQueue hands the files whose tokens are applied to the goroutine that
+// reloads their laws: the latest file waits while a law's reload runs, and
+// replaces any file that waited before it (its law is the one to run;
+// the tokens of each were applied as it was read).
+type lawQueue struct {
+	ready chan struct{} // a file waits (one signal for any number)
+	mu    sync.Mutex
+	next  *config
+	file  string
+}
+
+func newLawQueue() *lawQueue { return &lawQueue{ready: make(chan struct{}, 1)} }
+
+// put makes c, read from file, the file whose law is reloaded next; it
+// reports whether it replaced one that waited.
+func (q *lawQueue) put(c *config, file string) (replaced bool) {
+	q.mu.Lock()
+	replaced = q.next != nil
+	q.next, q.file = c, file
+	q.mu.Unlock()
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+	return replaced
+}
+
+// take returns the file that waits, if any, and empties the queue.
+func (q *lawQueue) take() (*config, string, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	c, file := q.next, q.file
+	q.next = nil
+	return c, file, c != nil
 }
 
 // bridgeDefaults is the features' defaults while a reload changes the law

@@ -168,6 +168,10 @@ type host struct {
 	ctx     context.Context // the loops' parent: the daemon's life
 	t0      time.Time       // the loops' phases' origin
 	loops   sync.WaitGroup
+	// access is the latest file whose tokens and CORS origins were
+	// applied (servicesAccess), under accessMu.
+	accessMu sync.Mutex
+	access   *config
 }
 
 // build makes s's unit: its source, its controller, API and state (its
@@ -329,6 +333,7 @@ func serveServices(ctx context.Context, c *config, file string, f *serveFlags, s
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	laws := newLawQueue()
 	reloads := make(chan struct{})
 	go func() {
 		defer close(reloads)
@@ -336,8 +341,22 @@ func serveServices(ctx context.Context, c *config, file string, f *serveFlags, s
 			select {
 			case <-ctx.Done():
 				return
+			case <-laws.ready:
+				if next, file, ok := laws.take(); ok {
+					reloadServices(h, next, file)
+				}
+			}
+		}
+	}()
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
 			case <-hup:
-				reloadServices(h, f, set)
+				if next, file, ok := servicesAccess(h, f, set); ok && laws.put(next, file) {
+					h.log.Info("brownoutd: reload: this file replaces one still waiting to be applied (its tokens and CORS origins were)", "config", fileName(file))
+				}
 			}
 		}
 	}()
@@ -402,18 +421,25 @@ func (g servicesGatherer) Gather() ([]*dto.MetricFamily, error) {
 	return gs.Gather()
 }
 
-// reloadServices is reload for a daemon of several services: the file
-// is checked whole — every service's controller configuration, the
-// sources of those it adds — and applied only when all of it is valid,
-// and every service it adds could be built (its state dir locked, its
-// replica on the store). Then the services it keeps take their new
-// configuration, tokens, defaults and CORS origins; those it adds are
-// routed and their loops started; those it removes are unrouted at once
-// and retired (host.retire). A service's tick and source, and the
-// daemon's settings (listen, state dir, store, TLS, …), take effect at
-// the next restart: rebuilding a service in place would start its
-// levels, history and windows afresh in the middle of an incident.
-func reloadServices(h *host, f *serveFlags, set map[string]bool) {
+// A reload of a daemon of several services is reload's two stages for each
+// (see reloadAccess): the file is checked whole — every service's
+// controller configuration, the sources of those it adds — and only when
+// all of it is valid are the tokens and CORS origins of the services it
+// keeps applied, at once (servicesAccess). Then, one file at a time
+// (reloadServices), the services it adds are built (their state dirs
+// locked, their replicas on the store); if one cannot be, the services
+// stay as they were. Else the services it keeps take their new
+// configuration and defaults; those it adds are routed and their loops
+// started; those it removes are unrouted at once and retired
+// (host.retire). A service's tick and source, and the daemon's settings
+// (listen, state dir, store, TLS, …), take effect at the next restart:
+// rebuilding a service in place would start its levels, history and
+// windows afresh in the middle of an incident.
+
+// servicesAccess checks the configuration file and applies the tokens and
+// CORS origins of the services it keeps; it returns the file's
+// configuration, for reloadServices.
+func servicesAccess(h *host, f *serveFlags, set map[string]bool) (*config, string, bool) {
 	log := h.log
 	c, file, err := f.settings(os.Getenv, set)
 	if err == nil && len(c.Services) == 0 {
@@ -421,18 +447,13 @@ func reloadServices(h *host, f *serveFlags, set map[string]bool) {
 	}
 	if err != nil {
 		log.Error("brownoutd: reload refused, keeping the running configuration", "config", fileName(file), "err", err)
-		return
+		return nil, file, false
 	}
 	refuse := func(svc string, err error) {
 		log.Error("brownoutd: reload refused, keeping the running configuration", "config", fileName(file), "service", svc, "err", err)
 	}
 	fields := restartOnly(h.c, c)
 	cur := h.rt.units()
-	next := map[string]*serviceConfig{}
-	for _, s := range c.Services {
-		next[s.Name] = s
-	}
-	var adding []*serviceConfig
 	for _, s := range c.Services {
 		u := cur.byName[s.Name]
 		if u == nil {
@@ -440,13 +461,12 @@ func reloadServices(h *host, f *serveFlags, set map[string]bool) {
 			s.Dimmer.Logger = log.With("service", s.Name)
 			if _, err := dimmer.New(s.Dimmer); err != nil {
 				refuse(s.Name, err)
-				return
+				return nil, file, false
 			}
 			if _, _, err := buildSource(s); err != nil {
 				refuse(s.Name, err)
-				return
+				return nil, file, false
 			}
-			adding = append(adding, s)
 			continue
 		}
 		if tick := s.Dimmer.Tick; tick != u.ctl.Config().Tick && !(tick == 0 && u.ctl.Config().Tick == time.Second) {
@@ -459,7 +479,57 @@ func reloadServices(h *host, f *serveFlags, set map[string]bool) {
 		s.Dimmer.Logger = log.With("service", u.name)
 		if _, err := dimmer.New(s.Dimmer); err != nil {
 			refuse(u.name, err)
-			return
+			return nil, file, false
+		}
+	}
+	if len(fields) > 0 {
+		log.Warn("brownoutd: these settings take effect at the next restart, not on reload; the running ones stay", "settings", strings.Join(dedup(fields), ", "))
+	}
+	// A token revoked is refused from now on, whatever a service's loop
+	// is doing (a replica's law is reconfigured in its loop, which may be
+	// in a slow snapshot) and whatever an earlier file's reload waits for.
+	// (The services routed now, under the lock: one that a reload
+	// before routed since cur was read takes this file's too.)
+	h.accessMu.Lock()
+	h.access = c
+	applyAccess(h, h.rt.units().order, c)
+	h.accessMu.Unlock()
+	return c, file, true
+}
+
+// applyAccess gives each of units that c names its tokens, and c's CORS
+// origins.
+func applyAccess(h *host, units []*unit, c *config) {
+	for _, u := range units {
+		for _, s := range c.Services {
+			if s.Name != u.name {
+				continue
+			}
+			u.api.SetTokens(s.OperatorTokens, s.EvalTokens, s.PushTokens)
+			if err := u.api.SetCORSOrigins(c.CORSOrigins); err != nil { // settings checked them: never
+				h.log.Error("brownoutd: reload: the CORS origins stay as they were", "service", u.name, "err", err)
+			}
+		}
+	}
+}
+
+// reloadServices applies c, read from file and checked by servicesAccess,
+// to the services: see above.
+func reloadServices(h *host, c *config, file string) {
+	log := h.log
+	refuse := func(svc string, err error) {
+		log.Error("brownoutd: reload refused, keeping the running services (their tokens and CORS origins are reloaded)", "config", fileName(file), "service", svc, "err", err)
+	}
+	cur := h.rt.units()
+	next := map[string]*serviceConfig{}
+	var adding []*serviceConfig
+	for _, s := range c.Services {
+		next[s.Name] = s
+		if u := cur.byName[s.Name]; u != nil {
+			s.Dimmer.Tick = u.ctl.Config().Tick
+			s.Dimmer.Logger = log.With("service", u.name)
+		} else {
+			adding = append(adding, s)
 		}
 	}
 	added := map[string]*unit{}
@@ -474,21 +544,7 @@ func reloadServices(h *host, f *serveFlags, set map[string]bool) {
 		}
 		added[s.Name] = u
 	}
-	if len(fields) > 0 {
-		log.Warn("brownoutd: these settings take effect at the next restart, not on reload; the running ones stay", "settings", strings.Join(dedup(fields), ", "))
-	}
-	// The tokens first, every kept service's: a token revoked is refused
-	// from now on, whatever a service's loop is doing (a replica's law is
-	// reconfigured in its loop, which may be in a slow snapshot).
-	for _, u := range cur.order {
-		if s := next[u.name]; s != nil {
-			u.api.SetTokens(s.OperatorTokens, s.EvalTokens, s.PushTokens)
-			if err := u.api.SetCORSOrigins(c.CORSOrigins); err != nil { // settings checked them: never
-				log.Error("brownoutd: reload: the CORS origins stay as they were", "service", u.name, "err", err)
-			}
-		}
-	}
-	// Then the laws, each service's on its own: a replica's waits for its
+	// The laws, each service's on its own: a replica's waits for its
 	// loop (a step, when the store is slow) and its event for the store,
 	// and one after another they added up (30 s for 8 services on a store
 	// that did not answer).
@@ -524,6 +580,13 @@ func reloadServices(h *host, f *serveFlags, set map[string]bool) {
 		}
 	}
 	h.rt.publish(order)
+	// Every service routed now takes the latest file's tokens and CORS
+	// origins: one added here was built with this file's, and a file read
+	// since may have changed them (servicesAccess applied that one's to
+	// the services routed then).
+	h.accessMu.Lock()
+	applyAccess(h, order, h.access)
+	h.accessMu.Unlock()
 	var addedNames, removedNames []string
 	for i, u := range order {
 		if added[u.name] == nil {
