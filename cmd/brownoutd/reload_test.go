@@ -850,3 +850,91 @@ func TestServeServicesReloadRevokesASecondFilesTokenAtOnce(t *testing.T) {
 		assert.Empty(t, preflight(svc, "https://old.example"), "%s: the origin the reload withdrew", svc)
 	}
 }
+
+// TestServeServicesReloadRefusedForAServiceKeepsItsTokens: a file whose
+// new service cannot be built (its state dir held by another process)
+// keeps the running services, and says so; its tokens, applied as it was
+// read, stay — a token it revokes is not granted again.
+func TestServeServicesReloadRefusedForAServiceKeepsItsTokens(t *testing.T) {
+	dir := t.TempDir()
+	f := writeFiles(t, dir, map[string]string{"eval": "app aaaa-token-00000001\n"})
+	file := filepath.Join(dir, "b.yaml")
+	write := func(s string) {
+		require.NoError(t, os.WriteFile(file, []byte("tick: 100ms\nservices:\n"+s), 0o600))
+	}
+	a := "  - {name: a, features: [{name: x}], auth: {eval_tokens_file: " + f["eval"] + "}}\n"
+	write(a)
+	d := startDaemon(t, "--listen", "127.0.0.1:0", "--state-dir", dir, "--config", file)
+	eval := func(tok string) int {
+		resp, _ := do(t, "POST", d.base+"/services/a/ofrep/v1/evaluate/flags/x", `{"context":{"targetingKey":"u1"}}`, "Authorization", "Bearer "+tok)
+		return resp.StatusCode
+	}
+	require.Equal(t, 200, eval("aaaa-token-00000001"))
+
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "services", "e"), 0o700))
+	held, err := os.OpenFile(filepath.Join(dir, "services", "e", ".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	require.NoError(t, err)
+	defer held.Close()
+	require.NoError(t, syscall.Flock(int(held.Fd()), syscall.LOCK_EX|syscall.LOCK_NB))
+	require.NoError(t, os.WriteFile(f["eval"], []byte("new zzzz-token-00000001\n"), 0o600))
+	write(a + "  - {name: e, features: [{name: w}]}\n")
+	reloaded(t, true, d)
+	assert.Contains(t, d.errs.String(), "keeping the running services (the file's tokens and CORS origins stay applied)")
+	resp, _ := do(t, "GET", d.base+"/services/e/v1/state", "")
+	assert.Equal(t, 404, resp.StatusCode, "e is not added")
+	assert.Equal(t, 401, eval("aaaa-token-00000001"), "the token the file revoked")
+	assert.Equal(t, 200, eval("zzzz-token-00000001"), "the token the file gave")
+}
+
+// TestServeServicesReloadAddsWithTheLatestOrigins: a service that one
+// file's reload adds, while a later file (read meanwhile) drops it and
+// withdraws the origins, is routed with the later file's origins — not
+// with those the daemon started with, which it was built with.
+func TestServeServicesReloadAddsWithTheLatestOrigins(t *testing.T) {
+	fr, store := frozenStore(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "b.yaml")
+	conf := func(services, origin string) {
+		require.NoError(t, os.WriteFile(file, []byte("tick: 200ms\ncors_origins: ["+origin+"]\nservices:\n"+services), 0o600))
+	}
+	a := "  - {name: a, features: [{name: x}]}\n"
+	conf(a, "https://old.example")
+	d := startDaemon(t, "--listen", testsrv.FreeAddr(t), "--config", file, "--store", store)
+	require.Eventually(t, func() bool { return stateOf(t, d.base+"/services/a").Cluster.Role == "leader" }, 10*time.Second, 50*time.Millisecond)
+	preflight := func(svc, origin string) (int, string) {
+		req, _ := http.NewRequest("OPTIONS", d.base+"/services/"+svc+"/ofrep/v1/evaluate/flags", nil)
+		req.Header.Set("Origin", origin)
+		req.Header.Set("Access-Control-Request-Method", "POST")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode, resp.Header.Get("Access-Control-Allow-Origin")
+	}
+	applied := func(n int) {
+		t.Helper()
+		require.Eventually(t, func() bool { return strings.Count(d.errs.String(), "tokens and CORS origins applied") >= n }, 5*time.Second, 10*time.Millisecond)
+	}
+
+	fr.hold(t)
+	conf(a+"  - {name: b, features: [{name: y}]}\n", "https://new.example") // adds b
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
+	applied(1)
+	conf(a, "https://other.example") // drops b, withdraws both origins
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
+	applied(2)
+	// The first file's reload routes b; the store frozen again, the
+	// second's then waits on a's law, and b stays routed meanwhile.
+	fr.frozen.Store(false)
+	require.Eventually(t, func() bool {
+		resp, _ := do(t, "GET", d.base+"/services/b/v1/state", "")
+		return resp.StatusCode == 200
+	}, 30*time.Second, 2*time.Millisecond, "b added: %s", d.errs.String())
+	fr.frozen.Store(true)
+	code, got := preflight("b", "https://old.example")
+	require.NotEqual(t, 404, code, "b still routed")
+	assert.Empty(t, got, "the origin the daemon started with, which both files withdrew")
+	code, got = preflight("b", "https://other.example")
+	require.NotEqual(t, 404, code, "b still routed")
+	assert.Equal(t, "https://other.example", got, "the latest file's origin")
+	fr.frozen.Store(false)
+}

@@ -514,6 +514,7 @@ func reloadAccess(ctl reconfigurable, a *api.API, f *serveFlags, set map[string]
 	if err := a.SetCORSOrigins(c.CORSOrigins); err != nil { // settings checked them: never
 		log.Error("brownoutd: reload: the CORS origins stay as they were", "err", err)
 	}
+	log.Info("brownoutd: reload: tokens and CORS origins applied", "config", fileName(file))
 	return c, file, true
 }
 

@@ -156,7 +156,8 @@ func (u *unit) run(ctx context.Context, delay time.Duration) {
 // host runs the units of a daemon of several services: those it started
 // with, and those a reload adds (reloadServices), each until the daemon
 // stops or a reload removes it. Its methods are called from serve's
-// goroutine and its reloads' one at a time, never at once.
+// goroutine and its reloads' (reloadServices) one at a time, never at
+// once; servicesAccess reads its routed units and sets access.
 type host struct {
 	c    *config       // the configuration the daemon started with: its settings fixed for its life
 	conn *cluster.Conn // with a store, the daemon's connection to it; else nil
@@ -424,11 +425,12 @@ func (g servicesGatherer) Gather() ([]*dto.MetricFamily, error) {
 // A reload of a daemon of several services is reload's two stages for each
 // (see reloadAccess): the file is checked whole — every service's
 // controller configuration, the sources of those it adds — and only when
-// all of it is valid are the tokens and CORS origins of the services it
-// keeps applied, at once (servicesAccess). Then, one file at a time
-// (reloadServices), the services it adds are built (their state dirs
-// locked, their replicas on the store); if one cannot be, the services
-// stay as they were. Else the services it keeps take their new
+// all of it is valid are its tokens (of the services it keeps) and CORS
+// origins (every service's) applied, at once (servicesAccess). Then, one
+// file at a time (reloadServices), the services it adds are built (their
+// state dirs locked, their replicas on the store); if one cannot be, the
+// services stay as they were, the file's tokens and origins applied.
+// Else the services it keeps take their new
 // configuration and defaults; those it adds are routed and their loops
 // started; those it removes are unrouted at once and retired
 // (host.retire). A service's tick and source, and the daemon's settings
@@ -449,24 +451,69 @@ func servicesAccess(h *host, f *serveFlags, set map[string]bool) (*config, strin
 		log.Error("brownoutd: reload refused, keeping the running configuration", "config", fileName(file), "err", err)
 		return nil, file, false
 	}
+	cur := h.rt.units()
+	for _, s := range c.Services {
+		// Each law checked at the tick it will run at, on a copy:
+		// reloadServices checks again against the services it finds.
+		d := s.Dimmer
+		d.Logger = log.With("service", s.Name)
+		if u := cur.byName[s.Name]; u != nil {
+			d.Tick = u.ctl.Config().Tick
+		} else if _, _, err := buildSource(s); err != nil {
+			log.Error("brownoutd: reload refused, keeping the running configuration", "config", fileName(file), "service", s.Name, "err", err)
+			return nil, file, false
+		}
+		if _, err := dimmer.New(d); err != nil {
+			log.Error("brownoutd: reload refused, keeping the running configuration", "config", fileName(file), "service", s.Name, "err", err)
+			return nil, file, false
+		}
+	}
+	// A token revoked is refused from now on, whatever a service's loop
+	// is doing (a replica's law is reconfigured in its loop, which may be
+	// in a slow snapshot) and whatever an earlier file's reload waits for.
+	// (The services routed now, under the lock: reloadServices routes
+	// the ones it adds under it.)
+	h.accessMu.Lock()
+	h.access = c
+	applyAccess(h, h.rt.units().order, c)
+	h.accessMu.Unlock()
+	log.Info("brownoutd: reload: tokens and CORS origins applied", "config", fileName(file))
+	return c, file, true
+}
+
+// applyAccess gives units c's CORS origins (the daemon's, every service's)
+// and each one c names its tokens. (One c does not name is one a reload
+// will remove: its tokens stay until then.)
+func applyAccess(h *host, units []*unit, c *config) {
+	for _, u := range units {
+		if err := u.api.SetCORSOrigins(c.CORSOrigins); err != nil { // settings checked them: never
+			h.log.Error("brownoutd: reload: the CORS origins stay as they were", "service", u.name, "err", err)
+		}
+		for _, s := range c.Services {
+			if s.Name == u.name {
+				u.api.SetTokens(s.OperatorTokens, s.EvalTokens, s.PushTokens)
+			}
+		}
+	}
+}
+
+// reloadServices applies c, read from file and checked by servicesAccess,
+// to the services: see above.
+func reloadServices(h *host, c *config, file string) {
+	log := h.log
 	refuse := func(svc string, err error) {
-		log.Error("brownoutd: reload refused, keeping the running configuration", "config", fileName(file), "service", svc, "err", err)
+		log.Error("brownoutd: reload refused, keeping the running services (the file's tokens and CORS origins stay applied)", "config", fileName(file), "service", svc, "err", err)
 	}
 	fields := restartOnly(h.c, c)
 	cur := h.rt.units()
+	next := map[string]*serviceConfig{}
+	var adding []*serviceConfig
 	for _, s := range c.Services {
+		next[s.Name] = s
 		u := cur.byName[s.Name]
 		if u == nil {
-			// Checked before any is built: building locks its state.
 			s.Dimmer.Logger = log.With("service", s.Name)
-			if _, err := dimmer.New(s.Dimmer); err != nil {
-				refuse(s.Name, err)
-				return nil, file, false
-			}
-			if _, _, err := buildSource(s); err != nil {
-				refuse(s.Name, err)
-				return nil, file, false
-			}
+			adding = append(adding, s)
 			continue
 		}
 		if tick := s.Dimmer.Tick; tick != u.ctl.Config().Tick && !(tick == 0 && u.ctl.Config().Tick == time.Second) {
@@ -478,59 +525,14 @@ func servicesAccess(h *host, f *serveFlags, set map[string]bool) (*config, strin
 		s.Dimmer.Tick = u.ctl.Config().Tick
 		s.Dimmer.Logger = log.With("service", u.name)
 		if _, err := dimmer.New(s.Dimmer); err != nil {
+			// (Checked at this tick by servicesAccess, unless a reload
+			// since added the service.)
 			refuse(u.name, err)
-			return nil, file, false
+			return
 		}
 	}
 	if len(fields) > 0 {
 		log.Warn("brownoutd: these settings take effect at the next restart, not on reload; the running ones stay", "settings", strings.Join(dedup(fields), ", "))
-	}
-	// A token revoked is refused from now on, whatever a service's loop
-	// is doing (a replica's law is reconfigured in its loop, which may be
-	// in a slow snapshot) and whatever an earlier file's reload waits for.
-	// (The services routed now, under the lock: one that a reload
-	// before routed since cur was read takes this file's too.)
-	h.accessMu.Lock()
-	h.access = c
-	applyAccess(h, h.rt.units().order, c)
-	h.accessMu.Unlock()
-	return c, file, true
-}
-
-// applyAccess gives each of units that c names its tokens, and c's CORS
-// origins.
-func applyAccess(h *host, units []*unit, c *config) {
-	for _, u := range units {
-		for _, s := range c.Services {
-			if s.Name != u.name {
-				continue
-			}
-			u.api.SetTokens(s.OperatorTokens, s.EvalTokens, s.PushTokens)
-			if err := u.api.SetCORSOrigins(c.CORSOrigins); err != nil { // settings checked them: never
-				h.log.Error("brownoutd: reload: the CORS origins stay as they were", "service", u.name, "err", err)
-			}
-		}
-	}
-}
-
-// reloadServices applies c, read from file and checked by servicesAccess,
-// to the services: see above.
-func reloadServices(h *host, c *config, file string) {
-	log := h.log
-	refuse := func(svc string, err error) {
-		log.Error("brownoutd: reload refused, keeping the running services (their tokens and CORS origins are reloaded)", "config", fileName(file), "service", svc, "err", err)
-	}
-	cur := h.rt.units()
-	next := map[string]*serviceConfig{}
-	var adding []*serviceConfig
-	for _, s := range c.Services {
-		next[s.Name] = s
-		if u := cur.byName[s.Name]; u != nil {
-			s.Dimmer.Tick = u.ctl.Config().Tick
-			s.Dimmer.Logger = log.With("service", u.name)
-		} else {
-			adding = append(adding, s)
-		}
 	}
 	added := map[string]*unit{}
 	for _, s := range adding {
@@ -579,13 +581,13 @@ func reloadServices(h *host, c *config, file string) {
 			order = append(order, cur.byName[s.Name])
 		}
 	}
-	h.rt.publish(order)
-	// Every service routed now takes the latest file's tokens and CORS
-	// origins: one added here was built with this file's, and a file read
-	// since may have changed them (servicesAccess applied that one's to
-	// the services routed then).
+	// Routed with the latest file's tokens and CORS origins: a service
+	// added here was built with the origins the daemon started with and
+	// this file's tokens, and a file read since may have changed them
+	// (servicesAccess gave that one's to the services routed then).
 	h.accessMu.Lock()
 	applyAccess(h, order, h.access)
+	h.rt.publish(order)
 	h.accessMu.Unlock()
 	var addedNames, removedNames []string
 	for i, u := range order {
