@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -190,14 +191,14 @@ func TestServeServicesReloadAddsAndRemoves(t *testing.T) {
 	require.Equal(t, 200, resp.StatusCode, body)
 	assert.Contains(t, body, `"requestUri":"/services/c/ofrep/v1/events"`)
 	assert.Equal(t, []string{"a", "c", "b"}, names(servicesOf(t, d.base)), "the root lists it, in the file's order")
-	assert.Contains(t, d.errs.String(), `msg="brownoutd: service added" service=c base=/services/c/`)
+	assert.Regexp(t, `msg="brownoutd: service added" reload=\d+ service=c base=/services/c/`, d.errs.String())
 	assert.NotContains(t, d.errs.String(), "next restart", "nothing waits for a restart")
 	var events struct{ Events []struct{ Kind, What string } }
 	resp, body = do(t, "GET", d.base+"/services/c/v1/events", "")
 	require.Equal(t, 200, resp.StatusCode)
 	require.NoError(t, json.Unmarshal([]byte(body), &events))
 	require.NotEmpty(t, events.Events)
-	assert.Contains(t, events.Events[len(events.Events)-1].What, "service added by a reload")
+	assert.Contains(t, events.Events[len(events.Events)-1].What, "service added by reload ")
 	slowPushes(t, d.base+"/services/c/v1/signals", "c")
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
 		st := stateOf(ct, d.base+"/services/c")
@@ -243,7 +244,7 @@ func TestServeServicesReloadAddsAndRemoves(t *testing.T) {
 	assert.Equal(t, 404, resp.StatusCode)
 	assert.JSONEq(t, `{"key":"z","errorCode":"GENERAL","errorDetails":"no service \"b\" here: a, c"}`, body, "OFREP's error shape")
 	assert.Equal(t, []string{"a", "c"}, names(servicesOf(t, d.base)))
-	assert.Contains(t, d.errs.String(), `msg="brownoutd: service removed: no longer served, its operators' state kept" service=b`)
+	assert.Regexp(t, `msg="brownoutd: service removed: no longer served, its operators' state kept" reload=\d+ service=b`, d.errs.String())
 	resp, body = do(t, "GET", d.base+"/metrics", "")
 	require.Equal(t, 200, resp.StatusCode)
 	assert.NotContains(t, body, `service="b"`, "no stale series of b")
@@ -886,11 +887,13 @@ func TestServeServicesReloadRefusedForAServiceKeepsItsTokens(t *testing.T) {
 	assert.Equal(t, 200, eval("zzzz-token-00000001"), "the token the file gave")
 }
 
-// TestServeServicesReloadAddsWithTheLatestOrigins: a service that one
-// file's reload adds, while a later file (read meanwhile) drops it and
-// withdraws the origins, is routed with the later file's origins — not
-// with those the daemon started with, which it was built with.
-func TestServeServicesReloadAddsWithTheLatestOrigins(t *testing.T) {
+// TestServeServicesReloadReplacesAWaitingFile: three SIGHUPs while the
+// first file's laws wait on a store that does not answer — the first adds
+// b, the second drops it, the third adds it again — each file's origins
+// apply as it is read; the second's law never runs (the third replaces it
+// in the queue, and the log says so); b is routed with the latest file's
+// origins, not those the daemon started with, which it was built with.
+func TestServeServicesReloadReplacesAWaitingFile(t *testing.T) {
 	fr, store := frozenStore(t)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "b.yaml")
@@ -898,6 +901,7 @@ func TestServeServicesReloadAddsWithTheLatestOrigins(t *testing.T) {
 		require.NoError(t, os.WriteFile(file, []byte("tick: 200ms\ncors_origins: ["+origin+"]\nservices:\n"+services), 0o600))
 	}
 	a := "  - {name: a, features: [{name: x}]}\n"
+	b := "  - {name: b, features: [{name: y}]}\n"
 	conf(a, "https://old.example")
 	d := startDaemon(t, "--listen", testsrv.FreeAddr(t), "--config", file, "--store", store)
 	require.Eventually(t, func() bool { return stateOf(t, d.base+"/services/a").Cluster.Role == "leader" }, 10*time.Second, 50*time.Millisecond)
@@ -916,25 +920,73 @@ func TestServeServicesReloadAddsWithTheLatestOrigins(t *testing.T) {
 	}
 
 	fr.hold(t)
-	conf(a+"  - {name: b, features: [{name: y}]}\n", "https://new.example") // adds b
-	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
-	applied(1)
-	conf(a, "https://other.example") // drops b, withdraws both origins
-	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
-	applied(2)
-	// The first file's reload routes b; the store frozen again, the
-	// second's then waits on a's law, and b stays routed meanwhile.
+	for i, step := range []struct{ services, origin string }{
+		{a + b, "https://one.example"}, {a, "https://two.example"}, {a + b, "https://three.example"},
+	} {
+		conf(step.services, step.origin)
+		require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
+		applied(i + 1)
+		_, got := preflight("a", step.origin)
+		assert.Equal(t, step.origin, got, "file %d's origin, while the first file's laws wait", i+1)
+	}
+	assert.Regexp(t, `replaces one still waiting to be applied.* reload=3 .*replaces=2`, d.errs.String(), "the third file's law replaces the second's")
 	fr.frozen.Store(false)
-	require.Eventually(t, func() bool {
-		resp, _ := do(t, "GET", d.base+"/services/b/v1/state", "")
-		return resp.StatusCode == 200
-	}, 30*time.Second, 2*time.Millisecond, "b added: %s", d.errs.String())
-	fr.frozen.Store(true)
-	code, got := preflight("b", "https://old.example")
-	require.NotEqual(t, 404, code, "b still routed")
-	assert.Empty(t, got, "the origin the daemon started with, which both files withdrew")
-	code, got = preflight("b", "https://other.example")
-	require.NotEqual(t, 404, code, "b still routed")
-	assert.Equal(t, "https://other.example", got, "the latest file's origin")
-	fr.frozen.Store(false)
+	require.Eventually(t, func() bool { return strings.Count(d.errs.String(), "configuration reloaded") >= 2 }, 30*time.Second, 20*time.Millisecond,
+		"the first file's reload and the third's: %s", d.errs.String())
+	assert.NotContains(t, d.errs.String(), "service removed", "the second file's law never ran")
+	for _, svc := range []string{"a", "b"} {
+		code, got := preflight(svc, "https://three.example")
+		assert.Equal(t, 204, code, svc)
+		assert.Equal(t, "https://three.example", got, "%s: the latest file's origin", svc)
+		for _, gone := range []string{"https://old.example", "https://one.example", "https://two.example"} {
+			_, got := preflight(svc, gone)
+			assert.Empty(t, got, "%s: %s, withdrawn", svc, gone)
+		}
+	}
+}
+
+// TestApplyAccessGivesEveryServiceTheOrigins: a file's CORS origins are
+// the daemon's, every service's — one it does not name too (a service a
+// reload will remove, or one an earlier file's reload added meanwhile) —
+// and its tokens go to the services it names only.
+func TestApplyAccessGivesEveryServiceTheOrigins(t *testing.T) {
+	dir := t.TempDir()
+	f := writeFiles(t, dir, map[string]string{"a": "app aaaa-token-00000001\n", "b": "app bbbb-token-00000001\n", "a2": "app cccc-token-00000001\n"})
+	r := newRig(t, "listen: 127.0.0.1:8080\nstate_dir: "+dir+"\ncors_origins: [https://old.example]\nservices:\n"+
+		"  - {name: a, features: [{name: x}], auth: {eval_tokens_file: "+f["a"]+"}}\n"+
+		"  - {name: b, features: [{name: y}], auth: {eval_tokens_file: "+f["b"]+"}}\n", nil)
+	t.Cleanup(func() {
+		for _, u := range r.units {
+			u.close()
+		}
+	})
+	c, err := parseConfig("next.yaml", []byte("cors_origins: [https://new.example]\nservices:\n  - {name: a, features: [{name: x}], auth: {eval_tokens_file: "+f["a2"]+"}}\n"))
+	require.NoError(t, err)
+	c.inherit()
+	require.NoError(t, c.readServiceTokens())
+	applyAccess(&host{log: slog.New(slog.DiscardHandler)}, r.units, c)
+
+	cl := client(r.rt)
+	do := func(method, path string, header ...string) *http.Response {
+		req, _ := http.NewRequest(method, "http://127.0.0.1:8080"+path, strings.NewReader(`{"context":{"targetingKey":"u1"}}`))
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		resp, err := cl.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp
+	}
+	for _, svc := range []string{"a", "b"} {
+		resp := do("OPTIONS", "/services/"+svc+"/ofrep/v1/evaluate/flags", "Origin", "https://new.example", "Access-Control-Request-Method", "POST")
+		assert.Equal(t, "https://new.example", resp.Header.Get("Access-Control-Allow-Origin"), "%s: the file's origin", svc)
+		resp = do("OPTIONS", "/services/"+svc+"/ofrep/v1/evaluate/flags", "Origin", "https://old.example", "Access-Control-Request-Method", "POST")
+		assert.Empty(t, resp.Header.Get("Access-Control-Allow-Origin"), "%s: the origin the file withdrew", svc)
+	}
+	eval := func(svc, flag, tok string) int {
+		return do("POST", "/services/"+svc+"/ofrep/v1/evaluate/flags/"+flag, "Authorization", "Bearer "+tok).StatusCode
+	}
+	assert.Equal(t, 200, eval("a", "x", "cccc-token-00000001"), "a: the file's token")
+	assert.Equal(t, 401, eval("a", "x", "aaaa-token-00000001"), "a: the token the file revoked")
+	assert.Equal(t, 200, eval("b", "y", "bbbb-token-00000001"), "b, which the file does not name, keeps its tokens")
 }

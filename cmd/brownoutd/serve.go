@@ -434,13 +434,16 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer signal.Stop(hup)
 	laws := newLawQueue()
 	go func() {
-		for {
+		for n := 1; ; n++ {
 			select {
 			case <-ctx.Done():
 				return
 			case <-hup:
-				if next, file, ok := reloadAccess(reconfigurer(ctl, rep), a, &f, set, c, log); ok && laws.put(next, file) {
-					log.Info("brownoutd: reload: this file's law replaces one still waiting to be reloaded (its tokens and CORS origins were applied)", "config", fileName(file))
+				job := newReloadJob(n, log)
+				if job.c, job.file, job.ok = reloadAccess(reconfigurer(ctl, rep), a, &f, set, c, job); job.ok {
+					if was := laws.put(job); was > 0 {
+						job.log.Info("brownoutd: reload: this file's law replaces one still waiting to be reloaded (its tokens and CORS origins were applied)", "config", fileName(job.file), "replaces", was)
+					}
 				}
 			}
 		}
@@ -451,8 +454,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			case <-ctx.Done():
 				return
 			case <-laws.ready:
-				if next, file, ok := laws.take(); ok {
-					reloadLaw(reconfigurer(ctl, rep), a, next, file, log)
+				if job, ok := laws.take(); ok {
+					reloadLaw(reconfigurer(ctl, rep), a, job)
 				}
 			}
 		}
@@ -495,7 +498,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // reloadAccess reads and checks the configuration file (an invalid one
 // keeps the running configuration and says why) and applies its tokens
 // and CORS origins. It returns the file's configuration, for reloadLaw.
-func reloadAccess(ctl reconfigurable, a *api.API, f *serveFlags, set map[string]bool, running *config, log *slog.Logger) (*config, string, bool) {
+func reloadAccess(ctl reconfigurable, a *api.API, f *serveFlags, set map[string]bool, running *config, job reloadJob) (*config, string, bool) {
+	log := job.log
 	c, file, err := f.settings(os.Getenv, set)
 	if err != nil {
 		log.Error("brownoutd: reload refused, keeping the running configuration", "config", fileName(file), "err", err)
@@ -505,7 +509,7 @@ func reloadAccess(ctl reconfigurable, a *api.API, f *serveFlags, set map[string]
 		log.Warn("brownoutd: these settings take effect at the next restart, not on reload; the running ones stay", "settings", strings.Join(fields, ", "))
 		c.Dimmer.Tick = ctl.Config().Tick
 	}
-	c.Dimmer.Logger = log
+	c.Dimmer.Logger = job.base // (the law's lines, not this reload's)
 	if _, err := dimmer.New(c.Dimmer); err != nil {
 		log.Error("brownoutd: reload refused, keeping the running configuration", "config", fileName(file), "err", err)
 		return nil, file, false
@@ -518,15 +522,17 @@ func reloadAccess(ctl reconfigurable, a *api.API, f *serveFlags, set map[string]
 	return c, file, true
 }
 
-// reloadLaw reconfigures the law for c, read from file by reloadAccess,
-// with the features' defaults spanning the change (see bridgeDefaults).
-func reloadLaw(ctl reconfigurable, a *api.API, c *config, file string, log *slog.Logger) {
+// reloadLaw reconfigures the law for the file of job, read by
+// reloadAccess, with the features' defaults spanning the change (see
+// bridgeDefaults).
+func reloadLaw(ctl reconfigurable, a *api.API, job reloadJob) {
+	c, file, log := job.c, job.file, job.log
 	old := a.Defaults()
 	a.SetDefaults(bridgeDefaults(old, c.Defaults))
 	if err := ctl.Reconfigure(c.Dimmer); err != nil { // checked above: only a replica's loop that does not answer
 		a.SetDefaults(old)
 		log.Error("brownoutd: reload: the law and the features' defaults stay as they were (the tokens and CORS origins are reloaded)", "config", fileName(file), "err", err)
-		a.Note("reload", "tokens and CORS origins reloaded from "+fileName(file)+"; the law and the features' defaults kept: "+err.Error())
+		a.Note("reload", job.name()+": tokens and CORS origins reloaded from "+fileName(file)+"; the law and the features' defaults kept: "+err.Error())
 		return
 	}
 	a.SetDefaults(c.Defaults)
@@ -535,29 +541,49 @@ func reloadLaw(ctl reconfigurable, a *api.API, c *config, file string, log *slog
 	if rc, ok := ctl.(replicaReconf); ok {
 		rep = rc.rep
 	}
-	a.Note("reload", "configuration reloaded from "+fileName(file)+replicaNote(rep))
+	a.Note("reload", job.name()+": configuration reloaded from "+fileName(file)+replicaNote(rep))
 	log.Info("brownoutd: configuration reloaded", "config", fileName(file), "features", featureNames(c.Dimmer))
 }
 
-// lawQueue hands the files whose tokens are applied to the goroutine that
-// reloads their laws: the latest file waits while a law's reload runs, and
-// replaces any file that waited before it (its law is the one to run;
-// the tokens of each were applied as it was read).
+// reloadJob is one SIGHUP's reload: its number since the daemon started
+// (n, in each of its log lines, as reload=n, and in its events), the
+// file's configuration c once read and checked (ok), and where from.
+type reloadJob struct {
+	n    int
+	base *slog.Logger // the daemon's: the laws and services it builds log there
+	log  *slog.Logger // base, with reload=n: the reload's own lines
+	c    *config
+	file string
+	ok   bool
+}
+
+func newReloadJob(n int, base *slog.Logger) reloadJob {
+	return reloadJob{n: n, base: base, log: base.With("reload", n)}
+}
+
+// name is how the events name the reload.
+func (j reloadJob) name() string { return "reload " + strconv.Itoa(j.n) }
+
+// lawQueue hands the reloads whose tokens are applied to the goroutine
+// that reloads their laws: the latest waits while a law's reload runs,
+// and replaces any that waited before it (its law is the one to run; the
+// tokens of each were applied as its file was read).
 type lawQueue struct {
-	ready chan struct{} // a file waits (one signal for any number)
+	ready chan struct{} // a reload waits (one signal for any number)
 	mu    sync.Mutex
-	next  *config
-	file  string
+	next  reloadJob
 }
 
 func newLawQueue() *lawQueue { return &lawQueue{ready: make(chan struct{}, 1)} }
 
-// put makes c, read from file, the file whose law is reloaded next; it
-// reports whether it replaced one that waited.
-func (q *lawQueue) put(c *config, file string) (replaced bool) {
+// put makes job the reload whose law runs next; it returns the number of
+// the one it replaced, which waited (0: none).
+func (q *lawQueue) put(job reloadJob) (replaced int) {
 	q.mu.Lock()
-	replaced = q.next != nil
-	q.next, q.file = c, file
+	if q.next.ok {
+		replaced = q.next.n
+	}
+	q.next = job
 	q.mu.Unlock()
 	select {
 	case q.ready <- struct{}{}:
@@ -566,13 +592,13 @@ func (q *lawQueue) put(c *config, file string) (replaced bool) {
 	return replaced
 }
 
-// take returns the file that waits, if any, and empties the queue.
-func (q *lawQueue) take() (*config, string, bool) {
+// take returns the reload that waits, if any, and empties the queue.
+func (q *lawQueue) take() (reloadJob, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	c, file := q.next, q.file
-	q.next = nil
-	return c, file, c != nil
+	job := q.next
+	q.next = reloadJob{}
+	return job, job.ok
 }
 
 // bridgeDefaults is the features' defaults while a reload changes the law

@@ -343,20 +343,23 @@ func serveServices(ctx context.Context, c *config, file string, f *serveFlags, s
 			case <-ctx.Done():
 				return
 			case <-laws.ready:
-				if next, file, ok := laws.take(); ok {
-					reloadServices(h, next, file)
+				if job, ok := laws.take(); ok {
+					reloadServices(h, job)
 				}
 			}
 		}
 	}()
 	go func() {
-		for {
+		for n := 1; ; n++ {
 			select {
 			case <-ctx.Done():
 				return
 			case <-hup:
-				if next, file, ok := servicesAccess(h, f, set); ok && laws.put(next, file) {
-					h.log.Info("brownoutd: reload: this file replaces one still waiting to be applied (its tokens and CORS origins were)", "config", fileName(file))
+				job := newReloadJob(n, h.log)
+				if job.c, job.file, job.ok = servicesAccess(h, f, set, job.log); job.ok {
+					if was := laws.put(job); was > 0 {
+						job.log.Info("brownoutd: reload: this file replaces one still waiting to be applied (its tokens and CORS origins were)", "config", fileName(job.file), "replaces", was)
+					}
 				}
 			}
 		}
@@ -441,8 +444,7 @@ func (g servicesGatherer) Gather() ([]*dto.MetricFamily, error) {
 // servicesAccess checks the configuration file and applies the tokens and
 // CORS origins of the services it keeps; it returns the file's
 // configuration, for reloadServices.
-func servicesAccess(h *host, f *serveFlags, set map[string]bool) (*config, string, bool) {
-	log := h.log
+func servicesAccess(h *host, f *serveFlags, set map[string]bool, log *slog.Logger) (*config, string, bool) {
 	c, file, err := f.settings(os.Getenv, set)
 	if err == nil && len(c.Services) == 0 {
 		err = fmt.Errorf("%s has no services: a daemon started with services keeps them until its restart", fileName(file))
@@ -456,7 +458,7 @@ func servicesAccess(h *host, f *serveFlags, set map[string]bool) (*config, strin
 		// Each law checked at the tick it will run at, on a copy:
 		// reloadServices checks again against the services it finds.
 		d := s.Dimmer
-		d.Logger = log.With("service", s.Name)
+		d.Logger = h.log.With("service", s.Name)
 		if u := cur.byName[s.Name]; u != nil {
 			d.Tick = u.ctl.Config().Tick
 		} else if _, _, err := buildSource(s); err != nil {
@@ -497,10 +499,10 @@ func applyAccess(h *host, units []*unit, c *config) {
 	}
 }
 
-// reloadServices applies c, read from file and checked by servicesAccess,
-// to the services: see above.
-func reloadServices(h *host, c *config, file string) {
-	log := h.log
+// reloadServices applies the file of job, read and checked by
+// servicesAccess, to the services: see above.
+func reloadServices(h *host, job reloadJob) {
+	c, file, log := job.c, job.file, job.log
 	refuse := func(svc string, err error) {
 		log.Error("brownoutd: reload refused, keeping the running services (the file's tokens and CORS origins stay applied)", "config", fileName(file), "service", svc, "err", err)
 	}
@@ -512,7 +514,7 @@ func reloadServices(h *host, c *config, file string) {
 		next[s.Name] = s
 		u := cur.byName[s.Name]
 		if u == nil {
-			s.Dimmer.Logger = log.With("service", s.Name)
+			s.Dimmer.Logger = h.log.With("service", s.Name) // (the law's lines, not this reload's)
 			adding = append(adding, s)
 			continue
 		}
@@ -523,7 +525,7 @@ func reloadServices(h *host, c *config, file string) {
 			fields = append(fields, "services["+u.name+"].sources")
 		}
 		s.Dimmer.Tick = u.ctl.Config().Tick
-		s.Dimmer.Logger = log.With("service", u.name)
+		s.Dimmer.Logger = h.log.With("service", u.name)
 		if _, err := dimmer.New(s.Dimmer); err != nil {
 			// (Checked at this tick by servicesAccess, unless a reload
 			// since added the service.)
@@ -563,12 +565,12 @@ func reloadServices(h *host, c *config, file string) {
 			if err := reconfigurer(u.ctl, u.rep).Reconfigure(s.Dimmer); err != nil { // checked above: only a replica's loop that does not answer
 				u.api.SetDefaults(old)
 				log.Error("brownoutd: reload: the service's law and its features' defaults stay as they were (its tokens and CORS origins are reloaded)", "service", u.name, "err", err)
-				u.api.Note("reload", "tokens and CORS origins reloaded from "+fileName(file)+"; the law and the features' defaults kept: "+err.Error())
+				u.api.Note("reload", job.name()+": tokens and CORS origins reloaded from "+fileName(file)+"; the law and the features' defaults kept: "+err.Error())
 				return
 			}
 			u.api.SetDefaults(s.Defaults)
 			u.api.Save() // overrides on removed features are gone: not back after a crash
-			u.api.Note("reload", "configuration reloaded from "+fileName(file)+replicaNote(u.rep))
+			u.api.Note("reload", job.name()+": configuration reloaded from "+fileName(file)+replicaNote(u.rep))
 		})
 	}
 	reconfiguring.Wait()
@@ -596,7 +598,7 @@ func reloadServices(h *host, c *config, file string) {
 		}
 		h.start(u, i, len(order), time.Now())
 		addedNames = append(addedNames, u.name)
-		u.api.Note("service", "service added by a reload of "+fileName(file)+replicaNote(u.rep)+": served at "+service.Base(u.name)+"/")
+		u.api.Note("service", "service added by "+job.name()+" of "+fileName(file)+replicaNote(u.rep)+": served at "+service.Base(u.name)+"/")
 		log.Info("brownoutd: service added", "service", u.name, "base", service.Base(u.name)+"/", "features", featureNames(u.cfg.Dimmer), "state", unitState(h.c, u))
 		if len(u.cfg.OperatorTokens) == 0 && !loopback(h.c.Listen) {
 			log.Warn("brownoutd: no operator token and not on loopback: operator writes are refused", "service", u.name)
@@ -609,7 +611,7 @@ func reloadServices(h *host, c *config, file string) {
 		}
 		removedNames = append(removedNames, u.name)
 		retiring.Go(func() {
-			u.api.Note("service", "service removed by a reload of "+fileName(file)+replicaNote(u.rep)+": no longer served there; its operators' state stays, for it to continue if it comes back")
+			u.api.Note("service", "service removed by "+job.name()+" of "+fileName(file)+replicaNote(u.rep)+": no longer served there; its operators' state stays, for it to continue if it comes back")
 			h.retire(u, "the service is no longer served: a reload of the daemon's configuration removed it")
 			log.Info("brownoutd: service removed: no longer served, its operators' state kept", "service", u.name, "state", unitState(h.c, u))
 		})
