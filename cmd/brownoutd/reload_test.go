@@ -671,7 +671,7 @@ func TestServeReloadRevokesATokenOnAStoreThatHangs(t *testing.T) {
 	fr.frozen.Store(false)
 	require.Eventually(t, func() bool {
 		s := d.errs.String()
-		return strings.Contains(s, "configuration reloaded") || strings.Contains(s, "the law stays as it was")
+		return strings.Contains(s, `msg="brownoutd: configuration reloaded"`) || strings.Contains(s, "stay as they were")
 	}, 20*time.Second, 50*time.Millisecond, "the reload ends: %s", d.errs.String())
 	assert.NotContains(t, d.errs.String(), "reload refused")
 }
@@ -770,7 +770,7 @@ func TestServeServicesReloadKeepsDefaultsWithTheLaw(t *testing.T) {
 	fr.frozen.Store(false)
 	require.Eventually(t, func() bool {
 		s := d.errs.String()
-		return strings.Contains(s, "configuration reloaded")
+		return strings.Contains(s, `msg="brownoutd: configuration reloaded"`)
 	}, 20*time.Second, 50*time.Millisecond, "the reload ends: %s", d.errs.String())
 	def, ok = defaultOf("w")
 	assert.True(t, ok && def, "w fails open once the law has changed")
@@ -931,7 +931,7 @@ func TestServeServicesReloadReplacesAWaitingFile(t *testing.T) {
 	}
 	assert.Regexp(t, `replaces one still waiting to be applied.* reload=3 .*replaces=2`, d.errs.String(), "the third file's law replaces the second's")
 	fr.frozen.Store(false)
-	require.Eventually(t, func() bool { return strings.Count(d.errs.String(), "configuration reloaded") >= 2 }, 30*time.Second, 20*time.Millisecond,
+	require.Eventually(t, func() bool { return strings.Count(d.errs.String(), `msg="brownoutd: configuration reloaded"`) >= 2 }, 30*time.Second, 20*time.Millisecond,
 		"the first file's reload and the third's: %s", d.errs.String())
 	assert.NotContains(t, d.errs.String(), "service removed", "the second file's law never ran")
 	for _, svc := range []string{"a", "b"} {

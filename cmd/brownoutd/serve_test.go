@@ -162,9 +162,9 @@ auth:
 	// The tokens and origins change before the features, and the
 	// defaults after them: wait for the reload's last line, not for one
 	// of its effects.
-	reloads := strings.Count(errs.String(), "configuration reloaded")
+	reloads := strings.Count(errs.String(), `msg="brownoutd: configuration reloaded"`)
 	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
-	require.Eventually(t, func() bool { return strings.Count(errs.String(), "configuration reloaded") > reloads },
+	require.Eventually(t, func() bool { return strings.Count(errs.String(), `msg="brownoutd: configuration reloaded"`) > reloads },
 		5*time.Second, 50*time.Millisecond, "reloaded")
 	assert.Len(t, getJSON(t, base+"/v1/state")["features"].([]any), 2)
 	st := getJSON(t, base+"/v1/state")
