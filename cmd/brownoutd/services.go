@@ -453,6 +453,7 @@ func servicesAccess(h *host, f *serveFlags, set map[string]bool, log *slog.Logge
 		log.Error("brownoutd: reload refused, keeping the running configuration", "config", fileName(file), "err", err)
 		return nil, file, false
 	}
+	fields := restartOnly(h.c, c)
 	cur := h.rt.units()
 	for _, s := range c.Services {
 		// Each law checked at the tick it will run at, on a copy:
@@ -460,6 +461,12 @@ func servicesAccess(h *host, f *serveFlags, set map[string]bool, log *slog.Logge
 		d := s.Dimmer
 		d.Logger = h.log.With("service", s.Name)
 		if u := cur.byName[s.Name]; u != nil {
+			if tick := s.Dimmer.Tick; tick != u.ctl.Config().Tick && !(tick == 0 && u.ctl.Config().Tick == time.Second) {
+				fields = append(fields, "services["+u.name+"].tick")
+			}
+			if !reflect.DeepEqual([]any{s.Push, s.Scrape, s.PromQL}, []any{u.cfg.Push, u.cfg.Scrape, u.cfg.PromQL}) {
+				fields = append(fields, "services["+u.name+"].sources")
+			}
 			d.Tick = u.ctl.Config().Tick
 		} else if _, _, err := buildSource(s); err != nil {
 			log.Error("brownoutd: reload refused, keeping the running configuration", "config", fileName(file), "service", s.Name, "err", err)
@@ -469,6 +476,12 @@ func servicesAccess(h *host, f *serveFlags, set map[string]bool, log *slog.Logge
 			log.Error("brownoutd: reload refused, keeping the running configuration", "config", fileName(file), "service", s.Name, "err", err)
 			return nil, file, false
 		}
+	}
+	if len(fields) > 0 {
+		// (Said as the file is read: a file whose reload another
+		// replaces in the queue, or that is refused later, is still
+		// told.)
+		log.Warn("brownoutd: these settings take effect at the next restart, not on reload; the running ones stay", "settings", strings.Join(dedup(fields), ", "))
 	}
 	// A token revoked is refused from now on, whatever a service's loop
 	// is doing (a replica's law is reconfigured in its loop, which may be
@@ -506,7 +519,6 @@ func reloadServices(h *host, job reloadJob) {
 	refuse := func(svc string, err error) {
 		log.Error("brownoutd: reload refused, keeping the running services (the file's tokens and CORS origins stay applied)", "config", fileName(file), "service", svc, "err", err)
 	}
-	fields := restartOnly(h.c, c)
 	cur := h.rt.units()
 	next := map[string]*serviceConfig{}
 	var adding []*serviceConfig
@@ -518,13 +530,7 @@ func reloadServices(h *host, job reloadJob) {
 			adding = append(adding, s)
 			continue
 		}
-		if tick := s.Dimmer.Tick; tick != u.ctl.Config().Tick && !(tick == 0 && u.ctl.Config().Tick == time.Second) {
-			fields = append(fields, "services["+u.name+"].tick")
-		}
-		if !reflect.DeepEqual([]any{s.Push, s.Scrape, s.PromQL}, []any{u.cfg.Push, u.cfg.Scrape, u.cfg.PromQL}) {
-			fields = append(fields, "services["+u.name+"].sources")
-		}
-		s.Dimmer.Tick = u.ctl.Config().Tick
+		s.Dimmer.Tick = u.ctl.Config().Tick // (servicesAccess said so where the file's differs)
 		s.Dimmer.Logger = h.log.With("service", u.name)
 		if _, err := dimmer.New(s.Dimmer); err != nil {
 			// (Checked at this tick by servicesAccess, unless a reload
@@ -532,9 +538,6 @@ func reloadServices(h *host, job reloadJob) {
 			refuse(u.name, err)
 			return
 		}
-	}
-	if len(fields) > 0 {
-		log.Warn("brownoutd: these settings take effect at the next restart, not on reload; the running ones stay", "settings", strings.Join(dedup(fields), ", "))
 	}
 	added := map[string]*unit{}
 	for _, s := range adding {
