@@ -699,21 +699,9 @@ func TestServeReloadRevokesASecondFilesTokenAtOnce(t *testing.T) {
 	}
 	require.Equal(t, 200, eval("cccc-token-00000001"))
 
-	fr.hold(t)
-	conf("{name: x}", "app aaaa-token-00000001\nold2 cccc-token-00000001\n")
-	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
-	require.Eventually(t, func() bool { return eval("bbbb-token-00000001") == 401 }, time.Second, 20*time.Millisecond, "the first file's revoked token")
-	conf("{name: x}, {name: z}", "app aaaa-token-00000001\n")
-	start := time.Now()
-	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
-	// (Before, the second SIGHUP waited for the first file's law: 4 s on
-	// a store that did not answer, up to the law's timeout and more.)
-	require.Eventually(t, func() bool { return eval("cccc-token-00000001") == 401 }, time.Second, 20*time.Millisecond,
-		"the second file's revoked token refused while the first file's law waits on the store")
-	t.Logf("the second file's revoked token refused %v after its SIGHUP", time.Since(start))
-	assert.Equal(t, 200, eval("aaaa-token-00000001"), "the token kept")
-
-	fr.frozen.Store(false)
+	secondRevocation(t, fr, eval,
+		func() { conf("{name: x}", "app aaaa-token-00000001\nold2 cccc-token-00000001\n") },
+		func() { conf("{name: x}, {name: z}", "app aaaa-token-00000001\n") })
 	// The latest file's law is the one that stays.
 	require.Eventually(t, func() bool {
 		names := map[string]bool{}
@@ -724,6 +712,29 @@ func TestServeReloadRevokesASecondFilesTokenAtOnce(t *testing.T) {
 	}, 20*time.Second, 50*time.Millisecond, "the second file's features: %s", d.errs.String())
 	assert.NotContains(t, d.errs.String(), "reload refused")
 	assert.Equal(t, 401, eval("cccc-token-00000001"), "still revoked once the laws are reloaded")
+}
+
+// secondRevocation freezes the store, writes the first file (first: it
+// revokes bbbb…) and sends SIGHUP, whose law's reload then waits on the
+// store; then the second (second: it revokes cccc… too, keeps aaaa…) and
+// SIGHUP again: its revoked token is refused within a second — before,
+// the second SIGHUP waited for the first file's law (4 s on a store that
+// did not answer, up to the law's timeout and more). eval is a token's
+// status. The store answers again when it returns.
+func secondRevocation(t *testing.T, fr *freezer, eval func(tok string) int, first, second func()) {
+	t.Helper()
+	fr.hold(t)
+	first()
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
+	require.Eventually(t, func() bool { return eval("bbbb-token-00000001") == 401 }, time.Second, 20*time.Millisecond, "the first file's revoked token")
+	second()
+	start := time.Now()
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
+	require.Eventually(t, func() bool { return eval("cccc-token-00000001") == 401 }, time.Second, 20*time.Millisecond,
+		"the second file's revoked token refused while the first file's law waits on the store")
+	t.Logf("the second file's revoked token refused %v after its SIGHUP", time.Since(start))
+	assert.Equal(t, 200, eval("aaaa-token-00000001"), "the token kept")
+	fr.frozen.Store(false)
 }
 
 // TestServeServicesReloadKeepsDefaultsWithTheLaw: with services on a
@@ -817,20 +828,11 @@ func TestServeServicesReloadRevokesASecondFilesTokenAtOnce(t *testing.T) {
 	}
 	require.Equal(t, 200, eval("cccc-token-00000001"))
 
-	fr.hold(t)
-	conf(a, "https://old.example", "app aaaa-token-00000001\nold2 cccc-token-00000001\n")
-	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
-	require.Eventually(t, func() bool { return eval("bbbb-token-00000001") == 401 }, time.Second, 20*time.Millisecond, "the first file's revoked token")
-	conf(a+"  - {name: b, features: [{name: y}]}\n", "https://new.example", "app aaaa-token-00000001\n")
-	start := time.Now()
-	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
-	// (Before, the second SIGHUP waited for the first file's laws.)
-	require.Eventually(t, func() bool { return eval("cccc-token-00000001") == 401 }, time.Second, 20*time.Millisecond,
-		"the second file's revoked token refused while the first file's laws wait on the store")
-	t.Logf("the second file's revoked token refused %v after its SIGHUP", time.Since(start))
-	assert.Equal(t, 200, eval("aaaa-token-00000001"), "the token kept")
-
-	fr.frozen.Store(false)
+	secondRevocation(t, fr, eval,
+		func() { conf(a, "https://old.example", "app aaaa-token-00000001\nold2 cccc-token-00000001\n") },
+		func() {
+			conf(a+"  - {name: b, features: [{name: y}]}\n", "https://new.example", "app aaaa-token-00000001\n")
+		})
 	require.Eventually(t, func() bool {
 		resp, _ := do(t, "GET", d.base+"/services/b/v1/state", "")
 		return resp.StatusCode == 200

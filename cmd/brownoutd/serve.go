@@ -432,34 +432,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	laws := newLawQueue()
-	go func() {
-		for n := 1; ; n++ {
-			select {
-			case <-ctx.Done():
-				return
-			case <-hup:
-				job := newReloadJob(n, log)
-				if job.c, job.file, job.ok = reloadAccess(reconfigurer(ctl, rep), a, &f, set, c, job); job.ok {
-					if was := laws.put(job); was > 0 {
-						job.log.Info("brownoutd: reload: this file's law replaces one still waiting to be reloaded (its tokens and CORS origins were applied)", "config", fileName(job.file), "replaces", was)
-					}
-				}
-			}
-		}
-	}()
-	go func() {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-laws.ready:
-				if job, ok := laws.take(); ok {
-					reloadLaw(reconfigurer(ctl, rep), a, job)
-				}
-			}
-		}
-	}()
+	runReloads(ctx, hup, log,
+		func(job reloadJob) (*config, string, bool) {
+			return reloadAccess(reconfigurer(ctl, rep), a, &f, set, c, job)
+		},
+		func(job reloadJob) { reloadLaw(reconfigurer(ctl, rep), a, job) })
 	serveErr := make(chan error, 1)
 	go func() {
 		if c.TLS.Cert != "" {
@@ -563,6 +540,45 @@ func newReloadJob(n int, base *slog.Logger) reloadJob {
 
 // name is how the events name the reload.
 func (j reloadJob) name() string { return "reload " + strconv.Itoa(j.n) }
+
+// runReloads serves the SIGHUPs of hup until ctx ends: access, a
+// reload's first stage, as each comes (it reads and checks the file and
+// applies its tokens and CORS origins); apply, its second, in another
+// goroutine, one reload at a time — the latest waiting (lawQueue). The
+// channel it returns is closed once apply has returned for good.
+func runReloads(ctx context.Context, hup <-chan os.Signal, log *slog.Logger, access func(reloadJob) (*config, string, bool), apply func(reloadJob)) <-chan struct{} {
+	laws := newLawQueue()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-laws.ready:
+				if job, ok := laws.take(); ok {
+					apply(job)
+				}
+			}
+		}
+	}()
+	go func() {
+		for n := 1; ; n++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				job := newReloadJob(n, log)
+				if job.c, job.file, job.ok = access(job); job.ok {
+					if was := laws.put(job); was > 0 {
+						job.log.Info("brownoutd: reload: this file replaces one still waiting to be applied (its tokens and CORS origins were)", "config", fileName(job.file), "replaces", was)
+					}
+				}
+			}
+		}
+	}()
+	return done
+}
 
 // lawQueue hands the reloads whose tokens are applied to the goroutine
 // that reloads their laws: the latest waits while a law's reload runs,

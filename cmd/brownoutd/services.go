@@ -334,36 +334,9 @@ func serveServices(ctx context.Context, c *config, file string, f *serveFlags, s
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	laws := newLawQueue()
-	reloads := make(chan struct{})
-	go func() {
-		defer close(reloads)
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-laws.ready:
-				if job, ok := laws.take(); ok {
-					reloadServices(h, job)
-				}
-			}
-		}
-	}()
-	go func() {
-		for n := 1; ; n++ {
-			select {
-			case <-ctx.Done():
-				return
-			case <-hup:
-				job := newReloadJob(n, h.log)
-				if job.c, job.file, job.ok = servicesAccess(h, f, set, job.log); job.ok {
-					if was := laws.put(job); was > 0 {
-						job.log.Info("brownoutd: reload: this file replaces one still waiting to be applied (its tokens and CORS origins were)", "config", fileName(job.file), "replaces", was)
-					}
-				}
-			}
-		}
-	}()
+	reloads := runReloads(ctx, hup, h.log,
+		func(job reloadJob) (*config, string, bool) { return servicesAccess(h, f, set, job.log) },
+		func(job reloadJob) { reloadServices(h, job) })
 	serveErr := make(chan error, 1)
 	go func() {
 		if c.TLS.Cert != "" {
