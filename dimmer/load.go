@@ -41,7 +41,6 @@ func (c *Controller) sighting(tr *tracker, o observation, span time.Duration) fl
 // brightening (lamPrev, ratePrev, rate).
 func (c *Controller) estimateLoad(o observation) float64 {
 	m := &c.mu
-	m.mdl.loadFell = false
 	if o.recentSpan <= 0 || o.recentLoad < 0 {
 		m.mdl.load, m.mdl.trend = tracker{}, trend{}
 		m.mdl.motion, m.mdl.motionVar, m.mdl.dispersion = 0, 0, 0 // (the load's motion is the tracker's errors)
@@ -75,7 +74,6 @@ func (c *Controller) estimateLoad(o observation) float64 {
 	e := o.recentLoad - m.mdl.load.est
 	pred := v + m.mdl.load.p
 	jumped := m.mdl.load.update(o.recentLoad, v, fastWeight(m.sigWindow.Seconds()/c.cfg.Tick.Seconds()), o.fresh)
-	m.mdl.loadFell = jumped && e < 0
 	if o.fresh {
 		c.disperseBetween(r, rOK, jumped)
 	}

@@ -62,10 +62,6 @@ type modelState struct {
 	// shortfall under Low, in bands between Low and High, each summed
 	// while it stays above nothing (see correctK).
 	overSum, underSum float64
-	// loadFell: the load's tracker jumped down this period; loadFellAt:
-	// when it last did (see controlModel's noise band).
-	loadFell   bool
-	loadFellAt time.Time
 	// satAt is when the last saturated interval ended (its RecentAt, or
 	// the period's now where the source does not say), and satWhole
 	// whether the one before it was saturated too: a run of two or more
@@ -415,9 +411,6 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 	w := why{top: o.top, load: o.load, model: true}
 	e := &m.mdl.capacity
 	lam := c.estimateLoad(o)
-	if m.mdl.loadFell {
-		m.mdl.loadFellAt = now
-	}
 	ahead, aheadVar, _ := c.loadAhead(now, lam, o)
 	if lam > 0 {
 		w.load = ahead // the reason gives the load the levels are set for
@@ -561,16 +554,12 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 	// Within the estimates' noise the levels hold — but not from a dim
 	// while the period is over High: the pressure then says the levels
 	// are too bright, whatever the noise of the load's estimate (a period
-	// served bright for a load still there costs answers). Unless the
-	// load fell within the pressure's window: that pressure is of a load
-	// that has gone, as a window that began before the levels' last move
-	// is of those levels (see correctK), and says nothing of the levels
-	// now. (Counted, the refusals of the lab's step, still in the window
-	// a few seconds after the load's return, dimmed the levels from full
-	// brightness on a load's estimate within its noise: the step's runs
-	// that turned more than twice were 16 / 11 / 25 / 17 of 100, now 12 /
-	// 8 / 21 / 14.)
-	noise := !small && !ends && !blind && !(target < b && o.p >= cfg.High && now.Sub(m.mdl.loadFellAt) >= win) && c.withinNoise(b, e.k, served, aheadVar/max(ahead*ahead, math.SmallestNonzeroFloat64), ceil)
+	// served bright for a load still there costs answers). Also for a
+	// window after the load fell, whose pressure may still hold the load
+	// that has gone: a load that falls and still overloads the service
+	// refuses at the levels the fall brightened, and held, it lost users
+	// (docs/model.md, "Calm through a step of the load").
+	noise := !small && !ends && !blind && !(target < b && o.p >= cfg.High) && c.withinNoise(b, e.k, served, aheadVar/max(ahead*ahead, math.SmallestNonzeroFloat64), ceil)
 	if small || noise {
 		w.noise, w.levels = noise, b
 		switch {

@@ -163,12 +163,10 @@ func TestModelLawHalfCapacity(t *testing.T) {
 // A dim while a period is over High is made however noisy the estimates
 // (a load still there costs answers): with it, 28–36 of them turn more —
 // 36–57 while the load's tracker let the level begin to move without a
-// jump (see holdToMove). Today 12 / 8 / 21 / 14 (lab's gate and the
-// package's, 30 s and 90 s); 16 / 11 / 25 / 17 while a pressure over High
-// dimmed the levels within the noise for a load that had fallen within
-// its window (TestModelNoiseBandAfterAFall). (The search law turns more
-// than twice in at most 4 — over the 30 s after the return that its
-// episode's allowance covers: see docs/model.md.)
+// jump (see holdToMove). Today 16 / 11 / 25 / 17 (lab's gate and the
+// package's, 30 s and 90 s). (The search law turns more than twice in at
+// most 4 — over the 30 s after the return that its episode's allowance
+// covers: see docs/model.md, "Calm through a step of the load".)
 func TestModelLawThroughTheStep(t *testing.T) {
 	skipUnderRace(t)
 	const stepTurnsMax = 30

@@ -13,7 +13,6 @@ import (
 
 	"github.com/brownout/brownout/signals"
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 // TestModelOverloadAtTheFloorsReachesThem: the law's budget is 0 (the
@@ -141,35 +140,4 @@ func TestModelHoldReasonShowsTheLevels(t *testing.T) {
 			t.Errorf("seed %d, period %d: levels %.3f, the step's reason: %q", seed, i, b, why)
 		}
 	})
-}
-
-// TestModelNoiseBandAfterAFall: the load falls from an overload (320/s on
-// four workers, refusals over their target) to where about every feature
-// fits, and the levels brighten. For a signal window after the fall the
-// window still holds the overload's refusals: its pressure over High is of
-// a load that has gone, and says nothing of the levels now — a load's
-// estimate that then moves within its noise does not dim them (it did,
-// 0.95 → 0.89 two periods after the fall; in the lab's step this was
-// most of the turns after the load's return). A dim while a period is
-// over High and no fall is in its window is TestModelDimsInAnObservedOverload's.
-func TestModelNoiseBandAfterAFall(t *testing.T) {
-	r := newModelRig(t)
-	r.periods(60, 200)
-	r.periods(15, 320)
-	overloaded := func(lam float64) *State {
-		s := r.snap(lam, r.c.State(), 5*time.Second)
-		s.Set(signals.RejectRatio, 0.08) // the overload's refusals, still in the window
-		s.Set(signals.GateBusy, 0.5)
-		return r.stepSnap(s)
-	}
-	overloaded(122) // the tracker jumps down
-	fell := r.now
-	st := overloaded(132)
-	bright := st.Brightness
-	require.Greater(t, bright, 0.9, "the fall brightens: %s", st.Reason)
-	for r.now.Sub(fell) < 3*time.Second {
-		st = overloaded(136)
-		assert.Equal(t, bright, st.Brightness, "%v after the fall, within the load's noise: %s", r.now.Sub(fell), st.Reason)
-		assert.Contains(t, st.Reason, "within the estimates' noise")
-	}
 }

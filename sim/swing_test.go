@@ -20,7 +20,7 @@ import (
 // being under what the service carries — see docs/model.md).
 //
 // The levels are set for the trend's prediction of the next period's
-// load while the load moves (dimmer/trend.go): 98.50 % in time at one
+// load while the load moves (dimmer/trend.go): 98.43 % in time at one
 // worker (the reference 99.23 %); with the load's tracker alone, 4–6 s
 // behind the arrivals, 96.6 %.
 func TestModelLawFollowsASwing(t *testing.T) {
