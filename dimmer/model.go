@@ -554,11 +554,12 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 	// Within the estimates' noise the levels hold — but not from a dim
 	// while the period is over High: the pressure then says the levels
 	// are too bright, whatever the noise of the load's estimate (a period
-	// served bright for a load still there costs answers). Also for a
-	// window after the load fell, whose pressure may still hold the load
-	// that has gone: a load that falls and still overloads the service
-	// refuses at the levels the fall brightened, and held, it lost users
-	// (docs/model.md, "Calm through a step of the load").
+	// served bright for a load still there costs answers). It is made
+	// within a window after the load fell too, though that window's
+	// pressure may still hold the load that has gone: a load that falls
+	// and still overloads the service refuses at the levels the fall
+	// brightened, and a dim held there lost users (docs/model.md, "Calm
+	// through a step of the load").
 	noise := !small && !ends && !blind && !(target < b && o.p >= cfg.High) && c.withinNoise(b, e.k, served, aheadVar/max(ahead*ahead, math.SmallestNonzeroFloat64), ceil)
 	if small || noise {
 		w.noise, w.levels = noise, b
