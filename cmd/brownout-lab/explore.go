@@ -47,6 +47,13 @@ Views (defaults in brackets):
               median level after 2 minutes [loads 100…150, 20 seeds from 1000, 300 s]
   react       seconds from full brightness at 29 s to 0.5 after the step,
               as a histogram [100 seeds from 1, 90 s]
+  turns       the step's calm over seeds, as TestLabStep counts it: runs
+              whose level changes direction (two quanta) more than twice
+              from the step on, twice or more during the overload, and
+              more than once after the return, and when each first dims
+              from full brightness after the return; --hold is the
+              overload's length, --duration the run's (90 s: 30 s after a
+              30-s overload) [100 seeds from 1, 90 s]
   oracle      per load, in time and p99 at every fixed level of the 0.05
               grid [loads 90…150, 20 seeds from 1000, 300 s]
   static      per low load, in time, optional share and p99 at fixed levels
@@ -68,7 +75,7 @@ Flags:
 `
 
 // exploreViews are the views, in the order of the usage.
-var exploreViews = []string{"controller", "trace", "step", "traj", "dip", "landing", "react", "oracle", "static", "signals", "discrim", "model"}
+var exploreViews = []string{"controller", "trace", "step", "traj", "dip", "landing", "react", "turns", "oracle", "static", "signals", "discrim", "model"}
 
 // explorer is one run of "brownout-lab explore": a view and its options.
 type explorer struct {
@@ -91,6 +98,7 @@ type explorer struct {
 	u         float64
 	dipTrace  bool
 	dipFrom   int
+	hold      time.Duration
 	quiet     bool
 
 	rr, evidence, maxStep, low, setpoint float64
@@ -125,6 +133,8 @@ func defaultsFor(view string) viewDefaults {
 	case "landing":
 		d.loads = []float64{100, 110, 120, 130, 140, 150}
 	case "react":
+		d.seed0, d.seeds, d.dur, d.minDur = 1, 100, 90*time.Second, 31*time.Second
+	case "turns":
 		d.seed0, d.seeds, d.dur, d.minDur = 1, 100, 90*time.Second, 31*time.Second
 	case "oracle", "static":
 		d.runsControll = false
@@ -162,6 +172,7 @@ func runExplore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.Float64Var(&e.u, "u", 0.85, "model: the utilisation u of the capacity model")
 	fs.BoolVar(&e.dipTrace, "dip-trace", false, "dip: trace the first seed from --dip-from instead")
 	fs.IntVar(&e.dipFrom, "dip-from", 410, "dip: the second the trace starts at (70 s of it)")
+	fs.DurationVar(&e.hold, "hold", 30*time.Second, "turns: how long the step's overload lasts")
 	fs.BoolVar(&e.quiet, "quiet", false, "no progress on stderr")
 	fs.Float64Var(&e.rr, "rr", 0, "the controller's reject.ratio target (the lab's: 0.01)")
 	fs.Float64Var(&e.evidence, "evidence", 0, "the controller's Evidence")
@@ -241,6 +252,8 @@ func runExplore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return usagef("explore: --slices %d: want 1 to 600 (0: the lab's)", e.slices)
 	case e.dipFrom < 0:
 		return usagef("explore: --dip-from %d: want a second of the run", e.dipFrom)
+	case e.hold < time.Second || e.view == "turns" && stepUp+e.hold >= e.dur:
+		return usagef("explore: --hold %s: want at least 1s, the load's return within the run (--duration %s)", e.hold, e.dur)
 	}
 	if d.runsControll {
 		if _, err := dimmer.New(e.config()); err != nil {
@@ -269,6 +282,8 @@ func runExplore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return e.landing()
 	case "react":
 		return e.react()
+	case "turns":
+		return e.turns()
 	case "oracle":
 		return e.oracleSweep()
 	case "static":
@@ -649,6 +664,70 @@ func (e *explorer) react() error {
 	}
 	fmt.Fprintf(e.out, "react (from full at t=29, %d seeds): %v\n", full, hist)
 	return nil
+}
+
+// stepUp is when the lab's step (sim.BrownoutStep) rises to its overload.
+const stepUp = 30 * time.Second
+
+// turns runs the lab's step, 80 → 150 → 80 req/s with the overload held
+// e.hold, for e.seeds seeds, and prints how many runs change direction as
+// TestLabStep counts it (lab.DirectionChanges, two quanta): more than
+// twice from the step on, twice or more during the overload, more than
+// once after the load's return (a dim from full brightness and back) —
+// and, for the runs that dim from full brightness after the return, how
+// many seconds after it. The step's 30 s after the return say little of
+// the last: a law may hold full brightness at a knee for a while and dim
+// after it.
+func (e *explorer) turns() error {
+	down := stepUp + e.hold
+	load := sim.Steps{At: []time.Duration{0, stepUp, down}, Rates: []float64{80, 150, 80}}
+	up, back := int(stepUp/time.Second), int(down/time.Second)
+	type counts struct{ from, during, after, dimAt int }
+	runs := make([]counts, e.seeds)
+	err := e.each(e.seeds, func(i int) {
+		res := e.run(load, e.newRecorder(false), e.seed0+uint32(i), e.dur)
+		c := counts{
+			from:   lab.DirectionChanges(res.Seconds[up:]),
+			during: lab.DirectionChanges(res.Seconds[up : back+1]),
+			after:  lab.DirectionChanges(res.Seconds[back:]),
+			dimAt:  -1,
+		}
+		full := false
+		for _, s := range res.Seconds[back:] {
+			if s.Level >= 1 {
+				full = true
+			} else if full && s.Level <= 1-0.02 { // (two quanta, as lab.DirectionChanges counts them)
+				c.dimAt = s.T - back
+				break
+			}
+		}
+		runs[i] = c
+	})
+	if err != nil {
+		return err
+	}
+	var from, during, after int
+	var dims []int
+	for _, c := range runs {
+		from += b2i(c.from > 2)
+		during += b2i(c.during >= 2)
+		after += b2i(c.after > 1)
+		if c.dimAt >= 0 {
+			dims = append(dims, c.dimAt)
+		}
+	}
+	slices.Sort(dims)
+	fmt.Fprintf(e.out, "step 80 → 150 → 80 req/s, overload %s, %s after the return, %d seeds from %d: more than two turns from the step on %d; twice or more during the overload %d; more than once after the return %d; dimmed from full brightness after the return %d, seconds after it %v\n",
+		e.hold, e.dur-down, e.seeds, e.seed0, from, during, after, len(dims), dims)
+	return nil
+}
+
+// b2i is 1 for true.
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // oracleSweep prints, per load, the pooled in-time share and the worst p99

@@ -44,6 +44,19 @@ func TestExploreUntallied(t *testing.T) {
 	assert.NotContains(t, untallied, "s of service a second")
 }
 
+// TestExploreTurns: the turns view counts the step's changes of
+// direction over seeds, for the overload and the run asked for; the same
+// for the same seeds.
+func TestExploreTurns(t *testing.T) {
+	out, errOut, err := runArgs("explore", "turns", "--model", "--seeds", "4", "--hold", "20s", "--duration", "80s", "--quiet")
+	require.NoError(t, err)
+	assert.Empty(t, errOut)
+	assert.Regexp(t, `^step 80 → 150 → 80 req/s, overload 20s, 30s after the return, 4 seeds from 1: more than two turns from the step on \d; twice or more during the overload \d; more than once after the return \d; dimmed from full brightness after the return \d, seconds after it \[[\d ]*\]\n$`, out)
+	again, _, err := runArgs("explore", "turns", "--model", "--seeds", "4", "--hold", "20s", "--duration", "80s", "--quiet")
+	require.NoError(t, err)
+	assert.Equal(t, out, again, "deterministic")
+}
+
 func TestExploreBadUsage(t *testing.T) {
 	for _, c := range []struct {
 		args []string
@@ -61,6 +74,8 @@ func TestExploreBadUsage(t *testing.T) {
 		{[]string{"explore", "trace", "--seeds", "0"}, "--seeds 0"},
 		{[]string{"explore", "trace", "--low", "2"}, "the controller's configuration"},
 		{[]string{"explore", "trace", "--seed", "-1"}, "invalid value"},
+		{[]string{"explore", "turns", "--hold", "60s"}, "--hold 1m0s"},
+		{[]string{"explore", "turns", "--hold", "0s"}, "--hold 0s"},
 	} {
 		_, _, err := runArgs(c.args...)
 		require.Error(t, err, "%q", c.args)
