@@ -609,7 +609,7 @@ func TestServeServicesReloadOnAStoreThatHangs(t *testing.T) {
 	}
 	require.NoError(t, os.WriteFile(file, []byte(src.String()), 0o600))
 	d := startDaemon(t, "--listen", testsrv.FreeAddr(t), "--config", file, "--store", store)
-	require.Eventually(t, func() bool { return stateOf(t, d.base+"/services/s5").Cluster.Role == "leader" }, 10*time.Second, 50*time.Millisecond)
+	awaitLeader(t, d.base+"/services/s5")
 
 	fr.frozen.Store(true)
 	defer fr.frozen.Store(false)
@@ -642,11 +642,8 @@ func TestServeReloadRevokesATokenOnAStoreThatHangs(t *testing.T) {
 	file := filepath.Join(dir, "brownoutd.yaml")
 	require.NoError(t, os.WriteFile(file, []byte("tick: 200ms\nfeatures: [{name: x}, {name: y, default: false}]\nauth: {eval_tokens_file: "+f["eval"]+"}\n"), 0o600))
 	d := startDaemon(t, "--listen", testsrv.FreeAddr(t), "--config", file, "--store", store)
-	require.Eventually(t, func() bool { return stateOf(t, d.base).Cluster.Role == "leader" }, 10*time.Second, 50*time.Millisecond)
-	eval := func(tok string) int {
-		resp, _ := do(t, "POST", d.base+"/ofrep/v1/evaluate/flags/x", `{"context":{"targetingKey":"u1"}}`, "Authorization", "Bearer "+tok)
-		return resp.StatusCode
-	}
+	awaitLeader(t, d.base)
+	eval := evalX(t, d.base)
 	require.Equal(t, 200, eval("bbbb-token-00000001"))
 
 	fr.hold(t)
@@ -692,11 +689,8 @@ func TestServeReloadRevokesASecondFilesTokenAtOnce(t *testing.T) {
 	}
 	conf("{name: x}, {name: y, default: false}", "app aaaa-token-00000001\nold1 bbbb-token-00000001\nold2 cccc-token-00000001\n")
 	d := startDaemon(t, "--listen", testsrv.FreeAddr(t), "--config", file, "--store", store)
-	require.Eventually(t, func() bool { return stateOf(t, d.base).Cluster.Role == "leader" }, 10*time.Second, 50*time.Millisecond)
-	eval := func(tok string) int {
-		resp, _ := do(t, "POST", d.base+"/ofrep/v1/evaluate/flags/x", `{"context":{"targetingKey":"u1"}}`, "Authorization", "Bearer "+tok)
-		return resp.StatusCode
-	}
+	awaitLeader(t, d.base)
+	eval := evalX(t, d.base)
 	require.Equal(t, 200, eval("cccc-token-00000001"))
 
 	secondRevocation(t, fr, eval,
@@ -752,7 +746,7 @@ func TestServeServicesReloadKeepsDefaultsWithTheLaw(t *testing.T) {
 	}
 	write("{name: x}, {name: y, default: false}, {name: w, default: false}")
 	d := startDaemon(t, "--listen", testsrv.FreeAddr(t), "--config", file, "--store", store)
-	require.Eventually(t, func() bool { return stateOf(t, d.base+"/services/a").Cluster.Role == "leader" }, 10*time.Second, 50*time.Millisecond)
+	awaitLeader(t, d.base+"/services/a")
 	defaultOf := func(name string) (bool, bool) {
 		for _, f := range stateOf(t, d.base+"/services/a").Features {
 			if f.Name == name {
@@ -821,11 +815,8 @@ func TestServeServicesReloadRevokesASecondFilesTokenAtOnce(t *testing.T) {
 	a := "  - {name: a, features: [{name: x}], auth: {eval_tokens_file: " + f["eval"] + "}}\n"
 	conf(a, "https://old.example", "app aaaa-token-00000001\nold1 bbbb-token-00000001\nold2 cccc-token-00000001\n")
 	d := startDaemon(t, "--listen", testsrv.FreeAddr(t), "--config", file, "--store", store)
-	require.Eventually(t, func() bool { return stateOf(t, d.base+"/services/a").Cluster.Role == "leader" }, 10*time.Second, 50*time.Millisecond)
-	eval := func(tok string) int {
-		resp, _ := do(t, "POST", d.base+"/services/a/ofrep/v1/evaluate/flags/x", `{"context":{"targetingKey":"u1"}}`, "Authorization", "Bearer "+tok)
-		return resp.StatusCode
-	}
+	awaitLeader(t, d.base+"/services/a")
+	eval := evalX(t, d.base+"/services/a")
 	require.Equal(t, 200, eval("cccc-token-00000001"))
 
 	secondRevocation(t, fr, eval,
@@ -868,10 +859,7 @@ func TestServeServicesReloadRefusedForAServiceKeepsItsTokens(t *testing.T) {
 	a := "  - {name: a, features: [{name: x}], auth: {eval_tokens_file: " + f["eval"] + "}}\n"
 	write(a)
 	d := startDaemon(t, "--listen", "127.0.0.1:0", "--state-dir", dir, "--config", file)
-	eval := func(tok string) int {
-		resp, _ := do(t, "POST", d.base+"/services/a/ofrep/v1/evaluate/flags/x", `{"context":{"targetingKey":"u1"}}`, "Authorization", "Bearer "+tok)
-		return resp.StatusCode
-	}
+	eval := evalX(t, d.base+"/services/a")
 	require.Equal(t, 200, eval("aaaa-token-00000001"))
 
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "services", "e"), 0o700))
@@ -906,7 +894,7 @@ func TestServeServicesReloadReplacesAWaitingFile(t *testing.T) {
 	b := "  - {name: b, features: [{name: y}]}\n"
 	conf(a, "https://old.example")
 	d := startDaemon(t, "--listen", testsrv.FreeAddr(t), "--config", file, "--store", store)
-	require.Eventually(t, func() bool { return stateOf(t, d.base+"/services/a").Cluster.Role == "leader" }, 10*time.Second, 50*time.Millisecond)
+	awaitLeader(t, d.base+"/services/a")
 	preflight := func(svc, origin string) (int, string) {
 		req, _ := http.NewRequest("OPTIONS", d.base+"/services/"+svc+"/ofrep/v1/evaluate/flags", nil)
 		req.Header.Set("Origin", origin)
@@ -991,4 +979,19 @@ func TestApplyAccessGivesEveryServiceTheOrigins(t *testing.T) {
 	assert.Equal(t, 200, eval("a", "x", "cccc-token-00000001"), "a: the file's token")
 	assert.Equal(t, 401, eval("a", "x", "aaaa-token-00000001"), "a: the token the file revoked")
 	assert.Equal(t, 200, eval("b", "y", "bbbb-token-00000001"), "b, which the file does not name, keeps its tokens")
+}
+
+// awaitLeader waits until the daemon's service at base leads its store.
+func awaitLeader(t *testing.T, base string) {
+	t.Helper()
+	require.Eventually(t, func() bool { return stateOf(t, base).Cluster.Role == "leader" }, 10*time.Second, 50*time.Millisecond)
+}
+
+// evalX returns a function that evaluates flag x at base with a bearer
+// token and gives the status.
+func evalX(t *testing.T, base string) func(tok string) int {
+	return func(tok string) int {
+		resp, _ := do(t, "POST", base+"/ofrep/v1/evaluate/flags/x", `{"context":{"targetingKey":"u1"}}`, "Authorization", "Bearer "+tok)
+		return resp.StatusCode
+	}
 }
