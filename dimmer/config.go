@@ -92,8 +92,11 @@ type Feature struct {
 	Rank int
 	// Floor is the lowest level the controller sets, in [0, 1). Default 0.
 	Floor float64
-	// Cost is the feature's share of a request's cost; it sets how much of
-	// the brightness scale the feature spans. Default 1.
+	// Cost is what the feature adds to a request, as a share of a request
+	// with every feature off (0.5: half as much again). The search law
+	// reads only the features' ratios — how much of the brightness scale
+	// each spans — and the model law takes it for a first guess of the
+	// cost it learns (see Model). Default 1.
 	Cost float64
 	// Value is what the feature is worth to users (any unit); with Cost it
 	// breaks rank ties. Default 1.

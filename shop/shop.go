@@ -211,13 +211,15 @@ func (s *Shop) startDeps() error {
 // of the worker pool.
 func (s *Shop) protect(ctx context.Context) error {
 	cfg := s.cfg
+	// Costs relative to a product page's mandatory part, as declared from
+	// the shop's own figures: a route's, and a section's (what it adds to
+	// a page with every section off — the unit of Feature.Cost, which the
+	// model law takes for a prior and the search law reads as a ratio).
+	rel := func(d time.Duration) float64 { return d.Seconds() / cfg.Costs.Page.Seconds() }
 	features := make([]dimmer.Feature, 0, 3)
 	for i, name := range Sections() {
-		features = append(features, dimmer.Feature{Name: name, Rank: i, Cost: cfg.Costs.sections()[i].Seconds() * 1000})
+		features = append(features, dimmer.Feature{Name: name, Rank: i, Cost: rel(cfg.Costs.sections()[i])})
 	}
-	// Costs relative to a product page's mandatory part, as declared from
-	// the shop's own figures.
-	rel := func(d time.Duration) float64 { return d.Seconds() / cfg.Costs.Page.Seconds() }
 	routes := []brownout.Route{
 		{Pattern: "GET /api/products/{id}", Class: signals.Default, Cost: 1},
 		{Pattern: "GET /{$}", Class: signals.Default, Cost: 1},
