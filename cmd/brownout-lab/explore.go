@@ -54,6 +54,13 @@ Views (defaults in brackets):
               from full brightness after the return; --hold is the
               overload's length, --duration the run's (90 s: 30 s after a
               30-s overload) [100 seeds from 1, 90 s]
+  swings      the parts lab (a part per feature, sim.BrownoutPartsLab) under
+              sines and squares around the capacity at level 0.5, ±40 and
+              ±60 %, every 10, 30 and 60 s, at one worker and four: the
+              controller against the reference (told the load a tick
+              ahead, the costs and the capacity, at the set point a sweep
+              finds best on the first seed) and the per-second oracle's
+              optional share, after the first minute [3 seeds from 1, 300 s]
   oracle      per load, in time and p99 at every fixed level of the 0.05
               grid [loads 90…150, 20 seeds from 1000, 300 s]
   static      per low load, in time, optional share and p99 at fixed levels
@@ -75,7 +82,7 @@ Flags:
 `
 
 // exploreViews are the views, in the order of the usage.
-var exploreViews = []string{"controller", "trace", "step", "traj", "dip", "landing", "react", "turns", "oracle", "static", "signals", "discrim", "model"}
+var exploreViews = []string{"controller", "trace", "step", "traj", "dip", "landing", "react", "turns", "swings", "oracle", "static", "signals", "discrim", "model"}
 
 // explorer is one run of "brownout-lab explore": a view and its options.
 type explorer struct {
@@ -136,6 +143,8 @@ func defaultsFor(view string) viewDefaults {
 		d.seed0, d.seeds, d.dur, d.minDur = 1, 100, 90*time.Second, 31*time.Second
 	case "turns":
 		d.seed0, d.seeds, d.dur, d.minDur = 1, 100, 90*time.Second, 31*time.Second
+	case "swings":
+		d.seed0, d.seeds = 1, 3
 	case "oracle", "static":
 		d.runsControll = false
 		if view == "static" {
@@ -284,6 +293,8 @@ func runExplore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return e.react()
 	case "turns":
 		return e.turns()
+	case "swings":
+		return e.swings()
 	case "oracle":
 		return e.oracleSweep()
 	case "static":
@@ -720,6 +731,101 @@ func (e *explorer) turns() error {
 	fmt.Fprintf(e.out, "step 80 → 150 → 80 req/s, overload %s, %s after the return, %d seeds from %d: more than two turns from the step on %d; twice or more during the overload %d; more than once after the return %d; dimmed from full brightness after the return %d, seconds after it %v\n",
 		e.hold, e.dur-down, e.seeds, e.seed0, from, during, after, len(dims), dims)
 	return nil
+}
+
+// swingLevel is the level at whose capacity the swings' loads are
+// centred: half of every part on, where a swing of ±50 % is absorbed by
+// dimming alone (sim.BrownoutParts).
+const swingLevel = 0.5
+
+// swingRhos are the reference's set points a swing's sweep tries.
+var swingRhos = []float64{0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95}
+
+// swingCase is one load of the swings view.
+type swingCase struct {
+	workers int
+	square  bool
+	period  time.Duration
+	amp     float64
+}
+
+// swings runs the parts lab under the moving loads the model law is
+// judged on (sines and squares, ±40 and ±60 %, every 10, 30 and 60 s, one
+// worker and four) and prints, per load, the controller's users in time
+// and optional share against the reference's and the per-second oracle's
+// (see sim.NewReference, sim.NewOracle), after the first minute.
+func (e *explorer) swings() error {
+	var cases []swingCase
+	for _, w := range []int{1, 4} {
+		for _, sq := range []bool{false, true} {
+			for _, p := range []time.Duration{10 * time.Second, 30 * time.Second, 60 * time.Second} {
+				for _, a := range []float64{0.4, 0.6} {
+					cases = append(cases, swingCase{w, sq, p, a})
+				}
+			}
+		}
+	}
+	lines := make([]string, len(cases))
+	if err := e.each(len(cases), func(i int) { lines[i] = e.swing(cases[i]) }); err != nil {
+		return err
+	}
+	for _, l := range lines {
+		fmt.Fprintln(e.out, l)
+	}
+	return nil
+}
+
+// swing is one line of the swings view.
+func (e *explorer) swing(c swingCase) string {
+	build := func(load sim.Profile, d sim.Dimmer) sim.Config {
+		if e.untallied && d != nil {
+			d = sim.Untallied(d)
+		}
+		cfg := sim.BrownoutPartsLab(load, d, c.workers)
+		cfg.Duration = e.dur
+		if e.gate == "default" {
+			cfg.Admission = sim.NewShed(shed.GateConfig{})
+		}
+		return cfg
+	}
+	total := 0.0
+	for _, p := range sim.BrownoutParts() {
+		total += p.Cost
+	}
+	mean := sim.MandatoryCapacity(build(nil, nil)) / (1 + swingLevel*total)
+	var shape sim.Profile = sim.Sine{Mean: mean, Amplitude: c.amp, Period: c.period}
+	name := "sine"
+	if c.square {
+		shape, name = sim.Square{Mean: mean, Amplitude: c.amp, Period: c.period}, "square"
+	}
+	grid := sim.OracleGrid{Duration: 20 * time.Second}
+	for i := range 15 {
+		grid.Loads = append(grid.Loads, mean*(0.3+1.4*float64(i)/14))
+	}
+	for i := range 21 {
+		grid.Shares = append(grid.Shares, float64(i)/20)
+	}
+	end := int(e.dur / time.Second)
+	oShare := sim.NewOracle(build, shape, e.dur, grid).OptionalShare(lab.Skip, end)
+	rho, _ := sim.SweepRho(func() sim.Config { cfg := build(shape, nil); cfg.Seed = e.seed0; return cfg }, swingRhos)
+	var law, ref sim.Window
+	n := float64(e.seeds)
+	for i := range e.seeds {
+		seed := e.seed0 + uint32(i)
+		cfg := build(shape, sim.NewController(e.config()))
+		cfg.Seed = seed
+		w := sim.Run(cfg).Between(lab.Skip, end)
+		rc := build(shape, nil)
+		rc.Seed = seed
+		rc.Dimmer = sim.NewReference(rc, rho.Setting)
+		rw := sim.Run(rc).Between(lab.Skip, end)
+		law.InTime += w.InTime / n
+		law.OptionalShare += w.OptionalShare / n
+		ref.InTime += rw.InTime / n
+		ref.OptionalShare += rw.OptionalShare / n
+	}
+	return fmt.Sprintf("%d worker(s), %-6s every %2.0fs ±%2.0f%%: controller %6.2f%% in time at %.2f of the oracle's share; reference (set point %.2f) %6.2f%% at %.2f; %+.2f points",
+		c.workers, name, c.period.Seconds(), 100*c.amp, 100*law.InTime, law.OptionalShare/oShare, rho.Setting, 100*ref.InTime, ref.OptionalShare/oShare, 100*(law.InTime-ref.InTime))
 }
 
 // b2i is 1 for true.

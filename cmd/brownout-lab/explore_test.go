@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/brownout/brownout/internal/race"
 )
 
 // TestExploreTracesTheController: the trace view prints a line per change
@@ -55,6 +57,24 @@ func TestExploreTurns(t *testing.T) {
 	again, _, err := runArgs("explore", "turns", "--model", "--seeds", "4", "--hold", "20s", "--duration", "80s", "--quiet")
 	require.NoError(t, err)
 	assert.Equal(t, out, again, "deterministic")
+}
+
+// TestExploreSwings: the swings view prints a line for each of the 24
+// moving loads — sine and square, every 10, 30 and 60 s, ±40 and ±60 %,
+// one worker and four — with the controller's users in time and optional
+// share beside the reference's. (The shortest run the view takes, one
+// seed: the lab is sim's, tested there.)
+func TestExploreSwings(t *testing.T) {
+	if race.Enabled {
+		t.Skip("24 lab runs with their oracles: too slow under -race")
+	}
+	out, errOut, err := runArgs("explore", "swings", "--model", "--seeds", "1", "--duration", "91s", "--quiet")
+	require.NoError(t, err)
+	assert.Empty(t, errOut)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 24)
+	assert.Regexp(t, `^1 worker\(s\), sine   every 10s ±40%: controller +\d+\.\d\d% in time at \d\.\d\d of the oracle's share; reference \(set point 0\.\d\d\) +\d+\.\d\d% at \d\.\d\d; [+-]\d\.\d\d points$`, lines[0])
+	assert.Contains(t, lines[23], "4 worker(s), square every 60s ±60%")
 }
 
 func TestExploreBadUsage(t *testing.T) {
