@@ -474,3 +474,64 @@ func TestCarriedBeforeIsTheLastMinutes(t *testing.T) {
 	assert.InDelta(t, 1.5, e.before(now), 0.1, "three minutes at 1.5 since")
 	assert.Equal(t, 0.0, e.before(now.Add(61*time.Second)), "a minute without one")
 }
+
+// TestModelAllOffWorkStaysAWork: periods whose requests took less than
+// the learned costs say their features alone take (a cost read high — as
+// reviews' did, 9 ms for 5, on a square wave of the load before the
+// contrasts of mixed ticks were skipped — or requests that got faster)
+// say nothing of the all-off request's work: its estimate stays a work,
+// in seconds, and K stays in seconds of service a second. (Folded in,
+// the estimate went under zero; the law then counted in all-off
+// requests, read 291 of them a second as carried, and held every feature
+// on through an overload.)
+func TestModelAllOffWorkStaysAWork(t *testing.T) {
+	r := newModelRig(t)
+	r.periods(30, 400) // overloaded: K measured, the levels fractional
+	r.periods(90, 200) // the costs contrasted and learned
+	require.True(t, r.c.Costs()[0].Known() && r.c.Costs()[1].Known(), "costs learned")
+	k0, _ := r.capOf()
+	require.Greater(t, k0, 0.0)
+	for range 10 {
+		s := r.snap(200, r.c.State(), 5*time.Second)
+		for i := range s.Tallies {
+			// Every request a millisecond, whatever it rendered.
+			for _, side := range []*signals.Moments{&s.Tallies[i].On, &s.Tallies[i].Off} {
+				n := side.N
+				*side = signals.Moments{}
+				for range n {
+					side.Add(0.001)
+				}
+			}
+		}
+		r.stepSnap(s)
+		m := &r.c.mu.mdl
+		require.Greater(t, m.w0, 0.0, "the all-off work")
+		require.Less(t, m.w0, 0.1, "the all-off work, in seconds")
+		k, _ := r.capOf()
+		require.Less(t, k, 2*r.workers, "K in seconds of service a second: %s", r.c.State().Reason)
+	}
+}
+
+// TestModelNotesWhichLevelsMoved: a step that publishes levels moved by
+// minMove or more notes when, per feature, for the cost estimates (see
+// costs.mixed); one that holds them, or moves one by less, does not.
+func TestModelNotesWhichLevelsMoved(t *testing.T) {
+	r := newModelRig(t)
+	r.periods(3, 100)
+	require.Equal(t, 1.0, r.c.State().Brightness)
+	for _, at := range r.c.mu.costs.movedAt {
+		require.True(t, at.IsZero(), "nothing moved yet")
+	}
+	old := r.c.State()
+	var st *State
+	for range 5 {
+		if st = r.period(400); st.Brightness < 1 {
+			break
+		}
+	}
+	require.Less(t, st.Brightness, 1.0, "dimmed: %s", st.Reason)
+	for i := range st.NumFeatures() {
+		moved := math.Abs(st.LevelAt(i, -1)-old.LevelAt(i, -1)) >= minMove
+		assert.Equal(t, moved, r.c.mu.costs.movedAt[i].Equal(r.now), "%s: %v → %v", st.FeatureName(i), old.LevelAt(i, -1), st.LevelAt(i, -1))
+	}
+}

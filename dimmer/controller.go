@@ -280,7 +280,15 @@ func (c *Controller) step(now time.Time, s signals.Snapshot) (*State, bool) {
 	}
 	c.expirePins(now)
 	c.schedule(now)
-	m.costs.observe(now, s.Tallies, 1/c.repeats(s.RecentSpan))
+	from := now.Add(-cfg.Tick) // the interval the tallies are of: the period's, or the source's own
+	if s.RecentSpan > 0 {
+		at := now
+		if !s.RecentAt.IsZero() {
+			at = s.RecentAt
+		}
+		from = at.Add(-s.RecentSpan)
+	}
+	m.costs.observe(now, from, cfg.Tick, s.Tallies, 1/c.repeats(s.RecentSpan))
 	busy, busyOK := s.Get(cfg.RoomSignal)
 	if busy < 0 || busy > 1 {
 		busyOK = false // not a share: ignore it

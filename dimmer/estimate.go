@@ -69,10 +69,30 @@ const (
 // always off since the start) is unknown, and counts as costing nothing
 // in b — so while a feature that is always on is unknown, b̂ holds its
 // cost and the others' shares read a little low.
+//
+// A tick's contrast is an experiment only among requests that drew their
+// features from one set of levels. A request is tallied when it ends, and
+// drew its features when it began: the requests that end in the tick
+// after a move of the levels began partly before it. Where another
+// feature's levels moved too, the two populations differ in it as well,
+// and together — a dim takes both features from the requests that began
+// after it — so feature i's contrast holds part of feature j's cost: on a
+// square wave of the load at four workers, every part on, then off, then
+// on, reviews (5 ms) read 9 ± 1 ms, the all-off work's estimate that the
+// learned costs leave went below nothing, and the law lost its unit. Both
+// must have moved: where feature i's levels held, its rendered and
+// unrendered requests hold the two populations alike; where j's held,
+// the populations do not differ in it. So a tick's contrast of feature i
+// is skipped where i's levels and another's moved within mixSpan before
+// the tick's interval began (see mixed) — a move of the ladder from one
+// feature's stretch into the next, not a move within one.
 type costs struct {
 	delta []weighted // per feature: Δ̂ᵢ in seconds
 	base  weighted   // b̂ in seconds
 	ticks []int
+	// movedAt is when each feature's published levels (any segment's)
+	// last changed (see Controller.noteMoves).
+	movedAt []time.Time
 	// part accumulates the weights of the periods that saw an interval
 	// also seen by others (see observe's w) toward the next whole tick.
 	part  []float64
@@ -117,15 +137,36 @@ func (m weighted) se() float64 {
 }
 
 func newCosts(features []Feature) *costs {
-	c := &costs{delta: make([]weighted, len(features)), ticks: make([]int, len(features)), part: make([]float64, len(features)), index: make(map[string]int, len(features))}
+	c := &costs{delta: make([]weighted, len(features)), ticks: make([]int, len(features)), part: make([]float64, len(features)), movedAt: make([]time.Time, len(features)), index: make(map[string]int, len(features))}
 	for i, f := range features {
 		c.index[f.Name] = i
 	}
 	return c
 }
 
-// observe folds one tick's tallies in at now. It allocates nothing.
-func (c *costs) observe(now time.Time, ts []signals.Tally, w float64) {
+// mixSpan is how long before a tick's interval began a request it tallies
+// may have drawn its features: a tick. Requests that queue and run longer
+// than a tick are few where the targets hold (a p99 under a tick), and
+// the lab's gate bounds a default request's wait at a quarter of one.
+// mixed reports whether feature i and another moved their levels after
+// from less mixSpan.
+func (c *costs) mixed(i int, from time.Time, mixSpan time.Duration) bool {
+	cut := from.Add(-mixSpan)
+	if !c.movedAt[i].After(cut) {
+		return false
+	}
+	for j, at := range c.movedAt {
+		if j != i && at.After(cut) {
+			return true
+		}
+	}
+	return false
+}
+
+// observe folds in at now one tick's tallies, of the requests that ended
+// in the interval that began at from; mixSpan: see mixed. It allocates
+// nothing.
+func (c *costs) observe(now, from time.Time, mixSpan time.Duration, ts []signals.Tally, w float64) {
 	seen := false
 	for _, t := range ts {
 		if _, ok := c.index[t.Feature]; ok && t.On.N+t.Off.N > 0 {
@@ -158,7 +199,7 @@ func (c *costs) observe(now time.Time, ts []signals.Tally, w float64) {
 			all = t.On
 			all.Merge(t.Off) // every feature's tally counts the same requests
 		}
-		if t.On.N < minContrastSide || t.Off.N < minContrastSide {
+		if t.On.N < minContrastSide || t.Off.N < minContrastSide || c.mixed(i, from, mixSpan) {
 			continue
 		}
 		d := t.On.Mean() - t.Off.Mean()
@@ -211,7 +252,7 @@ func (c *costs) remap(features []Feature) *costs {
 	n.base, n.last = c.base, c.last
 	for i, f := range features {
 		if j, ok := c.index[f.Name]; ok {
-			n.delta[i], n.ticks[i] = c.delta[j], c.ticks[j]
+			n.delta[i], n.ticks[i], n.movedAt[i] = c.delta[j], c.ticks[j], c.movedAt[j]
 		}
 	}
 	return n

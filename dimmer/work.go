@@ -161,8 +161,15 @@ func (c *Controller) demand(now time.Time, o observation) (seconds bool, busy, b
 			}
 		}
 		x, v := all.Mean(), max(all.Var(), 0)/float64(all.N)
+		// What the learned costs leave of the period's work is the
+		// all-off requests' (with the priors' share): where they leave
+		// nothing, the costs say more than the period holds — a cost read
+		// high, in a period of few requests — and the period says nothing
+		// of the all-off work. (Folded in, the tracker followed it below
+		// nothing, and the law took its unit for an all-off request.)
+		whole := x-learned > 0
 		restated := 0.0 // the variance of the all-off work a move restated this period
-		if all.N >= minJumpCount && own {
+		if all.N >= minJumpCount && own && whole {
 			// Only a period's own tallies teach: a window's mean latency
 			// is mostly of the levels before a move.
 			restated = c.teach(now, x-learned, v, prior, priorT)
@@ -173,7 +180,7 @@ func (c *Controller) demand(now time.Time, o observation) (seconds bool, busy, b
 		r := c.sighting(&m.mdl.base, o, span)
 		m.mdl.base.jv = r * c.spread(all) / float64(all.N) / (den * den)
 		was := m.mdl.base.est
-		if m.mdl.base.update((x-learned)/den, r*v/(den*den), fastWeight(m.sigWindow.Seconds()/c.cfg.Tick.Seconds()), all.N >= minJumpCount && o.fresh) {
+		if whole && m.mdl.base.update((x-learned)/den, r*v/(den*den), fastWeight(m.sigWindow.Seconds()/c.cfg.Tick.Seconds()), all.N >= minJumpCount && o.fresh) {
 			m.mdl.baseAt = now
 			m.mdl.baseFell = own && m.mdl.base.est < was
 		}
