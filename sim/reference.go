@@ -52,6 +52,11 @@ type Reference struct {
 	Rho float64
 	// Tick is the period it predicts for; default 1 s (Config.Tick).
 	Tick time.Duration
+	// Lag is how late it learns the load: 0, the mean rate of the coming
+	// tick (what no controller can know); one Tick, that of the tick just
+	// past — the most a controller that counts each period's arrivals
+	// knows when it sets the levels for the next.
+	Lag time.Duration
 	// work[c] is class c's share of the mandatory work, for shedding.
 	work [signals.NumClasses]float64
 	// reach is the share of the mandatory work whose requests evaluate the
@@ -90,7 +95,7 @@ func (r *Reference) Step(now time.Time, _ signals.Snapshot) Dim {
 	if tick <= 0 {
 		tick = time.Second
 	}
-	lambda := meanRate(r.Load, now.Sub(epoch), tick)
+	lambda := meanRate(r.Load, max(now.Sub(epoch)-r.Lag, 0), tick)
 	if r.levels == nil {
 		r.levels = make([]float64, len(r.Parts))
 	}
@@ -171,10 +176,18 @@ func best(os []Outcome) Outcome {
 // keep users in time (Summary.InTime) within half a point of the best
 // set point's — more optional content, but not at the users' expense.
 func SweepRho(build func() Config, rhos []float64) (Outcome, []Outcome) {
+	return SweepRhoLate(build, rhos, 0)
+}
+
+// SweepRhoLate is SweepRho for a Reference told the load lag late (see
+// Reference.Lag).
+func SweepRhoLate(build func() Config, rhos []float64, lag time.Duration) (Outcome, []Outcome) {
 	out := make([]Outcome, len(rhos))
 	for i, rho := range rhos {
 		cfg := build()
-		cfg.Dimmer = NewReference(cfg, rho)
+		r := NewReference(cfg, rho)
+		r.Lag = lag
+		cfg.Dimmer = r
 		s := Run(cfg).Summary
 		out[i] = Outcome{Setting: rho, InTime: s.InTime, OptionalShare: s.OptionalShare}
 	}

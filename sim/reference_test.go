@@ -63,6 +63,20 @@ func TestReferenceFollowsTheLoad(t *testing.T) {
 	assert.GreaterOrEqual(t, r.Summary.InTime, 0.98)
 }
 
+// TestReferenceLag: told the load a tick late, the reference sets the
+// levels at a square's edge for the half before it — bright into a
+// crest, dim into a trough; told it a tick ahead, for the half after.
+func TestReferenceLag(t *testing.T) {
+	cfg := BrownoutPartsLab(Square{Mean: 50, Amplitude: 0.6, Period: 10 * time.Second}, nil, 1)
+	ahead := NewReference(cfg, 0.8)
+	late := NewReference(cfg, 0.8)
+	late.Lag = time.Second
+	crest, trough := epoch, epoch.Add(5*time.Second) // the crest is the first half
+	assert.Less(t, ahead.Step(crest.Add(10*time.Second), signals.Snapshot{}).Level, late.Step(crest.Add(10*time.Second), signals.Snapshot{}).Level, "into a crest")
+	assert.Greater(t, ahead.Step(trough, signals.Snapshot{}).Level, late.Step(trough, signals.Snapshot{}).Level, "into a trough")
+	assert.Equal(t, ahead.Step(trough.Add(time.Second), signals.Snapshot{}).Level, late.Step(trough.Add(time.Second), signals.Snapshot{}).Level, "a tick after the edge")
+}
+
 func TestSweepRho(t *testing.T) {
 	build := func() Config {
 		cfg := BrownoutPartsLab(Sine{Mean: 50, Amplitude: 0.5, Period: 30 * time.Second}, nil, 1)

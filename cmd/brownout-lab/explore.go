@@ -59,8 +59,9 @@ Views (defaults in brackets):
               ±60 %, every 10, 30 and 60 s, at one worker and four: the
               controller against the reference (told the load a tick
               ahead, the costs and the capacity, at the set point a sweep
-              finds best on the first seed) and the per-second oracle's
-              optional share, after the first minute [3 seeds from 1, 300 s]
+              finds best on the first seed), the same told the load a
+              tick late, and the per-second oracle's optional share,
+              after the first minute [3 seeds from 1, 300 s]
   oracle      per load, in time and p99 at every fixed level of the 0.05
               grid [loads 90…150, 20 seeds from 1000, 300 s]
   static      per low load, in time, optional share and p99 at fixed levels
@@ -807,25 +808,41 @@ func (e *explorer) swing(c swingCase) string {
 	}
 	end := int(e.dur / time.Second)
 	oShare := sim.NewOracle(build, shape, e.dur, grid).OptionalShare(lab.Skip, end)
-	rho, _ := sim.SweepRho(func() sim.Config { cfg := build(shape, nil); cfg.Seed = e.seed0; return cfg }, swingRhos)
-	var law, ref sim.Window
+	first := func() sim.Config { cfg := build(shape, nil); cfg.Seed = e.seed0; return cfg }
+	tick := build(shape, nil).Tick
+	if tick <= 0 {
+		tick = time.Second // (sim's default)
+	}
+	rho, _ := sim.SweepRho(first, swingRhos)
+	rhoLate, _ := sim.SweepRhoLate(first, swingRhos, tick)
+	var law, ref, late sim.Window
 	n := float64(e.seeds)
+	add := func(to *sim.Window, w sim.Window) {
+		to.InTime += w.InTime / n
+		to.OptionalShare += w.OptionalShare / n
+	}
 	for i := range e.seeds {
 		seed := e.seed0 + uint32(i)
 		cfg := build(shape, sim.NewController(e.config()))
 		cfg.Seed = seed
-		w := sim.Run(cfg).Between(lab.Skip, end)
-		rc := build(shape, nil)
-		rc.Seed = seed
-		rc.Dimmer = sim.NewReference(rc, rho.Setting)
-		rw := sim.Run(rc).Between(lab.Skip, end)
-		law.InTime += w.InTime / n
-		law.OptionalShare += w.OptionalShare / n
-		ref.InTime += rw.InTime / n
-		ref.OptionalShare += rw.OptionalShare / n
+		add(&law, sim.Run(cfg).Between(lab.Skip, end))
+		for _, r := range []struct {
+			to  *sim.Window
+			rho float64
+			lag time.Duration
+		}{{&ref, rho.Setting, 0}, {&late, rhoLate.Setting, tick}} {
+			rc := build(shape, nil)
+			rc.Seed = seed
+			d := sim.NewReference(rc, r.rho)
+			d.Lag = r.lag
+			rc.Dimmer = d
+			add(r.to, sim.Run(rc).Between(lab.Skip, end))
+		}
 	}
-	return fmt.Sprintf("%d worker(s), %-6s every %2.0fs ±%2.0f%%: controller %6.2f%% in time at %.2f of the oracle's share; reference (set point %.2f) %6.2f%% at %.2f; %+.2f points",
-		c.workers, name, c.period.Seconds(), 100*c.amp, 100*law.InTime, law.OptionalShare/oShare, rho.Setting, 100*ref.InTime, ref.OptionalShare/oShare, 100*(law.InTime-ref.InTime))
+	return fmt.Sprintf("%d worker(s), %-6s every %2.0fs ±%2.0f%%: controller %6.2f%% in time at %.2f of the oracle's share; reference (set point %.2f) %6.2f%% at %.2f, %+.2f points; told the load a tick late (%.2f) %6.2f%% at %.2f, %+.2f points",
+		c.workers, name, c.period.Seconds(), 100*c.amp, 100*law.InTime, law.OptionalShare/oShare,
+		rho.Setting, 100*ref.InTime, ref.OptionalShare/oShare, 100*(law.InTime-ref.InTime),
+		rhoLate.Setting, 100*late.InTime, late.OptionalShare/oShare, 100*(law.InTime-late.InTime))
 }
 
 // b2i is 1 for true.

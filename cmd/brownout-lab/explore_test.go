@@ -62,7 +62,8 @@ func TestExploreTurns(t *testing.T) {
 // TestExploreSwings: the swings view prints a line for each of the 24
 // moving loads — sine and square, every 10, 30 and 60 s, ±40 and ±60 %,
 // one worker and four — with the controller's users in time and optional
-// share beside the reference's. (The shortest run the view takes, one
+// share beside the reference's, told the load a tick ahead and a tick
+// late. (The shortest run the view takes, one
 // seed: the lab is sim's, tested there.)
 func TestExploreSwings(t *testing.T) {
 	if race.Enabled {
@@ -73,7 +74,7 @@ func TestExploreSwings(t *testing.T) {
 	assert.Empty(t, errOut)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	require.Len(t, lines, 24)
-	assert.Regexp(t, `^1 worker\(s\), sine   every 10s ±40%: controller +\d+\.\d\d% in time at \d\.\d\d of the oracle's share; reference \(set point 0\.\d\d\) +\d+\.\d\d% at \d\.\d\d; [+-]\d\.\d\d points$`, lines[0])
+	assert.Regexp(t, `^1 worker\(s\), sine   every 10s ±40%: controller +\d+\.\d\d% in time at \d\.\d\d of the oracle's share; reference \(set point 0\.\d\d\) +\d+\.\d\d% at \d\.\d\d, [+-]\d+\.\d\d points; told the load a tick late \(0\.\d\d\) +\d+\.\d\d% at \d\.\d\d, [+-]\d+\.\d\d points$`, lines[0])
 	assert.Contains(t, lines[23], "4 worker(s), square every 60s ±60%")
 }
 
