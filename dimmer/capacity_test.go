@@ -535,3 +535,31 @@ func TestModelNotesWhichLevelsMoved(t *testing.T) {
 		assert.Equal(t, moved, r.c.mu.costs.movedAt[i].Equal(r.now), "%s: %v → %v", st.FeatureName(i), old.LevelAt(i, -1), st.LevelAt(i, -1))
 	}
 }
+
+// TestModelNotesMovesAcrossAReconfigure: a Reconfigure that reorders the
+// ladder moves levels too, and the features are matched by name: a
+// feature whose level moved is noted, whatever its index now.
+func TestModelNotesMovesAcrossAReconfigure(t *testing.T) {
+	r := newModelRig(t)
+	r.periods(30, 400)
+	st := r.periods(20, 200)
+	require.Greater(t, st.Brightness, 0.0)
+	require.Less(t, st.Brightness, 1.0, "fractional: %s", st.Reason)
+	cfg := r.c.Config()
+	cfg.Features[0].Rank, cfg.Features[1].Rank = 1, 0 // reviews dim first now
+	at := r.now.Add(500 * time.Millisecond)
+	require.NoError(t, r.c.ReconfigureAt(at, cfg))
+	now := r.c.State()
+	moved := 0
+	for _, name := range []string{"recommendations", "reviews"} {
+		was, _ := st.Level(name, "")
+		is, _ := now.Level(name, "")
+		j := r.c.mu.costs.index[name]
+		if math.Abs(is-was) >= minMove {
+			moved++
+			assert.Equal(t, r.c.mu.at, r.c.mu.costs.movedAt[j], "%s: %v → %v, noted", name, was, is)
+			assert.False(t, r.c.mu.costs.movedAt[j].IsZero(), name)
+		}
+	}
+	require.Positive(t, moved, "the reordered ladder moved a level")
+}

@@ -280,15 +280,14 @@ func (c *Controller) step(now time.Time, s signals.Snapshot) (*State, bool) {
 	}
 	c.expirePins(now)
 	c.schedule(now)
-	from := now.Add(-cfg.Tick) // the interval the tallies are of: the period's, or the source's own
+	to, span := now, cfg.Tick // the interval the tallies are of: the period's, or the source's own
 	if s.RecentSpan > 0 {
-		at := now
+		span = s.RecentSpan
 		if !s.RecentAt.IsZero() {
-			at = s.RecentAt
+			to = s.RecentAt
 		}
-		from = at.Add(-s.RecentSpan)
 	}
-	m.costs.observe(now, from, cfg.Tick, s.Tallies, 1/c.repeats(s.RecentSpan))
+	m.costs.observe(now, to.Add(-span), to, cfg.Tick, s.Tallies, 1/c.repeats(s.RecentSpan))
 	busy, busyOK := s.Get(cfg.RoomSignal)
 	if busy < 0 || busy > 1 {
 		busyOK = false // not a share: ignore it

@@ -144,19 +144,23 @@ func newCosts(features []Feature) *costs {
 	return c
 }
 
-// mixSpan is how long before a tick's interval began a request it tallies
-// may have drawn its features: a tick. Requests that queue and run longer
-// than a tick are few where the targets hold (a p99 under a tick), and
-// the lab's gate bounds a default request's wait at a quarter of one.
-// mixed reports whether feature i and another moved their levels after
-// from less mixSpan.
-func (c *costs) mixed(i int, from time.Time, mixSpan time.Duration) bool {
+// mixed reports whether feature i and another moved their levels while
+// the requests of the interval from–to drew their features: within it, or
+// up to mixSpan before it began — how long before its interval a request
+// a tick tallies may have drawn them, a tick (requests that queue and run
+// longer are few where the targets hold, a p99 under a tick; the lab's
+// gate bounds a default request's wait at a quarter of one). A move after
+// the interval ended is not its requests': a source that pushes every
+// five ticks is read five times, and a move at the first reading would
+// skip the other four.
+func (c *costs) mixed(i int, from, to time.Time, mixSpan time.Duration) bool {
 	cut := from.Add(-mixSpan)
-	if !c.movedAt[i].After(cut) {
+	in := func(at time.Time) bool { return at.After(cut) && !at.After(to) }
+	if !in(c.movedAt[i]) {
 		return false
 	}
 	for j, at := range c.movedAt {
-		if j != i && at.After(cut) {
+		if j != i && in(at) {
 			return true
 		}
 	}
@@ -164,9 +168,8 @@ func (c *costs) mixed(i int, from time.Time, mixSpan time.Duration) bool {
 }
 
 // observe folds in at now one tick's tallies, of the requests that ended
-// in the interval that began at from; mixSpan: see mixed. It allocates
-// nothing.
-func (c *costs) observe(now, from time.Time, mixSpan time.Duration, ts []signals.Tally, w float64) {
+// in the interval from–to; mixSpan: see mixed. It allocates nothing.
+func (c *costs) observe(now, from, to time.Time, mixSpan time.Duration, ts []signals.Tally, w float64) {
 	seen := false
 	for _, t := range ts {
 		if _, ok := c.index[t.Feature]; ok && t.On.N+t.Off.N > 0 {
@@ -199,7 +202,7 @@ func (c *costs) observe(now, from time.Time, mixSpan time.Duration, ts []signals
 			all = t.On
 			all.Merge(t.Off) // every feature's tally counts the same requests
 		}
-		if t.On.N < minContrastSide || t.Off.N < minContrastSide || c.mixed(i, from, mixSpan) {
+		if t.On.N < minContrastSide || t.Off.N < minContrastSide || c.mixed(i, from, to, mixSpan) {
 			continue
 		}
 		d := t.On.Mean() - t.Off.Mean()

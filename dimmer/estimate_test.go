@@ -52,7 +52,7 @@ func TestCostsLearned(t *testing.T) {
 	now := time.Unix(0, 0)
 	for range 60 {
 		now = now.Add(time.Second)
-		c.observe(now, time.Time{}, 0, tickTallies(rng, 200, 0.010, names, []float64{0.005, 0.002}, []float64{0.5, 0.3}), 1)
+		c.observe(now, time.Time{}, time.Time{}, 0, tickTallies(rng, 200, 0.010, names, []float64{0.005, 0.002}, []float64{0.5, 0.3}), 1)
 	}
 	for i, want := range []float64{0.5, 0.2} {
 		e := c.estimate(i)
@@ -82,7 +82,7 @@ func TestCostsNotPooledAcrossTicks(t *testing.T) {
 		}
 		ts := tickTallies(rng, 200, base, names, []float64{0.3 * base}, []float64{level})
 		pooled.Merge(ts[0])
-		c.observe(now, time.Time{}, 0, ts, 1)
+		c.observe(now, time.Time{}, time.Time{}, 0, ts, 1)
 	}
 	e := c.estimate(0)
 	assert.InEpsilon(t, 0.3, e.Value, 0.15, "%.3f ± %.3f", e.Value, e.SE)
@@ -101,13 +101,13 @@ func TestCostsUnknownAndBadInput(t *testing.T) {
 		now = now.Add(time.Second)
 		ts := tickTallies(rng, 100, 0.01, []string{"a", "b"}, []float64{0.005, 0.005}, []float64{1, 0.5})
 		ts = append(ts, signals.Tally{Feature: "nope", On: signals.Moments{N: 9, Sum: math.NaN()}})
-		c.observe(now, time.Time{}, 0, ts, 1)
+		c.observe(now, time.Time{}, time.Time{}, 0, ts, 1)
 	}
 	assert.False(t, c.estimate(0).Known(), "always on: unknown")
 	assert.True(t, c.estimate(1).Known())
 	assert.Zero(t, c.estimate(0).Contrasted)
-	c.observe(now.Add(time.Second), time.Time{}, 0, nil, 1)
-	c.observe(now.Add(2*time.Second), time.Time{}, 0, []signals.Tally{{Feature: "b", On: signals.Moments{N: 10, Sum: math.Inf(1), SumSq: math.Inf(1)}, Off: signals.Moments{N: 10, Sum: 1, SumSq: 1}}}, 1)
+	c.observe(now.Add(time.Second), time.Time{}, time.Time{}, 0, nil, 1)
+	c.observe(now.Add(2*time.Second), time.Time{}, time.Time{}, 0, []signals.Tally{{Feature: "b", On: signals.Moments{N: 10, Sum: math.Inf(1), SumSq: math.Inf(1)}, Off: signals.Moments{N: 10, Sum: 1, SumSq: 1}}}, 1)
 	assert.False(t, math.IsNaN(c.estimate(1).Value) || math.IsInf(c.estimate(1).Value, 0))
 }
 
@@ -119,7 +119,7 @@ func TestCostsStepAllocatesNothing(t *testing.T) {
 	now := time.Unix(0, 0)
 	allocs := testing.AllocsPerRun(100, func() {
 		now = now.Add(time.Second)
-		c.observe(now, time.Time{}, 0, ts, 1)
+		c.observe(now, time.Time{}, time.Time{}, 0, ts, 1)
 	})
 	assert.Zero(t, allocs)
 }
@@ -138,7 +138,7 @@ func TestCostsUnbiased(t *testing.T) {
 		now := time.Unix(0, 0)
 		for range 60 {
 			now = now.Add(time.Second)
-			c.observe(now, time.Time{}, 0, tickTallies(rng, 200, 0.010, names, []float64{0.005, 0.002}, []float64{0.5, 0.3}), 1)
+			c.observe(now, time.Time{}, time.Time{}, 0, tickTallies(rng, 200, 0.010, names, []float64{0.005, 0.002}, []float64{0.5, 0.3}), 1)
 		}
 		for i := range sum {
 			sum[i] += c.estimate(i).Value
@@ -156,8 +156,8 @@ func TestCostsTinyBaseIsNotKnown(t *testing.T) {
 	now := time.Unix(0, 0)
 	on := signals.Moments{N: 5, Sum: 5, SumSq: 5}
 	off := signals.Moments{N: 5, Sum: 5e-310, SumSq: 0}
-	c.observe(now, time.Time{}, 0, []signals.Tally{{Feature: "a", On: on, Off: off}}, 1)
-	c.observe(now.Add(time.Second), time.Time{}, 0, []signals.Tally{{Feature: "a", On: signals.Moments{}, Off: signals.Moments{N: 1005, Sum: 1e-307}}}, 1)
+	c.observe(now, time.Time{}, time.Time{}, 0, []signals.Tally{{Feature: "a", On: on, Off: off}}, 1)
+	c.observe(now.Add(time.Second), time.Time{}, time.Time{}, 0, []signals.Tally{{Feature: "a", On: signals.Moments{}, Off: signals.Moments{N: 1005, Sum: 1e-307}}}, 1)
 	e := c.estimate(0)
 	assert.False(t, math.IsInf(e.Value, 0) && e.Known(), "%+v", e)
 	assert.False(t, e.Known() && (math.IsInf(e.Value, 0) || math.IsInf(e.SE, 0)))
@@ -189,7 +189,7 @@ func TestCostsSkipATickOfTwoSetsOfLevels(t *testing.T) {
 		now := time.Unix(0, 0)
 		for range 60 {
 			now = now.Add(time.Second)
-			c.observe(now, now.Add(-time.Second), time.Second, tickTallies(rng, 200, 0.010, names, extra, []float64{0.5, 0.5}), 1)
+			c.observe(now, now.Add(-time.Second), now, time.Second, tickTallies(rng, 200, 0.010, names, extra, []float64{0.5, 0.5}), 1)
 		}
 		return c, rng, now
 	}
@@ -203,7 +203,7 @@ func TestCostsSkipATickOfTwoSetsOfLevels(t *testing.T) {
 	c.movedAt[0], c.movedAt[1] = now, now // both fell at the last tick
 	now = now.Add(time.Second)
 	for range 5 {
-		c.observe(now, now.Add(-time.Second), time.Second, mixedTick(rng), 1)
+		c.observe(now, now.Add(-time.Second), now, time.Second, mixedTick(rng), 1)
 	}
 	after := c.estimate(1)
 	assert.Equal(t, before.Seconds, after.Seconds, "reviews' contrast taken from a tick of two sets of levels")
@@ -212,15 +212,22 @@ func TestCostsSkipATickOfTwoSetsOfLevels(t *testing.T) {
 	before = c.estimate(1)
 	c.movedAt[0], c.movedAt[1] = now, now
 	now = now.Add(2 * time.Second) // a tick later: its requests all began after the move
-	c.observe(now, now.Add(-time.Second), time.Second, tickTallies(rng, 200, 0.010, names, extra, []float64{0.5, 0.5}), 1)
+	c.observe(now, now.Add(-time.Second), now, time.Second, tickTallies(rng, 200, 0.010, names, extra, []float64{0.5, 0.5}), 1)
 	assert.NotEqual(t, before.Seconds, c.estimate(1).Seconds, "a tick whose requests began after the move is contrasted")
+
+	c, rng, now = learn()
+	before = c.estimate(1)
+	now = now.Add(time.Second)
+	c.movedAt[0], c.movedAt[1] = now.Add(time.Second), now.Add(time.Second) // after the interval ended
+	c.observe(now, now.Add(-time.Second), now, time.Second, tickTallies(rng, 200, 0.010, names, extra, []float64{0.5, 0.5}), 1)
+	assert.NotEqual(t, before.Seconds, c.estimate(1).Seconds, "a move after the interval ended is not its requests'")
 
 	c, rng, now = learn()
 	c.movedAt[0] = now // recommendations fell, reviews held at 0.5
 	now = now.Add(time.Second)
 	for range 20 {
 		t := mergeTallies(tickTallies(rng, 300, 0.010, names, extra, []float64{1, 0.5}), tickTallies(rng, 100, 0.010, names, extra, []float64{0, 0.5}))
-		c.observe(now, now.Add(-time.Second), time.Second, t, 1)
+		c.observe(now, now.Add(-time.Second), now, time.Second, t, 1)
 	}
 	e := c.estimate(1)
 	assert.InDelta(t, extra[1], e.Seconds, max(0.2*extra[1], 3*e.SE), "reviews, held while recommendations fell: %.4f ± %.4f", e.Seconds, e.SE)

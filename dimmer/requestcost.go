@@ -67,17 +67,24 @@ func (c *Controller) store(st *State) {
 // 0.75 before). Callers hold the lock.
 func (c *Controller) noteMoves(old, st *State) {
 	k := c.mu.costs
-	if old == nil || k == nil || len(old.core.levels) != len(st.core.levels) || len(old.segNames) != len(st.segNames) {
+	if old == nil || k == nil {
 		return
 	}
+	// By name: a Reconfigure adds, drops and reorders features and
+	// segments. A segment new in st was served the default levels.
 	for i, name := range st.core.names {
 		j, ok := k.index[name]
-		if !ok || i >= len(old.core.names) || old.core.names[i] != name {
-			continue
+		oi, had := old.index[name]
+		if !ok || !had {
+			continue // (a feature new in st: nothing of it was tallied before)
 		}
-		moved := math.Abs(old.LevelAt(i, -1)-st.LevelAt(i, -1)) >= minMove
+		moved := math.Abs(old.LevelAt(oi, -1)-st.LevelAt(i, -1)) >= minMove
 		for s := 0; s < len(st.segNames) && !moved; s++ {
-			moved = math.Abs(old.LevelAt(i, s)-st.LevelAt(i, s)) >= minMove
+			os, ok := old.segIndex[st.segNames[s]]
+			if !ok {
+				os = -1
+			}
+			moved = math.Abs(old.LevelAt(oi, os)-st.LevelAt(i, s)) >= minMove
 		}
 		if moved {
 			k.movedAt[j] = c.mu.at

@@ -55,7 +55,8 @@ type Reference struct {
 	// Lag is how late it learns the load: 0, the mean rate of the coming
 	// tick (what no controller can know); one Tick, that of the tick just
 	// past — the most a controller that counts each period's arrivals
-	// knows when it sets the levels for the next.
+	// knows when it sets the levels for the next. Until Lag has passed it
+	// reads the run's first tick; a negative Lag is 0.
 	Lag time.Duration
 	// work[c] is class c's share of the mandatory work, for shedding.
 	work [signals.NumClasses]float64
@@ -95,7 +96,7 @@ func (r *Reference) Step(now time.Time, _ signals.Snapshot) Dim {
 	if tick <= 0 {
 		tick = time.Second
 	}
-	lambda := meanRate(r.Load, max(now.Sub(epoch)-r.Lag, 0), tick)
+	lambda := meanRate(r.Load, max(now.Sub(epoch)-max(r.Lag, 0), 0), tick)
 	if r.levels == nil {
 		r.levels = make([]float64, len(r.Parts))
 	}
