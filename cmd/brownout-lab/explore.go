@@ -75,8 +75,8 @@ Views (defaults in brackets):
               c(b) = 1 − 0.4·(1 − b) [loads 90…150, 5 seeds from 1000, 120 s]
 
 The controller's knobs (--rr, --evidence, --max-step, --low, --setpoint,
---model) change sim.BrownoutConfig for the views that run the controller;
-0 keeps the lab's. --untallied feeds it what brownoutd's scrape and PromQL
+--model, --tick) change sim.BrownoutConfig for the views that run the
+controller; 0 keeps the lab's. --tick sets the lab's period too. --untallied feeds it what brownoutd's scrape and PromQL
 sources give: no feature tallies and no work (sim.Untallied).
 
 Flags:
@@ -107,6 +107,7 @@ type explorer struct {
 	dipTrace  bool
 	dipFrom   int
 	hold      time.Duration
+	tick      time.Duration
 	quiet     bool
 
 	rr, evidence, maxStep, low, setpoint float64
@@ -177,6 +178,7 @@ func runExplore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.BoolVar(&e.verbose, "verbose", false, "controller: list the seeds that swing over 0.2 or turn more than twice")
 	fs.IntVar(&e.swingFrom, "swing-from", lab.Skip, "controller and traj: the second the swing is measured from")
 	fs.IntVar(&e.slices, "slices", 0, "the latency window's one-second slices (default: the lab's 5)")
+	fs.DurationVar(&e.tick, "tick", 0, "the controller's period, and the lab's (default: the lab's 1s)")
 	fs.StringVar(&e.gate, "gate", "lab", "admission: lab (sim.BrownoutLab's gate) or default (shed.GateConfig{})")
 	fs.StringVar(&e.oracle, "oracle", "dimmer/testdata/oracle.csv", "the θ* table (from the module's root); empty: θ* by bisection at every load")
 	fs.Float64Var(&e.u, "u", 0.85, "model: the utilisation u of the capacity model")
@@ -260,6 +262,8 @@ func runExplore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return usagef("explore: --gate %q: want lab or default", e.gate)
 	case e.slices < 0 || e.slices > 600:
 		return usagef("explore: --slices %d: want 1 to 600 (0: the lab's)", e.slices)
+	case e.tick != 0 && (e.tick < 100*time.Millisecond || e.tick > 10*time.Second):
+		return usagef("explore: --tick %s: want 100ms to 10s (0: the lab's)", e.tick)
 	case e.dipFrom < 0:
 		return usagef("explore: --dip-from %d: want a second of the run", e.dipFrom)
 	case e.hold < time.Second || e.view == "turns" && stepUp+e.hold >= e.dur:
@@ -336,6 +340,7 @@ func (e *explorer) config() dimmer.Config {
 		cfg.Setpoint = e.setpoint
 	}
 	cfg.Model = e.model
+	cfg.Tick = e.tick
 	return cfg
 }
 
@@ -354,7 +359,7 @@ func (e *explorer) labConfig(load sim.Profile, d sim.Dimmer, seed uint32, dur ti
 		d = sim.Untallied(d)
 	}
 	cfg := sim.BrownoutLab(load, d)
-	cfg.Seed, cfg.Duration = seed, dur
+	cfg.Seed, cfg.Duration, cfg.Tick = seed, dur, e.tick
 	if e.slices > 0 {
 		cfg.Signals.Latency.Slices = e.slices
 	}
@@ -783,7 +788,7 @@ func (e *explorer) swing(c swingCase) string {
 			d = sim.Untallied(d)
 		}
 		cfg := sim.BrownoutPartsLab(load, d, c.workers)
-		cfg.Duration = e.dur
+		cfg.Duration, cfg.Tick = e.dur, e.tick
 		if e.gate == "default" {
 			cfg.Admission = sim.NewShed(shed.GateConfig{})
 		}

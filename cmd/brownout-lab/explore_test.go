@@ -97,6 +97,8 @@ func TestExploreBadUsage(t *testing.T) {
 		{[]string{"explore", "trace", "--seed", "-1"}, "invalid value"},
 		{[]string{"explore", "turns", "--hold", "60s"}, "--hold 1m0s"},
 		{[]string{"explore", "turns", "--hold", "0s"}, "--hold 0s"},
+		{[]string{"explore", "trace", "--tick", "50ms"}, "--tick 50ms"},
+		{[]string{"explore", "trace", "--tick", "1m"}, "--tick 1m0s"},
 	} {
 		_, _, err := runArgs(c.args...)
 		require.Error(t, err, "%q", c.args)
