@@ -83,9 +83,10 @@ const (
 // must have moved: where feature i's levels held, its rendered and
 // unrendered requests hold the two populations alike; where j's held,
 // the populations do not differ in it. So a tick's contrast of feature i
-// is skipped where i's levels and another's moved within mixSpan before
-// the tick's interval began (see mixed) — a move of the ladder from one
-// feature's stretch into the next, not a move within one.
+// is skipped where i's levels and another's moved while its requests drew
+// their features — within its interval or a tick before it began (see
+// mixed): a move of the ladder from one feature's stretch into the next,
+// not a move within one.
 type costs struct {
 	delta []weighted // per feature: Δ̂ᵢ in seconds
 	base  weighted   // b̂ in seconds
