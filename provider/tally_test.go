@@ -20,7 +20,7 @@ import (
 // evaluations outside a request are unattributed, never off.
 func TestEvaluationsMarkTheRequestsTally(t *testing.T) {
 	c := newController(t)
-	dimTo(c, t0.Add(1e9), 1.6) // recommendations at a fractional level
+	dimmed(t, c, t0.Add(1e9)) // recommendations at a fractional level
 	rec := signals.NewRecorder(signals.Config{})
 	require.NoError(t, rec.Features("recommendations", "reviews"))
 	p, err := New(c, Options{Recorder: rec})
@@ -92,7 +92,7 @@ func TestObjectEvaluationMarks(t *testing.T) {
 
 func BenchmarkBooleanEvaluationTally(b *testing.B) {
 	c := newController(b)
-	dimTo(c, t0.Add(1e9), 1.6)
+	dimmed(b, c, t0.Add(1e9))
 	rec := signals.NewRecorder(signals.Config{})
 	if err := rec.Features("recommendations", "reviews"); err != nil {
 		b.Fatal(err)
