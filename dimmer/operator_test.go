@@ -74,7 +74,7 @@ func TestOperatorsPinFreezeShadow(t *testing.T) {
 	assert.Equal(t, Shadow, st.Mode)
 	assert.Contains(t, st.Reason, "shadow mode on")
 	r.now = now.Add(80 * time.Second)
-	st = r.step(5, -1)
+	st = r.dim(5)
 	assert.Equal(t, Shadow, st.Mode)
 	assert.Equal(t, 1.0, st.Features[0].Level, "shadow: nothing applied")
 	assert.Less(t, st.Features[0].Computed, 1.0, "shadow: the computed level is reported")

@@ -18,12 +18,12 @@ func TestReconfigureKeepsTheLevels(t *testing.T) {
 	c := r.c
 	ch, cancel := c.Subscribe()
 	defer cancel()
-	before := r.step(1.6, -1) // latency over CascadeAt: dims at once
+	before := r.dim(1.6)
 	require.Less(t, before.Features[0].Level, 1.0, "dimmed")
 
 	cfg := testConfig()
 	cfg.Hold, cfg.High, cfg.Low = 10*time.Second, 0.9, 0.6
-	r.now = t0.Add(4 * time.Second)
+	r.now = r.now.Add(3 * time.Second)
 	require.NoError(t, c.ReconfigureAt(r.now, cfg))
 	st := c.State()
 	assert.Equal(t, before.Generation+1, st.Generation, "a reload publishes a state")
@@ -136,15 +136,15 @@ func TestReconfigureAddsASchedule(t *testing.T) {
 func TestReconfigureWhileFrozenHoldsByName(t *testing.T) {
 	r := newRig(t, testConfig())
 	c := r.c
-	r.step(1.6, -1)
-	st := c.FreezeAt(t0.Add(4*time.Second), "sale")
+	r.dim(1.6)
+	st := c.FreezeAt(r.now.Add(time.Second), "sale")
 	rec, vip := level(t, st, "recommendations"), st.Features[0].Segments[0]
 	require.Less(t, rec, 1.0)
 
 	cfg := testConfig()
 	cfg.Features = []Feature{{Name: "chat", Rank: -1}, cfg.Features[1]} // chat first in the ladder
 	cfg.Segments = []Segment{{Name: "checkout", Offset: 0.5}, {Name: "vip", Offset: 0.3}}
-	require.NoError(t, c.ReconfigureAt(t0.Add(5*time.Second), cfg))
+	require.NoError(t, c.ReconfigureAt(r.now.Add(2*time.Second), cfg))
 	st = c.State()
 	assert.Equal(t, Frozen, st.Mode)
 	assert.Equal(t, rec, level(t, st, "recommendations"), "frozen: the published level is held")

@@ -104,6 +104,21 @@ func (r *rig) step(p99, rr float64, more ...reading) *State {
 	return r.c.Step(r.now, s)
 }
 
+// dim steps at p99 (seconds, no refusal ratio) until the brightness falls
+// under 1 — as many periods as the law takes to confirm an overload, at
+// most ten — and returns that state. For the tests whose subject is not
+// the law: how fast it dims is not theirs to say.
+func (r *rig) dim(p99 float64) *State {
+	r.t.Helper()
+	for range 10 {
+		if st := r.step(p99, -1); st.Brightness < 1 {
+			return st
+		}
+	}
+	r.t.Fatalf("no dim in ten periods at a p99 of %vs", p99)
+	return nil
+}
+
 // steps steps n times alike and returns the last state.
 func (r *rig) steps(n int, p99, rr float64, more ...reading) *State {
 	var st *State
