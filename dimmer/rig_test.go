@@ -105,13 +105,14 @@ func (r *rig) step(p99, rr float64, more ...reading) *State {
 }
 
 // dim steps at p99 (seconds, no refusal ratio) until the brightness falls
-// under 1 — as many periods as the law takes to confirm an overload, at
-// most ten — and returns that state. For the tests whose subject is not
-// the law: how fast it dims is not theirs to say.
+// — as many periods as the law takes to confirm an overload, at most ten
+// — and returns that state. For the tests whose subject is not the law:
+// how fast it dims is not theirs to say.
 func (r *rig) dim(p99 float64) *State {
 	r.t.Helper()
+	from := r.c.State().Brightness
 	for range 10 {
-		if st := r.step(p99, -1); st.Brightness < 1 {
+		if st := r.step(p99, -1); st.Brightness < from {
 			return st
 		}
 	}

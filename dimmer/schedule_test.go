@@ -98,10 +98,11 @@ func TestScheduleFeedbackDimsBelowTheCap(t *testing.T) {
 	st := r.step(0.1, -1)
 	require.Equal(t, 0.2, level(t, st, "recommendations"))
 
-	// Latency over CascadeAt: the law dims at once from the cap (no dead
-	// band between the law's level and the cap), and further than the cap.
-	st = r.step(1.6, -1)
-	assert.Less(t, level(t, st, "recommendations"), 0.2, "feedback dims below the cap in the first step")
+	// Latency over CascadeAt: the law's first dim goes from the cap (no
+	// dead band between the law's level and the cap), and further than
+	// the cap.
+	st = r.dim(1.6)
+	assert.Less(t, level(t, st, "recommendations"), 0.2, "feedback dims below the cap in its first move")
 	assert.Equal(t, Auto, mode(t, st, "recommendations"), "the law decides, not the cap")
 	f, _ := st.Feature("recommendations")
 	assert.Nil(t, f.Cap)
@@ -124,15 +125,18 @@ func TestScheduleFeedbackDimsBelowTheCap(t *testing.T) {
 // Without the anti-windup the first steps of an overload would only move
 // the law's brightness through the stretch the cap hides.
 func TestScheduleDimsAsFastAsWithoutIt(t *testing.T) {
-	run := func(cfg Config) float64 {
+	run := func(cfg Config) (level, brightness float64) {
 		r := newScheduleRig(t, cfg)
 		r.step(0.78, -1) // in the band
-		return level(t, r.step(1.6, -1), "recommendations")
+		st := r.dim(1.6)
+		l, _ := st.Level("recommendations", "")
+		return l, st.Brightness
 	}
-	free, capped := run(testConfig()), run(capConfig())
+	free, freeB := run(testConfig())
+	capped, cappedB := run(capConfig())
 	assert.Less(t, free, 1.0)
 	assert.Less(t, capped, 0.2)
-	assert.Less(t, capped, free, "the cap starts the law lower")
+	assert.Less(t, cappedB, freeB, "the cap starts the law lower")
 }
 
 func TestSchedulePinBeatsCap(t *testing.T) {
