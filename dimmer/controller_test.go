@@ -3,6 +3,7 @@ package dimmer
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -65,17 +66,29 @@ func TestQuantizedChangesAndSubscribers(t *testing.T) {
 	default:
 	}
 	// From dimming to holding in the band is a change of action: it is
-	// published, with the same levels. Then a step that changes nothing a
-	// reader acts on — not the action, not its cause, not a level —
-	// publishes nothing, though the numbers in its reason differ.
-	st := r.c.State()
-	r.now = t0.Add(19 * time.Second)
-	hold := r.step(0.78, -1) // in the band
-	assert.Equal(t, st.Generation+1, hold.Generation)
-	assert.Equal(t, Hold, hold.Action)
-	assert.Equal(t, st.Features[0].Level, hold.Features[0].Level)
-	again := r.step(0.8, -1)
-	assert.Same(t, hold, again)
+	// published. Then a step that changes nothing a reader acts on — not
+	// the action, not its cause, not a level — publishes nothing, though
+	// the numbers in its reason differ.
+	r.now = r.now.Add(10 * time.Second)
+	prev, unchanged := r.c.State(), 0
+	for i := range 20 {
+		p := 0.78
+		if i%2 == 1 {
+			p = 0.8
+		}
+		st := r.step(p, -1) // in the band
+		same := st.Action == prev.Action && st.Cause == prev.Cause && slices.EqualFunc(st.Features, prev.Features,
+			func(a, b FeatureState) bool { return a.Level == b.Level && slices.Equal(a.Segments, b.Segments) })
+		if same {
+			require.Same(t, prev, st, "step %d: nothing a reader acts on changed: nothing published", i)
+			unchanged++
+		} else {
+			require.Greater(t, st.Generation, prev.Generation, "step %d: a change is published", i)
+		}
+		prev = st
+	}
+	assert.Equal(t, Hold, prev.Action, "in the band: the law holds")
+	assert.Greater(t, unchanged, 10, "most steps in the band change nothing")
 	assert.Contains(t, r.c.Status().Reason, "800ms", "Status has this tick's readings")
 }
 
@@ -213,8 +226,9 @@ func BenchmarkStateRead(b *testing.B) {
 
 func TestReasonReadsWell(t *testing.T) {
 	r := newRig(t, Config{Targets: []Target{{Signal: signals.LatencyP99, Target: 1}}, Features: []Feature{{Name: "recommendations"}}})
-	st := r.step(1.6, -1)
-	assert.Equal(t, "latency.p99 1.6s > 1s target: dimming recommendations", st.Reason)
+	st := r.dim(1.6)
+	assert.True(t, strings.HasPrefix(st.Reason, "latency.p99 1.6s > 1s target: "), st.Reason)
+	assert.True(t, strings.HasSuffix(st.Reason, "dimming recommendations"), st.Reason)
 	assert.False(t, strings.Contains(st.Reason, "%!"))
 }
 
