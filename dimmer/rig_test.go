@@ -110,14 +110,21 @@ func (r *rig) step(p99, rr float64, more ...reading) *State {
 // how fast it dims is not theirs to say.
 func (r *rig) dim(p99 float64) *State {
 	r.t.Helper()
+	st, _ := r.dimN(p99)
+	return st
+}
+
+// dimN is dim, with the number of periods it took.
+func (r *rig) dimN(p99 float64) (*State, int) {
+	r.t.Helper()
 	from := r.c.State().Brightness
-	for range 10 {
+	for i := range 10 {
 		if st := r.step(p99, -1); st.Brightness < from {
-			return st
+			return st, i + 1
 		}
 	}
 	r.t.Fatalf("no dim in ten periods at a p99 of %vs", p99)
-	return nil
+	return nil, 0
 }
 
 // steps steps n times alike and returns the last state.

@@ -125,15 +125,16 @@ func TestScheduleFeedbackDimsBelowTheCap(t *testing.T) {
 // Without the anti-windup the first steps of an overload would only move
 // the law's brightness through the stretch the cap hides.
 func TestScheduleDimsAsFastAsWithoutIt(t *testing.T) {
-	run := func(cfg Config) (level, brightness float64) {
+	run := func(cfg Config) (level, brightness float64, n int) {
 		r := newScheduleRig(t, cfg)
 		r.step(0.78, -1) // in the band
-		st := r.dim(1.6)
+		st, n := r.dimN(1.6)
 		l, _ := st.Level("recommendations", "")
-		return l, st.Brightness
+		return l, st.Brightness, n
 	}
-	free, freeB := run(testConfig())
-	capped, cappedB := run(capConfig())
+	free, freeB, freeN := run(testConfig())
+	capped, cappedB, cappedN := run(capConfig())
+	assert.LessOrEqual(t, cappedN, freeN, "as fast: the capped law's first dim comes no later than the free one's")
 	assert.Less(t, free, 1.0)
 	assert.Less(t, capped, 0.2)
 	assert.Less(t, cappedB, freeB, "the cap starts the law lower")

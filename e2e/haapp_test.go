@@ -379,7 +379,8 @@ func TestFleetAppAcrossFailover(t *testing.T) {
 		wg.Go(func() { follow(ctx, r, l) })
 	}
 	require.True(t, app.until(30*time.Second, func(s appSample) bool {
-		return s.mode != "stale" && s.levels["recommendations"] < 1
+		l, ok := s.levels["recommendations"]
+		return s.mode != "stale" && ok && l < 1
 	}), "the overload dims the app's levels: %+v", app.now())
 	dimmed := time.Now()
 	wg.Wait()
