@@ -77,6 +77,11 @@ func TestQuantizedChangesAndSubscribers(t *testing.T) {
 	// the action, not its cause, not a level — publishes nothing, though
 	// the numbers in its reason differ.
 	r.now = r.now.Add(10 * time.Second)
+	// alike: nothing a reader acts on differs between a and b.
+	alike := func(a, b *State) bool {
+		return a.Action == b.Action && a.Cause == b.Cause && slices.EqualFunc(a.Features, b.Features,
+			func(x, y FeatureState) bool { return x.Level == y.Level && slices.Equal(x.Segments, y.Segments) })
+	}
 	prev, unchanged := r.c.State(), 0
 	for i := range 20 {
 		p := 0.78
@@ -84,18 +89,14 @@ func TestQuantizedChangesAndSubscribers(t *testing.T) {
 			p = 0.8
 		}
 		st := r.step(p, -1) // in the band
-		same := st.Action == prev.Action && st.Cause == prev.Cause && slices.EqualFunc(st.Features, prev.Features,
-			func(a, b FeatureState) bool { return a.Level == b.Level && slices.Equal(a.Segments, b.Segments) })
-		if same {
+		if alike(st, prev) {
 			require.Same(t, prev, st, "step %d: nothing a reader acts on changed: nothing published", i)
 			unchanged++
 		} else {
 			require.Greater(t, st.Generation, prev.Generation, "step %d: a change is published", i)
 		}
 		cur := r.c.Status() // this tick's account: what a publication now would say
-		require.True(t, cur.Action == st.Action && cur.Cause == st.Cause && slices.EqualFunc(cur.Features, st.Features,
-			func(a, b FeatureState) bool { return a.Level == b.Level && slices.Equal(a.Segments, b.Segments) }),
-			"step %d: a change a reader acts on is published in its own period: published %v, now %v", i, st.Action, cur.Action)
+		require.True(t, alike(cur, st), "step %d: a change a reader acts on is published in its own period: published %v, now %v", i, st.Action, cur.Action)
 		prev = st
 	}
 	assert.Equal(t, Hold, prev.Action, "in the band: the law holds")

@@ -251,6 +251,7 @@ func TestEventsChangesStaleAndShutdown(t *testing.T) {
 		ev := <-p.EventChannel()
 		assert.Equal(t, openfeature.ProviderConfigChange, ev.EventType)
 		assert.ElementsMatch(t, []string{"recommendations", "recommendations.level"}, ev.FlagChanges)
+		synctest.Wait() // the follower has sent what this dim published
 		for len(p.EventChannel()) > 0 {
 			<-p.EventChannel() // (a law may publish more than one state on its way)
 		}
