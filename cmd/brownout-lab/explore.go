@@ -40,9 +40,10 @@ Views (defaults in brackets):
               at every change of level, every second with --all [load 120, seed 1001, 300 s]
   step        the same trace through the lab's step, 80 → 150 → 80 req/s [seed 1, 90 s]
   traj        per seed, the level every 5 s [load 120, 20 seeds from 1000, 300 s]
-  dip         per seed, the level every 10 s through a capacity dip to 70 %
-              from 120 s to 420 s; --dip-trace: a trace of the first seed
-              from --dip-from [load 100, 20 seeds from 1000, 600 s]
+  dip         per seed, the level every 10 s through a capacity dip to
+              --dip-to of it from 120 s to 420 s; --dip-trace: a trace of
+              the first seed from --dip-from [load 100, 20 seeds from 1000,
+              600 s, 70 %]
   landing     per load and seed, the first four moves of the level and the
               median level after 2 minutes [loads 100…150, 20 seeds from 1000, 300 s]
   react       seconds from full brightness at 29 s to 0.5 after the step,
@@ -106,6 +107,7 @@ type explorer struct {
 	u         float64
 	dipTrace  bool
 	dipFrom   int
+	dipTo     float64
 	hold      time.Duration
 	tick      time.Duration
 	quiet     bool
@@ -184,6 +186,7 @@ func runExplore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.Float64Var(&e.u, "u", 0.85, "model: the utilisation u of the capacity model")
 	fs.BoolVar(&e.dipTrace, "dip-trace", false, "dip: trace the first seed from --dip-from instead")
 	fs.IntVar(&e.dipFrom, "dip-from", 410, "dip: the second the trace starts at (70 s of it)")
+	fs.Float64Var(&e.dipTo, "dip-to", 0.7, "dip: the share of its capacity the server keeps through the dip, in (0, 1]")
 	fs.DurationVar(&e.hold, "hold", 30*time.Second, "turns: how long the step's overload lasts")
 	fs.BoolVar(&e.quiet, "quiet", false, "no progress on stderr")
 	fs.Float64Var(&e.rr, "rr", 0, "the controller's reject.ratio target (the lab's: 0.01)")
@@ -264,6 +267,8 @@ func runExplore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return usagef("explore: --slices %d: want 1 to 600 (0: the lab's)", e.slices)
 	case e.tick != 0 && (e.tick < 100*time.Millisecond || e.tick > 10*time.Second):
 		return usagef("explore: --tick %s: want 100ms to 10s (0: the lab's)", e.tick)
+	case !(e.dipTo > 0 && e.dipTo <= 1):
+		return usagef("explore: --dip-to %v: want a share of the capacity in (0, 1]", e.dipTo)
 	case e.dipFrom < 0:
 		return usagef("explore: --dip-from %d: want a second of the run", e.dipFrom)
 	case e.hold < time.Second || e.view == "turns" && stepUp+e.hold >= e.dur:
@@ -571,7 +576,8 @@ func (e *explorer) traj() error {
 // dip prints, per seed, the level every 10 s from 100 s through a capacity
 // dip; with --dip-trace, a trace of the first seed around its end.
 func (e *explorer) dip() error {
-	const from, length, factor = 120 * time.Second, 300 * time.Second, 0.7
+	const from, length = 120 * time.Second, 300 * time.Second
+	factor := e.dipTo
 	runDip := func(seed uint32, trace bool) (sim.Result, *lab.Recorder) {
 		rec := e.newRecorder(trace)
 		cfg := e.labConfig(sim.Constant(e.load), rec, seed, e.dur)

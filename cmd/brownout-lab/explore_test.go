@@ -78,6 +78,24 @@ func TestExploreSwings(t *testing.T) {
 	assert.Contains(t, lines[23], "4 worker(s), square every 60s ±60%")
 }
 
+// TestExploreDipTo: --dip-to sets how deep the dip view's capacity falls;
+// a run through a dip to half the capacity is not the one through 70 %.
+func TestExploreDipTo(t *testing.T) {
+	if race.Enabled {
+		t.Skip("600 s lab runs: too slow under -race")
+	}
+	half, errOut, err := runArgs("explore", "dip", "--seeds", "1", "--dip-to", "0.5", "--quiet")
+	require.NoError(t, err)
+	assert.Empty(t, errOut)
+	deflt, _, err := runArgs("explore", "dip", "--seeds", "1", "--quiet")
+	require.NoError(t, err)
+	seventy, _, err := runArgs("explore", "dip", "--seeds", "1", "--dip-to", "0.7", "--quiet")
+	require.NoError(t, err)
+	assert.Equal(t, deflt, seventy, "70 % is the default")
+	assert.NotEqual(t, deflt, half)
+	assert.Regexp(t, `^1000: (\s*\d+){50}\n$`, half)
+}
+
 func TestExploreBadUsage(t *testing.T) {
 	for _, c := range []struct {
 		args []string
@@ -99,6 +117,9 @@ func TestExploreBadUsage(t *testing.T) {
 		{[]string{"explore", "turns", "--hold", "0s"}, "--hold 0s"},
 		{[]string{"explore", "trace", "--tick", "50ms"}, "--tick 50ms"},
 		{[]string{"explore", "trace", "--tick", "1m"}, "--tick 1m0s"},
+		{[]string{"explore", "dip", "--dip-to", "0"}, "--dip-to 0"},
+		{[]string{"explore", "dip", "--dip-to", "1.5"}, "--dip-to 1.5"},
+		{[]string{"explore", "dip", "--dip-to", "NaN"}, "--dip-to NaN"},
 	} {
 		_, _, err := runArgs(c.args...)
 		require.Error(t, err, "%q", c.args)
