@@ -206,16 +206,28 @@ const (
 // when the service gets faster again, in the share of that growth undone
 // — whatever η is by then, a target reconfigured in between — and never
 // over Ĉ; a K carried within target in the slowdown (see carried) was
-// found again, and spends held. The tracker's drift
-// between jumps moves nothing: the corrections measure K where it drifts
-// (and a jump's first estimate, of a few periods, drifts to the new
-// level after it: followed, the drift of a capacity dip's first seconds
-// was taken from K and not given back at its end).
-func (e *capacity) rebase(w0, eta float64, jumped bool) {
+// found again, and spends held. The tracker's drift between jumps takes
+// nothing from K: the corrections measure K where it drifts (and a jump's
+// first estimate, of a few periods, drifts to the new level after it:
+// followed, the drift of a capacity dip's first seconds was taken from K
+// and not given back at its end). But while K holds what a slowdown took,
+// the work's drift down gives it back as a jump down would, in the share
+// of the growth it undid (own: w0 measured from the requests' own
+// tallies, as for a jump). A jump's estimate is the mean of its first two
+// periods, and the first is mostly of the service before the change: the
+// work that came back reads higher at the jump than it settles to, and
+// what the jump left held would otherwise stay held until the
+// corrections found it, at a step a Hold (the one-worker lab's capacity
+// back from half: K 0.848 s a second for the 0.862 before the dip, the
+// levels 0.1 under where they were for 12 s). What is given back is at
+// most what was taken, so the drift's noise cannot raise K past where
+// the slowdown found it.
+func (e *capacity) rebase(w0, eta float64, jumped, own bool) {
+	settle := own && !jumped && e.held > 0 && e.at > 0 && w0 < e.at
 	switch {
 	case w0 <= 0:
 		return
-	case e.at <= 0 || !jumped || e.k <= 0:
+	case e.at <= 0 || !(jumped || settle) || e.k <= 0:
 	case w0 > e.at:
 		k := e.k - eta*(w0-e.at)
 		if e.c > 0 {
@@ -247,7 +259,7 @@ func (e *capacity) rebase(w0, eta float64, jumped bool) {
 			e.src = capFaster
 		}
 	}
-	if e.at <= 0 || jumped {
+	if e.at <= 0 || jumped || settle {
 		e.at = w0
 	}
 }

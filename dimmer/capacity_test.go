@@ -268,27 +268,36 @@ func TestCapacityRebasedForASlowerService(t *testing.T) {
 	assert.InDelta(t, math.Log(100)/(0.775*0.3), eta, 1e-9, "η = ln(1/(1−0.99)) / (set point × target)")
 
 	e := capacity{k: 3.92, c: 3.92}
-	e.rebase(0.0095, eta, true)
+	e.rebase(0.0095, eta, true, true)
 	assert.InDelta(t, 3.92, e.k, 1e-12, "the first period only says where K is")
-	e.rebase(0.0097, eta, false)
+	e.rebase(0.0097, eta, false, true)
 	assert.InDelta(t, 3.92, e.k, 1e-12, "drift moves nothing")
-	e.rebase(0.0194, eta, true)
+	e.rebase(0.0194, eta, true, true)
 	assert.InDelta(t, 3.92-eta*0.0099, e.k, 1e-9, "twice the work: K gives up η times what the all-off request's work grew by since K was found")
-	e.rebase(0.0190, eta, false)
-	e.rebase(0.0095, eta, true)
+	slow := e.k
+	e.rebase(0.0190, eta, false, true)
+	assert.InDelta(t, slow+(3.92-slow)*0.0004/0.0099, e.k, 1e-9, "while K holds what the slowdown took, the work's drift down gives back its share")
+	e.rebase(0.0192, eta, false, true)
+	assert.InDelta(t, slow+(3.92-slow)*0.0004/0.0099, e.k, 1e-9, "and its drift up takes nothing")
+	settled := e.k
+	e.rebase(0.0185, eta, false, false)
+	assert.Equal(t, settled, e.k, "a drift not measured from the requests' own tallies gives nothing back")
+	e.rebase(0.0095, eta, true, true)
 	assert.InDelta(t, 3.92, e.k, 1e-9, "the service back: K back")
+	e.rebase(0.0090, eta, false, true)
+	assert.InDelta(t, 3.92, e.k, 1e-9, "and no more than the slowdown took")
 
 	e = capacity{k: 0.9 * 3.93, c: 3.93}
-	e.rebase(0.0095, eta, true)
-	e.rebase(0.019, eta, true)
+	e.rebase(0.0095, eta, true, true)
+	e.rebase(0.019, eta, true, true)
 	assert.InDelta(t, 0.9*3.93, e.k, 1e-12, "the idle under Ĉ is what the slower work needs: K stays")
-	e.rebase(0.0095, eta, true)
+	e.rebase(0.0095, eta, true, true)
 	assert.InDelta(t, 0.9*3.93, e.k, 1e-12, "and takes nothing back")
 
 	tight, err := Config{Targets: []Target{{Signal: signals.LatencyP999, Target: 0.05}}, Features: fs}.withDefaults()
 	require.NoError(t, err)
 	e = capacity{k: 1, at: 0.01}
-	e.rebase(0.1, tight.queueIdle(), true)
+	e.rebase(0.1, tight.queueIdle(), true, true)
 	assert.InDelta(t, minKShare, e.k, 1e-9, "K keeps a quarter of itself")
 
 	none, err := Config{Targets: []Target{{Signal: signals.RejectRatio, Target: 0.01}, {Signal: signals.LatencyMax, Target: 1}}, Features: fs}.withDefaults()
@@ -309,10 +318,10 @@ func etaFor(t *testing.T, target float64) float64 {
 func TestCapacityGivesBackAtMostĈ(t *testing.T) {
 	eta := etaFor(t, 0.3)
 	e := capacity{k: 3.92, c: 3.92, at: 0.0095}
-	e.rebase(0.0194, eta, true)
+	e.rebase(0.0194, eta, true, true)
 	e.carried(time.Unix(0, 0), 3.9)
 	e.at = 0.0194 // (as the law stamps it when a rule moves K)
-	e.rebase(0.0095, eta, true)
+	e.rebase(0.0095, eta, true, true)
 	assert.LessOrEqual(t, e.k, e.c, "K at most Ĉ")
 	assert.Zero(t, e.held)
 }
@@ -325,10 +334,10 @@ func TestCapacityRebaseFloorDoesNotCompound(t *testing.T) {
 	require.NoError(t, err)
 	eta := cfg.queueIdle()
 	one := capacity{k: 1, at: 0.01}
-	one.rebase(0.1, eta, true)
+	one.rebase(0.1, eta, true, true)
 	two := capacity{k: 1, at: 0.01}
-	two.rebase(0.055, eta, true)
-	two.rebase(0.1, eta, true)
+	two.rebase(0.055, eta, true, true)
+	two.rebase(0.1, eta, true, true)
 	assert.InDelta(t, one.k, two.k, 1e-9)
 	assert.InDelta(t, minKShare, two.k, 1e-9)
 }
@@ -338,14 +347,14 @@ func TestCapacityRebaseFloorDoesNotCompound(t *testing.T) {
 // then (a target reconfigured in the slowdown, or none left).
 func TestCapacityGivesBackWhatTheGrowthTook(t *testing.T) {
 	e := capacity{k: 3.92, c: 3.92, at: 0.0095}
-	e.rebase(0.0194, etaFor(t, 0.3), true)
-	e.rebase(0.0095, etaFor(t, 0.6), true)
+	e.rebase(0.0194, etaFor(t, 0.3), true, true)
+	e.rebase(0.0095, etaFor(t, 0.6), true, true)
 	assert.InDelta(t, 3.92, e.k, 1e-9)
 	assert.Zero(t, e.held)
 
 	e = capacity{k: 3.92, c: 3.92, at: 0.0095}
-	e.rebase(0.0194, etaFor(t, 0.3), true)
-	e.rebase(0.0145, 0, true)
+	e.rebase(0.0194, etaFor(t, 0.3), true, true)
+	e.rebase(0.0145, 0, true, true)
 	held := etaFor(t, 0.3) * 0.0099
 	assert.InDelta(t, 3.92-held*(1-0.0049/0.0099), e.k, 1e-9, "about half the growth undone, without a target: that share given back")
 }
@@ -356,8 +365,8 @@ func TestCapacityRebaseStaysFinite(t *testing.T) {
 	eta := etaFor(t, 1e-309)
 	assert.Zero(t, eta)
 	e := capacity{k: 1, at: 0.01, held: 0.5}
-	e.rebase(0.01, eta, true)
-	e.rebase(0.02, eta, true)
+	e.rebase(0.01, eta, true, true)
+	e.rebase(0.02, eta, true, true)
 	assert.False(t, math.IsNaN(e.k) || math.IsInf(e.k, 0), "K %v", e.k)
 }
 

@@ -48,7 +48,7 @@ func (c *Controller) correctK(now time.Time, o observation, b, ceil, lam, busy, 
 	// The capacity, at the all-off work now. Each instance of a fleet
 	// queues its own requests: the idle a slower service needs is each
 	// one's, o.queues times one's.
-	e.rebase(m.mdl.w0, o.queues*cfg.queueIdle(), m.mdl.baseOwn && m.mdl.baseAt.Equal(now))
+	e.rebase(m.mdl.w0, o.queues*cfg.queueIdle(), m.mdl.baseOwn && m.mdl.baseAt.Equal(now), m.mdl.baseOwn)
 	kWas := e.k
 	win := max(m.sigWindow, cfg.Tick)
 	// As much pressure past its mark as overWindows windows (each at

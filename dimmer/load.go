@@ -41,6 +41,7 @@ func (c *Controller) sighting(tr *tracker, o observation, span time.Duration) fl
 // brightening (lamPrev, ratePrev, rate).
 func (c *Controller) estimateLoad(o observation) float64 {
 	m := &c.mu
+	m.mdl.loadJumped = false
 	if o.recentSpan <= 0 || o.recentLoad < 0 {
 		m.mdl.load, m.mdl.trend = tracker{}, trend{}
 		m.mdl.motion, m.mdl.motionVar, m.mdl.dispersion = 0, 0, 0 // (the load's motion is the tracker's errors)
@@ -73,7 +74,11 @@ func (c *Controller) estimateLoad(o observation) float64 {
 	fresh := o.fresh && m.mdl.load.ok
 	e := o.recentLoad - m.mdl.load.est
 	pred := v + m.mdl.load.p
+	started := !m.mdl.load.ok
 	jumped := m.mdl.load.update(o.recentLoad, v, fastWeight(m.sigWindow.Seconds()/c.cfg.Tick.Seconds()), o.fresh)
+	// (The load's arrival — the tracker's first reading — is a jump too,
+	// from nothing: see teach.)
+	m.mdl.loadJumped = jumped || started && m.mdl.load.ok
 	if o.fresh {
 		c.disperseBetween(r, rOK, jumped)
 	}

@@ -141,6 +141,10 @@ type modelState struct {
 	// holds the queue's wait too: see capacity.rebase).
 	baseAt  time.Time
 	baseOwn bool
+	// loadJumpAt is when the load's tracker last jumped or started (see
+	// teach), and loadJumped whether it did this period.
+	loadJumpAt time.Time
+	loadJumped bool
 	// baseFell: the all-off work's last jump was a fall measured from
 	// the requests' own tallies (see correctK's staleWork).
 	baseFell bool
@@ -411,6 +415,9 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 	w := why{top: o.top, load: o.load, model: true}
 	e := &m.mdl.capacity
 	lam := c.estimateLoad(o)
+	if m.mdl.loadJumped {
+		m.mdl.loadJumpAt = now
+	}
 	ahead, aheadVar, _ := c.loadAhead(now, lam, o)
 	if lam > 0 {
 		w.load = ahead // the reason gives the load the levels are set for

@@ -163,3 +163,43 @@ func TestTeachAfterAHostileCheckpoint(t *testing.T) {
 	assert.False(t, math.IsNaN(fm.scale) || math.IsInf(fm.scale, 0), "scale %v", fm.scale)
 	assert.False(t, math.IsNaN(fm.base.est), "the all-off work %v", fm.base.est)
 }
+
+// TestTeachNothingFromAMoveAtALoadJump: a move made in the period the load
+// jumped (or arrived), or the one after, is the levels' answer to the load.
+// Without a tally, the period that shows it — or a later one the load
+// jumped in — is one the load moved a request's work in too (contention,
+// the gate's concurrency, a cold start): before against after, it teaches
+// nothing of the priors' scale. A move two periods after the jump
+// teaches; so does one a tally measures, jump or not.
+func TestTeachNothingFromAMoveAtALoadJump(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		jumpAgo time.Duration // from the move back to the load's jump
+		tallied bool
+		teaches bool
+	}{
+		{"in the move's period", 0, false, false},
+		{"a period before the move", time.Second, false, false},
+		{"in the period that shows the move", -time.Second, false, false},
+		{"two periods before the move", 2 * time.Second, false, true},
+		{"a tallied move in the jump's period", 0, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, m := teachRig(t, 0.01, 1e-10)
+			require.NotEmpty(t, m.tallied)
+			m.tallied[0] = tc.tallied
+			move := time.Unix(100, 0)
+			m.loadJumpAt = move.Add(-tc.jumpAgo)
+			// The work fell as a scale of 2 says, 0.4 of the priors'
+			// share off: twice as far as the priors predicted.
+			y := (1 + 2*0.0) / (1 + 2*0.4) * m.base.est * (1 + 0.4)
+			m.moveAt, m.movePrior = move, 0.4
+			r.c.teach(move.Add(time.Second), y, 1e-12, 0, 0)
+			if tc.teaches {
+				assert.Greater(t, m.scale, 1.5, "the move taught the scale")
+			} else {
+				assert.Equal(t, 1.0, m.scale, "the move taught nothing")
+			}
+		})
+	}
+}

@@ -35,10 +35,16 @@ func (b Controller) Step(now time.Time, s signals.Snapshot) Dim {
 
 // BrownoutFeatures returns the lab's optional parts as dimmer features:
 // recommendations dim first, then reviews. Each call returns a new slice.
+//
+// Their costs are the lab's true ones in the unit dimmer.Feature.Cost
+// states them in, a share of the all-off request's work: the optional
+// block is 0.4 of a page with every part on (0.25 of it recommendations,
+// 0.15 reviews) and the mandatory part 0.6, so recommendations cost
+// 0.25/0.6 of an all-off request and reviews 0.15/0.6.
 func BrownoutFeatures() []dimmer.Feature {
 	return []dimmer.Feature{
-		{Name: "recommendations", Rank: 0, Cost: 0.25},
-		{Name: "reviews", Rank: 1, Cost: 0.15},
+		{Name: "recommendations", Rank: 0, Cost: 0.25 / 0.6},
+		{Name: "reviews", Rank: 1, Cost: 0.15 / 0.6},
 	}
 }
 

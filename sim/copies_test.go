@@ -26,7 +26,7 @@ func TestPresetsAreCopies(t *testing.T) {
 
 	feats := BrownoutFeatures()
 	feats[0].Cost = 1
-	assert.Equal(t, 0.25, BrownoutFeatures()[0].Cost)
+	assert.Equal(t, 0.25/0.6, BrownoutFeatures()[0].Cost)
 	cfg := BrownoutConfig(BrownoutTarget)
 	cfg.Features[1].Name = "x"
 	assert.Equal(t, "reviews", BrownoutConfig(BrownoutTarget).Features[1].Name)
