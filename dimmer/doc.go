@@ -273,7 +273,8 @@
 // w(b) = w₀ + Σᵢ ℓᵢ(b)·rᵢ·ĉᵢ of work (w₀ the all-off request's, measured
 // from the work of every request, signals.Snapshot.Work; ĉᵢ each feature's
 // cost to a request that renders it, learned from the tallies or its prior
-// times a scale the moves teach; rᵢ its reach, the share of the requests
+// times a scale the moves teach — not a move that answered a jump of the
+// load, where no feature is tallied; rᵢ its reach, the share of the requests
 // that evaluate it), the service carries K of work a second within
 // its targets, and the levels are the brightest with λ·w(b) ≤ K at the
 // offered load λ — a measured change of the load moves them at once (a
@@ -286,7 +287,8 @@
 // targets' pressure from the set point, with Kesten's rule, and a
 // service whose w₀ jumps (slower, or faster again) moves K by the idle
 // its queue's longer or shorter wait calls for, η = ln(1/(1−q))/W
-// requests a second for a q-quantile latency target at W (capacity.go);
+// requests a second for a q-quantile latency target at W (capacity.go;
+// what a slowdown took comes back as w₀ settles, never more);
 // the load and w₀ are followed by
 // Kalman trackers that grow more precise while a level holds and jump on
 // a change (track.go). So that every feature's cost stays measured, not
