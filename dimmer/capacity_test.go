@@ -287,6 +287,15 @@ func TestCapacityRebasedForASlowerService(t *testing.T) {
 	e.rebase(0.0090, eta, false, true)
 	assert.InDelta(t, 3.92, e.k, 1e-9, "and no more than the slowdown took")
 
+	e = capacity{k: 3.92, at: 0.0095} // no Ĉ to bound the give-back
+	e.rebase(0.0090, eta, false, true)
+	assert.Equal(t, 0.0095, e.at, "nothing held: a drift down leaves the work K was found at")
+	e.rebase(0.0194, eta, true, true)
+	assert.InDelta(t, 3.92-eta*(0.0194-0.0095), e.k, 1e-9, "so a slowdown takes for its growth from there")
+	e.rebase(0.0090, eta, false, true)
+	assert.InDelta(t, 3.92, e.k, 1e-9, "settling past that work gives back what was held, no more")
+	assert.Zero(t, e.held)
+
 	e = capacity{k: 0.9 * 3.93, c: 3.93}
 	e.rebase(0.0095, eta, true, true)
 	e.rebase(0.019, eta, true, true)

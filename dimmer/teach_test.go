@@ -181,6 +181,7 @@ func TestTeachNothingFromAMoveAtALoadJump(t *testing.T) {
 		{"in the move's period", 0, false, false},
 		{"a period before the move", time.Second, false, false},
 		{"in the period that shows the move", -time.Second, false, false},
+		{"after the move, before the period that shows it", -2 * time.Second, false, false},
 		{"two periods before the move", 2 * time.Second, false, true},
 		{"a tallied move in the jump's period", 0, true, true},
 	} {
@@ -194,7 +195,7 @@ func TestTeachNothingFromAMoveAtALoadJump(t *testing.T) {
 			// share off: twice as far as the priors predicted.
 			y := (1 + 2*0.0) / (1 + 2*0.4) * m.base.est * (1 + 0.4)
 			m.moveAt, m.movePrior = move, 0.4
-			r.c.teach(move.Add(time.Second), y, 1e-12, 0, 0)
+			r.c.teach(move.Add(max(time.Second, 1-tc.jumpAgo)), y, 1e-12, 0, 0)
 			if tc.teaches {
 				assert.Greater(t, m.scale, 1.5, "the move taught the scale")
 			} else {

@@ -116,7 +116,8 @@ func BrownoutLab(load Profile, d Dimmer) Config {
 // features of [BrownoutFeatures], by name and in their ladder's order, with
 // TRUE costs that differ from the configured ones — recommendations cost
 // one and a half times the mandatory work, reviews half of it (configured:
-// 0.25 and 0.15 of a request, a ratio of 5:3, not 3:1) — so that with every
+// 0.25/0.6 and 0.15/0.6 of an all-off request, 3.6 and 2 times too low, a
+// ratio of 5:3, not 3:1) — so that with every
 // part on a page is 3 times its mandatory work. Large parts on purpose:
 // with them off the server has twice the capacity it has at level 0.5, so
 // that a sine of amplitude 0.5 around that capacity is absorbed by dimming
