@@ -13,6 +13,59 @@ import (
 	"github.com/brownout/brownout/signals"
 )
 
+// TestTrackerReturnsToTheLevelBeforeItsJump: a request's work (a level
+// that holds) at 10 ms for 300 periods, 20 ms for 60 (a dependency
+// slowed), then — after a period half of each — 10 ms again, each period's
+// mean within 10 %. Back, the two periods that show the return are one
+// level with the estimate before the slowdown, and that estimate joins
+// them by its precision: within 1 % of it at once. Back at 13 ms instead
+// (three of the periods' standard errors from it), it is a new level,
+// taken from its own two periods.
+func TestTrackerReturnsToTheLevelBeforeItsJump(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		back   float64
+		joined bool
+	}{
+		{"back where it was", 0.010, true},
+		{"back elsewhere", 0.013, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(7, 9))
+			period := func(w float64) (float64, float64) {
+				return w * (1 + 0.1*rng.NormFloat64()), 0.1 * w * 0.1 * w
+			}
+			tr := tracker{}
+			for range 300 {
+				x, v := period(0.010)
+				tr.update(x, v, 0.2, true)
+			}
+			before, beforeP := tr.est, tr.p
+			jumps := 0
+			for range 60 {
+				x, v := period(0.020)
+				if tr.update(x, v, 0.2, true) {
+					jumps++
+				}
+			}
+			require.Equal(t, 1, jumps, "the slowdown is one jump")
+			tr.update(0.015, 0.0015*0.0015, 0.2, true) // half of each
+			jumped := false
+			for range 2 {
+				x, v := period(tc.back)
+				jumped = tr.update(x, v, 0.2, true) || jumped
+			}
+			require.True(t, jumped, "the return is a jump")
+			if tc.joined {
+				assert.InDelta(t, before, tr.est, 0.01*before, "the estimate before the slowdown, at once")
+				assert.Less(t, tr.p, 0.5*0.5*0.001*0.001/2, "surer than its two periods alone (and no surer than they and the estimate before allow: %.3g)", beforeP)
+			} else {
+				assert.InDelta(t, tc.back, tr.est, 0.1*tc.back, "a new level: its own periods")
+			}
+		})
+	}
+}
+
 // TestTrackerSettlesOnNoiseAndFollowsSteps: a Poisson rate of 100/s seen
 // a period at a time is estimated ever more precisely (within 2 % once two
 // minutes of periods are in, where one period is ±10 %); a step to 150/s
