@@ -35,7 +35,7 @@ func TestTrackerReturnsToTheLevelBeforeItsJump(t *testing.T) {
 			period := func(w float64) (float64, float64) {
 				return w * (1 + 0.1*rng.NormFloat64()), 0.1 * w * 0.1 * w
 			}
-			tr := tracker{}
+			tr := tracker{own: true}
 			for range 300 {
 				x, v := period(0.010)
 				tr.update(x, v, 0.2, true)
@@ -58,12 +58,34 @@ func TestTrackerReturnsToTheLevelBeforeItsJump(t *testing.T) {
 			require.True(t, jumped, "the return is a jump")
 			if tc.joined {
 				assert.InDelta(t, before, tr.est, 0.01*before, "the estimate before the slowdown, at once")
-				assert.Less(t, tr.p, 0.5*0.5*0.001*0.001/2, "surer than its two periods alone (and no surer than they and the estimate before allow: %.3g)", beforeP)
+				assert.Less(t, tr.p, 0.5*0.5*0.001*0.001/2, "surer than its two periods alone")
+				assert.Greater(t, tr.p, beforeP, "and no surer than the estimate before")
 			} else {
 				assert.InDelta(t, tc.back, tr.est, 0.1*tc.back, "a new level: its own periods")
 			}
 		})
 	}
+}
+
+// TestReturnedAtItsEdges: a return weighed at the edges of its inputs
+// stays between the two periods' mean and the old level, with a variance
+// that is a number and not negative — variances too small to divide
+// (5e-324), an old level known exactly, a mean far from it (a new level:
+// the mean itself).
+func TestReturnedAtItsEdges(t *testing.T) {
+	for _, c := range []struct{ m, pv, pr, be, bp, left float64 }{
+		{0.01, 5e-324, 5e-324, 0.01, 0, 0.02},
+		{0.01, 1e-6, 1e-6, 0.0101, 0, 0.02},
+		{0.01, 1e-12, 1e-12, 0.01, 1e-12, 0.01 + 1e-300},
+		{1e6, 1e10, 1e10, 1e6 + 1, 1e8, 2e6},
+	} {
+		est, p := returned(c.m, c.pv, c.pr, c.be, c.bp, c.left)
+		assert.False(t, math.IsNaN(est) || math.IsNaN(p) || math.IsInf(p, 0), "%+v: %v, %v", c, est, p)
+		assert.GreaterOrEqual(t, p, 0.0, "%+v", c)
+		assert.True(t, est >= min(c.m, c.be)-1e-12*c.m && est <= max(c.m, c.be)+1e-12*c.m, "%+v: %v between the mean and the old level", c, est)
+	}
+	est, _ := returned(0.013, 0.5e-6, 0.5e-6, 0.010, 1e-9, 0.020)
+	assert.InDelta(t, 0.013, est, 0.0001, "four standard errors off the old level: a new level")
 }
 
 // TestTrackerSettlesOnNoiseAndFollowsSteps: a Poisson rate of 100/s seen

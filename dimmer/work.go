@@ -180,6 +180,7 @@ func (c *Controller) demand(now time.Time, o observation) (seconds bool, busy, b
 		r := c.sighting(&m.mdl.base, o, span)
 		m.mdl.base.jv = r * c.spread(all) / float64(all.N) / (den * den)
 		was := m.mdl.base.est
+		m.mdl.base.own = own
 		if whole && m.mdl.base.update((x-learned)/den, r*v/(den*den), fastWeight(m.sigWindow.Seconds()/c.cfg.Tick.Seconds()), all.N >= minJumpCount && o.fresh) {
 			m.mdl.baseAt = now
 			m.mdl.baseFell = own && m.mdl.base.est < was
