@@ -38,10 +38,10 @@ func (c *Controller) sighting(tr *tracker, o observation, span time.Duration) fl
 // estimateLoad follows the offered load with a tracker of the periods'
 // arrival rates (see tracker). Without per-period counts it is the
 // source's windowed rate. It keeps the last two intervals' loads for
-// brightening (lamPrev, ratePrev, rate).
-func (c *Controller) estimateLoad(o observation) float64 {
+// brightening (lamPrev, ratePrev, rate), and reports whether the tracker
+// jumped or started this period.
+func (c *Controller) estimateLoad(o observation) (lam float64, jumped bool) {
 	m := &c.mu
-	m.mdl.loadJumped = false
 	if o.recentSpan <= 0 || o.recentLoad < 0 {
 		m.mdl.load, m.mdl.trend = tracker{}, trend{}
 		m.mdl.motion, m.mdl.motionVar, m.mdl.dispersion = 0, 0, 0 // (the load's motion is the tracker's errors)
@@ -49,7 +49,7 @@ func (c *Controller) estimateLoad(o observation) float64 {
 		if o.load >= 0 {
 			m.mdl.lamPrev, m.mdl.ratePrev, m.mdl.rate = m.mdl.rate, m.mdl.rate, o.load
 		}
-		return o.load
+		return o.load, false
 	}
 	last := m.mdl.rate // the interval before, for the trend (below)
 	var r float64      // the new interval's squared second difference (see disperse)
@@ -75,10 +75,7 @@ func (c *Controller) estimateLoad(o observation) float64 {
 	e := o.recentLoad - m.mdl.load.est
 	pred := v + m.mdl.load.p
 	started := !m.mdl.load.ok
-	jumped := m.mdl.load.update(o.recentLoad, v, fastWeight(m.sigWindow.Seconds()/c.cfg.Tick.Seconds()), o.fresh)
-	// (The load's arrival — the tracker's first reading — is a jump too,
-	// from nothing: see teach.)
-	m.mdl.loadJumped = jumped || started && m.mdl.load.ok
+	jumped = m.mdl.load.update(o.recentLoad, v, fastWeight(m.sigWindow.Seconds()/c.cfg.Tick.Seconds()), o.fresh)
 	if o.fresh {
 		c.disperseBetween(r, rOK, jumped)
 	}
@@ -126,7 +123,9 @@ func (c *Controller) estimateLoad(o observation) float64 {
 			m.mdl.trend.update(o.recentLoad, m.mdl.trendVar, m.mdl.load.held || again, preEst, preP)
 		}
 	}
-	return m.mdl.load.est
+	// (The load's arrival — the tracker's first reading — is reported as
+	// a jump too, from nothing: see teach.)
+	return m.mdl.load.est, jumped || started && m.mdl.load.ok
 }
 
 // loadAhead is the load the levels are set for, from the load's estimate

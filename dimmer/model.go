@@ -142,9 +142,8 @@ type modelState struct {
 	baseAt  time.Time
 	baseOwn bool
 	// loadJumpAt is when the load's tracker last jumped or started (see
-	// teach), and loadJumped whether it did this period.
+	// teach).
 	loadJumpAt time.Time
-	loadJumped bool
 	// baseFell: the all-off work's last jump was a fall measured from
 	// the requests' own tallies (see correctK's staleWork).
 	baseFell bool
@@ -414,8 +413,8 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 	b := m.brightness
 	w := why{top: o.top, load: o.load, model: true}
 	e := &m.mdl.capacity
-	lam := c.estimateLoad(o)
-	if m.mdl.loadJumped {
+	lam, loadJumped := c.estimateLoad(o)
+	if loadJumped {
 		m.mdl.loadJumpAt = now
 	}
 	ahead, aheadVar, _ := c.loadAhead(now, lam, o)

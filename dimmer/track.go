@@ -208,8 +208,8 @@ func (t *tracker) update(x, v, fast float64, jump bool) bool {
 			// lab whose capacity came back from half read 8 % high
 			// after its jump and took fifteen periods to settle: the
 			// levels came back to 0.41 where they had been 0.60, and 3
-			// of 40 seeds were not back within 10 s (1, at 14 s, with
-			// it). (Not a window's mean latency standing for the work:
+			// of 40 seeds were not back within 10 s (all within 3 s
+			// with it). (Not a window's mean latency standing for the work:
 			// see own. A pool that lost half its workers, gateless, kept
 			// 0.748 of its users in time on its worst seed with it, 0.84
 			// without.)
