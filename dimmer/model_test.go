@@ -957,3 +957,41 @@ func TestKCorrectedInALastingSaturation(t *testing.T) {
 	require.LessOrEqual(t, b, 0.0, "at the floors")
 	assert.GreaterOrEqual(t, after, before, "at the floors, no correction under what Ĉ measures")
 }
+
+// TestModelStopsSheddingInThePeriodTheLoadFalls: shedding stops in the
+// period whose arrivals fit the floors, read jumpZ standard errors heavy —
+// before the load's tracker takes the fall, which needs a second period —
+// and not for a period within that noise of what the floors carry. (Shed
+// for a load that has gone, the default class is refused for nothing.)
+func TestModelStopsSheddingInThePeriodTheLoadFalls(t *testing.T) {
+	r := newModelRig(t)
+	period := func(lam float64) *State {
+		s := r.snap(lam, r.c.State(), 5*time.Second)
+		if b, _ := s.Get(signals.GateBusy); b >= 1 {
+			s.Set(signals.LatencyP99, 1) // a queue past the latency's target
+		}
+		r.now = r.now.Add(time.Second)
+		s.Time = r.now
+		return r.c.Step(r.now, s)
+	}
+	overload := func() *State {
+		var st *State
+		for range 40 {
+			st = period(1000) // the floors: 10 s of work a second for 4 workers
+		}
+		return st
+	}
+	st := overload()
+	require.Greater(t, st.Shed, 0.0, st.Reason)
+	st = period(100)
+	assert.Equal(t, 0.0, st.Shed, st.Reason)
+	assert.Contains(t, st.Reason, "fell below what the floors carry")
+	assert.Contains(t, st.Reason, "load 100/s")
+
+	st = overload()
+	require.Greater(t, st.Shed, 0.0, st.Reason)
+	k := r.c.mu.mdl.capacity.k
+	near := k / r.c.work(0) * 0.95 // within a count's noise under what the floors carry
+	st = period(near)
+	assert.Greater(t, st.Shed, 0.0, "%.0f/s against the floors' %.0f/s: %s", near, k/r.c.work(0), st.Reason)
+}

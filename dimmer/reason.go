@@ -140,7 +140,7 @@ func (c *Controller) reason() string {
 	case whyUnshedLoad:
 		r = fmt.Sprintf("load %.4g/s fell below the %.4g/s that forced shedding: shedding nothing", w.load, w.mark)
 		if w.model {
-			r = fmt.Sprintf("%s: the floors fit the load again (%s): shedding nothing", sig, c.describeModel(w))
+			r = fmt.Sprintf("%s: the load fell below what the floors carry (%s): shedding nothing", sig, c.describeModel(w))
 		}
 	case whyFloorRoom:
 		r = fmt.Sprintf("%s: every feature at its floor, but the gate has room (%.0f%% of arrivals waited): not shedding", sig, 100*m.busy)
