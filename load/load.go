@@ -74,27 +74,17 @@ type Event struct {
 	Do func(ctx context.Context)
 }
 
-// Phase is a stretch of constant offered load.
+// Phase is a stretch of offered load: constant at Rate, or moving around
+// it by Shape.
 type Phase struct {
 	Name     string
-	Rate     float64 // new requests per second, open loop
+	Rate     float64 // new requests per second, open loop; a shaped phase's mean
 	Duration time.Duration
-}
-
-// ParsePhases parses "300/s:20s,800/s:40s,300/s:30s" (the "/s" may be
-// left out).
-func ParsePhases(s string) ([]Phase, error) {
-	var out []Phase
-	for i, f := range strings.Split(s, ",") {
-		rate, dur, ok := strings.Cut(strings.TrimSpace(f), ":")
-		r, err1 := strconv.ParseFloat(strings.TrimSuffix(rate, "/s"), 64)
-		d, err2 := time.ParseDuration(dur)
-		if !ok || err1 != nil || err2 != nil || r < 0 || d <= 0 || math.IsInf(r, 0) {
-			return nil, fmt.Errorf("load: phase %q: want rate:duration, e.g. 800/s:40s", f)
-		}
-		out = append(out, Phase{Name: fmt.Sprintf("%d", i+1), Rate: r, Duration: d})
-	}
-	return out, nil
+	// Shape, Amplitude and Period: how the rate moves around Rate over
+	// the phase (see Shape); Constant, the zero value, does not.
+	Shape     Shape
+	Amplitude float64
+	Period    time.Duration
 }
 
 // Config is one open-loop run.
@@ -157,6 +147,11 @@ func (c *Config) withDefaults() error {
 	}
 	if len(c.Phases) == 0 {
 		return errors.New("load: no phases")
+	}
+	for _, p := range c.Phases {
+		if err := p.validate(); err != nil {
+			return err
+		}
 	}
 	if len(c.Mix) == 0 {
 		c.Mix = []Kind{{Name: "critical", Share: 0.3, Class: signals.Critical}, {Name: "default", Share: 0.7, Class: signals.Default}}
@@ -427,9 +422,8 @@ func (ps phases) due(t time.Duration) float64 {
 		if t <= 0 {
 			break
 		}
-		d := min(t, p.Duration)
-		h += p.Rate * d.Seconds()
-		t -= d
+		h += p.sent(t)
+		t -= p.Duration
 	}
 	return h
 }
@@ -451,20 +445,7 @@ func (ps phases) Pace(elapsed time.Duration, hits uint64) (time.Duration, bool) 
 	if float64(hits) < ps.due(elapsed) {
 		return 0, false
 	}
-	// When is request hits+1 due?
-	want := float64(hits + 1)
-	var t time.Duration
-	var h float64
-	for _, p := range ps {
-		n := p.Rate * p.Duration.Seconds()
-		if p.Rate > 0 && h+n >= want {
-			at := t + time.Duration((want-h)/p.Rate*float64(time.Second))
-			return max(at-elapsed, time.Microsecond), false
-		}
-		h += n
-		t += p.Duration
-	}
-	return total - elapsed, false
+	return max(ps.at(hits+1)-elapsed, time.Microsecond), false
 }
 
 // at returns when request n (from 1) is due; the end when never.
@@ -473,9 +454,9 @@ func (ps phases) at(n uint64) time.Duration {
 	var t time.Duration
 	var h float64
 	for _, p := range ps {
-		c := p.Rate * p.Duration.Seconds()
-		if p.Rate > 0 && h+c >= want {
-			return t + time.Duration((want-h)/p.Rate*float64(time.Second))
+		c := p.sent(p.Duration)
+		if c > 0 && h+c >= want {
+			return t + p.when(want-h)
 		}
 		h += c
 		t += p.Duration
@@ -483,11 +464,31 @@ func (ps phases) at(n uint64) time.Duration {
 	return t
 }
 
+// when is the first time from the phase's start by which it has offered n
+// requests (0 < n ≤ all it offers): at a constant rate n/Rate; for a shape,
+// found by bisection of its offered count, which never falls, to a
+// microsecond.
+func (p Phase) when(n float64) time.Duration {
+	if p.Shape == Constant {
+		return time.Duration(n / p.Rate * float64(time.Second))
+	}
+	lo, hi := time.Duration(0), p.Duration
+	for hi-lo > time.Microsecond {
+		mid := lo + (hi-lo)/2
+		if p.sent(mid) >= n {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi
+}
+
 // Rate implements vegeta.Pacer.
 func (ps phases) Rate(elapsed time.Duration) float64 {
 	for _, p := range ps {
 		if elapsed < p.Duration {
-			return p.Rate
+			return p.rateAt(elapsed)
 		}
 		elapsed -= p.Duration
 	}

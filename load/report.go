@@ -22,7 +22,8 @@ type Report struct {
 // PhaseReport is one phase, measured without its first Skip.
 type PhaseReport struct {
 	Name string `json:"name"`
-	// Offered is the requested rate; Sent what the generator achieved
+	// Offered is the requested rate over the part measured (a shaped
+	// phase's mean over it); Sent what the generator achieved
 	// (requests per second, retries included). Valid: the new requests
 	// sent (Sent − Retries) ≥ 98 % of Offered — a run counts only then.
 	Offered float64 `json:"offered"`
@@ -173,8 +174,12 @@ func report(cfg Config, rs []result, samples []map[string]float64) *Report {
 }
 
 func phaseReport(cfg Config, p Phase, rs []result, from, to time.Duration, samples []map[string]float64) PhaseReport {
-	pr := PhaseReport{Name: p.Name, Offered: p.Rate, Refused: map[string]float64{}, Optional: -1, From: from, To: to}
 	el := (to - from).Seconds()
+	// What the phase offered over the part measured (a shaped phase's
+	// mean over it is not its mean over the whole).
+	start := to - p.Duration
+	offered := (p.sent(to-start) - p.sent(from-start)) / el
+	pr := PhaseReport{Name: p.Name, Offered: offered, Refused: map[string]float64{}, Optional: -1, From: from, To: to}
 	var ok, crit, critOK, sent, retries, timeouts, errs, optOn, optAll int
 	var lat, refLat []time.Duration
 	for _, r := range rs {
@@ -208,7 +213,7 @@ func phaseReport(cfg Config, p Phase, rs []result, from, to time.Duration, sampl
 		}
 	}
 	pr.Sent, pr.Retries = float64(sent)/el, float64(retries)/el
-	pr.Valid = p.Rate == 0 || float64(sent-retries)/el >= 0.98*p.Rate
+	pr.Valid = offered == 0 || float64(sent-retries)/el >= 0.98*offered
 	pr.Goodput = float64(ok) / el
 	if crit > 0 {
 		pr.CriticalOK = float64(critOK) / float64(crit)

@@ -41,7 +41,7 @@ func runReal(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	wall := fs.Bool("wall-time", false, "the app does not report each page's time on its worker to the tallies (signals.Held): costs are then learned from the pages' wall time (the wait for a worker and remote parts included) instead of the pool's")
 	law := fs.String("law", "search", "the controller's law: search (the default) or model (dimmer's experimental model law; the brownout and failsafe stacks)")
 	cont := fs.String("contention", "", "database-like contention alpha,beta: service time × (1 + alpha·(n−1) + beta·n·(n−1)) with n in service")
-	phases := fs.String("phases", "", "offered load, rate:duration,… (default: --calm × the all-on capacity for 20 s, --spike × the all-off capacity for 40 s, --calm × the all-on capacity for 30 s)")
+	phases := fs.String("phases", "", "offered load, phases in order, each rate:duration, sine:mean:amplitude:period:duration, square:mean:amplitude:period:duration or ramp:from:to:duration, e.g. 300:20s,sine:400:200:30s:2m (default: --calm × the all-on capacity for 20 s, --spike × the all-off capacity for 40 s, --calm × the all-on capacity for 30 s)")
 	spike := fs.Float64("spike", 2, "the spike, in multiples of the all-off capacity (without --phases)")
 	calm := fs.Float64("calm", 0.75, "the load before and after the spike, in multiples of the all-on capacity (without --phases)")
 	critical := fs.Float64("critical", 0.3, "share of critical requests")
