@@ -38,7 +38,8 @@ Views (defaults in brackets):
               changes of direction, swing, regime moves [loads 90…150, 20 seeds from 1000, 300 s]
   trace       one run: the level, the signals and the controller's status
               at every change of level, every second with --all [load 120, seed 1001, 300 s]
-  step        the same trace through the lab's step, 80 → 150 → 80 req/s [seed 1, 90 s]
+  step        the same trace through the lab's step, 80 → 150 → 80 req/s, the
+              overload held --hold [seed 1, 90 s, 30 s]
   traj        per seed, the level every 5 s [load 120, 20 seeds from 1000, 300 s]
   dip         per seed, the level every 10 s through a capacity dip to
               --dip-to of it from 120 s to 420 s; --dip-trace: a trace of
@@ -187,7 +188,7 @@ func runExplore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.BoolVar(&e.dipTrace, "dip-trace", false, "dip: trace the first seed from --dip-from instead")
 	fs.IntVar(&e.dipFrom, "dip-from", 410, "dip: the second the trace starts at (70 s of it)")
 	fs.Float64Var(&e.dipTo, "dip-to", 0.7, "dip: the share of its capacity the server keeps through the dip, in (0, 1]")
-	fs.DurationVar(&e.hold, "hold", 30*time.Second, "turns: how long the step's overload lasts")
+	fs.DurationVar(&e.hold, "hold", 30*time.Second, "step and turns: how long the step's overload lasts")
 	fs.BoolVar(&e.quiet, "quiet", false, "no progress on stderr")
 	fs.Float64Var(&e.rr, "rr", 0, "the controller's reject.ratio target (the lab's: 0.01)")
 	fs.Float64Var(&e.evidence, "evidence", 0, "the controller's Evidence")
@@ -271,7 +272,7 @@ func runExplore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return usagef("explore: --dip-to %v: want a share of the capacity in (0, 1]", e.dipTo)
 	case e.dipFrom < 0:
 		return usagef("explore: --dip-from %d: want a second of the run", e.dipFrom)
-	case e.hold < time.Second || e.view == "turns" && stepUp+e.hold >= e.dur:
+	case e.hold < time.Second || (e.view == "turns" || e.view == "step") && stepUp+e.hold >= e.dur:
 		return usagef("explore: --hold %s: want at least 1s, the load's return within the run (--duration %s)", e.hold, e.dur)
 	}
 	if d.runsControll {
@@ -292,7 +293,7 @@ func runExplore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	case "trace":
 		return e.trace(sim.Constant(e.load), e.seed)
 	case "step":
-		return e.trace(sim.BrownoutStep(), e.seed)
+		return e.trace(e.stepLoad(), e.seed)
 	case "traj":
 		return e.traj()
 	case "dip":
@@ -692,6 +693,12 @@ func (e *explorer) react() error {
 // stepUp is when the lab's step (sim.BrownoutStep) rises to its overload.
 const stepUp = 30 * time.Second
 
+// stepLoad is the lab's step, 80 → 150 → 80 req/s, with its overload held
+// e.hold (sim.BrownoutStep's at 30 s).
+func (e *explorer) stepLoad() sim.Steps {
+	return sim.Steps{At: []time.Duration{0, stepUp, stepUp + e.hold}, Rates: []float64{80, 150, 80}}
+}
+
 // turns runs the lab's step, 80 → 150 → 80 req/s with the overload held
 // e.hold, for e.seeds seeds, and prints how many runs change direction as
 // TestLabStep counts it (lab.DirectionChanges, two quanta): more than
@@ -703,7 +710,7 @@ const stepUp = 30 * time.Second
 // after it.
 func (e *explorer) turns() error {
 	down := stepUp + e.hold
-	load := sim.Steps{At: []time.Duration{0, stepUp, down}, Rates: []float64{80, 150, 80}}
+	load := e.stepLoad()
 	up, back := int(stepUp/time.Second), int(down/time.Second)
 	type counts struct{ from, during, after, dimAt int }
 	runs := make([]counts, e.seeds)

@@ -46,6 +46,23 @@ func TestExploreUntallied(t *testing.T) {
 	assert.NotContains(t, untallied, "s of service a second")
 }
 
+// TestExploreStepHolds: the step's trace holds its overload --hold, as the
+// turns view counts it: the load is back at 80 req/s 20 s after the step.
+func TestExploreStepHolds(t *testing.T) {
+	out, _, err := runArgs("explore", "step", "--model", "--hold", "20s", "--duration", "60s", "--all", "--quiet")
+	require.NoError(t, err)
+	load := func(sec string) string {
+		for l := range strings.Lines(out) {
+			if strings.HasPrefix(l, "t="+sec+" ") {
+				return l
+			}
+		}
+		return ""
+	}
+	assert.Regexp(t, `arr=1[2-9]\d `, load("45"), "overloaded")
+	assert.Regexp(t, `arr=[6-9]\d `, load("58"), "back")
+}
+
 // TestExploreTurns: the turns view counts the step's changes of
 // direction over seeds, for the overload and the run asked for; the same
 // for the same seeds.
@@ -115,6 +132,7 @@ func TestExploreBadUsage(t *testing.T) {
 		{[]string{"explore", "trace", "--seed", "-1"}, "invalid value"},
 		{[]string{"explore", "turns", "--hold", "60s"}, "--hold 1m0s"},
 		{[]string{"explore", "turns", "--hold", "0s"}, "--hold 0s"},
+		{[]string{"explore", "step", "--hold", "60s"}, "--hold 1m0s"},
 		{[]string{"explore", "trace", "--tick", "50ms"}, "--tick 50ms"},
 		{[]string{"explore", "trace", "--tick", "1m"}, "--tick 1m0s"},
 		{[]string{"explore", "dip", "--dip-to", "0"}, "--dip-to 0"},
