@@ -278,9 +278,9 @@
 // that evaluate it), the service carries K of work a second within
 // its targets, and the levels are the brightest with λ·w(b) ≤ K at the
 // offered load λ — a measured change of the load moves them at once (a
-// fall once two periods show it; shedding ends in the one period whose
-// count, read four standard errors heavy, fits the floors: a period shed
-// for a load that has gone costs answers), and a load that moves beyond its noise
+// fall once two periods show it; shedding ends as soon as the load's
+// estimate fits the floors: a period shed for a load that has gone costs
+// answers), and a load that moves beyond its noise
 // is served for a trend's prediction of the period the levels will serve,
 // plus how far that prediction misses beyond the noise (a bank of
 // level-and-slope Kalman filters of different paces, weighed by how well

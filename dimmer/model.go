@@ -508,9 +508,19 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 		// the gate, drained within a signal window, allows: a load that
 		// fell after a spike does not brighten the levels while the
 		// spike's queue still waits. (The backlog never dims: at a steady
-		// load it is noise.) Not while shedding: a period shed for a load
-		// that has gone costs answers (see fellUnder).
-		if up := max(lam, min(m.mdl.lamPrev, m.mdl.ratePrev)) + o.queued/win.Seconds(); target > b && b >= 0 && up > lam {
+		// load it is noise.) While shedding, a fall is taken as the
+		// load's estimate shows it, not a period later: a period shed
+		// for a load that has gone costs answers, where one served dim
+		// for it costs some optional content. (Not from the latest
+		// interval alone, as the search law's mark is: one that misses
+		// an instance of a fleet — a scrape that failed, an instance's
+		// first push — reads low, and the tracker holds out a single
+		// interval.) The backlog still waits.
+		up := max(lam, min(m.mdl.lamPrev, m.mdl.ratePrev)) + o.queued/win.Seconds()
+		if b < 0 {
+			up = lam + o.queued/win.Seconds()
+		}
+		if target > b && up > lam {
 			target = max(min(target, c.solve(e.k/up, ceil)), b)
 		}
 	case e.k > 0 && lam < 0 && now.Sub(m.mdl.loadAt) < win:
@@ -526,15 +536,13 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 	w.budget = target
 
 	if b < 0 {
-		// Shedding: it stops once the floors fit the load — the
-		// tracked load, or the latest interval's (see fellUnder) — or it
-		// no longer helps (under target, room at the gate).
+		// Shedding: it stops once the floors fit the load (see the
+		// brightening's limit above), or it no longer helps (under
+		// target, room at the gate).
 		up := cfg.UnshedRate * dt
 		switch {
 		case target > 0:
 			m.brightness, w.kind = 0, whyUnshedLoad
-		case c.fellUnder(o, e.k):
-			m.brightness, w.kind, w.load = 0, whyUnshedLoad, o.recentLoad // (the load the floors are set for)
 		case o.room:
 			m.brightness, w.kind = min(b+up, 0), whyUnshedRoom
 		case o.pc < 1:
@@ -605,26 +613,6 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 		w.kind, w.feature = whyBrighten, c.dimming(target)
 	}
 	return w
-}
-
-// fellUnder reports whether the latest interval's arrivals fit the floors
-// at K, read jumpZ of a count's standard errors heavier (as dispersed as
-// the arrivals are): a load that fell, taken from one interval while
-// shedding. Where the levels dim, a fall is taken from two (a period
-// served dim for a load that has gone costs some optional content); a
-// period shed for it costs answers, and a load that fell under what the
-// floors carry by so much is no count's noise. (From the tracker alone,
-// which takes a fall from two intervals, a load that fell to a tenth was
-// still shed in the period it fell, unwound only at UnshedRate:
-// TestModelStopsSheddingInThePeriodTheLoadFalls.)
-func (c *Controller) fellUnder(o observation, k float64) bool {
-	if !o.fresh || o.recentSpan <= 0 || o.recentLoad < 0 || k <= 0 {
-		return false
-	}
-	s := o.recentSpan.Seconds()
-	x := o.recentLoad
-	heavy := x + jumpZ*math.Sqrt(max(x, 1/s)/s*max(c.mu.mdl.dispersion, 1))
-	return heavy*c.work(0) <= k
 }
 
 // cascadeModel is the model law with every feature at its floor and the load still

@@ -958,17 +958,24 @@ func TestKCorrectedInALastingSaturation(t *testing.T) {
 	assert.GreaterOrEqual(t, after, before, "at the floors, no correction under what Ĉ measures")
 }
 
-// TestModelStopsSheddingInThePeriodTheLoadFalls: shedding stops in the
-// period whose arrivals fit the floors, read jumpZ standard errors heavy —
-// before the load's tracker takes the fall, which needs a second period —
-// and not for a period within that noise of what the floors carry. (Shed
-// for a load that has gone, the default class is refused for nothing.)
-func TestModelStopsSheddingInThePeriodTheLoadFalls(t *testing.T) {
+// TestModelStopsSheddingWhenTheLoadFalls: shedding stops as soon as the
+// load's tracker takes a fall (two intervals), not a period later — and
+// not for one interval that reads low (a fleet's interval that misses an
+// instance), nor while the backlog at the gate, drained within a window,
+// would overload the floors. (A period shed for a load that has gone
+// costs answers.)
+func TestModelStopsSheddingWhenTheLoadFalls(t *testing.T) {
 	r := newModelRig(t)
+	queued := 0.0
 	period := func(lam float64) *State {
 		s := r.snap(lam, r.c.State(), 5*time.Second)
 		if b, _ := s.Get(signals.GateBusy); b >= 1 {
 			s.Set(signals.LatencyP99, 1) // a queue past the latency's target
+		}
+		if queued > 0 { // a queue that waits: the gate is full, the latency high
+			s.Set(signals.GateQueued, queued)
+			s.Set(signals.GateBusy, 1)
+			s.Set(signals.LatencyP99, 1)
 		}
 		r.now = r.now.Add(time.Second)
 		s.Time = r.now
@@ -982,16 +989,43 @@ func TestModelStopsSheddingInThePeriodTheLoadFalls(t *testing.T) {
 		return st
 	}
 	st := overload()
-	require.Greater(t, st.Shed, 0.0, st.Reason)
+	require.Greater(t, st.Shed, 1.0, st.Reason)
+	st = period(100) // one interval that reads low
+	assert.Greater(t, st.Shed, 0.0, "one interval is no fall: %s", st.Reason)
+	st = overload()
+	require.Greater(t, st.Shed, 1.0, st.Reason)
+	period(100)
+	st = period(100)
+	assert.Equal(t, 0.0, st.Shed, "the tracker took the fall: %s", st.Reason)
+	assert.Contains(t, st.Reason, "fell below what the floors carry")
+
+	// A fall with the overload's queue still waiting: shedding holds
+	// until the queue is drained.
+	st = overload()
+	require.Greater(t, st.Shed, 1.0, st.Reason)
+	queued = 2000 // 400 a second over a 5-s window, on top of the 100
+	for range 3 {
+		st = period(100)
+	}
+	assert.Greater(t, st.Shed, 0.0, "the backlog waits: %s", st.Reason)
+	queued = 0
 	st = period(100)
 	assert.Equal(t, 0.0, st.Shed, st.Reason)
-	assert.Contains(t, st.Reason, "fell below what the floors carry")
-	assert.Contains(t, st.Reason, "load 100/s")
+}
 
-	st = overload()
+// TestModelStopsSheddingOnAWindowsFall: a source that gives a window's
+// arrival rate and no per-period counts — the load the law reads is that
+// rate — stops shedding in the period the rate falls under what the floors
+// carry, not a period later.
+func TestModelStopsSheddingOnAWindowsFall(t *testing.T) {
+	cfg := testConfig()
+	cfg.Model = true
+	r := newRig(t, cfg)
+	r.steps(10, 3, -1, busy(0.01)) // slow pages at a gate with room: the floors
+	st := r.steps(8, 3, -1, busy(0.6))
 	require.Greater(t, st.Shed, 0.0, st.Reason)
-	k := r.c.mu.mdl.capacity.k
-	near := k / r.c.work(0) * 0.95 // within a count's noise under what the floors carry
-	st = period(near)
-	assert.Greater(t, st.Shed, 0.0, "%.0f/s against the floors' %.0f/s: %s", near, k/r.c.work(0), st.Reason)
+	r.load = 10
+	st = r.step(3, -1, busy(0.6))
+	assert.Equal(t, 0.0, st.Shed, st.Reason)
+	assert.Contains(t, st.Reason, "fell below what the floors carry")
 }
