@@ -41,7 +41,7 @@ func (p Phase) rateAt(t time.Duration) float64 {
 	case Sine:
 		return p.Rate + p.Amplitude*math.Sin(2*math.Pi*float64(t)/float64(p.Period))
 	case Square:
-		if t%p.Period < p.Period-p.Period/2 {
+		if 2*(t%p.Period) < p.Period {
 			return p.Rate + p.Amplitude
 		}
 		return p.Rate - p.Amplitude
@@ -63,13 +63,9 @@ func (p Phase) sent(t time.Duration) float64 {
 	case Square:
 		// Each whole period's excess and deficit cancel; within one, the
 		// excess grows for its first half and shrinks over the second.
-		half := p.Period - p.Period/2
-		in := t % p.Period
-		tri := in
-		if in > half {
-			tri = half - (in - half)
-		}
-		return p.Rate*s + p.Amplitude*tri.Seconds()
+		in := (t % p.Period).Seconds()
+		tri := min(in, p.Period.Seconds()-in)
+		return p.Rate*s + p.Amplitude*tri
 	case Ramp:
 		d := p.Duration.Seconds()
 		return (p.Rate-p.Amplitude)*s + p.Amplitude*s*s/d
@@ -77,11 +73,22 @@ func (p Phase) sent(t time.Duration) float64 {
 	return p.Rate * s
 }
 
+// maxRate bounds a phase's rate and amplitude, requests a second: a
+// billion, far past what one generator sends, and far enough under the
+// floats' range that the pacer's sums of a phase of hours stay exact to a
+// request (at 1e306, a ramp's count overflowed and the pacer went quiet).
+const maxRate = 1e9
+
+// minPeriod is the shortest period of a sine or square: a millisecond, the
+// finest a server's counters or a controller's ticks see a load move; under
+// it the pacer's microseconds cannot follow the shape.
+const minPeriod = time.Millisecond
+
 // validate reports what makes the phase one that cannot be sent.
 func (p Phase) validate() error {
 	switch {
-	case !(p.Rate >= 0) || math.IsInf(p.Rate, 0):
-		return fmt.Errorf("load: phase %q: rate %v: want a finite rate ≥ 0", p.Name, p.Rate)
+	case !(p.Rate >= 0) || p.Rate > maxRate:
+		return fmt.Errorf("load: phase %q: rate %v: want 0 to %g requests a second", p.Name, p.Rate, float64(maxRate))
 	case p.Duration <= 0:
 		return fmt.Errorf("load: phase %q: duration %v: want > 0", p.Name, p.Duration)
 	case p.Shape > Ramp:
@@ -92,8 +99,8 @@ func (p Phase) validate() error {
 		return fmt.Errorf("load: phase %q: %v amplitude %v: want within the mean rate %v (an offered rate is never negative)", p.Name, p.Shape, p.Amplitude, p.Rate)
 	case p.Shape != Ramp && p.Amplitude < 0:
 		return fmt.Errorf("load: phase %q: %v amplitude %v: want ≥ 0", p.Name, p.Shape, p.Amplitude)
-	case p.Shape != Ramp && p.Period <= 0:
-		return fmt.Errorf("load: phase %q: %v period %v: want > 0", p.Name, p.Shape, p.Period)
+	case p.Shape != Ramp && p.Period < minPeriod:
+		return fmt.Errorf("load: phase %q: %v period %v: want at least %v", p.Name, p.Shape, p.Period, minPeriod)
 	}
 	return nil
 }

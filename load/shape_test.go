@@ -90,10 +90,13 @@ func TestParsePhases(t *testing.T) {
 		"300:0s":                   "duration",
 		"-1:10s":                   "rate",
 		"NaN:10s":                  "rate",
-		"Inf:10s":                  "rate",
 		"sine:400:200:30s":         "sine takes mean:amplitude:period:duration",
 		"sine:400:500:30s:1m":      "amplitude 500: want within the mean rate 400",
 		"square:400:100:0s:1m":     "period",
+		"square:100:100:3ns:1s":    "period 3ns: want at least 1ms",
+		"ramp:1e306:0:1h":          "rate 5e+305: want 0 to 1e+09",
+		"sine:2e9:1e9:1s:1m":       "rate 2e+09",
+		"Inf:10s":                  "rate",
 		"ramp:100:1m":              "ramp takes from:to:duration",
 		"ramp:100:-5:1m":           "rate",
 		"triangle:400:100:10s:1m":  "unknown form",
@@ -140,7 +143,7 @@ func TestRunSendsAShape(t *testing.T) {
 // back to the same phases, or is refused with an error; never a panic.
 func FuzzParsePhases(f *testing.F) {
 	for _, s := range []string{"300:20s", "sine:400:200:30s:2m", "square:333:200:10s:1m", "ramp:600:100:1m30s",
-		"300/s:20s,ramp:0:0:1s", "sine:1e308:1e308:1ns:1ns", "square:5:5:3ns:7ns", ":", "sine::::", "1:1"} {
+		"300/s:20s,ramp:0:0:1s", "sine:1e308:1e308:1ns:1ns", "square:5:5:3ns:7ns", "square:1e9:1e9:1ms:2562047h", ":", "sine::::", "1:1"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -152,8 +155,13 @@ func FuzzParsePhases(f *testing.F) {
 		for _, p := range ps {
 			require.NoError(t, p.validate())
 			back = append(back, p.String())
-			for _, at := range []time.Duration{0, p.Duration / 3, p.Duration} {
+			last := 0.0
+			for _, at := range []time.Duration{0, p.Duration / 3, p.Duration / 2, p.Duration} {
 				assert.GreaterOrEqual(t, p.rateAt(at), -1e-9*p.Rate, "%s at %v", p, at)
+				n := p.sent(at)
+				require.False(t, math.IsNaN(n) || math.IsInf(n, 0), "%s: offered %v by %v", p, n, at)
+				assert.GreaterOrEqual(t, n, last-1e-9*max(n, 1), "%s: what it offers never falls (%v)", p, at)
+				last = n
 			}
 		}
 		again, err := ParsePhases(strings.Join(back, ","))
