@@ -284,7 +284,10 @@
 // is served for a trend's prediction of the period the levels will serve,
 // plus how far that prediction misses beyond the noise (a bank of
 // level-and-slope Kalman filters of different paces, weighed by how well
-// each predicted: trend.go). K is
+// each predicted: trend.go); after a fall, in a period in which the load
+// went back to the level it fell from after as long down before, it is
+// served for that level (a renewal model of its last four downs:
+// returns.go). K is
 // measured in saturated periods and corrected by the mean distance of the
 // targets' pressure from the set point, with Kesten's rule, and a
 // service whose w₀ jumps (slower, or faster again) moves K by the idle

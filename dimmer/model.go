@@ -79,6 +79,8 @@ type modelState struct {
 	// ended (Snapshot.RecentAt), to tell a new interval from one seen
 	// again (see observe); and when the load was last known.
 	lamPrev, ratePrev, rate float64
+	// returns: the load's falls and returns (returns.go).
+	returns returns
 	// How the load moves beyond its noise (see loadMotion): motion is
 	// the intervals' squared errors from the estimate over the variance
 	// the tracker expected of them, averaged (1 for a load that holds),
@@ -488,6 +490,12 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 	served := lam
 	if lam > 0 {
 		served = ahead + c.loadMargin()
+		m.mdl.returns.observe(now, lam, loadJumped)
+		if from, back := m.mdl.returns.ahead(now, cfg.Tick); back && from > served {
+			// A return to the level the load fell from is due (see
+			// returns.go): the levels are set for it.
+			served, w.back = from, true
+		}
 	}
 	target := ceil
 	switch {

@@ -33,6 +33,7 @@ type why struct {
 	noise  bool
 	levels float64
 	blind  bool // no load measured: K is a request's work (feedback only)
+	back   bool // the levels are set for a return of the load (returns.go)
 }
 
 type whyKind uint8
@@ -213,6 +214,9 @@ func (c *Controller) describeModel(w why) string {
 		fmt.Fprintf(&b, "load %.4g/s", w.load)
 		if c.loadMotion() > 0 {
 			fmt.Fprintf(&b, " moving by ±%.2g/s", c.loadMotion())
+		}
+		if w.back {
+			fmt.Fprintf(&b, ", going back to %.4g/s (it went back after as long down before)", m.mdl.returns.from)
 		}
 		b.WriteString(", ")
 	}

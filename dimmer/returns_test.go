@@ -1,0 +1,128 @@
+package dimmer
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A square wave: 600 for five periods, 200 for five, the tracker taking
+// each change in the period it comes. After a down that went back at five
+// periods, the next down expects the return in its fifth period — the
+// levels are set for 600 then — and not before.
+func TestReturnsExpectsTheLevelFallenFrom(t *testing.T) {
+	var r returns
+	now := time.Unix(1000, 0)
+	lam := 0.0
+	step := func(l float64) (float64, bool) {
+		now = now.Add(time.Second)
+		r.observe(now, l, l != lam && lam > 0)
+		lam = l
+		return r.ahead(now, time.Second)
+	}
+	for range 5 {
+		step(600)
+	}
+	for i := range 5 {
+		_, back := step(200)
+		assert.False(t, back, "the first down: nothing remembered (period %d)", i)
+	}
+	for range 5 {
+		step(600)
+	}
+	require.Equal(t, 1, r.n)
+	assert.Equal(t, 5.0, r.ages[0])
+	for i := range 5 {
+		from, back := step(200)
+		// The period at age 4 s serves the fifth second of the down, the
+		// one the last down ended in.
+		assert.Equal(t, i == 4, back, "age %d s", i)
+		if back {
+			assert.Equal(t, 600.0, from)
+		}
+	}
+}
+
+// A spike that ended is no down that went back: after the fall nothing is
+// expected, and a minute down is remembered as a down that did not go back
+// — it weighs against a return at every age under it.
+func TestReturnsOfASpikeThatEnded(t *testing.T) {
+	var r returns
+	now := time.Unix(1000, 0)
+	r.observe(now, 100, false)
+	now = now.Add(time.Second)
+	r.observe(now, 300, true) // the spike
+	now = now.Add(30 * time.Second)
+	r.observe(now, 100, true) // its end
+	for range 70 {
+		now = now.Add(time.Second)
+		r.observe(now, 100, false)
+		_, back := r.ahead(now, time.Second)
+		require.False(t, back)
+	}
+	require.Equal(t, 1, r.n)
+	assert.False(t, r.back[0])
+	assert.Greater(t, r.ages[0], maxDown.Seconds())
+
+	// Three downs that went back at 5 s and the censored one: a return at
+	// 5 s is three of four — expected; with three censored and one back,
+	// one of four — still; with no down back at that age, none.
+	for i := range 3 {
+		r.remember(5, true)
+		_ = i
+	}
+	r.down, r.at, r.from = true, now.Add(-4*time.Second), 300
+	_, back := r.ahead(now, time.Second)
+	assert.True(t, back)
+	r.n, r.next = 0, 0
+	r.remember(61, false)
+	r.remember(61, false)
+	r.remember(61, false)
+	r.remember(5, true)
+	_, back = r.ahead(now, time.Second)
+	assert.True(t, back, "one of four")
+	for range returnMemory {
+		r.remember(61, false)
+	}
+	_, back = r.ahead(now, time.Second)
+	assert.False(t, back, "none of four")
+}
+
+// A rise that does not come back to within a tenth of the level fallen
+// from is no return: it ends the down without remembering it.
+func TestReturnsIsOnlyBackToTheLevel(t *testing.T) {
+	var r returns
+	now := time.Unix(1000, 0)
+	for i, l := range []float64{600, 200, 200, 400, 400} {
+		now = now.Add(time.Second)
+		r.observe(now, l, i > 0 && l != []float64{600, 200, 200, 400, 400}[i-1])
+	}
+	assert.Zero(t, r.n)
+	assert.False(t, r.down)
+}
+
+// On the model law: a load that swings between 200 and 600 every five
+// periods has the levels set for 600 in the last period of each low half,
+// and the reason says why; the first low half's last period is brighter.
+func TestModelSetsTheLevelsForAReturn(t *testing.T) {
+	r := newModelRig(t)
+	r.workers = 8
+	r.periods(30, 400)
+	var lows []float64 // the brightness in the last period of each low half
+	var reason string
+	for range 6 {
+		r.periods(5, 600)
+		for i := range 5 {
+			st := r.period(200)
+			if i == 4 { // (the fall is taken in the second period of the low half: the last is at age 3 s)
+				lows = append(lows, st.Brightness)
+				reason = st.Reason
+			}
+		}
+	}
+	assert.Less(t, lows[len(lows)-1], lows[0]-0.1, "the return expected: %s", reason)
+	assert.True(t, strings.Contains(reason, "going back to"), reason)
+}
