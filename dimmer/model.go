@@ -488,9 +488,9 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 	// The levels, for the load ahead and its margin (see loadAhead,
 	// loadMargin).
 	served := lam
+	m.mdl.returns.observe(now, lam, loadJumped)
 	if lam > 0 {
 		served = ahead + c.loadMargin()
-		m.mdl.returns.observe(now, lam, loadJumped)
 		if from, back := m.mdl.returns.ahead(now, cfg.Tick); back && from > served {
 			// A return to the level the load fell from is due (see
 			// returns.go): the levels are set for it.

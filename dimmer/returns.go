@@ -43,22 +43,28 @@ type returns struct {
 	n    int       // downs remembered, up to returnMemory
 	next int       // where the next goes
 	ages [returnMemory]float64
-	back [returnMemory]bool // it ended in a return (not after maxDown)
+	back [returnMemory]bool    // it ended in a return (not after maxDown)
+	tops [returnMemory]float64 // the level each fell from
 }
 
-// observe folds in the load's estimate lam at now; jumped: the tracker
-// jumped to it this period.
+// observe folds in the load's estimate lam (≥ 0) at now; jumped: the
+// tracker jumped to it this period.
 func (r *returns) observe(now time.Time, lam float64, jumped bool) {
-	if lam <= 0 {
+	if lam < 0 {
 		return
 	}
-	if jumped && r.prev > 0 {
+	if r.down && now.Sub(r.at) > maxDown {
+		r.remember(now.Sub(r.at).Seconds(), false)
+		r.down = false
+	}
+	if jumped {
 		switch {
-		case lam < r.prev:
-			// (A fall while down starts the down afresh from the level
-			// before it: the load went further down, or somewhere
-			// else.)
+		case lam < r.prev && !r.down:
 			r.down, r.from, r.at = true, r.prev, now
+		case lam < r.prev:
+			// A fall while down (a fall taken in two jumps, a ramp):
+			// the same down, from the higher level.
+			r.from = max(r.from, r.prev)
 		case r.down:
 			if lam >= returnShare*r.from {
 				r.remember(now.Sub(r.at).Seconds(), true)
@@ -66,24 +72,22 @@ func (r *returns) observe(now time.Time, lam float64, jumped bool) {
 			r.down = false
 		}
 	}
-	if r.down && now.Sub(r.at) > maxDown {
-		r.remember(now.Sub(r.at).Seconds(), false)
-		r.down = false
-	}
 	r.prev = lam
 }
 
 func (r *returns) remember(age float64, back bool) {
-	r.ages[r.next], r.back[r.next] = age, back
+	r.ages[r.next], r.back[r.next], r.tops[r.next] = age, back, r.from
 	r.next = (r.next + 1) % returnMemory
 	r.n = min(r.n+1, returnMemory)
 }
 
 // ahead returns the level the load fell from, and true, when the chance
 // that it goes back there within the next tick, at the time spent down
-// now, is at least returnChance: among the downs remembered that lasted
-// longer than this one has so far, the share that ended in a return
-// within a tick of its age.
+// now, is at least returnChance: among the downs remembered from about
+// this level (within returnShare) that lasted longer than this one has so
+// far, the share that ended in a return within a tick of its age — a tick
+// and a half, so that ticks that come a little late (a ticker's) still
+// find the return remembered at the next one.
 func (r *returns) ahead(now time.Time, tick time.Duration) (float64, bool) {
 	if !r.down {
 		return 0, false
@@ -91,9 +95,9 @@ func (r *returns) ahead(now time.Time, tick time.Duration) (float64, bool) {
 	a, t := now.Sub(r.at).Seconds(), tick.Seconds()
 	var at, by int
 	for i := range r.n {
-		if r.ages[i] > a {
+		if r.ages[i] > a && min(r.tops[i], r.from) >= returnShare*max(r.tops[i], r.from) {
 			at++
-			if r.back[i] && r.ages[i] <= a+t {
+			if r.back[i] && r.ages[i] <= a+1.5*t {
 				by++
 			}
 		}

@@ -92,7 +92,10 @@ func TestReturnsOfASpikeThatEnded(t *testing.T) {
 }
 
 // A rise that does not come back to within a tenth of the level fallen
-// from is no return: it ends the down without remembering it.
+// from is no return: it ends the down without remembering it. (Left
+// running instead — noise in a low half is such a rise — the lab's swings
+// lost 0.3 point: a rise the tracker takes a little short of the level
+// then made the down a whole cycle long.)
 func TestReturnsIsOnlyBackToTheLevel(t *testing.T) {
 	var r returns
 	now := time.Unix(1000, 0)
@@ -102,6 +105,57 @@ func TestReturnsIsOnlyBackToTheLevel(t *testing.T) {
 	}
 	assert.Zero(t, r.n)
 	assert.False(t, r.down)
+}
+
+// From a review that broke the first form: a fall taken in two jumps is
+// one down from the higher level; a pause (a load of nothing) is a down; ticks a little late
+// still find the return remembered; a down remembered from another level
+// (an overshoot to 900 where the downs were from 600) says nothing of this
+// one; and a tick longer than maxDown censors before it counts a return.
+func TestReturnsEdges(t *testing.T) {
+	now := time.Unix(1000, 0)
+	seq := func(r *returns, ls ...float64) {
+		for _, l := range ls {
+			now = now.Add(time.Second)
+			r.observe(now, l, l != r.prev)
+		}
+	}
+	var r returns
+	seq(&r, 600, 450, 200)
+	assert.Equal(t, 600.0, r.from, "a ramped fall: one down, from its top")
+
+	r = returns{}
+	seq(&r, 1000, 0, 0, 0)
+	assert.True(t, r.down, "a pause is a down")
+	assert.Equal(t, 1000.0, r.from)
+	seq(&r, 1000)
+	require.Equal(t, 1, r.n, "and the load's return from it a return")
+	assert.Equal(t, 3.0, r.ages[0])
+
+	r = returns{}
+	seq(&r, 600, 600, 200, 200, 200, 200, 200, 600) // a down of 5 s
+	seq(&r, 600, 600, 200)
+	late := func(age time.Duration) bool {
+		_, back := r.ahead(r.at.Add(age), time.Second)
+		return back
+	}
+	assert.True(t, late(4*time.Second), "on time")
+	assert.True(t, late(4*time.Second-3*time.Millisecond), "a tick early by a few ms")
+	assert.True(t, late(4*time.Second+3*time.Millisecond), "a tick late by a few ms")
+	assert.False(t, late(3*time.Second), "a tick before")
+
+	r.from = 900 // a down from another level
+	assert.False(t, late(4*time.Second), "the downs remembered were from 600")
+
+	r = returns{}
+	now = time.Unix(1000, 0)
+	r.observe(now, 600, false)
+	now = now.Add(time.Second)
+	r.observe(now, 200, true)
+	now = now.Add(2 * maxDown)
+	r.observe(now, 600, true) // one tick later, two minutes on
+	require.Equal(t, 1, r.n)
+	assert.False(t, r.back[0], "a minute down did not go back")
 }
 
 // On the model law: a load that swings between 200 and 600 every five
