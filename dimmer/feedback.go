@@ -220,7 +220,14 @@ func (c *Controller) correctK(now time.Time, o observation, b, ceil, lam, busy, 
 				// level down; at the floors, with nothing to measure
 				// the capacity, one that seems too high dims nothing,
 				// and would only wind down.)
+				kWas := e.k
 				e.correct(now, err, lam*(c.work(1)-c.work(0)))
+				if f := c.latencyRoom(); err > 0 && !e.measured && o.gate && o.room && kWas*math.Sqrt(f) > e.k {
+					// A guess of K under what the latency allows:
+					// half way there in logarithm (capacity.go's
+					// Roomed).
+					e.k, e.src = kWas*math.Sqrt(f), capRoom
+				}
 			}
 		}
 	}
@@ -276,4 +283,27 @@ func (c *Controller) cutK(o observation, lam float64) float64 {
 		k = min(e.k, floors)
 	}
 	return k
+}
+
+// latencyRoom is how many times its work the service could take before
+// its latencies reach the set point, at most: a latency grows at least in
+// proportion to a request's work, so a duration target read at pressure
+// p allows at most Setpoint/p. Where a ratio target (refusals, errors)
+// reads anything, the service is at some limit the latencies do not show,
+// and there is no such room: 1.
+func (c *Controller) latencyRoom() float64 {
+	p := 0.0
+	for _, r := range c.mu.readings {
+		switch {
+		case r.Missing:
+		case !r.Signal.IsDuration() && r.Value > 0:
+			return 1
+		case r.Signal.IsDuration():
+			p = max(p, r.Pressure)
+		}
+	}
+	if p <= 0 {
+		return 1
+	}
+	return max(c.cfg.Setpoint/p, 1)
 }

@@ -1029,3 +1029,55 @@ func TestModelStopsSheddingOnAWindowsFall(t *testing.T) {
 	assert.Equal(t, 0.0, st.Shed, st.Reason)
 	assert.Contains(t, st.Reason, "fell below what the floors carry")
 }
+
+// TestModelRaisesAColdKByTheLatencysRoom: a burst at a light load, over
+// target before any period measured the capacity, sets K by the cold rule
+// (a guess: what the burst carried, scaled down by its latency) and the
+// levels fall. The latency, under half the set point afterwards with the
+// gate's queue empty and nothing refused, says the service could take
+// about twice the work: K rises half way there in logarithm at each
+// correction, not by one step — back to full brightness within half a
+// minute, where a step a correction took a minute and a half. A refusal
+// ratio that reads anything is a limit the latency does not show: then
+// the steps alone.
+func TestModelRaisesAColdKByTheLatencysRoom(t *testing.T) {
+	for _, refused := range []float64{0, 0.002} {
+		t.Run(fmt.Sprintf("refused %v", refused), func(t *testing.T) {
+			r := newModelRigWith(t, func(c *Config) { c.Hold = 5 * time.Second })
+			step := func(p99 float64) *State {
+				s := r.snap(100, r.c.State(), 5*time.Second)
+				if p99 > 0 {
+					s.Set(signals.LatencyP99, p99)
+				}
+				s.Set(signals.RejectRatio, refused)
+				r.now = r.now.Add(time.Second)
+				s.Time = r.now
+				return r.c.Step(r.now, s)
+			}
+			step(0)
+			for range 4 {
+				step(0.4) // a burst: p 1.33, the gate with room
+			}
+			st := r.c.State()
+			require.Less(t, st.Brightness, 0.6, "the burst dims: %s", st.Reason)
+			require.Contains(t, st.Reason, "at the first overload")
+			back := -1
+			for i := range 120 {
+				if st = step(0); st.Brightness >= 1 {
+					back = i + 1
+					break
+				}
+			}
+			_, c := r.capOf()
+			assert.Zero(t, c, "no saturated period measured Ĉ")
+			if refused > 0 {
+				assert.Greater(t, back, 60, "seconds to full brightness, by steps: %s", st.Reason)
+				return
+			}
+			assert.Positive(t, back, "full brightness again: %s", st.Reason)
+			assert.LessOrEqual(t, back, 30, "seconds to full brightness: %s", st.Reason)
+			assert.Contains(t, st.Reason, "raised: the latency has room")
+			t.Logf("full brightness %d s after the burst", back)
+		})
+	}
+}

@@ -261,7 +261,7 @@ func (c *Controller) describeModel(w why) string {
 }
 
 var sourceNames = [...]string{capNone: "none", capMeasured: "measured while saturated", capDown: "lowered: over target",
-	capUp: "raised: under target", capCold: "carried at the first overload", capCarried: "carried within target",
+	capUp: "raised: under target", capCold: "carried at the first overload", capCarried: "carried within target", capRoom: "raised: the latency has room",
 	capSlower: "lowered: the service got slower, its queue waits longer", capFaster: "raised: the service got faster again"}
 
 func shedName(level float64) string {
