@@ -491,17 +491,18 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 	m.mdl.returns.observe(now, lam, loadJumped)
 	if lam > 0 {
 		served = ahead + c.loadMargin()
-		if from, back := m.mdl.returns.ahead(now, cfg.Tick); back && from > served {
-			// A return to the level the load fell from is due (see
-			// returns.go): the levels are set for it.
-			served, w.back = from, true
-		}
+	}
+	if from, back := m.mdl.returns.ahead(now, cfg.Tick); lam >= 0 && back && from > served {
+		// A return to the level the load fell from is due (see
+		// returns.go): the levels are set for it — after a pause too,
+		// whose load of nothing would have them at the ceiling.
+		served, w.back = from, true
 	}
 	target := ceil
 	switch {
 	case e.k > 0 && blind:
 		target = c.solve(e.k, ceil)
-	case e.k > 0 && lam > 0:
+	case e.k > 0 && served > 0:
 		lam := served
 		target = c.solve(e.k/lam, ceil)
 		// Brighten only as far as the load of the last two intervals

@@ -4,9 +4,9 @@ import "time"
 
 // The load's returns (the model law, model.go): a load that falls often
 // goes back — the low half of a square wave, traffic that alternates
-// between two sources, a batch that pauses (a pause is a down too, but at
-// a load of nothing the levels are the ceiling: its return is not served
-// ahead). The tracker takes a rise from one
+// between two sources, a batch that pauses (a pause is a down too: at a
+// load of nothing the levels are the ceiling, but for the period its
+// return is due). The tracker takes a rise from one
 // period, but that period is served at the levels of the low load, and its
 // requests find a queue (a rise every 10 s, on real HTTP, refused 80–120
 // of the 600 requests of each rise's first second). The trend and the

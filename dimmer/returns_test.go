@@ -180,3 +180,24 @@ func TestModelSetsTheLevelsForAReturn(t *testing.T) {
 	assert.Less(t, lows[len(lows)-1], lows[0]-0.1, "the return expected: %s", reason)
 	assert.True(t, strings.Contains(reason, "going back to"), reason)
 }
+
+// TestModelSetsTheLevelsForAPausesReturn: a batch that pauses for five
+// seconds in every ten. At a load of nothing the levels are the ceiling;
+// once the pauses have gone back, the last period of each is set for the
+// level the load paused from.
+func TestModelSetsTheLevelsForAPausesReturn(t *testing.T) {
+	r := newModelRig(t)
+	r.workers = 8
+	r.periods(30, 600)
+	var last *State
+	for range 6 {
+		r.periods(5, 600)
+		for i := range 5 {
+			if st := r.period(0); i == 4 {
+				last = st
+			}
+		}
+	}
+	assert.Less(t, last.Brightness, 1.0, "the return expected: %s", last.Reason)
+	assert.Contains(t, last.Reason, "going back to")
+}
