@@ -68,29 +68,30 @@ import (
 //     brings K down to Ĉ counts as a move down. What moves K far — a
 //     load or a service that changed — is measured and moves the levels
 //     through the feedforward, not through K.
-//   - Roomed. Until a saturated period has measured Ĉ, K is a guess: the
-//     cold rule's (what the first overload carried, scaled down by its
-//     latency) or what was carried within target. A burst at a light load
-//     — a one-worker gate whose limit was still settling, a p99 window
+//   - Roomed. K from the cold rule (what the first overload carried,
+//     scaled down by its latency) is a guess. A burst at a light load — a
+//     one-worker gate whose limit was still settling, a p99 window
 //     holding a few slow seconds — sets it far under what the service
-//     does, and one step a correction (0.04 of the ladder) takes minutes
-//     to give the features back. A latency grows at least in proportion
-//     to a request's work, so one read at pressure p says the service
-//     could take at most Setpoint/p times the work (latencyRoom); where
-//     the gate has room (few requests waited for it: the latency is the
-//     service's own, not the gate's queue's) and no ratio target reads
-//     anything (a refusal is a limit the latency does not show), a
-//     correction up takes K at least half way to that bound in logarithm —
-//     the first probe of a bisection between K and the most the latency
-//     allows, as cutK's is downwards. A measured K is not so
-//     raised: at the knee of a gate its latency stays low until the
-//     refusals come, and the steps find where under Ĉ (with every K so
-//     raised, 16 / 12 / 26 / 18 of the lab step's 100 runs turned more
-//     than twice, against 11 / 10 / 19 / 14). Without a gate
-//     neither: nothing then bounds the bisection's overshoot but the
-//     latency itself, and the feedback-only law's regime sums already
-//     restart its steps (with the raise, its slowdown test spent 11–30
-//     of 60 s over target against 5 at most).
+//     does, and a step a correction (0.04 of the ladder) takes minutes to
+//     give the features back. A response latency grows at least in
+//     proportion to a request's work, so one read at pressure p says the
+//     service could take at most Setpoint/p times the work (latencyRoom);
+//     while the guess stands, a correction up at a gate with room (few
+//     requests waited: the latency is the service's own, not the gate's
+//     queue's) takes K half way to that bound in logarithm — but no
+//     further than the work the levels at the ceiling take at the load now
+//     (more buys nothing, and only delays the next dim). Where any target
+//     but a response latency reads anything (a refusal is a limit the
+//     latency does not show; a gate's wait, near nothing while it has
+//     room, says nothing of the work), there is no such room. The guess
+//     ends at a saturated period's measurement or at any move of K down:
+//     from then on the steps find K, the raise having bracketed it from
+//     above. (Raised so whatever set K, 16 / 12 / 26 / 18 of the lab
+//     step's 100 runs turned more than twice, against 11 / 10 / 19 / 14:
+//     at the knee of a gate its latency stays low until the refusals
+//     come. Without a gate, or without the load, neither: nothing then
+//     measures K, and the feedback-only law's slowdown test spent 11–30 of
+//     its 60 s over target with the raise, 5 at most without.)
 //   - Reset. A jump of the load starts the steps afresh: the feedforward
 //     has moved the levels for it, and what K lacks is found quickly. (A
 //     jump of the work per request does not: it moves the levels through
@@ -189,10 +190,11 @@ type capacity struct {
 	wait    time.Duration // the wait after a correction before the next
 	movedAt time.Time     // the last correction or reset
 	src     capSource     // what set K last
-	// measured: a saturated period has measured Ĉ; else K is a guess —
-	// the cold rule's, or what was carried within target — that the
-	// latency's room may raise (see Roomed).
-	measured bool
+	// guessed: K is the cold rule's guess, and since it was made every
+	// correction raised it — the latency's room may raise it further
+	// (see Roomed). A saturated period's measurement, or any move down,
+	// ends the guess.
+	guessed bool
 	// The periods carried within target while K was unknown (see
 	// carriedBefore): their weight, weighted work a second and weighted
 	// variance, each forgotten over carriedMemory, and when the last
@@ -265,7 +267,7 @@ func (e *capacity) rebase(w0, eta float64, jumped, own bool) {
 		if k < e.k {
 			e.held += e.k - k
 			e.grown += w0 - e.at
-			e.k, e.src = k, capSlower
+			e.k, e.src, e.guessed = k, capSlower, false
 		}
 	case e.held > 0:
 		// What the work's growth undone gave up, whatever η is now.
@@ -369,7 +371,7 @@ func (e *capacity) saturated(now time.Time, meas, se float64, whole, restart boo
 		return
 	}
 	raised := false
-	e.measured = true
+	e.guessed = false
 	switch lb := meas - carriedZ*se; {
 	case first:
 		e.c = meas
@@ -471,6 +473,6 @@ func (e *capacity) correct(now time.Time, err, scale float64) {
 	e.dir, e.movedAt = dir, now
 	e.src = capUp
 	if dir < 0 {
-		e.src = capDown
+		e.src, e.guessed = capDown, false
 	}
 }

@@ -57,8 +57,9 @@ type Checkpoint struct {
 	// ScaleVar the variance of its logarithm (0: nothing taught yet).
 	// CapacityWork is the all-off request's work K was found at (0:
 	// unknown), and CapacityHeld what a slower service took from K, given
-	// back when it is fast again. Measured: a saturated period measured
-	// Saturated (else K is a guess the latency's room may raise).
+	// back when it is fast again. Guessed: K is the cold rule's guess,
+	// which the latency's room may raise (a checkpoint without it: K is
+	// no such guess).
 	Capacity      float64 `json:"capacity"`
 	Saturated     float64 `json:"saturated"`
 	CapacityWork  float64 `json:"capacity_work,omitempty"`
@@ -67,7 +68,7 @@ type Checkpoint struct {
 	Scale         float64 `json:"scale"`
 	ScaleVar      float64 `json:"scale_var,omitempty"`
 	Seconds       bool    `json:"seconds"`
-	Measured      bool    `json:"measured,omitempty"`
+	Guessed       bool    `json:"guessed,omitempty"`
 	// PerRequest: Capacity is the work a request may take, not a second's
 	// (the law had no load to measure it in: feedback only).
 	PerRequest bool `json:"per_request,omitempty"`
@@ -155,7 +156,7 @@ func (c *Controller) Checkpoint() Checkpoint {
 		Brightness: m.brightness, LoadMark: m.loadMark, Dimmed: m.dimmed,
 		Frozen: m.frozen, FreezeReason: m.freezeWhy, Shadow: m.shadow, Pins: []CheckpointPin{},
 		Capacity: m.mdl.capacity.k, Saturated: m.mdl.capacity.c, Seconds: m.mdl.capacity.seconds, Scale: m.mdl.scale, ScaleVar: m.mdl.scaleVar,
-		CapacityWork: m.mdl.capacity.at, CapacityHeld: m.mdl.capacity.held, CapacityGrown: m.mdl.capacity.grown, Measured: m.mdl.capacity.measured,
+		CapacityWork: m.mdl.capacity.at, CapacityHeld: m.mdl.capacity.held, CapacityGrown: m.mdl.capacity.grown, Guessed: m.mdl.capacity.guessed,
 		PerRequest: m.mdl.blind, Load: m.mdl.lastLoad, LoadVar: m.mdl.lastLoadVar}
 	cp.Status = stateOf(c.compose(c.reason(), m.gen))
 	for _, name := range slices.Sorted(mapKeys(m.pins)) {
@@ -272,7 +273,7 @@ func (c *Controller) AdoptAt(now time.Time, cp Checkpoint) (*State, error) {
 	}
 	m.mdl.capacity.at, m.mdl.capacity.held = max(finite(cp.CapacityWork), 0), max(finite(cp.CapacityHeld), 0)
 	m.mdl.capacity.grown = max(finite(cp.CapacityGrown), 0)
-	m.mdl.capacity.measured = cp.Measured && m.mdl.capacity.c > 0
+	m.mdl.capacity.guessed = cp.Guessed && m.mdl.capacity.k > 0
 	// (What was carried before K was known is a minute's evidence, not
 	// in the checkpoint: this controller gathers its own.)
 	m.mdl.capacity.beforeW, m.mdl.capacity.beforeSum, m.mdl.capacity.beforeVar = 0, 0, 0

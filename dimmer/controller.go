@@ -340,6 +340,9 @@ func (c *Controller) step(now time.Time, s signals.Snapshot) (*State, bool) {
 		m.underSince, m.overSince = time.Time{}, time.Time{}
 		m.lastFresh = now
 		m.why = why{kind: whyIdle}
+		if cfg.Model {
+			m.why = c.idleModel(now)
+		}
 	case !ok:
 		// Nothing measured: hold; after StaleAfter periods, say so.
 		m.underSince, m.overSince = time.Time{}, time.Time{}

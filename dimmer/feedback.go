@@ -3,6 +3,8 @@ package dimmer
 import (
 	"math"
 	"time"
+
+	"github.com/brownout/brownout/signals"
 )
 
 // correctK is the feedback of the model law (see capacity.go for what each
@@ -133,7 +135,7 @@ func (c *Controller) correctK(now time.Time, o observation, b, ceil, lam, busy, 
 		// 300 ms, while K came down by 0.05 s a second every seven
 		// seconds, and the levels, within minMove of their target,
 		// held.)
-		e.k, e.src = setShare*busy, capMeasured
+		e.k, e.src, e.guessed = setShare*busy, capMeasured, false
 		e.reset(now, cfg.Hold)
 		e.dir = -1
 		m.mdl.errSum, m.mdl.errN, m.mdl.standRun = 0, 0, 0
@@ -155,7 +157,7 @@ func (c *Controller) correctK(now time.Time, o observation, b, ceil, lam, busy, 
 			// Over target, and no saturated period has measured the
 			// capacity: what the service carries now is all it carries
 			// within target, or more (see coldK).
-			e.k, e.src = c.coldK(o, busy), capCold
+			e.k, e.src, e.guessed = c.coldK(o, busy), capCold, true
 			e.reset(now, cfg.Hold)
 			m.mdl.overSum, m.mdl.underSum = 0, 0
 		}
@@ -170,7 +172,7 @@ func (c *Controller) correctK(now time.Time, o observation, b, ceil, lam, busy, 
 		// half way there in logarithm (see cutK), and the corrections
 		// start afresh from it, the first due at once (the pace they
 		// slowed to while K was found would take minutes).
-		e.k, e.src = min(e.k, c.cutK(o, lam)), capDown
+		e.k, e.src, e.guessed = min(e.k, c.cutK(o, lam)), capDown, false
 		e.reset(now.Add(-cfg.Hold), cfg.Hold)
 		m.mdl.errSum, m.mdl.errN, m.mdl.overSum, m.mdl.underSum = 0, 0, 0, 0
 	case feedbackOnly && m.mdl.underSum >= regimeSum && e.k > 0 && b < ceil && e.wait > cfg.Hold:
@@ -222,11 +224,13 @@ func (c *Controller) correctK(now time.Time, o observation, b, ceil, lam, busy, 
 				// and would only wind down.)
 				kWas := e.k
 				e.correct(now, err, lam*(c.work(1)-c.work(0)))
-				if f := c.latencyRoom(); err > 0 && !e.measured && o.gate && o.room && kWas*math.Sqrt(f) > e.k {
+				if f := c.latencyRoom(); err > 0 && e.guessed && !blind && o.gate && o.room && f > 1 {
 					// A guess of K under what the latency allows:
-					// half way there in logarithm (capacity.go's
-					// Roomed).
-					e.k, e.src = kWas*math.Sqrt(f), capRoom
+					// half way there in logarithm, at most what the
+					// ceiling's levels take (capacity.go's Roomed).
+					if k := min(kWas*math.Sqrt(f), lam*c.work(ceil)); k > e.k {
+						e.k, e.src = k, capRoom
+					}
 				}
 			}
 		}
@@ -286,23 +290,26 @@ func (c *Controller) cutK(o observation, lam float64) float64 {
 }
 
 // latencyRoom is how many times its work the service could take before
-// its latencies reach the set point, at most: a latency grows at least in
-// proportion to a request's work, so a duration target read at pressure
-// p allows at most Setpoint/p. Where a ratio target (refusals, errors)
-// reads anything, the service is at some limit the latencies do not show,
-// and there is no such room: 1.
+// its response latencies reach the set point, at most: a latency grows at
+// least in proportion to a request's work, so a latency target read at
+// pressure p allows at most Setpoint/p. Where a target on anything else
+// reads anything — refusals, errors (a limit the latencies do not show),
+// the gate's wait or its own readings (which say nothing of the work) —
+// there is no such room: 1.
 func (c *Controller) latencyRoom() float64 {
 	p := 0.0
 	for _, r := range c.mu.readings {
 		switch {
 		case r.Missing:
-		case !r.Signal.IsDuration() && r.Value > 0:
-			return 1
-		case r.Signal.IsDuration():
+		case r.Signal > signals.LatencyMax:
+			if r.Value > 0 {
+				return 1
+			}
+		default:
 			p = max(p, r.Pressure)
 		}
 	}
-	if p <= 0 {
+	if !(p > 0) {
 		return 1
 	}
 	return max(c.cfg.Setpoint/p, 1)

@@ -624,6 +624,28 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 	return w
 }
 
+// idleModel is the model law in a period no request reached (idle): the
+// levels hold — nobody is served them — but for the period a pause's
+// return is due (returns.go), which is set for the level the load paused
+// from, as controlModel sets the end of a low half: a pause longer than
+// the signal window reads as idle by then, and its return would be served
+// at the levels of no load, the ceiling.
+func (c *Controller) idleModel(now time.Time) why {
+	m := &c.mu
+	e := &m.mdl.capacity
+	b := m.brightness
+	from, back := m.mdl.returns.ahead(now, c.cfg.Tick)
+	if !back || e.k <= 0 || m.mdl.blind || b < 0 {
+		return why{kind: whyIdle}
+	}
+	target := c.solve(e.k/from, c.ceiling())
+	if target >= b-minMove {
+		return why{kind: whyIdle}
+	}
+	m.brightness, m.mdl.levelsAt = target, now
+	return why{kind: whyIdleBack, model: true, capacity: e.k, source: e.src, budget: target, back: true, feature: c.dimming(b)}
+}
+
 // cascadeModel is the model law with every feature at its floor and the load still
 // over K: after CascadeHold over CascadeAt at a full gate, the shed level
 // rises with the pressure.

@@ -1,6 +1,7 @@
 package dimmer
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -1079,5 +1080,128 @@ func TestModelRaisesAColdKByTheLatencysRoom(t *testing.T) {
 			assert.Contains(t, st.Reason, "raised: the latency has room")
 			t.Logf("full brightness %d s after the burst", back)
 		})
+	}
+}
+
+// coldRig is a model rig whose K the cold rule set: a burst at 100 req/s
+// (p99 400 ms, the gate with room) over a service with room to spare.
+func coldRig(t *testing.T, edit func(*Config)) *modelRig {
+	r := newModelRigWith(t, func(c *Config) {
+		c.Hold = 5 * time.Second
+		if edit != nil {
+			edit(c)
+		}
+	})
+	r.roomStep(100, 0.05)
+	for range 4 {
+		r.roomStep(100, 0.4)
+	}
+	require.Equal(t, capCold, r.c.mu.mdl.capacity.src, r.c.State().Reason)
+	return r
+}
+
+// roomStep steps a period at load lam with the gate's queue empty, nothing
+// refused, and a p99 of p99.
+func (r *modelRig) roomStep(lam, p99 float64) *State {
+	s := r.snap(lam, r.c.State(), 5*time.Second)
+	s.Set(signals.LatencyP99, p99)
+	s.Set(signals.GateBusy, 0)
+	s.Set(signals.RejectRatio, 0)
+	r.now = r.now.Add(time.Second)
+	s.Time = r.now
+	return r.c.Step(r.now, s)
+}
+
+// TestModelRoomRaiseIsBounded: a p99 of nearly nothing allows any work by
+// its proportion; the raise stops at the work the ceiling's levels take at
+// the load now (100 req/s at 30 ms a page, and the features' priors), and
+// K stays finite and checkpoints.
+func TestModelRoomRaiseIsBounded(t *testing.T) {
+	for _, p99 := range []float64{1e-6, 1e-300, math.SmallestNonzeroFloat64} {
+		r := coldRig(t, nil)
+		for range 30 {
+			r.roomStep(100, p99)
+		}
+		k, _ := r.capOf()
+		r.c.mu.Lock()
+		most := 100 * r.c.work(1)
+		r.c.mu.Unlock()
+		assert.LessOrEqual(t, k, most*(1+1e-9), "p99 %g: K at most the ceiling's work", p99)
+		assert.Greater(t, k, 0.9*most, "p99 %g: raised", p99)
+		_, err := json.Marshal(r.c.Checkpoint())
+		assert.NoError(t, err)
+	}
+}
+
+// TestModelRoomRaiseEndsAtACut: once a correction has cut the guess (the
+// raise went past what the service does: its p99 over target), the
+// corrections find K by their steps, and the latency's room raises it no
+// more.
+func TestModelRoomRaiseEndsAtACut(t *testing.T) {
+	r := coldRig(t, nil)
+	for range 20 {
+		r.roomStep(100, 0.01)
+	}
+	require.Equal(t, capRoom, r.c.mu.mdl.capacity.src)
+	for range 12 {
+		r.roomStep(160, 1.0) // over target: K is cut
+	}
+	require.False(t, r.c.mu.mdl.capacity.guessed, r.c.State().Reason)
+	for range 60 {
+		r.roomStep(160, 0.01)
+		assert.NotEqual(t, capRoom, r.c.mu.mdl.capacity.src, r.c.State().Reason)
+	}
+}
+
+// TestModelRoomRaiseNotFromAGatesWait: a target on the gate's wait (near
+// nothing while it has room, whatever a request's work) leaves no room.
+func TestModelRoomRaiseNotFromAGatesWait(t *testing.T) {
+	r := newModelRigWith(t, func(c *Config) {
+		c.Hold = 5 * time.Second
+		c.Targets = []Target{{Signal: signals.SojournP99, Target: 0.05}, {Signal: signals.RejectRatio, Target: 0.01, DimOnly: true}}
+	})
+	step := func(soj float64) {
+		s := r.snap(100, r.c.State(), 5*time.Second)
+		s.Set(signals.SojournP99, soj)
+		s.Set(signals.GateBusy, 0)
+		s.Set(signals.RejectRatio, 0)
+		r.now = r.now.Add(time.Second)
+		s.Time = r.now
+		r.c.Step(r.now, s)
+	}
+	step(0.001)
+	for range 4 {
+		step(0.1)
+	}
+	require.True(t, r.c.mu.mdl.capacity.guessed)
+	for range 30 {
+		step(0.0005)
+		assert.NotEqual(t, capRoom, r.c.mu.mdl.capacity.src)
+	}
+}
+
+// TestModelGuessInTheCheckpoint: the guess is carried by a checkpoint; one
+// without it (written before it was kept) holds no guess to raise.
+func TestModelGuessInTheCheckpoint(t *testing.T) {
+	r := coldRig(t, nil)
+	cp := r.c.Checkpoint()
+	require.True(t, cp.Guessed)
+	raw, err := json.Marshal(cp)
+	require.NoError(t, err)
+	for _, strip := range []bool{false, true} {
+		var mp map[string]any
+		require.NoError(t, json.Unmarshal(raw, &mp))
+		if strip {
+			delete(mp, "guessed")
+		}
+		b, err := json.Marshal(mp)
+		require.NoError(t, err)
+		var back Checkpoint
+		require.NoError(t, json.Unmarshal(b, &back))
+		r2 := newModelRigWith(t, func(c *Config) { c.Hold = 5 * time.Second })
+		r2.now = r.now
+		_, err = r2.c.AdoptAt(r2.now, back)
+		require.NoError(t, err)
+		assert.Equal(t, !strip, r2.c.mu.mdl.capacity.guessed, "stripped %v", strip)
 	}
 }

@@ -45,7 +45,8 @@ const (
 	whyIdle
 	whyFrozen
 	whyReconfigured
-	whyAdopted // another controller's step, adopted (AdoptAt)
+	whyAdopted  // another controller's step, adopted (AdoptAt)
+	whyIdleBack // the model law, idle: the levels set for a pause's return (idleModel)
 	whyCascade
 	whyDim
 	whyFloor
@@ -80,7 +81,7 @@ func (c *Controller) action() (Action, signals.Key, bool) {
 	}
 	var a Action
 	switch w.kind {
-	case whyDim:
+	case whyDim, whyIdleBack:
 		a = Dim
 	case whyCascade:
 		a = Shed
@@ -117,6 +118,8 @@ func (c *Controller) reason() string {
 		r = fmt.Sprintf("no signal for %s: stale, holding levels", w.held.Round(time.Millisecond))
 	case whyIdle:
 		r = "idle: no request in the window, holding levels"
+	case whyIdleBack:
+		r = fmt.Sprintf("idle: no request in the window; %s: dimming %s", c.describeModel(w), cfg.Features[w.feature].Name)
 	case whyFrozen:
 		r = "frozen by operator: " + m.freezeWhy
 	case whyReconfigured:

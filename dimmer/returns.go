@@ -6,7 +6,8 @@ import "time"
 // goes back — the low half of a square wave, traffic that alternates
 // between two sources, a batch that pauses (a pause is a down too: at a
 // load of nothing the levels are the ceiling, but for the period its
-// return is due). The tracker takes a rise from one
+// return is due — idle periods included, see idleModel). The tracker
+// takes a rise from one
 // period, but that period is served at the levels of the low load, and its
 // requests find a queue (a rise every 10 s, on real HTTP, refused 80–120
 // of the 600 requests of each rise's first second). The trend and the

@@ -1,10 +1,12 @@
 package dimmer
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/brownout/brownout/signals"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -181,23 +183,39 @@ func TestModelSetsTheLevelsForAReturn(t *testing.T) {
 	assert.True(t, strings.Contains(reason, "going back to"), reason)
 }
 
-// TestModelSetsTheLevelsForAPausesReturn: a batch that pauses for five
-// seconds in every ten. At a load of nothing the levels are the ceiling;
-// once the pauses have gone back, the last period of each is set for the
-// level the load paused from.
+// TestModelSetsTheLevelsForAPausesReturn: a batch that pauses for eight
+// seconds after every five. At a load of nothing the levels are the
+// ceiling; once the pauses have gone back, the last period of each is set
+// for the level the load paused from — also where the pause has outlasted
+// the signal window (five seconds), its snapshots idle: no latency left to
+// read.
 func TestModelSetsTheLevelsForAPausesReturn(t *testing.T) {
-	r := newModelRig(t)
-	r.workers = 8
-	r.periods(30, 600)
-	var last *State
-	for range 6 {
-		r.periods(5, 600)
-		for i := range 5 {
-			if st := r.period(0); i == 4 {
-				last = st
+	for _, empties := range []bool{false, true} {
+		t.Run(fmt.Sprintf("window empties %v", empties), func(t *testing.T) {
+			r := newModelRig(t)
+			r.workers = 8
+			r.periods(30, 600)
+			var last *State
+			for range 6 {
+				r.periods(5, 600)
+				for i := range 8 {
+					s := r.snap(0, r.c.State(), 5*time.Second)
+					if empties && i >= 5 {
+						s.Clear(signals.LatencyP99)
+					}
+					r.now = r.now.Add(time.Second)
+					s.Time = r.now
+					if st := r.c.Step(r.now, s); i == 7 {
+						last = st
+					}
+				}
 			}
-		}
+			assert.Less(t, last.Brightness, 1.0, "the return expected: %s", last.Reason)
+			assert.Contains(t, last.Reason, "going back to")
+			if empties {
+				assert.Contains(t, last.Reason, "idle")
+				assert.Equal(t, Dim, last.Action)
+			}
+		})
 	}
-	assert.Less(t, last.Brightness, 1.0, "the return expected: %s", last.Reason)
-	assert.Contains(t, last.Reason, "going back to")
 }
