@@ -287,9 +287,14 @@
 // each predicted: trend.go); after a fall, in a period in which the load
 // went back to the level it fell from after as long down before, it is
 // served for that level (a renewal model of its last four downs:
-// returns.go). K is
+// returns.go; a pause's return too, idle periods included). K is
 // measured in saturated periods and corrected by the mean distance of the
-// targets' pressure from the set point, with Kesten's rule, and a
+// targets' pressure from the set point, with Kesten's rule — where the
+// cold rule guessed it at a first overload and a gate with room shows the
+// response latency well under the set point, a correction up goes half
+// way in logarithm to what that latency allows (Setpoint/p times the
+// work), at most to what the ceiling's levels take, until a measurement
+// or a cut ends the guess — and a
 // service whose w₀ jumps (slower, or faster again) moves K by the idle
 // its queue's longer or shorter wait calls for, η = ln(1/(1−q))/W
 // requests a second for a q-quantile latency target at W (capacity.go;
