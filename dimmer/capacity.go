@@ -83,7 +83,8 @@ import (
 //     (more buys nothing, and only delays the next dim). Where any target
 //     but a response latency reads anything (a refusal is a limit the
 //     latency does not show; a gate's wait, near nothing while it has
-//     room, says nothing of the work), there is no such room. The guess
+//     room, says nothing of the work), there is no such room — nor, so,
+//     for a service with a steady error ratio. The guess
 //     ends at a saturated period's measurement or at any move of K down:
 //     from then on the steps find K, the raise having bracketed it from
 //     above. (Raised so whatever set K, 16 / 12 / 26 / 18 of the lab

@@ -81,6 +81,9 @@ type modelState struct {
 	lamPrev, ratePrev, rate float64
 	// returns: the load's falls and returns (returns.go).
 	returns returns
+	// idleBack: the levels were set for a pause's return while idle
+	// (idleModel), and go back to the ceiling if it does not come.
+	idleBack bool
 	// How the load moves beyond its noise (see loadMotion): motion is
 	// the intervals' squared errors from the estimate over the variance
 	// the tracker expected of them, averaged (1 for a load that holds),
@@ -415,6 +418,7 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 	b := m.brightness
 	w := why{top: o.top, load: o.load, model: true}
 	e := &m.mdl.capacity
+	m.mdl.idleBack = false // (the levels are the law's again)
 	lam, loadJumped := c.estimateLoad(o)
 	if loadJumped {
 		m.mdl.loadJumpAt = now
@@ -635,14 +639,22 @@ func (c *Controller) idleModel(now time.Time) why {
 	e := &m.mdl.capacity
 	b := m.brightness
 	from, back := m.mdl.returns.ahead(now, c.cfg.Tick)
+	ceil := c.ceiling()
+	if !back && m.mdl.idleBack && b >= 0 && b < ceil {
+		// The return it was set for did not come: the levels of no
+		// load again, as controlModel sets them (held, they would serve
+		// whatever load comes next, however light, dimmed).
+		m.brightness, m.mdl.levelsAt, m.mdl.idleBack = ceil, now, false
+		return why{kind: whyIdleUnback, feature: c.dimming(ceil)}
+	}
 	if !back || e.k <= 0 || m.mdl.blind || b < 0 {
 		return why{kind: whyIdle}
 	}
-	target := c.solve(e.k/from, c.ceiling())
+	target := c.solve(e.k/from, ceil)
 	if target >= b-minMove {
 		return why{kind: whyIdle}
 	}
-	m.brightness, m.mdl.levelsAt = target, now
+	m.brightness, m.mdl.levelsAt, m.mdl.idleBack = target, now, true
 	return why{kind: whyIdleBack, model: true, capacity: e.k, source: e.src, budget: target, back: true, feature: c.dimming(b)}
 }
 

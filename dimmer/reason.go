@@ -45,8 +45,9 @@ const (
 	whyIdle
 	whyFrozen
 	whyReconfigured
-	whyAdopted  // another controller's step, adopted (AdoptAt)
-	whyIdleBack // the model law, idle: the levels set for a pause's return (idleModel)
+	whyAdopted    // another controller's step, adopted (AdoptAt)
+	whyIdleBack   // the model law, idle: the levels set for a pause's return (idleModel)
+	whyIdleUnback // the model law, idle: the return did not come, the levels back to the ceiling
 	whyCascade
 	whyDim
 	whyFloor
@@ -87,7 +88,7 @@ func (c *Controller) action() (Action, signals.Key, bool) {
 		a = Shed
 	case whyTrimDown, whyTrimBack, whyTrimOver, whyRegimeDown:
 		a = Dim
-	case whyBrighten, whyTrimUp, whyRegimeUp, whyRegimeBack, whyUnshed, whyUnshedRoom, whyUnshedLoad:
+	case whyBrighten, whyIdleUnback, whyTrimUp, whyRegimeUp, whyRegimeBack, whyUnshed, whyUnshedRoom, whyUnshedLoad:
 		a = Brighten
 	}
 	if w.kind < whyCascade || w.kind == whyUnshedLoad || w.top >= len(c.mu.readings) {
@@ -118,6 +119,8 @@ func (c *Controller) reason() string {
 		r = fmt.Sprintf("no signal for %s: stale, holding levels", w.held.Round(time.Millisecond))
 	case whyIdle:
 		r = "idle: no request in the window, holding levels"
+	case whyIdleUnback:
+		r = fmt.Sprintf("idle: no request in the window, and the return expected did not come: brightening %s", cfg.Features[w.feature].Name)
 	case whyIdleBack:
 		r = fmt.Sprintf("idle: no request in the window; %s: dimming %s", c.describeModel(w), cfg.Features[w.feature].Name)
 	case whyFrozen:

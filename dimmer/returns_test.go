@@ -219,3 +219,35 @@ func TestModelSetsTheLevelsForAPausesReturn(t *testing.T) {
 		})
 	}
 }
+
+// TestModelIdleReturnThatDoesNotCome: the levels set, while idle, for a
+// pause's return that then does not come go back to the ceiling, as at a
+// load of nothing: the next load, however light, is not served dimmed.
+func TestModelIdleReturnThatDoesNotCome(t *testing.T) {
+	r := newModelRig(t)
+	r.workers = 8
+	r.periods(30, 600)
+	pause := func(n int) (dimmed bool, last *State) {
+		for i := range n {
+			s := r.snap(0, r.c.State(), 5*time.Second)
+			if i >= 5 {
+				s.Clear(signals.LatencyP99)
+			}
+			r.now = r.now.Add(time.Second)
+			s.Time = r.now
+			last = r.c.Step(r.now, s)
+			dimmed = dimmed || last.Brightness < 1
+		}
+		return dimmed, last
+	}
+	for range 6 {
+		r.periods(5, 600)
+		pause(8)
+	}
+	r.periods(5, 600)
+	dimmed, last := pause(20) // the batch stops
+	assert.True(t, dimmed, "set for the return at the eighth second")
+	assert.Equal(t, 1.0, last.Brightness, last.Reason)
+	st := r.period(20)
+	assert.Equal(t, 1.0, st.Brightness, "a light load after it: %s", st.Reason)
+}
