@@ -1051,9 +1051,7 @@ func TestModelRaisesAColdKByTheLatencysRoom(t *testing.T) {
 					s.Set(signals.LatencyP99, p99)
 				}
 				s.Set(signals.RejectRatio, refused)
-				r.now = r.now.Add(time.Second)
-				s.Time = r.now
-				return r.c.Step(r.now, s)
+				return r.stepSnap(s)
 			}
 			step(0)
 			for range 4 {
@@ -1107,9 +1105,7 @@ func (r *modelRig) roomStep(lam, p99 float64) *State {
 	s.Set(signals.LatencyP99, p99)
 	s.Set(signals.GateBusy, 0)
 	s.Set(signals.RejectRatio, 0)
-	r.now = r.now.Add(time.Second)
-	s.Time = r.now
-	return r.c.Step(r.now, s)
+	return r.stepSnap(s)
 }
 
 // TestModelRoomRaiseIsBounded: a p99 of nearly nothing allows any work by
@@ -1165,9 +1161,7 @@ func TestModelRoomRaiseNotFromAGatesWait(t *testing.T) {
 		s.Set(signals.SojournP99, soj)
 		s.Set(signals.GateBusy, 0)
 		s.Set(signals.RejectRatio, 0)
-		r.now = r.now.Add(time.Second)
-		s.Time = r.now
-		r.c.Step(r.now, s)
+		r.stepSnap(s)
 	}
 	step(0.001)
 	for range 4 {

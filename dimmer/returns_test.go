@@ -203,9 +203,7 @@ func TestModelSetsTheLevelsForAPausesReturn(t *testing.T) {
 					if empties && i >= 5 {
 						s.Clear(signals.LatencyP99)
 					}
-					r.now = r.now.Add(time.Second)
-					s.Time = r.now
-					if st := r.c.Step(r.now, s); i == 7 {
+					if st := r.stepSnap(s); i == 7 {
 						last = st
 					}
 				}
@@ -233,9 +231,7 @@ func TestModelIdleReturnThatDoesNotCome(t *testing.T) {
 			if i >= 5 {
 				s.Clear(signals.LatencyP99)
 			}
-			r.now = r.now.Add(time.Second)
-			s.Time = r.now
-			last = r.c.Step(r.now, s)
+			last = r.stepSnap(s)
 			dimmed = dimmed || last.Brightness < 1
 		}
 		return dimmed, last
