@@ -178,7 +178,7 @@ func runExplore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.IntVar(&e.seeds, "seeds", 0, "how many seeds (default: the view's)")
 	fs.DurationVar(&e.dur, "duration", 0, "length of each run (default: the view's)")
 	fs.BoolVar(&e.all, "all", false, "trace and step: every second, not only the changes of level")
-	fs.BoolVar(&e.verbose, "verbose", false, "controller: list the seeds that swing over 0.2 or turn more than twice")
+	fs.BoolVar(&e.verbose, "verbose", false, "controller: list the seeds that swing over 0.2 or turn more than twice; turns: the seeds that turn")
 	fs.IntVar(&e.swingFrom, "swing-from", lab.Skip, "controller and traj: the second the swing is measured from")
 	fs.IntVar(&e.slices, "slices", 0, "the latency window's one-second slices (default: the lab's 5)")
 	fs.DurationVar(&e.tick, "tick", 0, "the controller's period, and the lab's (default: the lab's 1s)")
@@ -738,7 +738,10 @@ func (e *explorer) turns() error {
 	}
 	var from, during, after int
 	var dims []int
-	for _, c := range runs {
+	for i, c := range runs {
+		if e.verbose && (c.from > 2 || c.during >= 2 || c.after > 1) {
+			fmt.Fprintf(e.out, "seed %d: %d turns from the step on, %d during the overload, %d after the return\n", e.seed0+uint32(i), c.from, c.during, c.after)
+		}
 		from += b2i(c.from > 2)
 		during += b2i(c.during >= 2)
 		after += b2i(c.after > 1)

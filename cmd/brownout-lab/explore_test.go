@@ -2,6 +2,8 @@ package main
 
 import (
 	"errors"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -74,6 +76,24 @@ func TestExploreTurns(t *testing.T) {
 	again, _, err := runArgs("explore", "turns", "--model", "--seeds", "4", "--hold", "20s", "--duration", "80s", "--quiet")
 	require.NoError(t, err)
 	assert.Equal(t, out, again, "deterministic")
+}
+
+// TestExploreTurnsVerbose: with --verbose the turns view lists each seed
+// that turns as one of its counts counts it, before the counts: as many
+// lines as the seeds in their union.
+func TestExploreTurnsVerbose(t *testing.T) {
+	out, _, err := runArgs("explore", "turns", "--model", "--seed0", "1", "--seeds", "12", "--hold", "90s", "--duration", "150s", "--quiet", "--verbose")
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	m := regexp.MustCompile(`more than two turns from the step on (\d+); twice or more during the overload (\d+); more than once after the return (\d+);`).FindStringSubmatch(lines[len(lines)-1])
+	require.NotNil(t, m, out)
+	n := func(s string) int { v, _ := strconv.Atoi(s); return v }
+	listed := lines[:len(lines)-1]
+	for _, l := range listed {
+		assert.Regexp(t, `^seed \d+: \d+ turns from the step on, \d+ during the overload, \d+ after the return$`, l)
+	}
+	assert.GreaterOrEqual(t, len(listed), max(n(m[1]), n(m[2]), n(m[3])), out)
+	assert.LessOrEqual(t, len(listed), n(m[1])+n(m[2])+n(m[3]), out)
 }
 
 // TestExploreSwings: the swings view prints a line for each of the 24
