@@ -420,6 +420,9 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 	e := &m.mdl.capacity
 	m.mdl.idleBack = false // (the levels are the law's again)
 	lam, loadJumped := c.estimateLoad(o)
+	if tr := &m.mdl.load; tr.held && lam > 0 {
+		w.heldOutOK, w.heldOut = true, tr.heldX
+	}
 	if loadJumped {
 		m.mdl.loadJumpAt = now
 	}

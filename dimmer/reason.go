@@ -34,6 +34,11 @@ type why struct {
 	levels float64
 	blind  bool // no load measured: K is a request's work (feedback only)
 	back   bool // the levels are set for a return of the load (returns.go)
+	// heldOut: the period's rate the load's tracker held out of its
+	// estimate until a second period shows whether the load moved (see
+	// tracker.update), when held.
+	heldOut   float64
+	heldOutOK bool
 }
 
 type whyKind uint8
@@ -220,6 +225,9 @@ func (c *Controller) describeModel(w why) string {
 		fmt.Fprintf(&b, "load %.4g/s", w.load)
 		if c.loadMotion() > 0 {
 			fmt.Fprintf(&b, " moving by ±%.2g/s", c.loadMotion())
+		}
+		if w.heldOutOK {
+			fmt.Fprintf(&b, " (the last interval's %.4g/s held out until the next shows whether it holds)", w.heldOut)
 		}
 		if w.back {
 			fmt.Fprintf(&b, ", going back to %.4g/s (it went back after as long down before)", m.mdl.returns.from)

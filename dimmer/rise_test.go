@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // poissonCount draws a Poisson count of mean lam: Knuth's product of
@@ -179,4 +180,24 @@ func TestRisesWithBurstyArrivals(t *testing.T) {
 		t.Logf("seed %d: a square wave 50 ↔ 100/s every 5 s: between jumps %.2f on average", seed, between)
 		assert.Less(t, between, 1.5, "seed %d: the steps the moving filter follows are no noise", seed)
 	}
+}
+
+// TestModelReasonSaysACountIsHeldOut: one worker, the load at 27 a second
+// and the levels bright; a period counts 60, which the load's tracker
+// holds out until a second period shows whether the load moved. The
+// levels hold for the load of 27 — and the reason says why, with the
+// count held out; the period after, which shows the rise, dims and no
+// longer holds anything out.
+func TestModelReasonSaysACountIsHeldOut(t *testing.T) {
+	r := newModelRig(t)
+	r.workers = 1
+	r.periods(5, 150) // saturated: K measured
+	before := r.periods(60, 27)
+	require.Greater(t, before.Brightness, 0.5, before.Reason)
+	assert.NotContains(t, before.Reason, "held out", "a load that holds")
+	st := r.period(60)
+	assert.Contains(t, st.Reason, "load 27/s (the last interval's 60/s held out until the next shows whether it holds)")
+	st = r.period(60)
+	assert.Less(t, st.Brightness, before.Brightness, "the second period shows the rise: %s", st.Reason)
+	assert.NotContains(t, st.Reason, "held out", st.Reason)
 }
