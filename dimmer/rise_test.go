@@ -201,3 +201,37 @@ func TestModelReasonSaysACountIsHeldOut(t *testing.T) {
 	assert.Less(t, st.Brightness, before.Brightness, "the second period shows the rise: %s", st.Reason)
 	assert.NotContains(t, st.Reason, "held out", st.Reason)
 }
+
+// TestTrackerOneLowIntervalIsNoFall: a single interval far under a load
+// that holds (a scrape that missed instances, an instance's first push)
+// is held out, and the next, back at the load, shows that it began no
+// new level: no jump, and the estimate stays at the load. (The held one
+// had dragged the fast average, which took the next for the second
+// period of a fall: 200 → 40 → 194 a second read 117.)
+func TestTrackerOneLowIntervalIsNoFall(t *testing.T) {
+	for _, c := range [][2]float64{{200, 40}, {200, 60}, {300, 100}, {25, 2}} {
+		rng := rand.New(rand.NewPCG(41, 42))
+		tr := loadTracker(rng, c[0], 1, 300)
+		assert.False(t, tr.update(c[1], max(tr.est, c[1]), fastWeight(5), true), "%v: held out", c)
+		assert.True(t, tr.held, "%v: held out", c)
+		x := poissonCount(rng, c[0])
+		jumped := tr.update(x, max(tr.est, x), fastWeight(5), true)
+		assert.False(t, jumped, "%v: the next interval, %v, is no fall", c, x)
+		assert.InDelta(t, c[0], tr.est, 0.1*c[0], "%v: the estimate after", c)
+	}
+}
+
+// TestModelOneLowIntervalKeepsTheLevels: the same through the law — the
+// levels for 200 a second hold through one interval of 40 and the periods
+// back at 200 after it (they went to full brightness for two periods).
+func TestModelOneLowIntervalKeepsTheLevels(t *testing.T) {
+	r := newModelRig(t)
+	r.periods(3, 300)
+	before := r.periods(120, 200)
+	require.Less(t, before.Brightness, 0.9, before.Reason)
+	r.period(40)
+	for range 3 {
+		st := r.period(200)
+		assert.InDelta(t, before.Brightness, st.Brightness, 0.1, st.Reason)
+	}
+}

@@ -185,6 +185,20 @@ func (t *tracker) update(x, v, fast float64, jump bool) bool {
 		t.restart(muJump)
 		return true
 	}
+	if dir != 0 && !out && dir == t.pending && t.held && float64(dir)*(x-t.est) <= math.Sqrt(vi+t.p) {
+		// The period before was held out, and this one is not out: only
+		// the fast average, which the held one dragged, says the level
+		// moved — and this period lies within its own standard error of
+		// the estimate, or past it the other way. The held one began no
+		// new level, and is folded in below with this one. (A load of
+		// 200 a second, one interval of 40 — a scrape that missed
+		// instances, an instance's first push — and the next at 194: the
+		// fast average took it for the second period of a fall, to
+		// their mean, 117, and the levels went to full brightness for
+		// two periods.) A moving load's second period lies beyond the
+		// estimate toward the held one, and still confirms the move.
+		dir = 0
+	}
 	if dir != 0 && dir == t.pending {
 		// Both periods are of the new level: their mean estimates it. A
 		// level that jumped may go on moving: the drift allowed a period
