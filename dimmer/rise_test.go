@@ -219,6 +219,16 @@ func TestTrackerOneLowIntervalIsNoFall(t *testing.T) {
 		assert.False(t, jumped, "%v: the next interval, %v, is no fall", c, x)
 		assert.InDelta(t, c[0], tr.est, 0.1*c[0], "%v: the estimate after", c)
 	}
+	// Nor a period later: the held one's drag on the fast average is
+	// undone (200, then 40, 186, 185, 185 jumped to 185 at the fourth).
+	tr := &tracker{moves: true, span: 1, disp: 1}
+	for range 300 {
+		tr.update(200, 200, fastWeight(5), true)
+	}
+	for i, x := range []float64{40, 186, 185, 185, 185} {
+		assert.False(t, tr.update(x, max(tr.est, x), fastWeight(5), true), "period %d: %v", i, x)
+	}
+	assert.InDelta(t, 200, tr.est, 20)
 }
 
 // TestModelOneLowIntervalKeepsTheLevels: the same through the law — the

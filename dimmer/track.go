@@ -58,6 +58,9 @@ type tracker struct {
 	// heldX of variance heldV (see update).
 	held         bool
 	heldX, heldV float64
+	// heldFast and heldFv: the fast average and its variance before the
+	// held interval moved them (see update: undone if it began no move).
+	heldFast, heldFv float64
 	// moves: a level that jumped may go on moving (the offered load),
 	// rather than hold at its new value (a request's work).
 	moves bool
@@ -164,6 +167,7 @@ func (t *tracker) update(x, v, fast float64, jump bool) bool {
 	if t.beforeOK {
 		t.beforeN++
 	}
+	fastWas, fvWas := t.fast, t.fv
 	t.fast += fast * (x - t.fast)
 	t.fv = (1-fast)*(1-fast)*t.fv + fast*fast*vj
 	dir, out := 0, false
@@ -196,8 +200,12 @@ func (t *tracker) update(x, v, fast float64, jump bool) bool {
 		// fast average took it for the second period of a fall, to
 		// their mean, 117, and the levels went to full brightness for
 		// two periods.) A moving load's second period lies beyond the
-		// estimate toward the held one, and still confirms the move.
+		// estimate toward the held one, and still confirms the move. Its
+		// drag on the fast average is undone, or it would confirm a fall
+		// a period later (40, then 186, 185, 185 took the estimate to 185).
 		dir = 0
+		t.fast = t.heldFast + fast*(x-t.heldFast)
+		t.fv = (1-fast)*(1-fast)*t.heldFv + fast*fast*vj
 	}
 	if dir != 0 && dir == t.pending {
 		// Both periods are of the new level: their mean estimates it. A
@@ -259,6 +267,7 @@ func (t *tracker) update(x, v, fast float64, jump bool) bool {
 			t.fold(t.heldX, t.heldV)
 		}
 		t.held, t.heldX, t.heldV = true, x, whole
+		t.heldFast, t.heldFv = fastWas, fvWas
 		return false
 	}
 	t.q *= 1 - 1/moveMemory
