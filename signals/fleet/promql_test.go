@@ -209,8 +209,14 @@ func TestPromQLGateBusyOnlyFromGates(t *testing.T) {
 	require.NoError(t, err)
 	var all, one signals.Snapshot
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(500 * time.Millisecond) { // waiting for real scrapes
-		all, _ = fleetSrc.Snapshot(ctx, time.Now())
+		// The gateless instance first: once its rates are there (two of
+		// its scrapes in the range), the fleet's query after it has them
+		// too. Asked the other way round, a second scrape landing between
+		// the two queries left the fleet's reject ratio at the gated
+		// instance's zero refusals alone, while the loop ended on the
+		// gateless one's.
 		one, _ = gateless.Snapshot(ctx, time.Now())
+		all, _ = fleetSrc.Snapshot(ctx, time.Now())
 		if all.Has(signals.GateBusy) && all.Has(signals.RejectRatio) && one.Has(signals.RejectRatio) {
 			break
 		}
