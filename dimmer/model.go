@@ -495,9 +495,20 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 	// The levels, for the load ahead and its margin (see loadAhead,
 	// loadMargin).
 	served := lam
-	m.mdl.returns.observe(now, lam, loadJumped)
+	span := 0.0
+	if o.fresh {
+		span = o.recentSpan.Seconds()
+	}
+	m.mdl.returns.observe(now, cfg.Tick, lam, loadJumped, o.recentLoad, span)
 	if lam > 0 {
 		served = ahead + c.loadMargin()
+	}
+	if from, back := m.mdl.returns.returned(); lam >= 0 && back && from > served {
+		// The latest interval went back to the level the load fell
+		// from, as the downs before went back (see returns.go): the
+		// levels are set for it, though the tracker holds that interval
+		// out.
+		served, w.back, w.backNow = from, true, true
 	}
 	if from, back := m.mdl.returns.ahead(now, cfg.Tick); lam >= 0 && back && from > served {
 		// A return to the level the load fell from is due (see

@@ -34,6 +34,8 @@ type why struct {
 	levels float64
 	blind  bool // no load measured: K is a request's work (feedback only)
 	back   bool // the levels are set for a return of the load (returns.go)
+	// backNow: the return came in the latest interval (returns.returned)
+	backNow bool
 	// heldOut: the period's rate the load's tracker held out of its
 	// estimate until a second period shows whether the load moved (see
 	// tracker.update), when held.
@@ -229,7 +231,10 @@ func (c *Controller) describeModel(w why) string {
 		if w.heldOutOK {
 			fmt.Fprintf(&b, " (the last interval's %.4g/s held out until the next shows whether it holds)", w.heldOut)
 		}
-		if w.back {
+		switch {
+		case w.backNow:
+			fmt.Fprintf(&b, ", back at %.4g/s (the last interval's count is a return to the level the load fell from)", m.mdl.returns.from)
+		case w.back:
 			fmt.Fprintf(&b, ", going back to %.4g/s (it went back after as long down before)", m.mdl.returns.from)
 		}
 		b.WriteString(", ")

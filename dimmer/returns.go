@@ -1,6 +1,9 @@
 package dimmer
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // The load's returns (the model law, model.go): a load that falls often
 // goes back — the low half of a square wave, traffic that alternates
@@ -18,6 +21,31 @@ import "time"
 // it sets the levels for the level fallen from: bright through most of a
 // low half, dim for the period before its end. A load that never went back
 // (a spike that ended) has no such down, and nothing changes.
+//
+// The falls and returns are timed by the intervals' own counts, not by the
+// load's estimate: the tracker takes a fall over one to three periods (as
+// a jump, or followed by its filter that moves, which is no jump), and
+// holds a rise's first interval out until the next shows it holds. Timed
+// by the estimate, a one-worker square's downs (10 s, ±40 %) were
+// remembered 4, 5 and 14 s long, or not at all, and each rise was served
+// at the low half's levels for two periods: a third of the users of its
+// first second were late, a fifth of its second's. A count says when the
+// load moved, within a period:
+//   - a fall is two intervals in a row each both a tenth under the
+//     estimate before the first and returnZ of a Poisson count's standard
+//     errors under it, timed from the first; one alone is a stray, as the
+//     tracker takes it. (Not the arrivals' dispersion between jumps: it
+//     counts the steps the moving filter followed, and read with it the
+//     square's falls went unseen, 1.8 points more of its users late.)
+//   - a return is one interval back within a tenth of the level fallen
+//     from, or within returnZ of its standard errors, and nearer it than
+//     the level fallen to.
+//
+// And the interval that brings a return at an age the downs remembered
+// went back at sets the levels for the level returned to, though the
+// tracker holds it out: the down's history says it is no stray. An
+// unexpected one is left to the tracker (after a spike, a burst of
+// retries read as the spike's return, and dimmed for a period).
 const (
 	// returnMemory is how many downs are remembered: the last four, so
 	// that a load whose rhythm changes is followed within two of them.
@@ -41,6 +69,16 @@ const (
 	// (at exactly one tick, ticks 0–2 ms late found it in 79 of 99
 	// cycles of a square); with exact ticks the same single period.
 	returnSlack = 1.5
+	// returnZ is how many standard errors of a Poisson count an interval
+	// must lie under the load's estimate to be a fall, and may lie under
+	// the level fallen from and still be a return: three, so that the
+	// noise of a steady load makes about one false fall in 700
+	// intervals, where the falls and returns of a load that goes back by
+	// a third or more stand many standard errors out (at one worker a
+	// square of ±40 % moves its count by 40 a second, six standard
+	// errors; the rise's first interval still read 67 for a level of 79,
+	// short of a tenth under it).
+	returnZ = 3.0
 )
 
 // returns follows the load's falls and returns (see above).
@@ -54,19 +92,49 @@ type returns struct {
 	ages [returnMemory]float64
 	back [returnMemory]bool    // it ended in a return (not after maxDown)
 	tops [returnMemory]float64 // the level each fell from
+	// seen: prev holds an estimate; backNow: this period's interval was a
+	// return, at an age the downs remembered went back at (see returned).
+	seen, backNow bool
+	// pending: one interval has fallen from pendFrom, at pendAt; the
+	// next says whether it was a fall (see observe).
+	pending  bool
+	pendFrom float64
+	pendAt   time.Time
 }
 
-// observe folds in the load's estimate lam (≥ 0) at now; jumped: the
-// tracker jumped to it this period.
-func (r *returns) observe(now time.Time, lam float64, jumped bool) {
+// observe folds in, at now, the load's estimate lam (≥ 0; jumped: the
+// tracker jumped to it this period) and the latest interval's count, a
+// rate x over span seconds (span ≤ 0: no new interval this period), for
+// ticks of tick.
+func (r *returns) observe(now time.Time, tick time.Duration, lam float64, jumped bool, x, span float64) {
 	if lam < 0 {
 		return
 	}
+	r.backNow = false
 	if r.down && now.Sub(r.at) > maxDown {
 		r.remember(now.Sub(r.at).Seconds(), false)
 		r.down = false
 	}
-	if jumped {
+	if span > 0 && x >= 0 && r.seen {
+		switch {
+		case r.pending && x < fellFrom(r.pendFrom, span):
+			// A second interval under the level: a fall, timed from
+			// the first.
+			r.pending, r.down, r.from, r.at = false, true, r.pendFrom, r.pendAt
+		case r.pending:
+			r.pending = false // one interval under it: a stray
+		case !r.down && x < fellFrom(r.prev, span):
+			r.pending, r.pendFrom, r.pendAt = true, r.prev, now
+		case r.down && r.isBack(x, span):
+			age := now.Sub(r.at).Seconds()
+			r.backNow = r.expects(age, tick.Seconds())
+			r.remember(age, true)
+			r.down = false
+		}
+	}
+	if jumped && !r.backNow {
+		// The tracker's jumps, for a move the counts did not show (a
+		// fall over several intervals, each within the noise).
 		switch {
 		case lam < r.prev && !r.down:
 			r.down, r.from, r.at = true, r.prev, now
@@ -75,13 +143,57 @@ func (r *returns) observe(now time.Time, lam float64, jumped bool) {
 			// the same down, from the higher level.
 			r.from = max(r.from, r.prev)
 		case r.down:
-			if lam >= returnShare*r.from {
+			// A rise: back to the level, or to another one, which ends
+			// the down unremembered.
+			if r.isBack(lam, span) {
 				r.remember(now.Sub(r.at).Seconds(), true)
 			}
 			r.down = false
 		}
 	}
-	r.prev = lam
+	r.prev, r.seen = lam, true
+}
+
+// fellFrom is the rate under which an interval counted over span seconds
+// has fallen from the level lam: a tenth under it, and returnZ of a
+// Poisson count's standard errors.
+func fellFrom(lam, span float64) float64 {
+	return min(returnShare*lam, lam-returnZ*math.Sqrt(lam/span))
+}
+
+// isBack reports whether a rate v, counted over span seconds (≤ 0: not
+// known), is back at the level fallen from: within a tenth of it, or
+// within returnZ of a Poisson count's standard errors — and nearer it
+// than the load's estimate before it, the level fallen to (where the
+// arrivals are dispersed, retries of refused requests among them, their
+// standard errors reach down to it: a load back at 80 a second after a
+// spike of 150 counted as the spike's return).
+func (r *returns) isBack(v, span float64) bool {
+	least := returnShare * r.from
+	if span > 0 {
+		least = min(least, r.from-returnZ*math.Sqrt(r.from/span))
+	}
+	return v >= max(least, (r.from+r.prev)/2)
+}
+
+// returned returns the level the load fell from, and true, when this
+// period's interval was its return, at an age the downs remembered went
+// back at: the levels are set for it, though the tracker may hold that
+// interval out.
+func (r *returns) returned() (float64, bool) {
+	return r.from, r.backNow
+}
+
+// expects reports whether a return at age seconds is one the downs
+// remembered from about this level made: one went back within
+// returnSlack ticks (of tick seconds) of it.
+func (r *returns) expects(age, tick float64) bool {
+	for i := range r.n {
+		if r.back[i] && math.Abs(r.ages[i]-age) <= returnSlack*tick && min(r.tops[i], r.from) >= returnShare*max(r.tops[i], r.from) {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *returns) remember(age float64, back bool) {

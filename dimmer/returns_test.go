@@ -21,7 +21,7 @@ func TestReturnsExpectsTheLevelFallenFrom(t *testing.T) {
 	lam := 0.0
 	step := func(l float64) (float64, bool) {
 		now = now.Add(time.Second)
-		r.observe(now, l, l != lam && lam > 0)
+		r.observe(now, time.Second, l, l != lam && lam > 0, l, 1)
 		lam = l
 		return r.ahead(now, time.Second)
 	}
@@ -54,14 +54,14 @@ func TestReturnsExpectsTheLevelFallenFrom(t *testing.T) {
 func TestReturnsOfASpikeThatEnded(t *testing.T) {
 	var r returns
 	now := time.Unix(1000, 0)
-	r.observe(now, 100, false)
+	r.observe(now, time.Second, 100, false, 100, 1)
 	now = now.Add(time.Second)
-	r.observe(now, 300, true) // the spike
+	r.observe(now, time.Second, 300, true, 300, 1) // the spike
 	now = now.Add(30 * time.Second)
-	r.observe(now, 100, true) // its end
+	r.observe(now, time.Second, 100, true, 100, 1) // its end
 	for range 70 {
 		now = now.Add(time.Second)
-		r.observe(now, 100, false)
+		r.observe(now, time.Second, 100, false, 100, 1)
 		_, back := r.ahead(now, time.Second)
 		require.False(t, back)
 	}
@@ -103,7 +103,7 @@ func TestReturnsIsOnlyBackToTheLevel(t *testing.T) {
 	now := time.Unix(1000, 0)
 	for i, l := range []float64{600, 200, 200, 400, 400} {
 		now = now.Add(time.Second)
-		r.observe(now, l, i > 0 && l != []float64{600, 200, 200, 400, 400}[i-1])
+		r.observe(now, time.Second, l, i > 0 && l != []float64{600, 200, 200, 400, 400}[i-1], l, 1)
 	}
 	assert.Zero(t, r.n)
 	assert.False(t, r.down)
@@ -119,7 +119,7 @@ func TestReturnsEdges(t *testing.T) {
 	seq := func(r *returns, ls ...float64) {
 		for _, l := range ls {
 			now = now.Add(time.Second)
-			r.observe(now, l, l != r.prev)
+			r.observe(now, time.Second, l, l != r.prev, l, 1)
 		}
 	}
 	var r returns
@@ -151,11 +151,11 @@ func TestReturnsEdges(t *testing.T) {
 
 	r = returns{}
 	now = time.Unix(1000, 0)
-	r.observe(now, 600, false)
+	r.observe(now, time.Second, 600, false, 600, 1)
 	now = now.Add(time.Second)
-	r.observe(now, 200, true)
+	r.observe(now, time.Second, 200, true, 200, 1)
 	now = now.Add(2 * maxDown)
-	r.observe(now, 600, true) // one tick later, two minutes on
+	r.observe(now, time.Second, 600, true, 600, 1) // one tick later, two minutes on
 	require.Equal(t, 1, r.n)
 	assert.False(t, r.back[0], "a minute down did not go back")
 }
@@ -246,4 +246,108 @@ func TestModelIdleReturnThatDoesNotCome(t *testing.T) {
 	assert.Equal(t, 1.0, last.Brightness, last.Reason)
 	st := r.period(20)
 	assert.Equal(t, 1.0, st.Brightness, "a light load after it: %s", st.Reason)
+}
+
+// TestModelServesARiseItExpected: one worker, a load of 30 and 70 a
+// second by turns, five seconds each, its counts as noisy as Poisson's.
+// The tracker may hold a rise's first interval out until the next shows
+// it holds; the returns' model, timed by the counts, has seen the load go
+// back after five seconds before and takes that interval for the return:
+// the period after it is served at the levels for 70, not those of the
+// low half.
+func TestModelServesARiseItExpected(t *testing.T) {
+	r := newModelRig(t)
+	r.workers = 1
+	r.periods(10, 120) // K measured (saturated)
+	for cycle := range 16 {
+		for range 5 {
+			r.noisyPeriod(30)
+		}
+		st := r.noisyPeriod(70) // the step that reads the rise's first interval
+		if cycle >= 8 {
+			t.Logf("cycle %d: %.2f %s", cycle, st.Brightness, st.Reason)
+			assert.Less(t, st.Brightness, 0.3, "cycle %d: the period after the rise's first interval: %s", cycle, st.Reason)
+		}
+		for range 4 {
+			r.noisyPeriod(70)
+		}
+	}
+}
+
+// TestReturnsTimedByTheCounts: the tracker's estimate lags a square (it
+// never jumps: its filter that moves follows) and a rise's first interval
+// is held out, but the counts show each fall and return in the period it
+// came: the downs are remembered five seconds long, and the return is
+// expected in the fifth second of the next. One low interval alone is no
+// fall; a return at an age no down went back at is not taken for one.
+func TestReturnsTimedByTheCounts(t *testing.T) {
+	var r returns
+	now := time.Unix(1000, 0)
+	est := 600.0
+	step := func(x float64) {
+		now = now.Add(time.Second)
+		r.observe(now, time.Second, est, false, x, 1)
+		est += (x - est) / 3 // a lagging estimate
+	}
+	for range 5 {
+		step(600)
+	}
+	for range 5 {
+		step(200)
+	}
+	step(600)
+	from, back := r.returned()
+	assert.False(t, back, "the first return: no down went back before it")
+	for range 2 {
+		for range 4 {
+			step(600)
+		}
+		for range 5 {
+			step(200)
+		}
+		step(600)
+	}
+	for range 4 {
+		step(600)
+	}
+	require.Equal(t, 3, r.n)
+	for i := range r.n {
+		assert.Equal(t, 5.0, r.ages[i], "down %d", i)
+	}
+	for i := range 5 {
+		step(200)
+		_, due := r.ahead(now, time.Second)
+		assert.Equal(t, i == 4, due, "age %d s", i) // (the period that serves the fifth second)
+	}
+	step(600)
+	from, back = r.returned()
+	assert.True(t, back)
+	assert.Greater(t, from, 450.0, "the level fallen from, as the lagging estimate had it")
+
+	// One low interval is a stray.
+	for range 5 {
+		step(600)
+	}
+	next := r.next
+	step(200)
+	step(600)
+	assert.False(t, r.down)
+	assert.Equal(t, next, r.next, "no down remembered")
+
+	// Counts over a short span are noisy: 110 a second counted over
+	// half of one is within three standard errors of 150 (17 each), but
+	// nearer 80, the level fallen to — no return.
+	r = returns{}
+	now = time.Unix(1000, 0)
+	for i, x := range []float64{150, 80, 80, 80} {
+		now = now.Add(time.Second)
+		r.observe(now, time.Second, []float64{150, 150, 80, 80}[i], false, x, 0.5) // (the estimate a period behind)
+	}
+	require.True(t, r.down)
+	now = now.Add(time.Second)
+	r.observe(now, time.Second, 80, false, 110, 0.5)
+	assert.True(t, r.down, "110 is nearer 80 than 150")
+	now = now.Add(time.Second)
+	r.observe(now, time.Second, 80, false, 120, 0.5)
+	assert.False(t, r.down, "120 is nearer 150")
 }
