@@ -33,8 +33,13 @@ import (
 // load moved, within a period:
 //   - a fall is two intervals in a row each both a tenth under the
 //     estimate before the first and returnZ of a Poisson count's standard
-//     errors under it, timed from the first; one alone is a stray, as the
-//     tracker takes it. (Not the arrivals' dispersion between jumps: it
+//     errors under it, timed from the first — or from the second, where
+//     the first lay nearer the level than the second lies to it (a burst's
+//     gap just before the fall, which timed a down a period early: it
+//     dimmed a period before the rise and brightened for it); one alone is
+//     a stray, as the tracker takes it, and an interval seen again (a
+//     source read more often than it counts, that does not time its
+//     intervals) is no second one. (Not the arrivals' dispersion between jumps: it
 //     counts the steps the moving filter followed, and read with it the
 //     square's falls went unseen, 1.8 points more of its users late.)
 //   - a return is one interval back within a tenth of the level fallen
@@ -95,11 +100,11 @@ type returns struct {
 	// seen: prev holds an estimate; backNow: this period's interval was a
 	// return, at an age the downs remembered went back at (see returned).
 	seen, backNow bool
-	// pending: one interval has fallen from pendFrom, at pendAt; the
-	// next says whether it was a fall (see observe).
-	pending  bool
-	pendFrom float64
-	pendAt   time.Time
+	// pending: one interval, of pendX, has fallen from pendFrom, at
+	// pendAt; the next says whether it was a fall (see observe).
+	pending         bool
+	pendFrom, pendX float64
+	pendAt          time.Time
 }
 
 // observe folds in, at now, the load's estimate lam (≥ 0; jumped: the
@@ -117,14 +122,23 @@ func (r *returns) observe(now time.Time, tick time.Duration, lam float64, jumped
 	}
 	if span > 0 && x >= 0 && r.seen {
 		switch {
+		case r.pending && now.Sub(r.pendAt) < time.Duration((1-freshSlack)*span*float64(time.Second)):
+			// The first low interval seen again (a source read more
+			// often than it counts, that does not say when its
+			// intervals end): no second one.
 		case r.pending && x < fellFrom(r.pendFrom, span):
 			// A second interval under the level: a fall, timed from
-			// the first.
+			// the first — unless the first lay nearer the level than
+			// the second lies to it (a stray just before the fall):
+			// then from the second.
 			r.pending, r.down, r.from, r.at = false, true, r.pendFrom, r.pendAt
+			if math.Abs(r.pendX-x) > math.Abs(r.pendFrom-r.pendX) {
+				r.at = now
+			}
 		case r.pending:
 			r.pending = false // one interval under it: a stray
 		case !r.down && x < fellFrom(r.prev, span):
-			r.pending, r.pendFrom, r.pendAt = true, r.prev, now
+			r.pending, r.pendFrom, r.pendX, r.pendAt = true, r.prev, x, now
 		case r.down && r.isBack(x, span):
 			age := now.Sub(r.at).Seconds()
 			r.backNow = r.expects(age, tick.Seconds())

@@ -351,3 +351,58 @@ func TestReturnsTimedByTheCounts(t *testing.T) {
 	r.observe(now, time.Second, 80, false, 120, 0.5)
 	assert.False(t, r.down, "120 is nearer 150")
 }
+
+// From a review that broke the first form. A burst's gap in the last
+// interval of a high half (220 for a level of 280, under the fall's
+// line) began the down a period early when the fall was timed from the
+// first of its two low intervals: the return was not expected in the
+// period before the rise, which was served bright. The fall is timed from
+// the second where the first lay nearer the level than the second lies
+// to it. (Exact counts, the rig's four workers; the levels that serve
+// each rise's first second.)
+func TestReturnsAGapBeforeTheFall(t *testing.T) {
+	r := newModelRig(t)
+	r.periods(10, 600) // K measured
+	for cycle := range 16 {
+		var pre *State
+		for i := range 5 {
+			x := 280.0
+			if cycle == 12 && i == 4 {
+				x = 220 // the gap
+			}
+			r.period(x)
+		}
+		for range 5 {
+			pre = r.period(120)
+		}
+		if cycle >= 8 {
+			assert.Less(t, pre.Brightness, 0.5, "cycle %d: the levels serving the rise's first second: %s", cycle, pre.Reason)
+		}
+	}
+}
+
+// From the same review: brownoutd ticking every 250 ms over pushes of a
+// second it cannot time (no RecentAt) reads each interval four times. One
+// push of 120 at a steady 200 is a stray; its second sighting is not the
+// second low interval a fall asks for.
+func TestReturnsAnIntervalSeenAgainIsNoSecond(t *testing.T) {
+	r := newModelRigWith(t, func(c *Config) { c.Tick = 250 * time.Millisecond })
+	push := func(lam float64) {
+		s := r.pushSnap(lam, r.c.State())
+		for range 4 {
+			r.now = r.now.Add(250 * time.Millisecond)
+			s.Time = r.now
+			r.c.Step(r.now, s)
+		}
+	}
+	for range 90 {
+		push(200)
+	}
+	rt := &r.c.mu.mdl.returns
+	n, next := rt.n, rt.next
+	push(120)
+	push(200)
+	assert.False(t, rt.down)
+	assert.Equal(t, n, rt.n, "no down remembered")
+	assert.Equal(t, next, rt.next)
+}
