@@ -34,14 +34,15 @@ import (
 //   - a fall is two intervals in a row each both a tenth under the
 //     estimate before the first and returnZ of a Poisson count's standard
 //     errors under it, timed from the first — or from the second, where
-//     the first lay nearer the level than the second lies to it (a burst's
-//     gap just before the fall, which timed a down a period early: it
-//     dimmed a period before the rise and brightened for it); one alone is
-//     a stray, as the tracker takes it, and an interval seen again (a
-//     source read more often than it counts, that does not time its
-//     intervals) is no second one. (Not the arrivals' dispersion between jumps: it
-//     counts the steps the moving filter followed, and read with it the
-//     square's falls went unseen, 1.8 points more of its users late.)
+//     the first lay nearer the level than to the second (a burst's gap
+//     just before the fall timed a down a period early: the law dimmed a
+//     period before the rise and brightened for it). One alone is a stray,
+//     as the tracker takes it, and an interval seen again (a source read
+//     more often than it counts, that does not time its intervals) is no
+//     second one. The spread is a Poisson count's, not the arrivals'
+//     dispersion between jumps: that counts the steps the moving filter
+//     followed, and read with it the square's falls went unseen (1.8
+//     points more of its users late).
 //   - a return is one interval back within a tenth of the level fallen
 //     from, or within returnZ of its standard errors, and nearer it than
 //     the level fallen to.
@@ -129,8 +130,8 @@ func (r *returns) observe(now time.Time, tick time.Duration, lam float64, jumped
 		case r.pending && x < fellFrom(r.pendFrom, span):
 			// A second interval under the level: a fall, timed from
 			// the first — unless the first lay nearer the level than
-			// the second lies to it (a stray just before the fall):
-			// then from the second.
+			// to the second (a stray just before the fall): then from
+			// the second.
 			r.pending, r.down, r.from, r.at = false, true, r.pendFrom, r.pendAt
 			if math.Abs(r.pendX-x) > math.Abs(r.pendFrom-r.pendX) {
 				r.at = now
@@ -178,10 +179,9 @@ func fellFrom(lam, span float64) float64 {
 // isBack reports whether a rate v, counted over span seconds (≤ 0: not
 // known), is back at the level fallen from: within a tenth of it, or
 // within returnZ of a Poisson count's standard errors — and nearer it
-// than the load's estimate before it, the level fallen to (where the
-// arrivals are dispersed, retries of refused requests among them, their
-// standard errors reach down to it: a load back at 80 a second after a
-// spike of 150 counted as the spike's return).
+// than the load's estimate before it, the level fallen to (over a short
+// span the standard errors are wide: 110 a second counted over half a
+// second is within three of them of 150, and nearer 80).
 func (r *returns) isBack(v, span float64) bool {
 	least := returnShare * r.from
 	if span > 0 {
