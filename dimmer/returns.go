@@ -185,9 +185,15 @@ func fellFrom(lam, span float64) float64 {
 func (r *returns) isBack(v, span float64) bool {
 	least := returnShare * r.from
 	if span > 0 {
-		least = min(least, r.from-returnZ*math.Sqrt(r.from/span))
+		least = fellFrom(r.from, span) // (not fallen from it)
 	}
 	return v >= max(least, (r.from+r.prev)/2)
+}
+
+// fromAbout reports whether a down remembered from top fell from about
+// the level of this one (within returnShare).
+func (r *returns) fromAbout(top float64) bool {
+	return min(top, r.from) >= returnShare*max(top, r.from)
 }
 
 // returned returns the level the load fell from, and true, when this
@@ -203,7 +209,7 @@ func (r *returns) returned() (float64, bool) {
 // returnSlack ticks (of tick seconds) of it.
 func (r *returns) expects(age, tick float64) bool {
 	for i := range r.n {
-		if r.back[i] && math.Abs(r.ages[i]-age) <= returnSlack*tick && min(r.tops[i], r.from) >= returnShare*max(r.tops[i], r.from) {
+		if r.back[i] && math.Abs(r.ages[i]-age) <= returnSlack*tick && r.fromAbout(r.tops[i]) {
 			return true
 		}
 	}
@@ -229,7 +235,7 @@ func (r *returns) ahead(now time.Time, tick time.Duration) (float64, bool) {
 	a, t := now.Sub(r.at).Seconds(), tick.Seconds()
 	var at, by int
 	for i := range r.n {
-		if r.ages[i] > a && min(r.tops[i], r.from) >= returnShare*max(r.tops[i], r.from) {
+		if r.ages[i] > a && r.fromAbout(r.tops[i]) {
 			at++
 			if r.back[i] && r.ages[i] <= a+returnSlack*t {
 				by++
