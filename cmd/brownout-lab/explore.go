@@ -53,9 +53,12 @@ Views (defaults in brackets):
               whose level changes direction (two quanta) more than twice
               from the step on, twice or more during the overload, and
               more than once after the return, and when each first dims
-              from full brightness after the return; --hold is the
-              overload's length, --duration the run's (90 s: 30 s after a
-              30-s overload) [100 seeds from 1, 90 s]
+              from full brightness after the return; an overload longer
+              than a minute is also judged as a constant load is, past
+              its first minute (more than two turns, or a swing over
+              0.2); --hold is the overload's length, --duration the
+              run's (90 s: 30 s after a 30-s overload) [100 seeds from
+              1, 90 s]
   swings      the parts lab (a part per feature, sim.BrownoutPartsLab) under
               sines and squares around the capacity at level 0.5, ±40 and
               ±60 %, every 10, 30 and 60 s, at one worker and four: the
@@ -699,6 +702,15 @@ func (e *explorer) stepLoad() sim.Steps {
 	return sim.Steps{At: []time.Duration{0, stepUp, stepUp + e.hold}, Rates: []float64{80, 150, 80}}
 }
 
+// A constant load is calm (the oracle's goal in package dimmer's tests)
+// when, past its first calmAfter — the landing, which a constant load
+// from the start forgives — its level turns at most twice and swings by
+// at most calmSwing.
+const (
+	calmAfter = time.Minute
+	calmSwing = 0.2
+)
+
 // turns runs the lab's step, 80 → 150 → 80 req/s with the overload held
 // e.hold, for e.seeds seeds, and prints how many runs change direction as
 // TestLabStep counts it (lab.DirectionChanges, two quanta): more than
@@ -707,12 +719,18 @@ func (e *explorer) stepLoad() sim.Steps {
 // and, for the runs that dim from full brightness after the return, how
 // many seconds after it. The step's 30 s after the return say little of
 // the last: a law may hold full brightness at a knee for a while and dim
-// after it.
+// after it. An overload longer than calmAfter is also judged as a
+// constant load is (internal/lab's calm): after its first calmAfter, more
+// than two turns or a swing over calmSwing.
 func (e *explorer) turns() error {
 	down := stepUp + e.hold
 	load := e.stepLoad()
 	up, back := int(stepUp/time.Second), int(down/time.Second)
-	type counts struct{ from, during, after, dimAt int }
+	settled := up + int(calmAfter/time.Second)
+	type counts struct {
+		from, during, after, dimAt int
+		unsettled                  bool // past calmAfter into the overload: more than two turns, or a swing over calmSwing
+	}
 	runs := make([]counts, e.seeds)
 	err := e.each(e.seeds, func(i int) {
 		res := e.run(load, e.newRecorder(false), e.seed0+uint32(i), e.dur)
@@ -721,6 +739,14 @@ func (e *explorer) turns() error {
 			during: lab.DirectionChanges(res.Seconds[up : back+1]),
 			after:  lab.DirectionChanges(res.Seconds[back:]),
 			dimAt:  -1,
+		}
+		if settled < back {
+			w := res.Seconds[settled:back]
+			lo, hi := 2.0, -1.0
+			for _, s := range w {
+				lo, hi = min(lo, s.Level), max(hi, s.Level)
+			}
+			c.unsettled = lab.DirectionChanges(w) > 2 || hi-lo > calmSwing
 		}
 		full := false
 		for _, s := range res.Seconds[back:] {
@@ -736,9 +762,10 @@ func (e *explorer) turns() error {
 	if err != nil {
 		return err
 	}
-	var from, during, after int
+	var from, during, after, unsettled int
 	var dims []int
 	for i, c := range runs {
+		unsettled += b2i(c.unsettled)
 		if e.verbose && (c.from > 2 || c.during >= 2 || c.after > 1) {
 			fmt.Fprintf(e.out, "seed %d: %d turns from the step on, %d during the overload, %d after the return\n", e.seed0+uint32(i), c.from, c.during, c.after)
 		}
@@ -750,8 +777,12 @@ func (e *explorer) turns() error {
 		}
 	}
 	slices.Sort(dims)
-	fmt.Fprintf(e.out, "step 80 → 150 → 80 req/s, overload %s, %s after the return, %d seeds from %d: more than two turns from the step on %d; twice or more during the overload %d; more than once after the return %d; dimmed from full brightness after the return %d, seconds after it %v\n",
+	fmt.Fprintf(e.out, "step 80 → 150 → 80 req/s, overload %s, %s after the return, %d seeds from %d: more than two turns from the step on %d; twice or more during the overload %d; more than once after the return %d; dimmed from full brightness after the return %d, seconds after it %v",
 		e.hold, e.dur-down, e.seeds, e.seed0, from, during, after, len(dims), dims)
+	if settled < back {
+		fmt.Fprintf(e.out, "; past the overload's first %s, more than two turns or a swing over %.1f %d", calmAfter, calmSwing, unsettled)
+	}
+	fmt.Fprintln(e.out)
 	return nil
 }
 

@@ -94,6 +94,11 @@ func TestExploreTurnsVerbose(t *testing.T) {
 	}
 	assert.GreaterOrEqual(t, len(listed), max(n(m[1]), n(m[2]), n(m[3])), out)
 	assert.LessOrEqual(t, len(listed), n(m[1])+n(m[2])+n(m[3]), out)
+	// An overload longer than a minute is judged as a constant load too,
+	// past its first minute: a count of the 12 runs.
+	late := regexp.MustCompile(`; past the overload's first 1m0s, more than two turns or a swing over 0\.2 (\d+)$`).FindStringSubmatch(lines[len(lines)-1])
+	require.NotNil(t, late, out)
+	assert.LessOrEqual(t, n(late[1]), 12)
 }
 
 // TestExploreSwings: the swings view prints a line for each of the 24
