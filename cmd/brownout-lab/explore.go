@@ -720,8 +720,8 @@ const (
 // many seconds after it. The step's 30 s after the return say little of
 // the last: a law may hold full brightness at a knee for a while and dim
 // after it. An overload longer than calmAfter is also judged as a
-// constant load is (internal/lab's calm): after its first calmAfter, more
-// than two turns or a swing over calmSwing.
+// constant load is (see calmAfter): past its first calmAfter, more than
+// two turns or a swing over calmSwing.
 func (e *explorer) turns() error {
 	down := stepUp + e.hold
 	load := e.stepLoad()
