@@ -711,6 +711,16 @@ const (
 	calmSwing = 0.2
 )
 
+// calm reports whether the level over secs turns at most twice (two
+// quanta, lab.DirectionChanges) and swings by at most calmSwing.
+func calm(secs []sim.Second) bool {
+	lo, hi := 2.0, -1.0
+	for _, s := range secs {
+		lo, hi = min(lo, s.Level), max(hi, s.Level)
+	}
+	return lab.DirectionChanges(secs) <= 2 && hi-lo <= calmSwing
+}
+
 // turns runs the lab's step, 80 → 150 → 80 req/s with the overload held
 // e.hold, for e.seeds seeds, and prints how many runs change direction as
 // TestLabStep counts it (lab.DirectionChanges, two quanta): more than
@@ -741,12 +751,7 @@ func (e *explorer) turns() error {
 			dimAt:  -1,
 		}
 		if settled < back {
-			w := res.Seconds[settled:back]
-			lo, hi := 2.0, -1.0
-			for _, s := range w {
-				lo, hi = min(lo, s.Level), max(hi, s.Level)
-			}
-			c.unsettled = lab.DirectionChanges(w) > 2 || hi-lo > calmSwing
+			c.unsettled = !calm(res.Seconds[settled:back])
 		}
 		full := false
 		for _, s := range res.Seconds[back:] {
