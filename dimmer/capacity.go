@@ -65,9 +65,7 @@ import (
 //     to stepMin), which also doubles the wait before the next (up to
 //     maxWait), and never grow: Kesten's rule — a K that is right sees
 //     ever smaller, ever rarer moves around it. A saturated period that
-//     brings K down to Ĉ counts as a move down; one that cuts it deeper
-//     than a first correction's step is a change of regime, and the
-//     corrections start afresh (see saturated). What moves K far — a
+//     brings K down to Ĉ counts as a move down. What moves K far — a
 //     load or a service that changed — is measured and moves the levels
 //     through the feedforward, not through K.
 //   - Roomed. K from the cold rule (what the first overload carried,
@@ -401,29 +399,13 @@ func (e *capacity) saturated(now time.Time, meas, se float64, whole, restart boo
 	case e.k > e.c && !raised:
 		// K was over what the service can do: a move down, and after a
 		// correction up a reversal (the step halves, the wait doubles),
-		// so that corrections up and saturations do not take turns. A
-		// cut deeper than a first correction's step (stepStart of K) is
-		// no reversal of the corrections but a change of what the
-		// service does — a worker lost, the gate's limit collapsed
-		// after a burst — and the corrections start afresh, as at a
-		// jump of the load: halved and slowed, they would take minutes
-		// to find K again if the cut was a passing one. (The reach
-		// lab, one run: a burst collapsed the gate's limit from 17 to
-		// 1.5 for ten seconds, its saturated periods cut K from 3.64
-		// to 2.23 s a second, and with the corrections at stepMin every
-		// maxWait the levels stayed at their floors for the last 140 s.)
-		kWas := e.k
+		// so that corrections up and saturations do not take turns.
 		e.k, e.src = e.c, capMeasured
-		switch {
-		case kWas-e.k > stepStart*kWas:
-			e.reset(now, hold)
-		case e.dir > 0:
+		if e.dir > 0 {
 			e.step = max(e.step/2, stepMin)
 			e.wait = min(2*e.wait, maxWait)
-			fallthrough
-		default:
-			e.dir, e.movedAt = -1, now
 		}
+		e.dir, e.movedAt = -1, now
 	case restart:
 		// A burst saturated the service for a period: the pressure of
 		// the next window is mostly of that burst.

@@ -581,36 +581,3 @@ func TestModelNotesMovesAcrossAReconfigure(t *testing.T) {
 	}
 	require.Positive(t, moved, "the reordered ladder moved a level")
 }
-
-// TestCapacityADeepCutStartsTheCorrectionsAfresh: after reversals the
-// corrections move K by stepMin every maxWait at most. A saturated period
-// that cuts K by less than a first correction's step is one more reversal
-// (the step halves, the wait doubles); one that cuts it deeper is a
-// change of what the service does, and the corrections start afresh —
-// else a cut that passes (a gate's limit collapsed for a few seconds) is
-// undone at the slowest pace there is.
-func TestCapacityADeepCutStartsTheCorrectionsAfresh(t *testing.T) {
-	t0 := time.Unix(0, 0)
-	const hold = 5 * time.Second
-	settled := func() capacity {
-		return capacity{k: 3.6, c: 3.62, src: capUp, step: 2 * stepMin, wait: maxWait / 2, dir: +1, movedAt: t0}
-	}
-
-	e := settled()
-	e.saturated(t0.Add(time.Minute), 3.5, 0.05, true, false, hold)
-	require.InDelta(t, 3.62+measureWeight*(3.5-3.62), e.k, 1e-9, "K cut to Ĉ")
-	require.Less(t, 3.6-e.k, stepStart*3.6, "a shallow cut")
-	assert.Equal(t, stepMin, e.step, "a reversal: the step halves")
-	assert.Equal(t, maxWait, e.wait, "and the wait doubles")
-	assert.Equal(t, -1, e.dir)
-
-	e = settled()
-	e.saturated(t0.Add(time.Minute), 2.0, 0.05, true, false, hold)
-	require.InDelta(t, 3.62+measureWeight*(2.0-3.62), e.k, 1e-9, "K cut to Ĉ")
-	require.Greater(t, 3.6-e.k, stepStart*3.6, "a deep cut")
-	assert.Equal(t, stepStart, e.step, "the corrections start afresh")
-	assert.Equal(t, hold, e.wait)
-	assert.Zero(t, e.dir)
-	assert.True(t, e.due(t0.Add(time.Minute+hold), hold), "the next correction is due a Hold later")
-	assert.Equal(t, capMeasured, e.src)
-}

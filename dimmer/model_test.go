@@ -226,7 +226,7 @@ func TestCapacityCorrectionsConverge(t *testing.T) {
 	e.reset(now, hold)
 	now = now.Add(hold)
 	e.correct(now, 1, 10)
-	e.saturated(now, e.c-(e.c-e.k+0.01*e.k)/measureWeight, 0, true, true, hold) // Ĉ falls a per cent under K: a cut shallower than a step
+	e.saturated(now, e.c-6*(e.c-e.k)-1, 0, true, true, hold) // Ĉ falls under K
 	assert.Equal(t, stepStart/2, e.step, "a saturation under K after a move up halves the step")
 	assert.Equal(t, 2*hold, e.wait, "…and doubles the wait")
 }
