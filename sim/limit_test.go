@@ -179,3 +179,43 @@ func TestLimitFindsTheThroughputPeak(t *testing.T) {
 		t.Logf("seed %d: median limit %.1f (%.0f %% of the sweep's), goodput %.0f/s (%.1f %%)", seed, med, 100*med/bestN, g, 100*g/best)
 	}
 }
+
+// TestLimitHoldsNearCapacity: at 0.95 of the capacity, with the dimmer
+// held at 0.5 (so that the limit alone answers for the latency), the gate
+// admits at least three quarters of the worker count every second from
+// 10 s on. Near capacity the queue comes and goes, so probes often end
+// because they hurt, with part of their cohort still running; a cohort
+// counted that way once read a third of the service time as the
+// baseline, against which every window at the limit read as queueing,
+// and the limit fell from 20 to 1 under eight workers.
+func TestLimitHoldsNearCapacity(t *testing.T) {
+	seeds, length := labSeeds(t)
+	const (
+		load  = 0.95 // of the capacity at level 0.5
+		level = 0.5
+		floor = 0.75 // of the worker count: under it, admitted work leaves workers idle
+	)
+	for _, workers := range []int{4, 8} {
+		build := func(p Profile) Config {
+			cfg := BrownoutPartsLab(p, Static(level), workers)
+			cfg.Duration = length
+			return cfg
+		}
+		lam := load * MandatoryCapacity(build(nil)) / (1 + level*partsCost(build(nil).Parts))
+		lowest, lost, users := math.Inf(1), 0, 0
+		for seed := uint32(1); seed <= seeds; seed++ {
+			cfg := build(Constant(lam))
+			cfg.Seed = seed
+			res := Run(cfg)
+			runLowest := math.Inf(1)
+			for _, s := range res.Seconds[10:] {
+				runLowest = min(runLowest, s.Limit)
+				lost += s.Users - s.UsersInTime
+				users += s.Users
+			}
+			assert.GreaterOrEqual(t, runLowest, floor*float64(workers), "W=%d seed %d: the lowest limit from 10 s on", workers, seed)
+			lowest = min(lowest, runLowest)
+		}
+		t.Logf("W=%d at %.0f req/s: lowest limit %.1f, users late %.2f %%", workers, lam, lowest, 100*float64(lost)/float64(users))
+	}
+}

@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -344,4 +345,49 @@ func TestGateProbeEndsWhenItHurts(t *testing.T) {
 			assert.Equal(t, tc.ends, !g.limit.probing)
 		})
 	}
+}
+
+// TestGateCutShortProbeNeverLowersTheBaseline: a probe that ends before
+// its cohort is done (it hurt, or ran out of time) counts the members
+// still running with the time they have run so far — a lower bound of
+// the cohort's latency. Ended a few milliseconds after its last
+// admissions, that bound is far under the service time, and taken for
+// the baseline it read every window at the limit as queueing: the limit
+// collapsed under the worker count. It may raise the baseline, never
+// lower it; a whole cohort moves it either way.
+func TestGateCutShortProbeNeverLowersTheBaseline(t *testing.T) {
+	const base = 0.010 // seconds per cost unit
+	probe := func(t *testing.T, latency time.Duration, finished int, end time.Duration) *Gate {
+		g := New(Config{})
+		g.limit.warm.Store(true)
+		g.limit.cold = false
+		g.limit.base = base
+		g.limit.set(20)
+		g.limit.startProbe(t0)
+		var ts []*Ticket
+		for i := range 10 { // the cohort: half the limit, admitted a millisecond apart
+			tk := &Ticket{Class: signals.Default, Cost: 1}
+			require.True(t, g.TryAdmit(tk, t0.Add(time.Duration(i)*time.Millisecond)))
+			ts = append(ts, tk)
+		}
+		for _, tk := range ts[:finished] {
+			g.Release(tk.Start.Add(latency), tk)
+		}
+		g.limit.hurts = true // ends at once, with what it has
+		g.limit.endProbe(t0.Add(end))
+		require.False(t, g.limit.probing)
+		return g
+	}
+	t.Run("cut short, reading under the baseline", func(t *testing.T) {
+		g := probe(t, 3*time.Millisecond, 3, 12*time.Millisecond)
+		assert.Equal(t, base, g.limit.base, "a lower bound under the baseline leaves it")
+	})
+	t.Run("cut short, reading over the baseline", func(t *testing.T) {
+		g := probe(t, 40*time.Millisecond, 3, 45*time.Millisecond)
+		assert.Greater(t, g.limit.base, base, "a lower bound over the baseline raises it")
+	})
+	t.Run("whole cohort, under the baseline", func(t *testing.T) {
+		g := probe(t, 4*time.Millisecond, 10, 20*time.Millisecond)
+		assert.InDelta(t, math.Sqrt(base*0.004), g.limit.base, 1e-9, "a whole cohort moves it half way in log")
+	})
 }

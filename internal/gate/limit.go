@@ -471,18 +471,21 @@ func (l *limiter) startProbe(now time.Time) {
 // cohortLatency takes the probe's cohort: seconds per cost unit, counting
 // the members still running at now with the time they have run so far —
 // at the time limit, leaving them out would keep only the shortest jobs.
-func (l *limiter) cohortLatency(now time.Time) (per float64, n int64) {
+// whole reports that every member was done; when not, per is a lower
+// bound of the cohort's latency.
+func (l *limiter) cohortLatency(now time.Time) (per float64, n int64, whole bool) {
 	admitted := min(l.cohort.Load(), l.cohortSize.Load())
 	sumT, sumC, doneT := l.cohortT.Load(), l.cohortC.Load(), l.doneT.Load()
 	done, lat, cost := l.probe.n.Swap(0), l.probe.lat.Swap(0), l.probe.cost.Swap(0)
-	if running := admitted - done; running > 0 {
+	running := admitted - done
+	if running > 0 {
 		lat += running*now.UnixNano() - (sumT - doneT)
 		cost = max(sumC, cost)
 	}
 	if admitted == 0 || cost <= 0 {
-		return 0, 0
+		return 0, 0, false
 	}
-	return float64(lat) / 1e9 / (float64(cost) / 1e6), admitted
+	return float64(lat) / 1e9 / (float64(cost) / 1e6), admitted, running <= 0
 }
 
 // endProbe ends the probe when its cohort is done or its time is up, and
@@ -522,7 +525,21 @@ func (l *limiter) endProbe(now time.Time) {
 			cost = l.probeX / l.between
 		}
 	}
-	if per, n := l.cohortLatency(now); n >= probeMinimum && per > 0 {
+	per, n, whole := l.cohortLatency(now)
+	if !whole && l.base > 0 && !l.cold && per < l.base {
+		// A cohort cut short — by a probe that hurt, or at its time
+		// limit — counts its members still running with the time they
+		// have run so far: a lower bound of its latency. Over the
+		// baseline it may raise it; under it, it tells nothing, and the
+		// baseline and the schedule stay as they are. (Taken as a
+		// measure, a probe that hurt a few milliseconds after its last
+		// admissions read its cohort at a third of the service time; the
+		// baseline moved half way there, every window at the limit read
+		// a ratio of 2–3 against it, and the limit fell from 20 to 1
+		// under eight workers within two seconds.)
+		per = 0
+	}
+	if n >= probeMinimum && per > 0 {
 		// At a cold start, compare with the last window at the limit:
 		// latency about doubled between L/2 and L puts both past the
 		// knee; somewhat higher puts the knee between them. Little's law
