@@ -147,6 +147,15 @@ func num(v float64, ok bool) *float64 {
 
 // State returns the controller's state as /v1/state shows it.
 func (a *API) State() StateJSON {
+	// The defaults are read once, and before the status: a reload sets
+	// the defaults that bridge both laws, then the new law, then the new
+	// file's defaults, so defaults read first never belong to a law newer
+	// than the status's (a feature the new file drops would read a
+	// missing default — true — beside the old law's level).
+	var defaults map[string]bool
+	if d := a.defaults.Load(); d != nil {
+		defaults = *d
+	}
 	st := a.ctl.Status()
 	cfg := a.ctl.Config()
 	costs := a.ctl.Costs()
@@ -164,7 +173,7 @@ func (a *API) State() StateJSON {
 		out.Cause = st.Cause.String()
 	}
 	for _, f := range st.Features {
-		def, ok := (*a.defaults.Load())[f.Name]
+		def, ok := defaults[f.Name]
 		fj := FeatureJSON{Name: f.Name, Level: round(f.Level), Computed: round(f.Computed), Floor: f.Floor, Mode: f.Mode.String(), Default: def || !ok}
 		if f.Pin != nil {
 			fj.Override = &OverrideJSON{Level: f.Pin.Level, Until: f.Pin.Until, Reason: f.Pin.Reason}
