@@ -525,21 +525,24 @@ func (l *limiter) endProbe(now time.Time) {
 			cost = l.probeX / l.between
 		}
 	}
-	per, n, whole := l.cohortLatency(now)
+	per, members, whole := l.cohortLatency(now)
 	if !whole && l.base > 0 && !l.cold && per < l.base {
 		// A cohort cut short — by a probe that hurt, or at its time
 		// limit — counts its members still running with the time they
 		// have run so far: a lower bound of its latency. Over the
 		// baseline it may raise it; under it, it tells nothing, and the
-		// baseline and the schedule stay as they are. (Taken as a
-		// measure, a probe that hurt a few milliseconds after its last
-		// admissions read its cohort at a third of the service time; the
-		// baseline moved half way there, every window at the limit read
-		// a ratio of 2–3 against it, and the limit fell from 20 to 1
-		// under eight workers within two seconds.)
+		// baseline stays as it is (the next probe comes as after any
+		// other). Taken as a measure, a probe that hurt a few
+		// milliseconds after its last admissions read its cohort at a
+		// third of the service time; the baseline moved half way there,
+		// every window at the limit read a ratio of 2–3 against it, and
+		// the limit fell from 20 to 1 under eight workers within two
+		// seconds. (The price: near the capacity, where probes hurt, the
+		// baseline follows a faster service only through whole cohorts;
+		// see docs/gate.md, "A probe cut short".)
 		per = 0
 	}
-	if n >= probeMinimum && per > 0 {
+	if members >= probeMinimum && per > 0 {
 		// At a cold start, compare with the last window at the limit:
 		// latency about doubled between L/2 and L puts both past the
 		// knee; somewhat higher puts the knee between them. Little's law
