@@ -84,17 +84,11 @@ const (
 	latencySlices = 5
 )
 
-// The control laws Options.Law names.
-const (
-	// LawSearch is the default law: it searches for the levels by trial,
-	// dimming on evidence of an overload and probing brighter under
-	// target (package dimmer).
-	LawSearch = api.LawSearch
-	// LawModel is the model law, experimental: it measures the offered
-	// load and what a request and each feature cost, and sets the levels
-	// the load allows (dimmer.Config.Model; docs/model.md).
-	LawModel = api.LawModel
-)
+// LawModel names the control law — the only one — for the deprecated
+// Options.Law: dimmer's model law, which measures the offered load and
+// what a request and each feature cost, and sets the levels the load
+// allows (docs/model.md).
+const LawModel = api.LawModel
 
 // Options configures New. Features is required in embedded mode (the
 // controller dims them); the rest takes the defaults.
@@ -110,9 +104,12 @@ type Options struct {
 	// which the controller dims. Default DefaultMaxRejectRatio; negative:
 	// latency alone.
 	MaxRejectRatio float64
-	// Law is the embedded controller's control law: LawSearch (the
-	// default) or LawModel (experimental). In fleet mode the daemon
-	// chooses (brownoutd's law.kind): leave it empty.
+	// Law named the controller's control law when there were two.
+	//
+	// Deprecated: the model law is the only law; the search law was
+	// removed. Leave Law empty: "" and LawModel are accepted (and change
+	// nothing, in fleet mode too), any other value — "search" included —
+	// is an error.
 	Law string
 	// Routes classify requests (critical, default, sheddable) and give
 	// their cost relative to an average request; requests no route
@@ -227,10 +224,8 @@ func New(o Options) (*Brownout, error) {
 	if o.MaxRejectRatio >= 1 || math.IsNaN(o.MaxRejectRatio) {
 		return nil, fmt.Errorf("brownout: MaxRejectRatio %v: want a share under 1 (negative: latency alone)", o.MaxRejectRatio)
 	}
-	switch o.Law {
-	case "", LawSearch, LawModel:
-	default:
-		return nil, fmt.Errorf("brownout: Law %q: want %q (the default) or %q (experimental)", o.Law, LawSearch, LawModel)
+	if o.Law != "" && o.Law != LawModel {
+		return nil, fmt.Errorf("brownout: Law %q: the search law was removed and the model law is the only law: leave Law empty (it is deprecated)", o.Law)
 	}
 	if o.Daemon != "" && len(o.Daemons) > 0 {
 		return nil, errors.New("brownout: Daemon and Daemons both set: set Daemons alone for several replicas")
@@ -246,9 +241,6 @@ func New(o Options) (*Brownout, error) {
 		}
 	} else {
 		daemons = nil
-	}
-	if daemons != nil && o.Law != "" {
-		return nil, errors.New("brownout: Law in fleet mode: the daemon's controller runs the law; choose it there (brownoutd law.kind)")
 	}
 	if daemons != nil && len(o.CORSOrigins) > 0 {
 		return nil, errors.New("brownout: CORSOrigins in fleet mode: the daemon serves OFREP; allow the origins there (brownoutd --cors-origin)")
@@ -319,7 +311,7 @@ func New(o Options) (*Brownout, error) {
 		if o.MaxRejectRatio > 0 {
 			targets = append(targets, dimmer.Target{Signal: signals.RejectRatio, Target: o.MaxRejectRatio, DimOnly: true})
 		}
-		b.ctl, err = dimmer.New(dimmer.Config{Targets: targets, Features: o.Features, Model: o.Law == LawModel, Logger: o.Logger})
+		b.ctl, err = dimmer.New(dimmer.Config{Targets: targets, Features: o.Features, Logger: o.Logger})
 		if err != nil {
 			return nil, fmt.Errorf("brownout: %w", err)
 		}
@@ -334,8 +326,8 @@ func New(o Options) (*Brownout, error) {
 	// The gate counts the work in flight, not the requests: each is
 	// charged what the model law expects it to take at the levels
 	// published, as a share of a request with every feature on
-	// (dimmer.Controller.RequestCost, or the daemon's; 1 under the search
-	// law), so that features coming back are not read as a queue. A
+	// (dimmer.Controller.RequestCost, or the daemon's), so that features
+	// coming back are not read as a queue. A
 	// route that declares its cost keeps it: that is the app's own unit.
 	var charge func(*http.Request) float64
 	switch {

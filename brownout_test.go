@@ -99,27 +99,26 @@ func TestNewDefaults(t *testing.T) {
 	require.Len(t, lat.Controller().Config().Targets, 1, "a negative MaxRejectRatio: latency alone")
 }
 
-// TestNewLaw: the embedded controller runs the search law unless Law
-// asks for the model law, and its state says which.
+// TestNewLaw: Law is deprecated — the model law is the only law, and the
+// state says so. Empty or "model" (in fleet mode too) it is accepted; any
+// other value, the removed search law's name included, is an error that
+// says so.
 func TestNewLaw(t *testing.T) {
-	for _, tc := range []struct {
-		law   string
-		model bool
-	}{{"", false}, {brownout.LawSearch, false}, {brownout.LawModel, true}} {
-		b, err := brownout.New(brownout.Options{Features: features(), Law: tc.law})
-		require.NoError(t, err, tc.law)
-		assert.Equal(t, tc.model, b.Controller().Config().Model, "Law %q", tc.law)
-		want := brownout.LawSearch
-		if tc.model {
-			want = brownout.LawModel
-		}
-		assert.Equal(t, want, b.API().State().Law.Kind, "Law %q: the state says the law", tc.law)
+	for _, law := range []string{"", brownout.LawModel} {
+		b, err := brownout.New(brownout.Options{Features: features(), Law: law})
+		require.NoError(t, err, law)
+		assert.Equal(t, brownout.LawModel, b.API().State().Law.Kind, "Law %q: the state says the law", law)
+		b.Close()
+		b, err = brownout.New(brownout.Options{Daemon: "http://127.0.0.1:8080", Domain: domain(), NoPush: true, Law: law})
+		require.NoError(t, err, "fleet mode, Law %q", law)
 		b.Close()
 	}
-	_, err := brownout.New(brownout.Options{Features: features(), Law: "Model"})
-	assert.EqualError(t, err, `brownout: Law "Model": want "search" (the default) or "model" (experimental)`)
-	_, err = brownout.New(brownout.Options{Daemon: "http://127.0.0.1:8080", Law: brownout.LawModel})
-	assert.ErrorContains(t, err, "brownout: Law in fleet mode: the daemon's controller runs the law")
+	for _, law := range []string{"search", "Model"} {
+		_, err := brownout.New(brownout.Options{Features: features(), Law: law})
+		assert.EqualError(t, err, `brownout: Law "`+law+`": the search law was removed and the model law is the only law: leave Law empty (it is deprecated)`)
+	}
+	_, err := brownout.New(brownout.Options{Daemon: "http://127.0.0.1:8080", Law: "search"})
+	assert.ErrorContains(t, err, `brownout: Law "search": the search law was removed`)
 }
 
 func TestNewRefusesBadOptions(t *testing.T) {
@@ -135,7 +134,8 @@ func TestNewRefusesBadOptions(t *testing.T) {
 		"a replica twice":            {Daemons: []string{"http://127.0.0.1:8080", "http://127.0.0.1:8080/"}},
 		"a replica not a URL":        {Daemons: []string{"http://127.0.0.1:8080", "127.0.0.1:8081"}},
 		"an unknown law":             {Features: features(), Law: "pid"},
-		"a law in fleet mode":        {Daemon: "http://127.0.0.1:8080", Law: brownout.LawSearch},
+		"the search law":             {Features: features(), Law: "search"},
+		"the search law, fleet mode": {Daemon: "http://127.0.0.1:8080", Law: "search"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			b, err := brownout.New(o)

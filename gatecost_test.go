@@ -40,30 +40,26 @@ func tallied(now time.Time) signals.Snapshot {
 	return s
 }
 
-// TestGateChargesTheRequestCost: on the model law the one-call entry's
-// gate counts the work in flight — a request is charged what the levels
-// make it take as a share of a full one (dimmer.Controller.RequestCost):
-// here a page of 4 ms, reviews learned at 4 ms more and pinned at half,
-// recommendations (configured at a page's worth) pinned off, 1.5 of a
-// full page's 3 — and on the search law a request is one. A route table
-// keeps the costs its routes declare; a route that only classifies, or a
-// request no route matches, is charged the work.
+// TestGateChargesTheRequestCost: the one-call entry's gate counts the
+// work in flight — a request is charged what the levels make it take as
+// a share of a full one (dimmer.Controller.RequestCost): here a page of
+// 4 ms, reviews learned at 4 ms more and pinned at half, recommendations
+// (configured at a page's worth) pinned off, 1.5 of a full page's 3. A
+// route table keeps the costs its routes declare; a route that only
+// classifies, or a request no route matches, is charged the work.
 func TestGateChargesTheRequestCost(t *testing.T) {
 	for _, tc := range []struct {
-		law    string
 		routes []shed.Route
 		path   string
 		want   float64
 	}{
-		{brownout.LawModel, nil, "/", 0.5},
-		{brownout.LawSearch, nil, "/", 1},
-		{brownout.LawModel, []shed.Route{{Pattern: "/healthz", Class: signals.Sheddable}}, "/", 0.5},
-		{brownout.LawModel, []shed.Route{{Pattern: "/product", Class: signals.Default}}, "/product", 0.5},
-		{brownout.LawModel, []shed.Route{{Pattern: "/search", Cost: 2}}, "/search", 2},
-		{brownout.LawSearch, []shed.Route{{Pattern: "/product", Class: signals.Default}}, "/product", 1},
+		{nil, "/", 0.5},
+		{[]shed.Route{{Pattern: "/healthz", Class: signals.Sheddable}}, "/", 0.5},
+		{[]shed.Route{{Pattern: "/product", Class: signals.Default}}, "/product", 0.5},
+		{[]shed.Route{{Pattern: "/search", Cost: 2}}, "/search", 2},
 	} {
-		name := fmt.Sprintf("%s law, %d routes, %s", tc.law, len(tc.routes), tc.path)
-		b, err := brownout.New(brownout.Options{Features: features(), Law: tc.law, Routes: tc.routes, Domain: domain()})
+		name := fmt.Sprintf("%d routes, %s", len(tc.routes), tc.path)
+		b, err := brownout.New(brownout.Options{Features: features(), Routes: tc.routes, Domain: domain()})
 		require.NoError(t, err)
 		ctl := b.Controller()
 		_, err = ctl.Pin("reviews", 0.5, time.Hour, "test")
@@ -75,11 +71,7 @@ func TestGateChargesTheRequestCost(t *testing.T) {
 			now = now.Add(time.Second)
 			ctl.Step(now, tallied(now))
 		}
-		charge := 1.0
-		if tc.law == brownout.LawModel {
-			charge = 0.5
-		}
-		require.InDelta(t, charge, ctl.RequestCost(), 0.05, name)
+		require.InDelta(t, 0.5, ctl.RequestCost(), 0.05, name)
 		if tc.want == 0.5 {
 			tc.want = ctl.RequestCost()
 		}
@@ -92,7 +84,7 @@ func TestGateChargesTheRequestCost(t *testing.T) {
 // gate charges what the daemon's model law says a request takes at the
 // levels it publishes (its state's request_cost).
 func TestFleetGateChargesTheDaemonsRequestCost(t *testing.T) {
-	ctl, err := dimmer.New(dimmer.Config{Model: true, Targets: []dimmer.Target{{Signal: signals.LatencyP99, Target: 0.3}}, Features: features()})
+	ctl, err := dimmer.New(dimmer.Config{Targets: []dimmer.Target{{Signal: signals.LatencyP99, Target: 0.3}}, Features: features()})
 	require.NoError(t, err)
 	a, err := api.New(api.Config{Controller: ctl, Loopback: true})
 	require.NoError(t, err)

@@ -368,7 +368,7 @@ func TestHistoryAndEvents(t *testing.T) {
 	_, m = f.do(t, "GET", "/v1/state", "")
 	assert.EqualValues(t, 40, m["tick"].(map[string]any)["ticks"])
 	law := m["law"].(map[string]any)
-	assert.Equal(t, map[string]any{"kind": "search", "high": 0.85, "low": 0.7, "setpoint": 0.775, "cascade_at": 1.5, "max_shed": 2.0}, law, "the band the dial draws")
+	assert.Equal(t, map[string]any{"kind": "model", "high": 0.85, "low": 0.7, "setpoint": 0.775, "cascade_at": 1.5, "max_shed": 2.0}, law, "the band the dial draws")
 }
 
 // TestContentTypesAndEmptyBodies: media types parsed, not prefixed; an
@@ -442,19 +442,24 @@ func TestStateShowsLearnedCosts(t *testing.T) {
 	assert.Nil(t, st.Features[1].Cost, "reviews was never contrasted")
 }
 
-// TestStateSaysTheLaw: /v1/state names the control law — the search law
-// by default, the model law when the controller runs it — and follows a
-// reload that changes it.
+// TestStateSaysTheLaw: /v1/state names the control law — the model law,
+// dimmer's only one — and its band as the controller's config sets it,
+// following a reload that moves it.
 func TestStateSaysTheLaw(t *testing.T) {
 	ctl := newController(t)
 	a, err := New(Config{Controller: ctl})
 	require.NoError(t, err)
 	defer a.Close()
-	assert.Equal(t, LawSearch, a.State().Law.Kind)
+	law := a.State().Law
+	assert.Equal(t, LawModel, law.Kind)
+	assert.Equal(t, 0.85, law.High)
+	assert.Equal(t, 0.7, law.Low)
 	cfg := ctl.Config()
-	cfg.Model = true
+	cfg.High, cfg.Low, cfg.Setpoint = 0.9, 0.6, 0.75
 	require.NoError(t, ctl.Reconfigure(cfg))
-	assert.Equal(t, LawModel, a.State().Law.Kind, "after a reload to the model law")
+	law = a.State().Law
+	assert.Equal(t, LawJSON{Kind: LawModel, High: 0.9, Low: 0.6, Setpoint: 0.75, CascadeAt: law.CascadeAt, MaxShed: law.MaxShed}, law,
+		"after a reload that moves the band: still the model law")
 }
 
 // TestWriteJSONNeverEmpty: a value JSON cannot encode is a 500 problem,
@@ -488,8 +493,8 @@ func TestMetricsShowLearnedCosts(t *testing.T) {
 }
 
 // TestMetricsShowTheRequestCost: the gates' charge of a request is a
-// metric — 1 under the search law; on the model law, with recommendations
-// learned at half a page and pinned off, under 1 (and what the state says).
+// metric — 1 before the law's first step; with recommendations learned at
+// half a page and pinned off, under 1 (and what the state says).
 func TestMetricsShowTheRequestCost(t *testing.T) {
 	ctl := newController(t)
 	reg := prometheus.NewRegistry()
@@ -508,10 +513,7 @@ func TestMetricsShowTheRequestCost(t *testing.T) {
 		t.Fatal("no brownout_request_cost_ratio")
 		return 0
 	}
-	assert.Equal(t, 1.0, charge(), "the search law")
-	cfg := ctl.Config()
-	cfg.Model = true
-	require.NoError(t, ctl.Reconfigure(cfg))
+	assert.Equal(t, 1.0, charge(), "before the law's first step")
 	_, err = ctl.Pin("recommendations", 0, time.Hour, "test")
 	require.NoError(t, err)
 	now := time.Date(2026, 11, 11, 0, 0, 0, 0, time.UTC)

@@ -46,7 +46,7 @@ var (
 	}
 	costDesc = prometheus.NewDesc("brownout_feature_cost_ratio", "Each feature's cost as the controller learned it: its extra work as a share of the work of a request with every feature off (absent until contrasted).", []string{"feature"}, nil)
 	costSE   = prometheus.NewDesc("brownout_feature_cost_stderr_ratio", "The standard error of brownout_feature_cost_ratio.", []string{"feature"}, nil)
-	chargeD  = prometheus.NewDesc("brownout_request_cost_ratio", "What a request is expected to take at the published levels, as a share of one with every feature on: what the gates charge a request (1 under the search law).", nil, nil)
+	chargeD  = prometheus.NewDesc("brownout_request_cost_ratio", "What a request is expected to take at the published levels, as a share of one with every feature on: what the gates charge a request (1 at full brightness and before the law's first step).", nil, nil)
 	srcDesc  = prometheus.NewDesc("brownout_source_up", "1 when the signal source's last read succeeded.", []string{"source"}, nil)
 	saveDesc = prometheus.NewDesc("brownout_state_save_errors_total", "Failed writes of the operators' state file (the change was in force, not on disk).", nil, nil)
 	lagDesc  = prometheus.NewDesc("brownout_tick_lag_p99_seconds", "p99 of how late the last 1000 control ticks ran.", nil, nil)

@@ -29,8 +29,9 @@ type StateJSON struct {
 	Shed       float64   `json:"shed"`
 	// RequestCost is what a request is expected to take at the levels
 	// published, as a share of one with every feature on
-	// (dimmer.Controller.RequestCost: 1 under the search law): what the
-	// fleet's gates charge a request, so that they count work in flight.
+	// (dimmer.Controller.RequestCost: 1 at full brightness and before the
+	// law's first step): what the fleet's gates charge a request, so that
+	// they count work in flight.
 	RequestCost float64 `json:"request_cost"`
 	Action      string  `json:"action"`
 	Cause       string  `json:"cause,omitempty"`
@@ -42,19 +43,21 @@ type StateJSON struct {
 	Signals      []ReadingJSON          `json:"signals"`
 	Sources      []signals.SourceHealth `json:"sources"`
 	Tick         TickJSON               `json:"tick"`
-	// Law is where the controller's hysteresis band lies (the dial draws
-	// it on the pressure gauge).
+	// Law is the control law and its pressure band (the dial draws the
+	// band on the pressure gauge).
 	Law LawJSON `json:"law"`
 	// Cluster is what this replica knows of the others (absent for a
 	// lone daemon).
 	Cluster *ClusterJSON `json:"cluster,omitempty"`
 }
 
-// LawJSON is the control law and its pressure band: at or above High the
-// controller dims, under Low (held) it brightens, in between it holds;
-// at its floors, CascadeAt starts shedding, up to MaxShed (negative: the
-// cascade is off). Kind is the law: LawSearch or LawModel (experimental,
-// dimmer.Config.Model).
+// LawJSON is the control law — the model law (dimmer's only law,
+// docs/model.md) — and its pressure band. Kind is always LawModel; it
+// stays in the JSON for the clients that read it. A period at or over
+// High reads as over target and counts against the capacity K the law
+// measures; under Low a period was carried well within target; Setpoint
+// is the pressure the corrections of K aim at. At the floors, CascadeAt
+// starts shedding, up to MaxShed (negative: the cascade is off).
 type LawJSON struct {
 	Kind      string  `json:"kind"`
 	High      float64 `json:"high"`
@@ -64,19 +67,10 @@ type LawJSON struct {
 	MaxShed   float64 `json:"max_shed"`
 }
 
-// The control laws LawJSON.Kind names.
-const (
-	LawSearch = "search" // the default: dimmer's search law
-	LawModel  = "model"  // experimental: dimmer.Config.Model
-)
-
-// LawKind names cfg's control law, as LawJSON.Kind does.
-func LawKind(cfg dimmer.Config) string {
-	if cfg.Model {
-		return LawModel
-	}
-	return LawSearch
-}
+// LawModel is the control law LawJSON.Kind names: dimmer's model law, the
+// levels that keep the offered load within a capacity K the controller
+// measures and corrects.
+const LawModel = "model"
 
 // FeatureJSON is one feature in StateJSON.
 type FeatureJSON struct {
@@ -202,7 +196,7 @@ func (a *API) State() StateJSON {
 		out.Sources = append(out.Sources, a.cfg.Sources()...)
 	}
 	out.Tick = TickJSON{Period: cfg.Tick.String(), LagP99: a.hist.lagP99(), Ticks: a.hist.ticks()}
-	out.Law = LawJSON{Kind: LawKind(cfg), High: round(cfg.High), Low: round(cfg.Low), Setpoint: round(cfg.Setpoint), CascadeAt: round(cfg.CascadeAt), MaxShed: round(cfg.MaxShed)}
+	out.Law = LawJSON{Kind: LawModel, High: round(cfg.High), Low: round(cfg.Low), Setpoint: round(cfg.Setpoint), CascadeAt: round(cfg.CascadeAt), MaxShed: round(cfg.MaxShed)}
 	if a.cfg.Cluster != nil {
 		out.Cluster = a.cfg.Cluster()
 	}

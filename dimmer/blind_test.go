@@ -165,7 +165,6 @@ func blindConfig(targets ...dimmer.Target) dimmer.Config {
 	return dimmer.Config{
 		Targets:  targets,
 		Features: []dimmer.Feature{{Name: "recommendations", Cost: 0.5}, {Name: "reviews", Cost: 0.3, Rank: 1}},
-		Model:    true,
 	}
 }
 

@@ -17,17 +17,18 @@ const CheckpointVersion = 1
 // Checkpoint is what another controller needs to carry on where this one
 // is (Controller.AdoptAt): the state it published, what its last step
 // read and said, the operators' pins, freeze and shadow, and the law's
-// named estimators — the integrator (Brightness), the load mark, the
-// learned costs and, for the model law, the capacity K and the priors'
-// scale. brownoutd's replicas store one each tick (package
+// estimates — the brightness, the learned costs, the capacity K and the
+// priors' scale. brownoutd's replicas store one each tick (package
 // internal/cluster), so that the replica that takes over from a leader
 // continues from its levels and its estimates, not from full brightness
 // and a cold model.
 //
-// Not in it: the trim's search (its steps, the last good and bad levels)
-// and the hold timers. A controller that adopts a checkpoint starts them
-// afresh at the adopted brightness, as after a fast move: it lands again,
-// it never jumps.
+// Not in it: the load's tracker, the corrections' steps and the hold
+// timers. A controller that adopts a checkpoint starts them afresh at the
+// adopted brightness and K: it measures the load again, it never jumps.
+// (A checkpoint written by a release with the search law carries a load
+// mark and a "dimmed" flag: they are ignored, and its K of 0 is a
+// capacity not yet known.)
 //
 // Its zero value is no checkpoint (AdoptAt refuses it). It encodes as
 // JSON without loss; a NaN or an infinity is never in it.
@@ -40,11 +41,8 @@ type Checkpoint struct {
 	// Status is the last step's own account (what Controller.Status
 	// says): its mode, readings, reason, action and cause.
 	Status CheckpointState `json:"status"`
-	// Brightness is the law's integrator; LoadMark and Dimmed its load
-	// mark (see Config.LoadMargin).
+	// Brightness is the law's brightness (under 0: the shed level).
 	Brightness float64 `json:"brightness"`
-	LoadMark   float64 `json:"load_mark"`
-	Dimmed     bool    `json:"dimmed"`
 	// The operators' state.
 	Pins         []CheckpointPin `json:"pins"`
 	Frozen       bool            `json:"frozen"`
@@ -153,8 +151,7 @@ func (c *Controller) Checkpoint() Checkpoint {
 	m := &c.mu
 	pub := c.state.Load()
 	cp := Checkpoint{V: CheckpointVersion, Generation: m.gen, Time: m.at, Published: stateOf(pub),
-		Brightness: m.brightness, LoadMark: m.loadMark, Dimmed: m.dimmed,
-		Frozen: m.frozen, FreezeReason: m.freezeWhy, Shadow: m.shadow, Pins: []CheckpointPin{},
+		Brightness: m.brightness, Frozen: m.frozen, FreezeReason: m.freezeWhy, Shadow: m.shadow, Pins: []CheckpointPin{},
 		Capacity: m.mdl.capacity.k, Saturated: m.mdl.capacity.c, Seconds: m.mdl.capacity.seconds, Scale: m.mdl.scale, ScaleVar: m.mdl.scaleVar,
 		CapacityWork: m.mdl.capacity.at, CapacityHeld: m.mdl.capacity.held, CapacityGrown: m.mdl.capacity.grown, Guessed: m.mdl.capacity.guessed,
 		PerRequest: m.mdl.blind, Load: m.mdl.lastLoad, LoadVar: m.mdl.lastLoadVar}
@@ -228,10 +225,9 @@ var ErrCheckpoint = errors.New("bad checkpoint")
 // AdoptAt makes the controller carry on from cp at now, as if it had
 // published cp's state itself: it publishes cp's generation with cp's
 // levels (subscribers are told when the generation changed), and takes
-// over its pins, freeze and shadow, its brightness and load mark, its
-// learned costs and the model law's capacity. Its next Step continues
-// from there: the trim's search and the hold timers start afresh (see
-// Checkpoint).
+// over its pins, freeze and shadow, its brightness, its learned costs and
+// the law's capacity. Its next Step continues from there: the load's
+// tracker and the hold timers start afresh (see Checkpoint).
 //
 // Features are matched by name. Where cp and the controller's
 // configuration differ (a replica with another configuration), a feature
@@ -254,7 +250,6 @@ func (c *Controller) AdoptAt(now time.Time, cp Checkpoint) (*State, error) {
 	m := &c.mu
 	old := c.state.Load()
 	m.brightness = max(min(finite(cp.Brightness), 1), -c.cfg.MaxShed)
-	m.loadMark, m.dimmed = finite(cp.LoadMark), cp.Dimmed
 	m.frozen, m.freezeWhy, m.shadow = cp.Frozen, cp.FreezeReason, cp.Shadow
 	clear(m.pins)
 	for _, p := range cp.Pins {
@@ -302,15 +297,13 @@ func (c *Controller) AdoptAt(now time.Time, cp Checkpoint) (*State, error) {
 	act, cause, causeOK := parseAction(cp.Status)
 	m.why = why{kind: whyAdopted}
 	m.adopted = adopted{reason: cp.Status.Reason, action: act, cause: cause, causeOK: causeOK}
-	// The hold timers and the trim start afresh: its next step lands. A
-	// stale state stays stale until a signal comes.
+	// The hold timers start afresh. A stale state stays stale until a
+	// signal comes.
 	m.started, m.lastFresh = true, now
 	if statMode == Stale {
 		m.lastFresh = now.Add(-time.Duration(c.cfg.StaleAfter) * c.cfg.Tick)
 	}
-	m.roomSince, m.underSince, m.belowSince, m.overSince = time.Time{}, time.Time{}, time.Time{}, time.Time{}
-	m.lastDir, m.fails, m.calmRun, m.hotRun, m.underRun, m.underSum = 0, 0, 0, 0, 0, 0
-	m.good, m.bad, m.span = -1, -1, m.maxStep
+	m.overSince = time.Time{}
 	c.schedule(now)
 	st := c.adoptState(cp, pubMode)
 	m.gen = cp.Generation

@@ -93,10 +93,10 @@ type Feature struct {
 	// Floor is the lowest level the controller sets, in [0, 1). Default 0.
 	Floor float64
 	// Cost is what the feature adds to a request, as a share of a request
-	// with every feature off (0.5: half as much again). The search law
-	// reads only the features' ratios — how much of the brightness scale
-	// each spans — and the model law takes it for a first guess of the
-	// cost it learns (see Model). Default 1.
+	// with every feature off (0.5: half as much again): the prior of the
+	// cost the law learns from the requests' tallies (see the package
+	// documentation), and how much of the brightness scale the feature
+	// spans. Default 1.
 	Cost float64
 	// Value is what the feature is worth to users (any unit); with Cost it
 	// breaks rank ties. Default 1.
@@ -154,60 +154,29 @@ type Config struct {
 	// Targets are the pressure signals. Pressure is the largest
 	// value/target over the signals present in a snapshot.
 	Targets []Target
-	// High is the pressure at or above which a period counts as evidence
-	// of an overload (see Evidence). Default 0.85.
+	// High is the pressure at or above which a period reads as over
+	// target: it counts against K (the corrections, and a run of such
+	// periods as long as two signal windows is an overload the levels
+	// must answer, not a burst), a dim within the estimates' noise is
+	// still made, and with every feature at its floor it may start the
+	// cascade (see CascadeAt). Default 0.85.
 	High float64
-	// Low is the pressure under which a period counts as evidence that
-	// the level could be brighter; held for Hold with the load gone (or at
-	// full brightness), it brightens at full speed. Default 0.70.
+	// Low is the pressure under which a period was carried well within
+	// target: K is at least the work it carried (less its noise). The
+	// band High − Low is the unit of the corrections' error. Default
+	// 0.70.
 	Low float64
-	// Hold is how long pressure must stay under Low (under High once the
-	// load fell below the load mark) before the controller brightens at
-	// full speed (or lowers the shed level). Default 5 s.
+	// Hold is the shortest wait between two corrections of K (each
+	// reversal doubles it, up to two minutes: Kesten's rule). Default 5 s.
 	Hold time.Duration
-	// Setpoint is the pressure the integral term aims at. Default the
-	// middle of the band, (High+Low)/2.
+	// Setpoint is the pressure the corrections of K aim at on average.
+	// Default the middle of the band, (High+Low)/2.
 	Setpoint float64
-	// DownGain is the gain of a fast dimming step: brightness lost per
-	// second per unit of pressure error, capped by how far over the
-	// signals are (0.2 a period, 0.25 more for each doubling of the
-	// pressure over twice its target). Default 1.
-	DownGain float64
-	// UpGain is the integral gain while brightening. Default 1.
-	UpGain float64
-	// Proportional is the proportional gain, applied only while dimming
-	// and only to a rise of the error. Default 0.5.
-	Proportional float64
-	// MaxRise caps brightening, in brightness per second. Default 0.25.
-	MaxRise float64
-	// LoadSignal is the offered load (default rate.arrival). While dimmed
-	// the controller keeps an average of the load (the load mark). While
-	// the load stays within LoadMargin of the mark, the cause of the
-	// dimming is still there and the controller moves only by the trim
-	// (see Evidence). A load that falls below the margin brightens at full
-	// speed (the refusals DimOnly targets count are then not counted: they
-	// belong to the overload that is over), and one that rises above it
-	// dims at once. The mark clears at full brightness. When the signal
-	// is missing, only the trim brightens.
+	// LoadSignal is the offered load (default rate.arrival): the λ of
+	// the model, measured each period. Without it the law is feedback
+	// only — K is then the work a request may take, corrected from the
+	// pressure alone — and the reason says so.
 	LoadSignal signals.Key
-	// LoadMargin is how far (relative) the load must fall below the load
-	// mark before the controller brightens at full speed. It must clear
-	// the noise of a windowed rate (σ ≈ 1/√(rate·window): 3.7 % at 150/s
-	// over 5 s). Default 0.2.
-	LoadMargin float64
-	// Evidence is how much evidence moves the controller one step (see
-	// the package documentation): each second over High counts 1, over
-	// target 2 (at full brightness and at the floor 2·log₂ of the
-	// pressure), under Low −1, under Low/2 −2. At full brightness it
-	// confirms an overload before the first dimming step; dimmed, it moves
-	// the trim. Each change of the trim's direction doubles the evidence
-	// the next step needs, up to 8×. Default 5.
-	Evidence float64
-	// MaxStep caps the trim's step. Steps start at two quanta (a quantum
-	// near the floor) and double while they go the same way, up to a span
-	// that starts at MaxStep and halves with each change of direction.
-	// Default 0.12.
-	MaxStep float64
 	// Features is the ladder. At least one, at most MaxFeatures, each
 	// named (at most MaxName bytes of text).
 	Features []Feature
@@ -226,9 +195,9 @@ type Config struct {
 	// classes on top of it only loses goodput. Default 1.5.
 	CascadeAt float64
 	// CascadeGain is the integral gain of the cascade: shed level gained
-	// per second per unit of pressure error. It is lower than DownGain
-	// because refusing whole requests is coarse and its effect shows in a
-	// windowed p99 only slowly. Default 0.2.
+	// per second per unit of pressure error. It is low because refusing
+	// whole requests is coarse and its effect shows in a windowed p99
+	// only slowly. Default 0.2.
 	CascadeGain float64
 	// CascadeHold: see CascadeAt. Default 3 s.
 	CascadeHold time.Duration
@@ -241,27 +210,21 @@ type Config struct {
 	// admission gate since the last period (default signals.GateBusy,
 	// which package shed provides). Under RoomBelow the gate has room:
 	// refusals counted by DimOnly targets (reject.ratio, over a window)
-	// describe an overload that is over and are not counted, and the
-	// cascade unwinds — refusing at the door only helps a gate that is
+	// describe an overload that is over and are not counted, what the
+	// period completed is what it was offered, and the cascade unwinds — refusing at the door only helps a gate that is
 	// full, and latency over target with room at the gate is the app's own
 	// service time, which shedding does not lower. The cascade starts only
-	// at or above SaturatedAt. Without the signal the gate counts as full
-	// (as when there is no gate to ask).
+	// at or above SaturatedAt, and a period at or above it (arrivals
+	// beyond completions) measures the capacity Ĉ. Without the signal the
+	// gate counts as full (as when there is no gate to ask).
 	RoomSignal signals.Key
 	// RoomBelow: see RoomSignal. Default 0.05.
 	RoomBelow float64
 	// SaturatedAt: see RoomSignal. Default 0.25.
 	SaturatedAt float64
-	// Headroom: with room at the gate and its utilization
-	// (signals.GateUtilization, cost in flight ÷ limit) under this, held
-	// for Hold, the gate would take twice the work per request: a period
-	// under Low counts double as evidence for brightening, although the
-	// load that forced dimming is still there (a dim caused by a
-	// transient — a cold start, a burst — not by the load). Default 0.5.
-	Headroom float64
 	// UnshedRate is how fast the cascade unwinds once it no longer helps
 	// (latency under target, room at the gate), in shed level per
-	// second; when the offered load falls below the load mark it ends at
+	// second; once the floors' work fits the measured load it ends at
 	// once. Default 1: a full cascade (2) ends within 2 s.
 	UnshedRate float64
 	// Schedule holds scheduled caps (feed-forward dimming; at most
@@ -272,21 +235,12 @@ type Config struct {
 	Schedule []Cap
 	// Logger receives level changes. Default: discard.
 	Logger *slog.Logger
-	// Model selects the model law (experimental): the levels that keep
-	// the offered load within a capacity K the controller measures and
-	// corrects, with each feature's cost learned from the tallies — see
-	// docs/model.md. Off, the search law of the package documentation
-	// decides. With it, Feature.Cost is a prior in shares of the all-off
-	// request's work; Evidence, MaxStep, DownGain, UpGain, Proportional,
-	// MaxRise and LoadMargin are not read.
-	Model bool
 	// Probe is the share of the users the model law withholds a feature
 	// from while it is all on, and gives it to while it is all off, so
 	// that its cost stays measured (see the package documentation, "The
 	// model law", and probe.go). Default (0) DefaultProbe, 5 %; at most
 	// MaxProbe, 0.2; a negative value turns the probe off. A Probe under
-	// the Quantum probes nothing (a level moves by quanta). The search
-	// law does not probe.
+	// the Quantum probes nothing (a level moves by quanta).
 	Probe float64
 }
 
@@ -302,9 +256,6 @@ func (c Config) withDefaults() (Config, error) {
 	def(&c.High, 0.85)
 	def(&c.Low, 0.70)
 	def(&c.Setpoint, (c.High+c.Low)/2)
-	def(&c.DownGain, 1)
-	def(&c.UpGain, 1)
-	def(&c.LoadMargin, 0.2)
 	if c.LoadSignal == 0 {
 		c.LoadSignal = signals.ArrivalRate
 	}
@@ -314,11 +265,6 @@ func (c Config) withDefaults() (Config, error) {
 	def(&c.RoomBelow, 0.05)
 	def(&c.SaturatedAt, 0.25)
 	def(&c.UnshedRate, 1)
-	def(&c.Headroom, 0.5)
-	def(&c.Evidence, 5)
-	def(&c.MaxStep, 0.12)
-	def(&c.Proportional, 0.5)
-	def(&c.MaxRise, 0.25)
 	def(&c.Quantum, 0.01)
 	def(&c.CascadeAt, 1.5)
 	def(&c.CascadeGain, 0.2)
@@ -363,17 +309,13 @@ func (c Config) withDefaults() (Config, error) {
 	if c.RoomSignal >= signals.NumKeys {
 		bad("room signal %d unknown", c.RoomSignal)
 	}
-	if !(c.Headroom > 0 && c.Headroom <= 1) {
-		bad("headroom %v: want 0 < headroom ≤ 1", c.Headroom)
-	}
 	if !(0 < c.RoomBelow && c.RoomBelow <= c.SaturatedAt && c.SaturatedAt <= 1) {
 		bad("gate room: want 0 < room below (%v) ≤ saturated at (%v) ≤ 1", c.RoomBelow, c.SaturatedAt)
 	}
 	if c.Hold < 0 || c.CascadeHold < 0 {
 		bad("hold times must not be negative")
 	}
-	for name, v := range map[string]float64{"down gain": c.DownGain, "up gain": c.UpGain, "max rise": c.MaxRise,
-		"quantum": c.Quantum, "proportional gain": c.Proportional, "load margin": c.LoadMargin, "evidence": c.Evidence, "max step": c.MaxStep, "cascade gain": c.CascadeGain, "unshed rate": c.UnshedRate} {
+	for name, v := range map[string]float64{"quantum": c.Quantum, "cascade gain": c.CascadeGain, "unshed rate": c.UnshedRate} {
 		if !(v > 0) || math.IsInf(v, 0) {
 			bad("%s %v: want a positive number", name, v)
 		}
@@ -381,14 +323,8 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Quantum > 0.5 {
 		bad("quantum %v: want at most 0.5", c.Quantum)
 	}
-	if c.MaxStep < c.Quantum {
-		bad("max step %v: want at least the quantum (%v)", c.MaxStep, c.Quantum)
-	}
 	if !(c.Low <= c.Setpoint && c.Setpoint <= c.High) {
 		bad("setpoint %v: want low (%v) ≤ setpoint ≤ high (%v)", c.Setpoint, c.Low, c.High)
-	}
-	if c.LoadMargin >= 1 {
-		bad("load margin %v: want under 1 (a share of the load mark)", c.LoadMargin)
 	}
 	if c.StaleAfter < 1 {
 		bad("stale after %d periods: want at least 1", c.StaleAfter)

@@ -3,7 +3,6 @@ package dimmer
 import (
 	"context"
 	"log/slog"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,32 +50,9 @@ type controllerState struct {
 	sync.Mutex
 	costs      *costs // what each feature costs, learned from the tallies
 	brightness float64
-	prevErr    float64
-	roomSince  time.Time // headroom at the gate since; zero when not
-	underSince time.Time // pressure under Low since; zero when not
-	belowSince time.Time // the load fallen and pressure under High since; zero when not
-	loadMark   float64   // offered load at the last dimming step; 0 if none
 	overSince  time.Time // cascade pressure held since; zero when not
 	lastFresh  time.Time
-	dimmed     bool          // the law dimmed since it was last at full brightness
-	falling    bool          // the last period took the fast path down
-	acc        float64       // the trim's evidence: + over High, − under Low
-	peak       float64       // the highest pressure the trim saw since the last fast move
-	dipped     bool          // the trim saw pressure under target since the last fast move
-	prior      float64       // the highest level a regime fall left in this episode; 0 if none
-	priorMark  float64       // the load mark when prior was set
-	upStep     float64       // the trim's last step up
-	downStep   float64       // the trim's last step down
-	lastDir    int           // the trim's last move: +1 up, −1 down, 0 none yet
-	good, bad  float64       // the trim's last good and last over level; −1 when none
-	fails      int           // probes that failed in a row (the backoff)
-	span       float64       // the trim's step: halved by each reversal
-	q, maxStep float64       // Quantum and MaxStep, for turn and forget
-	movedAt    time.Time     // the trim's last move
-	calmRun    int           // settled periods in a row far under
-	hotRun     int           // settled periods in a row far over
 	sigWindow  time.Duration // how far back the last snapshot looked
-	badAt      time.Time
 	started    bool
 	frozen     bool
 	freezeWhy  string
@@ -86,21 +62,7 @@ type controllerState struct {
 	subs       map[int]chan *State
 	nextSub    int
 
-	mdl modelState // the model law's state (see Config.Model)
-
-	// The settled trim (see trim.go).
-	landAt   time.Time     // the trim's last fresh start
-	holdWait time.Duration // how long a settled step waits after the last move
-	slowLoad float64       // the offered load, averaged over slowLoadWindow (see trackLoad)
-	slowN    int           // readings in slowLoad since the last fast move
-	lastCeil float64       // the ceiling of the scheduled caps at the last period
-	holdLoad float64       // slowLoad when the trim settled; 0 until then
-	underRun int           // settled periods in a row under Low…
-	underSum float64       // …and their pressures' sum
-	overRing []float64     // min(p, overCap) of the last overSpan of settled periods
-	overSum  float64
-	overN    int
-	overPos  int
+	mdl modelState // the law's state (see model.go)
 
 	// The last step's observations, reused every period.
 	readings []Reading
@@ -130,9 +92,7 @@ func New(cfg Config) (*Controller, error) {
 		return nil, err
 	}
 	c := &Controller{cfg: cfg, spans: spans(cfg.Features), capped: capped(&cfg)}
-	c.mu.brightness, c.mu.lastCeil = 1, 1
-	c.mu.good, c.mu.bad = -1, -1
-	c.mu.q, c.mu.maxStep, c.mu.span = cfg.Quantum, cfg.MaxStep, cfg.MaxStep
+	c.mu.brightness = 1
 	c.mu.pins = map[string]Pin{}
 	c.mu.subs = map[int]chan *State{}
 	c.mu.costs = newCosts(cfg.Features)
@@ -156,10 +116,6 @@ func (c *Controller) sizeScratch() {
 	m.segProbe = make([]probeLevels, len(c.cfg.Segments))
 	m.active = make([]bool, len(c.cfg.Schedule))
 	m.mdl.size(nf)
-	if n := int(math.Ceil(overSpan.Seconds() / c.cfg.Tick.Seconds())); len(m.overRing) != n {
-		m.overRing = make([]float64, n)
-		m.clearOver()
-	}
 	for i := range m.caps {
 		m.caps[i], m.capBy[i] = 1, -1
 	}
@@ -292,38 +248,10 @@ func (c *Controller) step(now time.Time, s signals.Snapshot) (*State, bool) {
 	if busy < 0 || busy > 1 {
 		busyOK = false // not a share: ignore it
 	}
-	room := busyOK && busy < cfg.RoomBelow
-	saturated := !busyOK || busy >= cfg.SaturatedAt
-	// Headroom: room at the gate and at most half its limit in use —
-	// twice the work per request would still fit.
-	util, utilOK := s.Get(signals.GateUtilization)
-	// It counts once it has held for Hold: a lull of a second in an
-	// overload (the queue drained, nothing in flight) is not headroom.
-	if room && utilOK && util >= 0 && util < cfg.Headroom {
-		if m.roomSince.IsZero() {
-			m.roomSince = now
-		}
-	} else {
-		m.roomSince = time.Time{}
-	}
-	headroom := !m.roomSince.IsZero() && now.Sub(m.roomSince) >= cfg.Hold
 	m.busy, m.busyOK = busy, busyOK
 	m.sigWindow = s.Window
-	load, loadOK := s.Get(cfg.LoadSignal)
-	if !loadOK || load < 0 {
-		load = -1
-	}
-	// Dimmed, and the load that forced it has fallen below the mark: the
-	// refusals DimOnly targets count are of that overload (or of the
-	// admission gate's warm-up after it), as with room at the gate.
-	gone := m.dimmed && m.loadMark > 0 && load >= 0 && load < m.loadMark*(1-cfg.LoadMargin)
-	p, pc, ok, top := c.pressure(now, s, room || gone)
-	var o observation
-	if cfg.Model {
-		o, ok = c.observe(now, s, busy, busyOK)
-		p = o.p
-	}
-	m.pressure, m.presOK = p, ok
+	o, ok := c.observe(now, s, busy, busyOK)
+	m.pressure, m.presOK = o.p, ok
 	m.at = later(m.at, now)
 	m.mode = Auto
 	switch {
@@ -337,26 +265,19 @@ func (c *Controller) step(now time.Time, s signals.Snapshot) (*State, bool) {
 		// Nothing to measure: the source answered, and no request came
 		// (none in flight either). An idle service is fresh, not stale:
 		// hold the levels — nobody is served them — and say so.
-		m.underSince, m.overSince = time.Time{}, time.Time{}
+		m.overSince = time.Time{}
 		m.lastFresh = now
-		m.why = why{kind: whyIdle}
-		if cfg.Model {
-			m.why = c.idleModel(now)
-		}
+		m.why = c.idleModel(now)
 	case !ok:
 		// Nothing measured: hold; after StaleAfter periods, say so.
-		m.underSince, m.overSince = time.Time{}, time.Time{}
+		m.overSince = time.Time{}
 		m.why = why{kind: whyNoSignal, held: now.Sub(m.lastFresh)}
 		if now.Sub(m.lastFresh) >= time.Duration(cfg.StaleAfter)*cfg.Tick {
 			m.mode, m.why.kind = Stale, whyStale
 		}
 	default:
 		m.lastFresh = now
-		if cfg.Model {
-			m.why = c.controlModel(now, o)
-		} else {
-			m.why = c.control(now, p, pc, top, load, room, saturated, headroom)
-		}
+		m.why = c.controlModel(now, o)
 	}
 	if m.shadow && m.mode == Auto {
 		m.mode = Shadow

@@ -116,9 +116,7 @@ func TestConfigErrors(t *testing.T) {
 		"cascade at":        func(c *Config) { c.CascadeAt = 0.5 },
 		"unique name":       func(c *Config) { c.Segments = append(c.Segments, Segment{Name: "vip"}) },
 		"unknown signal 99": func(c *Config) { c.Targets[0].Signal = 99 },
-		"max step 0.001":    func(c *Config) { c.MaxStep = 0.001 },
 		"setpoint 3":        func(c *Config) { c.Setpoint = 3 },
-		"load margin 1":     func(c *Config) { c.LoadMargin = 1 },
 		"stale after -1":    func(c *Config) { c.StaleAfter = -1 },
 		"1001 features: at most 1000": func(c *Config) {
 			c.Features = benchConfig(MaxFeatures + 1).Features
@@ -239,10 +237,7 @@ func BenchmarkStateRead(b *testing.B) {
 func TestReasonReadsWell(t *testing.T) {
 	r := newRig(t, Config{Targets: []Target{{Signal: signals.LatencyP99, Target: 1}}, Features: []Feature{{Name: "recommendations"}}})
 	st := r.dim(1.6)
-	want := `^latency\.p99 1\.6s > 1s target: dimming recommendations$`
-	if r.c.Config().Model {
-		want = `^latency\.p99 1\.6s > 1s target: load [0-9.]+/s, [^:]+: dimming recommendations$`
-	}
+	want := `^latency\.p99 1\.6s > 1s target: load [0-9.]+/s, [^:]+: dimming recommendations$`
 	assert.Regexp(t, want, st.Reason)
 	assert.False(t, strings.Contains(st.Reason, "%!"))
 }

@@ -19,25 +19,39 @@ func ExampleController() {
 	if err != nil {
 		panic(err)
 	}
-	// 1.3 s against a 1 s target, three periods in a row: evidence first
-	// (a period over target counts 2, Evidence is 5), then a step.
-	for i := range 3 {
+	// 100 requests a second answered well within the 1 s target, then the
+	// load triples and the p99 goes over. A second period over target
+	// confirms the overload (one is a burst); what the service carried
+	// then, scaled by how far over the latency is, is the first measure
+	// of its capacity K, and the levels fall at once to those whose work
+	// fits in it at 300 requests a second. Without an admission gate and
+	// the requests' tallies (package shed and signals.Recorder provide
+	// both), K is in all-off requests and the costs stay the configured
+	// ones (1 each: a feature doubles a request).
+	for i, p := range []struct{ load, p99 float64 }{{100, 0.4}, {100, 0.4}, {300, 1.3}, {300, 1.3}, {300, 0.9}} {
 		now := time.Date(2026, 11, 11, 0, 0, 1+i, 0, time.UTC)
 		var s signals.Snapshot
 		s.Time = now
-		s.Set(signals.LatencyP99, 1.3)
+		s.Set(signals.ArrivalRate, p.load)
+		s.Set(signals.LatencyP99, p.p99)
 		st := c.Step(now, s)
 		rec, _ := st.Level("recommendations", "")
 		rev, _ := st.Level("reviews", "")
-		fmt.Printf("%s\nrecommendations %.2f, reviews %.2f\n", st.Reason, rec, rev)
+		// (Status, not st: a state is published only when what a reader
+		// acts on changes, and st keeps the reason it was published with.)
+		fmt.Printf("%s\nrecommendations %.2f, reviews %.2f\n", c.Status().Reason, rec, rev)
 	}
 	// Output:
-	// latency.p99 1.3s > 1s target: over 85% of target at full brightness: weighing whether it is an overload
+	// latency.p99 400ms < 1s target: full brightness
 	// recommendations 1.00, reviews 1.00
-	// latency.p99 1.3s > 1s target: over 85% of target at full brightness: weighing whether it is an overload
+	// latency.p99 400ms < 1s target: full brightness
 	// recommendations 1.00, reviews 1.00
-	// latency.p99 1.3s > 1s target: dimming recommendations
-	// recommendations 0.60, reviews 1.00
+	// latency.p99 1.3s > 1s target: full brightness
+	// recommendations 1.00, reviews 1.00
+	// latency.p99 1.3s > 1s target: load 300/s, carries 537 all-off requests a second (carried at the first overload), recommendations costs 1.00 of an all-off request (configured) → brightness 0.39: dimming recommendations
+	// recommendations 0.00, reviews 0.79
+	// latency.p99 900ms < 1s target: load 300/s, carries 537 all-off requests a second (carried at the first overload), reviews costs 1.00 of an all-off request (configured) → brightness 0.39: holding
+	// recommendations 0.00, reviews 0.79
 }
 
 // A scheduled cap dims recommendations ahead of the 11.11 midnight sale,

@@ -53,7 +53,6 @@ func runFlap(t *testing.T, seed uint64, lam, fast, slow float64, slowFor, fastFo
 	c, err := New(Config{
 		Targets:  []Target{{Signal: signals.LatencyP99, Target: target}},
 		Features: []Feature{{Name: "recommendations", Cost: 0.5}, {Name: "reviews", Cost: 0.3, Rank: 1}},
-		Model:    true,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -96,7 +96,6 @@ func TestTrackerForgetsAnExceedanceAcrossOtherValues(t *testing.T) {
 func TestModelBrightensAfterACapWhenNoLoadIsReported(t *testing.T) {
 	from := t0.Add(30 * time.Second)
 	cfg := Config{
-		Model:    true,
 		Targets:  []Target{{Signal: signals.LatencyP99, Target: 0.3}},
 		Features: []Feature{{Name: "recommendations", Rank: 0, Cost: 1.5}, {Name: "reviews", Rank: 1, Cost: 0.5}},
 		Schedule: []Cap{{Max: 0.3, From: from, For: time.Minute, Reason: "sale"}},

@@ -7,8 +7,7 @@ import (
 	"github.com/brownout/brownout/signals"
 )
 
-// The model law (Config.Model; docs/model.md has its equations and its
-// figures in the lab). A request at brightness b costs
+// The law (docs/model.md has its equations and its figures in the lab). A request at brightness b costs
 //
 //	w(b) = w₀ + Σᵢ ℓᵢ(b)·ĉᵢ
 //
@@ -416,7 +415,7 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 		m.brightness = ceil // a scheduled cap holds the levels down: no windup above it
 	}
 	b := m.brightness
-	w := why{top: o.top, load: o.load, model: true}
+	w := why{top: o.top, load: o.load}
 	e := &m.mdl.capacity
 	m.mdl.idleBack = false // (the levels are the law's again)
 	lam, loadJumped := c.estimateLoad(o)
@@ -539,7 +538,7 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 		// load's estimate shows it, not a period later: a period shed
 		// for a load that has gone costs answers, where one served dim
 		// for it costs some optional content. (Not from the latest
-		// interval alone, as the search law's mark is: one that misses
+		// interval alone: one that misses
 		// an instance of a fleet — a scrape that failed, an instance's
 		// first push — reads low, and the tracker holds out a single
 		// interval.) The backlog still waits.
@@ -669,7 +668,7 @@ func (c *Controller) idleModel(now time.Time) why {
 		return why{kind: whyIdle}
 	}
 	m.brightness, m.mdl.levelsAt, m.mdl.idleBack = target, now, true
-	return why{kind: whyIdleBack, model: true, capacity: e.k, source: e.src, budget: target, back: true, feature: c.dimming(b)}
+	return why{kind: whyIdleBack, capacity: e.k, source: e.src, budget: target, back: true, feature: c.dimming(b)}
 }
 
 // cascadeModel is the model law with every feature at its floor and the load still

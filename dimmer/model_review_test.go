@@ -12,7 +12,7 @@ import (
 // overload, refusing over half the arrivals; it is a quantum now.
 // (Found reviewing the probe; not the probe's: q 0.5 gives no probe.)
 func TestModelWideQuantumDims(t *testing.T) {
-	r := newModelRigWith(t, func(c *Config) { c.Quantum, c.MaxStep = 0.5, 0.5 })
+	r := newModelRigWith(t, func(c *Config) { c.Quantum = 0.5 })
 	r.periods(5, 300)
 	r.periods(30, 100)
 	st := r.periods(60, 300)

@@ -251,7 +251,6 @@ func newModelRig(t *testing.T) *modelRig { return newModelRigWith(t, nil) }
 // newModelRigWith is newModelRig with its configuration changed by edit.
 func newModelRigWith(t *testing.T, edit func(*Config)) *modelRig {
 	cfg := Config{
-		Model: true,
 		Targets: []Target{
 			{Signal: signals.LatencyP99, Target: 0.3},
 			{Signal: signals.RejectRatio, Target: 0.01, DimOnly: true},
@@ -1020,7 +1019,6 @@ func TestModelStopsSheddingWhenTheLoadFalls(t *testing.T) {
 // carry, not a period later.
 func TestModelStopsSheddingOnAWindowsFall(t *testing.T) {
 	cfg := testConfig()
-	cfg.Model = true
 	r := newRig(t, cfg)
 	r.steps(10, 3, -1, busy(0.01)) // slow pages at a gate with room: the floors
 	st := r.steps(8, 3, -1, busy(0.6))

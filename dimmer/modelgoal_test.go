@@ -43,7 +43,6 @@ const (
 // modelLawConfig is the lab's controller configuration on the model law.
 func modelLawConfig() dimmer.Config {
 	dc := sim.BrownoutConfig(sim.BrownoutTarget)
-	dc.Model = true
 	return dc
 }
 

@@ -30,7 +30,7 @@ func TestModelCountsARepeatedPeriodOnce(t *testing.T) {
 		t.Run(tick.String(), func(t *testing.T) {
 			r := newModelRig(t)
 			c, err := New(Config{
-				Model: true, Tick: tick,
+				Tick: tick,
 				Targets: []Target{
 					{Signal: signals.LatencyP99, Target: 0.3},
 					{Signal: signals.RejectRatio, Target: 0.01, DimOnly: true},

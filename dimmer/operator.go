@@ -99,7 +99,7 @@ func (c *Controller) FreezeAt(now time.Time, reason string) *State {
 func (c *Controller) UnfreezeAt(now time.Time) *State {
 	c.mu.Lock()
 	c.mu.frozen, c.mu.freezeWhy = false, ""
-	c.mu.underSince, c.mu.overSince = time.Time{}, time.Time{}
+	c.mu.overSince = time.Time{}
 	if c.mu.mode == Frozen {
 		c.mu.mode = Auto
 	}
@@ -144,9 +144,9 @@ func (c *Controller) Reconfigure(cfg Config) error { return c.ReconfigureAt(time
 // calls it on SIGHUP). It checks cfg exactly as New does; on error it
 // returns the error and changes nothing.
 //
-// What the controller has learnt stays: the brightness (the integrator,
-// and with it the shed level, clamped to the new MaxShed), the load mark
-// and the hold timers, the freeze and shadow mode, and the operators'
+// What the controller has learnt stays: the brightness (and with it the
+// shed level, clamped to the new MaxShed), K, the learned costs of the
+// features that stay, the load's tracker and the hold timers, the freeze and shadow mode, and the operators'
 // pins on features that still exist. A pin on a removed feature is
 // dropped, with a warning on the new cfg.Logger. Levels come from the new
 // ladder at the kept brightness: at full brightness a new feature starts
@@ -165,15 +165,13 @@ func (c *Controller) ReconfigureAt(now time.Time, cfg Config) error {
 	c.mu.Lock()
 	m := &c.mu
 	if cfg.Tick != c.cfg.Tick {
-		// The trim's runs count periods: of the old Tick, they say
-		// nothing about the new one's.
-		m.calmRun, m.hotRun, m.underRun, m.underSum = 0, 0, 0, 0
+		// The runs over High and of a standing queue count periods: of
+		// the old Tick, they say nothing about the new one's.
+		m.mdl.overRun, m.mdl.standRun = 0, 0
 	}
 	oldCfg, oldCost, oldLearned, oldReach := c.cfg, m.mdl.cost, m.mdl.learned, m.mdl.reachN
 	c.cfg, c.spans, c.capped = cfg, spans(cfg.Features), capped(&cfg)
 	m.costs = m.costs.remap(cfg.Features)
-	m.q, m.maxStep = cfg.Quantum, cfg.MaxStep
-	m.span = min(max(m.span, m.q), m.maxStep)
 	var dropped []string
 	for name := range m.pins {
 		if !c.hasFeature(name) {
@@ -265,7 +263,7 @@ func (c *Controller) remapModel(old *Config, cost []float64, learned []bool, rea
 		}
 	}
 	switch {
-	case !c.cfg.Model || c.cfg.Probe <= 0:
+	case c.cfg.Probe <= 0:
 		m.probe, m.probeShare = false, 0
 	case m.probe && (c.cfg.Probe != old.Probe || c.cfg.Quantum != old.Quantum):
 		m.probeShare = c.probeShare(m.load.est)

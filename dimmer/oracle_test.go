@@ -375,7 +375,6 @@ func TestLabModelLaw(t *testing.T) {
 		modelTurns, modelSwings = 2, 4
 	)
 	dc := sim.BrownoutConfig(sim.BrownoutTarget)
-	dc.Model = true
 	var turns, swings []string
 	for _, row := range readOracle(t) {
 		var inTime, optional, swing float64

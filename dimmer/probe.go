@@ -25,7 +25,7 @@ import (
 // feature at its floor, or shedding), without tallies to learn from (a
 // probe nobody measures is a cost with nothing learned), at full
 // brightness while the load is under half of what the service carries
-// (probeRoom, probeRoomOff), nor under the search law; a pin, shadow
+// (probeRoom, probeRoomOff); a pin, shadow
 // mode, a freeze and a scheduled cap decide over it (levels), as over
 // every level the law sets. A segment is probed at its own brightness.
 
@@ -69,7 +69,7 @@ const probeRoomOff = 0.4
 func (c *Controller) probing(now time.Time) bool {
 	m := &c.mu
 	last := m.costs.last
-	if !c.cfg.Model || c.cfg.Probe <= 0 || last.IsZero() || now.Sub(last) >= costMemory {
+	if c.cfg.Probe <= 0 || last.IsZero() || now.Sub(last) >= costMemory {
 		return false
 	}
 	if m.brightness < 1 {
@@ -138,7 +138,7 @@ type probeLevels struct{ down, up float64 }
 func (c *Controller) probeAt(b float64) probeLevels {
 	m := &c.mu.mdl
 	p := m.probeShare
-	if !m.probe || p <= 0 || b <= 0 || !c.cfg.Model || p > c.cfg.Probe {
+	if !m.probe || p <= 0 || b <= 0 || p > c.cfg.Probe {
 		return probeLevels{} // (a Reconfigure may have changed the law or the probe since the last step)
 	}
 	var opt, off float64

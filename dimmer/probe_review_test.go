@@ -90,7 +90,7 @@ func TestProbeReconfigureHoldsTheNewShareAtOnce(t *testing.T) {
 	st := r.c.State()
 	require.Less(t, st.Features[0].Level, 0.05, "recommendations near off, probed up")
 	cfg = r.c.Config()
-	cfg.Quantum, cfg.MaxStep = 0.1, 0.2
+	cfg.Quantum = 0.1
 	require.NoError(t, r.c.ReconfigureAt(r.now, cfg))
 	for n := range 3 {
 		r.c.mu.Lock()

@@ -63,7 +63,7 @@ func TestProbeMeasuresEveryFeature(t *testing.T) {
 // TestProbeShare: the share is what probeSample calls for at the load,
 // rounded up to the quantum, within a quantum and Config.Probe.
 func TestProbeShare(t *testing.T) {
-	c, err := New(Config{Model: true, Targets: []Target{{Signal: signals.LatencyP99, Target: 1}}, Features: []Feature{{Name: "a"}}})
+	c, err := New(Config{Targets: []Target{{Signal: signals.LatencyP99, Target: 1}}, Features: []Feature{{Name: "a"}}})
 	require.NoError(t, err)
 	assert.InDelta(t, DefaultProbe, c.Config().Probe, 0)
 	for lam, want := range map[float64]float64{0: DefaultProbe, 50: DefaultProbe, 200: 0.05, 300: 0.03, 1000: 0.01, 1e6: 0.01} {
@@ -75,7 +75,7 @@ func TestProbeShare(t *testing.T) {
 		{0.02, 0.05, 50, 0.04}, {0.02, 0.05, 300, 0.04}, {0.02, 0.05, 1000, 0.02},
 		{0.1, 0.05, 50, 0}, {0.05, 0.05, 50, 0.05},
 	} {
-		c, err := New(Config{Model: true, Quantum: tc.quantum, Probe: tc.probe, Targets: []Target{{Signal: signals.LatencyP99, Target: 1}}, Features: []Feature{{Name: "a"}}})
+		c, err := New(Config{Quantum: tc.quantum, Probe: tc.probe, Targets: []Target{{Signal: signals.LatencyP99, Target: 1}}, Features: []Feature{{Name: "a"}}})
 		require.NoError(t, err)
 		assert.InDelta(t, tc.want, c.probeShare(tc.lam), 1e-9, "%+v", tc)
 	}
@@ -102,19 +102,14 @@ func TestProbeFollowsAReconfiguredShare(t *testing.T) {
 	st = r.period(100)
 	assert.InDeltaSlice(t, []float64{1, 1}, levelsOf(st), 1e-9)
 
-	// Back to the model law's default, then to the search law: the
-	// reload's own state has no probe.
+	// Back to the default.
 	cfg.Probe = 0
 	require.NoError(t, r.c.ReconfigureAt(r.now, cfg))
 	st = r.period(100)
-	require.InDeltaSlice(t, []float64{0.95, 0.95}, levelsOf(st), 1e-9)
-	cfg.Model = false
-	require.NoError(t, r.c.ReconfigureAt(r.now, cfg))
-	assert.InDeltaSlice(t, []float64{1, 1}, levelsOf(r.c.State()), 1e-9, "the search law does not probe")
+	assert.InDeltaSlice(t, []float64{0.95, 0.95}, levelsOf(st), 1e-9)
 }
 
-// TestProbeGivesWay: nothing is probed under the search law, with the
-// probe off, without tallies, at the floors, at full brightness far under
+// TestProbeGivesWay: nothing is probed with the probe off, without tallies, at the floors, at full brightness far under
 // K (or before K is measured), and a pin, shadow mode and a freeze decide
 // over it.
 func TestProbeGivesWay(t *testing.T) {
@@ -145,8 +140,7 @@ func TestProbeGivesWay(t *testing.T) {
 	require.True(t, probed(st), "and again near K: %v", levelsOf(st))
 
 	for name, edit := range map[string]func(*Config){
-		"search law": func(c *Config) { c.Model = false },
-		"probe off":  func(c *Config) { c.Probe = -1 },
+		"probe off": func(c *Config) { c.Probe = -1 },
 	} {
 		r := newModelRigWith(t, edit)
 		r.periods(5, 300)

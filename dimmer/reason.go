@@ -16,15 +16,9 @@ type why struct {
 	top     int // index of the dominating reading
 	feature int // feature being dimmed or brightened
 	held    time.Duration
-	load    float64 // the offered load now, and the mark
-	mark    float64
-	settled bool          // the trim has landed (see trim.go)
-	run     time.Duration // a regime move's run
-	onMean  bool          // …whose readings were under Low, far under on average
+	load    float64 // the offered load now
 
-	// The model law (Config.Model): K, what set it last, and the
-	// brightness it gives.
-	model    bool
+	// The model: K, what set it last, and the brightness it gives.
 	capacity float64
 	source   capSource
 	budget   float64
@@ -64,19 +58,8 @@ const (
 	whyUnshedLoad
 	whyFull
 	whyBrighten
-	whyBand
 	whyCapped
-	whyConfirm    // over High for one period from full brightness
-	whyTrimHold   // gathering evidence (landing, or settled)
-	whyTrimDown   // over for long enough: a step down
-	whyTrimBack   // a probe that failed: back to the last good level
-	whyTrimUp     // under for long enough: a probe up
-	whyTrimOver   // settled, and over on average for overSpan: two quanta down
-	whyTrimWait   // settled: the next step waits
-	whyRegimeUp   // far under for long: conditions changed, a span up
-	whyRegimeBack // far under for long after a regime fall: back to the level it left
-	whyRegimeDown // far over for long: conditions changed, a fast fall
-	whyHold       // the model law: nothing moved the levels by a step
+	whyHold // nothing moved the levels by a step
 )
 
 // action maps the last step's why to what the law did, and its cause.
@@ -93,9 +76,7 @@ func (c *Controller) action() (Action, signals.Key, bool) {
 		a = Dim
 	case whyCascade:
 		a = Shed
-	case whyTrimDown, whyTrimBack, whyTrimOver, whyRegimeDown:
-		a = Dim
-	case whyBrighten, whyIdleUnback, whyTrimUp, whyRegimeUp, whyRegimeBack, whyUnshed, whyUnshedRoom, whyUnshedLoad:
+	case whyBrighten, whyIdleUnback, whyUnshed, whyUnshedRoom, whyUnshedLoad:
 		a = Brighten
 	}
 	if w.kind < whyCascade || w.kind == whyUnshedLoad || w.top >= len(c.mu.readings) {
@@ -137,13 +118,10 @@ func (c *Controller) reason() string {
 	case whyCascade:
 		r = fmt.Sprintf("%s with every feature at its floor: shedding %s", sig, shedName(-m.brightness))
 	case whyDim:
-		r = fmt.Sprintf("%s: dimming %s", sig, cfg.Features[w.feature].Name)
-		if w.model {
-			r = fmt.Sprintf("%s: %s: dimming %s", sig, c.describeModel(w), cfg.Features[w.feature].Name)
-		}
+		r = fmt.Sprintf("%s: %s: dimming %s", sig, c.describeModel(w), cfg.Features[w.feature].Name)
 	case whyFloor:
 		r = fmt.Sprintf("%s: every feature at its floor, shedding %s", sig, shedName(-m.brightness))
-		if w.model && w.capacity > 0 {
+		if w.capacity > 0 {
 			r = fmt.Sprintf("%s: %s: every feature at its floor, shedding %s", sig, c.describeModel(w), shedName(-m.brightness))
 		}
 	case whyUnshed:
@@ -152,59 +130,24 @@ func (c *Controller) reason() string {
 		r = fmt.Sprintf("%s, but the gate has room (%.0f%% of arrivals waited): shedding does not lower this latency, unwinding: shedding %s",
 			sig, 100*m.busy, shedName(-m.brightness))
 	case whyUnshedLoad:
-		r = fmt.Sprintf("load %.4g/s fell below the %.4g/s that forced shedding: shedding nothing", w.load, w.mark)
-		if w.model {
-			r = fmt.Sprintf("%s: the load fell below what the floors carry (%s): shedding nothing", sig, c.describeModel(w))
-		}
+		r = fmt.Sprintf("%s: the load fell below what the floors carry (%s): shedding nothing", sig, c.describeModel(w))
 	case whyFloorRoom:
 		r = fmt.Sprintf("%s: every feature at its floor, but the gate has room (%.0f%% of arrivals waited): not shedding", sig, 100*m.busy)
-		if w.model && w.capacity > 0 {
+		if w.capacity > 0 {
 			r = fmt.Sprintf("%s: %s: every feature at its floor, but the gate has room (%.0f%% of arrivals waited): not shedding", sig, c.describeModel(w), 100*m.busy)
 		}
 	case whyFull:
 		r = sig + ": full brightness"
-		if w.model && w.capacity > 0 {
+		if w.capacity > 0 {
 			r += " (" + c.describeModel(w) + ")"
 		}
 	case whyBrighten:
-		r = fmt.Sprintf("%s: brightening %s", sig, cfg.Features[w.feature].Name)
-		if w.model {
-			r = fmt.Sprintf("%s: %s: brightening %s", sig, c.describeModel(w), cfg.Features[w.feature].Name)
-		}
+		r = fmt.Sprintf("%s: %s: brightening %s", sig, c.describeModel(w), cfg.Features[w.feature].Name)
 	case whyHold:
 		r = fmt.Sprintf("%s: %s: holding", sig, c.describeModel(w))
 		if w.noise {
 			r = fmt.Sprintf("%s: %s, within the estimates' noise of the levels' %.2f: holding", sig, c.describeModel(w), w.levels)
 		}
-	case whyBand:
-		r = fmt.Sprintf("%s: within %.0f–%.0f%% of target, holding", sig, 100*cfg.Low, 100*cfg.High)
-	case whyConfirm:
-		r = fmt.Sprintf("%s: over %.0f%% of target at full brightness: weighing whether it is an overload", sig, 100*cfg.High)
-	case whyTrimHold:
-		r = fmt.Sprintf("%s: landing, holding", sig)
-		if w.settled {
-			r = fmt.Sprintf("%s: settled, holding", sig)
-		}
-	case whyTrimDown:
-		r = fmt.Sprintf("%s: over %.0f%% of target long enough: dimming %s by %.2f", sig, 100*cfg.High, cfg.Features[w.feature].Name, m.downStep)
-	case whyTrimBack:
-		r = fmt.Sprintf("%s: the probe was too bright: back to the last good level; the next step needs %.0f of evidence (%.0f s over target)", sig, c.need(), c.need()/2)
-	case whyTrimOver:
-		r = fmt.Sprintf("%s: settled, but over target on average for %s: dimming %s by %.2f", sig, overSpan, cfg.Features[w.feature].Name, m.downStep)
-	case whyTrimWait:
-		r = fmt.Sprintf("%s: settled, the next step in %s at the earliest", sig, w.held.Round(time.Second))
-	case whyTrimUp:
-		r = fmt.Sprintf("%s: under %.0f%% of target long enough: probing %s", sig, 100*cfg.Low, cfg.Features[w.feature].Name)
-	case whyRegimeUp:
-		r = fmt.Sprintf("%s: far under target (under %.0f%%) for %s: conditions changed, brightening %s by %.2f", sig, 50*cfg.Low, w.run, cfg.Features[w.feature].Name, m.upStep)
-	case whyRegimeBack:
-		far := fmt.Sprintf("far under target (under %.0f%%) for %s", 50*cfg.Low, w.run)
-		if w.onMean {
-			far = fmt.Sprintf("under %.0f%% of target for %s, under %.0f%% on average", 100*cfg.Low, w.run, 50*cfg.Low)
-		}
-		r = fmt.Sprintf("%s: %s: conditions changed, brightening %s back to the level before the fall (%.2f)", sig, far, cfg.Features[w.feature].Name, m.brightness)
-	case whyRegimeDown:
-		r = fmt.Sprintf("%s: far over target (over %.0f×) for %s: conditions changed, dimming %s", sig, 2*farOver, w.run, cfg.Features[w.feature].Name)
 	case whyCapped:
 		r = sig + ": at the scheduled cap, holding"
 	}

@@ -12,8 +12,7 @@ import "math"
 // its configured Cost at the scale the moves taught — a feature's default
 // Cost of 1 until then), rᵢ its reach (the share of requests that
 // evaluate it) and w₀ the all-off request's work. It is 1 at full
-// brightness, under the search law (which has no model of a request's
-// work), and before the model law's first step; never under
+// brightness and before the law's first step; never under
 // minRequestCost. Segments are not told apart: a request is charged the
 // default segment's levels.
 //
@@ -97,7 +96,7 @@ func (c *Controller) noteMoves(old, st *State) {
 func (c *Controller) noteCost(st *State) {
 	m := &c.mu.mdl
 	at, full := 1.0, 1.0
-	if c.cfg.Model && m.w0 > 0 && st != nil {
+	if m.w0 > 0 && st != nil {
 		for i := range min(len(c.cfg.Features), len(st.Features), len(m.cost), len(m.reach)) {
 			k := c.costPer(i) / m.w0
 			at += st.Features[i].Level * k

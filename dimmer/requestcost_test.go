@@ -52,16 +52,6 @@ func TestRequestCostFollowsThePublishedLevels(t *testing.T) {
 	assert.InDelta(t, expectedCost(r.c, st), r.c.RequestCost(), 1e-9)
 }
 
-// TestRequestCostIsOneOnTheSearchLaw: the search law has no model of a
-// request's work; a gate charging RequestCost counts requests, as before.
-func TestRequestCostIsOneOnTheSearchLaw(t *testing.T) {
-	r := newModelRigWith(t, func(c *Config) { c.Model = false })
-	for _, lam := range []float64{100, 220, 600} {
-		r.periods(20, lam)
-		assert.Equal(t, 1.0, r.c.RequestCost(), "load %v", lam)
-	}
-}
-
 // TestRequestCostAllocatesNothing: the gate asks at every admission.
 func TestRequestCostAllocatesNothing(t *testing.T) {
 	r := newModelRig(t)

@@ -74,9 +74,9 @@ func TestScheduleCapsOnlyInsideTheWindow(t *testing.T) {
 	assert.InDelta(t, 0.6, st.Brightness, 1e-9)
 	assert.Contains(t, r.c.Status().Reason, "at the scheduled cap")
 
-	// The window closes: a new state, and the level rises at the law's
-	// pace (MaxRise 0.25 of brightness a second), not in one jump.
-	b := st.Brightness
+	// The window closes: a new state, and the levels the load allows —
+	// here, under target at a load that fits every feature, all on at
+	// once.
 	var rec []float64
 	for i := range 5 {
 		st = r.step(0.1, -1)
@@ -86,11 +86,9 @@ func TestScheduleCapsOnlyInsideTheWindow(t *testing.T) {
 			assert.Contains(t, st.Reason, "scheduled cap ended (11.11 midnight: pre-dim)")
 			assert.Equal(t, Auto, mode(t, st, "recommendations"))
 		}
-		assert.LessOrEqual(t, st.Brightness-b, 0.25+1e-9, "at most MaxRise a second")
-		b = st.Brightness
 		rec = append(rec, level(t, st, "recommendations"))
 	}
-	assert.InDeltaSlice(t, []float64{0.7, 1, 1, 1, 1}, rec, 1e-9, "0.2 → 0.7 → 1: recommendations span half the brightness")
+	assert.InDeltaSlice(t, []float64{1, 1, 1, 1, 1}, rec, 1e-9, "0.2 → 1 at the window's close")
 }
 
 func TestScheduleFeedbackDimsBelowTheCap(t *testing.T) {

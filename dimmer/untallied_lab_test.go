@@ -26,32 +26,26 @@ import (
 func TestModelLawWithoutTalliesBehindAGateIsCalm(t *testing.T) {
 	skipUnderRace(t)
 	const seeds = 8
+	// The search law's in time on these runs, measured before it was
+	// removed: the model law keeps within half a point of it.
+	search := map[float64]float64{90: 0.9949, 110: 0.9951, 130: 0.9963, 150: 0.9933}
 	restless := 0
 	for _, load := range []float64{90, 110, 130, 150} {
-		var model, search float64
+		var model float64
 		var turns []int
 		for seed := uint32(1); seed <= seeds; seed++ {
-			for _, m := range []bool{true, false} {
-				mcfg := sim.BrownoutConfig(sim.BrownoutTarget)
-				mcfg.Model = m
-				cfg := sim.BrownoutLab(sim.Constant(load), sim.Untallied(sim.NewController(mcfg)))
-				cfg.Duration, cfg.Seed = 300*time.Second, seed
-				r := sim.Run(cfg)
-				in := r.Between(60, 300).InTime / seeds
-				if !m {
-					search += in
-					continue
-				}
-				model += in
-				n := lab.DirectionChanges(r.Seconds[60:])
-				turns = append(turns, n)
-				if n > 2 {
-					restless++
-				}
+			cfg := sim.BrownoutLab(sim.Constant(load), sim.Untallied(sim.NewController(sim.BrownoutConfig(sim.BrownoutTarget))))
+			cfg.Duration, cfg.Seed = 300*time.Second, seed
+			r := sim.Run(cfg)
+			model += r.Between(60, 300).InTime / seeds
+			n := lab.DirectionChanges(r.Seconds[60:])
+			turns = append(turns, n)
+			if n > 2 {
+				restless++
 			}
 		}
-		t.Logf("load %.0f: in time %.2f %% (the search law %.2f %%), turns after the first minute %v", load, 100*model, 100*search, turns)
-		assert.GreaterOrEqual(t, model, search-0.005, "load %.0f: in time against the search law's", load)
+		t.Logf("load %.0f: in time %.2f %% (the search law %.2f %%), turns after the first minute %v", load, 100*model, 100*search[load], turns)
+		assert.GreaterOrEqual(t, model, search[load]-0.005, "load %.0f: in time against the search law's", load)
 	}
 	assert.LessOrEqual(t, restless, 2, "runs of %d that turn more than twice", 4*seeds)
 }
@@ -72,7 +66,6 @@ func TestModelLawWithoutTalliesBehindAGateAfterADip(t *testing.T) {
 	var levels []float64
 	for seed := uint32(1); seed <= seeds; seed++ {
 		mcfg := sim.BrownoutConfig(sim.BrownoutTarget)
-		mcfg.Model = true
 		cfg := sim.BrownoutLab(sim.Constant(70), sim.Untallied(sim.NewController(mcfg)))
 		cfg.Duration, cfg.Seed = 260*time.Second, seed
 		cfg.Server.Capacity = sim.Dip(100*time.Second, 60*time.Second, 0.5)

@@ -16,9 +16,11 @@ import (
 	"github.com/brownout/brownout/signals"
 )
 
-// overloaded returns a controller that has dimmed for 4 s under p99 3 s
-// against a 1 s target (over CascadeAt: 0.2 of brightness a period):
-// recommendations off, reviews at 0.4.
+// overloaded returns a controller that has run for 4 s under p99 1.5 s
+// against a 1 s target, with no load measured: the model law, on feedback
+// alone, allows a request 1.55 of an all-off request's work (what its
+// pressure says the first overload carried) and sets the levels for it —
+// recommendations off, reviews at 0.55.
 func overloaded() *dimmer.Controller {
 	c, _ := dimmer.New(dimmer.Config{
 		Targets:  []dimmer.Target{{Signal: signals.LatencyP99, Target: 1}},
@@ -28,7 +30,7 @@ func overloaded() *dimmer.Controller {
 		now := time.Date(2026, 11, 11, 0, 0, 1+i, 0, time.UTC)
 		var s signals.Snapshot
 		s.Time = now
-		s.Set(signals.LatencyP99, 3)
+		s.Set(signals.LatencyP99, 1.5)
 		c.Step(now, s)
 	}
 	return c
@@ -55,9 +57,9 @@ func Example_httpApp() {
 			fmt.Fprintln(w, "recommendations")
 		}
 	})
-	// reviews is at 42 %: user-4 is in that share, user-7 is not; nobody
+	// reviews is at 55 %: user-4 is in that share, user-2 is not; nobody
 	// gets recommendations (level 0). Each user always gets the same answer.
-	for _, user := range []string{"user-4", "user-7"} {
+	for _, user := range []string{"user-4", "user-2"} {
 		req := httptest.NewRequest(http.MethodGet, "/product/42", nil)
 		req.Header.Set("X-User", user)
 		rec := httptest.NewRecorder()
@@ -69,7 +71,7 @@ func Example_httpApp() {
 	// user-4:
 	// product page
 	// reviews
-	// user-7:
+	// user-2:
 	// product page
 }
 
@@ -105,5 +107,5 @@ func Example_gradedDegradation() {
 	n := int(10*level + 0.5)
 	fmt.Printf("reviews level %.2f: show %d of 10 reviews\n", level, n)
 	// Output:
-	// reviews level 0.40: show 4 of 10 reviews
+	// reviews level 0.55: show 6 of 10 reviews
 }

@@ -178,11 +178,6 @@ type Config struct {
 	TrustedProxies []netip.Prefix
 	// LatencyTarget is the controller's p99 target. Default 300 ms.
 	LatencyTarget time.Duration
-	// Law is the embedded controller's control law
-	// (brownout.Options.Law): brownout.LawSearch, the default, or
-	// brownout.LawModel (experimental). In fleet mode the daemon's
-	// configuration chooses: leave it empty.
-	Law string
 	// OperatorTokens allow writes to the embedded controller's operator
 	// API (/v1/…): name → token. Without any, writes are allowed only when
 	// Loopback says the shop listens on loopback only.

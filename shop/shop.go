@@ -214,7 +214,7 @@ func (s *Shop) protect(ctx context.Context) error {
 	// Costs relative to a product page's mandatory part, as declared from
 	// the shop's own figures: a route's, and a section's (what it adds to
 	// a page with every section off — the unit of Feature.Cost, which the
-	// model law takes for a prior and the search law reads as a ratio).
+	// model law takes for a prior).
 	rel := func(d time.Duration) float64 { return d.Seconds() / cfg.Costs.Page.Seconds() }
 	features := make([]dimmer.Feature, 0, 3)
 	for i, name := range Sections() {
@@ -259,7 +259,7 @@ func (s *Shop) protect(ctx context.Context) error {
 		// The routes' costs are declared, not corrected by service time: a
 		// checkout waits 30 ms on the payment gateway, which costs the
 		// workers nothing.
-		Features: features, Target: cfg.LatencyTarget, Law: cfg.Law, Routes: routes,
+		Features: features, Target: cfg.LatencyTarget, Routes: routes,
 		TrustedProxies: cfg.TrustedProxies,
 		// Ordinary users browse at well under a page a second; this holds
 		// a client that does not. Browsers read no X-RateLimit headers:

@@ -42,21 +42,12 @@ func newShopWith(t *testing.T, cfg Config) (*Shop, *httptest.Server) {
 	return s, srv
 }
 
-// TestShopLaw: the shop's embedded controller runs the law its Config
-// names — the search law by default — and /v1/state says which.
+// TestShopLaw: the shop's embedded controller runs the model law — the
+// only law — and /v1/state says so.
 func TestShopLaw(t *testing.T) {
-	for law, model := range map[string]bool{"": false, "search": false, "model": true} {
-		s, srv := newShopWith(t, Config{Law: law})
-		assert.Equal(t, model, s.Controller().Config().Model, "Law %q", law)
-		_, body := send(t, srv, call{method: "GET", path: "/v1/state"})
-		want := `"kind":"search"`
-		if model {
-			want = `"kind":"model"`
-		}
-		assert.Contains(t, string(body), want, "Law %q: the state says the law", law)
-	}
-	_, err := New(context.Background(), Config{Law: "pid", StateDir: t.TempDir()})
-	assert.ErrorContains(t, err, `Law "pid"`)
+	_, srv := newShopWith(t, Config{})
+	_, body := send(t, srv, call{method: "GET", path: "/v1/state"})
+	assert.Contains(t, string(body), `"kind":"model"`, "the state says the law")
 }
 
 type call struct {

@@ -11,27 +11,21 @@ import (
 	"github.com/brownout/brownout/internal/race"
 )
 
-// TestCostsLearnedInTheLab: the controller learns each feature's true
-// cost from the per-part tallies the lab hands it, as production's
+// TestModelLawLearnsCostsInTheLab: the controller learns each feature's
+// true cost from the per-part tallies the lab hands it, as production's
 // middleware and provider would: at a constant load at the capacity of
-// level 0.5, each feature that was fractional for at least 60 s of the
-// run has an estimate within 20 % of its true cost or 0.05 of the all-off
-// request's work — with the configured costs wrong (5:3 where the truth is
-// 3:1), unset, and 3× off either way.
-func TestCostsLearnedInTheLab(t *testing.T) { costsLearned(t, false) }
-
-// TestModelLawLearnsCostsInTheLab is TestCostsLearnedInTheLab on the model
-// law, whose probe keeps every feature fractional for a few per cent of
-// the users: every feature is measured, not only the one the ladder holds
-// fractional — within the same bounds or three standard errors. A feature
-// the probe alone measures (the ladder holds it all on or all off) has a
-// standard error of about 0.06 of the all-off request after a cost memory
+// level 0.5, with the configured costs wrong (5:3 where the truth is
+// 3:1), unset, and 3× off either way. The model law's probe keeps every
+// feature fractional for a few per cent of the users, so that every
+// feature is measured, not only the one the ladder holds fractional: each
+// feature has an estimate within 20 % of its true cost, 0.05 of the
+// all-off request's work, or three standard errors. A feature the probe
+// alone measures (the ladder holds it all on or all off) has a standard
+// error of about 0.06 of the all-off request after a cost memory
 // (probeSample), more at a light load: with one worker (57 requests a
 // second) 0.17–0.27 after 150 s, with four (230 a second) 0.03–0.06 — and
 // 20 % of reviews' 0.5 is 0.1, two of those.
-func TestModelLawLearnsCostsInTheLab(t *testing.T) { costsLearned(t, true) }
-
-func costsLearned(t *testing.T, model bool) {
+func TestModelLawLearnsCostsInTheLab(t *testing.T) {
 	if race.Enabled {
 		t.Skip("a lab run: too slow under -race")
 	}
@@ -59,7 +53,6 @@ func costsLearned(t *testing.T, model bool) {
 		for _, workers := range []int{1, 4} {
 			for seed := uint32(1); seed <= 2; seed++ {
 				cfg := BrownoutConfig(BrownoutTarget)
-				cfg.Model = model
 				set(cfg.Features)
 				ctl := NewController(cfg)
 				lab := BrownoutPartsLab(Constant(partsLabMean(workers)*1.15), ctl, workers)
@@ -83,21 +76,16 @@ func costsLearned(t *testing.T, model bool) {
 					if !assert.True(t, e.Known(), "%s W=%d seed %d %s", name, workers, seed, p.Name) {
 						continue
 					}
-					tol := max(0.2*p.Cost, 0.05)
-					if model {
-						// The probe's estimate (see above) must stand
-						// within three of its standard errors.
-						tol = max(tol, 3*e.SE)
-					}
+					// The probe's estimate (see above) may stand within
+					// three of its standard errors.
+					tol := max(0.2*p.Cost, 0.05, 3*e.SE)
 					assert.LessOrEqual(t, math.Abs(e.Value-p.Cost), tol,
 						"%s W=%d seed %d %s: learned %.3f ± %.3f, true %.2f", name, workers, seed, p.Name, e.Value, e.SE, p.Cost)
 				}
 			}
 		}
 	}
-	if model {
-		// Every feature of every run: the probe measures the one the
-		// ladder holds all on or all off too.
-		assert.Equal(t, len(configs)*2*2*len(BrownoutParts()), measured, "features measured for %d s or more", fractionalFor)
-	}
+	// Every feature of every run: the probe measures the one the ladder
+	// holds all on or all off too.
+	assert.Equal(t, len(configs)*2*2*len(BrownoutParts()), measured, "features measured for %d s or more", fractionalFor)
 }

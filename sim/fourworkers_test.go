@@ -23,7 +23,6 @@ func constantRuns(t *testing.T, build func(Profile, Dimmer) Config, lam float64,
 	best = bestFixed(run, lam, OracleGrid{Shares: shares, Duration: 240 * time.Second, Warmup: time.Minute})
 	for seed := uint32(1); seed <= uint32(seeds); seed++ {
 		mcfg := BrownoutConfig(BrownoutTarget)
-		mcfg.Model = true
 		cfg := run(Constant(lam), NewController(mcfg))
 		cfg.Seed = seed
 		r := Run(cfg)

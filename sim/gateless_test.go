@@ -30,7 +30,6 @@ func TestModelLawGatelessPoolLosesWorkers(t *testing.T) {
 	var inTime []float64
 	for seed := uint32(1); seed <= seeds; seed++ {
 		mcfg := BrownoutConfig(BrownoutTarget)
-		mcfg.Model = true
 		cfg := BrownoutPartsLab(Constant(90), untallied{NewController(mcfg)}, 4)
 		cfg.Admission = Unbounded()
 		cfg.Client.Timeout = 2 * time.Second

@@ -71,14 +71,10 @@ func TestPartsLabReferenceVsController(t *testing.T) {
 			ref.Dimmer = NewReference(ref, rho.Setting)
 			ctl := build(shape, NewController(BrownoutConfig(BrownoutTarget)))
 			ctl.Seed = seed
-			mcfg := BrownoutConfig(BrownoutTarget)
-			mcfg.Model = true
-			mdl := build(shape, NewController(mcfg))
-			mdl.Seed = seed
 			for _, run := range []struct {
 				name string
 				cfg  Config
-			}{{"reference", ref}, {"controller", ctl}, {"model", mdl}} {
+			}{{"reference", ref}, {"controller", ctl}} {
 				s := Run(run.cfg).Summary
 				t.Logf("  %s w%d seed %d %-10s in time %6.2f%%  optional share %.3f  of oracle's %5.1f%%",
 					tc.shape, workers, seed, run.name, 100*s.InTime, s.OptionalShare, 100*s.OptionalShare/oShare)

@@ -56,7 +56,6 @@ func TestModelLawCountsRequestsThatEvaluateNoFeature(t *testing.T) {
 	for seed := uint32(1); seed <= seeds; seed++ {
 		for _, hide := range []bool{false, true} {
 			mcfg := BrownoutConfig(BrownoutTarget)
-			mcfg.Model = true
 			var d Dimmer = NewController(mcfg)
 			if hide {
 				d = withoutWork{d}

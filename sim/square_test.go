@@ -60,7 +60,6 @@ func TestModelLawFollowsASquareAtFourWorkers(t *testing.T) {
 	var inTime float64
 	for seed := uint32(1); seed <= seeds; seed++ {
 		cfg := BrownoutConfig(BrownoutTarget)
-		cfg.Model = true
 		var maxK float64
 		ctl := NewController(cfg).(Controller)
 		lab := BrownoutPartsLab(shape, capacityWatch{ctl, 20 * time.Second, &maxK}, workers)

@@ -56,7 +56,6 @@ func TestModelLawFollowsASwing(t *testing.T) {
 		var law, ref Window
 		for seed := uint32(1); seed <= seeds; seed++ {
 			mcfg := BrownoutConfig(BrownoutTarget)
-			mcfg.Model = true
 			cfg := build(shape, NewController(mcfg))
 			cfg.Seed = seed
 			w := Run(cfg).Between(from, int(dur/time.Second))

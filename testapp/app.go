@@ -63,9 +63,6 @@ type Config struct {
 	// Flag reports whether the user gets an optional part. Default: every
 	// part on.
 	Flag func(ctx context.Context, part, user string) bool
-	// ModelLaw runs the stack's controller on dimmer's experimental model
-	// law (dimmer.Config.Model) instead of the default search law.
-	ModelLaw bool
 	// Priors sets the stack's controller's configured costs
 	// (dimmer.Feature.Cost, shares of the all-off page), by feature name.
 	// A feature without one keeps the stack's (the README's snippet sets

@@ -36,9 +36,6 @@ func AppFlags(cfg Config, stack Stack) []string {
 	if c := cfg.Contention; c.Alpha != 0 || c.Beta != 0 {
 		args = append(args, "--contention", fmt.Sprintf("%g,%g", c.Alpha, c.Beta))
 	}
-	if cfg.ModelLaw {
-		args = append(args, "--model-law")
-	}
 	if cfg.WallTime {
 		args = append(args, "--wall-time")
 	}
@@ -65,7 +62,6 @@ func ServeMain(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	parts := fs.String("parts", "recommendations=2.5ms,reviews=1.5ms", "optional parts, name=cost[@remote],…")
 	exp := fs.Bool("exponential", false, "exponential costs instead of exact ones")
 	cont := fs.String("contention", "", "database-like contention alpha,beta")
-	modelLaw := fs.Bool("model-law", false, "the controller on dimmer's experimental model law")
 	priors := fs.String("priors", "", "the controller's configured costs, name=share,…")
 	wall := fs.Bool("wall-time", false, "do not report each page's time on its worker to the tallies (signals.Held): costs are then learned from the pages' wall time")
 	if err := fs.Parse(args); err != nil {
@@ -83,7 +79,7 @@ func ServeMain(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	cfg := Config{Workers: *workers, Page: *page, Parts: ps, Exponential: *exp, ModelLaw: *modelLaw, Priors: pr, WallTime: *wall}
+	cfg := Config{Workers: *workers, Page: *page, Parts: ps, Exponential: *exp, Priors: pr, WallTime: *wall}
 	if *cont != "" {
 		if cfg.Contention.Alpha, cfg.Contention.Beta, err = ParseContention(*cont); err != nil {
 			return err

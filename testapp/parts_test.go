@@ -155,10 +155,9 @@ func TestCapacityLeavesRemotePartsOut(t *testing.T) {
 func TestPriorsSetTheControllersCosts(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	p, err := Build(ctx, Config{ModelLaw: true, Priors: map[string]float64{"reviews": 0.25}}, Brownout)
+	p, err := Build(ctx, Config{Priors: map[string]float64{"reviews": 0.25}}, Brownout)
 	require.NoError(t, err)
 	dc := p.Controller.Config()
-	assert.True(t, dc.Model)
 	costs := map[string]float64{}
 	for _, f := range dc.Features {
 		costs[f.Name] = f.Cost

@@ -27,21 +27,13 @@ import (
 // critical one was refused, as the clients see it; after it, refusals stop
 // within 2 s and do not come back (20 s of calm: probes of the limit, which
 // halve what the gate admits, once brought a burst of refusals ten
-// seconds after the spike). TESTAPP_LAW=model runs it on the model law
-// (not in CI: it is experimental).
+// seconds after the spike).
 func TestRealHTTPCriticalFirst(t *testing.T) {
 	if race.Enabled {
 		t.Skip("timing-sensitive: make test runs it without -race")
 	}
 	cfg := Config{Workers: 2, Page: 8 * time.Millisecond, Exponential: true,
 		Parts: []Part{{Name: "recommendations", Cost: 3 * time.Millisecond}, {Name: "reviews", Cost: 2 * time.Millisecond}}}
-	switch law := os.Getenv("TESTAPP_LAW"); law {
-	case "", "search":
-	case "model":
-		cfg.ModelLaw = true
-	default:
-		t.Fatalf("TESTAPP_LAW=%q: want search or model", law)
-	}
 	on, off := cfg.Capacity()
 	const spike = 3.0
 	phases := []load.Phase{{Name: "calm", Rate: 0.65 * on, Duration: 8 * time.Second},

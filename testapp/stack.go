@@ -104,7 +104,7 @@ func Build(ctx context.Context, cfg Config, stack Stack) (*Protected, error) {
 		if stack == ShedOnly {
 			b.Controller().Freeze("shedding alone: the control run")
 		}
-		if err := tune(b.Controller(), cfg.ModelLaw, cfg.Priors); err != nil {
+		if err := setPriors(b.Controller(), cfg.Priors); err != nil {
 			return nil, err
 		}
 		return &Protected{Handler: h, App: app, Controller: b.Controller(), Shedder: b.Shedder()}, nil
@@ -122,7 +122,7 @@ func Build(ctx context.Context, cfg Config, stack Stack) (*Protected, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := tune(ctl, cfg.ModelLaw, cfg.Priors); err != nil {
+		if err := setPriors(ctl, cfg.Priors); err != nil {
 			return nil, err
 		}
 		go ctl.Run(ctx, dimmer.Local(rec))
@@ -144,14 +144,12 @@ func Build(ctx context.Context, cfg Config, stack Stack) (*Protected, error) {
 	return nil, fmt.Errorf("testapp: unknown stack %q", stack)
 }
 
-// tune puts ctl on the model law (model) and sets its features' configured
-// costs (priors, by name).
-func tune(ctl *dimmer.Controller, model bool, priors map[string]float64) error {
-	if !model && len(priors) == 0 {
+// setPriors sets ctl's features' configured costs (priors, by name).
+func setPriors(ctl *dimmer.Controller, priors map[string]float64) error {
+	if len(priors) == 0 {
 		return nil
 	}
 	dc := ctl.Config()
-	dc.Model = dc.Model || model
 	dc.Features = slices.Clone(dc.Features)
 	for name, v := range priors {
 		i := slices.IndexFunc(dc.Features, func(f dimmer.Feature) bool { return f.Name == name })

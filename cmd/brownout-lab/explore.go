@@ -35,7 +35,7 @@ stdout, progress (one line a second) to stderr.
 
 Views (defaults in brackets):
   controller  per load, the controller against θ*: in time, optional share,
-              changes of direction, swing, regime moves [loads 90…150, 20 seeds from 1000, 300 s]
+              changes of direction, swing [loads 90…150, 20 seeds from 1000, 300 s]
   trace       one run: the level, the signals and the controller's status
               at every change of level, every second with --all [load 120, seed 1001, 300 s]
   step        the same trace through the lab's step, 80 → 150 → 80 req/s, the
@@ -79,10 +79,11 @@ Views (defaults in brackets):
               each saturated second of the first 40: λ·c(θ) = u·T·c(b),
               c(b) = 1 − 0.4·(1 − b) [loads 90…150, 5 seeds from 1000, 120 s]
 
-The controller's knobs (--rr, --evidence, --max-step, --low, --setpoint,
---model, --tick) change sim.BrownoutConfig for the views that run the
-controller; 0 keeps the lab's. --tick sets the lab's period too. --untallied feeds it what brownoutd's scrape and PromQL
-sources give: no feature tallies and no work (sim.Untallied).
+The controller's knobs (--rr, --low, --setpoint, --tick) change
+sim.BrownoutConfig for the views that run the controller (dimmer's model
+law); 0 keeps the lab's. --tick sets the lab's period too. --untallied
+feeds it what brownoutd's scrape and PromQL sources give: no feature
+tallies and no work (sim.Untallied).
 
 Flags:
 `
@@ -116,9 +117,8 @@ type explorer struct {
 	tick      time.Duration
 	quiet     bool
 
-	rr, evidence, maxStep, low, setpoint float64
-	model                                bool
-	untallied                            bool
+	rr, low, setpoint float64
+	untallied         bool
 }
 
 // viewDefaults are each view's loads, load, seed, first seed, seed count
@@ -194,11 +194,8 @@ func runExplore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.DurationVar(&e.hold, "hold", 30*time.Second, "step and turns: how long the step's overload lasts")
 	fs.BoolVar(&e.quiet, "quiet", false, "no progress on stderr")
 	fs.Float64Var(&e.rr, "rr", 0, "the controller's reject.ratio target (the lab's: 0.01)")
-	fs.Float64Var(&e.evidence, "evidence", 0, "the controller's Evidence")
-	fs.Float64Var(&e.maxStep, "max-step", 0, "the controller's MaxStep")
 	fs.Float64Var(&e.low, "low", 0, "the controller's Low")
 	fs.Float64Var(&e.setpoint, "setpoint", 0, "the controller's Setpoint")
-	fs.BoolVar(&e.model, "model", false, "the controller on the model law (Config.Model, experimental)")
 	fs.BoolVar(&e.untallied, "untallied", false, "the controller reads no feature tallies nor work, as from brownoutd's scrape or PromQL source (sim.Untallied)")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), exploreUsage); fs.PrintDefaults() }
 
@@ -336,19 +333,12 @@ func (e *explorer) config() dimmer.Config {
 	if e.rr != 0 {
 		cfg.Targets[1].Target = e.rr
 	}
-	if e.evidence != 0 {
-		cfg.Evidence = e.evidence
-	}
-	if e.maxStep != 0 {
-		cfg.MaxStep = e.maxStep
-	}
 	if e.low != 0 {
 		cfg.Low = e.low
 	}
 	if e.setpoint != 0 {
 		cfg.Setpoint = e.setpoint
 	}
-	cfg.Model = e.model
 	cfg.Tick = e.tick
 	return cfg
 }
@@ -385,11 +375,10 @@ func (e *explorer) run(load sim.Profile, d sim.Dimmer, seed uint32, dur time.Dur
 
 // judged is a run judged after the first minute.
 type judged struct {
-	w                    sim.Window
-	dirs                 int
-	swing                float64
-	min, max             float64
-	regimeUp, regimeDown int // the trim's regime moves (at a constant load: false alarms)
+	w        sim.Window
+	dirs     int
+	swing    float64
+	min, max float64
 }
 
 func (e *explorer) judge(res sim.Result, rec *lab.Recorder) judged {
@@ -399,14 +388,6 @@ func (e *explorer) judge(res sim.Result, rec *lab.Recorder) judged {
 	}
 	if rec != nil {
 		x.swing = lab.Swing(rec.Levels[min(e.swingFrom, len(rec.Levels)):])
-		for _, st := range rec.Status {
-			switch {
-			case strings.Contains(st.Reason, "conditions changed, brightening"):
-				x.regimeUp++
-			case strings.Contains(st.Reason, "conditions changed, dimming"):
-				x.regimeDown++
-			}
-		}
 	}
 	return x
 }
@@ -508,12 +489,11 @@ func (e *explorer) controller(table []lab.Row) error {
 	}
 	for l, load := range e.loads {
 		var it, op, maxSwing float64
-		maxDirs, nd, ns, ru, rd := 0, 0, 0, 0, 0
+		maxDirs, nd, ns := 0, 0, 0
 		for _, x := range out[l*n : (l+1)*n] {
 			it += x.w.InTime / float64(n)
 			op += x.w.Optional / float64(n)
 			maxDirs, maxSwing = max(maxDirs, x.dirs), max(maxSwing, x.swing)
-			ru, rd = ru+x.regimeUp, rd+x.regimeDown
 			if x.dirs > 2 {
 				nd++
 			}
@@ -524,8 +504,8 @@ func (e *explorer) controller(table []lab.Row) error {
 		st := star[load]
 		okOpt := op >= 0.9*st.Theta || (st.Theta < 0.2 && op >= st.Theta-0.02)
 		okIT := it >= st.InTime-0.005
-		fmt.Fprintf(e.out, "load %v: θ* %.2f in-time %.2f%% (θ* %.2f%%) %v optional %.3f %v dirs(max) %d (>2: %d) swing(max) %.2f (>0.2: %d) regime up %d down %d\n",
-			load, st.Theta, 100*it, 100*st.InTime, okIT, op, okOpt, maxDirs, nd, maxSwing, ns, ru, rd)
+		fmt.Fprintf(e.out, "load %v: θ* %.2f in-time %.2f%% (θ* %.2f%%) %v optional %.3f %v dirs(max) %d (>2: %d) swing(max) %.2f (>0.2: %d)\n",
+			load, st.Theta, 100*it, 100*st.InTime, okIT, op, okOpt, maxDirs, nd, maxSwing, ns)
 	}
 	return nil
 }
@@ -621,7 +601,7 @@ func (e *explorer) dip() error {
 // landing prints, per load and seed, the first four moves of the level
 // with the pressure of latency (p, p99 over the target) and of refusals
 // (r, over their 1 %) at each, and the median level after two minutes:
-// where the trim lands after the fall, against where it settles.
+// where the law lands after the fall, against where it settles.
 func (e *explorer) landing() error {
 	n := e.seeds
 	lines := make([]string, len(e.loads)*n)

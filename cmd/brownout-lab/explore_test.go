@@ -35,11 +35,11 @@ func TestExploreTracesTheController(t *testing.T) {
 }
 
 // TestExploreUntallied: --untallied feeds the controller no tallies and
-// no work, as brownoutd's scrape and PromQL sources do: the model law,
-// behind the lab's gate, then counts work in all-off requests, where with
-// the lab's tallies it counts seconds of service.
+// no work, as brownoutd's scrape and PromQL sources do: the law, behind
+// the lab's gate, then counts work in all-off requests, where with the
+// lab's tallies it counts seconds of service.
 func TestExploreUntallied(t *testing.T) {
-	args := []string{"explore", "trace", "--model", "--load", "150", "--seed", "3", "--duration", "20s", "--quiet"}
+	args := []string{"explore", "trace", "--load", "150", "--seed", "3", "--duration", "20s", "--quiet"}
 	tallied, _, err := runArgs(args...)
 	require.NoError(t, err)
 	assert.Contains(t, tallied, "s of service a second")
@@ -52,7 +52,7 @@ func TestExploreUntallied(t *testing.T) {
 // TestExploreStepHolds: the step's trace holds its overload --hold, as the
 // turns view counts it: the load is back at 80 req/s 20 s after the step.
 func TestExploreStepHolds(t *testing.T) {
-	out, _, err := runArgs("explore", "step", "--model", "--hold", "20s", "--duration", "60s", "--all", "--quiet")
+	out, _, err := runArgs("explore", "step", "--hold", "20s", "--duration", "60s", "--all", "--quiet")
 	require.NoError(t, err)
 	load := func(sec string) string {
 		for l := range strings.Lines(out) {
@@ -70,11 +70,11 @@ func TestExploreStepHolds(t *testing.T) {
 // direction over seeds, for the overload and the run asked for; the same
 // for the same seeds.
 func TestExploreTurns(t *testing.T) {
-	out, errOut, err := runArgs("explore", "turns", "--model", "--seeds", "4", "--hold", "20s", "--duration", "80s", "--quiet")
+	out, errOut, err := runArgs("explore", "turns", "--seeds", "4", "--hold", "20s", "--duration", "80s", "--quiet")
 	require.NoError(t, err)
 	assert.Empty(t, errOut)
 	assert.Regexp(t, `^step 80 → 150 → 80 req/s, overload 20s, 30s after the return, 4 seeds from 1: more than two turns from the step on \d; twice or more during the overload \d; more than once after the return \d; dimmed from full brightness after the return \d, seconds after it \[[\d ]*\]\n$`, out)
-	again, _, err := runArgs("explore", "turns", "--model", "--seeds", "4", "--hold", "20s", "--duration", "80s", "--quiet")
+	again, _, err := runArgs("explore", "turns", "--seeds", "4", "--hold", "20s", "--duration", "80s", "--quiet")
 	require.NoError(t, err)
 	assert.Equal(t, out, again, "deterministic")
 }
@@ -83,7 +83,7 @@ func TestExploreTurns(t *testing.T) {
 // that turns as one of its counts counts it, before the counts: as many
 // lines as the seeds in their union.
 func TestExploreTurnsVerbose(t *testing.T) {
-	out, _, err := runArgs("explore", "turns", "--model", "--seed0", "1", "--seeds", "12", "--hold", "90s", "--duration", "150s", "--quiet", "--verbose")
+	out, _, err := runArgs("explore", "turns", "--seed0", "1", "--seeds", "12", "--hold", "90s", "--duration", "150s", "--quiet", "--verbose")
 	require.NoError(t, err)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	m := regexp.MustCompile(`more than two turns from the step on (\d+); twice or more during the overload (\d+); more than once after the return (\d+);`).FindStringSubmatch(lines[len(lines)-1])
@@ -127,7 +127,7 @@ func TestExploreSwings(t *testing.T) {
 	if race.Enabled {
 		t.Skip("24 lab runs with their oracles: too slow under -race")
 	}
-	out, errOut, err := runArgs("explore", "swings", "--model", "--seeds", "1", "--duration", "91s", "--quiet")
+	out, errOut, err := runArgs("explore", "swings", "--seeds", "1", "--duration", "91s", "--quiet")
 	require.NoError(t, err)
 	assert.Empty(t, errOut)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
@@ -179,6 +179,11 @@ func TestExploreBadUsage(t *testing.T) {
 		{[]string{"explore", "dip", "--dip-to", "0"}, "--dip-to 0"},
 		{[]string{"explore", "dip", "--dip-to", "1.5"}, "--dip-to 1.5"},
 		{[]string{"explore", "dip", "--dip-to", "NaN"}, "--dip-to NaN"},
+		// The model law is the only law: its switch and the search law's
+		// knobs are gone.
+		{[]string{"explore", "trace", "--model"}, "flag provided but not defined: -model"},
+		{[]string{"explore", "trace", "--evidence", "5"}, "flag provided but not defined: -evidence"},
+		{[]string{"explore", "trace", "--max-step", "0.1"}, "flag provided but not defined: -max-step"},
 	} {
 		_, _, err := runArgs(c.args...)
 		require.Error(t, err, "%q", c.args)
@@ -196,7 +201,7 @@ func TestExploreHelpListsTheViews(t *testing.T) {
 	for _, v := range exploreViews {
 		assert.Contains(t, out, "\n  "+v+" ", "the usage describes %s", v)
 	}
-	for _, f := range []string{"-loads", "-seed0", "-oracle", "-dip-trace", "-max-step"} {
+	for _, f := range []string{"-loads", "-seed0", "-oracle", "-dip-trace", "-setpoint", "-untallied"} {
 		assert.Contains(t, out, f)
 	}
 }

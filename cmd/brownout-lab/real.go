@@ -19,12 +19,13 @@ import (
 const realUsage = `Usage:
   brownout-lab real [flags]
 
-Runs the embedded stack (the README's snippet, package defaults) in front of
-a test app with a hidden bottleneck, in its own process on 127.0.0.1, and
-sends it open-loop load from this one. Prints one line a second to stderr and
-a table per phase (each measured without its first 5 s) to stdout, then,
-with a controller, what it had learned of each feature's cost when the load
-ended, beside the part's true cost.
+Runs the embedded stack (the README's snippet, package defaults: the
+controller on dimmer's model law) in front of a test app with a hidden
+bottleneck, in its own process on 127.0.0.1, and sends it open-loop load
+from this one. Prints one line a second to stderr and a table per phase
+(each measured without its first 5 s) to stdout, then, with a controller,
+what it had learned of each feature's cost when the load ended, beside the
+part's true cost.
 
 Flags:
 `
@@ -39,7 +40,6 @@ func runReal(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	priors := fs.String("priors", "", "the controller's configured costs (dimmer.Feature.Cost: shares of the all-off page), name=share,…; default: none set (1 each)")
 	exp := fs.Bool("exponential", false, "draw costs from an exponential distribution instead of holding them exactly")
 	wall := fs.Bool("wall-time", false, "the app does not report each page's time on its worker to the tallies (signals.Held): costs are then learned from the pages' wall time (the wait for a worker and remote parts included) instead of the pool's")
-	law := fs.String("law", "search", "the controller's law: search (the default) or model (dimmer's experimental model law; the brownout and failsafe stacks)")
 	cont := fs.String("contention", "", "database-like contention alpha,beta: service time × (1 + alpha·(n−1) + beta·n·(n−1)) with n in service")
 	phases := fs.String("phases", "", "offered load, phases in order, each rate:duration, sine:mean:amplitude:period:duration, square:mean:amplitude:period:duration or ramp:from:to:duration, e.g. 300:20s,sine:400:200:30s:2m (default: --calm × the all-on capacity for 20 s, --spike × the all-off capacity for 40 s, --calm × the all-on capacity for 30 s)")
 	spike := fs.Float64("spike", 2, "the spike, in multiples of the all-off capacity (without --phases)")
@@ -70,13 +70,6 @@ func runReal(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return usageError{err.Error()}
 	}
 	cfg := testapp.Config{Workers: *workers, Page: *page, Parts: ps, Exponential: *exp, Priors: pr, WallTime: *wall}
-	switch *law {
-	case "search":
-	case "model":
-		cfg.ModelLaw = true
-	default:
-		return usagef("--law %q: want search or model", *law)
-	}
 	if *cont != "" {
 		if cfg.Contention.Alpha, cfg.Contention.Beta, err = testapp.ParseContention(*cont); err != nil {
 			return usageError{err.Error()}

@@ -20,7 +20,7 @@ func TestRealBadInput(t *testing.T) {
 	}{
 		{[]string{"real", "--parts", "recommendations=3ms@far"}, "want name=duration or name=duration@remote"},
 		{[]string{"real", "--priors", "reviews=0"}, `prior "reviews=0": want name=share > 0`},
-		{[]string{"real", "--law", "guess"}, `--law "guess"`},
+		{[]string{"real", "--law", "model"}, "flag provided but not defined: -law"}, // one law: no choice
 	} {
 		_, _, err := runArgs(c.args...)
 		assert.True(t, errors.As(err, new(usageError)), "%q: a usage error (exit 2): %v", c.args, err)

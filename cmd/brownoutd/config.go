@@ -70,27 +70,39 @@ type serviceCfg struct {
 	serviceFields `yaml:",inline"`
 }
 
-// lawConfig is law:. Kind chooses the control law: "search" (the
-// default, dimmer's search law) or "model" (experimental: dimmer.Config's
-// Model, docs/model.md). The gains, max_rise, evidence and max_step are
-// the search law's alone (searchOnly).
+// lawConfig is law:, the control law: dimmer's model law (docs/model.md),
+// the only one. Kind may name it ("model") or be left out; "search" was
+// the former default law, removed with its settings (the removed fields,
+// removedKeys): each is read only to say what the model law does instead.
 type lawConfig struct {
-	Kind         string   `yaml:"kind"`
-	High         float64  `yaml:"high"`
-	Low          float64  `yaml:"low"`
-	Hold         duration `yaml:"hold"`
-	DownGain     float64  `yaml:"down_gain"`
-	UpGain       float64  `yaml:"up_gain"`
-	Proportional float64  `yaml:"proportional"`
-	MaxRise      float64  `yaml:"max_rise"`
-	Evidence     float64  `yaml:"evidence"`
-	MaxStep      float64  `yaml:"max_step"`
-	Quantum      float64  `yaml:"quantum"`
-	StaleAfter   int      `yaml:"stale_after"`
-	MaxShed      float64  `yaml:"max_shed"`
-	// Probe (model law): the most of the users a feature all on or all
-	// off is flipped for, so that its cost stays measured; negative: off.
+	Kind       string   `yaml:"kind"`
+	High       float64  `yaml:"high"`
+	Low        float64  `yaml:"low"`
+	Hold       duration `yaml:"hold"`
+	Quantum    float64  `yaml:"quantum"`
+	StaleAfter int      `yaml:"stale_after"`
+	MaxShed    float64  `yaml:"max_shed"`
+	// Probe: the most of the users a feature all on or all off is
+	// flipped for, so that its cost stays measured; negative: off.
 	Probe float64 `yaml:"probe"`
+
+	// The search law's settings, errors whenever set.
+	DownGain     removed `yaml:"down_gain"`
+	UpGain       removed `yaml:"up_gain"`
+	Proportional removed `yaml:"proportional"`
+	MaxRise      removed `yaml:"max_rise"`
+	Evidence     removed `yaml:"evidence"`
+	MaxStep      removed `yaml:"max_step"`
+}
+
+// removed is a setting that no longer exists: it records only that the
+// file sets it (to any value but null), so that check-config says what
+// replaced it rather than "unknown field" or a type error.
+type removed bool
+
+func (r *removed) UnmarshalYAML(*yaml.Node) error {
+	*r = true
+	return nil
 }
 
 type targetCfg struct {
@@ -407,16 +419,13 @@ func resolveService(name string, fc *serviceFields, prefix string, top func(path
 	at := func(path, format string, a ...any) { top(prefix+path, format, a...) }
 	c := &serviceConfig{Name: name, Auth: fc.Auth, Defaults: map[string]bool{},
 		Push: fc.Sources.Push, Scrape: fc.Sources.Scrape, PromQL: fc.Sources.PromQL}
-	model := lawKind(fc.Law, at)
-	d := dimmer.Config{Tick: time.Duration(fc.Tick), Model: model, High: fc.Law.High, Low: fc.Law.Low, Hold: time.Duration(fc.Law.Hold),
-		DownGain: fc.Law.DownGain, UpGain: fc.Law.UpGain, Proportional: fc.Law.Proportional, MaxRise: fc.Law.MaxRise,
-		Evidence: fc.Law.Evidence, MaxStep: fc.Law.MaxStep, Quantum: fc.Law.Quantum,
-		StaleAfter: fc.Law.StaleAfter, MaxShed: fc.Law.MaxShed, Probe: fc.Law.Probe}
+	checkLaw(fc.Law, at)
+	d := dimmer.Config{Tick: time.Duration(fc.Tick), High: fc.Law.High, Low: fc.Law.Low, Hold: time.Duration(fc.Law.Hold),
+		Quantum: fc.Law.Quantum, StaleAfter: fc.Law.StaleAfter, MaxShed: fc.Law.MaxShed, Probe: fc.Law.Probe}
 	if d.Tick != 0 && d.Tick < 100*time.Millisecond {
 		at("tick", "%v: at least 100ms", d.Tick)
 	}
-	for name, v := range map[string]float64{"law.high": d.High, "law.low": d.Low, "law.down_gain": d.DownGain, "law.up_gain": d.UpGain,
-		"law.proportional": d.Proportional, "law.max_rise": d.MaxRise, "law.evidence": d.Evidence, "law.max_step": d.MaxStep, "law.quantum": d.Quantum} {
+	for name, v := range map[string]float64{"law.high": d.High, "law.low": d.Low, "law.quantum": d.Quantum} {
 		if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
 			at(name, "%v: must not be negative", v)
 		}
@@ -427,10 +436,7 @@ func resolveService(name string, fc *serviceFields, prefix string, top func(path
 	if d.Quantum > 0.5 {
 		at("law.quantum", "%v: at most 0.5", d.Quantum)
 	}
-	switch p := fc.Law.Probe; {
-	case p != 0 && !model:
-		at("law.probe", "only the model law probes (law.kind: model); remove it")
-	case math.IsNaN(p) || p > dimmer.MaxProbe:
+	if p := fc.Law.Probe; math.IsNaN(p) || p > dimmer.MaxProbe {
 		at("law.probe", "%v: at most %v (a share of the users), or negative for no probe", p, dimmer.MaxProbe)
 	}
 	for i, t := range fc.Targets {
@@ -557,39 +563,37 @@ func resolveService(name string, fc *serviceFields, prefix string, top func(path
 	return c
 }
 
-// searchOnly are the law: settings the model law does not read, each with
+// removedKeys are the search law's settings, removed with it, each with
 // what the model law does instead.
-var searchOnly = []struct {
+var removedKeys = []struct {
 	field string
-	set   func(lawConfig) bool
+	set   func(lawConfig) removed
 	does  string
 }{
-	{"down_gain", func(l lawConfig) bool { return l.DownGain != 0 }, "it has no gains: it measures the load and sets the levels the load allows"},
-	{"up_gain", func(l lawConfig) bool { return l.UpGain != 0 }, "it has no gains: it measures the load and sets the levels the load allows"},
-	{"proportional", func(l lawConfig) bool { return l.Proportional != 0 }, "it has no gains: it measures the load and sets the levels the load allows"},
-	{"max_rise", func(l lawConfig) bool { return l.MaxRise != 0 }, "it brightens at once as far as the measured load allows"},
-	{"evidence", func(l lawConfig) bool { return l.Evidence != 0 }, "it gathers no evidence: it measures the load and sets the levels from it"},
-	{"max_step", func(l lawConfig) bool { return l.MaxStep != 0 }, "it takes no trial steps: it measures the load and sets the levels from it"},
+	{"down_gain", func(l lawConfig) removed { return l.DownGain }, "the law has no gains: it measures the load and sets the levels the load allows"},
+	{"up_gain", func(l lawConfig) removed { return l.UpGain }, "the law has no gains: it measures the load and sets the levels the load allows"},
+	{"proportional", func(l lawConfig) removed { return l.Proportional }, "the law has no gains: it measures the load and sets the levels the load allows"},
+	{"max_rise", func(l lawConfig) removed { return l.MaxRise }, "the law brightens at once as far as the measured load allows"},
+	{"evidence", func(l lawConfig) removed { return l.Evidence }, "the law gathers no evidence: it measures the load and sets the levels from it"},
+	{"max_step", func(l lawConfig) removed { return l.MaxStep }, "the law takes no trial steps: it measures the load and sets the levels from it"},
 }
 
-// lawKind reads law.kind and reports whether it is the model law; under
-// it, a search-only setting is an error (a setting that silently does
-// nothing would mislead whoever tunes it).
-func lawKind(l lawConfig, at func(path, format string, a ...any)) bool {
+// checkLaw reads law.kind — the model law, named or left out — and
+// reports the search law and its settings, which were removed: a setting
+// that silently did nothing would mislead whoever tunes it.
+func checkLaw(l lawConfig, at func(path, format string, a ...any)) {
 	switch l.Kind {
-	case "", api.LawSearch:
-		return false
-	case api.LawModel:
+	case "", api.LawModel:
+	case "search":
+		at("law.kind", "%q: the search law was removed: the model law is the only law; remove it", l.Kind)
 	default:
-		at("law.kind", "%q: want %s (the default) or %s (experimental)", l.Kind, api.LawSearch, api.LawModel)
-		return false
+		at("law.kind", "%q: want %s, the only law (the default)", l.Kind, api.LawModel)
 	}
-	for _, s := range searchOnly {
+	for _, s := range removedKeys {
 		if s.set(l) {
-			at("law."+s.field, "has no meaning under the model law (law.kind: model): %s; remove it", s.does)
+			at("law."+s.field, "no longer exists: %s; remove it", s.does)
 		}
 	}
-	return true
 }
 
 // corsOrigin checks an origin that may evaluate from a browser
@@ -767,22 +771,13 @@ func runCheckConfig(args []string, stdout, stderr io.Writer) error {
 	if len(c.Services) > 0 {
 		var l []string
 		for _, s := range c.Services {
-			l = append(l, s.Name+": features "+featureNames(s.Dimmer)+lawNote(s.Dimmer))
+			l = append(l, s.Name+": features "+featureNames(s.Dimmer))
 		}
 		fmt.Fprintf(stdout, "%s: ok (%d services: %s%s%s)\n", args[0], len(c.Services), strings.Join(l, "; "), corsNote(c.CORSOrigins), capsNote(c))
 		return nil
 	}
-	fmt.Fprintf(stdout, "%s: ok (features %s%s%s%s)\n", args[0], featureNames(c.Dimmer), lawNote(c.Dimmer), corsNote(c.CORSOrigins), capsNote(c))
+	fmt.Fprintf(stdout, "%s: ok (features %s%s%s)\n", args[0], featureNames(c.Dimmer), corsNote(c.CORSOrigins), capsNote(c))
 	return nil
-}
-
-// lawNote says the model law, for a summary line: nothing for the
-// default search law.
-func lawNote(d dimmer.Config) string {
-	if !d.Model {
-		return ""
-	}
-	return "; the model law (experimental)"
 }
 
 // capsNote says the caps of connections and streams, for a summary line,

@@ -99,33 +99,51 @@ sources:
 	assert.ErrorContains(t, err, "want a duration")
 }
 
-// TestLawKind: law.kind chooses the control law — search by default,
-// model on request — and check-config refuses an unknown kind, and under
-// the model law every search-only setting, naming it and saying what the
-// model law does instead.
+// TestLawKind: the model law is the only law — law.kind may name it or
+// be left out — and check-config refuses an unknown kind, the removed
+// search law, and each of the search law's settings whenever set (to 0,
+// to something not a number), naming it and saying what the model law
+// does instead.
 func TestLawKind(t *testing.T) {
 	for _, tc := range []struct {
-		src   string
-		model bool
-		errs  []string // each a substring of the error; none: valid
+		src  string
+		errs []string // each a substring of the error; none: valid
 	}{
-		{src: "", model: false},
-		{src: "law: {high: 0.9}\n", model: false},
-		{src: "law: {kind: search, evidence: 3, max_step: 0.2}\n", model: false},
-		{src: "law: {kind: model}\n", model: true},
-		{src: "law: {kind: model, high: 0.9, low: 0.6, hold: 10s, quantum: 0.02, stale_after: 5, max_shed: 1}\n", model: true},
-		{src: "law: {kind: model, probe: 0.1}\n", model: true},
-		{src: "law: {kind: model, probe: -1}\n", model: true},
+		{src: ""},
+		{src: "law: ~\n"},
+		{src: "law: {high: 0.9}\n"},
+		{src: "law: {kind: model}\n"},
+		{src: "law: {kind: model, high: 0.9, low: 0.6, hold: 10s, quantum: 0.02, stale_after: 5, max_shed: 1}\n"},
+		{src: "law: {probe: 0.05}\n"},
+		{src: "law: {kind: model, probe: 0.1}\n"},
+		{src: "law: {kind: model, probe: -1}\n"},
+		{src: "law: {evidence: ~}\n"}, // null: as if left out
 		{src: "law: {kind: model, probe: 0.5}\n", errs: []string{"line 1: law.probe: 0.5: at most 0.2 (a share of the users), or negative for no probe"}},
-		{src: "law: {probe: 0.05}\n", errs: []string{"line 1: law.probe: only the model law probes (law.kind: model); remove it"}},
-		{src: "law: {kind: Model}\n", errs: []string{`line 1: law.kind: "Model": want search (the default) or model (experimental)`}},
-		{src: "law: {kind: pid}\n", errs: []string{`law.kind: "pid"`}},
-		{src: "law:\n  kind: model\n  evidence: 3\n", errs: []string{
-			"line 3: law.evidence: has no meaning under the model law (law.kind: model): it gathers no evidence: it measures the load and sets the levels from it"}},
-		{src: "law:\n  kind: model\n  down_gain: 2\n  up_gain: 2\n  proportional: 1\n  max_rise: 0.5\n  max_step: 0.2\n", errs: []string{
-			"line 3: law.down_gain: has no meaning under the model law", "line 4: law.up_gain: has no meaning",
-			"line 5: law.proportional: has no meaning", "line 6: law.max_rise: has no meaning under the model law (law.kind: model): it brightens at once",
-			"line 7: law.max_step: has no meaning under the model law"}},
+		{src: "law:\n  kind: search\n", errs: []string{
+			`line 2: law.kind: "search": the search law was removed: the model law is the only law; remove it`}},
+		{src: "law: {kind: Model}\n", errs: []string{`line 1: law.kind: "Model": want model, the only law (the default)`}},
+		{src: "law: {kind: pid}\n", errs: []string{`line 1: law.kind: "pid": want model, the only law (the default)`}},
+		{src: "law:\n  evidence: 3\n", errs: []string{
+			"line 2: law.evidence: no longer exists: the law gathers no evidence: it measures the load and sets the levels from it; remove it"}},
+		{src: "law:\n  down_gain: 2\n", errs: []string{
+			"line 2: law.down_gain: no longer exists: the law has no gains: it measures the load and sets the levels the load allows; remove it"}},
+		{src: "law:\n  up_gain: 2\n", errs: []string{
+			"line 2: law.up_gain: no longer exists: the law has no gains: it measures the load and sets the levels the load allows; remove it"}},
+		{src: "law:\n  proportional: 1\n", errs: []string{
+			"line 2: law.proportional: no longer exists: the law has no gains: it measures the load and sets the levels the load allows; remove it"}},
+		{src: "law:\n  max_rise: 0.5\n", errs: []string{
+			"line 2: law.max_rise: no longer exists: the law brightens at once as far as the measured load allows; remove it"}},
+		{src: "law:\n  max_step: 0.2\n", errs: []string{
+			"line 2: law.max_step: no longer exists: the law takes no trial steps: it measures the load and sets the levels from it; remove it"}},
+		{src: "law:\n  evidence: 0\n", errs: []string{"line 2: law.evidence: no longer exists"}},
+		{src: "law:\n  max_rise: fast\n", errs: []string{"line 2: law.max_rise: no longer exists"}},
+		{src: "law:\n  kind: search\n  down_gain: 2\n  up_gain: 2\n  proportional: 1\n  max_rise: 0.5\n  evidence: 3\n  max_step: 0.2\n", errs: []string{
+			`line 2: law.kind: "search": the search law was removed`,
+			"line 3: law.down_gain: no longer exists", "line 4: law.up_gain: no longer exists",
+			"line 5: law.proportional: no longer exists", "line 6: law.max_rise: no longer exists",
+			"line 7: law.evidence: no longer exists", "line 8: law.max_step: no longer exists"}},
+		{src: "services:\n  - name: a\n    features: [{name: x}]\n    law: {evidence: 3}\n", errs: []string{
+			"line 4: services[0].law.evidence: no longer exists: the law gathers no evidence"}},
 	} {
 		c, err := parseConfig("law.yaml", []byte(tc.src))
 		if len(tc.errs) > 0 {
@@ -133,10 +151,10 @@ func TestLawKind(t *testing.T) {
 			for _, want := range tc.errs {
 				assert.ErrorContains(t, err, want, "%q", tc.src)
 			}
+			assert.NotContains(t, err.Error(), "unknown field", "%q: the error says what replaced it", tc.src)
 			continue
 		}
 		require.NoError(t, err, "%q", tc.src)
-		assert.Equal(t, tc.model, c.Dimmer.Model, "%q: the model law", tc.src)
 		_, err = dimmer.New(c.Dimmer)
 		assert.NoError(t, err, "%q", tc.src)
 	}
@@ -249,6 +267,7 @@ func FuzzConfig(f *testing.F) {
 	f.Add([]byte("features: [{name: a, floor: 0.5}]\ntargets: [{signal: error.ratio, target: '0.1'}]"))
 	f.Add([]byte("tick: 100ms\nlaw: {high: 2, low: 1}"))
 	f.Add([]byte("law: {kind: model, high: 0.9, evidence: 3}"))
+	f.Add([]byte("law: {kind: search, max_rise: fast}"))
 	b, _ = os.ReadFile("brownoutd.services.example.yaml")
 	f.Add(b)
 	f.Add([]byte("tick: 200ms\nservices: [{name: a, features: [{name: x}]}, {name: b, tick: 1s, sources: {push: {max_instances: 3}}}]"))

@@ -577,7 +577,7 @@ func synthState(i int) api.StateJSON {
 		SegmentNames: []string{"vip"}, Features: feats,
 		Signals: []api.ReadingJSON{{Signal: "latency.p99", Value: &v, Target: 0.3, Pressure: &p}},
 		Sources: []signals.SourceHealth{}, Tick: api.TickJSON{Period: "1s", Ticks: uint64(i)},
-		Law: api.LawJSON{Kind: api.LawSearch, High: 0.85, Low: 0.7, Setpoint: 0.775, CascadeAt: 1.5, MaxShed: 2}}
+		Law: api.LawJSON{Kind: api.LawModel, High: 0.85, Low: 0.7, Setpoint: 0.775, CascadeAt: 1.5, MaxShed: 2}}
 }
 
 func synthTick(i int, st api.StateJSON) api.Point {

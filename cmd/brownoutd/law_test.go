@@ -31,15 +31,14 @@ type lawSample struct {
 	reason string
 }
 
-// slowAnswersRun runs one service of the law kind on a daemon of default
-// settings, pushed to every second by an instance answering 100 requests
+// slowAnswersRun runs one service on a daemon of default settings, pushed to every second by an instance answering 100 requests
 // a second, in 50 ms, then 900 ms for slow from 20 s, then 50 ms again; it
 // returns the service's state each second until 70 s after the slow
 // answers end (virtual time).
-func slowAnswersRun(t *testing.T, kind string, tallied bool, slow time.Duration) []lawSample {
+func slowAnswersRun(t *testing.T, tallied bool, slow time.Duration) []lawSample {
 	var out []lawSample
 	synctest.Test(t, func(t *testing.T) {
-		r := newRig(t, "listen: 127.0.0.1:8080\nservices:\n  - name: shop\n    law: {kind: "+kind+"}\n", nil)
+		r := newRig(t, "listen: 127.0.0.1:8080\nservices:\n  - name: shop\n", nil)
 		r.start()
 		ctx, cancel := context.WithCancel(context.Background())
 		sched := []phase{{50 * time.Millisecond, 20 * time.Second}, {900 * time.Millisecond, 20*time.Second + slow}, {50 * time.Millisecond, time.Hour}}
@@ -109,11 +108,11 @@ func startTalliedLoad(ctx context.Context, t testing.TB, c *http.Client, ctl *di
 	}()
 }
 
-// TestServicesRunEachTheirLaw: on one daemon, a service on the search
-// law and one on the model law (law: {kind: model}) each take their
-// instance's pushes and dim under slow answers (900 ms against 300 ms),
-// and each one's /v1/state says its law — the model law's reason gives
-// the load and the capacity it set the levels for.
+// TestServicesRunEachTheirLaw: on one daemon, two services — one that
+// names the model law (law: {kind: model}), one that leaves law.kind out —
+// each take their instance's pushes and dim under slow answers (900 ms
+// against 300 ms), and each one's /v1/state says the model law, its
+// reason giving the load and the capacity it set the levels for.
 func TestServicesRunEachTheirLaw(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRig(t, `listen: 127.0.0.1:8080
@@ -129,12 +128,12 @@ services:
 		startRigLoad(ctx, t, c, "a", "", "a-1", time.Second, slow)
 		startRigLoad(ctx, t, c, "b", "", "b-1", time.Second, slow)
 		time.Sleep(40 * time.Second)
-		for _, tc := range []struct{ svc, law string }{{"a", api.LawSearch}, {"b", api.LawModel}} {
-			st := rigState(t, r, tc.svc)
-			assert.Equal(t, tc.law, st.Law.Kind, "%s: its law", tc.svc)
-			assert.Less(t, st.Features[0].Level, 1.0, "%s: %s dims under slow answers (%s)", tc.svc, st.Features[0].Name, st.Reason)
+		for _, svc := range []string{"a", "b"} {
+			st := rigState(t, r, svc)
+			assert.Equal(t, api.LawModel, st.Law.Kind, "%s: its law", svc)
+			assert.Less(t, st.Features[0].Level, 1.0, "%s: %s dims under slow answers (%s)", svc, st.Features[0].Name, st.Reason)
+			assert.Contains(t, st.Reason, "load 100/s, carries", "%s: the model law's reason speaks the model", svc)
 		}
-		assert.Contains(t, rigState(t, r, "b").Reason, "load 100/s, carries", "the model law's reason speaks the model")
 		cancel()
 		r.stop()
 		synctest.Wait()
@@ -152,7 +151,7 @@ func rigState(t *testing.T, r *rig, svc string) api.StateJSON {
 	return st
 }
 
-// TestSlowAnswersRecovery measures how each law recovers on the daemon
+// TestSlowAnswersRecovery measures how the law recovers on the daemon
 // after slow answers (slowAnswersRun; 30 s of them, or
 // BROWNOUTD_RECOVERY_SLOW): from the answers' recovery, the seconds to
 // the first step up and to every feature back at 1 (or the levels 50 s
@@ -173,17 +172,14 @@ func TestSlowAnswersRecovery(t *testing.T) {
 	}
 	recovered := 20*time.Second + slow
 	var table strings.Builder
-	fmt.Fprintf(&table, "%-7s %-8s %-18s %-14s %-17s %-16s %s\n", "law", "tallies", "levels at the end", "first step up", "first step ≥ 0.1", "all back at 1", "levels 50 s after")
-	for _, run := range []struct {
-		law     string
-		tallied bool
-	}{{"search", false}, {"model", false}, {"search", true}, {"model", true}} {
-		samples := slowAnswersRun(t, run.law, run.tallied, slow)
+	fmt.Fprintf(&table, "%-8s %-18s %-14s %-17s %-16s %s\n", "tallies", "levels at the end", "first step up", "first step ≥ 0.1", "all back at 1", "levels 50 s after")
+	for _, tallied := range []bool{false, true} {
+		samples := slowAnswersRun(t, tallied, slow)
 		up, big, back := "none", "none", "not within 70 s"
 		var dimmed, after map[string]float64
 		for i, s := range samples {
 			if mode == "trace" {
-				t.Logf("%s tallied=%v %5.1fs p99 %.3f shed %.2f %v %s", run.law, run.tallied, s.at.Seconds(), s.p99, s.shed, s.levels, s.reason)
+				t.Logf("tallied=%v %5.1fs p99 %.3f shed %.2f %v %s", tallied, s.at.Seconds(), s.p99, s.shed, s.levels, s.reason)
 			}
 			if s.at < recovered || i == 0 {
 				dimmed = s.levels
@@ -210,7 +206,7 @@ func TestSlowAnswersRecovery(t *testing.T) {
 		lv := func(m map[string]float64) string {
 			return fmt.Sprintf("%.2g, %.2g, %.2g", m["recommendations"], m["reviews"], m["gallery"])
 		}
-		fmt.Fprintf(&table, "%-7s %-8v %-18s %-14s %-17s %-16s %s\n", run.law, run.tallied, lv(dimmed), up, big, back, lv(after))
+		fmt.Fprintf(&table, "%-8v %-18s %-14s %-17s %-16s %s\n", tallied, lv(dimmed), up, big, back, lv(after))
 	}
 	t.Logf("slow answers (900 ms) for %s from 20 s, at 100 req/s, default settings; levels of recommendations, reviews, gallery; seconds after the answers recovered:\n%s", slow, table.String())
 }
@@ -223,10 +219,9 @@ func TestSlowAnswersRecovery(t *testing.T) {
 // tallies let it measure a request's work each period, and the work's
 // drop brings the levels back through the feedforward, without waiting
 // for the window's p99 (which holds the slow answers ten seconds more,
-// and says nothing of K at the work now). Over 30 runs: 3.5–5.5 s. The
-// search law: two features still off 50 s after.
+// and says nothing of K at the work now). Over 30 runs: 3.5–5.5 s.
 func TestModelLawFollowsSlowAnswers(t *testing.T) {
-	samples := slowAnswersRun(t, "model", true, 30*time.Second)
+	samples := slowAnswersRun(t, true, 30*time.Second)
 	recovered := 50 * time.Second
 	var dimmed bool
 	back := time.Duration(-1)

@@ -90,9 +90,9 @@ services:
 	assert.ErrorContains(t, err, "services: 101 services: at most 100")
 }
 
-// TestServicesLawKind: each service chooses its own law — a daemon may
-// run one service on each — and a search-only setting under a service's
-// model law is an error at its path.
+// TestServicesLawKind: each service runs the model law with its own
+// settings, and the removed search law and its settings are errors at the
+// service's path.
 func TestServicesLawKind(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "b.yaml")
@@ -100,18 +100,19 @@ func TestServicesLawKind(t *testing.T) {
   - name: a
     law: {kind: model, high: 0.9}
   - name: b
-    law: {evidence: 3}
+    law: {low: 0.6}
 `), 0o600))
 	b, err := os.ReadFile(file)
 	require.NoError(t, err)
 	c, err := parseConfig(file, b)
 	require.NoError(t, err)
-	assert.True(t, c.Services[0].Dimmer.Model, "a: the model law")
 	assert.Equal(t, 0.9, c.Services[0].Dimmer.High)
-	assert.False(t, c.Services[1].Dimmer.Model, "b: the search law, by default")
+	assert.Zero(t, c.Services[0].Dimmer.Low, "a: the default low")
+	assert.Equal(t, 0.6, c.Services[1].Dimmer.Low)
+	assert.Zero(t, c.Services[1].Dimmer.High, "b: the default high")
 	out, errOut, err := runArgs("check-config", file)
 	require.NoError(t, err, errOut)
-	assert.Contains(t, out, "ok (2 services: a: features recommendations, reviews, gallery; the model law (experimental); b: features recommendations, reviews, gallery)")
+	assert.Contains(t, out, "ok (2 services: a: features recommendations, reviews, gallery; b: features recommendations, reviews, gallery)")
 
 	_, err = parseConfig("bad.yaml", []byte(`services:
   - name: a
@@ -124,8 +125,9 @@ func TestServicesLawKind(t *testing.T) {
     law: {kind: feedforward}
 `))
 	require.Error(t, err)
-	assert.ErrorContains(t, err, "line 7: services[1].law.max_step: has no meaning under the model law")
-	assert.ErrorContains(t, err, `line 9: services[2].law.kind: "feedforward": want search (the default) or model (experimental)`)
+	assert.ErrorContains(t, err, `line 3: services[0].law.kind: "search": the search law was removed: the model law is the only law; remove it`)
+	assert.ErrorContains(t, err, "line 7: services[1].law.max_step: no longer exists: the law takes no trial steps: it measures the load and sets the levels from it; remove it")
+	assert.ErrorContains(t, err, `line 9: services[2].law.kind: "feedforward": want model, the only law (the default)`)
 }
 
 // TestServicesInherit: a service without its own tick or token files

@@ -26,7 +26,6 @@ func runSale(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	duration := fs.Duration("duration", 80*time.Second, "the whole timeline (warm-up 3/16, midnight 6/16, capacity dip 3/16, recovery 4/16)")
 	seed := fs.Uint64("seed", 1, "seed of the users and the mix")
 	workers := fs.Int("workers", 4, "our own shop's hidden worker pool")
-	law := lawFlag(fs, "`search|model`: our own shops' control law; model is experimental (the levels the measured load allows; docs/model.md)")
 	settle := fs.Duration("settle", 0, "wait after the traffic for the outbox before counting lost SMS (default: until 60 s after the SMS provider recovered)")
 	dialAddr := fs.String("dial", "", "serve the operator dial at this address (host:port), following the brownout run of our own shops; its URL is printed first")
 	fs.Usage = func() {
@@ -55,9 +54,6 @@ Flags:
 	}
 	if *target != "" && *compare {
 		return usagef("sale: --compare starts its own shops; it cannot use --target")
-	}
-	if *target != "" && law.set {
-		return usagef("sale: --law is our own shops' law; a --target shop runs its own")
 	}
 	runs := []string{*protect}
 	if *compare {
@@ -89,13 +85,6 @@ Flags:
 		}
 		front.running(name)
 		sc := shop.Config{Protect: p, Workers: *workers}
-		if p == shop.Brownout {
-			sc.Law = law.chosen() // the other runs have no law to choose
-		} else if !*compare {
-			if _, err := law.check("sale", p); err != nil {
-				return err
-			}
-		}
 		res, err := saleOnce(ctx, cfg, sc, stderr, front)
 		if err != nil {
 			return err

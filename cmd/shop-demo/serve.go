@@ -14,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/brownout/brownout"
 	"github.com/brownout/brownout/internal/cli"
 	"github.com/brownout/brownout/internal/replica"
 	"github.com/brownout/brownout/internal/server"
@@ -29,7 +28,6 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	state := fs.String("state", "", "state directory for the SQLite database, private to this user (default $STATE_DIRECTORY under systemd, else $XDG_STATE_HOME/brownout/shop, else ~/.local/state/brownout/shop)")
 	db := fs.String("db", "", "database: postgres://… for PostgreSQL, or an SQLite file path (default: shop.db in --state)")
 	protect := fs.String("protect", "brownout", "protection: none (the baseline), shed (shedding only), brownout")
-	law := lawFlag(fs, "`search|model`: the embedded controller's control law; model is experimental (the levels the measured load allows; docs/model.md); with --brownoutd the daemon's law.kind chooses")
 	workers := fs.Int("workers", 4, "the hidden worker pool (never told to the shedder)")
 	payment := fs.String("payment", "", "the payment gateway's base URL, http(s)://HOST:PORT[/PATH] (default: the shop starts its own simulated one)")
 	sms := fs.String("sms", "", "the SMS provider's base URL, http(s)://HOST:PORT[/PATH] (default: the shop starts its own simulated one)")
@@ -75,13 +73,7 @@ Flags:
 	if cfg.TrustedProxies, err = shed.ParseProxies(*proxies); err != nil {
 		return usagef("serve: --trusted-proxies %q: %v", *proxies, err)
 	}
-	if cfg.Law, err = law.check("serve", p); err != nil {
-		return err
-	}
 	if *brownoutd != "" {
-		if law.set {
-			return usageError{"--law is the embedded controller's: with --brownoutd the daemon's configuration chooses (law.kind)"}
-		}
 		if cfg.Brownoutd, err = replica.Parse(*brownoutd); err != nil {
 			return usagef("serve: --brownoutd %q: %v", *brownoutd, err)
 		}
@@ -225,51 +217,4 @@ func baseURL(flag, raw string) (string, error) {
 		return "", bad("empty port")
 	}
 	return strings.TrimRight(u.String(), "/"), nil
-}
-
-// lawValue is a --law flag: the embedded controller's control law,
-// brownout.LawSearch (the default) or brownout.LawModel.
-type lawValue struct {
-	name string
-	set  bool // given on the command line
-}
-
-// lawFlag defines --law on fs.
-func lawFlag(fs *flag.FlagSet, usage string) *lawValue {
-	l := &lawValue{name: brownout.LawSearch}
-	fs.Var(l, "law", usage)
-	return l
-}
-
-func (l *lawValue) String() string {
-	if l == nil {
-		return ""
-	}
-	return l.name
-}
-
-func (l *lawValue) Set(s string) error {
-	if s != brownout.LawSearch && s != brownout.LawModel {
-		return fmt.Errorf("want %s or %s", brownout.LawSearch, brownout.LawModel)
-	}
-	l.name, l.set = s, true
-	return nil
-}
-
-// chosen is the law for shop.Config.Law: empty unless given, so that the
-// default stays brownout's own.
-func (l *lawValue) chosen() string {
-	if !l.set {
-		return ""
-	}
-	return l.name
-}
-
-// check returns chosen for a shop protected by p: a law other than the
-// default needs a controller that runs (--protect brownout).
-func (l *lawValue) check(cmd string, p shop.Protect) (string, error) {
-	if l.set && l.name != brownout.LawSearch && p != shop.Brownout {
-		return "", usagef("%s: --law %s needs --protect brownout", cmd, l.name)
-	}
-	return l.chosen(), nil
 }

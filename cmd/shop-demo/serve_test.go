@@ -60,29 +60,6 @@ func TestServeService(t *testing.T) {
 	}
 }
 
-// TestLawFlag: --law is search or model, for a shop whose own controller
-// runs (--protect brownout, no --brownoutd: there the daemon chooses);
-// anything else is a usage error naming the flag, before a shop starts.
-func TestLawFlag(t *testing.T) {
-	for _, args := range [][]string{
-		{"serve", "--law", "pid"},
-		{"serve", "--law", "model", "--protect", "shed"},
-		{"serve", "--law", "model", "--brownoutd", "http://127.0.0.1:8080"},
-		{"serve", "--law", "search", "--brownoutd", "http://127.0.0.1:8080"},
-		{"sale", "--law", "Model"},
-		{"sale", "--law", "model", "--protect", "none"},
-		{"sale", "--law", "model", "--target", "http://127.0.0.1:8081"},
-	} {
-		var stdout, stderr bytes.Buffer
-		err := run(context.Background(), args, &stdout, &stderr)
-		var ue usageError
-		if assert.ErrorAs(t, err, &ue, "%v", args) {
-			assert.Contains(t, ue.Error(), "-law", "%v: the error names the flag", args)
-		}
-		assert.Empty(t, stdout.String(), "%v: nothing served", args)
-	}
-}
-
 func TestVersion(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	assert.NoError(t, run(context.Background(), []string{"version"}, &stdout, &stderr))
