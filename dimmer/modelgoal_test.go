@@ -12,7 +12,7 @@ import (
 	"github.com/brownout/brownout/sim"
 )
 
-// The model law (Config.Model) on the goal's seeds (judgeSeed0…+19, not
+// The law on the goal's seeds (judgeSeed0…+19, not
 // the 5 of TestLabModelLaw) at the oracle's constant loads, 300 s runs,
 // the first minute not counted; and on the capacity dip of
 // TestLabCapacityDip over its 40 seeds. docs/model.md reports both; these

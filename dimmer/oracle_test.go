@@ -351,7 +351,7 @@ func TestLabCapacityDip(t *testing.T) {
 	assert.LessOrEqual(t, late(took), dipBudget, "seeds that took over 30 s to θ*")
 }
 
-// TestLabModelLaw runs the model law (Config.Model, experimental) at the
+// TestLabModelLaw runs the law at the
 // oracle's constant loads beside θ*, on the first modelSeeds of the goal's
 // seeds, and asserts what it holds today: in time within a point of θ*'s,
 // at least modelShare of θ*'s optional share (within modelShareNear where
