@@ -1,7 +1,6 @@
 package dimmer
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -154,34 +153,6 @@ func (r *rig) silent() *State {
 	return r.c.Step(r.now, signals.Snapshot{Time: r.now})
 }
 
-// run steps for d at p99 and rr and returns the instants (from the start)
-// of the brightness changes, and the changes.
-func (r *rig) run(d time.Duration, p99, rr float64) (at []time.Duration, dv []float64) {
-	start := r.now
-	b := r.c.State().Brightness
-	for r.now.Sub(start) < d {
-		st := r.step(p99, rr)
-		if st.Brightness != b {
-			at, dv = append(at, r.now.Sub(start)), append(dv, st.Brightness-b)
-			b = st.Brightness
-		}
-	}
-	return at, dv
-}
-
-// land dims from full brightness with three fast steps (latency over
-// CascadeAt: 0.2 a period, to 0.4) and holds in the band (refusals under
-// target) until the trim has settled there. It wants refusalsConfig, a
-// load of 150 req/s and a 5 s window (newLabRig).
-func (r *rig) land() float64 {
-	r.t.Helper()
-	r.steps(3, 1.6, 0)
-	r.run(50*time.Second, 0.8, 0.005) // in the band: no evidence either way
-	require.InDelta(r.t, 0.4, r.c.State().Brightness, 1e-9, "landed where the fall left it")
-	require.Contains(r.t, r.c.Status().Reason, "settled, holding")
-	return r.c.State().Brightness
-}
-
 // newLabRig is a rig on cfg as in the lab: 150 req/s and a 5 s signal
 // window.
 func newLabRig(t testing.TB, cfg Config) *rig {
@@ -189,26 +160,6 @@ func newLabRig(t testing.TB, cfg Config) *rig {
 	r := newRig(t, cfg)
 	r.load, r.window = 150, 5*time.Second
 	return r
-}
-
-// untilRegimeMove steps up to n periods under Low and returns the state of
-// the first regime move ("conditions changed"), or nil: far under (p99
-// 0.1 s against 1 s) or, alternating, 0.2 and 0.45 s — under Low, some not
-// under Low/2, the mean 0.325.
-func (r *rig) untilRegimeMove(n int, alternate bool) *State {
-	for i := range n {
-		p99 := 0.1
-		if alternate {
-			p99 = 0.2
-			if i%2 == 1 {
-				p99 = 0.45
-			}
-		}
-		if st := r.step(p99, 0); strings.Contains(st.Reason, "conditions changed") {
-			return st
-		}
-	}
-	return nil
 }
 
 // gaps returns the differences between successive instants.
