@@ -90,6 +90,11 @@ const (
 // allows (docs/model.md).
 const LawModel = api.LawModel
 
+// LawSearch named the search law, which was removed.
+//
+// Deprecated: New returns an error for it; leave Options.Law empty.
+const LawSearch = "search"
+
 // Options configures New. Features is required in embedded mode (the
 // controller dims them); the rest takes the defaults.
 type Options struct {

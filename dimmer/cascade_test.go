@@ -81,9 +81,9 @@ func TestCascadeOnlyWhileItHelps(t *testing.T) {
 	assert.Greater(t, st.Shed, 0.0)
 }
 
-// The trim never runs while shedding: with High over target, a cascade
-// that does not unwind yet is held, not ended by a trim step.
-func TestTrimDoesNotEndShedding(t *testing.T) {
+// A cascade that does not unwind yet (High over target, the pressure
+// between them) is held, not ended by a move of the levels.
+func TestHeldCascadeIsNotEndedByALevelMove(t *testing.T) {
 	cfg := refusalsConfig()
 	cfg.High, cfg.Low, cfg.CascadeAt = 1.2, 0.9, 1.5
 	r := newRig(t, cfg)

@@ -237,8 +237,8 @@ type Config struct {
 	Logger *slog.Logger
 	// Probe is the share of the users the model law withholds a feature
 	// from while it is all on, and gives it to while it is all off, so
-	// that its cost stays measured (see the package documentation, "The
-	// model law", and probe.go). Default (0) DefaultProbe, 5 %; at most
+	// that its cost stays measured (see the package documentation,
+	// "Control law", and probe.go). Default (0) DefaultProbe, 5 %; at most
 	// MaxProbe, 0.2; a negative value turns the probe off. A Probe under
 	// the Quantum probes nothing (a level moves by quanta).
 	Probe float64

@@ -191,7 +191,8 @@ func BenchmarkStep(b *testing.B) {
 }
 
 // BenchmarkStepDimmed measures a steady step of a dimmed controller: the
-// law's trim path (evidence, settle, the account) without a publish.
+// law's path (the load's tracker, the costs, K's feedback) without a
+// publish.
 func BenchmarkStepDimmed(b *testing.B) {
 	c, _ := New(benchConfig(10))
 	now := t0

@@ -559,6 +559,16 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 	if lam >= 0 {
 		m.mdl.loadAt = now
 	}
+	if e.k <= 0 && b < target && o.p >= cfg.Low {
+		// K unknown, the levels dimmed, and the targets not well met:
+		// levels adopted from a checkpoint that held no capacity (an
+		// earlier release's), or left by a cap that lifted before any
+		// overload. They hold until an overload measures K (the cold
+		// rule) or a period well within target lets them go to the
+		// ceiling: taken there at once, an adopted dim under load was
+		// undone in the first period after a replica took over.
+		target = b
+	}
 	w.budget = target
 
 	if b < 0 {

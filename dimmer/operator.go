@@ -168,6 +168,8 @@ func (c *Controller) ReconfigureAt(now time.Time, cfg Config) error {
 		// The runs over High and of a standing queue count periods: of
 		// the old Tick, they say nothing about the new one's.
 		m.mdl.overRun, m.mdl.standRun = 0, 0
+		// (And the change detector's sums, one period's worth each.)
+		m.mdl.overSum, m.mdl.underSum = 0, 0
 	}
 	oldCfg, oldCost, oldLearned, oldReach := c.cfg, m.mdl.cost, m.mdl.learned, m.mdl.reachN
 	c.cfg, c.spans, c.capped = cfg, spans(cfg.Features), capped(&cfg)

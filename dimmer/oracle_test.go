@@ -285,15 +285,15 @@ func TestLabCalmControl(t *testing.T) {
 // back within 0.1 of θ*. Over dipSeeds seeds, with two budgets:
 //
 //   - back within 0.05 of the level held before the dip (or within 0.1
-//     of θ*): at most dipOwnBudget late. This is the controller's own
-//     recovery: a regime fall remembers the level it left, and the
-//     capacity's return goes back there. Over seeds 20000–20299, 4 of
-//     300 were late.
+//     of θ*): at most dipOwnBudget late. The capacity's return shows
+//     in the periods carried well within target, which raise K again.
+//     Over seeds 20000–20299, 4 of 300 were late on the search law this
+//     law replaced.
 //   - back within 0.1 of θ*: at most dipBudget late. Over seeds
-//     20000–20299, 24 of 300 were (8 %); 17 of them held a level under
-//     0.5 before the dip — the landing of the first two minutes put them
-//     there, and the settled trim does not climb 0.1 in the 75 s before
-//     the dip — and went back to that level instead.
+//     20000–20299, 24 of 300 were (8 %) on the search law this law
+//     replaced; 17 of them held a level under 0.5 before the dip and went
+//     back to that level instead. The law: back within 0.1 of θ* 3–7 s
+//     after the return on seeds 10000–10039.
 const (
 	dipSeeds     = 40
 	dipOwnBudget = 2

@@ -28,7 +28,7 @@ func TestReconfigureKeepsTheLevels(t *testing.T) {
 	st := c.State()
 	assert.Equal(t, before.Generation+1, st.Generation, "a reload publishes a state")
 	assert.Same(t, st, <-ch, "and tells subscribers")
-	assert.Equal(t, before.Brightness, st.Brightness, "the integrator stays")
+	assert.Equal(t, before.Brightness, st.Brightness, "the brightness stays")
 	for i := range before.Features {
 		assert.Equal(t, before.Features[i].Level, st.Features[i].Level, "%s: the level stays", before.Features[i].Name)
 		assert.Equal(t, before.Features[i].Segments, st.Features[i].Segments)
@@ -256,4 +256,5 @@ func TestReconfigureTickKeepsRunsInPeriods(t *testing.T) {
 	require.NoError(t, r.c.ReconfigureAt(r.now, cfg))
 	assert.Zero(t, r.c.mu.mdl.overRun, "the run over High starts afresh")
 	assert.Zero(t, r.c.mu.mdl.standRun, "and the standing queue's")
+	assert.Zero(t, r.c.mu.mdl.overSum, "and the change detector's sums")
 }

@@ -63,7 +63,7 @@ func TestScheduleCapsOnlyInsideTheWindow(t *testing.T) {
 	assert.True(t, ok)
 	assert.Equal(t, "11.11 midnight: pre-dim", why)
 	assert.Contains(t, st.Why(), "recommendations capped at 20% until Nov 12 00:01:30 +06 by schedule: 11.11 midnight: pre-dim")
-	assert.InDelta(t, 0.6, st.Brightness, 1e-9, "anti-windup: the integrator sits at the cap, not above it")
+	assert.InDelta(t, 0.6, st.Brightness, 1e-9, "anti-windup: the brightness sits at the cap, not above it")
 	assert.False(t, st.Tampered())
 
 	// Quiet all through the window: nothing changes, nothing is published,

@@ -140,10 +140,6 @@ func (l *sceneLog) shopsBetween(from, to time.Time) []shopSample {
 	return out
 }
 
-// maxRise is the law's largest brightening in a tick of 1 s
-// (dimmer.Config.MaxRise's default, a second's).
-const maxRise = 0.25
-
 // lastStateBefore returns the last state on the stream l whose step came
 // before at.
 func lastStateBefore(l *streamLog, at time.Time) (haState, bool) {
@@ -343,9 +339,10 @@ func TestFleetScene(t *testing.T) {
 	assert.Less(t, after.level("recommendations"), 1.0, "no full brightness, no defaults")
 	// The new leader's first step is the law's from the last state
 	// published (the follower's stream has every state it served; the
-	// last stepped before the kill is the dead leader's last): never
-	// brighter, unless that step brightens, and then by the law's
-	// MaxRise a tick at most.
+	// last stepped before the kill is the dead leader's last) and from
+	// its capacity: never brighter, unless that step brightens for the
+	// load it measured at the capacity it adopted — not a cold start's
+	// full brightness with the capacity unknown.
 	last, ok := lastStateBefore(stream, killed)
 	if assert.True(t, ok, "the follower's stream had a state of the dead leader's") {
 		t.Logf("the last state of %s: generation %d, brightness %.3f (%s); the first of %s: generation %d, brightness %.3f (%s: %s)",
@@ -354,7 +351,7 @@ func TestFleetScene(t *testing.T) {
 		case !after.Time.After(killed):
 			assert.Equal(t, last.Generation, after.Generation, "no step since the kill: the same state")
 		case after.Action == "brighten":
-			assert.LessOrEqual(t, after.Brightness, last.Brightness+maxRise+1e-9, "one step up from the last published")
+			assert.NotContains(t, after.Reason, "capacity not yet known", "a brightening at the adopted capacity, not a cold start's")
 		default:
 			assert.LessOrEqual(t, after.Brightness, last.Brightness+1e-9, "a step that does not brighten, from the last published")
 		}
