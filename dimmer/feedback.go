@@ -224,6 +224,14 @@ func (c *Controller) correctK(now time.Time, o observation, b, ceil, lam, busy, 
 				// and would only wind down.)
 				kWas := e.k
 				e.correct(now, err, lam*(c.work(1)-c.work(0)))
+				if floors := lam * c.work(0); err < 0 && b <= 0 && lam > 0 && !feedbackOnly && e.k < floors {
+					// At the floors a K under the floors' work at the
+					// load dims nothing more: the correction only winds
+					// K down (an integrator against its actuator's
+					// limit). It goes no lower than that work, nor
+					// lower at all from under it.
+					e.k = max(e.k, min(kWas, floors))
+				}
 				if f := c.latencyRoom(); err > 0 && e.guessed && !blind && o.gate && o.room && f > 1 {
 					// A guess of K under what the latency allows:
 					// half way there in logarithm, at most what the
