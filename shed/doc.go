@@ -62,8 +62,11 @@
 //     a critical one is refused, but through sheddable's assured share,
 //     which is never taken while a critical request waits nor while
 //     critical work itself is over capacity. When the load falls under
-//     the throughput the cutting stops with it (the rates are averaged
-//     over 5 s; refusals stop within about 2 s of the fall). A probe of
+//     the throughput the cutting stops with it: a class enters the
+//     overload on rates averaged over 5 s and leaves it when those or the
+//     last second's fall under the throughput, so refusals stop within
+//     about 2 s of the fall, from a spike of three times the throughput
+//     too. A probe of
 //     the adaptive limit, which halves what the gate admits, ends at once
 //     when the load is within capacity and a request has waited half its
 //     class's MaxWait: the queue is the probe's, not the load's.

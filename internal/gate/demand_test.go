@@ -1,0 +1,54 @@
+package gate
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/brownout/brownout/signals"
+)
+
+// TestDemandOverloadEndsWithTheSpike: default requests bring three times
+// what the server completes for 20 s, then 65 % of it, with a request
+// waiting at every other fold (the calm's bursts: the server is not
+// saturated, and X holds). The class is over capacity
+// through the spike and within it again within 2 s of its end: over the
+// 5-s rates alone it stayed over for about 9 s, and CoDel refused the
+// calm's bursts meanwhile.
+func TestDemandOverloadEndsWithTheSpike(t *testing.T) {
+	const tput = 100.0 // cost units a second the server completes
+	var d demand
+	now := t0
+	run := func(arrive float64, dur time.Duration, each func()) {
+		for end := now.Add(dur); now.Before(end); {
+			now = now.Add(foldEvery)
+			d.arrive(signals.Default, micro(arrive*foldEvery.Seconds()))
+			d.done.Add(micro(min(arrive, tput) * foldEvery.Seconds()))
+			d.fold(now, arrive > tput || now.Sub(t0)/foldEvery%2 == 0)
+			if each != nil {
+				each()
+			}
+		}
+	}
+	run(3*tput, 20*time.Second, nil)
+	require.True(t, d.over[signals.Default], "three times the throughput: over capacity")
+	spikeEnd, last := now, time.Time{}
+	run(0.65*tput, 15*time.Second, func() {
+		if d.over[signals.Default] {
+			last = now
+		}
+	})
+	assert.LessOrEqual(t, last.Sub(spikeEnd), 2*time.Second, "within capacity again within 2 s of the spike's end")
+
+	// A steady overload of 1.3 times the throughput stays over capacity.
+	run(1.3*tput, 10*time.Second, nil)
+	overFolds := 0
+	run(1.3*tput, 10*time.Second, func() {
+		if d.over[signals.Default] {
+			overFolds++
+		}
+	})
+	assert.Equal(t, int(10*time.Second/foldEvery), overFolds, "1.3 times the throughput: over capacity at every fold")
+}
