@@ -52,3 +52,25 @@ func TestDemandOverloadEndsWithTheSpike(t *testing.T) {
 	})
 	assert.Equal(t, int(10*time.Second/foldEvery), overFolds, "1.3 times the throughput: over capacity at every fold")
 }
+
+// TestDemandFirstFoldAfterACalm: a server that admitted everything on the
+// fast path for 20 s (which counts without folding) queues for the first
+// time: the rates it folds from then on are the ones it sees, not 20 s of
+// counts divided by one fold's time.
+func TestDemandFirstFoldAfterACalm(t *testing.T) {
+	var d demand
+	const rate = 150.0 // units a second, arriving and done
+	d.arrive(signals.Default, micro(20*rate))
+	d.done.Add(micro(20 * rate))
+	now := t0.Add(20 * time.Second)
+	d.fold(now, true)
+	for range 20 {
+		now = now.Add(foldEvery)
+		d.arrive(signals.Default, micro(rate*foldEvery.Seconds()))
+		d.done.Add(micro(rate * foldEvery.Seconds()))
+		d.fold(now, true)
+	}
+	assert.InDelta(t, rate, d.rate[signals.Default].v, 1)
+	assert.InDelta(t, rate, d.recent[signals.Default].v, 1)
+	assert.InDelta(t, rate, d.throughput(), 1)
+}
