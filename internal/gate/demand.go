@@ -16,9 +16,9 @@ import (
 //
 //	Λ≤c = Σ_{k ≤ c} Λk  >  (1 + overMargin) · X
 //
-// and stays so until Λ≤c falls under X, or the same sum over the last
-// second, Λ'≤c, does (see demandDrop). Only such a class is cut short
-// by CoDel: a standing queue of a class within capacity stands because
+// (with the same sum over the last second, Λ'≤c, not under X) and stays
+// so until Λ≤c or Λ'≤c falls under X (see demandDrop). Only such a
+// class is cut short by CoDel: a standing queue of a class within capacity stands because
 // of the classes below it (which the priority order already keeps out
 // while it waits) or of chance, and refusing it at CoDel's target would
 // turn away work the server can do in time — a priority inversion when
@@ -26,10 +26,10 @@ import (
 // A class within capacity waits its MaxWait, which the door's estimate
 // and the sweep still enforce.
 //
-// Both rates are exponentially weighted over demandWindow. Arrivals and
-// completions are counted lock-free (the fast path counts its arrivals
-// too) and folded in at most every foldEvery under the gate's
-// serialization. X moves only over time in which the server was
+// The rates are exponentially weighted over demandWindow (Λ' over
+// demandDrop). Arrivals and completions are counted lock-free (the fast
+// path counts its arrivals too) and folded in at most every foldEvery
+// under the gate's serialization. X moves only over time in which the server was
 // saturated — an arrival found no room or a request queued — since an
 // unsaturated server completes what arrives, not what it can; before its
 // first saturated moment X is unknown and no class is over capacity.
@@ -37,6 +37,7 @@ type demand struct {
 	// Lock-free.
 	arrived [signals.NumClasses]atomic.Int64 // micro-units since the last fold
 	done    atomic.Int64                     // micro-units completed since the last fold
+	began   atomic.Int64                     // unix ns of the first arrival: when counting began
 
 	// Serialized.
 	queued  bool // a request waited at the last fold
@@ -69,36 +70,49 @@ const (
 	// end of a spike shows within two. The price is noise: at 100
 	// requests a second the rate over a second is known to about ±7 %, so
 	// a load 1.2 times the throughput reads under it (2.6 standard
-	// deviations) in about one fold in two hundred. A false end only lets
-	// the queue wait its MaxWait, as a class within capacity does, until
-	// the next fold over the margin. A class enters the overload on both
-	// rates, so the long one still decides when (a load that triples
-	// crosses the margin within about a second).
+	// deviations) in about one fold in two hundred; at 20 a second, ±16 %.
+	// A false end only lets the queue wait its MaxWait, as a class within
+	// capacity does. A class enters the overload on the 5-s rate over the
+	// margin, with the last second's merely not under the throughput — it
+	// may not enter on what would end it at once, and asking the noisier
+	// rate for the margin too kept a class at 1.15 times the throughput,
+	// at 23 requests a second, out of the overload after every moment its
+	// queue emptied (a fresh-context review: 5 % more default work let in
+	// beside critical work over capacity).
 	demandDrop = time.Second
 	// foldEvery is how often the counts are folded into the rates.
 	foldEvery = 50 * time.Millisecond
 )
 
 // arrive counts an arriving request's cost; safe for concurrent use.
-func (d *demand) arrive(c signals.Class, cost int64) { d.arrived[c].Add(cost) }
+func (d *demand) arrive(c signals.Class, cost int64, now time.Time) {
+	if d.began.Load() == 0 {
+		d.began.CompareAndSwap(0, now.UnixNano())
+	}
+	d.arrived[c].Add(cost)
+}
 
 // fold brings the rates up to now; queued says whether a request waits
 // now. Callers serialize it.
 func (d *demand) fold(now time.Time, queued bool) {
 	if d.last.IsZero() {
-		// The first fold: what the counts hold was counted over a time
-		// nobody measured — the fast path counts without folding, and a
-		// server that never queued has not folded since it started — so
-		// it is dropped. Divided by the first fold's 50 ms instead, 20 s
-		// of a calm read as 400 times its rate: X at 4 762 units a second
-		// where the server did 200, and the demand, once it decayed
-		// faster than X, read as within capacity for 9 s of a spike.
-		for c := range d.arrived {
-			d.arrived[c].Store(0)
+		// The first fold: the counts began at the first arrival — the
+		// fast path counts without folding, and a server that never
+		// queued has not folded since — so they are rates over the time
+		// since then, a first period like any other (and not saturated).
+		// Divided by one fold's 50 ms instead, 20 s of a calm read as 400
+		// times its rate: X at 4 762 units a second where the server did
+		// 200, and once the demand decayed faster than X the class read
+		// as within capacity for 9 s of a spike. Dropped, the calm was
+		// forgotten, and the 5-s rates read a spike's first second as if
+		// it had lasted 5 s: critical work over capacity at once, before
+		// the dimmer had had a tick to make it cheaper.
+		b := d.began.Load()
+		if b == 0 || now.UnixNano() <= b {
+			d.last = now
+			return
 		}
-		d.done.Store(0)
-		d.last, d.queued = now, queued
-		return
+		d.last = time.Unix(0, b)
 	}
 	dt := now.Sub(d.last)
 	if dt < foldEvery {
@@ -128,7 +142,7 @@ func (d *demand) fold(now time.Time, queued bool) {
 			// class is over capacity (a stale X must not shut a class
 			// out for good once the others are refused).
 			d.over[c] = false
-		case cum > (1+overMargin)*tput && cumRecent > (1+overMargin)*tput:
+		case cum > (1+overMargin)*tput && cumRecent > tput:
 			d.over[c] = true
 		case cum < tput || cumRecent < tput:
 			d.over[c] = false

@@ -24,7 +24,7 @@ func TestDemandOverloadEndsWithTheSpike(t *testing.T) {
 	run := func(arrive float64, dur time.Duration, each func()) {
 		for end := now.Add(dur); now.Before(end); {
 			now = now.Add(foldEvery)
-			d.arrive(signals.Default, micro(arrive*foldEvery.Seconds()))
+			d.arrive(signals.Default, micro(arrive*foldEvery.Seconds()), now)
 			d.done.Add(micro(min(arrive, tput) * foldEvery.Seconds()))
 			d.fold(now, arrive > tput || now.Sub(t0)/foldEvery%2 == 0)
 			if each != nil {
@@ -55,22 +55,41 @@ func TestDemandOverloadEndsWithTheSpike(t *testing.T) {
 
 // TestDemandFirstFoldAfterACalm: a server that admitted everything on the
 // fast path for 20 s (which counts without folding) queues for the first
-// time: the rates it folds from then on are the ones it sees, not 20 s of
-// counts divided by one fold's time.
+// time: its first fold reads the calm's rates over the 20 s they were
+// counted in, not over one fold's time.
 func TestDemandFirstFoldAfterACalm(t *testing.T) {
 	var d demand
 	const rate = 150.0 // units a second, arriving and done
-	d.arrive(signals.Default, micro(20*rate))
+	d.arrive(signals.Default, micro(20*rate), t0)
 	d.done.Add(micro(20 * rate))
 	now := t0.Add(20 * time.Second)
 	d.fold(now, true)
 	for range 20 {
 		now = now.Add(foldEvery)
-		d.arrive(signals.Default, micro(rate*foldEvery.Seconds()))
+		d.arrive(signals.Default, micro(rate*foldEvery.Seconds()), now)
 		d.done.Add(micro(rate * foldEvery.Seconds()))
 		d.fold(now, true)
 	}
 	assert.InDelta(t, rate, d.rate[signals.Default].v, 1)
 	assert.InDelta(t, rate, d.recent[signals.Default].v, 1)
 	assert.InDelta(t, rate, d.throughput(), 1)
+}
+
+// TestDemandFirstFoldRemembersTheCalm: the first fold of a server that
+// queues for the first time at a spike's start keeps the calm before it,
+// so the 5-s rate rises as a 5-s mean does: a second into a spike of
+// 225 units a second after 20 s at 30, it reads under half the spike,
+// while the last second's reads most of it.
+func TestDemandFirstFoldRemembersTheCalm(t *testing.T) {
+	var d demand
+	d.arrive(signals.Critical, micro(20*30), t0)
+	now := t0.Add(20 * time.Second)
+	d.fold(now, true)
+	for range 20 {
+		now = now.Add(foldEvery)
+		d.arrive(signals.Critical, micro(225*foldEvery.Seconds()), now)
+		d.fold(now, true)
+	}
+	assert.Less(t, d.rate[signals.Critical].v, 0.5*225, "the 5-s rate a second into the spike")
+	assert.Greater(t, d.recent[signals.Critical].v, 0.5*225, "the 1-s rate a second into the spike")
 }

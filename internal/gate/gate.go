@@ -294,7 +294,7 @@ func (g *Gate) TryAdmit(t *Ticket, now time.Time) bool {
 	}
 	c := t.Class % signals.NumClasses
 	if g.queued.Load() == 0 && !g.closed(c) && g.tryAdmit(t, now) {
-		g.dem.arrive(c, micro(t.Cost))
+		g.dem.arrive(c, micro(t.Cost), now)
 		return true
 	}
 	return false
@@ -329,7 +329,7 @@ func (g *Gate) Arrive(now time.Time, t *Ticket, drop func(*Ticket, signals.Reaso
 	c := t.Class % signals.NumClasses
 	t.Class = c
 	g.fold(now)
-	g.dem.arrive(c, micro(t.Cost))
+	g.dem.arrive(c, micro(t.Cost), now)
 	if !t.Deadline.IsZero() && !now.Before(t.Deadline) {
 		return Refused, signals.ReasonDeadline
 	}
