@@ -27,9 +27,8 @@ type pool struct {
 	busy    ends
 	refused int
 	last    time.Time // the last refusal
-	why     map[signals.Reason]int
-	work    float64 // what an arriving request takes, in full requests
-	charge  float64 // what it is charged
+	work    float64   // what an arriving request takes, in full requests
+	charge  float64   // what it is charged
 }
 
 type job struct {
@@ -57,7 +56,7 @@ func (e *ends) Pop() any {
 
 func newPool(workers int, seed uint64) *pool {
 	return &pool{g: New(Config{}), now: t0, rng: rand.New(rand.NewPCG(seed, 1)), workers: workers,
-		unit: 10 * time.Millisecond, work: 1, charge: 1, why: map[signals.Reason]int{}}
+		unit: 10 * time.Millisecond, work: 1, charge: 1}
 }
 
 func (p *pool) admit(t *Ticket) { p.inside = append(p.inside, job{t, p.work}) }
@@ -72,9 +71,8 @@ func (p *pool) dispatch() {
 	}
 }
 
-func (p *pool) drop(_ *Ticket, why signals.Reason) {
+func (p *pool) drop(*Ticket, signals.Reason) {
 	p.refused, p.last = p.refused+1, p.now
-	p.why[why]++
 }
 
 // run offers rate requests a second for dur, in steps of 1 ms.
@@ -88,11 +86,11 @@ func (p *pool) run(rate float64, dur time.Duration) {
 		}
 		for range poisson(p.rng, rate/1000) {
 			t := &Ticket{Class: signals.Default, Cost: p.charge, Arrival: p.now}
-			switch dec, why := p.g.Arrive(p.now, t, p.drop); dec {
+			switch dec, _ := p.g.Arrive(p.now, t, p.drop); dec {
 			case Admitted:
 				p.admit(t)
 			case Refused:
-				p.drop(t, why)
+				p.drop(t, 0)
 			}
 		}
 		for t := p.g.Next(p.now, p.drop); t != nil; t = p.g.Next(p.now, p.drop) {

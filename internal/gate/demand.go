@@ -18,21 +18,23 @@ import (
 //
 // (with the same sum over the last second, Λ'≤c, not under X) and stays
 // so until Λ≤c or Λ'≤c falls under X (see demandDrop). Only such a
-// class is cut short by CoDel: a standing queue of a class within capacity stands because
-// of the classes below it (which the priority order already keeps out
-// while it waits) or of chance, and refusing it at CoDel's target would
-// turn away work the server can do in time — a priority inversion when
-// the class is critical and lower classes are served between its bursts.
+// class is cut short by CoDel: a standing queue of a class within
+// capacity stands because of the classes below it (which the priority
+// order already keeps out while it waits) or of chance, and refusing it
+// at CoDel's target would turn away work the server can do in time — a
+// priority inversion when the class is critical and lower classes are
+// served between its bursts.
 // A class within capacity waits its MaxWait, which the door's estimate
 // and the sweep still enforce.
 //
 // The rates are exponentially weighted over demandWindow (Λ' over
 // demandDrop). Arrivals and completions are counted lock-free (the fast
 // path counts its arrivals too) and folded in at most every foldEvery
-// under the gate's serialization. X moves only over time in which the server was
-// saturated — an arrival found no room or a request queued — since an
-// unsaturated server completes what arrives, not what it can; before its
-// first saturated moment X is unknown and no class is over capacity.
+// under the gate's serialization. X moves only over time in which the
+// server was saturated — an arrival found no room or a request queued —
+// since an unsaturated server completes what arrives, not what it can;
+// before its first saturated moment X is unknown and no class is over
+// capacity.
 type demand struct {
 	// Lock-free.
 	arrived [signals.NumClasses]atomic.Int64 // micro-units since the last fold
