@@ -35,6 +35,7 @@ type why struct {
 	// tracker.update), when held.
 	heldOut   float64
 	heldOutOK bool
+	heldRise  bool // the levels are set for the held-out interval's rise
 }
 
 type whyKind uint8
@@ -171,7 +172,10 @@ func (c *Controller) describeModel(w why) string {
 		if c.loadMotion() > 0 {
 			fmt.Fprintf(&b, " moving by ±%.2g/s", c.loadMotion())
 		}
-		if w.heldOutOK {
+		switch {
+		case w.heldRise:
+			fmt.Fprintf(&b, " (the last interval's %.4g/s held out until the next shows whether it holds; the levels set for it)", w.heldOut)
+		case w.heldOutOK:
 			fmt.Fprintf(&b, " (the last interval's %.4g/s held out until the next shows whether it holds)", w.heldOut)
 		}
 		switch {

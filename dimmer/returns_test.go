@@ -254,22 +254,27 @@ func TestModelIdleReturnThatDoesNotCome(t *testing.T) {
 // it holds; the returns' model, timed by the counts, has seen the load go
 // back after five seconds before and takes that interval for the return:
 // the period after it is served at the levels for 70, not those of the
-// low half.
+// low half: at most those the last high half ended at (within a move),
+// and well under the brightest of the low half.
 func TestModelServesARiseItExpected(t *testing.T) {
 	r := newModelRig(t)
 	r.workers = 1
 	r.periods(10, 120) // K measured (saturated)
+	high := 1.0
 	for cycle := range 16 {
+		lowest, brightest := 1.0, 0.0
 		for range 5 {
-			r.noisyPeriod(30)
+			st := r.noisyPeriod(30)
+			lowest, brightest = min(lowest, st.Brightness), max(brightest, st.Brightness)
 		}
 		st := r.noisyPeriod(70) // the step that reads the rise's first interval
 		if cycle >= 8 {
-			t.Logf("cycle %d: %.2f %s", cycle, st.Brightness, st.Reason)
-			assert.Less(t, st.Brightness, 0.3, "cycle %d: the period after the rise's first interval: %s", cycle, st.Reason)
+			t.Logf("cycle %d: %.2f (the last high half ended at %.2f, the low half %.2f–%.2f) %s", cycle, st.Brightness, high, lowest, brightest, st.Reason)
+			assert.LessOrEqual(t, st.Brightness, high+minMove, "cycle %d: the period after the rise's first interval: %s", cycle, st.Reason)
+			assert.Less(t, st.Brightness, brightest-0.3, "cycle %d: the period after the rise's first interval: %s", cycle, st.Reason)
 		}
 		for range 4 {
-			r.noisyPeriod(70)
+			high = r.noisyPeriod(70).Brightness
 		}
 	}
 }
