@@ -78,9 +78,10 @@ type modelState struct {
 	// ended (Snapshot.RecentAt), to tell a new interval from one seen
 	// again (see observe); and when the load was last known.
 	lamPrev, ratePrev, rate float64
-	// heldRise is the held-out interval's rate the levels were set for
-	// last period; 0 if none.
-	heldRise float64
+	// heldLast and heldPrev: the held-out interval's rate the levels
+	// were set for during the latest interval and the one before it; 0
+	// if none.
+	heldLast, heldPrev float64
 	// returns: the load's falls and returns (returns.go).
 	returns returns
 	// idleBack: the levels were set for a pause's return while idle
@@ -505,24 +506,6 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 	if lam > 0 {
 		served = ahead + c.loadMargin()
 	}
-	heldBefore := m.mdl.heldRise
-	m.mdl.heldRise = 0
-	if tr := &m.mdl.load; lam > 0 && tr.held && tr.heldX > served {
-		// The latest interval rose too far over the estimate to be
-		// folded in before the next shows whether it holds (see
-		// tracker): the estimate waits, the levels do not. A period
-		// served bright for a load that has come costs answers; one
-		// served dim for a burst that has gone, some optional content.
-		// (Set for the estimate, the lab's one-worker square waves
-		// served each such rise's first period at the levels of the
-		// trough: 2.8 % of the users of a 10-s square of ±40 % late
-		// on seed 1, 1.5 % set for it.) The levels come back only as a
-		// fall does, once a second interval shows it (heldBefore, below),
-		// and the move teaches the priors nothing: it answers the load
-		// (see teach).
-		served, w.heldRise, m.mdl.heldRise = tr.heldX, true, tr.heldX
-		m.mdl.loadJumpAt = now
-	}
 	if from, back := m.mdl.returns.returned(); lam >= 0 && back && from > served {
 		// The latest interval went back to the level the load fell
 		// from, as the downs before went back (see returns.go): the
@@ -535,6 +518,30 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 		// returns.go): the levels are set for it — after a pause too,
 		// whose load of nothing would have them at the ceiling.
 		served, w.back = from, true
+	}
+	if o.fresh {
+		// (The rise held out during the interval before the latest: the
+		// brightening below waits for a second interval to show its
+		// fall, however often the source is read in between.)
+		m.mdl.heldPrev, m.mdl.heldLast = m.mdl.heldLast, 0
+	}
+	if tr := &m.mdl.load; lam > 0 && tr.held && tr.heldX > tr.est && tr.heldX > served {
+		// The latest interval rose too far over the estimate to be
+		// folded in before the next shows whether it holds (see
+		// tracker): the estimate waits, the levels do not. A period
+		// served bright for a load that has come costs answers; one
+		// served dim for a burst that has gone, some optional content.
+		// (Set for the estimate, the lab's one-worker square waves
+		// served each such rise's first period at the levels of the
+		// trough: 2.8 % of the users of a 10-s square of ±40 % late
+		// on seed 1, 1.5 % set for it.) The levels come back only as a
+		// fall does, once a second interval shows it (heldPrev, below),
+		// and the move teaches the priors nothing: it answers the load
+		// (see teach). Over a return the returns expect (above), the
+		// interval's own count wins.
+		served, w.heldRise, m.mdl.heldLast = tr.heldX, true, tr.heldX
+		w.back, w.backNow = false, false
+		m.mdl.loadJumpAt = now
 	}
 	target := ceil
 	switch {
@@ -563,7 +570,7 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 		// an instance of a fleet — a scrape that failed, an instance's
 		// first push — reads low, and the tracker holds out a single
 		// interval.) The backlog still waits.
-		up := max(lam, min(max(m.mdl.lamPrev, heldBefore), m.mdl.ratePrev)) + o.queued/win.Seconds()
+		up := max(lam, min(max(m.mdl.lamPrev, m.mdl.heldPrev), m.mdl.ratePrev)) + o.queued/win.Seconds()
 		if b < 0 {
 			up = lam + o.queued/win.Seconds()
 		}
