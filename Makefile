@@ -20,7 +20,7 @@ build: ## build the commands into bin/
 # and the lab's (virtual time: its figures do not depend on the machine)
 # in parallel.
 NORACE := ./testapp ./shop/... ./e2e
-LAB    := ./dimmer ./sim
+LAB    := ./dimmer ./sim ./internal/gate
 # Heap bounds under hostile input (TestHeap…, and the hostile clients'
 # floods against brownoutd and the shop) skip under -race, whose
 # allocations blur the figures; they run here without it.
