@@ -75,15 +75,21 @@ func (p *pool) drop(*Ticket, signals.Reason) {
 	p.refused, p.last = p.refused+1, p.now
 }
 
+// advance moves the replay on by 1 ms and ends the work due by then,
+// handing the freed workers what waits.
+func (p *pool) advance() {
+	p.now = p.now.Add(time.Millisecond)
+	for len(p.busy) > 0 && !p.busy[0].at.After(p.now) {
+		e := heap.Pop(&p.busy).(end)
+		p.g.Done(p.now, e.t)
+		p.dispatch()
+	}
+}
+
 // run offers rate requests a second for dur, in steps of 1 ms.
 func (p *pool) run(rate float64, dur time.Duration) {
 	for stop := p.now.Add(dur); p.now.Before(stop); {
-		p.now = p.now.Add(time.Millisecond)
-		for len(p.busy) > 0 && !p.busy[0].at.After(p.now) {
-			e := heap.Pop(&p.busy).(end)
-			p.g.Done(p.now, e.t)
-			p.dispatch()
-		}
+		p.advance()
 		for range poisson(p.rng, rate/1000) {
 			t := &Ticket{Class: signals.Default, Cost: p.charge, Arrival: p.now}
 			switch dec, _ := p.g.Arrive(p.now, t, p.drop); dec {

@@ -1,7 +1,6 @@
 package gate
 
 import (
-	"container/heap"
 	"testing"
 	"time"
 
@@ -36,12 +35,7 @@ func (p *pool) runMix(rate func(c signals.Class, t float64) float64, dur time.Du
 		adm, ref = [signals.NumClasses]int{}, [signals.NumClasses]int{}
 	}
 	for stop := p.now.Add(dur); p.now.Before(stop); {
-		p.now = p.now.Add(time.Millisecond)
-		for len(p.busy) > 0 && !p.busy[0].at.After(p.now) {
-			e := heap.Pop(&p.busy).(end)
-			p.g.Done(p.now, e.t)
-			p.dispatch()
-		}
+		p.advance()
 		ts := p.now.Sub(start).Seconds()
 		for c := range signals.Class(signals.NumClasses) {
 			for range poisson(p.rng, rate(c, ts)/1000) {
