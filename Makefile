@@ -17,14 +17,15 @@ build: ## build the commands into bin/
 # Timing-sensitive and single-threaded tests skip under -race; they run on
 # their own without it: on real HTTP one package at a time (the test app's
 # orderings, the shop's sale, the fleet; the dial in a headless chromium),
-# and the lab's (virtual time: its figures do not depend on the machine)
-# in parallel.
+# and the lab's packages whole (virtual time: their figures do not depend
+# on the machine) in parallel. internal/race's test fails when a test
+# skips under -race and no step here runs it.
 NORACE := ./testapp ./shop/... ./e2e
-LAB    := ./dimmer ./sim ./internal/gate
+LAB    := ./dimmer ./sim ./internal/gate ./cmd/brownout-lab
 # Heap bounds under hostile input (TestHeap…, and the hostile clients'
-# floods against brownoutd and the shop) skip under -race, whose
-# allocations blur the figures; they run here without it.
-HEAP   := ./signals/fleet ./shed
+# floods against brownoutd and the shop) and allocation counts skip under
+# -race, whose allocations blur the figures; they run here without it.
+HEAP   := ./signals/fleet ./shed ./signals ./api
 HOSTILE := ./cmd/brownoutd ./cmd/shop-demo
 SOAK   ?= 15m
 SOAK_SHOP ?= 20m
@@ -37,9 +38,9 @@ test: ## vet, every test with the race detector, then the lab and real-HTTP test
 	$(GO) test -race -count=1 $(PKGS)
 	$(GO) test -race -count=1 -tags brownout_procpin ./signals
 	$(GO) test -p 1 -count=1 -run 'RealHTTP|SaleOrdering|Fleet|Dashboard' $(NORACE)
-	$(GO) test -p 1 -count=1 -run '^TestHeap' $(HEAP)
+	$(GO) test -p 1 -count=1 -run '^TestHeap|Allocs$$|^TestWrittenEventsAreNotKept$$' $(HEAP)
 	$(GO) test -p 1 -count=1 -run '^TestHostileClients$$' $(HOSTILE)
-	$(GO) test -count=1 -run 'Lab|^TestLimit|^TestPriority' $(LAB)
+	$(GO) test -count=1 $(LAB)
 	$(GO) test -count=1 -run '^TestDial|^TestServiceTicks' ./cmd/brownoutd
 
 e2e: ## the real-HTTP harness on its defaults (brownout-lab real), one stack after another

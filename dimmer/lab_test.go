@@ -172,6 +172,16 @@ func labStep(hold time.Duration) (sim.Profile, int, int, time.Duration) {
 // law replaced left. Calm: at most two changes of direction (reversals of
 // two quanta) from the step on, in all but stepTurns of the runs.
 //
+// The fall is found from its second period: the first is held out of the
+// load's estimate, which it dragged toward the new load by enough that
+// the second no longer stood out (the estimate crept down for twenty
+// periods: 5 of the 100 seeds behind each gate came back late). The
+// calm: the load's estimate averages the periods since the step once a
+// few show that it holds, and the levels move only for a change of the
+// estimates beyond their standard error; when it followed each period's
+// count for half a minute after the jump and moved the levels for any
+// change of a twentieth, 88–99 of them turned more.
+//
 // The step is judged over stepSeeds: a budget of one in 30 judged on 30
 // seeds fails a property whose true rate is 1 % about one time in 30 (two
 // failures), on 100 seeds about one time in 50 (four). Over seeds 1–100

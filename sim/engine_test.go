@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brownout/brownout/internal/race"
 	"github.com/brownout/brownout/signals"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -103,6 +104,9 @@ func TestConservation(t *testing.T) {
 // than ±50 %. Comparing means over seeds on both sides would need the
 // sources' port to take a seed.
 func TestLabAgreesWithTheSources(t *testing.T) {
+	if race.Enabled {
+		t.Skip("single-threaded lab: make test runs it without -race")
+	}
 	const (
 		labSeeds = 20
 		k        = 4.0

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/brownout/brownout/internal/race"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -17,6 +18,9 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 // (seed 1) so that any change in the lab's behaviour shows up in review.
 // Run `go test ./sim -run Golden -update` to accept a deliberate change.
 func TestScenarioGolden(t *testing.T) {
+	if race.Enabled {
+		t.Skip("single-threaded lab: make test runs it without -race")
+	}
 	for _, name := range []string{"overload-sweep", "burst", "capacity-dip", "sale", "brownout", "dependency-slowdown"} {
 		t.Run(name, func(t *testing.T) {
 			s, err := Lookup(name)
