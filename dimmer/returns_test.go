@@ -301,7 +301,7 @@ func TestReturnsTimedByTheCounts(t *testing.T) {
 		step(200)
 	}
 	step(600)
-	from, back := r.returned()
+	_, back := r.returned()
 	assert.False(t, back, "the first return: no down went back before it")
 	for range 2 {
 		for range 4 {
@@ -325,7 +325,7 @@ func TestReturnsTimedByTheCounts(t *testing.T) {
 		assert.Equal(t, i == 4, due, "age %d s", i) // (the period that serves the fifth second)
 	}
 	step(600)
-	from, back = r.returned()
+	from, back := r.returned()
 	assert.True(t, back)
 	assert.Greater(t, from, 450.0, "the level fallen from, as the lagging estimate had it")
 

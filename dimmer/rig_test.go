@@ -162,15 +162,6 @@ func newLabRig(t testing.TB, cfg Config) *rig {
 	return r
 }
 
-// gaps returns the differences between successive instants.
-func gaps(at []time.Duration) []time.Duration {
-	var g []time.Duration
-	for i := 1; i < len(at); i++ {
-		g = append(g, at[i]-at[i-1])
-	}
-	return g
-}
-
 // level is a feature's level in st.
 func level(t testing.TB, st *State, feature string) float64 {
 	t.Helper()

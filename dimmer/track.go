@@ -14,9 +14,7 @@ import "math"
 // the change), to about 1/trackMemory: the estimate grows more precise the
 // longer the level holds, where a fixed average stays as noisy as its
 // window — so that the law, which moves the levels only for a change of a
-// twentieth (minMove), does not move them on noise. A prediction (shift)
-// adds its own uncertainty to P, so the periods after it correct it as
-// fast as it deserves.
+// twentieth (minMove), does not move them on noise.
 //
 // A jump: a fast average over about a signal window, or one period,
 // lying jumpZ standard errors from the estimate — the second period in a
@@ -436,24 +434,6 @@ func foldInto(est, p, x, v float64) (float64, float64) {
 		a = p / (p + v)
 	}
 	return est + a*(x-est), p * (1 - a)
-}
-
-// shift moves every average by d, a prediction whose variance is dv: the
-// caller changed what is measured (the levels moved).
-func (t *tracker) shift(d, dv float64) {
-	t.fast += d
-	t.est += d
-	t.prev += d
-	for i := range t.sub {
-		t.sub[i].est += d
-		t.sub[i].p += max(dv, 0)
-	}
-	t.heldX += d
-	t.heldV += max(dv, 0)
-	t.before += d
-	t.beforeP += max(dv, 0)
-	t.p += max(dv, 0)
-	t.fv += max(dv, 0)
 }
 
 // rescale multiplies every average by f: the caller restated what is
