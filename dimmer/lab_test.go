@@ -200,12 +200,14 @@ func TestLabStep(t *testing.T) {
 				for seed := uint32(1); seed <= uint32(labSeeds); seed++ {
 					res := labRun(load, brownout(), seed, g, dur)
 					off := labRun(load, sim.Static(0), seed, g, dur).Between(up+5, down)
-					on := labRun(load, sim.Static(1), seed, g, dur).Between(up+5, down)
 					w := res.Between(up+5, down)
 					late += (1 - res.Between(up, down).InTime) / float64(labSeeds)
 					ta.check("settled within 5 s", seed, w.InTime >= off.InTime-0.02, "in time %.4f vs Static(0) %.4f", w.InTime, off.InTime)
-					ta.check("control: shedding alone is not", seed, on.InTime < off.InTime-0.02, "Static(1) %.4f", on.InTime)
-					ta.check("p99 ≤ target after 5 s", seed, w.P99 <= max(sim.BrownoutTarget, on.P99), "%v", w.P99)
+					ta.check("p99 ≤ target after 5 s", seed, w.P99 <= sim.BrownoutTarget, "%v", w.P99)
+					if seed <= stepControlSeeds {
+						on := labRun(load, sim.Static(1), seed, g, dur).Between(up+5, down)
+						ta.check("control: shedding alone is not", seed, on.InTime < off.InTime-0.02, "Static(1) %.4f", on.InTime)
+					}
 					if n := lab.DirectionChanges(res.Seconds[up:]); n > 2 {
 						turning = append(turning, seed)
 					}
@@ -228,6 +230,12 @@ func TestLabStep(t *testing.T) {
 		}
 	}
 }
+
+// stepControlSeeds is how many of the step's seeds check the lab's
+// control — shedding alone (every part on) answers fewer in time than
+// every part off — a property of the load, not of the law: about two
+// thirds against all, so a few seeds show it, and each costs a run.
+const stepControlSeeds = 10
 
 // stepSearchLate is the share of users late or refused over the step's
 // overload, the mean over seeds 1–100, that the search law this law

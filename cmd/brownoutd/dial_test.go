@@ -271,7 +271,7 @@ func TestDial(t *testing.T) {
 	}
 	bin := chromium(t)
 	t.Run("live", func(t *testing.T) { t.Parallel(); dialLive(t, bin) })
-	t.Run("memory", func(t *testing.T) { t.Parallel(); dialMemory(t, bin, 900, 20) })
+	t.Run("memory", func(t *testing.T) { t.Parallel(); dialMemory(t, bin, 900, 60) })
 }
 
 func dialLive(t *testing.T, bin string) {
