@@ -5,6 +5,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -28,7 +29,11 @@ func TestEveryRaceSkippedTestRunsInMakeTest(t *testing.T) {
 	if _, err := exec.LookPath("make"); err != nil {
 		t.Skip("make is not installed")
 	}
-	out, err := exec.Command("make", "-s", "-n", "-C", moduleRoot, "test").Output()
+	cmd := exec.Command("make", "-s", "-n", "-C", moduleRoot, "test")
+	// (Under make test, the parent's flags — a jobserver, -k, -n — are not
+	// this make's.)
+	cmd.Env = append(os.Environ(), "MAKEFLAGS=", "MFLAGS=", "MAKELEVEL=")
+	out, err := cmd.Output()
 	require.NoError(t, err)
 	steps := goTestSteps(t, string(out))
 	require.NotEmpty(t, steps, "make -n test shows no go test step:\n%s", out)
