@@ -2,6 +2,7 @@ package sim
 
 import (
 	"sort"
+	"sync"
 	"time"
 )
 
@@ -16,6 +17,41 @@ type OracleGrid struct {
 	// first seconds not judged (default 5 s: the admission's adaptive
 	// limit and the signals' window settle).
 	Duration, Warmup time.Duration
+	// Table, when set, holds what the grid's loads measured for every
+	// oracle that shares it — oracles of several shapes built on the
+	// same build and grid need the same constant runs, and each is made
+	// once. Share a Table only among oracles of one build and grid.
+	Table *OracleTable
+}
+
+// OracleTable is the best fixed outcome of each grid load measured so far,
+// shared by the oracles of one build and grid ([OracleGrid.Table]). It is
+// safe for concurrent use: a load that two oracles need at once is
+// measured once. The zero value is an empty table.
+type OracleTable struct {
+	mu    sync.Mutex
+	loads map[float64]*tableLoad
+}
+
+type tableLoad struct {
+	once sync.Once
+	out  Outcome
+}
+
+// at returns load's outcome, measuring it on first need.
+func (t *OracleTable) at(load float64, measure func() Outcome) Outcome {
+	t.mu.Lock()
+	if t.loads == nil {
+		t.loads = map[float64]*tableLoad{}
+	}
+	l, ok := t.loads[load]
+	if !ok {
+		l = &tableLoad{}
+		t.loads[load] = l
+	}
+	t.mu.Unlock()
+	l.once.Do(func() { l.out = measure() })
+	return l.out
 }
 
 // OracleSecond is the oracle's verdict on one second of a load shape.
@@ -47,7 +83,8 @@ type Oracle struct {
 // NewOracle measures the oracle of shape over dur on grid g. build returns
 // a fresh Config (with Parts) running a given load and dimmer; the oracle
 // runs it at constant grid loads with fixed levels ([Fixed] on the parts'
-// ladder), each load once, when the shape first needs it.
+// ladder), each load once, when the shape first needs it (or not at all,
+// when g's Table holds it).
 func NewOracle(build func(load Profile, d Dimmer) Config, shape Profile, dur time.Duration, g OracleGrid) Oracle {
 	if g.Duration <= 0 {
 		g.Duration = 30 * time.Second
@@ -59,7 +96,12 @@ func NewOracle(build func(load Profile, d Dimmer) Config, shape Profile, dur tim
 	at := func(load float64) Outcome {
 		b, ok := o.ByLoad[load]
 		if !ok {
-			b = bestFixed(build, load, g)
+			measure := func() Outcome { return bestFixed(build, load, g) }
+			if g.Table != nil {
+				b = g.Table.at(load, measure)
+			} else {
+				b = measure()
+			}
 			o.ByLoad[load] = b
 		}
 		return b

@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,4 +45,38 @@ func TestOracleTracksTheLoad(t *testing.T) {
 	assert.Greater(t, trough.Best.InTime, 0.98)
 	mean := o.OptionalShare(0, 20)
 	assert.InDelta(t, (90*crest.Best.OptionalShare+30*trough.Best.OptionalShare)/120, mean, 1e-9)
+}
+
+// TestOracleTableSharesTheGridLoads: oracles of two shapes that share a
+// table measure each grid load once, and read what an oracle of their
+// own would have measured; two built at once on a new table agree too.
+func TestOracleTableSharesTheGridLoads(t *testing.T) {
+	var runs atomic.Int64
+	build := func(load Profile, d Dimmer) Config {
+		runs.Add(1)
+		return BrownoutPartsLab(load, d, 1)
+	}
+	grid := coarseGrid(20, 100, 5, 4)
+	grid.Duration = 10 * time.Second
+	sq := Square{Mean: 60, Amplitude: 0.5, Period: 20 * time.Second}
+	sine := Sine{Mean: 50, Amplitude: 0.5, Period: 20 * time.Second}
+	own := NewOracle(build, sine, 20*time.Second, grid)
+	ownRuns := runs.Load()
+
+	grid.Table = &OracleTable{}
+	NewOracle(build, sq, 20*time.Second, grid) // 30 and 90/s: loads 20, 40, 80, 100
+	runs.Store(0)
+	shared := NewOracle(build, sine, 20*time.Second, grid) // 25 … 75/s: loads 20, 40, 60, 80
+	assert.Equal(t, own.Seconds, shared.Seconds, "the same oracle")
+	assert.Equal(t, own.ByLoad, shared.ByLoad)
+	assert.Equal(t, ownRuns/4, runs.Load(), "of its four loads only 60/s, which the square did not need, is run")
+
+	grid.Table = &OracleTable{}
+	var a, b Oracle
+	var wg sync.WaitGroup
+	wg.Go(func() { a = NewOracle(build, sine, 20*time.Second, grid) })
+	wg.Go(func() { b = NewOracle(build, sine, 20*time.Second, grid) })
+	wg.Wait()
+	assert.Equal(t, own.Seconds, a.Seconds)
+	assert.Equal(t, own.Seconds, b.Seconds)
 }

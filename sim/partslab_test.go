@@ -49,6 +49,7 @@ func TestPartsLabReferenceVsController(t *testing.T) {
 		t.Skip("a lab run: too slow under -race")
 	}
 	rhos := []float64{0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95}
+	tables := map[int]*OracleTable{1: {}, 4: {}} // (a worker count's shapes share a grid)
 	for _, tc := range []struct {
 		shape   string
 		workers int
@@ -61,7 +62,9 @@ func TestPartsLabReferenceVsController(t *testing.T) {
 		}
 		build := func(load Profile, d Dimmer) Config { return BrownoutPartsLab(load, d, workers) }
 		dur := build(shape, nil).Duration
-		oracle := NewOracle(build, shape, dur, coarseGrid(0.4*mean, 1.6*mean, 13, 20))
+		grid := coarseGrid(0.4*mean, 1.6*mean, 13, 20)
+		grid.Table = tables[workers]
+		oracle := NewOracle(build, shape, dur, grid)
 		oShare := oracle.OptionalShare(0, len(oracle.Seconds))
 		rho, _ := SweepRho(func() Config { c := build(shape, nil); c.Seed = 1; return c }, rhos)
 		t.Logf("%s, %d workers: mean %.1f/s, oracle optional share %.3f, reference set point %.2f", tc.shape, workers, mean, oShare, rho.Setting)

@@ -803,8 +803,14 @@ func (e *explorer) swings() error {
 			}
 		}
 	}
+	// The loads of one worker count share the oracle's grid (centred on
+	// the same mean), so they share its constant runs.
+	tables := map[int]*sim.OracleTable{}
+	for _, c := range cases {
+		tables[c.workers] = &sim.OracleTable{}
+	}
 	lines := make([]string, len(cases))
-	if err := e.each(len(cases), func(i int) { lines[i] = e.swing(cases[i]) }); err != nil {
+	if err := e.each(len(cases), func(i int) { lines[i] = e.swing(cases[i], tables[cases[i].workers]) }); err != nil {
 		return err
 	}
 	for _, l := range lines {
@@ -813,8 +819,9 @@ func (e *explorer) swings() error {
 	return nil
 }
 
-// swing is one line of the swings view.
-func (e *explorer) swing(c swingCase) string {
+// swing is one line of the swings view; table holds the oracle's grid
+// loads measured for the same worker count.
+func (e *explorer) swing(c swingCase, table *sim.OracleTable) string {
 	build := func(load sim.Profile, d sim.Dimmer) sim.Config {
 		if e.untallied && d != nil {
 			d = sim.Untallied(d)
@@ -836,7 +843,7 @@ func (e *explorer) swing(c swingCase) string {
 	if c.square {
 		shape, name = sim.Square{Mean: mean, Amplitude: c.amp, Period: c.period}, "square"
 	}
-	grid := sim.OracleGrid{Duration: 20 * time.Second}
+	grid := sim.OracleGrid{Duration: 20 * time.Second, Table: table}
 	for i := range 15 {
 		grid.Loads = append(grid.Loads, mean*(0.3+1.4*float64(i)/14))
 	}
