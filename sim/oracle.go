@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -31,6 +32,7 @@ type OracleGrid struct {
 type OracleTable struct {
 	mu    sync.Mutex
 	loads map[float64]*tableLoad
+	grid  *OracleGrid // the grid of its first use, which every other must match
 }
 
 type tableLoad struct {
@@ -38,11 +40,17 @@ type tableLoad struct {
 	out  Outcome
 }
 
-// at returns load's outcome, measuring it on first need.
-func (t *OracleTable) at(load float64, measure func() Outcome) Outcome {
+// at returns load's outcome on grid g, measuring it on first need. A grid
+// whose runs differ from the one the table was first used with panics: its
+// outcomes are not the table's.
+func (t *OracleTable) at(g OracleGrid, load float64, measure func() Outcome) Outcome {
 	t.mu.Lock()
 	if t.loads == nil {
-		t.loads = map[float64]*tableLoad{}
+		t.loads, t.grid = map[float64]*tableLoad{}, &g
+	}
+	if !slices.Equal(t.grid.Shares, g.Shares) || t.grid.Duration != g.Duration || t.grid.Warmup != g.Warmup {
+		t.mu.Unlock()
+		panic("sim: an OracleTable shared by grids whose runs differ")
 	}
 	l, ok := t.loads[load]
 	if !ok {
@@ -98,7 +106,7 @@ func NewOracle(build func(load Profile, d Dimmer) Config, shape Profile, dur tim
 		if !ok {
 			measure := func() Outcome { return bestFixed(build, load, g) }
 			if g.Table != nil {
-				b = g.Table.at(load, measure)
+				b = g.Table.at(g, load, measure)
 			} else {
 				b = measure()
 			}

@@ -79,4 +79,9 @@ func TestOracleTableSharesTheGridLoads(t *testing.T) {
 	wg.Wait()
 	assert.Equal(t, own.Seconds, a.Seconds)
 	assert.Equal(t, own.Seconds, b.Seconds)
+
+	// A grid of other runs does not read the table's outcomes.
+	other := grid
+	other.Duration = 20 * time.Second
+	assert.Panics(t, func() { NewOracle(build, sine, 20*time.Second, other) })
 }
