@@ -81,8 +81,9 @@ func TestStepsParse(t *testing.T) {
 		"go test -race -count=1 ./...\n"+
 		"go test -p 1 -count=1 -run '^TestHostileClients$' ./cmd/brownoutd ./shop/...\n"+
 		"go test -race=false -short -skip 'Slow' ./sim\n"+
-		"go test -tags=brownout_procpin -skip=Slow -run=Lab ./sim\n")
-	require.Len(t, steps, 4)
+		"go test -tags=brownout_procpin -skip=Slow -run=Lab ./sim\n"+
+		"go test -run '^TestHostileClients$/^floods$' ./cmd/brownoutd\n")
+	require.Len(t, steps, 5)
 	assert.True(t, steps[0].race)
 	assert.True(t, steps[0].covers("./sim"))
 	assert.False(t, steps[1].race)
@@ -100,6 +101,9 @@ func TestStepsParse(t *testing.T) {
 	tagged.build = &constraint.TagExpr{Tag: "brownout_procpin"}
 	assert.True(t, steps[3].runs(tagged))
 	assert.False(t, steps[1].runs(skippedTest{pkg: "./shop/sale", name: "TestHostileClients", build: tagged.build}), "the file is not built without its tag")
+	assert.True(t, steps[4].runs(skippedTest{pkg: "./cmd/brownoutd", name: "TestHostileClients"}), "a subtest of it")
+	assert.Equal(t, "^a[/](b/c)", topLevel("^a[/](b/c)/d"))
+	assert.Equal(t, `^a\/b`, topLevel(`^a\/b/c`))
 }
 
 type step struct {
@@ -182,9 +186,9 @@ func goTestSteps(t *testing.T, out string) []step {
 					s.short = on
 				}
 			case "run":
-				s.run = regexp.MustCompile(val)
+				s.run = regexp.MustCompile(topLevel(val))
 			case "skip":
-				s.skip = regexp.MustCompile(val)
+				s.skip = regexp.MustCompile(topLevel(val))
 			case "tags":
 				s.tags = strings.FieldsFunc(val, func(r rune) bool { return r == ',' || r == ' ' })
 			}
@@ -192,6 +196,30 @@ func goTestSteps(t *testing.T, out string) []step {
 		steps = append(steps, s)
 	}
 	return steps
+}
+
+// topLevel is the part of a -run or -skip pattern that go test matches
+// against a top-level test's name: up to the first slash outside brackets
+// and parentheses (each further part matches a level of subtests). A test
+// whose name matches it runs, at least in part: a step that runs only
+// some subtests of a race-skipped test is taken to run what skips.
+func topLevel(pattern string) string {
+	depth := 0
+	for i := 0; i < len(pattern); i++ {
+		switch pattern[i] {
+		case '\\':
+			i++
+		case '[', '(':
+			depth++
+		case ']', ')':
+			depth--
+		case '/':
+			if depth == 0 {
+				return pattern[:i]
+			}
+		}
+	}
+	return pattern
 }
 
 // shellWords splits a command line on blanks, keeping single- and
