@@ -31,9 +31,9 @@ HEAP   := ./signals/fleet ./shed ./signals ./api
 HOSTILE := ./cmd/brownoutd ./cmd/shop-demo
 # Packages tested at once under -race. Many of them wait on real servers
 # (PostgreSQL, Prometheus, Redis, sockets) for much of their run: with
-# go test's default of one per core, a two-core machine used 1.3 cores on
-# average; four at once keep both busy (the step took 257 s instead of
-# about 335 s there).
+# go test's default of one per core, a two-core machine left a third of
+# its CPU idle; four at once keep both busy (there the step took 235 s
+# instead of 304 s).
 RACE_P ?= 4
 SOAK   ?= 15m
 SOAK_SHOP ?= 20m

@@ -807,7 +807,9 @@ func (e *explorer) swings() error {
 	// the same mean), so they share its constant runs.
 	tables := map[int]*sim.OracleTable{}
 	for _, c := range cases {
-		tables[c.workers] = &sim.OracleTable{}
+		if tables[c.workers] == nil {
+			tables[c.workers] = &sim.OracleTable{}
+		}
 	}
 	lines := make([]string, len(cases))
 	if err := e.each(len(cases), func(i int) { lines[i] = e.swing(cases[i], tables[cases[i].workers]) }); err != nil {

@@ -148,6 +148,10 @@ func (s step) runs(st skippedTest) bool {
 	})
 }
 
+// flagTakesValue: go test's flags whose value may follow as the next word.
+var flagTakesValue = map[string]bool{"run": true, "skip": true, "tags": true, "p": true, "timeout": true, "bench": true,
+	"benchtime": true, "count": true, "cpu": true, "parallel": true, "o": true, "coverprofile": true, "exec": true, "fuzz": true, "fuzztime": true}
+
 // goTestSteps reads the go test commands out of make -n's lines.
 func goTestSteps(t *testing.T, out string) []step {
 	t.Helper()
@@ -166,9 +170,7 @@ func goTestSteps(t *testing.T, out string) []step {
 			}
 			a = strings.TrimPrefix(a, "-")
 			name, val, hasVal := strings.Cut(a, "=")
-			takesValue := map[string]bool{"run": true, "skip": true, "tags": true, "p": true, "timeout": true, "bench": true,
-				"benchtime": true, "count": true, "cpu": true, "parallel": true, "o": true, "coverprofile": true, "exec": true, "fuzz": true, "fuzztime": true}
-			if takesValue[name] && !hasVal && i+1 < len(w) {
+			if flagTakesValue[name] && !hasVal && i+1 < len(w) {
 				i++
 				val = w[i]
 			}
