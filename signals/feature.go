@@ -80,15 +80,18 @@ func addFloat(a *atomic.Uint64, x float64) {
 
 func (m *momentCounters) add(x float64) {
 	m.n.Add(1)
-	addFloat(&m.sum, x)
 	addFloat(&m.sumSq, x*x)
+	addFloat(&m.sum, x)
 }
 
 // load reads the moments. The times are read before the count, which add
 // writes first: a read that lands inside an add may count a request
 // without its time, never a time without its request (a count of 0 with
 // a sum, which the daemon's sources refuse whole: a push, or a scrape's
-// tallies). The time missed is in the next read.
+// tallies). The time missed is in the next read. And the sum is read
+// before the sum of squares, which add writes first: a read never holds
+// a time without its square, so the moments it returns always satisfy
+// sum² ≤ n·sum_sq (Cauchy–Schwarz), which the daemon's push source checks.
 func (m *momentCounters) load() Moments {
 	sum, sq := math.Float64frombits(m.sum.Load()), math.Float64frombits(m.sumSq.Load())
 	return Moments{N: int64(m.n.Load()), Sum: sum, SumSq: sq}

@@ -133,7 +133,16 @@
 // previous bucket's 0.25: bounds must ascend". A push holds at most 64
 // features (signals.MaxFeatures), each name 1 to 128 bytes of UTF-8
 // without control characters or surrounding space; more, or another name,
-// is a 400. What the source keeps is bounded: per instance at most 64
+// is a 400. The feature tallies and the work are checked as what a
+// Recorder can count, so that no push moves the estimates the daemon
+// learns from them by more than real requests would: each moments'
+// mean time at most an hour a request, their sum of squares one that
+// their times can have (sum² ≤ n·sum_sq), no feature tallying more
+// requests or time than the work, and within one run (one start) no
+// count going down and no feature tallying more requests since the
+// instance's last accepted push than its work counts — a feature first
+// named in a later push included; each is a 400 whose detail names the
+// feature, and the instance's health shows it. What the source keeps is bounded: per instance at most 64
 // readings and 8192 buckets (readings inside the window are thinned evenly
 // past either, keeping its base and the newest) and the feature tallies of
 // its last two pushes (at most 64 features each, about 13 KB), and

@@ -331,6 +331,11 @@ func (s *PushSource) apply(now time.Time, p pushed) error {
 				p.instance, p.clock.Format(time.RFC3339Nano), in.clock.Format(time.RFC3339Nano))}
 		}
 	}
+	if in.reads != nil && p.run.Equal(in.run) {
+		if err := checkTallyGrowth(in.tallies[1], p.st.tallies, in.work[1], p.st.work, in.hasWork[1] && p.st.hasWork); err != nil {
+			return err
+		}
+	}
 	switch {
 	case in.reads == nil: // new, or back after expiring: no base
 		in.tallies, in.tallyBase = [2][]signals.Tally{nil, p.st.tallies}, false
@@ -466,6 +471,36 @@ func (s *PushSource) Health() signals.SourceHealth {
 // application/problem+json body (RFC 9457).
 func writeProblem(w http.ResponseWriter, p *pushProblem) {
 	httpproblem.Write(w, httpproblem.Problem{Type: httpproblem.Type("push", p.kind), Title: pushTitles[p.kind], Status: p.status, Detail: p.detail})
+}
+
+// checkTallyGrowth checks an instance's cumulative tallies and work, cur,
+// against its last accepted push's, prev, in the same run: no count goes
+// down (a process that restarted gives a new start), and where both pushes
+// carry the work, no feature tallies more requests since the last push
+// than the work counts (every tallied request's time is in the work). A
+// feature the last push did not name counts its whole tally as its
+// increase, so that bound is what keeps a new name from bringing a
+// lifetime of counts into one interval: a feature first named with a
+// million requests of one microsecond each, against ten requests of work,
+// set its learned cost to −1.2 of an all-off request for minutes.
+func checkTallyGrowth(prev, cur []signals.Tally, prevW, curW signals.Moments, withWork bool) error {
+	if withWork && (curW.N < prevW.N || curW.Sum < prevW.Sum*(1-momentsSlack)) {
+		return invalid("work: %d requests and %g s, fewer than the last push's %d and %g s in the same run: counts are cumulative (a restarted process gives a new start)", curW.N, curW.Sum, prevW.N, prevW.Sum)
+	}
+	grew := curW.N - prevW.N
+	for _, c := range cur {
+		var b signals.Tally
+		if i := slices.IndexFunc(prev, func(t signals.Tally) bool { return t.Feature == c.Feature }); i >= 0 {
+			b = prev[i]
+		}
+		if c.On.N < b.On.N || c.Off.N < b.Off.N || c.Unattributed < b.Unattributed {
+			return invalid("features.%s: counts lower than the last push's in the same run: counts are cumulative (a restarted process gives a new start)", c.Feature)
+		}
+		if n := c.On.N + c.Off.N - b.On.N - b.Off.N; withWork && n > grew {
+			return invalid("features.%s: %d requests tallied since the last push, more than the %d the work counts: every tallied request's time is in work", c.Feature, n, grew)
+		}
+	}
+	return nil
 }
 
 // addTallyDelta adds cur − base (cumulative tallies of one instance,

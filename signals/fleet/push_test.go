@@ -13,6 +13,7 @@ import (
 	"reflect"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -458,6 +459,18 @@ func TestPushBadBodies(t *testing.T) {
 		{"feature sum without n", timed + `"features":{"recs":{"off":{"sum_sq":2}}}}`, "invalid", "features.recs.off.sum_sq: 2 with n 0"},
 		{"feature unattributed", timed + `"features":{"recs":{"unattributed":0.5}}}`, "invalid", "features.recs.unattributed: 0.5 is not a whole number"},
 		{"features not an object", timed + `"features":[1]}`, "invalid", "features: array is not an object"},
+		{"feature sum huge", timed + `"features":{"recs":{"on":{"n":50,"sum":1e300,"sum_sq":1e308}}}}`, "invalid",
+			"features.recs.on.sum: 1e+300 s over 50 requests is 2e+298 s a request: over an hour"},
+		{"feature sum_sq huge", timed + `"features":{"recs":{"on":{"n":2,"sum":2,"sum_sq":1e10}}}}`, "invalid",
+			"features.recs.on.sum_sq: 1e+10 s² over 2 requests"},
+		{"feature squares too small", timed + `"features":{"recs":{"on":{"n":5000,"sum":1000,"sum_sq":0}}}}`, "invalid",
+			"features.recs.on: sum 1000 and sum_sq 0 cannot come from 5000 requests"},
+		{"work squares too small", timed + `"work":{"n":4,"sum":2,"sum_sq":0.9}}`, "invalid",
+			"work: sum 2 and sum_sq 0.9 cannot come from 4 requests"},
+		{"tallies over work", timed + `"features":{"recs":{"on":{"n":7,"sum":0.7,"sum_sq":0.07},"off":{"n":5,"sum":0.5,"sum_sq":0.05}}},"work":{"n":10,"sum":2,"sum_sq":0.4}}`, "invalid",
+			"features.recs: 12 requests tallied (on and off), more than the 10 of work"},
+		{"tallied time over work", timed + `"features":{"recs":{"on":{"n":2,"sum":3,"sum_sq":4.5}}},"work":{"n":10,"sum":2,"sum_sq":0.4}}`, "invalid",
+			"features.recs: 3 s tallied (on and off), more than work's 2 s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &clock{t: t0}
@@ -958,4 +971,98 @@ func TestPushInstances(t *testing.T) {
 		require.NoError(t, err)
 		assert.InDelta(t, tc.want, snap.Instances, 1e-9, "%d and %d requests", tc.a, tc.b)
 	}
+}
+
+// TestPushTallyGrowth: within one run an instance's tallies and work only
+// grow, and no feature tallies more requests between two pushes than the
+// work counts — a feature first named in a later push included: its whole
+// tally is taken for the interval's. Each refused push changes nothing,
+// and says why in the instance's health.
+func TestPushTallyGrowth(t *testing.T) {
+	start := t0.Add(-time.Minute)
+	at := func(i int) time.Time { return t0.Add(time.Duration(i) * time.Second) }
+	raw := func(i int, features, work string) []byte {
+		return []byte(fmt.Sprintf(`{"v":1,"instance":"a","start":%q,"time":%q,"features":{%s},"work":%s}`,
+			start.Format(time.RFC3339Nano), at(i).Format(time.RFC3339Nano), features, work))
+	}
+	const (
+		recs10 = `"recs":{"on":{"n":6,"sum":0.6,"sum_sq":0.06},"off":{"n":4,"sum":0.4,"sum_sq":0.04}}`
+		work10 = `{"n":10,"sum":1,"sum_sq":0.1}`
+		recs20 = `"recs":{"on":{"n":12,"sum":1.2,"sum_sq":0.12},"off":{"n":8,"sum":0.8,"sum_sq":0.08}}`
+		work20 = `{"n":20,"sum":2,"sum_sq":0.2}`
+	)
+	for _, tc := range []struct {
+		name, features, work, detail string
+	}{
+		{"a new feature's lifetime in one interval", recs20 + `,"gallery":{"on":{"n":1000000,"sum":1,"sum_sq":0.000001},"off":{"n":0}}`, `{"n":1000020,"sum":3,"sum_sq":0.2000011}`, ""},
+		{"a new feature over the work's increase", recs20 + `,"gallery":{"on":{"n":11,"sum":0.011,"sum_sq":0.000011},"off":{"n":0}}`, work20,
+			"features.gallery: 11 requests tallied since the last push, more than the 10 the work counts"},
+		{"a feature's counts down", `"recs":{"on":{"n":5,"sum":0.5,"sum_sq":0.05},"off":{"n":4,"sum":0.4,"sum_sq":0.04}}`, work20,
+			"features.recs: counts lower than the last push's in the same run"},
+		{"work down", "", `{"n":9,"sum":0.9,"sum_sq":0.09}`, "work: 9 requests and 0.9 s, fewer than the last push's 10 and 1 s in the same run"},
+		{"more tallied than the work grew", `"recs":{"on":{"n":14,"sum":1.4,"sum_sq":0.14},"off":{"n":8,"sum":0.8,"sum_sq":0.08}}`, `{"n":22,"sum":2.2,"sum_sq":0.22}`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &clock{t: at(0)}
+			src := newPushSource(c)
+			mustPush(t, src, raw(0, recs10, work10))
+			c.t = at(1)
+			w := post(src, raw(1, tc.features, tc.work))
+			if tc.detail == "" {
+				require.Equal(t, http.StatusNoContent, w.Code, w.Body.String())
+				return
+			}
+			require.Equal(t, http.StatusBadRequest, w.Code)
+			assert.Contains(t, problemOf(t, w).Detail, tc.detail)
+			h := src.Health()
+			require.Len(t, h.Instances, 1)
+			assert.Contains(t, h.Instances[0].LastError, tc.detail, "the instance's health says why")
+			// Nothing changed: the next honest push measures the interval
+			// from the last accepted one.
+			c.t = at(2)
+			mustPush(t, src, raw(2, recs20, work20))
+			snap, err := src.Snapshot(context.Background(), c.t)
+			require.NoError(t, err)
+			require.Len(t, snap.Tallies, 1)
+			assert.Equal(t, int64(6), snap.Tallies[0].On.N)
+			assert.Equal(t, int64(10), snap.Work.N)
+		})
+	}
+}
+
+// TestRecorderMomentsHoldCauchySchwarz: however a read of a Recorder's
+// tallies interleaves with the requests that add to them, the moments it
+// returns pass the push source's check (sum² ≤ n·sum_sq): a request's time
+// is never read without its square.
+func TestRecorderMomentsHoldCauchySchwarz(t *testing.T) {
+	rec := signals.NewRecorder(signals.Config{})
+	require.NoError(t, rec.Features("recs"))
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				tally(rec, "recs", (i+w)%2 == 0, 10*time.Millisecond) // equal times: the tightest case
+			}
+		}()
+	}
+	for range 2000 {
+		for _, tl := range rec.Tallies() {
+			for _, m := range []signals.Moments{tl.On, tl.Off} {
+				_, err := pushMomentsOf(m).decode("x")
+				require.NoError(t, err)
+			}
+		}
+		_, err := pushMomentsOf(rec.Work()).decode("work")
+		require.NoError(t, err)
+	}
+	close(done)
+	wg.Wait()
 }

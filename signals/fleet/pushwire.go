@@ -403,6 +403,9 @@ func (b *pushBody) decode() (pushed, error) {
 		if err != nil {
 			return p, err
 		}
+		if err := checkTalliedWork(st.tallies, w); err != nil {
+			return p, err
+		}
 		st.work, st.hasWork = w, true
 	}
 	st.parsed = true
@@ -451,7 +454,26 @@ func (st *targetState) readFeatures(fs map[string]pushFeature) error {
 	return nil
 }
 
-// decode checks moments on the wire, named path in errors.
+// maxRequestWork bounds the mean service time of a push's moments, in
+// seconds: an hour, longer than any request a brownout controller dims
+// (its latency targets are seconds). It keeps every sum finite in what the
+// estimates compute from them — a mean, a variance, a contrast between
+// two features' means — so that one push cannot move them by more than
+// an hour's request would: a sum of 1e300 seconds took every learned cost
+// out of a daemon's state, and they did not come back.
+const maxRequestWork = 3600.0
+
+// momentsSlack is the relative rounding the moments' float sums may carry
+// (sums of millions of terms, added in any order): a bound checked on
+// them holds within it.
+const momentsSlack = 1e-9
+
+// decode checks moments on the wire, named path in errors: counts and
+// sums as they must be (whole, not negative, no time without a request),
+// a mean service time of at most maxRequestWork, and a sum of squares
+// that n service times summing to sum can have (sum² ≤ n·sum_sq,
+// Cauchy–Schwarz: n requests of 0.2 s sum to 1000 s only with squares
+// that sum to 200 s² or more).
 func (w pushMoments) decode(path string) (signals.Moments, error) {
 	if err := checkCount(path+".n", w.N); err != nil {
 		return signals.Moments{}, err
@@ -467,7 +489,34 @@ func (w pushMoments) decode(path string) (signals.Moments, error) {
 			return signals.Moments{}, invalid("%s.%s: %g with n 0: no request, no time", path, g.name, g.v)
 		}
 	}
+	if w.N > 0 {
+		switch {
+		case w.Sum > w.N*maxRequestWork:
+			return signals.Moments{}, invalid("%s.sum: %g s over %g requests is %.3g s a request: over an hour, no request's service time (sum is in seconds)", path, w.Sum, w.N, w.Sum/w.N)
+		case w.SumSq > w.N*maxRequestWork*maxRequestWork:
+			return signals.Moments{}, invalid("%s.sum_sq: %g s² over %g requests: more than an hour's request each (sum_sq is in seconds squared)", path, w.SumSq, w.N)
+		case w.Sum*w.Sum > w.N*w.SumSq*(1+momentsSlack):
+			return signals.Moments{}, invalid("%s: sum %g and sum_sq %g cannot come from %g requests: their sum squared is at most n·sum_sq (sum_sq is the sum of each request's time squared)", path, w.Sum, w.SumSq, w.N)
+		}
+	}
 	return signals.Moments{N: int64(w.N), Sum: w.Sum, SumSq: w.SumSq}, nil
+}
+
+// checkTalliedWork checks a push's tallies against its work (both
+// cumulative): every tallied request's time is in the work, so no
+// feature counts more requests, or more time, than the work does. (A
+// Recorder reads its tallies before its work, and a request adds to its
+// work before its tallies: its pushes hold to it.)
+func checkTalliedWork(tallies []signals.Tally, work signals.Moments) error {
+	for _, t := range tallies {
+		if n := t.On.N + t.Off.N; n > work.N {
+			return invalid("features.%s: %d requests tallied (on and off), more than the %d of work: every tallied request's time is in work", t.Feature, n, work.N)
+		}
+		if sum := t.On.Sum + t.Off.Sum; sum > work.Sum*(1+momentsSlack) {
+			return invalid("features.%s: %g s tallied (on and off), more than work's %g s: every tallied request's time is in work", t.Feature, sum, work.Sum)
+		}
+	}
+	return nil
 }
 
 // buckets counts the histogram buckets of b, classic and native, over
