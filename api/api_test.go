@@ -532,3 +532,69 @@ func TestMetricsShowTheRequestCost(t *testing.T) {
 	assert.Equal(t, ctl.RequestCost(), charge())
 	assert.InDelta(t, ctl.RequestCost(), a.State().RequestCost, 1e-6, "the state says it too")
 }
+
+// TestStateShowsTheModel: /v1/state and the metrics show what the law
+// knows of the service — cold before anything is measured; once an
+// overload with a measured load and no gate sets the capacity, that
+// capacity with what set it, the load's estimate and the all-off
+// request's work, each with its standard error.
+func TestStateShowsTheModel(t *testing.T) {
+	ctl := newController(t)
+	reg := prometheus.NewRegistry()
+	a, err := New(Config{Controller: ctl, Registerer: reg})
+	require.NoError(t, err)
+	defer a.Close()
+	m := a.State().Model
+	assert.Equal(t, ModelJSON{Mode: dimmer.ModelCold, Capacity: CapacityJSON{Unit: "all-off/s"}}, m, "nothing measured yet")
+
+	now := t0
+	for k := range 10 {
+		now = now.Add(time.Second)
+		var s signals.Snapshot
+		s.Time, s.RecentSpan, s.RecentAt = now, time.Second, now
+		s.Recent.Arrived, s.Recent.Completed = 100, 100
+		s.Set(signals.ArrivalRate, 100)
+		s.Set(signals.LatencyP99, 1.5) // over target: the cold rule sets K
+		var on, off, work signals.Moments
+		for j := range 50 {
+			x, y := 0.015+0.001*float64(j%3), 0.010+0.001*float64((j+k)%3)
+			on.Add(x)
+			off.Add(y)
+			work.Add(x)
+			work.Add(y)
+		}
+		s.Tallies, s.Work = []signals.Tally{{Feature: "recommendations", On: on, Off: off}}, work
+		ctl.Step(now, s)
+	}
+	m = a.State().Model
+	assert.Equal(t, dimmer.ModelNoGate, m.Mode, "no gate reports its room")
+	assert.Equal(t, "s/s", m.Capacity.Unit, "the requests are tallied: seconds of service a second")
+	assert.Greater(t, m.Capacity.Value, 0.0)
+	assert.NotEmpty(t, m.Capacity.Source)
+	require.NotNil(t, m.Load)
+	assert.InDelta(t, 100, m.Load.Value, 5)
+	assert.Greater(t, m.Load.SE, 0.0)
+	require.NotNil(t, m.AllOff)
+	assert.InDelta(t, 0.011, m.AllOff.Value, 0.005, "about the off requests' 11 ms")
+
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, mt := range mf.GetMetric() {
+			got[mf.GetName()] = mt.GetGauge().GetValue()
+			if mf.GetName() == "brownout_capacity" {
+				for _, l := range mt.GetLabel() {
+					got["brownout_capacity/"+l.GetName()+"="+l.GetValue()] = 1
+				}
+			}
+		}
+	}
+	assert.InDelta(t, m.Capacity.Value, got["brownout_capacity"], 1e-5)
+	assert.Equal(t, 1.0, got["brownout_capacity/unit=s/s"])
+	assert.Equal(t, 1.0, got["brownout_capacity/mode=no-gate"])
+	assert.InDelta(t, m.Load.Value, got["brownout_load_estimate_per_second"], 1e-5)
+	assert.Contains(t, got, "brownout_load_estimate_stderr_per_second")
+	assert.InDelta(t, m.AllOff.Value, got["brownout_all_off_work_seconds"], 1e-9)
+	assert.Contains(t, got, "brownout_all_off_work_stderr_seconds")
+}

@@ -47,13 +47,21 @@ var (
 	costDesc = prometheus.NewDesc("brownout_feature_cost_ratio", "Each feature's cost as the controller learned it: its extra work as a share of the work of a request with every feature off (absent until contrasted).", []string{"feature"}, nil)
 	costSE   = prometheus.NewDesc("brownout_feature_cost_stderr_ratio", "The standard error of brownout_feature_cost_ratio.", []string{"feature"}, nil)
 	chargeD  = prometheus.NewDesc("brownout_request_cost_ratio", "What a request is expected to take at the published levels, as a share of one with every feature on: what the gates charge a request (1 at full brightness and before the law's first step).", nil, nil)
+	costUse  = prometheus.NewDesc("brownout_feature_cost_in_use", "1 when the law sets the levels with the learned cost (brownout_feature_cost_ratio), 0 while it is not yet precise enough and the configured cost is used.", []string{"feature"}, nil)
+	capDesc  = prometheus.NewDesc("brownout_capacity", "The capacity the law estimates (K): the work a second the service carries within target, in unit s/s (seconds of service a second, where requests are tallied) or all-off/s (requests with every feature off a second); 0 while unknown. mode: cold, feedback-only, no-gate or measured.", []string{"unit", "mode"}, nil)
+	capSat   = prometheus.NewDesc("brownout_capacity_saturated", "What the service did while its gate was saturated (K's ceiling), in brownout_capacity's unit; absent while never measured.", []string{"unit"}, nil)
+	capStep  = prometheus.NewDesc("brownout_capacity_step", "How far the law's next correction moves brownout_capacity at most, in its unit: the resolution the corrections know it to.", []string{"unit"}, nil)
+	loadDesc = prometheus.NewDesc("brownout_load_estimate_per_second", "The offered load the law estimates, requests a second (absent when none is measured).", nil, nil)
+	loadSE   = prometheus.NewDesc("brownout_load_estimate_stderr_per_second", "The standard error of brownout_load_estimate_per_second.", nil, nil)
+	offDesc  = prometheus.NewDesc("brownout_all_off_work_seconds", "The service time of a request with every feature off, as the law estimates it from the requests' tallies (absent without tallies).", nil, nil)
+	offSE    = prometheus.NewDesc("brownout_all_off_work_stderr_seconds", "The standard error of brownout_all_off_work_seconds.", nil, nil)
 	srcDesc  = prometheus.NewDesc("brownout_source_up", "1 when the signal source's last read succeeded.", []string{"source"}, nil)
 	saveDesc = prometheus.NewDesc("brownout_state_save_errors_total", "Failed writes of the operators' state file (the change was in force, not on disk).", nil, nil)
 	lagDesc  = prometheus.NewDesc("brownout_tick_lag_p99_seconds", "p99 of how late the last 1000 control ticks ran.", nil, nil)
 )
 
 func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{saveDesc, ofrepDesc, levelDesc, fmodeDesc, pressDesc, modeDesc, shedDesc, genDesc, srcDesc, lagDesc, costDesc, costSE, chargeD} {
+	for _, d := range []*prometheus.Desc{saveDesc, ofrepDesc, levelDesc, fmodeDesc, pressDesc, modeDesc, shedDesc, genDesc, srcDesc, lagDesc, costDesc, costSE, costUse, chargeD, capDesc, capSat, capStep, loadDesc, loadSE, offDesc, offSE} {
 		ch <- d
 	}
 	for _, d := range readDescs {
@@ -80,7 +88,25 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 			name := m.a.ctl.Config().Features[i].Name
 			ch <- prometheus.MustNewConstMetric(costDesc, prometheus.GaugeValue, e.Value, name)
 			ch <- prometheus.MustNewConstMetric(costSE, prometheus.GaugeValue, e.SE, name)
+			ch <- prometheus.MustNewConstMetric(costUse, prometheus.GaugeValue, b2f(e.InUse), name)
 		}
+	}
+	me := m.a.ctl.Model()
+	unit := modelJSON(me).Capacity.Unit
+	ch <- prometheus.MustNewConstMetric(capDesc, prometheus.GaugeValue, me.Capacity, unit, me.Mode)
+	if me.Saturated > 0 {
+		ch <- prometheus.MustNewConstMetric(capSat, prometheus.GaugeValue, me.Saturated, unit)
+	}
+	if me.Step > 0 {
+		ch <- prometheus.MustNewConstMetric(capStep, prometheus.GaugeValue, me.Step, unit)
+	}
+	if me.Load > 0 {
+		ch <- prometheus.MustNewConstMetric(loadDesc, prometheus.GaugeValue, me.Load)
+		ch <- prometheus.MustNewConstMetric(loadSE, prometheus.GaugeValue, me.LoadSE)
+	}
+	if me.AllOff > 0 {
+		ch <- prometheus.MustNewConstMetric(offDesc, prometheus.GaugeValue, me.AllOff)
+		ch <- prometheus.MustNewConstMetric(offSE, prometheus.GaugeValue, me.AllOffSE)
 	}
 	ch <- prometheus.MustNewConstMetric(modeDesc, prometheus.GaugeValue, 1, st.Mode.String())
 	ch <- prometheus.MustNewConstMetric(shedDesc, prometheus.GaugeValue, st.Shed)
@@ -102,4 +128,11 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(lagDesc, prometheus.GaugeValue, m.a.hist.lagP99())
 	ch <- prometheus.MustNewConstMetric(saveDesc, prometheus.CounterValue, float64(m.a.saveErrors.Load()))
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -46,6 +46,9 @@ type StateJSON struct {
 	// Law is the control law and its pressure band (the dial draws the
 	// band on the pressure gauge).
 	Law LawJSON `json:"law"`
+	// Model is what the law knows of the service: its capacity, the load
+	// and a request's work, with their uncertainty.
+	Model ModelJSON `json:"model"`
 	// Cluster is what this replica knows of the others (absent for a
 	// lone daemon).
 	Cluster *ClusterJSON `json:"cluster,omitempty"`
@@ -90,12 +93,71 @@ type FeatureJSON struct {
 }
 
 // CostJSON is a learned cost (dimmer.CostEstimate): extra work as a
-// share of the all-off request's, its standard error, and the ticks it
-// was learned from.
+// share of the all-off request's, its standard error, the ticks it was
+// learned from, and whether the law uses it yet (until it is precise
+// enough the law sets the levels with the configured cost).
 type CostJSON struct {
 	Value      float64 `json:"value"`
 	SE         float64 `json:"se"`
 	Contrasted int     `json:"contrasted_ticks"`
+	InUse      bool    `json:"in_use"`
+}
+
+// ModelJSON is dimmer.ModelEstimate: what the law knows of the service.
+// Mode is "cold" (the capacity not yet known: full brightness until an
+// overload measures it), "feedback-only" (no load measured: the capacity
+// is the work one request may take, set by the pressure alone),
+// "no-gate" (no gate reports its room: the pressure alone corrects the
+// capacity) or "measured".
+type ModelJSON struct {
+	Mode     string        `json:"mode"`
+	Capacity CapacityJSON  `json:"capacity"`
+	Load     *EstimateJSON `json:"load,omitempty"`
+	AllOff   *EstimateJSON `json:"all_off,omitempty"`
+}
+
+// CapacityJSON is the capacity K: the work a second the service carries
+// within target, in Unit ("s/s": seconds of service a second, where the
+// requests are tallied; "all-off/s": all-off requests a second); 0 while
+// unknown. In feedback-only mode (no load measured) it is the work one
+// request may take, in "s" or "all-off". Source says what set it last; Saturated is what the service
+// did while its gate was saturated (K's ceiling; absent while never
+// measured); Step how far the next correction moves K at most, the
+// resolution the corrections know it to.
+type CapacityJSON struct {
+	Value     float64 `json:"value"`
+	Unit      string  `json:"unit"`
+	Source    string  `json:"source,omitempty"`
+	Saturated float64 `json:"saturated,omitempty"`
+	Step      float64 `json:"step,omitempty"`
+}
+
+// EstimateJSON is an estimate and its standard error: the load in
+// requests a second, the all-off request's work in seconds.
+type EstimateJSON struct {
+	Value float64 `json:"value"`
+	SE    float64 `json:"se"`
+}
+
+// modelJSON converts the law's model estimate.
+func modelJSON(e dimmer.ModelEstimate) ModelJSON {
+	out := ModelJSON{Mode: e.Mode, Capacity: CapacityJSON{Value: round(e.Capacity), Unit: "all-off/s", Source: e.Source,
+		Saturated: round(e.Saturated), Step: round(e.Step)}}
+	switch {
+	case e.Mode == dimmer.ModelFeedback && e.Seconds:
+		out.Capacity.Unit = "s" // a request's work, not a rate: no load is measured
+	case e.Mode == dimmer.ModelFeedback:
+		out.Capacity.Unit = "all-off"
+	case e.Seconds:
+		out.Capacity.Unit = "s/s"
+	}
+	if e.Load > 0 {
+		out.Load = &EstimateJSON{Value: round(e.Load), SE: round(e.LoadSE)}
+	}
+	if e.AllOff > 0 {
+		out.AllOff = &EstimateJSON{Value: e.AllOff, SE: e.AllOffSE}
+	}
+	return out
 }
 
 // CapJSON is a binding scheduled cap.
@@ -183,7 +245,7 @@ func (a *API) State() StateJSON {
 		}
 		for i, cf := range cfg.Features {
 			if cf.Name == f.Name && i < len(costs) && costs[i].Known() {
-				fj.Cost = &CostJSON{Value: round(costs[i].Value), SE: round(costs[i].SE), Contrasted: costs[i].Contrasted}
+				fj.Cost = &CostJSON{Value: round(costs[i].Value), SE: round(costs[i].SE), Contrasted: costs[i].Contrasted, InUse: costs[i].InUse}
 			}
 		}
 		out.Features = append(out.Features, fj)
@@ -196,6 +258,7 @@ func (a *API) State() StateJSON {
 		out.Sources = append(out.Sources, a.cfg.Sources()...)
 	}
 	out.Tick = TickJSON{Period: cfg.Tick.String(), LagP99: a.hist.lagP99(), Ticks: a.hist.ticks()}
+	out.Model = modelJSON(a.ctl.Model())
 	out.Law = LawJSON{Kind: LawModel, High: round(cfg.High), Low: round(cfg.Low), Setpoint: round(cfg.Setpoint), CascadeAt: round(cfg.CascadeAt), MaxShed: round(cfg.MaxShed)}
 	if a.cfg.Cluster != nil {
 		out.Cluster = a.cfg.Cluster()

@@ -87,7 +87,11 @@
 // The reason speaks the model, e.g. "reject.ratio 0.03 > 0.01 target:
 // load 412/s, carries 3.6 s of service a second (measured while
 // saturated), recommendations costs 0.31±0.03 of an all-off request
-// (learned) → brightness 0.35: dimming recommendations".
+// (learned: 3ms±291µs) → brightness 0.35: dimming recommendations";
+// before any overload, "full brightness (load 80/s, capacity not yet
+// known until an overload measures it)". [Controller.Model] and
+// [Controller.Costs] give the same estimates as numbers, with their
+// uncertainty.
 //
 // Brightness is clamped to [−MaxShed, 1], and nothing moves while the
 // controller is frozen or stale.

@@ -22,6 +22,11 @@ type CostEstimate struct {
 	// some requests and off for others, each side at least
 	// minContrastSide of them.
 	Contrasted int
+	// InUse reports whether the law sets the levels with this estimate:
+	// once it is precise enough (see the model's Learned bullet in
+	// doc.go); until then it uses the feature's Cost, scaled by what the
+	// moves taught. Costs fills it in.
+	InUse bool
 }
 
 // Known reports whether the estimate has a finite value (the zero
@@ -271,6 +276,85 @@ func (c *Controller) Costs() []CostEstimate {
 	out := make([]CostEstimate, len(c.cfg.Features))
 	for i := range out {
 		out[i] = c.mu.costs.estimate(i)
+		out[i].InUse = i < len(c.mu.mdl.learned) && c.mu.mdl.learned[i]
+	}
+	return out
+}
+
+// ModelEstimate is what the law knows of the service (see Model).
+type ModelEstimate struct {
+	// Mode is how the law sets the levels: ModelCold before the capacity
+	// is known (full brightness until an overload measures it),
+	// ModelFeedback when no load is measured (the capacity is a
+	// request's work, set by the pressure alone), ModelNoGate when the
+	// load is measured but no gate reports its room (no saturated
+	// period measures the capacity; the pressure corrects it), else
+	// ModelMeasured.
+	Mode string
+	// Capacity is K, the work a second the service carries within
+	// target — in seconds of service a second when Seconds (the source
+	// tallies service time), else in all-off requests a second; under
+	// ModelFeedback, the work one request may take. 0 while unknown.
+	Capacity float64
+	Seconds  bool
+	// Source says what set Capacity last, as the reason does ("measured
+	// while saturated", "raised: under target", …).
+	Source string
+	// Saturated is Ĉ, what the service did while its gate was saturated,
+	// in Capacity's unit: K's ceiling. 0 while never measured.
+	Saturated float64
+	// Step is how far the next correction of Capacity moves it at most,
+	// in Capacity's unit: the resolution the corrections know it to
+	// (halved at each reversal of their direction, restarted by a change
+	// of regime). 0 before the first.
+	Step float64
+	// Load is the offered load's estimate in requests a second, and
+	// LoadSE its standard error; 0 when no load is measured.
+	Load, LoadSE float64
+	// AllOff is the all-off request's work (in seconds when Seconds),
+	// and AllOffSE its standard error; 0 when the requests are not
+	// tallied (the unit is then the all-off request itself).
+	AllOff, AllOffSE float64
+}
+
+// The modes of ModelEstimate.
+const (
+	ModelCold     = "cold"
+	ModelFeedback = "feedback-only"
+	ModelNoGate   = "no-gate"
+	ModelMeasured = "measured"
+)
+
+// Model returns what the law knows of the service now: its capacity, the
+// load and a request's work, with their uncertainty. It does not
+// allocate.
+func (c *Controller) Model() ModelEstimate {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := &c.mu.mdl
+	e := &m.capacity
+	out := ModelEstimate{Capacity: max(e.k, 0), Seconds: e.seconds, Saturated: max(e.c, 0)}
+	if e.k > 0 {
+		out.Source = sourceNames[e.src]
+	}
+	switch {
+	case m.blind:
+		out.Mode = ModelFeedback
+	case e.k <= 0:
+		out.Mode = ModelCold
+	case !m.gated:
+		out.Mode = ModelNoGate
+	default:
+		out.Mode = ModelMeasured
+	}
+	if m.load.ok && m.load.est > 0 {
+		out.Load, out.LoadSE = m.load.est, math.Sqrt(max(m.load.p, 0))
+	}
+	if m.base.ok && m.base.est > 0 {
+		out.AllOff, out.AllOffSE = m.base.est, math.Sqrt(max(m.base.p, 0))
+	}
+	if e.k > 0 && e.step > 0 && out.Load > 0 && len(c.cfg.Features) > 0 {
+		out.Step = e.step * out.Load * (c.work(1) - c.work(0))
 	}
 	return out
 }

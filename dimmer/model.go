@@ -71,6 +71,7 @@ type modelState struct {
 	w0       float64   // the all-off request's work: 1 without tallies, else base's estimate
 	cost     []float64 // per feature, its cost in the unit of work (see demand)
 	learned  []bool    // per feature: cost is the learned estimate, not the prior
+	gated    bool      // the last period's source reported a gate (see Model)
 	// The load's last two intervals, for brightening (see controlModel):
 	// the load before the latest was folded in (the tracker's estimate,
 	// or without one the last rate), the rate the one before it
@@ -419,7 +420,7 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 		m.brightness = ceil // a scheduled cap holds the levels down: no windup above it
 	}
 	b := m.brightness
-	w := why{top: o.top, load: o.load}
+	w := why{top: o.top, load: o.load, gateless: !o.gate}
 	e := &m.mdl.capacity
 	m.mdl.idleBack = false // (the levels are the law's again)
 	lam, loadJumped := c.estimateLoad(o)
@@ -492,6 +493,7 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 		o.saturated = false
 	}
 
+	m.mdl.gated = o.gate
 	c.correctK(now, o, b, ceil, lamK, busy, busySE, blind)
 	w.capacity, w.source, w.blind = e.k, e.src, blind
 

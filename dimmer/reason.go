@@ -27,7 +27,10 @@ type why struct {
 	noise  bool
 	levels float64
 	blind  bool // no load measured: K is a request's work (feedback only)
-	back   bool // the levels are set for a return of the load (returns.go)
+	// gateless: no gate reported its room — no saturated period measures
+	// K; the pressure alone corrects it.
+	gateless bool
+	back     bool // the levels are set for a return of the load (returns.go)
 	// backNow: the return came in the latest interval (returns.returned)
 	backNow bool
 	// heldOut: the period's rate the load's tracker held out of its
@@ -138,10 +141,7 @@ func (c *Controller) reason() string {
 			r = fmt.Sprintf("%s: %s: every feature at its floor, but the gate has room (%.0f%% of arrivals waited): not shedding", sig, c.describeModel(w), 100*m.busy)
 		}
 	case whyFull:
-		r = sig + ": full brightness"
-		if w.capacity > 0 {
-			r += " (" + c.describeModel(w) + ")"
-		}
+		r = sig + ": full brightness (" + c.describeModel(w) + ")"
 	case whyBrighten:
 		r = fmt.Sprintf("%s: %s: brightening %s", sig, c.describeModel(w), cfg.Features[w.feature].Name)
 	case whyHold:
@@ -191,7 +191,7 @@ func (c *Controller) describeModel(w why) string {
 		return b.String()
 	}
 	if w.capacity <= 0 {
-		b.WriteString("capacity not yet known")
+		b.WriteString("capacity not yet known until an overload measures it")
 		return b.String()
 	}
 	unit := "all-off requests"
@@ -202,16 +202,20 @@ func (c *Controller) describeModel(w why) string {
 		if m.mdl.capacity.seconds {
 			fmt.Fprintf(&b, "no load measured (%s): feedback only, a request may take %s of service (%s)", c.cfg.LoadSignal, fmtValue(signals.LatencyMean, w.capacity), sourceNames[w.source])
 		} else {
-			fmt.Fprintf(&b, "no load measured (%s): feedback only, a request may take %.3g all-off requests' work (%s)", c.cfg.LoadSignal, w.capacity, sourceNames[w.source])
+			fmt.Fprintf(&b, "no load measured (%s): feedback only, a request may take %.3g times an all-off request's work (%s)", c.cfg.LoadSignal, w.capacity, sourceNames[w.source])
 		}
 	} else {
-		fmt.Fprintf(&b, "carries %.3g %s a second (%s)", w.capacity, unit, sourceNames[w.source])
+		if w.gateless {
+			fmt.Fprintf(&b, "carries %.3g %s a second (%s; without a gate to measure it, the pressure corrects it)", w.capacity, unit, sourceNames[w.source])
+		} else {
+			fmt.Fprintf(&b, "carries %.3g %s a second (%s)", w.capacity, unit, sourceNames[w.source])
+		}
 	}
 	if i := w.feature; i >= 0 && i < len(m.mdl.cost) {
 		f := c.cfg.Features[i].Name
 		switch e := m.costs.estimate(i); {
 		case m.mdl.learned[i] && m.mdl.capacity.seconds:
-			fmt.Fprintf(&b, ", %s costs %s±%s (learned)", f, fmtValue(signals.LatencyMean, e.Seconds), fmtValue(signals.LatencyMean, e.SE*e.Base))
+			fmt.Fprintf(&b, ", %s costs %.2f±%.2f of an all-off request (learned: %s±%s)", f, e.Value, e.SE, fmtValue(signals.LatencyMean, e.Seconds), fmtValue(signals.LatencyMean, e.SE*e.Base))
 		case m.mdl.learned[i]:
 			fmt.Fprintf(&b, ", %s costs %.2f±%.2f of an all-off request (learned)", f, e.Value, e.SE)
 		default:

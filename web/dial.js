@@ -337,7 +337,7 @@
     v.big.textContent = pct(lvl);
     v.mode.textContent = f.mode;
     v.mode.dataset.mode = f.mode;
-    const cost = f.cost ? ` · costs ${f.cost.value.toFixed(2)} ± ${f.cost.se.toFixed(2)} of a page` : '';
+    const cost = f.cost ? ` · costs ${f.cost.value.toFixed(2)} ± ${f.cost.se.toFixed(2)} of an all-off request${f.cost.in_use ? '' : ' (not yet precise enough to use)'}` : '';
     v.law.textContent = `Law says ${pct(f.computed)} · floor ${pct(f.floor)} · without the daemon: ${f.default ? 'on' : 'off'}${cost}`;
     v.band.textContent = bandWords(num(st.pressure), S.law);
     let note = '';
@@ -370,6 +370,35 @@
     return s;
   }
 
+  // modelWords says what the law knows of the service (/v1/state's
+  // model): its capacity, the load and the all-off request's work.
+  function modelWords(m) {
+    if (!m || !m.capacity) return '';
+    const c = m.capacity;
+    const units = { 's/s': 's of service a second', 'all-off/s': 'all-off requests a second', s: 's of service', 'all-off': 'all-off requests' };
+    const amount = (x) => `${fmtN(x)} ${units[c.unit] || c.unit}`;
+    let s;
+    switch (m.mode) {
+      case 'cold':
+        s = 'Capacity not yet known: full brightness until an overload measures it';
+        break;
+      case 'feedback-only':
+        s = `No load measured: feedback only, a request may take ${amount(c.value)}${c.source ? ` (${c.source})` : ''}`;
+        break;
+      default:
+        s = `Capacity ${amount(c.value)}${c.step ? ` ± ${fmtN(c.step)}` : ''}${c.source ? ` (${c.source})` : ''}`;
+        if (c.saturated) s += ` · saturated at ${fmtN(c.saturated)}`;
+        if (m.mode === 'no-gate') s += ' · no gate to measure it: the pressure corrects it';
+    }
+    if (m.load) s += ` · load ${fmtN(m.load.value)}/s ± ${fmtN(m.load.se)}`;
+    if (m.all_off) s += ` · an all-off request ${fmtN(m.all_off.value * 1000)} ms ± ${fmtN(m.all_off.se * 1000)}`;
+    return s;
+  }
+
+  function fmtN(x) {
+    return x == null ? '–' : Number(x.toPrecision(3)).toString();
+  }
+
   function renderState(st) {
     $('main').dataset.generation = String(st.generation);
     const mode = $('mode');
@@ -378,6 +407,7 @@
     $('action').textContent = `action: ${st.action}${st.cause ? ` · cause ${st.cause}` : ''}`;
     $('flags').textContent = `${st.frozen ? ' · frozen by an operator' : ''}${st.shadow ? ' · shadow mode' : ''}${clusterNote(st.cluster)}`;
     $('reason').textContent = st.reason || 'No reason given.';
+    $('model').textContent = modelWords(st.model);
 
     const p = num(st.pressure);
     const pm = pmax();

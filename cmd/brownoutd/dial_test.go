@@ -319,6 +319,8 @@ auth:
 		assert.Less(c, feature(stateOf(c, d.base), "recommendations").Level, 1.0)
 	}, 10*time.Second, 50*time.Millisecond, "the pushed latency dims recommendations")
 	checkDials(t, ctx, d.base)
+	waitJS(t, ctx, 5*time.Second, `(t => t.startsWith('Capacity ') && t.includes(' a second') && t.includes(' · load '))(document.getElementById('model').textContent)`,
+		"the page shows the capacity and the load the law estimates")
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		st := stateOf(c, d.base)
 		assert.LessOrEqual(c, feature(st, "gallery").Level, 0.1)
