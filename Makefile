@@ -9,7 +9,7 @@ BIN       := bin
 .PHONY: help build test e2e bench fuzz lint demo soak soak-shop clean
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
 
 build: ## build the commands into bin/
 	$(GO) build -o $(BIN)/ ./cmd/...
@@ -70,7 +70,7 @@ lint: ## gofmt check, go vet and staticcheck (pinned)
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 $(PKGS)
 
 demo: ## the 11.11 sale: unprotected, shedding only, brownout (a fresh shop each); the dial follows the brownout run at DIAL (127.0.0.1:8090)/dial/
-	$(GO) run ./cmd/shop-demo sale --compare --quiet --dial $(DIAL)
+	@$(GO) run ./cmd/shop-demo sale --compare --quiet --dial $(DIAL)
 
 soak: ## the dial live in headless chromium for SOAK (default 15m) at one update a second; its heap must stay flat
 	BROWNOUT_SOAK=$(SOAK) $(GO) test -count=1 -run '^TestDialSoak$$' -timeout 30m -v ./cmd/brownoutd

@@ -41,6 +41,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -230,6 +231,9 @@ func New(o Options) (*Brownout, error) {
 		return nil, fmt.Errorf("brownout: MaxRejectRatio %v: want a share under 1 (negative: latency alone)", o.MaxRejectRatio)
 	}
 	if o.Law != "" && o.Law != LawModel {
+		if strings.EqualFold(o.Law, LawModel) {
+			return nil, fmt.Errorf("brownout: Law %q: did you mean %q? The model law is the only law: leave Law empty (it is deprecated)", o.Law, LawModel)
+		}
 		return nil, fmt.Errorf("brownout: Law %q: the search law was removed and the model law is the only law: leave Law empty (it is deprecated)", o.Law)
 	}
 	if o.Daemon != "" && len(o.Daemons) > 0 {

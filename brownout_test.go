@@ -113,11 +113,11 @@ func TestNewLaw(t *testing.T) {
 		require.NoError(t, err, "fleet mode, Law %q", law)
 		b.Close()
 	}
-	for _, law := range []string{"search", "Model"} {
-		_, err := brownout.New(brownout.Options{Features: features(), Law: law})
-		assert.EqualError(t, err, `brownout: Law "`+law+`": the search law was removed and the model law is the only law: leave Law empty (it is deprecated)`)
-	}
-	_, err := brownout.New(brownout.Options{Daemon: "http://127.0.0.1:8080", Law: "search"})
+	_, err := brownout.New(brownout.Options{Features: features(), Law: "search"})
+	assert.EqualError(t, err, `brownout: Law "search": the search law was removed and the model law is the only law: leave Law empty (it is deprecated)`)
+	_, err = brownout.New(brownout.Options{Features: features(), Law: "Model"})
+	assert.EqualError(t, err, `brownout: Law "Model": did you mean "model"? The model law is the only law: leave Law empty (it is deprecated)`, "a typo is not taken for the search law")
+	_, err = brownout.New(brownout.Options{Daemon: "http://127.0.0.1:8080", Law: "search"})
 	assert.ErrorContains(t, err, `brownout: Law "search": the search law was removed`)
 }
 

@@ -93,6 +93,8 @@ type lawConfig struct {
 	MaxRise      removed `yaml:"max_rise"`
 	Evidence     removed `yaml:"evidence"`
 	MaxStep      removed `yaml:"max_step"`
+	ProbeAfter   removed `yaml:"probe_after"`
+	ProbeRise    removed `yaml:"probe_rise"`
 }
 
 // removed is a setting that no longer exists: it records only that the
@@ -427,7 +429,7 @@ func resolveService(name string, fc *serviceFields, prefix string, top func(path
 	}
 	for name, v := range map[string]float64{"law.high": d.High, "law.low": d.Low, "law.quantum": d.Quantum} {
 		if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
-			at(name, "%v: must not be negative", v)
+			at(name, "%v: want a finite number, not negative", v)
 		}
 	}
 	if d.High != 0 && d.Low != 0 && d.Low >= d.High {
@@ -479,11 +481,11 @@ func resolveService(name string, fc *serviceFields, prefix string, top func(path
 		if f.Floor < 0 || f.Floor >= 1 || math.IsNaN(f.Floor) {
 			at(p+".floor", "%v: want 0 ≤ floor < 1", f.Floor)
 		}
-		if f.Cost < 0 || math.IsNaN(f.Cost) {
-			at(p+".cost", "%v: must not be negative", f.Cost)
+		if f.Cost < 0 || math.IsNaN(f.Cost) || math.IsInf(f.Cost, 0) {
+			at(p+".cost", "%v: want a finite number, not negative", f.Cost)
 		}
-		if f.Value < 0 || math.IsNaN(f.Value) {
-			at(p+".value", "%v: must not be negative", f.Value)
+		if f.Value < 0 || math.IsNaN(f.Value) || math.IsInf(f.Value, 0) {
+			at(p+".value", "%v: want a finite number, not negative", f.Value)
 		}
 		rank := i
 		if f.Rank != nil {
@@ -576,6 +578,8 @@ var removedKeys = []struct {
 	{"max_rise", func(l lawConfig) removed { return l.MaxRise }, "the law brightens at once as far as the measured load allows"},
 	{"evidence", func(l lawConfig) removed { return l.Evidence }, "the law gathers no evidence: it measures the load and sets the levels from it"},
 	{"max_step", func(l lawConfig) removed { return l.MaxStep }, "the law takes no trial steps: it measures the load and sets the levels from it"},
+	{"probe_after", func(l lawConfig) removed { return l.ProbeAfter }, "the law does not probe upwards: it brightens as far as the measured load allows (law.probe is the share of users a feature's cost is measured on)"},
+	{"probe_rise", func(l lawConfig) removed { return l.ProbeRise }, "the law does not probe upwards: it brightens as far as the measured load allows (law.probe is the share of users a feature's cost is measured on)"},
 }
 
 // checkLaw reads law.kind — the model law, named or left out — and

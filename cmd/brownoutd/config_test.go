@@ -135,6 +135,11 @@ func TestLawKind(t *testing.T) {
 			"line 2: law.max_rise: no longer exists: the law brightens at once as far as the measured load allows; remove it"}},
 		{src: "law:\n  max_step: 0.2\n", errs: []string{
 			"line 2: law.max_step: no longer exists: the law takes no trial steps: it measures the load and sets the levels from it; remove it"}},
+		{src: "law:\n  probe_after: 30s\n  probe_rise: 0.1\n", errs: []string{
+			"line 2: law.probe_after: no longer exists: the law does not probe upwards",
+			"line 3: law.probe_rise: no longer exists: the law does not probe upwards"}},
+		{src: "features:\n  - {name: recommendations, cost: .nan}\n", errs: []string{
+			"features[0].cost: NaN: want a finite number, not negative"}},
 		{src: "law:\n  evidence: 0\n", errs: []string{"line 2: law.evidence: no longer exists"}},
 		{src: "law:\n  max_rise: fast\n", errs: []string{"line 2: law.max_rise: no longer exists"}},
 		{src: "law:\n  kind: search\n  down_gain: 2\n  up_gain: 2\n  proportional: 1\n  max_rise: 0.5\n  evidence: 3\n  max_step: 0.2\n", errs: []string{
