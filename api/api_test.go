@@ -563,7 +563,7 @@ func TestStateShowsTheModel(t *testing.T) {
 			work.Add(x)
 			work.Add(y)
 		}
-		s.Tallies, s.Work = []signals.Tally{{Feature: "recommendations", On: on, Off: off}}, work
+		s.Tallies, s.Work = []signals.Tally{{Feature: "colour", On: on}, {Feature: "recommendations", On: on, Off: off}}, work
 		ctl.Step(now, s)
 	}
 	m = a.State().Model
@@ -576,6 +576,7 @@ func TestStateShowsTheModel(t *testing.T) {
 	assert.Greater(t, m.Load.SE, 0.0)
 	require.NotNil(t, m.AllOff)
 	assert.InDelta(t, 0.011, m.AllOff.Value, 0.005, "about the off requests' 11 ms")
+	assert.Equal(t, &UnconfiguredJSON{Feature: "colour", Count: 1}, m.Unconfigured, "an app's flag key that names no configured feature")
 
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
@@ -597,4 +598,14 @@ func TestStateShowsTheModel(t *testing.T) {
 	assert.Contains(t, got, "brownout_load_estimate_stderr_per_second")
 	assert.InDelta(t, m.AllOff.Value, got["brownout_all_off_work_seconds"], 1e-9)
 	assert.Contains(t, got, "brownout_all_off_work_stderr_seconds")
+
+	// A minute later without that name, it is forgotten.
+	for range 61 {
+		now = now.Add(time.Second)
+		var s signals.Snapshot
+		s.Time = now
+		s.Set(signals.LatencyP99, 0.5)
+		ctl.Step(now, s)
+	}
+	assert.Nil(t, a.State().Model.Unconfigured)
 }

@@ -114,6 +114,19 @@ type ModelJSON struct {
 	Capacity CapacityJSON  `json:"capacity"`
 	Load     *EstimateJSON `json:"load,omitempty"`
 	AllOff   *EstimateJSON `json:"all_off,omitempty"`
+	// Unconfigured is a feature the requests' tallies name that the
+	// configuration does not have (an app whose flag keys are not the
+	// features' names teaches the law nothing of their costs), with how
+	// many such names the last tick held; absent unless seen within a
+	// minute.
+	Unconfigured *UnconfiguredJSON `json:"unconfigured,omitempty"`
+}
+
+// UnconfiguredJSON names the tallied features the configuration lacks:
+// the first, and how many.
+type UnconfiguredJSON struct {
+	Feature string `json:"feature"`
+	Count   int    `json:"count"`
 }
 
 // CapacityJSON is the capacity K: the work a second the service carries
@@ -156,6 +169,9 @@ func modelJSON(e dimmer.ModelEstimate) ModelJSON {
 	}
 	if e.AllOff > 0 {
 		out.AllOff = &EstimateJSON{Value: e.AllOff, SE: e.AllOffSE}
+	}
+	if e.UnconfiguredN > 0 {
+		out.Unconfigured = &UnconfiguredJSON{Feature: e.Unconfigured, Count: e.UnconfiguredN}
 	}
 	return out
 }

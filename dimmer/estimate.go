@@ -104,6 +104,12 @@ type costs struct {
 	part  []float64
 	last  time.Time
 	index map[string]int
+	// unknown is the first feature the last tick's tallies name that the
+	// configuration does not have, unknownN how many such names they
+	// held, unknownAt when (see ModelEstimate.Unconfigured).
+	unknown   string
+	unknownN  int
+	unknownAt time.Time
 }
 
 // weighted is a weighted mean with exponential forgetting. Each tick
@@ -176,12 +182,21 @@ func (c *costs) mixed(i int, from, to time.Time, mixSpan time.Duration) bool {
 // observe folds in at now one tick's tallies, of the requests that ended
 // in the interval from–to; mixSpan: see mixed. It allocates nothing.
 func (c *costs) observe(now, from, to time.Time, mixSpan time.Duration, ts []signals.Tally, w float64) {
-	seen := false
+	seen, unknownN := false, 0
 	for _, t := range ts {
-		if _, ok := c.index[t.Feature]; ok && t.On.N+t.Off.N > 0 {
+		_, ok := c.index[t.Feature]
+		switch {
+		case ok && t.On.N+t.Off.N > 0:
 			seen = true
-			break
+		case !ok && t.On.N+t.Off.N+t.Unattributed > 0:
+			if unknownN == 0 {
+				c.unknown = t.Feature
+			}
+			unknownN++
 		}
+	}
+	if unknownN > 0 {
+		c.unknownN, c.unknownAt = unknownN, now
 	}
 	if !seen {
 		// No request tallied for a feature configured (none at all, or
@@ -315,6 +330,13 @@ type ModelEstimate struct {
 	// and AllOffSE its standard error; 0 when the requests are not
 	// tallied (the unit is then the all-off request itself).
 	AllOff, AllOffSE float64
+	// Unconfigured is a feature the requests' tallies name that the
+	// configuration does not have — an app whose flag keys are not the
+	// features' names teaches the law nothing of their costs — and
+	// UnconfiguredN how many such names the last tick that had one held;
+	// empty unless one was seen within the estimates' memory (a minute).
+	Unconfigured  string
+	UnconfiguredN int
 }
 
 // The modes of ModelEstimate.
@@ -352,6 +374,9 @@ func (c *Controller) Model() ModelEstimate {
 	}
 	if m.base.ok && m.base.est > 0 {
 		out.AllOff, out.AllOffSE = m.base.est, math.Sqrt(max(m.base.p, 0))
+	}
+	if cs := c.mu.costs; cs != nil && cs.unknownN > 0 && c.mu.at.Sub(cs.unknownAt) < costMemory {
+		out.Unconfigured, out.UnconfiguredN = cs.unknown, cs.unknownN
 	}
 	if e.k > 0 && e.step > 0 && out.Load > 0 && len(c.cfg.Features) > 0 {
 		out.Step = e.step * out.Load * (c.work(1) - c.work(0))

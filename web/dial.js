@@ -392,6 +392,10 @@
     }
     if (m.load) s += ` · load ${fmtN(m.load.value)}/s ± ${fmtN(m.load.se)}`;
     if (m.all_off) s += ` · an all-off request ${fmtN(m.all_off.value * 1000)} ms ± ${fmtN(m.all_off.se * 1000)}`;
+    if (m.unconfigured) {
+      const more = m.unconfigured.count > 1 ? ` and ${m.unconfigured.count - 1} more` : '';
+      s += ` · tallies for ${m.unconfigured.feature}${more}, not a configured feature: nothing learned of them`;
+    }
     return s;
   }
 
