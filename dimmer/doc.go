@@ -88,8 +88,8 @@
 // load 412/s, carries 3.6 s of service a second (measured while
 // saturated), recommendations costs 0.31±0.03 of an all-off request
 // (learned: 3ms±291µs) → brightness 0.35: dimming recommendations";
-// before any overload, "full brightness (load 80/s, capacity not yet
-// known until an overload measures it)". [Controller.Model] and
+// before any overload, "full brightness (load 80/s, capacity unknown
+// until an overload measures it)". [Controller.Model] and
 // [Controller.Costs] give the same estimates as numbers, with their
 // uncertainty.
 //

@@ -42,11 +42,11 @@ func ExampleController() {
 		fmt.Printf("%s\nrecommendations %.2f, reviews %.2f\n", c.Status().Reason, rec, rev)
 	}
 	// Output:
-	// latency.p99 400ms < 1s target: full brightness (load 100/s, capacity not yet known until an overload measures it)
+	// latency.p99 400ms < 1s target: full brightness (load 100/s, capacity unknown until an overload measures it)
 	// recommendations 1.00, reviews 1.00
-	// latency.p99 400ms < 1s target: full brightness (load 100/s, capacity not yet known until an overload measures it)
+	// latency.p99 400ms < 1s target: full brightness (load 100/s, capacity unknown until an overload measures it)
 	// recommendations 1.00, reviews 1.00
-	// latency.p99 1.3s > 1s target: full brightness (load 300/s, capacity not yet known until an overload measures it)
+	// latency.p99 1.3s > 1s target: full brightness (load 300/s, capacity unknown until an overload measures it)
 	// recommendations 1.00, reviews 1.00
 	// latency.p99 1.3s > 1s target: load 300/s, carries 537 all-off requests a second (carried at the first overload; without a gate to measure it, the pressure corrects it), recommendations costs 1.00 of an all-off request (configured) → brightness 0.39: dimming recommendations
 	// recommendations 0.00, reviews 0.79

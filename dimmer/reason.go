@@ -191,7 +191,7 @@ func (c *Controller) describeModel(w why) string {
 		return b.String()
 	}
 	if w.capacity <= 0 {
-		b.WriteString("capacity not yet known until an overload measures it")
+		b.WriteString("capacity unknown until an overload measures it")
 		return b.String()
 	}
 	unit := "all-off requests"
@@ -215,9 +215,9 @@ func (c *Controller) describeModel(w why) string {
 		f := c.cfg.Features[i].Name
 		switch e := m.costs.estimate(i); {
 		case m.mdl.learned[i] && m.mdl.capacity.seconds:
-			fmt.Fprintf(&b, ", %s costs %.2f±%.2f of an all-off request (learned: %s±%s)", f, e.Value, e.SE, fmtValue(signals.LatencyMean, e.Seconds), fmtValue(signals.LatencyMean, e.SE*e.Base))
+			fmt.Fprintf(&b, ", %s costs %.2f±%.2g of an all-off request (learned: %s±%s)", f, e.Value, e.SE, fmtValue(signals.LatencyMean, e.Seconds), fmtValue(signals.LatencyMean, e.SE*e.Base))
 		case m.mdl.learned[i]:
-			fmt.Fprintf(&b, ", %s costs %.2f±%.2f of an all-off request (learned)", f, e.Value, e.SE)
+			fmt.Fprintf(&b, ", %s costs %.2f±%.2g of an all-off request (learned)", f, e.Value, e.SE)
 		default:
 			if sc := m.mdl.scale; sc > 0 && math.Abs(sc-1) > 0.005 {
 				fmt.Fprintf(&b, ", %s costs %.3g of an all-off request (configured %.3g, × %.3g taught by the moves)", f, c.cfg.Features[i].Cost*sc, c.cfg.Features[i].Cost, sc)

@@ -383,10 +383,13 @@
         s = 'Capacity not yet known: full brightness until an overload measures it';
         break;
       case 'feedback-only':
-        s = `No load measured: feedback only, a request may take ${amount(c.value)}${c.source ? ` (${c.source})` : ''}`;
+        s = c.value > 0
+          ? `No load measured: feedback only, a request may take ${amount(c.value)}${c.source ? ` (${c.source})` : ''}`
+          : 'No load measured: feedback only, the work a request may take not yet known (an overload of two periods sets it)';
         break;
       default:
-        s = `Capacity ${amount(c.value)}${c.step ? ` ± ${fmtN(c.step)}` : ''}${c.source ? ` (${c.source})` : ''}`;
+        s = `Capacity ${amount(c.value)}${c.source ? ` (${c.source})` : ''}`;
+        if (c.step) s += ` · next correction at most ${fmtN(c.step)}`;
         if (c.saturated) s += ` · saturated at ${fmtN(c.saturated)}`;
         if (m.mode === 'no-gate') s += ' · no gate to measure it: the pressure corrects it';
     }

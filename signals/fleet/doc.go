@@ -137,12 +137,14 @@
 // Recorder can count, so that no push moves the estimates the daemon
 // learns from them by more than real requests would: each moments'
 // mean time at most an hour a request, their sum of squares one that
-// their times can have (sum² ≤ n·sum_sq), no feature tallying more
-// requests or time than the work, and within one run (one start) no
-// count going down and no feature tallying more requests since the
-// instance's last accepted push than its work counts — a feature first
-// named in a later push included; each is a 400 whose detail names the
-// feature, and the instance's health shows it. What the source keeps is bounded: per instance at most 64
+// their times can have (sum² ≤ n·sum_sq, within the rounding of n float
+// additions), no feature tallying more requests or time than the work
+// (a feature first named in a later push included, whose whole tally is
+// taken for the interval's), and within one run (one start) no count
+// going down; each is a 400 whose detail names the feature, and the
+// instance's health shows it. An app that pushes consistent lies is not
+// caught: give each app its own push token (see the daemon's auth), so
+// that a push is an app's. What the source keeps is bounded: per instance at most 64
 // readings and 8192 buckets (readings inside the window are thinned evenly
 // past either, keeping its base and the newest) and the feature tallies of
 // its last two pushes (at most 64 features each, about 13 KB), and

@@ -475,29 +475,24 @@ func writeProblem(w http.ResponseWriter, p *pushProblem) {
 
 // checkTallyGrowth checks an instance's cumulative tallies and work, cur,
 // against its last accepted push's, prev, in the same run: no count goes
-// down (a process that restarted gives a new start), and where both pushes
-// carry the work, no feature tallies more requests since the last push
-// than the work counts (every tallied request's time is in the work). A
-// feature the last push did not name counts its whole tally as its
-// increase, so that bound is what keeps a new name from bringing a
-// lifetime of counts into one interval: a feature first named with a
-// million requests of one microsecond each, against ten requests of work,
-// set its learned cost to −1.2 of an all-off request for minutes.
+// down (a process that restarted gives a new start). (How much a feature
+// may tally between two pushes is bounded by each push's own work — see
+// checkTalliedWork — and no tighter: a Recorder reads its tallies before
+// its work, so a request that ends between the two reads is in one
+// push's work and only the next one's tallies; bounding a feature's
+// increase by the work's refused honest pushes, and every one after
+// them until the instance expired.)
 func checkTallyGrowth(prev, cur []signals.Tally, prevW, curW signals.Moments, withWork bool) error {
-	if withWork && (curW.N < prevW.N || curW.Sum < prevW.Sum*(1-momentsSlack)) {
+	if withWork && (curW.N < prevW.N || curW.Sum < prevW.Sum*(1-momentsSlack(curW.N))) {
 		return invalid("work: %d requests and %g s, fewer than the last push's %d and %g s in the same run: counts are cumulative (a restarted process gives a new start)", curW.N, curW.Sum, prevW.N, prevW.Sum)
 	}
-	grew := curW.N - prevW.N
 	for _, c := range cur {
-		var b signals.Tally
-		if i := slices.IndexFunc(prev, func(t signals.Tally) bool { return t.Feature == c.Feature }); i >= 0 {
-			b = prev[i]
+		i := slices.IndexFunc(prev, func(t signals.Tally) bool { return t.Feature == c.Feature })
+		if i < 0 {
+			continue
 		}
-		if c.On.N < b.On.N || c.Off.N < b.Off.N || c.Unattributed < b.Unattributed {
+		if b := prev[i]; c.On.N < b.On.N || c.Off.N < b.Off.N || c.Unattributed < b.Unattributed {
 			return invalid("features.%s: counts lower than the last push's in the same run: counts are cumulative (a restarted process gives a new start)", c.Feature)
-		}
-		if n := c.On.N + c.Off.N - b.On.N - b.Off.N; withWork && n > grew {
-			return invalid("features.%s: %d requests tallied since the last push, more than the %d the work counts: every tallied request's time is in work", c.Feature, n, grew)
 		}
 	}
 	return nil

@@ -974,10 +974,12 @@ func TestPushInstances(t *testing.T) {
 }
 
 // TestPushTallyGrowth: within one run an instance's tallies and work only
-// grow, and no feature tallies more requests between two pushes than the
-// work counts — a feature first named in a later push included: its whole
-// tally is taken for the interval's. Each refused push changes nothing,
-// and says why in the instance's health.
+// grow, and no push tallies more requests for a feature than its work
+// counts — a feature first named in a later push included, whose whole
+// tally is taken for the interval's. A request that ended between a
+// Recorder's reads of its tallies and of its work is in one push's work
+// and the next one's tallies: that push is taken. Each refused push
+// changes nothing, and says why in the instance's health.
 func TestPushTallyGrowth(t *testing.T) {
 	start := t0.Add(-time.Minute)
 	at := func(i int) time.Time { return t0.Add(time.Duration(i) * time.Second) }
@@ -995,8 +997,8 @@ func TestPushTallyGrowth(t *testing.T) {
 		name, features, work, detail string
 	}{
 		{"a new feature's lifetime in one interval", recs20 + `,"gallery":{"on":{"n":1000000,"sum":1,"sum_sq":0.000001},"off":{"n":0}}`, `{"n":1000020,"sum":3,"sum_sq":0.2000011}`, ""},
-		{"a new feature over the work's increase", recs20 + `,"gallery":{"on":{"n":11,"sum":0.011,"sum_sq":0.000011},"off":{"n":0}}`, work20,
-			"features.gallery: 11 requests tallied since the last push, more than the 10 the work counts"},
+		{"a new feature over the work", recs20 + `,"gallery":{"on":{"n":21,"sum":0.021,"sum_sq":0.000021},"off":{"n":0}}`, work20,
+			"features.gallery: 21 requests tallied (on and off), more than the 20 of work"},
 		{"a feature's counts down", `"recs":{"on":{"n":5,"sum":0.5,"sum_sq":0.05},"off":{"n":4,"sum":0.4,"sum_sq":0.04}}`, work20,
 			"features.recs: counts lower than the last push's in the same run"},
 		{"work down", "", `{"n":9,"sum":0.9,"sum_sq":0.09}`, "work: 9 requests and 0.9 s, fewer than the last push's 10 and 1 s in the same run"},
@@ -1065,4 +1067,71 @@ func TestRecorderMomentsHoldCauchySchwarz(t *testing.T) {
 	}
 	close(done)
 	wg.Wait()
+}
+
+// TestPushTakesARequestBetweenReads: a Recorder reads its tallies before
+// its work, so a request that ends between the two reads is in one push's
+// work and only the next push's tallies — which then tallies more since
+// the last push than the work grew. Both pushes are taken, and so are the
+// pushes after them.
+func TestPushTakesARequestBetweenReads(t *testing.T) {
+	start := t0.Add(-time.Minute)
+	c := &clock{t: t0}
+	src := newPushSource(c)
+	push := func(i int, on, off, work int) *httptest.ResponseRecorder {
+		c.t = t0.Add(time.Duration(i) * time.Second)
+		m := func(n int) string {
+			return fmt.Sprintf(`{"n":%d,"sum":%g,"sum_sq":%g}`, n, 0.01*float64(n), 0.0001*float64(n))
+		}
+		return post(src, []byte(fmt.Sprintf(`{"v":1,"instance":"a","start":%q,"time":%q,"features":{"recs":{"on":%s,"off":%s}},"work":%s}`,
+			start.Format(time.RFC3339Nano), c.t.Format(time.RFC3339Nano), m(on), m(off), m(work))))
+	}
+	require.Equal(t, http.StatusNoContent, push(0, 6, 4, 11).Code, "the eleventh request's work read, not yet its tally")
+	w := push(1, 7, 4, 11)
+	require.Equal(t, http.StatusNoContent, w.Code, "its tally now: one more tallied, no more work — %s", w.Body.String())
+	require.Equal(t, http.StatusNoContent, push(2, 8, 5, 13).Code)
+	snap, err := src.Snapshot(context.Background(), c.t)
+	require.NoError(t, err)
+	require.Len(t, snap.Tallies, 1)
+	assert.Equal(t, int64(1), snap.Tallies[0].On.N)
+	assert.Equal(t, int64(1), snap.Tallies[0].Off.N)
+}
+
+// TestPushTakesARecorderUnderLoad: a Recorder whose requests end while
+// its pushes are read — some between its reads of the tallies and of the
+// work — has every push taken.
+func TestPushTakesARecorderUnderLoad(t *testing.T) {
+	c := &clock{t: t0}
+	src := newPushSource(c)
+	start := t0.Add(-time.Minute)
+	rec := signals.NewRecorder(signals.Config{})
+	require.NoError(t, rec.Features("recs", "reviews"))
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				tally(rec, "recs", (i+w)%2 == 0, time.Duration(1+i%7)*time.Millisecond)
+			}
+		}()
+	}
+	refused := 0
+	for range 300 {
+		c.t = c.t.Add(10 * time.Millisecond)
+		if w := post(src, body(t, rec, "a", start, c.t)); w.Code != http.StatusNoContent {
+			if refused++; refused == 1 {
+				t.Log(w.Body.String())
+			}
+		}
+	}
+	close(done)
+	wg.Wait()
+	assert.Zero(t, refused, "honest pushes refused")
 }

@@ -463,10 +463,13 @@ func (st *targetState) readFeatures(fs map[string]pushFeature) error {
 // out of a daemon's state, and they did not come back.
 const maxRequestWork = 3600.0
 
-// momentsSlack is the relative rounding the moments' float sums may carry
-// (sums of millions of terms, added in any order): a bound checked on
-// them holds within it.
-const momentsSlack = 1e-9
+// momentsSlack is the relative rounding the float sums of n terms may
+// carry, added one by one in any order: n unit roundoffs (2⁻⁵³ each),
+// twice over for a square's own rounding, and at least 1e-9. A bound
+// checked on them holds within it. (A fixed 1e-9 refused a Recorder's
+// honest work after 3·10⁷ requests of one equal time each: their sum had
+// drifted by 5·10⁻¹⁰ of it, their squares' by as much the other way.)
+func momentsSlack(n int64) float64 { return max(1e-9, 4*float64(n)*0x1p-53) }
 
 // decode checks moments on the wire, named path in errors: counts and
 // sums as they must be (whole, not negative, no time without a request),
@@ -495,7 +498,7 @@ func (w pushMoments) decode(path string) (signals.Moments, error) {
 			return signals.Moments{}, invalid("%s.sum: %g s over %g requests is %.3g s a request: over an hour, no request's service time (sum is in seconds)", path, w.Sum, w.N, w.Sum/w.N)
 		case w.SumSq > w.N*maxRequestWork*maxRequestWork:
 			return signals.Moments{}, invalid("%s.sum_sq: %g s² over %g requests: more than an hour's request each (sum_sq is in seconds squared)", path, w.SumSq, w.N)
-		case w.Sum*w.Sum > w.N*w.SumSq*(1+momentsSlack):
+		case w.Sum*w.Sum > w.N*w.SumSq*(1+momentsSlack(int64(w.N))):
 			return signals.Moments{}, invalid("%s: sum %g and sum_sq %g cannot come from %g requests: their sum squared is at most n·sum_sq (sum_sq is the sum of each request's time squared)", path, w.Sum, w.SumSq, w.N)
 		}
 	}
@@ -512,7 +515,7 @@ func checkTalliedWork(tallies []signals.Tally, work signals.Moments) error {
 		if n := t.On.N + t.Off.N; n > work.N {
 			return invalid("features.%s: %d requests tallied (on and off), more than the %d of work: every tallied request's time is in work", t.Feature, n, work.N)
 		}
-		if sum := t.On.Sum + t.Off.Sum; sum > work.Sum*(1+momentsSlack) {
+		if sum := t.On.Sum + t.Off.Sum; sum > work.Sum*(1+momentsSlack(work.N)) {
 			return invalid("features.%s: %g s tallied (on and off), more than work's %g s: every tallied request's time is in work", t.Feature, sum, work.Sum)
 		}
 	}
