@@ -284,7 +284,12 @@ func TestSuccessCountsASecondAttempt(t *testing.T) {
 	assert.InDelta(t, len(byKey), k.Requests, 1)
 	assert.Equal(t, k.Requests, k.OK)
 	assert.Equal(t, 1.0, k.Success)
-	assert.InDelta(t, k.Requests, k.Retries, 4)
+	// Every request was retried once; the phase counts the retries sent
+	// within it — those of its last Cap (60 ms, 3 requests at 50 a
+	// second) and of any scheduling delay past it (under -race on a
+	// loaded machine, 5 were) are sent in the drain after it.
+	assert.LessOrEqual(t, k.Retries, k.Requests)
+	assert.GreaterOrEqual(t, k.Retries, k.Requests-10)
 	assert.Greater(t, k.Refused[signals.ReasonRateLimit.String()], 0.0)
 	assert.Greater(t, k.P50, time.Duration(0))
 }
