@@ -1039,22 +1039,7 @@ func TestPushTallyGrowth(t *testing.T) {
 func TestRecorderMomentsHoldCauchySchwarz(t *testing.T) {
 	rec := signals.NewRecorder(signals.Config{})
 	require.NoError(t, rec.Features("recs"))
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-done:
-					return
-				default:
-				}
-				tally(rec, "recs", (i+w)%2 == 0, 10*time.Millisecond) // equal times: the tightest case
-			}
-		}()
-	}
+	stop := tallying(rec, func(int) time.Duration { return 10 * time.Millisecond }) // equal times: the tightest case
 	for range 2000 {
 		for _, tl := range rec.Tallies() {
 			for _, m := range []signals.Moments{tl.On, tl.Off} {
@@ -1065,8 +1050,7 @@ func TestRecorderMomentsHoldCauchySchwarz(t *testing.T) {
 		_, err := pushMomentsOf(rec.Work()).decode("work")
 		require.NoError(t, err)
 	}
-	close(done)
-	wg.Wait()
+	stop()
 }
 
 // TestPushTakesARequestBetweenReads: a Recorder reads its tallies before
@@ -1106,6 +1090,23 @@ func TestPushTakesARecorderUnderLoad(t *testing.T) {
 	start := t0.Add(-time.Minute)
 	rec := signals.NewRecorder(signals.Config{})
 	require.NoError(t, rec.Features("recs", "reviews"))
+	stop := tallying(rec, func(i int) time.Duration { return time.Duration(1+i%7) * time.Millisecond })
+	refused := 0
+	for range 300 {
+		c.t = c.t.Add(10 * time.Millisecond)
+		if w := post(src, body(t, rec, "a", start, c.t)); w.Code != http.StatusNoContent {
+			if refused++; refused == 1 {
+				t.Log(w.Body.String())
+			}
+		}
+	}
+	stop()
+	assert.Zero(t, refused, "honest pushes refused")
+}
+
+// tallying has four goroutines end requests on rec, recs on for every
+// other one, the i-th of each taking d(i), until the returned stop.
+func tallying(rec *signals.Recorder, d func(i int) time.Duration) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	for w := range 4 {
@@ -1118,20 +1119,9 @@ func TestPushTakesARecorderUnderLoad(t *testing.T) {
 					return
 				default:
 				}
-				tally(rec, "recs", (i+w)%2 == 0, time.Duration(1+i%7)*time.Millisecond)
+				tally(rec, "recs", (i+w)%2 == 0, d(i))
 			}
 		}()
 	}
-	refused := 0
-	for range 300 {
-		c.t = c.t.Add(10 * time.Millisecond)
-		if w := post(src, body(t, rec, "a", start, c.t)); w.Code != http.StatusNoContent {
-			if refused++; refused == 1 {
-				t.Log(w.Body.String())
-			}
-		}
-	}
-	close(done)
-	wg.Wait()
-	assert.Zero(t, refused, "honest pushes refused")
+	return func() { close(done); wg.Wait() }
 }
