@@ -146,46 +146,64 @@ type event struct {
 	r    *Request
 }
 
-// events is a binary min-heap ordered by (at, seq): typed, so that pushing
-// an event does not box it as container/heap would.
+// events is a min-heap ordered by (at, seq): typed, so that pushing an
+// event does not box it as container/heap would. Each node has
+// eventsArity children: a run pops every event it pushes, and a wider
+// heap is shallower (half the levels of a binary one), so a pop moves
+// fewer events, at the price of comparing four children at each level,
+// which sit side by side in memory. The keys are unique (seq), so the
+// order of the pops is the order of the keys whatever the heap's shape.
 type events []event
 
-func (h events) less(i, j int) bool {
-	return h[i].at < h[j].at || (h[i].at == h[j].at && h[i].seq < h[j].seq)
+// eventsArity is how many children a node of events has.
+const eventsArity = 4
+
+func (e event) before(o event) bool {
+	return e.at < o.at || (e.at == o.at && e.seq < o.seq)
 }
 
 func (h *events) push(e event) {
 	*h = append(*h, e)
 	q := *h
-	for i := len(q) - 1; i > 0; {
-		p := (i - 1) / 2
-		if !q.less(i, p) {
+	i := len(q) - 1
+	for i > 0 { // move parents down into the hole until e's place is found
+		p := (i - 1) / eventsArity
+		if !e.before(q[p]) {
 			break
 		}
-		q[i], q[p] = q[p], q[i]
+		q[i] = q[p]
 		i = p
 	}
+	q[i] = e
 }
 
 func (h *events) pop() event {
 	q := *h
 	top := q[0]
 	n := len(q) - 1
-	q[0] = q[n]
+	last := q[n]
+	q[n] = event{} // (the request it held is not kept alive by the heap)
 	q = q[:n]
-	for i := 0; ; {
-		l, r, m := 2*i+1, 2*i+2, i
-		if l < n && q.less(l, m) {
-			m = l
+	if n > 0 {
+		i := 0
+		for { // move the least child up into the hole until last's place is found
+			c := eventsArity*i + 1
+			if c >= n {
+				break
+			}
+			m := c
+			for j := c + 1; j < min(c+eventsArity, n); j++ {
+				if q[j].before(q[m]) {
+					m = j
+				}
+			}
+			if !q[m].before(last) {
+				break
+			}
+			q[i] = q[m]
+			i = m
 		}
-		if r < n && q.less(r, m) {
-			m = r
-		}
-		if m == i {
-			break
-		}
-		q[i], q[m] = q[m], q[i]
-		i = m
+		q[i] = last
 	}
 	*h = q
 	return top

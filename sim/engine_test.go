@@ -249,3 +249,34 @@ func TestDependencySlowdown(t *testing.T) {
 	assert.Less(t, breaker.P99, timeout.P99, "the breaker takes the timeout off the request path")
 	assert.Less(t, breaker.P99, 300*time.Millisecond, "about the provider's normal 200 ms")
 }
+
+// TestEventsPopInKeyOrder: pushes and pops interleaved at random, with
+// ties on the time, come out in (at, seq) order, and the heap keeps no
+// popped request.
+func TestEventsPopInKeyOrder(t *testing.T) {
+	rng := NewMulberry32(5)
+	var h events
+	var seq uint64
+	last := event{at: -1}
+	popped := 0
+	for range 20000 {
+		if len(h) == 0 || rng.Float64() < 0.55 {
+			seq++
+			// Times on a coarse grid, so that many tie and seq decides;
+			// never before the last popped event, as in a run.
+			h.push(event{at: last.at + time.Duration(rng.Float64()*8)*time.Millisecond, seq: seq, r: &Request{}})
+			continue
+		}
+		e := h.pop()
+		require.True(t, last.before(e), "pop %d: %v/%d after %v/%d", popped, e.at, e.seq, last.at, last.seq)
+		require.Nil(t, h[:cap(h)][len(h)].r, "the popped slot is cleared")
+		last = e
+		popped++
+	}
+	for len(h) > 0 {
+		e := h.pop()
+		require.True(t, last.before(e))
+		last = e
+	}
+	assert.Greater(t, popped, 5000)
+}
