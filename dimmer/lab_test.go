@@ -197,15 +197,29 @@ func TestLabStep(t *testing.T) {
 				ta, ctl := newTally(t), newTally(t)
 				var late float64
 				var turning []uint32
-				for seed := uint32(1); seed <= uint32(labSeeds); seed++ {
-					res := labRun(load, brownout(), seed, g, dur)
-					off := labRun(load, sim.Static(0), seed, g, dur).Between(up+5, down)
+				// The seeds' runs, two at a time; judged in seed order.
+				type stepRuns struct {
+					res     sim.Result
+					off, on sim.Window
+				}
+				runs := make([]stepRuns, labSeeds)
+				eachSeedFrom(1, labSeeds, func(i int, seed uint32) {
+					r := &runs[i]
+					r.res = labRun(load, brownout(), seed, g, dur)
+					r.off = labRun(load, sim.Static(0), seed, g, dur).Between(up+5, down)
+					if seed <= stepControlSeeds {
+						r.on = labRun(load, sim.Static(1), seed, g, dur).Between(up+5, down)
+					}
+				})
+				for i, r := range runs {
+					seed := uint32(1 + i)
+					res, off := r.res, r.off
 					w := res.Between(up+5, down)
 					late += (1 - res.Between(up, down).InTime) / float64(labSeeds)
 					ta.check("settled within 5 s", seed, w.InTime >= off.InTime-0.02, "in time %.4f vs Static(0) %.4f", w.InTime, off.InTime)
 					ta.check("p99 ≤ target after 5 s", seed, w.P99 <= sim.BrownoutTarget, "%v", w.P99)
 					if seed <= stepControlSeeds { // (judged on its own budget, of those seeds)
-						on := labRun(load, sim.Static(1), seed, g, dur).Between(up+5, down)
+						on := r.on
 						ctl.check("control: shedding alone is not", seed, on.InTime < off.InTime-0.02, "Static(1) %.4f", on.InTime)
 					}
 					if n := lab.DirectionChanges(res.Seconds[up:]); n > 2 {

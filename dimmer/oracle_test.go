@@ -152,14 +152,18 @@ func runsAt(t *testing.T, load float64) []judgedRun {
 func eachSeed(f func(i int, seed uint32)) { eachSeedOf(judgeSeeds, f) }
 
 // eachSeedOf runs f on n seeds from judgeSeed0, two at a time.
-func eachSeedOf(n int, f func(i int, seed uint32)) {
+func eachSeedOf(n int, f func(i int, seed uint32)) { eachSeedFrom(judgeSeed0, n, f) }
+
+// eachSeedFrom runs f on n seeds from seed0, two at a time (a lab run is
+// single-threaded, and make test's lab step has two cores).
+func eachSeedFrom(seed0 uint32, n int, f func(i int, seed uint32)) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 2)
 	for i := range n {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			f(i, uint32(judgeSeed0+i))
+			f(i, seed0+uint32(i))
 		})
 	}
 	wg.Wait()

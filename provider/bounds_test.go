@@ -17,6 +17,7 @@ import (
 
 	"github.com/brownout/brownout/api"
 	"github.com/brownout/brownout/dimmer"
+	"github.com/brownout/brownout/internal/race"
 	"github.com/brownout/brownout/internal/testsrv"
 	"github.com/brownout/brownout/provider"
 	"github.com/brownout/brownout/signals"
@@ -119,6 +120,9 @@ func TestRemoteRefusesWhatNoDaemonPublishes(t *testing.T) {
 func TestRemoteAcceptsTheLargestValidState(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a state of ~20 MB")
+	}
+	if race.Enabled {
+		t.Skip("encodes and decodes ~20 MB of JSON, 20 s under -race: make test runs it without, with the heap bounds")
 	}
 	worst := func(prefix string, n, size int) string {
 		s := fmt.Sprintf("%s%d", prefix, n)

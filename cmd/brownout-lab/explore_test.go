@@ -83,6 +83,9 @@ func TestExploreTurns(t *testing.T) {
 // that turns as one of its counts counts it, before the counts: as many
 // lines as the seeds in their union.
 func TestExploreTurnsVerbose(t *testing.T) {
+	if race.Enabled {
+		t.Skip("12 lab runs of 150 s: slow under -race, where TestExploreTurns runs the view's parallel seeds")
+	}
 	out, _, err := runArgs("explore", "turns", "--seed0", "1", "--seeds", "12", "--hold", "90s", "--duration", "150s", "--quiet", "--verbose")
 	require.NoError(t, err)
 	lines := strings.Split(strings.TrimSpace(out), "\n")

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/brownout/brownout/internal/race"
 	"github.com/brownout/brownout/signals"
 )
 
@@ -124,6 +125,9 @@ func poisson(rng *rand.Rand, mean float64) int {
 // over capacity for about 9 s after the spike, and CoDel refused the
 // calm's bursts until then.
 func TestGateCalmAfterASpike(t *testing.T) {
+	if race.Enabled {
+		t.Skip("a single-threaded replay: make test runs it without -race")
+	}
 	for _, tc := range []struct {
 		workers int
 		dim     float64 // a dimmed request's work, in full requests
