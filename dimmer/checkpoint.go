@@ -260,6 +260,9 @@ func (c *Controller) AdoptAt(now time.Time, cp Checkpoint) (*State, error) {
 	c.adoptCosts(cp.Costs)
 	m.mdl.capacity.k, m.mdl.capacity.c, m.mdl.capacity.seconds = finite(cp.Capacity), finite(cp.Saturated), cp.Seconds
 	m.mdl.blind = cp.PerRequest
+	// Whether a gate reports is known at the next Step; until then, a
+	// checkpoint whose capacity a saturated gate measured (Ĉ) had one.
+	m.mdl.gated = m.mdl.capacity.c > 0
 	m.mdl.lastLoad, m.mdl.lastLoadVar = max(finite(cp.Load), 0), max(finite(cp.LoadVar), 0)
 	if !m.mdl.blind {
 		// K counts work a second: a period without the load right

@@ -331,3 +331,23 @@ func TestModelConvertsNoCheckpointToInfinity(t *testing.T) {
 	}
 	assert.Less(t, st.Brightness, 0.9, "an overload measured again: %s", st.Reason)
 }
+
+// TestModelModeSurvivesAdoption: a controller that adopts the checkpoint
+// of one whose gate measured the capacity reports the mode measured at
+// once, not no-gate until its first period; one without a gate, no-gate.
+func TestModelModeSurvivesAdoption(t *testing.T) {
+	for _, noGate := range []bool{false, true} {
+		r := newWindowRig(t)
+		r.noGate = noGate
+		for range 30 {
+			r.period(300)
+		}
+		want := r.c.Model().Mode
+		require.Equal(t, map[bool]string{false: ModelMeasured, true: ModelNoGate}[noGate], want, "no gate %v", noGate)
+
+		f := newWindowRig(t)
+		_, err := f.c.AdoptAt(r.now, r.c.Checkpoint())
+		require.NoError(t, err)
+		assert.Equal(t, want, f.c.Model().Mode, "no gate %v: the mode right after adoption", noGate)
+	}
+}

@@ -43,18 +43,49 @@ type pushBody struct {
 	Instance string `json:"instance"`
 	// Time is the instance's clock when it read its Recorder; Start is when
 	// its pusher started (a new Start is a new run). RFC 3339.
-	Time     string               `json:"time,omitempty"`
-	Start    string               `json:"start,omitempty"`
-	InFlight *float64             `json:"in_flight,omitempty"`
-	Gate     *pushGate            `json:"gate,omitempty"`
-	Latency  *pushHist            `json:"latency,omitempty"`
-	Classes  map[string]pushClass `json:"classes,omitempty"`
+	Time     string           `json:"time,omitempty"`
+	Start    string           `json:"start,omitempty"`
+	InFlight *float64         `json:"in_flight,omitempty"`
+	Gate     *pushGate        `json:"gate,omitempty"`
+	Latency  *pushHist        `json:"latency,omitempty"`
+	Classes  keyed[pushClass] `json:"classes,omitempty"`
 	// Features holds each registered feature's cumulative tally (see
 	// Tally), by feature name; at most MaxFeatures.
-	Features map[string]pushFeature `json:"features,omitempty"`
+	Features keyed[pushFeature] `json:"features,omitempty"`
 	// Work is the cumulative work of every tallied request, features or
 	// none (Recorder.Work).
 	Work *pushMoments `json:"work,omitempty"`
+}
+
+// keyed is a JSON object of values by name whose decoding errors name the
+// key: encoding/json reports a value of the wrong type in a map by the
+// map's field alone ("features.on.sum"), which leaves a push of a dozen
+// features to guess which one was wrong ("features.banner.on.sum").
+type keyed[T any] map[string]T
+
+func (m *keyed[T]) UnmarshalJSON(b []byte) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	if raw == nil { // null
+		*m = nil
+		return nil
+	}
+	out := make(keyed[T], len(raw))
+	for k, v := range raw {
+		var t T
+		if err := json.Unmarshal(v, &t); err != nil {
+			var typ *json.UnmarshalTypeError
+			if errors.As(err, &typ) {
+				typ.Field = strings.TrimSuffix(k+"."+typ.Field, ".")
+			}
+			return err
+		}
+		out[k] = t
+	}
+	*m = out
+	return nil
 }
 
 // pushFeature is one feature's cumulative tally.
