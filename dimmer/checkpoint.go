@@ -70,6 +70,11 @@ type Checkpoint struct {
 	// PerRequest: Capacity is the work a request may take, not a second's
 	// (the law had no load to measure it in: feedback only).
 	PerRequest bool `json:"per_request,omitempty"`
+	// Gated: the last period's source reported an admission gate (the
+	// model's mode, measured or no-gate: see ModelEstimate). Absent from
+	// a checkpoint written before it; adopted, such a checkpoint is taken
+	// as gated when a saturated gate measured its Saturated.
+	Gated *bool `json:"gated,omitempty"`
 	// Load is the offered load the law last measured, requests a second
 	// (0: none), and LoadVar its variance: a Capacity of work a second is
 	// divided by it if the load stops coming after the checkpoint is
@@ -155,6 +160,8 @@ func (c *Controller) Checkpoint() Checkpoint {
 		Capacity: m.mdl.capacity.k, Saturated: m.mdl.capacity.c, Seconds: m.mdl.capacity.seconds, Scale: m.mdl.scale, ScaleVar: m.mdl.scaleVar,
 		CapacityWork: m.mdl.capacity.at, CapacityHeld: m.mdl.capacity.held, CapacityGrown: m.mdl.capacity.grown, Guessed: m.mdl.capacity.guessed,
 		PerRequest: m.mdl.blind, Load: m.mdl.lastLoad, LoadVar: m.mdl.lastLoadVar}
+	gated := m.mdl.gated
+	cp.Gated = &gated
 	cp.Status = stateOf(c.compose(c.reason(), m.gen))
 	for _, name := range slices.Sorted(mapKeys(m.pins)) {
 		p := m.pins[name]
@@ -260,9 +267,14 @@ func (c *Controller) AdoptAt(now time.Time, cp Checkpoint) (*State, error) {
 	c.adoptCosts(cp.Costs)
 	m.mdl.capacity.k, m.mdl.capacity.c, m.mdl.capacity.seconds = finite(cp.Capacity), finite(cp.Saturated), cp.Seconds
 	m.mdl.blind = cp.PerRequest
-	// Whether a gate reports is known at the next Step; until then, a
-	// checkpoint whose capacity a saturated gate measured (Ĉ) had one.
-	m.mdl.gated = m.mdl.capacity.c > 0
+	// Whether a gate reports is the leader's (a replica that serves what
+	// it adopts never steps to see for itself); a checkpoint from before
+	// it was kept had one if a saturated gate measured its Ĉ.
+	if cp.Gated != nil {
+		m.mdl.gated = *cp.Gated
+	} else {
+		m.mdl.gated = m.mdl.capacity.c > 0
+	}
 	m.mdl.lastLoad, m.mdl.lastLoadVar = max(finite(cp.Load), 0), max(finite(cp.LoadVar), 0)
 	if !m.mdl.blind {
 		// K counts work a second: a period without the load right

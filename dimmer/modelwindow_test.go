@@ -332,22 +332,67 @@ func TestModelConvertsNoCheckpointToInfinity(t *testing.T) {
 	assert.Less(t, st.Brightness, 0.9, "an overload measured again: %s", st.Reason)
 }
 
-// TestModelModeSurvivesAdoption: a controller that adopts the checkpoint
-// of one whose gate measured the capacity reports the mode measured at
-// once, not no-gate until its first period; one without a gate, no-gate.
+// TestModelModeSurvivesAdoption: a controller that adopts another's
+// checkpoints reports the leader's mode — measured behind a gate, no-gate
+// without one, whatever the saturated ceiling Ĉ says — from the moment it
+// adopts, and keeps it adopting again and again without a step of its own
+// (a replica that serves what it adopts never steps). A checkpoint written
+// before the mode was kept is taken as gated when Ĉ was measured.
 func TestModelModeSurvivesAdoption(t *testing.T) {
-	for _, noGate := range []bool{false, true} {
+	for _, tc := range []struct {
+		name string
+		lead func(r *windowRig)
+		want string
+	}{
+		{"gated", func(r *windowRig) {
+			for range 30 {
+				r.period(300)
+			}
+		}, ModelMeasured},
+		{"no gate", func(r *windowRig) {
+			r.noGate = true
+			for range 30 {
+				r.period(300)
+			}
+		}, ModelNoGate},
+		{"no gate, Ĉ raised by what it carried", func(r *windowRig) {
+			r.noGate = true
+			for range 30 {
+				r.period(300)
+			}
+			r.workers = 64
+			for range 10 {
+				r.period(1000)
+			}
+		}, ModelNoGate},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newWindowRig(t)
+			tc.lead(r)
+			require.Equal(t, tc.want, r.c.Model().Mode, "the leader's mode")
+			if tc.name == "no gate, Ĉ raised by what it carried" {
+				require.Greater(t, r.c.Model().Saturated, 0.0, "(the case needs a Ĉ)")
+			}
+			f := newWindowRig(t)
+			for range 3 {
+				_, err := f.c.AdoptAt(r.now, roundTrip(t, r.c.Checkpoint()))
+				require.NoError(t, err)
+				assert.Equal(t, tc.want, f.c.Model().Mode, "adopted")
+				r.period(300)
+			}
+		})
+	}
+	t.Run("a checkpoint without the mode", func(t *testing.T) {
 		r := newWindowRig(t)
-		r.noGate = noGate
 		for range 30 {
 			r.period(300)
 		}
-		want := r.c.Model().Mode
-		require.Equal(t, map[bool]string{false: ModelMeasured, true: ModelNoGate}[noGate], want, "no gate %v", noGate)
-
+		cp := r.c.Checkpoint()
+		require.Positive(t, cp.Saturated)
+		cp.Gated = nil
 		f := newWindowRig(t)
-		_, err := f.c.AdoptAt(r.now, r.c.Checkpoint())
+		_, err := f.c.AdoptAt(r.now, cp)
 		require.NoError(t, err)
-		assert.Equal(t, want, f.c.Model().Mode, "no gate %v: the mode right after adoption", noGate)
-	}
+		assert.Equal(t, ModelMeasured, f.c.Model().Mode, "Ĉ measured: gated")
+	})
 }

@@ -459,10 +459,20 @@ func TestPushBadBodies(t *testing.T) {
 		{"feature sum without n", timed + `"features":{"recs":{"off":{"sum_sq":2}}}}`, "invalid", "features.recs.off.sum_sq: 2 with n 0"},
 		{"feature unattributed", timed + `"features":{"recs":{"unattributed":0.5}}}`, "invalid", "features.recs.unattributed: 0.5 is not a whole number"},
 		{"features not an object", timed + `"features":[1]}`, "invalid", "features: array is not an object"},
-		{"feature sum a string", timed + `"features":{"recs":{"on":{"n":1,"sum":"1"}}}}`, "invalid", "features.recs.on.sum: string is not a number"},
-		{"feature not an object", timed + `"features":{"recs":3}}`, "invalid", "features.recs: number is not an object"},
-		{"class arrived a string", class(`{"arrived":"4"}`), "invalid", "classes.default.arrived: string is not a number"},
+		{"feature sum a string", timed + `"features":{"recs":{"on":{"n":1,"sum":"1"}}}}`, "invalid", `features["recs"].on.sum: string is not a number`},
+		{"feature not an object", timed + `"features":{"recs":3}}`, "invalid", `features["recs"]: number is not an object`},
+		{"class arrived a string", class(`{"arrived":"4"}`), "invalid", `classes["default"].arrived: string is not a number`},
 		{"classes not an object", timed + `"classes":"default"}`, "invalid", "classes: string is not an object"},
+		{"first bad feature in the body's order", timed + `"features":{"c":{"on":{"n":"1"}},"a":{"on":{"n":"1"}},"b":{"on":{"n":"1"}}}}`, "invalid",
+			`features["c"].on.n: string is not a number`},
+		{"an earlier type error first", `{"v":1,"instance":7,"time":"2026-11-11T00:00:05Z","features":{"a":{"on":{"n":"1"}}}}`, "invalid",
+			"instance: number is not a string"},
+		{"a duplicate key's bad value", timed + `"features":{"a":{"on":{"n":"x"}},"a":{}}}`, "invalid", `features["a"].on.n: string is not a number`},
+		{"a second features object", timed + `"features":{"a":{}},"Features":{"b":{"off":{"n":[]}}}}`, "invalid", `features["b"].off.n: array is not a number`},
+		{"a key with a dot and a newline", timed + `"features":{"a.on\nb":{"on":{"n":"1"}}}}`, "invalid", `features["a.on\nb"].on.n: string is not a number`},
+		{"an empty key", timed + `"features":{"":3}}`, "invalid", `features[""]: number is not an object`},
+		{"a long class name", timed + `"classes":{"` + strings.Repeat("k", 250000) + `":{"arrived":"x"}}}`, "invalid",
+			`classes["` + strings.Repeat("k", maxQuoted) + `…"].arrived: string is not a number`},
 		{"feature sum huge", timed + `"features":{"recs":{"on":{"n":50,"sum":1e300,"sum_sq":1e308}}}}`, "invalid",
 			"features.recs.on.sum: 1e+300 s over 50 requests is 2e+298 s a request: over an hour"},
 		{"feature sum_sq huge", timed + `"features":{"recs":{"on":{"n":2,"sum":2,"sum_sq":1e10}}}}`, "invalid",
@@ -493,6 +503,7 @@ func TestPushBadBodies(t *testing.T) {
 			p := problemOf(t, w)
 			assert.Equal(t, "urn:brownout:push:"+tc.kind, p.Type)
 			assert.Contains(t, p.Detail, tc.detail)
+			assert.Less(t, len(p.Detail), 1024, "a detail under 1 KiB, whatever the body quotes (the Pusher reads at most maxAnswer)")
 
 			after, err := src.Snapshot(context.Background(), c.t)
 			require.NoError(t, err)

@@ -43,49 +43,18 @@ type pushBody struct {
 	Instance string `json:"instance"`
 	// Time is the instance's clock when it read its Recorder; Start is when
 	// its pusher started (a new Start is a new run). RFC 3339.
-	Time     string           `json:"time,omitempty"`
-	Start    string           `json:"start,omitempty"`
-	InFlight *float64         `json:"in_flight,omitempty"`
-	Gate     *pushGate        `json:"gate,omitempty"`
-	Latency  *pushHist        `json:"latency,omitempty"`
-	Classes  keyed[pushClass] `json:"classes,omitempty"`
+	Time     string               `json:"time,omitempty"`
+	Start    string               `json:"start,omitempty"`
+	InFlight *float64             `json:"in_flight,omitempty"`
+	Gate     *pushGate            `json:"gate,omitempty"`
+	Latency  *pushHist            `json:"latency,omitempty"`
+	Classes  map[string]pushClass `json:"classes,omitempty"`
 	// Features holds each registered feature's cumulative tally (see
 	// Tally), by feature name; at most MaxFeatures.
-	Features keyed[pushFeature] `json:"features,omitempty"`
+	Features map[string]pushFeature `json:"features,omitempty"`
 	// Work is the cumulative work of every tallied request, features or
 	// none (Recorder.Work).
 	Work *pushMoments `json:"work,omitempty"`
-}
-
-// keyed is a JSON object of values by name whose decoding errors name the
-// key: encoding/json reports a value of the wrong type in a map by the
-// map's field alone ("features.on.sum"), which leaves a push of a dozen
-// features to guess which one was wrong ("features.banner.on.sum").
-type keyed[T any] map[string]T
-
-func (m *keyed[T]) UnmarshalJSON(b []byte) error {
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(b, &raw); err != nil {
-		return err
-	}
-	if raw == nil { // null
-		*m = nil
-		return nil
-	}
-	out := make(keyed[T], len(raw))
-	for k, v := range raw {
-		var t T
-		if err := json.Unmarshal(v, &t); err != nil {
-			var typ *json.UnmarshalTypeError
-			if errors.As(err, &typ) {
-				typ.Field = strings.TrimSuffix(k+"."+typ.Field, ".")
-			}
-			return err
-		}
-		out[k] = t
-	}
-	*m = out
-	return nil
 }
 
 // pushFeature is one feature's cumulative tally.
@@ -292,9 +261,97 @@ func decodePush(body []byte) (pushed, error) {
 	}
 	var b pushBody
 	if err := json.Unmarshal(body, &b); err != nil {
+		nameKey(body, err)
 		return pushed{}, jsonProblem(body, err)
 	}
 	return b.decode()
+}
+
+// nameKey puts into a type error inside the body's features or classes
+// the name it is under: encoding/json names a map's field and not its
+// key ("features.on.sum"), which leaves a push of a dozen features to
+// guess which one is wrong (`features["banner"].on.sum`). It runs only
+// for a body already refused, so a push that decodes pays nothing; the
+// name is quoted and truncated, as anything from outside in a message.
+func nameKey(body []byte, err error) {
+	var typ *json.UnmarshalTypeError
+	if !errors.As(err, &typ) {
+		return
+	}
+	for _, f := range []struct {
+		name string
+		elem reflect.Type
+		bad  func([]byte, string) (string, bool)
+	}{
+		{"features", reflect.TypeFor[pushFeature](), firstBadKey[pushFeature]},
+		{"classes", reflect.TypeFor[pushClass](), firstBadKey[pushClass]},
+	} {
+		// Inside a value ("features.on.sum"), or the value itself not an
+		// object ("features", of the value's type, not the map's).
+		rest, inside := strings.CutPrefix(typ.Field, f.name+".")
+		if !inside && (typ.Field != f.name || typ.Type != f.elem) {
+			continue
+		}
+		if key, ok := f.bad(body, f.name); ok {
+			typ.Field = fmt.Sprintf("%s[%q]", f.name, truncate(key))
+			if inside {
+				typ.Field += "." + rest
+			}
+		}
+		return
+	}
+}
+
+// firstBadKey walks the body's top-level objects named field (as
+// encoding/json matches them: without regard to case; each occurrence,
+// in the body's order) and returns the first key whose value does not
+// decode into T for a type error — the one encoding/json reported, as it
+// keeps the first error in the body's order.
+func firstBadKey[T any](body []byte, field string) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return "", false
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		name, _ := t.(string)
+		if !strings.EqualFold(name, field) {
+			var skip json.RawMessage
+			if dec.Decode(&skip) != nil {
+				return "", false
+			}
+			continue
+		}
+		if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+			if t == nil && err == nil { // null
+				continue
+			}
+			return "", false
+		}
+		for dec.More() {
+			k, err := dec.Token()
+			if err != nil {
+				return "", false
+			}
+			var raw json.RawMessage
+			if dec.Decode(&raw) != nil {
+				return "", false
+			}
+			var v T
+			var typ *json.UnmarshalTypeError
+			if err := json.Unmarshal(raw, &v); errors.As(err, &typ) {
+				key, _ := k.(string)
+				return key, true
+			}
+		}
+		if _, err := dec.Token(); err != nil { // the closing brace
+			return "", false
+		}
+	}
+	return "", false
 }
 
 // jsonProblem explains a json.Unmarshal error.
