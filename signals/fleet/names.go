@@ -1,6 +1,10 @@
 package fleet
 
-import "github.com/brownout/brownout/signals"
+import (
+	"unicode/utf8"
+
+	"github.com/brownout/brownout/signals"
+)
 
 // Names read from other processes: a class or a reason as Collector
 // exports it in a label and a push carries it in a key, and a bound on
@@ -36,7 +40,11 @@ const maxQuoted = 40
 // truncate keeps error messages about hostile input short.
 func truncate(s string) string {
 	if len(s) > maxQuoted {
-		return s[:maxQuoted] + "…"
+		n := maxQuoted
+		for n > 0 && !utf8.RuneStart(s[n]) { // (not mid-character)
+			n--
+		}
+		return s[:n] + "…"
 	}
 	return s
 }

@@ -371,10 +371,12 @@ func jsonProblem(body []byte, err error) *pushProblem {
 		if typ.Field == "" {
 			return &pushProblem{http.StatusBadRequest, "malformed", fmt.Sprintf("the body is a JSON %s: want %s", typ.Value, want)}
 		}
+		// (The value is the literal for a number: a hostile one may be a
+		// quarter of a megabyte of digits.)
 		if strings.HasPrefix(typ.Value, "number") && want == "a number" {
-			return invalid("%s: %s is out of range", typ.Field, typ.Value)
+			return invalid("%s: %s is out of range", typ.Field, truncate(typ.Value))
 		}
-		return invalid("%s: %s is not %s", typ.Field, typ.Value, want)
+		return invalid("%s: %s is not %s", typ.Field, truncate(typ.Value), want)
 	}
 	return &pushProblem{http.StatusBadRequest, "malformed", "malformed JSON: " + err.Error()}
 }
