@@ -65,6 +65,19 @@ type paddedUint64 struct {
 	_ [56]byte
 }
 
+// shardsFor returns the shards for a configured count n: shardCount's
+// when n ≤ 0, else n rounded up to a power of two, at most maxShards.
+func shardsFor(n int) int {
+	if n <= 0 {
+		return shardCount()
+	}
+	s := 1
+	for s < n && s < maxShards {
+		s <<= 1
+	}
+	return s
+}
+
 // NewCounter returns a zero counter.
 func NewCounter() *Counter {
 	n := shardCount()

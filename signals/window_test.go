@@ -191,7 +191,11 @@ func BenchmarkRecord(b *testing.B) {
 }
 
 func BenchmarkRotateP99(b *testing.B) {
-	w := NewWindow(WindowConfig{})
+	b.Run("shards=default", func(b *testing.B) { benchRotateP99(b, NewWindow(WindowConfig{})) })
+	b.Run("shards=1", func(b *testing.B) { benchRotateP99(b, NewWindow(WindowConfig{Shards: 1})) })
+}
+
+func benchRotateP99(b *testing.B, w *Window) {
 	now := t0
 	w.Summary(now)
 	for i := range 10 {
@@ -288,4 +292,34 @@ func TestWindowConcurrentConservation(t *testing.T) {
 	w.Cumulative(t0.Add(time.Hour), func(_ *[NumBuckets]uint64, _ float64, count uint64) {
 		assert.Equal(t, uint64(writers*per), count, "samples lost")
 	})
+}
+
+// TestWindowShards: a window keeps the shards it is configured with
+// (rounded up to a power of two, at most maxShards; by GOMAXPROCS when
+// 0), and what it reads does not depend on them — concurrent writers
+// included, whatever shard their hint picks.
+func TestWindowShards(t *testing.T) {
+	for _, tc := range []struct{ cfg, want int }{{0, shardCount()}, {1, 1}, {3, 4}, {8, 8}, {100, maxShards}} {
+		assert.Len(t, NewWindow(WindowConfig{Shards: tc.cfg}).shards, tc.want, "Shards %d", tc.cfg)
+	}
+	var sums []Summary
+	for _, n := range []int{1, 0} {
+		w := NewWindow(WindowConfig{Shards: n})
+		w.Summary(t0)
+		done := make(chan struct{})
+		for g := range 4 {
+			go func() {
+				defer func() { done <- struct{}{} }()
+				for i := range 2000 {
+					w.Record(time.Duration(1+(g*2000+i)%997) * time.Millisecond)
+				}
+			}()
+		}
+		for range 4 {
+			<-done
+		}
+		sums = append(sums, w.Summary(t0.Add(time.Second)))
+	}
+	assert.Equal(t, uint64(8000), sums[0].Count)
+	assert.Equal(t, sums[1], sums[0], "one shard reads as many")
 }
