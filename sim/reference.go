@@ -58,6 +58,14 @@ type Reference struct {
 	// knows when it sets the levels for the next. Until Lag has passed it
 	// reads the run's first tick; a negative Lag is 0.
 	Lag time.Duration
+	// Counted: it is told the load as a controller counts it — the last
+	// interval's arrivals in the snapshot (Snapshot.Recent over
+	// RecentSpan), with their noise — not the profile's rate; Lag is
+	// then not read. Until an interval is counted it reads the run's
+	// first tick. Told the profile's rate, even a tick late, it knows
+	// the load without the noise every controller must keep a margin
+	// for: this is the line for what a causal dimmer can serve.
+	Counted bool
 	// work[c] is class c's share of the mandatory work, for shedding.
 	work [signals.NumClasses]float64
 	// reach is the share of the mandatory work whose requests evaluate the
@@ -91,12 +99,20 @@ func NewReference(cfg Config, rho float64) *Reference {
 }
 
 // Step implements Dimmer.
-func (r *Reference) Step(now time.Time, _ signals.Snapshot) Dim {
+func (r *Reference) Step(now time.Time, s signals.Snapshot) Dim {
 	tick := r.Tick
 	if tick <= 0 {
 		tick = time.Second
 	}
-	lambda := meanRate(r.Load, max(now.Sub(epoch)-max(r.Lag, 0), 0), tick)
+	var lambda float64
+	switch {
+	case r.Counted && s.RecentSpan > 0:
+		lambda = float64(s.Recent.Arrived) / s.RecentSpan.Seconds()
+	case r.Counted:
+		lambda = meanRate(r.Load, 0, tick)
+	default:
+		lambda = meanRate(r.Load, max(now.Sub(epoch)-max(r.Lag, 0), 0), tick)
+	}
 	if r.levels == nil {
 		r.levels = make([]float64, len(r.Parts))
 	}
@@ -183,11 +199,21 @@ func SweepRho(build func() Config, rhos []float64) (Outcome, []Outcome) {
 // SweepRhoLate is SweepRho for a Reference told the load lag late (see
 // Reference.Lag).
 func SweepRhoLate(build func() Config, rhos []float64, lag time.Duration) (Outcome, []Outcome) {
+	return sweepRho(build, rhos, func(r *Reference) { r.Lag = lag })
+}
+
+// SweepRhoCounted is SweepRho for a Reference told the load as it is
+// counted (see Reference.Counted).
+func SweepRhoCounted(build func() Config, rhos []float64) (Outcome, []Outcome) {
+	return sweepRho(build, rhos, func(r *Reference) { r.Counted = true })
+}
+
+func sweepRho(build func() Config, rhos []float64, set func(*Reference)) (Outcome, []Outcome) {
 	out := make([]Outcome, len(rhos))
 	for i, rho := range rhos {
 		cfg := build()
 		r := NewReference(cfg, rho)
-		r.Lag = lag
+		set(r)
 		cfg.Dimmer = r
 		s := Run(cfg).Summary
 		out[i] = Outcome{Setting: rho, InTime: s.InTime, OptionalShare: s.OptionalShare}

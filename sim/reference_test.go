@@ -77,6 +77,41 @@ func TestReferenceLag(t *testing.T) {
 	assert.Equal(t, ahead.Step(trough.Add(time.Second), signals.Snapshot{}).Level, late.Step(trough.Add(time.Second), signals.Snapshot{}).Level, "a tick after the edge")
 }
 
+// TestReferenceCounted: told the load as it is counted, the reference
+// sets the levels for the snapshot's last interval — its arrivals over its
+// span, whatever the profile says — and for the run's first tick until
+// an interval is counted; run on a load, it follows it.
+func TestReferenceCounted(t *testing.T) {
+	cfg := BrownoutPartsLab(Sine{Mean: 50, Amplitude: 0.5, Period: 30 * time.Second}, nil, 1)
+	counted := NewReference(cfg, 0.8)
+	counted.Counted = true
+	told := func(load float64) *Reference {
+		c := cfg
+		c.Load = Constant(load)
+		return NewReference(c, 0.8)
+	}
+	at := epoch.Add(7 * time.Second)
+	var snap signals.Snapshot
+	snap.Recent.Arrived, snap.RecentSpan = 150, 2*time.Second
+	assert.InDeltaSlice(t, told(75).Step(at, signals.Snapshot{}).Levels, counted.Step(at, snap).Levels, 1e-9, "75 a second counted")
+	snap.Recent.Arrived = 40
+	assert.InDeltaSlice(t, told(20).Step(at, signals.Snapshot{}).Levels, counted.Step(at, snap).Levels, 1e-9, "20 a second counted")
+	assert.InDeltaSlice(t, told(meanRate(cfg.Load, 0, time.Second)).Step(at, signals.Snapshot{}).Levels, counted.Step(at, signals.Snapshot{}).Levels, 1e-9, "nothing counted yet")
+
+	build := func() Config { // (a fresh gate each run)
+		c := BrownoutPartsLab(Sine{Mean: 50, Amplitude: 0.5, Period: 30 * time.Second}, nil, 1)
+		c.Duration = 60 * time.Second
+		return c
+	}
+	b, _ := SweepRhoCounted(build, []float64{0.7, 0.8})
+	c := build()
+	r := NewReference(c, b.Setting)
+	r.Counted = true
+	c.Dimmer = r
+	res := Run(c)
+	assert.Less(t, res.Seconds[7].Level, res.Seconds[22].Level, "dimmer at the crest than in the trough")
+}
+
 func TestSweepRho(t *testing.T) {
 	build := func() Config {
 		cfg := BrownoutPartsLab(Sine{Mean: 50, Amplitude: 0.5, Period: 30 * time.Second}, nil, 1)

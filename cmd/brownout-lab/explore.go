@@ -65,8 +65,10 @@ Views (defaults in brackets):
               controller against the reference (told the load a tick
               ahead, the costs and the capacity, at the set point a sweep
               finds best on the first seed), the same told the load a
-              tick late, and the per-second oracle's optional share,
-              after the first minute [3 seeds from 1, 300 s]
+              tick late, the same told the last interval's count of
+              arrivals (what a controller can know, noise and all), and
+              the per-second oracle's optional share, after the first
+              minute [3 seeds from 1, 300 s]
   oracle      per load, in time and p99 at every fixed level of the 0.05
               grid [loads 90…150, 20 seeds from 1000, 300 s]
   static      per low load, in time, optional share and p99 at fixed levels
@@ -861,7 +863,8 @@ func (e *explorer) swing(c swingCase, table *sim.OracleTable) string {
 	}
 	rho, _ := sim.SweepRho(first, swingRhos)
 	rhoLate, _ := sim.SweepRhoLate(first, swingRhos, tick)
-	var law, ref, late sim.Window
+	rhoCounted, _ := sim.SweepRhoCounted(first, swingRhos)
+	var law, ref, late, counted sim.Window
 	n := float64(e.seeds)
 	add := func(to *sim.Window, w sim.Window) {
 		to.InTime += w.InTime / n
@@ -873,22 +876,24 @@ func (e *explorer) swing(c swingCase, table *sim.OracleTable) string {
 		cfg.Seed = seed
 		add(&law, sim.Run(cfg).Between(lab.Skip, end))
 		for _, r := range []struct {
-			to  *sim.Window
-			rho float64
-			lag time.Duration
-		}{{&ref, rho.Setting, 0}, {&late, rhoLate.Setting, tick}} {
+			to      *sim.Window
+			rho     float64
+			lag     time.Duration
+			counted bool
+		}{{&ref, rho.Setting, 0, false}, {&late, rhoLate.Setting, tick, false}, {&counted, rhoCounted.Setting, 0, true}} {
 			rc := build(shape, nil)
 			rc.Seed = seed
 			d := sim.NewReference(rc, r.rho)
-			d.Lag = r.lag
+			d.Lag, d.Counted = r.lag, r.counted
 			rc.Dimmer = d
 			add(r.to, sim.Run(rc).Between(lab.Skip, end))
 		}
 	}
-	return fmt.Sprintf("%d worker(s), %-6s every %2.0fs ±%2.0f%%: controller %6.2f%% in time at %.2f of the oracle's share; reference (set point %.2f) %6.2f%% at %.2f, %+.2f points; told the load a tick late (%.2f) %6.2f%% at %.2f, %+.2f points",
+	return fmt.Sprintf("%d worker(s), %-6s every %2.0fs ±%2.0f%%: controller %6.2f%% in time at %.2f of the oracle's share; reference (set point %.2f) %6.2f%% at %.2f, %+.2f points; told the load a tick late (%.2f) %6.2f%% at %.2f, %+.2f points; told the last interval's count (%.2f) %6.2f%% at %.2f, %+.2f points",
 		c.workers, name, c.period.Seconds(), 100*c.amp, 100*law.InTime, law.OptionalShare/oShare,
 		rho.Setting, 100*ref.InTime, ref.OptionalShare/oShare, 100*(law.InTime-ref.InTime),
-		rhoLate.Setting, 100*late.InTime, late.OptionalShare/oShare, 100*(law.InTime-late.InTime))
+		rhoLate.Setting, 100*late.InTime, late.OptionalShare/oShare, 100*(law.InTime-late.InTime),
+		rhoCounted.Setting, 100*counted.InTime, counted.OptionalShare/oShare, 100*(law.InTime-counted.InTime))
 }
 
 // b2i is 1 for true.

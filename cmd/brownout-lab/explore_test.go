@@ -135,7 +135,7 @@ func TestExploreSwings(t *testing.T) {
 	assert.Empty(t, errOut)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	require.Len(t, lines, 24)
-	assert.Regexp(t, `^1 worker\(s\), sine   every 10s ±40%: controller +\d+\.\d\d% in time at \d\.\d\d of the oracle's share; reference \(set point 0\.\d\d\) +\d+\.\d\d% at \d\.\d\d, [+-]\d+\.\d\d points; told the load a tick late \(0\.\d\d\) +\d+\.\d\d% at \d\.\d\d, [+-]\d+\.\d\d points$`, lines[0])
+	assert.Regexp(t, `^1 worker\(s\), sine   every 10s ±40%: controller +\d+\.\d\d% in time at \d\.\d\d of the oracle's share; reference \(set point 0\.\d\d\) +\d+\.\d\d% at \d\.\d\d, [+-]\d+\.\d\d points; told the load a tick late \(0\.\d\d\) +\d+\.\d\d% at \d\.\d\d, [+-]\d+\.\d\d points; told the last interval's count \(0\.\d\d\) +\d+\.\d\d% at \d\.\d\d, [+-]\d+\.\d\d points$`, lines[0])
 	assert.Contains(t, lines[23], "4 worker(s), square every 60s ±60%")
 }
 
