@@ -83,8 +83,12 @@ func (r *Recorder) Gate() (GateReading, bool) {
 func NewRecorder(cfg Config) *Recorder {
 	cfg.Latency = cfg.Latency.withDefaults()
 	cfg.Sojourn = cfg.Sojourn.withDefaults()
-	if cfg.Sojourn.Window == (WindowConfig{}) {
-		cfg.Sojourn.Window = cfg.Latency
+	if w := &cfg.Sojourn.Window; w.Slices == 0 && w.Width == 0 {
+		// The latency window's slices, and its shards unless set.
+		w.Slices, w.Width = cfg.Latency.Slices, cfg.Latency.Width
+		if w.Shards == 0 {
+			w.Shards = cfg.Latency.Shards
+		}
 	}
 	r := &Recorder{cfg: cfg, latency: NewWindow(cfg.Latency), counters: NewCounters()}
 	for i := range r.sojourn {

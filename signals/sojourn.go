@@ -20,7 +20,9 @@ const (
 // SojournConfig shapes a Sojourn tracker. The zero value means a 10 × 1 s
 // window and the CoDel defaults (target 100 ms, interval 500 ms).
 type SojournConfig struct {
-	// Window shapes the histogram of sojourn times (for p99 and max).
+	// Window shapes the histogram of sojourn times (for p99 and max);
+	// in a Recorder, without Slices and Width it takes the latency
+	// window's, and its Shards unless set.
 	Window WindowConfig
 	// Target is the acceptable standing sojourn. Default
 	// DefaultCoDelTarget.

@@ -323,3 +323,19 @@ func TestWindowShards(t *testing.T) {
 	assert.Equal(t, uint64(8000), sums[0].Count)
 	assert.Equal(t, sums[1], sums[0], "one shard reads as many")
 }
+
+// TestRecorderSojournWindowTakesTheLatencys: a sojourn window without
+// slices takes the latency window's, whether or not it sets its shards.
+func TestRecorderSojournWindowTakesTheLatencys(t *testing.T) {
+	lat := WindowConfig{Slices: 3, Width: 2 * time.Second, Shards: 2}
+	for _, tc := range []struct {
+		sojourn WindowConfig
+		shards  int
+	}{{WindowConfig{}, 2}, {WindowConfig{Shards: 1}, 1}} {
+		r := NewRecorder(Config{Latency: lat, Sojourn: SojournConfig{Window: tc.sojourn}})
+		w := r.sojourn[0].w
+		assert.Len(t, w.mu.ext, 3, "%+v: the latency's slices", tc.sojourn)
+		assert.Equal(t, 2*time.Second, w.mu.cfg.Width, "%+v", tc.sojourn)
+		assert.Len(t, w.shards, tc.shards, "%+v", tc.sojourn)
+	}
+}

@@ -380,8 +380,8 @@ func oneWriter(c signals.Config) signals.Config {
 	if c.Latency.Shards == 0 {
 		c.Latency.Shards = 1
 	}
-	if w := &c.Sojourn.Window; *w != (signals.WindowConfig{}) && w.Shards == 0 { // (a zero one is the latency's)
-		w.Shards = 1
+	if c.Sojourn.Window.Shards == 0 {
+		c.Sojourn.Window.Shards = 1
 	}
 	return c
 }
