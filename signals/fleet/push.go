@@ -492,7 +492,7 @@ func checkTallyGrowth(prev, cur []signals.Tally, prevW, curW signals.Moments, wi
 			continue
 		}
 		if b := prev[i]; c.On.N < b.On.N || c.Off.N < b.Off.N || c.Unattributed < b.Unattributed {
-			return invalid("features.%s: counts lower than the last push's in the same run: counts are cumulative (a restarted process gives a new start)", c.Feature)
+			return invalid("%s: counts lower than the last push's in the same run: counts are cumulative (a restarted process gives a new start)", keyed("features", c.Feature))
 		}
 	}
 	return nil

@@ -430,7 +430,7 @@ func TestPushBadBodies(t *testing.T) {
 		{"counts not cumulative", hist(`{"count":3,"buckets":[[0.1,2],[0.2,1]]}`), "invalid",
 			"latency.buckets[1]: cumulative count 1 is below the previous bucket's 2"},
 		{"bucket triple", hist(`{"count":3,"buckets":[[0.1,2,3]]}`), "invalid", "latency.buckets[0]: want [upper bound, cumulative count], got 3 numbers"},
-		{"bucket string", hist(`{"count":3,"buckets":[[0.1,"2"]]}`), "invalid", "latency.buckets: string is not a number"},
+		{"bucket string", hist(`{"count":3,"buckets":[[0.1,"2"]]}`), "invalid", "latency.buckets[0][1]: string is not a number"},
 		{"count below buckets", hist(`{"count":1,"buckets":[[0.1,2]]}`), "invalid", "latency.count: 1 is below the last bucket's cumulative count 2"},
 		{"schema", hist(`{"count":1,"native":{"schema":9}}`), "invalid", "latency.native.schema: 9 is not a native-histogram schema"},
 		{"schema fraction", hist(`{"count":1,"native":{"schema":4.5}}`), "invalid", "latency.native.schema: number 4.5 is not a whole number"},
@@ -440,12 +440,12 @@ func TestPushBadBodies(t *testing.T) {
 		{"native fraction", hist(`{"count":3,"native":{"schema":0,"buckets":[[1.5,1]]}}`), "invalid", "index 1.5 is not a whole number"},
 		{"native total", hist(`{"count":3,"native":{"schema":0,"zero":2,"buckets":[[1,2]]}}`), "invalid",
 			"latency.native: the buckets hold 4 observations, more than count 3"},
-		{"class count", class(`{"arrived":-1}`), "invalid", "classes.default.arrived: -1 is negative"},
-		{"class rejected", class(`{"rejected":{"codel":0.5}}`), "invalid", "classes.default.rejected.codel: 0.5 is not a whole number"},
-		{"class sojourn", class(`{"sojourn":{"count":-2}}`), "invalid", "classes.default.sojourn.count: -2 is negative"},
-		{"class sojourn min", class(`{"sojourn_min":-0.1}`), "invalid", "classes.default.sojourn_min: -0.1 is negative"},
+		{"class count", class(`{"arrived":-1}`), "invalid", `classes["default"].arrived: -1 is negative`},
+		{"class rejected", class(`{"rejected":{"codel":0.5}}`), "invalid", `classes["default"].rejected["codel"]: 0.5 is not a whole number`},
+		{"class sojourn", class(`{"sojourn":{"count":-2}}`), "invalid", `classes["default"].sojourn.count: -2 is negative`},
+		{"class sojourn min", class(`{"sojourn_min":-0.1}`), "invalid", `classes["default"].sojourn_min: -0.1 is negative`},
 		{"sojourn bounds differ", timed + `"classes":{"critical":{"sojourn":{"count":1,"buckets":[[0.1,1]]}},"default":{"sojourn":{"count":1,"buckets":[[0.2,1]]}}}}`,
-			"invalid", "classes.default.sojourn: bucket bounds differ from the other classes'"},
+			"invalid", `classes["default"].sojourn: bucket bounds differ from the other classes'`},
 		{"gate", timed + `"gate":{"limit":-1}}`, "invalid", "gate.limit: -1 is negative"},
 		{"gate queued", timed + `"gate":{"limit":1,"queued":0.5}}`, "invalid", "gate.queued: 0.5 is not a whole number"},
 		{"in flight", timed + `"in_flight":"3"}`, "invalid", "in_flight: string is not a number"},
@@ -453,16 +453,24 @@ func TestPushBadBodies(t *testing.T) {
 		{"too many features", timed + `"features":{` + manyFeatures(signals.MaxFeatures+1) + `}}`, "invalid", "features: 65 features: at most 64 per push"},
 		{"feature name", timed + `"features":{" recs":{}}}`, "invalid", `features: feature name " recs" has leading or trailing space`},
 		{"feature empty name", timed + `"features":{"":{}}}`, "invalid", "features: empty feature name"},
-		{"feature n", timed + `"features":{"recs":{"on":{"n":-1}}}}`, "invalid", "features.recs.on.n: -1 is negative"},
-		{"feature n fraction", timed + `"features":{"recs":{"off":{"n":1.5,"sum":1}}}}`, "invalid", "features.recs.off.n: 1.5 is not a whole number"},
-		{"feature sum", timed + `"features":{"recs":{"on":{"n":1,"sum":-1}}}}`, "invalid", "features.recs.on.sum: -1 is negative"},
-		{"feature sum without n", timed + `"features":{"recs":{"off":{"sum_sq":2}}}}`, "invalid", "features.recs.off.sum_sq: 2 with n 0"},
-		{"feature unattributed", timed + `"features":{"recs":{"unattributed":0.5}}}`, "invalid", "features.recs.unattributed: 0.5 is not a whole number"},
+		{"feature n", timed + `"features":{"recs":{"on":{"n":-1}}}}`, "invalid", `features["recs"].on.n: -1 is negative`},
+		{"feature n fraction", timed + `"features":{"recs":{"off":{"n":1.5,"sum":1}}}}`, "invalid", `features["recs"].off.n: 1.5 is not a whole number`},
+		{"feature sum", timed + `"features":{"recs":{"on":{"n":1,"sum":-1}}}}`, "invalid", `features["recs"].on.sum: -1 is negative`},
+		{"feature sum without n", timed + `"features":{"recs":{"off":{"sum_sq":2}}}}`, "invalid", `features["recs"].off.sum_sq: 2 with n 0`},
+		{"feature unattributed", timed + `"features":{"recs":{"unattributed":0.5}}}`, "invalid", `features["recs"].unattributed: 0.5 is not a whole number`},
 		{"features not an object", timed + `"features":[1]}`, "invalid", "features: array is not an object"},
 		{"feature sum a string", timed + `"features":{"recs":{"on":{"n":1,"sum":"1"}}}}`, "invalid", `features["recs"].on.sum: string is not a number`},
 		{"feature not an object", timed + `"features":{"recs":3}}`, "invalid", `features["recs"]: number is not an object`},
 		{"class arrived a string", class(`{"arrived":"4"}`), "invalid", `classes["default"].arrived: string is not a number`},
 		{"classes not an object", timed + `"classes":"default"}`, "invalid", "classes: string is not an object"},
+		{"a reason's count a string", class(`{"rejected":{"codel":"1"}}`), "invalid", `classes["default"].rejected["codel"]: string is not a number`},
+		{"a sojourn bucket's bound an object", class(`{"sojourn":{"count":2,"buckets":[[0.1,1],[{},2]]}}`), "invalid",
+			`classes["default"].sojourn.buckets[1][0]: object is not a number`},
+		{"a native bucket's index a string", hist(`{"count":2,"native":{"schema":0,"buckets":[[1,1],["2",1]]}}`), "invalid",
+			"latency.native.buckets[1][0]: string is not a number"},
+		{"a bucket not an array", hist(`{"count":2,"buckets":[[0.1,1],7]}`), "invalid", "latency.buckets[1]: number is not an array"},
+		{"a field matched without regard to case", timed + `"Latency":{"count":2,"Buckets":[[0.1,"x"]]}}`, "invalid",
+			"latency.buckets[0][1]: string is not a number"},
 		{"first bad feature in the body's order", timed + `"features":{"c":{"on":{"n":"1"}},"a":{"on":{"n":"1"}},"b":{"on":{"n":"1"}}}}`, "invalid",
 			`features["c"].on.n: string is not a number`},
 		{"an earlier type error first", `{"v":1,"instance":7,"time":"2026-11-11T00:00:05Z","features":{"a":{"on":{"n":"1"}}}}`, "invalid",
@@ -478,17 +486,17 @@ func TestPushBadBodies(t *testing.T) {
 		{"a long class name", timed + `"classes":{"` + strings.Repeat("k", 250000) + `":{"arrived":"x"}}}`, "invalid",
 			`classes["` + strings.Repeat("k", maxQuoted) + `…"].arrived: string is not a number`},
 		{"feature sum huge", timed + `"features":{"recs":{"on":{"n":50,"sum":1e300,"sum_sq":1e308}}}}`, "invalid",
-			"features.recs.on.sum: 1e+300 s over 50 requests is 2e+298 s a request: over an hour"},
+			`features["recs"].on.sum: 1e+300 s over 50 requests is 2e+298 s a request: over an hour`},
 		{"feature sum_sq huge", timed + `"features":{"recs":{"on":{"n":2,"sum":2,"sum_sq":1e10}}}}`, "invalid",
-			"features.recs.on.sum_sq: 1e+10 s² over 2 requests"},
+			`features["recs"].on.sum_sq: 1e+10 s² over 2 requests`},
 		{"feature squares too small", timed + `"features":{"recs":{"on":{"n":5000,"sum":1000,"sum_sq":0}}}}`, "invalid",
-			"features.recs.on: sum 1000 and sum_sq 0 cannot come from 5000 requests"},
+			`features["recs"].on: sum 1000 and sum_sq 0 cannot come from 5000 requests`},
 		{"work squares too small", timed + `"work":{"n":4,"sum":2,"sum_sq":0.9}}`, "invalid",
 			"work: sum 2 and sum_sq 0.9 cannot come from 4 requests"},
 		{"tallies over work", timed + `"features":{"recs":{"on":{"n":7,"sum":0.7,"sum_sq":0.07},"off":{"n":5,"sum":0.5,"sum_sq":0.05}}},"work":{"n":10,"sum":2,"sum_sq":0.4}}`, "invalid",
-			"features.recs: 12 requests tallied (on and off), more than the 10 of work"},
+			`features["recs"]: 12 requests tallied (on and off), more than the 10 of work`},
 		{"tallied time over work", timed + `"features":{"recs":{"on":{"n":2,"sum":3,"sum_sq":4.5}}},"work":{"n":10,"sum":2,"sum_sq":0.4}}`, "invalid",
-			"features.recs: 3 s tallied (on and off), more than work's 2 s"},
+			`features["recs"]: 3 s tallied (on and off), more than work's 2 s`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &clock{t: t0}
@@ -615,6 +623,9 @@ func FuzzPushBody(f *testing.F) {
 	f.Add([]byte(`{"v":1,"instance":"x","time":"2026-11-11T00:00:02Z","features":{` + manyFeatures(signals.MaxFeatures+1) + `}}`))
 	f.Add([]byte(`{"v":1,"instance":"x","time":"2026-11-11T00:00:02Z","features":{"recs":{"on":{"n":3,"sum":0.3,"sum_sq":0.03}}},"work":{"n":5,"sum":0.5,"sum_sq":0.05}}`))
 	f.Add([]byte(`{"v":1,"instance":"shop-1","time":"2026-11-11T00:00:02Z","start":"2026-11-11T00:00:00Z","work":{"n":0,"sum":0,"sum_sq":0}}`))
+	// Type errors under map keys and in arrays, which the refusal names.
+	f.Add([]byte(`{"v":1,"instance":"x","time":"2026-11-11T00:00:02Z","classes":{"default":{"rejected":{"codel":"1"},"sojourn":{"count":1,"buckets":[[0.1,1],[0.2,{}]]}}}}`))
+	f.Add([]byte(`{"v":1,"instance":"x","time":"2026-11-11T00:00:02Z","Latency":{"count":2,"native":{"schema":0,"buckets":[[1,1],["2",1]]}},"features":{"a\u0000b":{"On":{"n":true}}}}`))
 	// Two instances with two pushes each: the state a refusal must keep.
 	start := t0.Add(-time.Hour)
 	r := signals.NewRecorder(signals.Config{})
@@ -658,6 +669,9 @@ func FuzzPushBody(f *testing.F) {
 			if !reflect.DeepEqual(after, before) || instances() != was {
 				t.Fatalf("refused push (%d %s) changed the state:\n%v\n%v", w.Code, w.Body, before, after)
 			}
+			if w.Body.Len() > 2048 {
+				t.Fatalf("a refusal of %d bytes: it quotes the body unbounded", w.Body.Len())
+			}
 			return
 		}
 		for k := range signals.NumKeys {
@@ -679,6 +693,19 @@ func FuzzPushBody(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestPushNamesTheSameBadReasonEachTime: of two reasons whose counts are
+// bad, the refusal names the first in the reasons' order each time, not
+// the first in a map's random order.
+func TestPushNamesTheSameBadReasonEachTime(t *testing.T) {
+	const body = `{"v":1,"instance":"x","time":"2026-11-11T00:00:05Z","classes":{"default":{"rejected":{"canceled":0.5,"max_wait":-1,"codel":0.5}}}}`
+	for range 50 {
+		src := newPushSource(&clock{t: t0})
+		w := post(src, []byte(body))
+		require.Equal(t, http.StatusBadRequest, w.Code)
+		assert.Contains(t, problemOf(t, w).Detail, `classes["default"].rejected["max_wait"]: -1 is negative`)
+	}
 }
 
 // TestPushAndScrapeAgree: the same Recorders, scraped through Collector or
@@ -1017,9 +1044,9 @@ func TestPushTallyGrowth(t *testing.T) {
 	}{
 		{"a new feature's lifetime in one interval", recs20 + `,"gallery":{"on":{"n":1000000,"sum":1,"sum_sq":0.000001},"off":{"n":0}}`, `{"n":1000020,"sum":3,"sum_sq":0.2000011}`, ""},
 		{"a new feature over the work", recs20 + `,"gallery":{"on":{"n":21,"sum":0.021,"sum_sq":0.000021},"off":{"n":0}}`, work20,
-			"features.gallery: 21 requests tallied (on and off), more than the 20 of work"},
+			`features["gallery"]: 21 requests tallied (on and off), more than the 20 of work`},
 		{"a feature's counts down", `"recs":{"on":{"n":5,"sum":0.5,"sum_sq":0.05},"off":{"n":4,"sum":0.4,"sum_sq":0.04}}`, work20,
-			"features.recs: counts lower than the last push's in the same run"},
+			`features["recs"]: counts lower than the last push's in the same run`},
 		{"work down", "", `{"n":9,"sum":0.9,"sum_sq":0.09}`, "work: 9 requests and 0.9 s, fewer than the last push's 10 and 1 s in the same run"},
 		{"more tallied than the work grew", `"recs":{"on":{"n":14,"sum":1.4,"sum_sq":0.14},"off":{"n":8,"sum":0.8,"sum_sq":0.08}}`, `{"n":22,"sum":2.2,"sum_sq":0.22}`, ""},
 	} {

@@ -267,91 +267,124 @@ func decodePush(body []byte) (pushed, error) {
 	return b.decode()
 }
 
-// nameKey puts into a type error inside the body's features or classes
-// the name it is under: encoding/json names a map's field and not its
-// key ("features.on.sum"), which leaves a push of a dozen features to
-// guess which one is wrong (`features["banner"].on.sum`). It runs only
-// for a body already refused, so a push that decodes pays nothing; the
-// name is quoted and truncated, as anything from outside in a message.
+// nameKey puts into a type error the whole path of the value it is
+// about: encoding/json names a struct's fields but neither a map's keys
+// nor an array's elements ("features.on.sum", "latency.buckets"), which
+// leaves a push of a dozen features to guess which one is wrong
+// (`features["banner"].on.sum`, `latency.buckets[3][1]`). It runs only
+// for a body already refused, so a push that decodes pays nothing, and
+// keeps encoding/json's field names unless the path it finds has the
+// same ones (the error is then the same value's).
 func nameKey(body []byte, err error) {
 	var typ *json.UnmarshalTypeError
-	if !errors.As(err, &typ) {
+	if !errors.As(err, &typ) || typ.Field == "" {
 		return
 	}
-	for _, f := range []struct {
-		name string
-		elem reflect.Type
-		bad  func([]byte, string) (string, bool)
-	}{
-		{"features", reflect.TypeFor[pushFeature](), firstBadKey[pushFeature]},
-		{"classes", reflect.TypeFor[pushClass](), firstBadKey[pushClass]},
-	} {
-		// Inside a value ("features.on.sum"), or the value itself not an
-		// object ("features", of the value's type, not the map's).
-		rest, inside := strings.CutPrefix(typ.Field, f.name+".")
-		if !inside && (typ.Field != f.name || typ.Type != f.elem) {
-			continue
-		}
-		if key, ok := f.bad(body, f.name); ok {
-			typ.Field = fmt.Sprintf("%s[%q]", f.name, truncate(key))
-			if inside {
-				typ.Field += "." + rest
-			}
-		}
-		return
+	if path, fields, ok := typePath(body, reflect.TypeFor[pushBody]()); ok && strings.TrimPrefix(fields, ".") == typ.Field {
+		typ.Field = strings.TrimPrefix(path, ".")
 	}
 }
 
-// firstBadKey walks the body's top-level objects named field (as
-// encoding/json matches them: without regard to case; each occurrence,
-// in the body's order) and returns the first key whose value does not
-// decode into T for a type error — the one encoding/json reported, as it
-// keeps the first error in the body's order.
-func firstBadKey[T any](body []byte, field string) (string, bool) {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return "", false
+// typePath finds, in the JSON value raw (one that does not decode into t
+// for a type error: typeFails), the first value in the body's order that
+// does not decode into its place in t — the one encoding/json reports, as
+// it keeps the first — and returns its path below raw: a struct's fields
+// as ".name" (by their JSON names, matched as encoding/json matches them:
+// exactly, else without regard to case), a map's keys as ["key"] (quoted
+// and truncated, as anything from outside in a message), an array's
+// elements as [i]; and the same path with the struct fields alone, as
+// encoding/json names it. ok false: raw is not JSON. Each level decodes
+// its values once more, so a refusal of the largest body (MaxBody) costs
+// a few times its decoding.
+func typePath(raw []byte, t reflect.Type) (path, fields string, ok bool) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
 	}
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return "", false
-		}
-		name, _ := t.(string)
-		if !strings.EqualFold(name, field) {
-			var skip json.RawMessage
-			if dec.Decode(&skip) != nil {
-				return "", false
-			}
-			continue
-		}
-		if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-			if t == nil && err == nil { // null
-				continue
-			}
-			return "", false
-		}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber() // (a number out of float64's range is a token still)
+	open, err := dec.Token()
+	if err != nil {
+		return "", "", false
+	}
+	switch {
+	case open == json.Delim('{') && (t.Kind() == reflect.Struct || t.Kind() == reflect.Map && t.Key().Kind() == reflect.String):
 		for dec.More() {
 			k, err := dec.Token()
 			if err != nil {
-				return "", false
+				return "", "", false
 			}
-			var raw json.RawMessage
-			if dec.Decode(&raw) != nil {
-				return "", false
+			key, _ := k.(string)
+			var v json.RawMessage
+			if dec.Decode(&v) != nil {
+				return "", "", false
 			}
-			var v T
-			var typ *json.UnmarshalTypeError
-			if err := json.Unmarshal(raw, &v); errors.As(err, &typ) {
-				key, _ := k.(string)
-				return key, true
+			if t.Kind() == reflect.Map {
+				if typeFails(v, t.Elem()) {
+					p, f, ok := typePath(v, t.Elem())
+					return keyed("", key) + p, f, ok
+				}
+				continue
+			}
+			if sf, ok := jsonField(t, key); ok && typeFails(v, sf.Type) {
+				name := jsonName(sf)
+				p, f, ok := typePath(v, sf.Type)
+				return "." + name + p, "." + name + f, ok
 			}
 		}
-		if _, err := dec.Token(); err != nil { // the closing brace
-			return "", false
+	case open == json.Delim('[') && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array):
+		for i := 0; dec.More(); i++ {
+			var v json.RawMessage
+			if dec.Decode(&v) != nil {
+				return "", "", false
+			}
+			if typeFails(v, t.Elem()) {
+				p, f, ok := typePath(v, t.Elem())
+				return fmt.Sprintf("[%d]", i) + p, f, ok
+			}
 		}
 	}
-	return "", false
+	// The value itself is of the wrong kind for t.
+	return "", "", true
+}
+
+// keyed is path's value under the map key k, as every refusal names one:
+// path["k"], the key quoted and shortened (a name from outside may hold a
+// dot, a newline or a quarter of a megabyte).
+func keyed(path, k string) string { return fmt.Sprintf("%s[%q]", path, truncate(k)) }
+
+// typeFails reports whether the JSON value raw fails to decode into t for
+// a type error.
+func typeFails(raw []byte, t reflect.Type) bool {
+	var typ *json.UnmarshalTypeError
+	return errors.As(json.Unmarshal(raw, reflect.New(t).Interface()), &typ)
+}
+
+// jsonField is the field of struct t that a JSON object's key decodes
+// into, as encoding/json picks it: the field of that JSON name, else the
+// first whose name matches it without regard to case.
+func jsonField(t reflect.Type, key string) (reflect.StructField, bool) {
+	var fold reflect.StructField
+	folded := false
+	for sf := range t.Fields() {
+		if !sf.IsExported() || sf.Tag.Get("json") == "-" {
+			continue
+		}
+		switch name := jsonName(sf); {
+		case name == key:
+			return sf, true
+		case !folded && strings.EqualFold(name, key):
+			fold, folded = sf, true
+		}
+	}
+	return fold, folded
+}
+
+// jsonName is the name a struct field has in JSON.
+func jsonName(sf reflect.StructField) string {
+	if name, _, _ := strings.Cut(sf.Tag.Get("json"), ","); name != "" {
+		return name
+	}
+	return sf.Name
 }
 
 // jsonProblem explains a json.Unmarshal error.
@@ -522,7 +555,7 @@ func (st *targetState) readFeatures(fs map[string]pushFeature) error {
 			return invalid("features: %s", strings.TrimPrefix(err.Error(), "signals: "))
 		}
 		f := fs[name]
-		path := "features." + name
+		path := keyed("features", name)
 		t := signals.Tally{Feature: name}
 		for _, m := range []struct {
 			name string
@@ -603,10 +636,10 @@ func (w pushMoments) decode(path string) (signals.Moments, error) {
 func checkTalliedWork(tallies []signals.Tally, work signals.Moments) error {
 	for _, t := range tallies {
 		if n := t.On.N + t.Off.N; n > work.N {
-			return invalid("features.%s: %d requests tallied (on and off), more than the %d of work: every tallied request's time is in work", t.Feature, n, work.N)
+			return invalid("%s: %d requests tallied (on and off), more than the %d of work: every tallied request's time is in work", keyed("features", t.Feature), n, work.N)
 		}
 		if sum := t.On.Sum + t.Off.Sum; sum > work.Sum*(1+momentsSlack(work.N)) {
-			return invalid("features.%s: %g s tallied (on and off), more than work's %g s: every tallied request's time is in work", t.Feature, sum, work.Sum)
+			return invalid("%s: %g s tallied (on and off), more than work's %g s: every tallied request's time is in work", keyed("features", t.Feature), sum, work.Sum)
 		}
 	}
 	return nil
@@ -634,7 +667,7 @@ func (h *pushHist) buckets() int {
 }
 
 func (st *targetState) readClass(cl signals.Class, c pushClass) error {
-	path := "classes." + cl.String()
+	path := keyed("classes", cl.String())
 	cc := &st.classes[cl]
 	for _, f := range []struct {
 		name string
@@ -647,12 +680,15 @@ func (st *targetState) readClass(cl signals.Class, c pushClass) error {
 		}
 		*f.into = uint64(f.v)
 	}
-	for why, n := range c.Rejected {
-		r, ok := reasonNamed(why)
+	for r := range signals.Reason(signals.NumReasons) {
+		// (In the reasons' order, so that of two bad counts the same is
+		// named each time; a reason this version does not know is
+		// skipped.)
+		n, ok := c.Rejected[r.String()]
 		if !ok {
-			continue // a reason this version does not know
+			continue
 		}
-		if err := checkCount(path+".rejected."+why, n); err != nil {
+		if err := checkCount(keyed(path+".rejected", r.String()), n); err != nil {
 			return err
 		}
 		cc.Rejected[r] = uint64(n)
