@@ -129,8 +129,10 @@
 // instance past MaxInstances, 405 (with Allow) for a method other than
 // POST, each with an application/problem+json body (type
 // urn:brownout:push:<kind>, title, status, detail) whose detail names the
-// field, e.g. "latency.buckets[3]: upper bound 0.1 is not above the
-// previous bucket's 0.25: bounds must ascend". A push holds at most 64
+// value's path, map keys quoted and array elements by index, e.g.
+// "latency.buckets[3]: upper bound 0.1 is not above the previous bucket's
+// 0.25: bounds must ascend", `features["recs"].on.sum: string is not a
+// number`. A push holds at most 64
 // features (signals.MaxFeatures), each name 1 to 128 bytes of UTF-8
 // without control characters or surrounding space; more, or another name,
 // is a 400. The feature tallies and the work are checked as what a
