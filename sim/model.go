@@ -4,6 +4,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/brownout/brownout/internal/gate"
 	"github.com/brownout/brownout/signals"
 )
 
@@ -39,6 +40,7 @@ type Request struct {
 	first   time.Duration // the user's first attempt, for latency from the user's view
 	arrival time.Duration
 	state   reqState
+	ticket  *gate.Ticket // behind a Shed: the gate's ticket, until it is done
 }
 
 type reqState uint8

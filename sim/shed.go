@@ -17,10 +17,11 @@ import (
 // cascade's shed level is applied by the engine at the door, as
 // shed.Shedder does before its gate.
 type Shed struct {
-	g       *gate.Gate
-	tickets map[*Request]*gate.Ticket
-	byT     map[*gate.Ticket]*Request
-	ready   []*Request // admitted, waiting for a worker inside the app
+	g *gate.Gate
+	// byT is the request of each ticket at the gate (a request holds its
+	// own: Request.ticket).
+	byT   map[*gate.Ticket]*Request
+	ready []*Request // admitted, waiting for a worker inside the app
 
 	rec      *signals.Recorder   // the engine's, for sojourn at the gate and the gate's reading
 	admitted func(signals.Class) // the engine's count of admissions
@@ -33,7 +34,7 @@ type Shed struct {
 // NewShed returns a Shed policy with cfg, its limit adaptive unless cfg
 // says otherwise.
 func NewShed(cfg shed.GateConfig) *Shed {
-	return &Shed{g: gate.New(cfg), tickets: map[*Request]*gate.Ticket{}, byT: map[*gate.Ticket]*Request{}}
+	return &Shed{g: gate.New(cfg), byT: map[*gate.Ticket]*Request{}}
 }
 
 // NewShedFixed returns a Shed policy whose limit is fixed at n cost units:
@@ -59,14 +60,14 @@ func (s *Shed) dropper(drop func(*Request, signals.Reason)) func(*gate.Ticket, s
 }
 
 func (s *Shed) forget(r *Request, t *gate.Ticket) {
-	delete(s.tickets, r)
+	r.ticket = nil
 	delete(s.byT, t)
 }
 
 // Offer implements Admission.
 func (s *Shed) Offer(now time.Time, r *Request, drop func(*Request, signals.Reason)) (bool, signals.Reason) {
 	t := &gate.Ticket{Class: r.Class, Cost: r.Estimate, Arrival: now, Deadline: r.Deadline}
-	s.tickets[r], s.byT[t] = t, r
+	r.ticket, s.byT[t] = t, r
 	d, why := s.g.Arrive(now, t, s.dropper(drop))
 	switch d {
 	case gate.Refused:
@@ -127,8 +128,8 @@ func (s *Shed) Pull(now time.Time, drop func(*Request, signals.Reason)) *Request
 
 // Done implements Admission.
 func (s *Shed) Done(now time.Time, r *Request) {
-	t, ok := s.tickets[r]
-	if !ok {
+	t := r.ticket
+	if t == nil {
 		return
 	}
 	if s.observe != nil {
