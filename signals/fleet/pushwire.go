@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -277,114 +278,218 @@ func decodePush(body []byte) (pushed, error) {
 // same ones (the error is then the same value's).
 func nameKey(body []byte, err error) {
 	var typ *json.UnmarshalTypeError
-	if !errors.As(err, &typ) || typ.Field == "" {
+	if !errors.As(err, &typ) || typ.Field == "" || !crossesKeys(reflect.TypeFor[pushBody](), typ.Field) {
 		return
 	}
-	if path, fields, ok := typePath(body, reflect.TypeFor[pushBody]()); ok && strings.TrimPrefix(fields, ".") == typ.Field {
-		typ.Field = strings.TrimPrefix(path, ".")
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber() // (a number out of float64's range is a token still)
+	w := typeWalk{dec: dec, want: strings.Split(typ.Field, ".")}
+	if bad, err := w.value(reflect.TypeFor[pushBody]()); err == nil && bad && strings.TrimPrefix(w.fields, ".") == typ.Field {
+		typ.Field = strings.TrimPrefix(w.path, ".")
 	}
 }
 
-// typePath finds, in the JSON value raw (one that does not decode into t
-// for a type error: typeFails), the first value in the body's order that
-// does not decode into its place in t — the one encoding/json reports, as
-// it keeps the first — and returns its path below raw: a struct's fields
-// as ".name" (by their JSON names, matched as encoding/json matches them:
-// exactly, else without regard to case), a map's keys as ["key"] (quoted
-// and truncated, as anything from outside in a message), an array's
-// elements as [i]; and the same path with the struct fields alone, as
-// encoding/json names it. ok false: raw is not JSON. Each level decodes
-// its values once more, so a refusal of the largest body (MaxBody) costs
-// a few times its decoding.
-func typePath(raw []byte, t reflect.Type) (path, fields string, ok bool) {
+// crossesKeys reports whether the path of struct fields encoding/json
+// names in t (its Field) passes through a map or a slice, whose keys or
+// indices it leaves out: a path of fields alone is whole as it is, and
+// the body is not walked again for it.
+func crossesKeys(t reflect.Type, field string) bool {
+	for name := range strings.SplitSeq(field, ".") {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if t.Kind() == reflect.Map || t.Kind() == reflect.Slice || t.Kind() == reflect.Array {
+			return true
+		}
+		if t.Kind() != reflect.Struct {
+			return false
+		}
+		f, ok := matchField(jsonFields(t), name)
+		if !ok {
+			return false
+		}
+		t = f.typ
+	}
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber() // (a number out of float64's range is a token still)
-	open, err := dec.Token()
+	return t.Kind() == reflect.Map || t.Kind() == reflect.Slice || t.Kind() == reflect.Array
+}
+
+// typeWalk finds, in one pass over a JSON body, the first value in the
+// body's order that does not decode into its place in a Go type for a type
+// error — the one encoding/json reports, as it keeps the first — by
+// encoding/json's rules for the kinds a push holds (numbers, strings,
+// booleans, structs, maps of string keys, slices, pointers; null fits
+// any). It keeps the value's path: a struct's fields as ".name" (by
+// their JSON names, matched as encoding/json matches them: exactly, else
+// without regard to case), a map's keys as ["key"] (quoted and
+// truncated, as anything from outside in a message), an array's elements
+// as [i]; and the same path with the struct fields alone, as
+// encoding/json names it. One pass, along the fields encoding/json
+// named: a refusal of the largest body (MaxBody) costs a few times its
+// decoding where the path crosses a large map or array, about one
+// elsewhere.
+type typeWalk struct {
+	dec          *json.Decoder
+	path, fields string
+	// want is the fields encoding/json named still to come: a struct's
+	// other fields are skipped, the first error in the body's order
+	// being on that path.
+	want    []string
+	skipped json.RawMessage // a field skipped
+}
+
+// value reads the next value for type t: bad reports a type error in it,
+// w.path and w.fields its path below here; err, a body that is not JSON.
+func (w *typeWalk) value(t reflect.Type) (bad bool, err error) {
+	tok, err := w.dec.Token()
 	if err != nil {
-		return "", "", false
+		return false, err
 	}
-	switch {
-	case open == json.Delim('{') && (t.Kind() == reflect.Struct || t.Kind() == reflect.Map && t.Key().Kind() == reflect.String):
-		for dec.More() {
-			k, err := dec.Token()
-			if err != nil {
-				return "", "", false
-			}
-			key, _ := k.(string)
-			var v json.RawMessage
-			if dec.Decode(&v) != nil {
-				return "", "", false
-			}
-			if t.Kind() == reflect.Map {
-				if typeFails(v, t.Elem()) {
-					p, f, ok := typePath(v, t.Elem())
-					return keyed("", key) + p, f, ok
+	if tok == nil {
+		return false, nil // null fits any
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch v := tok.(type) {
+	case json.Delim:
+		switch {
+		case v == '{' && t.Kind() == reflect.Struct:
+			return w.object(t, nil)
+		case v == '{' && t.Kind() == reflect.Map && t.Key().Kind() == reflect.String:
+			return w.object(nil, t.Elem())
+		case v == '[' && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array):
+			for i := 0; w.dec.More(); i++ {
+				if bad, err := w.value(t.Elem()); bad || err != nil {
+					w.path = "[" + strconv.Itoa(i) + "]" + w.path
+					return bad, err
 				}
-				continue
 			}
-			if sf, ok := jsonField(t, key); ok && typeFails(v, sf.Type) {
-				name := jsonName(sf)
-				p, f, ok := typePath(v, sf.Type)
-				return "." + name + p, "." + name + f, ok
-			}
+			_, err := w.dec.Token() // ]
+			return false, err
 		}
-	case open == json.Delim('[') && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array):
-		for i := 0; dec.More(); i++ {
-			var v json.RawMessage
-			if dec.Decode(&v) != nil {
-				return "", "", false
+		return true, nil // an object or array where t is not one
+	case json.Number:
+		switch t.Kind() {
+		case reflect.Float64, reflect.Float32:
+			_, err := strconv.ParseFloat(string(v), t.Bits())
+			return err != nil, nil
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+			_, err := strconv.ParseInt(string(v), 10, t.Bits())
+			return err != nil, nil
+		}
+		return true, nil
+	case string:
+		return t.Kind() != reflect.String, nil
+	case bool:
+		return t.Kind() != reflect.Bool, nil
+	}
+	return true, nil
+}
+
+// object reads an object's members, its opening brace read: a struct
+// st's fields, or a map's values of type elem.
+func (w *typeWalk) object(st, elem reflect.Type) (bad bool, err error) {
+	var names []fieldName
+	if st != nil {
+		names = jsonFields(st)
+	}
+	for w.dec.More() {
+		tok, err := w.dec.Token()
+		if err != nil {
+			return false, err
+		}
+		key, _ := tok.(string)
+		if st == nil {
+			if bad, err := w.value(elem); bad || err != nil {
+				w.path = keyed("", key) + w.path
+				return bad, err
 			}
-			if typeFails(v, t.Elem()) {
-				p, f, ok := typePath(v, t.Elem())
-				return fmt.Sprintf("[%d]", i) + p, f, ok
+			continue
+		}
+		f, ok := matchField(names, key)
+		want := w.want
+		if !ok || len(want) == 0 || f.name != want[0] {
+			if err := w.dec.Decode(&w.skipped); err != nil {
+				return false, err
 			}
+			continue
+		}
+		w.want = want[1:]
+		bad, err := w.value(f.typ)
+		w.want = want
+		if bad || err != nil {
+			w.path, w.fields = "."+f.name+w.path, "."+f.name+w.fields
+			return bad, err
 		}
 	}
-	// The value itself is of the wrong kind for t.
-	return "", "", true
+	_, err = w.dec.Token() // }
+	return false, err
+}
+
+// fieldName is a struct field as JSON names it.
+type fieldName struct {
+	name string
+	typ  reflect.Type
+}
+
+// fieldNames caches jsonFields by type: a hostile body names a field
+// tens of thousands of times.
+var fieldNames sync.Map // reflect.Type → []fieldName
+
+// jsonFields lists the fields of struct t that JSON reads, by their JSON
+// names.
+func jsonFields(t reflect.Type) []fieldName {
+	if v, ok := fieldNames.Load(t); ok {
+		return v.([]fieldName)
+	}
+	var fs []fieldName
+	for sf := range t.Fields() {
+		tag := sf.Tag.Get("json")
+		if !sf.IsExported() || tag == "-" {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		if name == "" {
+			name = sf.Name
+		}
+		fs = append(fs, fieldName{name, sf.Type})
+	}
+	fieldNames.Store(t, fs)
+	return fs
+}
+
+// matchField is the field a JSON object's key decodes into, as
+// encoding/json picks it: the field of that name, else the first whose
+// name matches it without regard to case.
+func matchField(fs []fieldName, key string) (fieldName, bool) {
+	for _, f := range fs {
+		if f.name == key {
+			return f, true
+		}
+	}
+	for _, f := range fs {
+		if strings.EqualFold(f.name, key) {
+			return f, true
+		}
+	}
+	return fieldName{}, false
 }
 
 // keyed is path's value under the map key k, as every refusal names one:
 // path["k"], the key quoted and shortened (a name from outside may hold a
-// dot, a newline or a quarter of a megabyte).
-func keyed(path, k string) string { return fmt.Sprintf("%s[%q]", path, truncate(k)) }
-
-// typeFails reports whether the JSON value raw fails to decode into t for
-// a type error.
-func typeFails(raw []byte, t reflect.Type) bool {
-	var typ *json.UnmarshalTypeError
-	return errors.As(json.Unmarshal(raw, reflect.New(t).Interface()), &typ)
-}
-
-// jsonField is the field of struct t that a JSON object's key decodes
-// into, as encoding/json picks it: the field of that JSON name, else the
-// first whose name matches it without regard to case.
-func jsonField(t reflect.Type, key string) (reflect.StructField, bool) {
-	var fold reflect.StructField
-	folded := false
-	for sf := range t.Fields() {
-		if !sf.IsExported() || sf.Tag.Get("json") == "-" {
-			continue
-		}
-		switch name := jsonName(sf); {
-		case name == key:
-			return sf, true
-		case !folded && strings.EqualFold(name, key):
-			fold, folded = sf, true
+// dot, a newline or a quarter of a megabyte). A key Go quotes as it is
+// costs one allocation, as a path of dots did.
+func keyed(path, k string) string {
+	k = truncate(k)
+	for _, r := range k {
+		if r == utf8.RuneError || r == '"' || r == '\\' || !strconv.IsPrint(r) {
+			return path + "[" + strconv.Quote(k) + "]"
 		}
 	}
-	return fold, folded
-}
-
-// jsonName is the name a struct field has in JSON.
-func jsonName(sf reflect.StructField) string {
-	if name, _, _ := strings.Cut(sf.Tag.Get("json"), ","); name != "" {
-		return name
-	}
-	return sf.Name
+	return path + `["` + k + `"]`
 }
 
 // jsonProblem explains a json.Unmarshal error.
@@ -688,8 +793,8 @@ func (st *targetState) readClass(cl signals.Class, c pushClass) error {
 		if !ok {
 			continue
 		}
-		if err := checkCount(keyed(path+".rejected", r.String()), n); err != nil {
-			return err
+		if checkCount("", n) != nil { // (the path formatted for a refusal only)
+			return checkCount(keyed(path+".rejected", r.String()), n)
 		}
 		cc.Rejected[r] = uint64(n)
 	}
