@@ -48,9 +48,9 @@
 //     served for a trend's prediction of the period the levels will serve
 //     (load.go, trend.go), and a load that went back after as long down
 //     before is served for the level it returns to (returns.go). Within
-//     the estimates' noise of a load that holds (not of one more likely
-//     moving on its trend), or for a move under 0.05 of the brightness
-//     (minMove), the levels hold.
+//     the estimates' noise (but for a move the way a load more likely
+//     moving on its trend goes), or for a move under 0.05 of the
+//     brightness (minMove), the levels hold.
 //   - ĉᵢ: each feature's cost, from the dimmer's own randomisation.
 //     While a level is fractional some users get the feature and some do
 //     not: the per-request tallies (signals.WithTally) contrast the two

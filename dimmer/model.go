@@ -643,21 +643,22 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 	// pressure may still hold the load that has gone: a load that falls
 	// and still overloads the service refuses at the levels the fall
 	// brightened, and a dim held there lost users (docs/model.md, "Calm
-	// through a step of the load"). Nor while the load more likely moves
+	// through a step of the load"). Nor a move the trend's way (a dim on
+	// a rise, a brightening on a fall) while the load more likely moves
 	// on its trend than holds (the levels set for the trend's prediction,
 	// trend.moving over one half): the band is the noise of a load that
 	// holds around its estimate, and one that moves has left the levels
-	// by the period they serve. (Held within the prediction's noise, the
-	// parts lab's one-worker ten-second sines kept 1.5–1.7 points fewer
-	// of their users in time on seeds 1–3, 0.3–0.6 on seeds 101–110; on
-	// real HTTP a one-worker sine's p99 was 201 ms, not 40: docs/model.md,
-	// "A load that moves".) Once a swing stops, the tracker takes the
-	// load back within a few periods and the band holds the levels again
-	// (TestLevelsHoldAfterASwing: 1.2 turns in the 85 periods after it,
-	// 2.2 with the band off for as long as the load reads as moving).
+	// by the period they serve. A move against the trend is noise by the
+	// trend's own account, and the band holds it. (Held within the
+	// prediction's noise whichever way, the parts lab's one-worker
+	// ten-second sines kept 0.9–1.7 points fewer of their users in time
+	// on seeds 1–3; with the band off on a swing whichever way, slow
+	// swings turned half as often again: docs/model.md, "A load that
+	// moves".)
 	g := m.mdl.trend.moving()
-	holds := !onTrend || g <= 1-g
-	noise := !small && !ends && !blind && holds && !(target < b && o.p >= cfg.High) && c.withinNoise(b, e.k, served, aheadVar/max(ahead*ahead, math.SmallestNonzeroFloat64), ceil)
+	slope := m.mdl.trend.slope()
+	withTrend := onTrend && g > 1-g && (target < b && slope > 0 || target > b && slope < 0)
+	noise := !small && !ends && !blind && !withTrend && !(target < b && o.p >= cfg.High) && c.withinNoise(b, e.k, served, aheadVar/max(ahead*ahead, math.SmallestNonzeroFloat64), ceil)
 	if small || noise {
 		w.noise, w.levels = noise, b
 		switch {

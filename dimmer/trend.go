@@ -186,6 +186,10 @@ func (t *trend) predict(h float64) float64 {
 	return sum / w // (the largest weight is 1)
 }
 
+// slope is the bank's slope: how far the load moves a step, by the
+// filters' weights.
+func (t *trend) slope() float64 { return t.predict(1) - t.predict(0) }
+
 // topw is the largest of the filters' log weights.
 func (t *trend) topw() float64 {
 	top := math.Inf(-1)
