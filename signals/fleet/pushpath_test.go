@@ -263,11 +263,8 @@ func oracle(raw []byte, base int, t reflect.Type, target int) (path, fields stri
 	case open == json.Delim('{') && (t.Kind() == reflect.Struct || t.Kind() == reflect.Map):
 		for dec.More() {
 			k, _ := dec.Token()
-			var v json.RawMessage
-			dec.Decode(&v)
-			end := base + int(dec.InputOffset())
-			start := end - len(v)
-			if target < start || target >= end {
+			v, start, holds := member(dec, base, target)
+			if !holds {
 				continue
 			}
 			key := k.(string)
@@ -284,11 +281,8 @@ func oracle(raw []byte, base int, t reflect.Type, target int) (path, fields stri
 		}
 	case open == json.Delim('[') && (t.Kind() == reflect.Slice):
 		for i := 0; dec.More(); i++ {
-			var v json.RawMessage
-			dec.Decode(&v)
-			end := base + int(dec.InputOffset())
-			start := end - len(v)
-			if target < start || target >= end {
+			v, start, holds := member(dec, base, target)
+			if !holds {
 				continue
 			}
 			p, f := oracle(v, start, t.Elem(), target)
@@ -296,6 +290,16 @@ func oracle(raw []byte, base int, t reflect.Type, target int) (path, fields stri
 		}
 	}
 	return "", ""
+}
+
+// member reads the next member's value from dec, whose input begins at
+// base in the body: the value, where it begins, and whether it holds the
+// body's byte target.
+func member(dec *json.Decoder, base, target int) (v json.RawMessage, start int, holds bool) {
+	_ = dec.Decode(&v)
+	end := base + int(dec.InputOffset())
+	start = end - len(v)
+	return v, start, start <= target && target < end
 }
 
 func numDec(s string) *json.Decoder {
