@@ -118,6 +118,7 @@ type explorer struct {
 	hold      time.Duration
 	tick      time.Duration
 	quiet     bool
+	byPhase   bool
 
 	rr, low, setpoint float64
 	untallied         bool
@@ -195,6 +196,7 @@ func runExplore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.Float64Var(&e.dipTo, "dip-to", 0.7, "dip: the share of its capacity the server keeps through the dip, in (0, 1]")
 	fs.DurationVar(&e.hold, "hold", 30*time.Second, "step and turns: how long the step's overload lasts")
 	fs.BoolVar(&e.quiet, "quiet", false, "no progress on stderr")
+	fs.BoolVar(&e.byPhase, "by-phase", false, "swings: under each load, where in its period users were late and optional content served, the controller beside the reference")
 	fs.Float64Var(&e.rr, "rr", 0, "the controller's reject.ratio target (the lab's: 0.01)")
 	fs.Float64Var(&e.low, "low", 0, "the controller's Low")
 	fs.Float64Var(&e.setpoint, "setpoint", 0, "the controller's Setpoint")
@@ -865,6 +867,7 @@ func (e *explorer) swing(c swingCase, table *sim.OracleTable) string {
 	rhoLate, _ := sim.SweepRhoLate(first, swingRhos, tick)
 	rhoCounted, _ := sim.SweepRhoCounted(first, swingRhos)
 	var law, ref, late, counted sim.Window
+	var phases [2]swingPhases // the controller's, the reference's
 	n := float64(e.seeds)
 	add := func(to *sim.Window, w sim.Window) {
 		to.InTime += w.InTime / n
@@ -874,7 +877,9 @@ func (e *explorer) swing(c swingCase, table *sim.OracleTable) string {
 		seed := e.seed0 + uint32(i)
 		cfg := build(shape, sim.NewController(e.config()))
 		cfg.Seed = seed
-		add(&law, sim.Run(cfg).Between(lab.Skip, end))
+		res := sim.Run(cfg)
+		add(&law, res.Between(lab.Skip, end))
+		phases[0].add(res, c.period, lab.Skip, end)
 		for _, r := range []struct {
 			to      *sim.Window
 			rho     float64
@@ -886,14 +891,75 @@ func (e *explorer) swing(c swingCase, table *sim.OracleTable) string {
 			d := sim.NewReference(rc, r.rho)
 			d.Lag, d.Counted = r.lag, r.counted
 			rc.Dimmer = d
-			add(r.to, sim.Run(rc).Between(lab.Skip, end))
+			res := sim.Run(rc)
+			add(r.to, res.Between(lab.Skip, end))
+			if r.to == &ref {
+				phases[1].add(res, c.period, lab.Skip, end)
+			}
 		}
+	}
+	byPhase := ""
+	if e.byPhase {
+		byPhase = "\n" + phases[0].String(phases[1], shape, c.period)
 	}
 	return fmt.Sprintf("%d worker(s), %-6s every %2.0fs ±%2.0f%%: controller %6.2f%% in time at %.2f of the oracle's share; reference (set point %.2f) %6.2f%% at %.2f, %+.2f points; told the load a tick late (%.2f) %6.2f%% at %.2f, %+.2f points; told the last interval's count (%.2f) %6.2f%% at %.2f, %+.2f points",
 		c.workers, name, c.period.Seconds(), 100*c.amp, 100*law.InTime, law.OptionalShare/oShare,
 		rho.Setting, 100*ref.InTime, ref.OptionalShare/oShare, 100*(law.InTime-ref.InTime),
 		rhoLate.Setting, 100*late.InTime, late.OptionalShare/oShare, 100*(law.InTime-late.InTime),
-		rhoCounted.Setting, 100*counted.InTime, counted.OptionalShare/oShare, 100*(law.InTime-counted.InTime))
+		rhoCounted.Setting, 100*counted.InTime, counted.OptionalShare/oShare, 100*(law.InTime-counted.InTime)) + byPhase
+}
+
+// phaseBins is how many parts of its period the swings view's --by-phase
+// splits a moving load into at most: twelfths, and no part shorter than a
+// second (the lab's seconds are its unit: a 10-s period has ten parts).
+const phaseBins = 12
+
+// swingPhases sums a moving load's seconds by the part of its period they
+// fall in: the users, those of them not in time, and the optional share.
+type swingPhases struct {
+	bins                  int
+	users, late, share, n [phaseBins]float64
+}
+
+// parts is how many parts a period is split into.
+func parts(period time.Duration) int {
+	return max(min(phaseBins, int(period/time.Second)), 1)
+}
+
+// add folds in seconds [from, to) of run r of a load of the given period.
+func (p *swingPhases) add(r sim.Result, period time.Duration, from, to int) {
+	p.bins = parts(period)
+	secs := period.Seconds()
+	for t := from; t < min(to, len(r.Seconds)); t++ {
+		s := r.Seconds[t]
+		b := min(int(math.Mod(float64(t)+0.5, secs)/secs*float64(p.bins)), p.bins-1)
+		p.users[b] += float64(s.Users)
+		p.late[b] += float64(s.Users - s.UsersInTime)
+		p.share[b] += s.OptionalShare
+		p.n[b]++
+	}
+}
+
+// String prints p beside ref, a part of the period a column: the load
+// (shape's rate in the part's middle), the users not in time, per
+// thousand of all the part's users, and the optional share.
+func (p *swingPhases) String(ref swingPhases, shape sim.Profile, period time.Duration) string {
+	var load, late, share strings.Builder
+	for b := range p.bins {
+		fmt.Fprintf(&load, " %9.0f", shape.Rate(time.Duration((float64(b)+0.5)/float64(p.bins)*float64(period))))
+		fmt.Fprintf(&late, " %4.0f/%-4.0f", 1000*ratio(p.late[b], p.users[b]), 1000*ratio(ref.late[b], ref.users[b]))
+		fmt.Fprintf(&share, " %.2f/%.2f", ratio(p.share[b], p.n[b]), ratio(ref.share[b], ref.n[b]))
+	}
+	return fmt.Sprintf("  in %d parts of the period from its start, controller/reference:", p.bins) +
+		"\n  load, req/s   " + load.String() + "\n  users late ‰  " + late.String() + "\n  optional share" + share.String()
+}
+
+// ratio is a/b, 0 where b is 0.
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
 }
 
 // b2i is 1 for true.

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -137,6 +138,38 @@ func TestExploreSwings(t *testing.T) {
 	require.Len(t, lines, 24)
 	assert.Regexp(t, `^1 worker\(s\), sine   every 10s ±40%: controller +\d+\.\d\d% in time at \d\.\d\d of the oracle's share; reference \(set point 0\.\d\d\) +\d+\.\d\d% at \d\.\d\d, [+-]\d+\.\d\d points; told the load a tick late \(0\.\d\d\) +\d+\.\d\d% at \d\.\d\d, [+-]\d+\.\d\d points; told the last interval's count \(0\.\d\d\) +\d+\.\d\d% at \d\.\d\d, [+-]\d+\.\d\d points$`, lines[0])
 	assert.Contains(t, lines[23], "4 worker(s), square every 60s ±60%")
+}
+
+// TestSwingPhases: --by-phase sums a run's seconds by the part of the
+// period they fall in — a second's middle, modulo the period — and prints
+// each part's users late per thousand and optional share beside the
+// reference's; a 10-s period has ten parts of a second, a 60-s one
+// twelve of five.
+func TestSwingPhases(t *testing.T) {
+	run := func(period int, late func(t int) int) sim.Result {
+		var r sim.Result
+		for s := range 3 * period {
+			r.Seconds = append(r.Seconds, sim.Second{T: s, Users: 100, UsersInTime: 100 - late(s), OptionalShare: float64(s%period) / float64(period)})
+		}
+		return r
+	}
+	var law, ref swingPhases
+	law.add(run(10, func(s int) int { return 10 * b2i(s%10 == 9) }), 10*time.Second, 5, 30)
+	ref.add(run(10, func(int) int { return 0 }), 10*time.Second, 5, 30)
+	assert.Equal(t, 10, law.bins)
+	assert.Equal(t, [phaseBins]float64{200, 200, 200, 200, 200, 300, 300, 300, 300, 300}, law.users, "seconds 5–29: parts 5–9 three times, 0–4 twice")
+	out := law.String(ref, sim.Square{Mean: 100, Amplitude: 0.5, Period: 10 * time.Second}, 10*time.Second)
+	lines := strings.Split(out, "\n")
+	require.Len(t, lines, 4)
+	assert.Equal(t, "  in 10 parts of the period from its start, controller/reference:", lines[0])
+	assert.Regexp(t, `^  load, req/s   (\s+150){5}(\s+50){5}$`, lines[1])
+	assert.Regexp(t, `^  users late ‰  (\s+0/0\s+){9}\s+100/0\s+$`, lines[2])
+	assert.Regexp(t, `^  optional share 0\.00/0\.00 0\.10/0\.10 .* 0\.90/0\.90$`, lines[3])
+
+	var slow swingPhases
+	slow.add(run(60, func(int) int { return 0 }), 60*time.Second, 0, 180)
+	assert.Equal(t, 12, slow.bins)
+	assert.Equal(t, 15.0, slow.n[0], "five seconds a part, three periods")
 }
 
 // TestExploreDipTo: --dip-to sets how deep the dip view's capacity falls;
