@@ -102,7 +102,13 @@ type Options struct {
 	// Features are the optional features, dimmed lowest Rank first (see
 	// dimmer.Feature). Each request tallies which of them it rendered, so
 	// that the controller learns what each costs; in fleet mode list them
-	// too, for the tallies the app pushes to the daemon.
+	// too, for the tallies the app pushes to the daemon, and so that
+	// before the daemon was ever heard (a cold start with it down, no
+	// StateDir's levels) their flags answer on — their default, failing
+	// open as the daemon does for a feature without a default — marked
+	// stale, the reason saying so (provider.RemoteOptions.Features). Only
+	// their names are used there: the daemon's features, with their
+	// defaults, replace them once it is heard.
 	Features []Feature
 	// Target is the p99 latency objective. Default DefaultTarget.
 	Target time.Duration
@@ -273,13 +279,13 @@ func New(o Options) (*Brownout, error) {
 	}
 	b := &Brownout{opts: o, daemons: daemons}
 	b.rec = signals.NewRecorder(signals.Config{Latency: signals.WindowConfig{Slices: latencySlices}})
-	if len(o.Features) > 0 {
+	names := make([]string, len(o.Features))
+	for i, f := range o.Features {
+		names[i] = f.Name
+	}
+	if len(names) > 0 {
 		// Each request's feature tally: what the controller learns each
 		// feature's cost from (dimmer.Controller.Costs).
-		names := make([]string, len(o.Features))
-		for i, f := range o.Features {
-			names[i] = f.Name
-		}
 		if err := b.rec.Features(names...); err != nil {
 			return nil, fmt.Errorf("brownout: %w", err)
 		}
@@ -295,7 +301,10 @@ func New(o Options) (*Brownout, error) {
 			host, _ := os.Hostname()
 			o.Instance = fmt.Sprintf("%s-%d", host, os.Getpid())
 		}
-		ro := provider.RemoteOptions{URLs: daemons, Token: o.DaemonToken, Service: o.Service, Logger: o.Logger}
+		// The features listed are the flags answered, on, until the
+		// daemon is heard: a cold start with it down answers at once with
+		// the defaults.
+		ro := provider.RemoteOptions{URLs: daemons, Token: o.DaemonToken, Service: o.Service, Features: names, Logger: o.Logger}
 		if o.StateDir != "" {
 			ro.StateFile = filepath.Join(o.StateDir, "brownoutd-state.json")
 		}

@@ -88,7 +88,9 @@
 // is PROVIDER_READY, also after a restart (another boot epoch). Reconnects
 // back off exponentially with full jitter; a stalled or garbled stream is
 // dropped. RemoteOptions.StateFile keeps the last-known levels across app
-// restarts. Remote.ShedSeed is the seed the daemon publishes in its
+// restarts. Before the daemon was ever heard, the features
+// RemoteOptions.Features lists (and those Defaults names) answer with
+// their defaults — on unless Defaults says off — marked stale. Remote.ShedSeed is the seed the daemon publishes in its
 // stream for the cascade's choice of clients (dimmer.ShedSeed): give it
 // to shed.Config.ShedSeed, and every instance sheds the same users.
 //

@@ -63,6 +63,15 @@ type RemoteOptions struct {
 	// before the daemon was ever reached (and without StateFile) they
 	// name the features. A feature in neither falls back to on.
 	Defaults map[string]bool
+	// Features name the features the app knows of before the daemon was
+	// ever reached (and without StateFile): each at its Defaults entry,
+	// else on — failing open, as the daemon does for a feature whose
+	// configuration declares no default — so that a cold start with the
+	// daemon down answers them with their defaults, not FLAG_NOT_FOUND.
+	// Unlike Defaults they override nothing: once a state is heard (or
+	// read from StateFile), the features are the daemon's, at its
+	// published defaults.
+	Features []string
 	// StateFile, when set, keeps the last-known state across restarts of
 	// the app: written on every change, read at start (used while younger
 	// than StaleTTL, else only for the feature names and defaults).
@@ -467,11 +476,24 @@ func NewRemote(o RemoteOptions) (*Remote, error) {
 	r.mu.peers = make([]peer, len(urls))
 	r.mu.at = -1
 	r.mu.defaults = map[string]bool{}
+	// The features before the daemon is heard: those listed, in their
+	// order, then the other names of Defaults, sorted.
+	listed := map[string]bool{}
+	for _, name := range o.Features {
+		if !listed[name] {
+			listed[name] = true
+			r.mu.names = append(r.mu.names, name)
+		}
+	}
+	var more []string
 	for name, d := range o.Defaults {
 		r.mu.defaults[name] = d
-		r.mu.names = append(r.mu.names, name)
+		if !listed[name] {
+			more = append(more, name)
+		}
 	}
-	slices.Sort(r.mu.names)
+	slices.Sort(more)
+	r.mu.names = append(r.mu.names, more...)
 	if o.StateFile != "" {
 		if w, err := readStateFile(o.StateFile); err != nil {
 			r.log.Warn("provider: remote: last-known state not used", "file", o.StateFile, "err", err)
