@@ -32,6 +32,7 @@
 package brownout
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -143,7 +144,14 @@ type Options struct {
 	// domain of the service's name).
 	Domain string
 	// Registerer, when set, receives the metrics of every part (signals,
-	// flag evaluations, the operator API).
+	// flag evaluations, the operator API). With Service or Domain set
+	// they carry the label service="{Service, else Domain}" — the label
+	// brownoutd's services' metrics carry — so that the Brownouts of an
+	// app of several services (or domains) share one registerer; without
+	// either, no label is added. (A daemon that scrapes this process's
+	// /metrics sums every series of a name: with several Brownouts on one
+	// registerer, let each push — the default — or give the daemon's
+	// PromQL source a selector on service.)
 	Registerer prometheus.Registerer
 	// OperatorTokens are the named bearer tokens the operator API takes
 	// for writes (overrides, freeze, shadow). Without any, writes are
@@ -271,6 +279,11 @@ func New(o Options) (*Brownout, error) {
 			o.Domain = o.Service
 		}
 	}
+	reg := o.Registerer
+	if label := cmp.Or(o.Service, o.Domain); reg != nil && label != "" {
+		// Each Brownout's series apart, under the daemon's label.
+		reg = prometheus.WrapRegistererWith(prometheus.Labels{"service": label}, reg)
+	}
 	if daemons == nil && len(o.Features) == 0 {
 		return nil, errors.New("brownout: no Features: list the optional features the controller dims (or set Daemon for fleet mode)")
 	}
@@ -335,7 +348,7 @@ func New(o Options) (*Brownout, error) {
 		}
 		src, shedLevel = b.ctl, b.ctl.ShedLevel
 	}
-	b.prov, err = provider.New(src, provider.Options{Registerer: o.Registerer, Recorder: b.rec})
+	b.prov, err = provider.New(src, provider.Options{Registerer: reg, Recorder: b.rec})
 	if err != nil {
 		return nil, fmt.Errorf("brownout: %w", err)
 	}
@@ -376,8 +389,8 @@ func New(o Options) (*Brownout, error) {
 	if b.shedder, err = shed.New(scfg); err != nil {
 		return nil, fmt.Errorf("brownout: %w", err)
 	}
-	if o.Registerer != nil {
-		if err := o.Registerer.Register(signals.NewCollector(b.rec, signals.CollectorOpts{})); err != nil {
+	if reg != nil {
+		if err := reg.Register(signals.NewCollector(b.rec, signals.CollectorOpts{})); err != nil {
 			return nil, fmt.Errorf("brownout: metrics: %w", err)
 		}
 	}
@@ -386,7 +399,7 @@ func New(o Options) (*Brownout, error) {
 		return b, nil
 	}
 	b.api, err = api.New(api.Config{Controller: b.ctl, Provider: b.prov, OperatorTokens: o.OperatorTokens,
-		Loopback: o.Loopback, StateDir: o.StateDir, CORSOrigins: o.CORSOrigins, Registerer: o.Registerer, Logger: o.Logger})
+		Loopback: o.Loopback, StateDir: o.StateDir, CORSOrigins: o.CORSOrigins, Registerer: reg, Logger: o.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("brownout: %w", err)
 	}
