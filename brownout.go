@@ -101,7 +101,9 @@ const LawSearch = "search"
 // controller dims them); the rest takes the defaults.
 type Options struct {
 	// Features are the optional features, dimmed lowest Rank first (see
-	// dimmer.Feature). Each request tallies which of them it rendered, so
+	// dimmer.Feature). Each name is a flag key, as brownoutd's
+	// configuration requires (provider.CheckFeatureName): no "recs.level"
+	// (the level flag of recs), no '/'. Each request tallies which of them it rendered, so
 	// that the controller learns what each costs; in fleet mode list them
 	// too, for the tallies the app pushes to the daemon, and so that
 	// before the daemon was ever heard (a cold start with it down, no
@@ -294,6 +296,10 @@ func New(o Options) (*Brownout, error) {
 	b.rec = signals.NewRecorder(signals.Config{Latency: signals.WindowConfig{Slices: latencySlices}})
 	names := make([]string, len(o.Features))
 	for i, f := range o.Features {
+		// The daemon's rule (check-config): a name is one flag key.
+		if err := provider.CheckFeatureName(f.Name); err != nil {
+			return nil, fmt.Errorf("brownout: Features[%d].Name: %w", i, err)
+		}
 		names[i] = f.Name
 	}
 	if len(names) > 0 {

@@ -2,6 +2,8 @@ package provider
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -21,6 +23,23 @@ const LevelSuffix = ".level"
 // FeaturesFlag is the object flag that answers every feature at once:
 // {"recommendations": true, "reviews": false, …} for this user.
 const FeaturesFlag = "brownout.features"
+
+// CheckFeatureName says what is wrong with name as a feature's name, the
+// rule brownoutd's configuration applies (check-config): one flag key,
+// with one meaning over OFREP's URLs and keys — not empty; no space, tab,
+// '/', '\', '?', '#' or '%' (a key in a URL's path); not ending in
+// LevelSuffix (the key of another feature's level flag); not
+// FeaturesFlag. dimmer.Config checks the rest (its length, UTF-8, no
+// control character).
+func CheckFeatureName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("a feature needs a name")
+	case strings.ContainsAny(name, " \t/\\?#%") || strings.HasSuffix(name, LevelSuffix) || name == FeaturesFlag:
+		return fmt.Errorf("%q: a flag key (no spaces, /, ?, #, %%; not ending in %s; not %s)", name, LevelSuffix, FeaturesFlag)
+	}
+	return nil
+}
 
 // Source is what a provider evaluates against: a *dimmer.Controller in the
 // same process, or a follower of brownoutd.

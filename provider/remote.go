@@ -70,7 +70,7 @@ type RemoteOptions struct {
 	// daemon down answers them with their defaults, not FLAG_NOT_FOUND.
 	// Unlike Defaults they override nothing: once a state is heard (or
 	// read from StateFile), the features are the daemon's, at its
-	// published defaults.
+	// published defaults. Each name obeys CheckFeatureName.
 	Features []string
 	// StateFile, when set, keeps the last-known state across restarts of
 	// the app: written on every change, read at start (used while younger
@@ -480,6 +480,9 @@ func NewRemote(o RemoteOptions) (*Remote, error) {
 	// order, then the other names of Defaults, sorted.
 	listed := map[string]bool{}
 	for _, name := range o.Features {
+		if err := CheckFeatureName(name); err != nil {
+			return nil, fmt.Errorf("provider: remote: Features: %w", err)
+		}
 		if !listed[name] {
 			listed[name] = true
 			r.mu.names = append(r.mu.names, name)
