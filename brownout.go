@@ -228,7 +228,8 @@ type Brownout struct {
 	handler http.Handler
 
 	mu      sync.Mutex
-	running bool
+	running bool // Run runs
+	ran     bool // Run returned
 	closed  bool
 }
 
@@ -472,21 +473,38 @@ func (b *Brownout) Source() provider.Source {
 	return b.ctl
 }
 
-// ErrRunning is returned by Run when the stack already runs, and by Run
-// after Close.
-var ErrRunning = errors.New("brownout: already running or closed")
+// Run's refusals. A Brownout runs once: Run returns ErrRunning while it
+// runs, ErrRan once it returned (its context ended: make another
+// Brownout with New to run again), ErrClosed after Close.
+var (
+	ErrRunning = errors.New("brownout: Run: already running")
+	ErrRan     = errors.New("brownout: Run: it ran and returned when its context ended, and a Brownout runs once: make another with New")
+	ErrClosed  = errors.New("brownout: Run: closed")
+)
 
 // Run runs the control loop — the controller's ticks in embedded mode;
 // following the daemon and pushing to it in fleet mode — until ctx is
-// done, and returns nil then.
+// done, and returns nil then. It runs once (see ErrRan).
 func (b *Brownout) Run(ctx context.Context) error {
 	b.mu.Lock()
-	if b.running || b.closed {
+	switch {
+	case b.closed:
+		b.mu.Unlock()
+		return ErrClosed
+	case b.running:
 		b.mu.Unlock()
 		return ErrRunning
+	case b.ran:
+		b.mu.Unlock()
+		return ErrRan
 	}
 	b.running = true
 	b.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		b.running, b.ran = false, true
+		b.mu.Unlock()
+	}()
 	var err error
 	if b.api != nil {
 		err = b.api.Run(ctx, dimmer.Local(b.rec))
