@@ -119,6 +119,13 @@ type Options struct {
 	// which the controller dims. Default DefaultMaxRejectRatio; negative:
 	// latency alone.
 	MaxRejectRatio float64
+	// Probe is the share of the users the controller withholds a
+	// feature from while it is all on (and gives one that is all off
+	// to), so that its cost stays measured: dimmer.Config.Probe. Default
+	// (0) dimmer.DefaultProbe, 5 %; at most dimmer.MaxProbe; negative:
+	// no probe. Embedded mode only: in fleet mode it is the daemon's
+	// (law.probe in brownoutd's configuration).
+	Probe float64
 	// Law named the controller's control law when there were two.
 	//
 	// Deprecated: the model law is the only law; the search law was
@@ -268,6 +275,9 @@ func New(o Options) (*Brownout, error) {
 	} else {
 		daemons = nil
 	}
+	if daemons != nil && o.Probe != 0 {
+		return nil, errors.New("brownout: Probe in fleet mode: the daemon's law sets the levels; set its law.probe")
+	}
 	if daemons != nil && len(o.CORSOrigins) > 0 {
 		return nil, errors.New("brownout: CORSOrigins in fleet mode: the daemon serves OFREP; allow the origins there (brownoutd --cors-origin)")
 	}
@@ -349,7 +359,7 @@ func New(o Options) (*Brownout, error) {
 		if o.MaxRejectRatio > 0 {
 			targets = append(targets, dimmer.Target{Signal: signals.RejectRatio, Target: o.MaxRejectRatio, DimOnly: true})
 		}
-		b.ctl, err = dimmer.New(dimmer.Config{Targets: targets, Features: o.Features, Logger: o.Logger})
+		b.ctl, err = dimmer.New(dimmer.Config{Targets: targets, Features: o.Features, Probe: o.Probe, Logger: o.Logger})
 		if err != nil {
 			return nil, fmt.Errorf("brownout: %w", err)
 		}
