@@ -21,9 +21,18 @@
 //     ([Status].TimeoutRate);
 //   - bulkhead: at most MaxConcurrent calls; the next fails at once with
 //     [ErrFull], so it goes to its fallback instead of queueing;
-//   - circuit breaker: opens when ≥ 50 % of the last 20 calls failed or
-//     timed out, stays open 30 s (calls fail at once with [ErrOpen]), then
-//     lets 3 trial calls through and closes if they all succeed;
+//   - circuit breaker: opens when ≥ 50 % of the last 20 attempts it
+//     recorded failed or timed out, stays open 30 s (calls fail at once
+//     with [ErrOpen]), then lets 3 trial attempts through and closes if
+//     they all succeed. A timeout, a 5xx or 429, a broken connection or any
+//     error the guard cannot read is a failure; an answer is a success,
+//     and so is an answer that refuses the request (400, 404: the
+//     dependency works, and one client's bad input must not open the
+//     breaker for all). What says nothing of the dependency is not
+//     recorded: a bulkhead refusal (the dependency was not called), and an
+//     attempt whose caller cancelled it or whose caller's deadline ended
+//     before the guard's timeout — a trial of that kind gives its place
+//     back, so only real successes close the breaker;
 //   - retry: only [Retryable] errors (timeouts, connection resets, 429,
 //     502, 503, 504; never 400/401/404), at most MaxAttempts, with full
 //     jitter backoff or the sources' schedule (2^n s + a random 0–1 s), a
@@ -31,10 +40,12 @@
 //     retries stay under 10 % of original calls (beyond it, the call ends
 //     with its last error and the refusal is counted).
 //
-// The breaker, bulkhead and retry policies are failsafe-go's; the guard
-// composes them (retry outside the breaker, outside the bulkhead) and adds
-// the adaptive timeout, the ratio budget, the backoff schedule, Retry-After
-// and counters. Breaker transitions ([Guard.OnTransition]), bulkhead
+// The bulkhead and retry policies are failsafe-go's; the breaker is the
+// guard's own, because failsafe-go's records every execution as a success
+// or a failure and cannot leave one out. The guard composes them (retry
+// outside the breaker, outside the bulkhead) and adds the adaptive
+// timeout, the ratio budget, the backoff schedule, Retry-After and
+// counters. Breaker transitions ([Guard.OnTransition]), bulkhead
 // rejections and budget exhaustion are in [Guard.Status] and exported by
 // [Collector] as brownout_dependency_* metrics.
 //

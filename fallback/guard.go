@@ -84,7 +84,15 @@ func Retryable(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// isFailure is what the breaker counts: what Retryable accepts, and 5xx.
+// isFailure reports whether the breaker counts err, an attempt's error
+// whose caller had not gone away, as a failure of the dependency: every
+// error but an answer that refuses the request — a *StatusError below 500
+// other than 429 (a 400, a 404). Such an answer is the dependency working:
+// it took the request and answered it in time, and counting it as a
+// failure would let bad input from a few clients open the breaker for
+// everybody. Any other error is a failure, whether or not it is worth a
+// retry: a broken answer (io.ErrUnexpectedEOF), a timeout, a 5xx, or an
+// error the guard cannot read (errors.New("provider: internal error")).
 func isFailure(err error) bool {
 	if err == nil {
 		return false
@@ -93,7 +101,7 @@ func isFailure(err error) bool {
 	if errors.As(err, &se) {
 		return se.Status >= 500 || se.Status == http.StatusTooManyRequests
 	}
-	return Retryable(err)
+	return true
 }
 
 // Backoff selects the wait between attempts.
@@ -125,13 +133,16 @@ type Config struct {
 	// ErrFull. Default 20.
 	MaxConcurrent uint
 	// BreakerWindow and BreakerFailures: the breaker opens when at least
-	// BreakerFailures of the last BreakerWindow calls failed (failures and
-	// timeouts). Defaults 20 and 10 (50 %).
+	// BreakerFailures of the last BreakerWindow attempts it recorded failed
+	// (failures and timeouts; see Guard for what it records). Defaults 20
+	// and 10 (50 %).
 	BreakerWindow, BreakerFailures uint
 	// BreakerDelay is how long the breaker stays open. Default 30 s.
 	BreakerDelay time.Duration
-	// BreakerTrials calls are let through half-open; if they all succeed
-	// the breaker closes. Default 3.
+	// BreakerTrials attempts are let through half-open; if they all
+	// succeed the breaker closes, at the first failure it opens again. A
+	// trial that is not recorded (its caller went away) gives its place
+	// to the next. Default 3.
 	BreakerTrials uint
 	// MaxAttempts bounds the attempts per call, the first included.
 	// Default 3; 1 disables retries.
@@ -150,17 +161,30 @@ type Config struct {
 
 // Guard protects the calls to one dependency: a per-attempt timeout from
 // the measured p99, a bulkhead, a circuit breaker and retries with backoff
-// and jitter under a retry budget. The breaker, bulkhead and retry policies
-// are failsafe-go's; the guard composes them (retry outside the breaker,
-// outside the bulkhead) and adds the adaptive timeout, the ratio budget,
-// the sources' backoff schedule, Retry-After, and metrics.
+// and jitter under a retry budget. The bulkhead and retry policies are
+// failsafe-go's; the guard composes them with its own breaker (retry
+// outside the breaker, outside the bulkhead) and adds the adaptive
+// timeout, the ratio budget, the sources' backoff schedule, Retry-After,
+// and metrics.
+//
+// The breaker records each attempt's outcome. A failure: a timeout, a
+// 5xx or 429, or any other error but an answer (io.ErrUnexpectedEOF, an
+// error it cannot read). A success: a result, or an answer that refuses
+// the request (a *StatusError below 500 but 429, e.g. 400 or 404) — the
+// dependency took the request and answered in time. Not recorded, because
+// they say nothing of the dependency: a bulkhead refusal, and an attempt
+// whose caller's context was cancelled or whose caller's deadline came
+// before the guard's timeout (not counted in Status.Timeouts either). A
+// half-open trial of that kind gives its place back.
 //
 // A Guard must be made with New. It is safe for concurrent use.
 type Guard struct {
-	cfg     Config
-	exec    failsafe.Executor[any]
-	breaker circuitbreaker.CircuitBreaker[any]
-	budget  *RetryBudget
+	cfg Config
+	// exec is the retry policy; nil when MaxAttempts is 1.
+	exec     failsafe.Executor[any]
+	breaker  *breaker
+	bulkhead bulkhead.Bulkhead[any]
+	budget   *RetryBudget
 	// latency holds successful attempts only: the timeout is computed from
 	// it. timedOut holds the attempts that timed out (each as the timeout
 	// that ended it): they are counted apart, as the timeout rate, because
@@ -237,17 +261,8 @@ func New(cfg Config) (*Guard, error) {
 	if g.budget == nil {
 		g.budget = NewRetryBudget(0, 0)
 	}
-	g.breaker = circuitbreaker.NewBuilder[any]().
-		HandleIf(func(_ any, err error) bool { return isFailure(err) }).
-		WithFailureThresholdRatio(cfg.BreakerFailures, cfg.BreakerWindow).
-		WithDelay(cfg.BreakerDelay).
-		WithSuccessThreshold(cfg.BreakerTrials).
-		OnStateChanged(func(e circuitbreaker.StateChangedEvent) {
-			g.transition(e.OldState.String(), e.NewState.String())
-		}).
-		Build()
-	bh := bulkhead.NewBuilder[any](cfg.MaxConcurrent).WithMaxWaitTime(0).Build()
-	policies := []failsafe.Policy[any]{g.breaker, bh}
+	g.breaker = newBreaker(cfg.BreakerWindow, cfg.BreakerFailures, cfg.BreakerTrials, cfg.BreakerDelay, g.transition)
+	g.bulkhead = bulkhead.NewBuilder[any](cfg.MaxConcurrent).WithMaxWaitTime(0).Build()
 	if cfg.MaxAttempts > 1 {
 		rp := retrypolicy.NewBuilder[any]().
 			HandleIf(func(_ any, err error) bool { return Retryable(err) }).
@@ -269,9 +284,8 @@ func New(cfg Config) (*Guard, error) {
 			WithDelayFunc(g.delay).
 			ReturnLastFailure().
 			Build()
-		policies = append([]failsafe.Policy[any]{rp}, policies...)
+		g.exec = failsafe.With[any](rp)
 	}
-	g.exec = failsafe.With(policies...)
 	return g, nil
 }
 
@@ -280,24 +294,39 @@ func (g *Guard) Name() string { return g.cfg.Name }
 
 // OnTransition registers fn to hear breaker transitions (e.g. to wake an
 // outbox drain, or tell the controller). fn runs on the calling goroutine of
-// the call that caused the change; it must not block.
+// the call that caused the change, just after it; it must not block.
 func (g *Guard) OnTransition(fn func(Transition)) {
 	g.mu.Lock()
 	g.onChange = append(g.onChange, fn)
 	g.mu.Unlock()
 }
 
-func (g *Guard) transition(from, to string) {
+// transition records a breaker transition; the breaker calls it under its
+// lock, so the record keeps the transitions' order.
+func (g *Guard) transition(from, to string) Transition {
 	t := Transition{Dependency: g.cfg.Name, From: from, To: to, At: g.cfg.Now()}
 	g.mu.Lock()
 	g.transitions = append(g.transitions, t)
 	if len(g.transitions) > 100 {
 		g.transitions = g.transitions[len(g.transitions)-100:]
 	}
+	g.mu.Unlock()
+	return t
+}
+
+// notify tells the listeners of transitions, outside the breaker's lock
+// (a listener may ask the guard its Status).
+func (g *Guard) notify(ts []Transition) {
+	if len(ts) == 0 {
+		return
+	}
+	g.mu.Lock()
 	fns := append([]func(Transition){}, g.onChange...)
 	g.mu.Unlock()
-	for _, fn := range fns {
-		fn(t)
+	for _, t := range ts {
+		for _, fn := range fns {
+			fn(t)
+		}
 	}
 }
 
@@ -362,9 +391,16 @@ func (g *Guard) measure() (time.Duration, float64) {
 func Call[T any](ctx context.Context, g *Guard, fn func(ctx context.Context) (T, error)) (T, error) {
 	g.calls.Add(1)
 	g.budget.Deposit()
-	v, err := g.exec.WithContext(ctx).Get(func() (any, error) {
+	try := func() (any, error) {
 		return g.attempt(ctx, func(ctx context.Context) (any, error) { return fn(ctx) })
-	})
+	}
+	var v any
+	var err error
+	if g.exec != nil {
+		v, err = g.exec.WithContext(ctx).Get(try)
+	} else {
+		v, err = try()
+	}
 	g.count(err)
 	var zero T
 	if err != nil {
@@ -374,16 +410,53 @@ func Call[T any](ctx context.Context, g *Guard, fn func(ctx context.Context) (T,
 	return t, nil
 }
 
-// attempt runs one try with the adaptive timeout.
+// attempt runs one try through the breaker and the bulkhead, and tells the
+// breaker what it learnt of the dependency. A bulkhead refusal is not a
+// call of the dependency, nor is an attempt whose caller went away (its
+// context cancelled, or its deadline over before the guard's timeout): the
+// breaker does not record them.
 func (g *Guard) attempt(ctx context.Context, fn func(ctx context.Context) (any, error)) (any, error) {
-	timeout := g.Timeout()
-	if d, ok := ctx.Deadline(); ok {
-		timeout = min(timeout, time.Until(d))
-		if timeout <= 0 {
-			return nil, context.DeadlineExceeded // no time left: don't start
-		}
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
-	actx, cancel := context.WithTimeout(ctx, timeout)
+	if d, ok := ctx.Deadline(); ok && time.Until(d) <= 0 {
+		return nil, context.DeadlineExceeded // no time left: don't start
+	}
+	t, ok, tr := g.breaker.acquire()
+	g.notify(tr)
+	if !ok {
+		return nil, ErrOpen
+	}
+	if !g.bulkhead.TryAcquirePermit() {
+		g.notify(g.breaker.record(t, unknown))
+		return nil, ErrFull
+	}
+	v, err := g.try(ctx, fn)
+	g.bulkhead.ReleasePermit()
+	o := answered
+	switch {
+	case err != nil && ctx.Err() != nil:
+		o = unknown // the caller went away: nothing learnt
+	case isFailure(err):
+		o = failed
+	}
+	g.notify(g.breaker.record(t, o))
+	return v, err
+}
+
+// try runs fn with the adaptive timeout.
+func (g *Guard) try(ctx context.Context, fn func(ctx context.Context) (any, error)) (any, error) {
+	timeout := g.Timeout()
+	// When the caller's deadline comes first, it alone ends the attempt:
+	// a timer of the guard's set for the same instant could fire first and
+	// make the caller's deadline look like the dependency's timeout.
+	var actx context.Context
+	var cancel context.CancelFunc
+	if d, ok := ctx.Deadline(); ok && time.Until(d) <= timeout {
+		actx, cancel = context.WithCancel(ctx)
+	} else {
+		actx, cancel = context.WithTimeout(ctx, timeout)
+	}
 	defer cancel()
 	start := g.cfg.Now()
 	v, err := fn(actx)
@@ -422,7 +495,8 @@ func (g *Guard) count(err error) {
 // breaker moves to half-open only when a call tries it, so a drain that
 // asked IsOpen alone would wait for ever once nothing else calls).
 func (g *Guard) Allows() bool {
-	return !g.breaker.IsOpen() || g.breaker.RemainingDelay() <= 0
+	state, rest := g.breaker.current()
+	return state != openState || rest <= 0
 }
 
 // Status is a guard's counters and breaker state.
@@ -447,13 +521,7 @@ func (g *Guard) Status() Status {
 	g.mu.Lock()
 	tr := append([]Transition(nil), g.transitions...)
 	g.mu.Unlock()
-	state := "closed"
-	switch {
-	case g.breaker.IsOpen():
-		state = "open"
-	case g.breaker.IsHalfOpen():
-		state = "half-open"
-	}
+	state, _ := g.breaker.current()
 	timeout, rate := g.measure()
 	if g.cfg.Timeout > 0 {
 		timeout = g.cfg.Timeout
