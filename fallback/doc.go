@@ -65,7 +65,9 @@
 //   - [Outbox]: deferred work written in the business transaction
 //     (SQLite by default, PostgreSQL supported), drained oldest first at
 //     the provider's contracted pace, only while the breaker allows, with
-//     backoff, and moved to a dead-letter table after MaxAttempts. Each
+//     backoff, and moved to a dead-letter table after MaxAttempts (a
+//     Sender's panic is a failed attempt, so a poison message ends there,
+//     not in a crash). Each
 //     message carries an idempotency key; delivery is at least once, and
 //     once per key at a deduping receiver. Several drainers may share an
 //     outbox: the pace (default 500/s, burst 1) is the fleet's, one GCRA

@@ -10,6 +10,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"regexp"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -99,6 +100,8 @@ type Message struct {
 }
 
 // Sender delivers one message. Returning nil deletes it from the outbox.
+// A Sender that panics has failed the attempt: the panic's value is the
+// attempt's error.
 type Sender func(ctx context.Context, m Message) error
 
 // Outbox is a transactional outbox: work for a dependency (the SMS of an
@@ -461,7 +464,7 @@ func (o *Outbox) DrainOnce(ctx context.Context, send Sender) (int, error) {
 			// A send must not outlive its lease: after it, another drainer
 			// may send the message too.
 			sctx, cancel := context.WithTimeout(ctx, c.until.Sub(now))
-			err := send(sctx, c.m)
+			err := o.sendOne(sctx, send, c.m)
 			cancel()
 			if err != nil {
 				o.failed.Add(1)
@@ -483,6 +486,21 @@ func (o *Outbox) DrainOnce(ctx context.Context, send Sender) (int, error) {
 		})
 	}
 	return finish()
+}
+
+// sendOne runs send on m, a panic turned into its error: the send runs on
+// a goroutine of its own, where a panic would end the process — and, the
+// message still queued, every drainer's again on every restart. As a
+// failed attempt, a poison message goes to the dead letters after
+// MaxAttempts.
+func (o *Outbox) sendOne(ctx context.Context, send Sender, m Message) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("fallback: outbox: send of %s panicked: %v", m.Key, r)
+			o.cfg.Logger.Error("fallback: outbox: send panicked", "key", m.Key, "panic", r, "stack", string(debug.Stack()))
+		}
+	}()
+	return send(ctx, m)
 }
 
 func (o *Outbox) fencedOut(res sql.Result, c claimed, what string) {

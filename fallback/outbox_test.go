@@ -620,3 +620,34 @@ func TestOutboxDrainIsNotBoundByLatency(t *testing.T) {
 		t.Logf("%d messages at 200 ms each drained in %v, at most %d in flight", n, took, most)
 	})
 }
+
+// TestOutboxSenderPanicIsAFailedAttempt: a Sender that panics on a poison
+// message must not take the drainer down (on every restart); the panic is
+// a failed attempt, with its value in the error, and after MaxAttempts the
+// message is a dead letter.
+func TestOutboxSenderPanicIsAFailedAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		db := openTestDB(t)
+		defer db.Close()
+		ctx := context.Background()
+		o, err := NewOutbox(ctx, db, OutboxConfig{MaxAttempts: 2, Backoff: func(int) time.Duration { return time.Second }})
+		require.NoError(t, err)
+		require.NoError(t, checkout(ctx, db, o, "1", time.Time{}, false))
+		send := func(context.Context, Message) error { panic("nil map in the SMS template") }
+		for range 2 {
+			_, err := o.DrainOnce(ctx, send)
+			require.NoError(t, err)
+			time.Sleep(time.Second)
+		}
+		st, err := o.Stats(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, 0, st.Depth)
+		assert.Equal(t, uint64(2), st.Failed)
+		assert.Equal(t, uint64(1), st.DeadLettered)
+		var attempts int
+		var last string
+		require.NoError(t, db.QueryRow(`SELECT attempts, last_error FROM outbox_dead WHERE msg_key = 'sms-1'`).Scan(&attempts, &last))
+		assert.Equal(t, 2, attempts)
+		assert.Contains(t, last, "nil map in the SMS template")
+	})
+}
