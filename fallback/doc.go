@@ -67,7 +67,10 @@
 //     the provider's contracted pace, only while the breaker allows, with
 //     backoff, and moved to a dead-letter table after MaxAttempts (a
 //     Sender's panic is a failed attempt, so a poison message ends there,
-//     not in a crash). Each
+//     not in a crash). Attempts count sends: a call the Sender's guard
+//     refused ([ErrOpen], [ErrFull], or the Sender's own [ErrNotSent]) is
+//     due again after [NotSentDelay] without using one up; keep the
+//     drain's Concurrency below the guard's MaxConcurrent. Each
 //     message carries an idempotency key; delivery is at least once, and
 //     once per key at a deduping receiver. Several drainers may share an
 //     outbox: the pace (default 500/s, burst 1) is the fleet's, one GCRA

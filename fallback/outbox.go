@@ -72,7 +72,12 @@ type OutboxConfig struct {
 	// sends start at the pace, and a provider that takes its time to
 	// answer must not slow the drain below Rate. Default Rate × 200 ms
 	// (at least 1): a provider answering within 200 ms is paced by Rate,
-	// not by its latency.
+	// not by its latency. When the Sender calls through a Guard, keep it
+	// below the guard's MaxConcurrent (20 by default, against a default
+	// Concurrency of 100 at 500/s), leaving room for the live calls the
+	// guard also serves: sends beyond it are refused with ErrFull, and
+	// though a refusal is not counted as an attempt (see Sender), it has
+	// used the pace's slot.
 	Concurrency int
 	// Allow, when set, is asked before each send: typically the guard's
 	// Allows, so that the drain waits while the provider's breaker is open.
@@ -102,7 +107,30 @@ type Message struct {
 // Sender delivers one message. Returning nil deletes it from the outbox.
 // A Sender that panics has failed the attempt: the panic's value is the
 // attempt's error.
+//
+// An error that is (errors.Is) ErrNotSent, ErrOpen or ErrFull says the
+// message was not sent at all — the Sender's guard refused the call, its
+// breaker open or its bulkhead full: the message is due again after
+// NotSentDelay, its attempts not counted, since attempts count sends.
 type Sender func(ctx context.Context, m Message) error
+
+// ErrNotSent, returned (or wrapped) by a Sender, says it did not try to
+// send the message: it is due again after NotSentDelay without using up
+// an attempt. The guard's refusals, ErrOpen and ErrFull, say the same.
+var ErrNotSent = errors.New("fallback: outbox: not sent")
+
+// NotSentDelay is how long a message the Sender did not send waits before
+// it is due again: long enough for the sends that filled the guard's
+// bulkhead to end (a provider's normal latency is a few hundred
+// milliseconds), short enough that the message is not visibly late once
+// the guard lets it through. An open breaker holds the drain through
+// Allow meanwhile, so the wait need not cover the breaker's delay.
+const NotSentDelay = 500 * time.Millisecond
+
+// notSent reports whether a Sender's error says the message was not sent.
+func notSent(err error) bool {
+	return errors.Is(err, ErrNotSent) || errors.Is(err, ErrOpen) || errors.Is(err, ErrFull)
+}
 
 // Outbox is a transactional outbox: work for a dependency (the SMS of an
 // order) is written in the same SQL transaction as the business write, so
@@ -466,6 +494,12 @@ func (o *Outbox) DrainOnce(ctx context.Context, send Sender) (int, error) {
 			sctx, cancel := context.WithTimeout(ctx, c.until.Sub(now))
 			err := o.sendOne(sctx, send, c.m)
 			cancel()
+			if err != nil && notSent(err) {
+				if err := o.later(ctx, c, err); err != nil {
+					record(err)
+				}
+				return
+			}
 			if err != nil {
 				o.failed.Add(1)
 				if ctx.Err() != nil {
@@ -535,14 +569,36 @@ func (o *Outbox) releaseAll(cs []claimed) {
 	}
 }
 
+// later makes a message the Sender did not send due again after
+// NotSentDelay, its attempts unchanged, if the claim still holds it.
+func (o *Outbox) later(ctx context.Context, c claimed, cause error) error {
+	res, err := o.db.ExecContext(ctx, o.q.retry, ms(o.cfg.Now().Add(NotSentDelay)), c.m.Attempts, errText(cause), c.id, c.claim)
+	if err != nil {
+		return fmt.Errorf("fallback: outbox: reschedule unsent %s: %w", c.m.Key, err)
+	}
+	o.fencedOut(res, c, "reschedule")
+	return nil
+}
+
+// errText is an error as the outbox table keeps it: at most
+// maxErrorText bytes.
+func errText(err error) string {
+	msg := err.Error()
+	if len(msg) > maxErrorText {
+		msg = msg[:maxErrorText]
+	}
+	return msg
+}
+
+// maxErrorText bounds a kept error: enough for a provider's message, and
+// a flood of failures with long bodies does not grow the table.
+const maxErrorText = 500
+
 // fail schedules a retry, or moves the message to the dead letters, if the
 // claim still holds it.
 func (o *Outbox) fail(ctx context.Context, c claimed, cause error) error {
 	attempts := c.m.Attempts + 1
-	msg := cause.Error()
-	if len(msg) > 500 {
-		msg = msg[:500]
-	}
+	msg := errText(cause)
 	now := o.cfg.Now()
 	if attempts < o.cfg.MaxAttempts {
 		res, err := o.db.ExecContext(ctx, o.q.retry, ms(now.Add(o.cfg.Backoff(attempts))), attempts, msg, c.id, c.claim)

@@ -651,3 +651,63 @@ func TestOutboxSenderPanicIsAFailedAttempt(t *testing.T) {
 		assert.Contains(t, last, "nil map in the SMS template")
 	})
 }
+
+// TestOutboxGuardRefusalIsNotAnAttempt: the documented wiring, a Sender
+// that calls the provider through its guard, with the breaker half-open
+// (3 trials) and the drain sending more at once than the bulkhead holds.
+// The guard's refusals (ErrOpen, ErrFull) are sends that did not happen:
+// they must not use up attempts, and no message may be dead-lettered
+// without reaching the healthy provider.
+func TestOutboxGuardRefusalIsNotAnAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		db := openTestDB(t)
+		defer db.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		g, err := New(Config{Name: "sms", MaxConcurrent: 4, MaxAttempts: 1, Timeout: time.Second})
+		require.NoError(t, err)
+		for g.Allows() { // the provider was down: the breaker opened
+			Call(ctx, g, sleepCall(time.Hour, nil))
+		}
+		time.Sleep(30 * time.Second) // its delay is over: half-open at the next call
+		o, err := NewOutbox(ctx, db, OutboxConfig{Allow: g.Allows, Concurrency: 10, MaxAttempts: 2})
+		require.NoError(t, err)
+		const n = 50
+		for i := range n {
+			require.NoError(t, checkout(ctx, db, o, fmt.Sprintf("%04d", i), time.Time{}, false))
+		}
+		var mu sync.Mutex
+		reached := map[string]int{}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			o.Run(ctx, func(ctx context.Context, m Message) error {
+				_, err := Call(ctx, g, func(ctx context.Context) (struct{}, error) {
+					mu.Lock()
+					reached[m.Key]++
+					mu.Unlock()
+					time.Sleep(200 * time.Millisecond)
+					return struct{}{}, nil
+				})
+				return err
+			})
+		}()
+		for range 600 {
+			st, err := o.Stats(ctx)
+			require.NoError(t, err)
+			if st.Depth == 0 {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		cancel()
+		<-done
+		st, err := o.Stats(context.Background())
+		require.NoError(t, err)
+		t.Logf("%d messages: %d sent, %d dead-lettered, %d failed sends, breaker %s", n, st.Sent, st.DeadLettered, st.Failed, g.Status().State)
+		assert.Zero(t, st.DeadLettered, "dead-lettered without reaching the provider")
+		assert.Equal(t, uint64(n), st.Sent)
+		assert.Zero(t, st.Failed, "a refusal is not a failed send")
+		assert.Len(t, reached, n)
+	})
+}
