@@ -32,7 +32,7 @@ var (
 	depState = prometheus.NewDesc("brownout_dependency_breaker_state",
 		"Circuit breaker state: 0 closed, 1 half-open, 2 open.", []string{"dependency"}, nil)
 	depTransitions = prometheus.NewDesc("brownout_dependency_breaker_transitions_total",
-		"Circuit breaker transitions, by target state (last 100 kept).", []string{"dependency", "to"}, nil)
+		"Circuit breaker transitions, by target state.", []string{"dependency", "to"}, nil)
 	depTimeout = prometheus.NewDesc("brownout_dependency_timeout_seconds",
 		"The guard's current per-attempt timeout.", []string{"dependency"}, nil)
 	depTimeoutRatio = prometheus.NewDesc("brownout_dependency_timeout_ratio",
@@ -76,9 +76,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(depRetries, st.Retries, n)
 		state := map[string]float64{"closed": 0, "half-open": 1, "open": 2}[st.State]
 		ch <- prometheus.MustNewConstMetric(depState, prometheus.GaugeValue, state, n)
-		to := map[string]uint64{"closed": 0, "half-open": 0, "open": 0}
-		for _, tr := range st.Transitions {
-			to[tr.To]++
+		to := map[string]uint64{closedState: 0, halfOpenState: 0, openState: 0}
+		for k, v := range st.TransitionTotals {
+			to[k[1]] += v
 		}
 		for s, v := range to {
 			counter(depTransitions, v, n, s)

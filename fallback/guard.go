@@ -201,8 +201,11 @@ type Guard struct {
 	timeoutRate atomic.Uint64 // float64 bits, computed with the timeout
 
 	mu          sync.Mutex
-	transitions []Transition
-	onChange    []func(Transition)
+	transitions []Transition // the last keptTransitions
+	// transitionTotals counts every transition by [from, to], for the
+	// Collector's counter: the list above forgets.
+	transitionTotals map[[2]string]uint64
+	onChange         []func(Transition)
 }
 
 // Transition is a change of the breaker's state.
@@ -307,12 +310,20 @@ func (g *Guard) transition(from, to string) Transition {
 	t := Transition{Dependency: g.cfg.Name, From: from, To: to, At: g.cfg.Now()}
 	g.mu.Lock()
 	g.transitions = append(g.transitions, t)
-	if len(g.transitions) > 100 {
-		g.transitions = g.transitions[len(g.transitions)-100:]
+	if len(g.transitions) > keptTransitions {
+		g.transitions = g.transitions[len(g.transitions)-keptTransitions:]
 	}
+	if g.transitionTotals == nil {
+		g.transitionTotals = map[[2]string]uint64{}
+	}
+	g.transitionTotals[[2]string{from, to}]++
 	g.mu.Unlock()
 	return t
 }
+
+// keptTransitions is how many transitions Status lists: enough to read a
+// flapping breaker's recent history, few enough to copy at every scrape.
+const keptTransitions = 100
 
 // notify tells the listeners of transitions, outside the breaker's lock
 // (a listener may ask the guard its Status).
@@ -514,12 +525,19 @@ type Status struct {
 	Retries     uint64
 	Rejected    map[string]uint64 // by "breaker", "bulkhead", "budget"
 	Transitions []Transition      // the last 100
+	// TransitionTotals counts all the breaker's transitions since the
+	// guard was made, by [from, to] state.
+	TransitionTotals map[[2]string]uint64
 }
 
 // Status returns the guard's counters.
 func (g *Guard) Status() Status {
 	g.mu.Lock()
 	tr := append([]Transition(nil), g.transitions...)
+	totals := make(map[[2]string]uint64, len(g.transitionTotals))
+	for k, v := range g.transitionTotals {
+		totals[k] = v
+	}
 	g.mu.Unlock()
 	state, _ := g.breaker.current()
 	timeout, rate := g.measure()
@@ -530,7 +548,7 @@ func (g *Guard) Status() Status {
 		Dependency: g.cfg.Name, State: state, Timeout: timeout, TimeoutRate: rate,
 		Calls: g.calls.Load(), OK: g.ok.Load(), Failed: g.failed.Load(), Timeouts: g.timeouts.Load(), Retries: g.retries.Load(),
 		Rejected:    map[string]uint64{"breaker": g.rejectedOpen.Load(), "bulkhead": g.rejectedFull.Load(), "budget": g.rejectedBudget.Load()},
-		Transitions: tr,
+		Transitions: tr, TransitionTotals: totals,
 	}
 }
 
