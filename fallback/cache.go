@@ -181,8 +181,9 @@ func (c *Cache[V]) Get(ctx context.Context, key string, load func(ctx context.Co
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
-	if ok && now.Sub(e.at) < c.maxStale {
-		return e.v, Result{Stale: true, Age: now.Sub(e.at), Err: err}, nil
+	// The value's age when it is served: the wait may have been long.
+	if age := c.now().Sub(e.at); ok && age < c.maxStale {
+		return e.v, Result{Stale: true, Age: age, Err: err}, nil
 	}
 	var zero V
 	return zero, Result{}, err

@@ -178,3 +178,27 @@ func TestCacheBounds(t *testing.T) {
 		assert.Equal(t, 10_000, d.Len(), "default MaxEntries")
 	})
 }
+
+// TestCacheStaleAgeAfterTheWait: the age of a stale value is taken when
+// it is served, after the failed refresh, not before it: a value 29 s old
+// is past a 10-s MaxStale however young it was when the refresh began.
+func TestCacheStaleAgeAfterTheWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := NewCache[string](CacheConfig{Fresh: time.Second, MaxStale: 10 * time.Second, RefreshTimeout: time.Minute})
+		ctx := context.Background()
+		_, _, err := c.Get(ctx, "k", func(context.Context) (string, error) { return "v1", nil })
+		require.NoError(t, err)
+		slowFail := func(d time.Duration) func(context.Context) (string, error) {
+			return func(context.Context) (string, error) { time.Sleep(d); return "", errors.New("down") }
+		}
+
+		time.Sleep(5 * time.Second)
+		v, r, err := c.Get(ctx, "k", slowFail(3*time.Second))
+		require.NoError(t, err)
+		assert.Equal(t, "v1", v)
+		assert.Equal(t, 8*time.Second, r.Age, "the age when served")
+
+		_, r, err = c.Get(ctx, "k", slowFail(20*time.Second)) // begins at 8 s, ends at 28 s
+		assert.Error(t, err, "28 s old: past MaxStale, served with age %v", r.Age)
+	})
+}
