@@ -175,7 +175,8 @@ func (c *Cache[V]) Get(ctx context.Context, key string, load func(ctx context.Co
 	select {
 	case r := <-ch:
 		if r.Err == nil {
-			return r.Val.(V), Result{}, nil
+			v, _ := r.Val.(V) // a nil V (an interface type) is stored as a nil any
+			return v, Result{}, nil
 		}
 		err = r.Err
 	case <-ctx.Done():

@@ -202,3 +202,12 @@ func TestCacheStaleAgeAfterTheWait(t *testing.T) {
 		assert.Error(t, err, "28 s old: past MaxStale, served with age %v", r.Age)
 	})
 }
+
+// TestCacheOfInterfaceServesNil: a Cache of an interface type may hold a
+// nil value.
+func TestCacheOfInterfaceServesNil(t *testing.T) {
+	c := NewCache[fmt.Stringer](CacheConfig{Fresh: time.Minute})
+	v, _, err := c.Get(context.Background(), "k", func(context.Context) (fmt.Stringer, error) { return nil, nil })
+	require.NoError(t, err)
+	assert.Nil(t, v)
+}
