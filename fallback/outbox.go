@@ -95,7 +95,7 @@ type Message struct {
 	// attempt).
 	Key   string
 	Topic string
-	// Payload is the message body.
+	// Payload is the message body; nil is an empty body.
 	Payload []byte
 	// NotBefore delays the first send, e.g. while the request that
 	// enqueued it tries the call itself.
@@ -318,6 +318,9 @@ func (o *Outbox) Enqueue(ctx context.Context, tx *sql.Tx, m Message) error {
 	next := now
 	if m.NotBefore.After(now) {
 		next = m.NotBefore
+	}
+	if m.Payload == nil {
+		m.Payload = []byte{} // a nil slice is SQL NULL, which the column refuses
 	}
 	if _, err := tx.ExecContext(ctx, o.q.enqueue, m.Key, m.Topic, m.Payload, ms(now), ms(next)); err != nil {
 		return fmt.Errorf("fallback: outbox: enqueue %s: %w", m.Key, err)

@@ -711,3 +711,23 @@ func TestOutboxGuardRefusalIsNotAnAttempt(t *testing.T) {
 		assert.Len(t, reached, n)
 	})
 }
+
+// TestOutboxEnqueueNilPayload: a message with no payload (a nil slice) is
+// an empty one, not a NOT NULL violation.
+func TestOutboxEnqueueNilPayload(t *testing.T) {
+	db := openTestDB(t)
+	defer db.Close()
+	ctx := context.Background()
+	o, err := NewOutbox(ctx, db, OutboxConfig{})
+	require.NoError(t, err)
+	tx, err := db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	require.NoError(t, o.Enqueue(ctx, tx, Message{Key: "ping"}))
+	require.NoError(t, tx.Commit())
+	var got []Message
+	n, err := o.DrainOnce(ctx, func(_ context.Context, m Message) error { got = append(got, m); return nil })
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	require.Len(t, got, 1)
+	assert.Empty(t, got[0].Payload)
+}
