@@ -497,8 +497,13 @@ func (o *Outbox) DrainOnce(ctx context.Context, send Sender) (int, error) {
 			sctx, cancel := context.WithTimeout(ctx, c.until.Sub(now))
 			err := o.sendOne(sctx, send, c.m)
 			cancel()
+			// What the send did is written even when the drain's ctx has
+			// ended meanwhile (a shutdown): a message sent and not deleted
+			// would go out again.
+			bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bookkeepingTimeout)
+			defer cancel()
 			if err != nil && notSent(err) {
-				if err := o.later(ctx, c, err); err != nil {
+				if err := o.later(bctx, c, err); err != nil {
 					record(err)
 				}
 				return
@@ -509,12 +514,12 @@ func (o *Outbox) DrainOnce(ctx context.Context, send Sender) (int, error) {
 					o.releaseAll([]claimed{c})
 					return
 				}
-				if err := o.fail(ctx, c, err); err != nil {
+				if err := o.fail(bctx, c, err); err != nil {
 					record(err)
 				}
 				return
 			}
-			if err := o.done(ctx, c); err != nil {
+			if err := o.done(bctx, c); err != nil {
 				record(err)
 				return
 			}
@@ -524,6 +529,12 @@ func (o *Outbox) DrainOnce(ctx context.Context, send Sender) (int, error) {
 	}
 	return finish()
 }
+
+// bookkeepingTimeout bounds the write of a send's outcome, which runs on
+// past the drain's context: the database's busy wait (5 s in
+// fallback/sqlite) and a little more, so that a shutdown waits for it but
+// never hangs on a database that is gone.
+const bookkeepingTimeout = 10 * time.Second
 
 // sendOne runs send on m, a panic turned into its error: the send runs on
 // a goroutine of its own, where a panic would end the process — and, the

@@ -731,3 +731,25 @@ func TestOutboxEnqueueNilPayload(t *testing.T) {
 	require.Len(t, got, 1)
 	assert.Empty(t, got[0].Payload)
 }
+
+// TestOutboxSentBeforeShutdownIsNotSentAgain: a send that succeeded as the
+// drain's context ended is deleted all the same; deleting it on the
+// cancelled context failed, and the message went out again on restart.
+func TestOutboxSentBeforeShutdownIsNotSentAgain(t *testing.T) {
+	db := openTestDB(t)
+	defer db.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	o, err := NewOutbox(ctx, db, OutboxConfig{})
+	require.NoError(t, err)
+	require.NoError(t, checkout(ctx, db, o, "1", time.Time{}, false))
+	n, err := o.DrainOnce(ctx, func(context.Context, Message) error {
+		cancel() // SIGTERM while the provider answers
+		return nil
+	})
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	st, err := o.Stats(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, 0, st.Depth, "the sent message is gone")
+}
