@@ -44,18 +44,24 @@ func (e *StatusError) Error() string {
 	return "fallback: dependency answered " + strconv.Itoa(e.Status)
 }
 
+// maxRetryAfter caps a server's Retry-After: a longer wait is an outage
+// the breaker and the fallbacks handle, not a retry's backoff.
+const maxRetryAfter = time.Minute
+
 // CheckResponse turns a non-2xx response into a *StatusError (reading
-// Retry-After), and returns nil for 2xx.
+// Retry-After, at most a minute), and returns nil for 2xx.
 func CheckResponse(resp *http.Response) error {
 	if resp.StatusCode/100 == 2 {
 		return nil
 	}
 	e := &StatusError{Status: resp.StatusCode}
 	if v := resp.Header.Get("Retry-After"); v != "" {
-		if n, err := strconv.Atoi(v); err == nil && n > 0 {
-			e.RetryAfter = time.Duration(min(n, 60)) * time.Second
+		// Seconds; a number too long for a uint64 (ParseUint returns its
+		// largest) is still the longest wait, not none.
+		if n, err := strconv.ParseUint(v, 10, 64); err == nil || errors.Is(err, strconv.ErrRange) {
+			e.RetryAfter = time.Duration(min(n, uint64(maxRetryAfter/time.Second))) * time.Second
 		} else if t, err := http.ParseTime(v); err == nil {
-			e.RetryAfter = min(max(time.Until(t), 0), time.Minute)
+			e.RetryAfter = min(max(time.Until(t), 0), maxRetryAfter)
 		}
 	}
 	return e

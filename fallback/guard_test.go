@@ -3,6 +3,7 @@ package fallback
 import (
 	"context"
 	"errors"
+	"net/http"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -229,4 +230,17 @@ func TestTimeoutDoesNotRatchetOnHangs(t *testing.T) {
 		assert.Equal(t, uint64(100), st.Timeouts)
 		t.Logf("5 %% hangs: timeout at most %v, timeout rate %.3f", highest, st.TimeoutRate)
 	})
+}
+
+// TestRetryAfterOverflowIsCapped: a Retry-After too long for an int is
+// the longest wait, not none.
+func TestRetryAfterOverflowIsCapped(t *testing.T) {
+	for v, want := range map[string]time.Duration{
+		"99999999999999999999": time.Minute, "120": time.Minute, "7": 7 * time.Second, "0": 0, "-3": 0, "soon": 0,
+	} {
+		resp := &http.Response{StatusCode: 503, Header: http.Header{"Retry-After": {v}}}
+		var se *StatusError
+		require.ErrorAs(t, CheckResponse(resp), &se)
+		assert.Equal(t, want, se.RetryAfter, "Retry-After: %s", v)
+	}
 }
