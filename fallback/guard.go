@@ -448,16 +448,20 @@ func (g *Guard) attempt(ctx context.Context, fn func(ctx context.Context) (any, 
 		g.notify(g.breaker.record(t, unknown))
 		return nil, ErrFull
 	}
+	o := unknown // if fn panics: its place (a trial's) is given back
+	defer func() {
+		g.bulkhead.ReleasePermit()
+		g.notify(g.breaker.record(t, o))
+	}()
 	v, err := g.try(ctx, fn)
-	g.bulkhead.ReleasePermit()
-	o := answered
 	switch {
 	case err != nil && ctx.Err() != nil:
 		o = unknown // the caller went away: nothing learnt
 	case isFailure(err):
 		o = failed
+	default:
+		o = answered
 	}
-	g.notify(g.breaker.record(t, o))
 	return v, err
 }
 
