@@ -126,3 +126,27 @@ func TestBreakerCountsDependencyErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestBreakerPanickingTrialGivesItsPlaceBack: a half-open trial whose fn
+// panics proves nothing; its place goes to the next trial, and the bulkhead
+// place is freed.
+func TestBreakerPanickingTrialGivesItsPlaceBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g, _ := New(Config{Name: "sms", MaxAttempts: 1, MaxConcurrent: 3, Timeout: 300 * time.Millisecond})
+		for g.Allows() {
+			Call(context.Background(), g, sleepCall(time.Hour, nil))
+		}
+		time.Sleep(30 * time.Second)
+		for range 3 {
+			func() {
+				defer func() { _ = recover() }()
+				Call(context.Background(), g, func(context.Context) (int, error) { panic("bug") })
+			}()
+		}
+		for range 3 {
+			_, err := Call(context.Background(), g, sleepCall(10*time.Millisecond, nil))
+			require.NoError(t, err)
+		}
+		assert.Equal(t, "closed", g.Status().State)
+	})
+}
