@@ -47,7 +47,9 @@
 //     while the load holds and restarts on a jump; a load that moves is
 //     served for a trend's prediction of the period the levels will serve
 //     (load.go, trend.go), and a load that went back after as long down
-//     before is served for the level it returns to (returns.go). Within
+//     before is served for the level it returns to (returns.go) — as one
+//     that fell back after as long up before is served for its low from
+//     the fall's first interval, not its second. Within
 //     the estimates' noise (but for a move the way a load more likely
 //     moving on its trend goes), or for a move under 0.05 of the
 //     brightness (minMove), the levels hold.

@@ -521,6 +521,14 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 		// whose load of nothing would have them at the ceiling.
 		served, w.back = from, true
 	}
+	if low, fell := m.mdl.returns.fell(); lam > 0 && fell && !w.back && !onTrend && max(low, o.recentLoad) < served {
+		// The latest interval fell back to the low the load went up
+		// from, at an age at which the ups before fell (see returns.go):
+		// the levels are set for it — its own count, or the low if
+		// higher — though the tracker holds it out, and the fall needs
+		// no second interval to show it (below).
+		served, w.fell = max(low, o.recentLoad), true
+	}
 	if o.fresh {
 		// (The rise held out during the interval before the latest: the
 		// brightening below waits for a second interval to show its
@@ -573,7 +581,7 @@ func (c *Controller) controlModel(now time.Time, o observation) why {
 		// first push — reads low, and the tracker holds out a single
 		// interval.) The backlog still waits.
 		up := max(lam, min(max(m.mdl.lamPrev, m.mdl.heldPrev), m.mdl.ratePrev)) + o.queued/win.Seconds()
-		if b < 0 {
+		if b < 0 || w.fell {
 			up = lam + o.queued/win.Seconds()
 		}
 		if target > b && up > lam {

@@ -33,6 +33,9 @@ type why struct {
 	back     bool // the levels are set for a return of the load (returns.go)
 	// backNow: the return came in the latest interval (returns.returned)
 	backNow bool
+	// fell: the latest interval fell back to the low the load went up
+	// from, as the ups before did (returns.fell)
+	fell bool
 	// heldOut: the period's rate the load's tracker held out of its
 	// estimate until a second period shows whether the load moved (see
 	// tracker.update), when held.
@@ -183,6 +186,8 @@ func (c *Controller) describeModel(w why) string {
 			fmt.Fprintf(&b, ", back at %.4g/s (the last interval's count is a return to the level the load fell from)", m.mdl.returns.from)
 		case w.back:
 			fmt.Fprintf(&b, ", going back to %.4g/s (it went back after as long down before)", m.mdl.returns.from)
+		case w.fell:
+			fmt.Fprintf(&b, ", back down at %.4g/s (the last interval's count is a fall to the level the load went up from, after as long up as before)", m.mdl.returns.low)
 		}
 		b.WriteString(", ")
 	}

@@ -52,6 +52,21 @@ import (
 // tracker holds it out: the down's history says it is no stray. An
 // unexpected one is left to the tracker (after a spike, a burst of
 // retries read as the spike's return, and dimmed for a period).
+//
+// The ups are remembered the same way: from a return, how long the load
+// stayed up and whether it then fell back to about the level it had come
+// up from (its low). A fall is taken once a second interval shows it (a
+// period served dim for a load that has gone costs some optional content,
+// one served bright for a load still there costs answers) — but the first
+// low interval of an up at an age at which one remembered fell back to
+// this low is the fall the ups' history expects, no stray: it sets the
+// levels for the low (or for its own count, if higher), though the
+// tracker holds it out (returns.fell). Nothing brightens before that
+// interval comes: a fall foreseen and not come would cost answers. (Held
+// a period more, each fall of the lab's squares was served at the high
+// half's levels for two seconds, not one: a four-worker 10-s square of
+// ±40 % got 0.77 of the per-second oracle's optional share, 0.89 with
+// the fall taken.)
 const (
 	// returnMemory is how many downs are remembered: the last four, so
 	// that a load whose rhythm changes is followed within two of them.
@@ -106,6 +121,18 @@ type returns struct {
 	pending         bool
 	pendFrom, pendX float64
 	pendAt          time.Time
+	// The ups, as the downs: up since upAt, when the load went back from
+	// low; how long the last few lasted, whether each ended in a fall
+	// back to about its low, and that low. fellNow: this period's
+	// interval fell back to low, at an age the ups remembered fell at
+	// (see fell).
+	up, fellNow bool
+	low         float64
+	upAt        time.Time
+	nUp, nextUp int
+	upAges      [returnMemory]float64
+	upFell      [returnMemory]bool
+	upLows      [returnMemory]float64
 }
 
 // observe folds in, at now, the load's estimate lam (≥ 0; jumped: the
@@ -116,10 +143,14 @@ func (r *returns) observe(now time.Time, tick time.Duration, lam float64, jumped
 	if lam < 0 {
 		return
 	}
-	r.backNow = false
+	r.backNow, r.fellNow = false, false
 	if r.down && now.Sub(r.at) > maxDown {
 		r.remember(now.Sub(r.at).Seconds(), false)
 		r.down = false
+	}
+	if r.up && now.Sub(r.upAt) > maxDown {
+		r.rememberUp(now.Sub(r.upAt).Seconds(), false)
+		r.up = false
 	}
 	if span > 0 && x >= 0 && r.seen {
 		switch {
@@ -136,15 +167,18 @@ func (r *returns) observe(now time.Time, tick time.Duration, lam float64, jumped
 			if math.Abs(r.pendX-x) > math.Abs(r.pendFrom-r.pendX) {
 				r.at = now
 			}
+			r.endUp(r.at, x, span)
 		case r.pending:
 			r.pending = false // one interval under it: a stray
 		case !r.down && x < fellFrom(r.prev, span):
 			r.pending, r.pendFrom, r.pendX, r.pendAt = true, r.prev, x, now
+			r.fellNow = r.up && r.isLow(x, span) && r.expectsFall(now.Sub(r.upAt).Seconds(), tick.Seconds())
 		case r.down && r.isBack(x, span):
 			age := now.Sub(r.at).Seconds()
 			r.backNow = r.expects(age, tick.Seconds())
 			r.remember(age, true)
 			r.down = false
+			r.up, r.upAt, r.low = true, now, r.prev
 		}
 	}
 	if jumped && !r.backNow {
@@ -153,6 +187,7 @@ func (r *returns) observe(now time.Time, tick time.Duration, lam float64, jumped
 		switch {
 		case lam < r.prev && !r.down:
 			r.down, r.from, r.at = true, r.prev, now
+			r.endUp(now, lam, span)
 		case lam < r.prev:
 			// A fall while down (a fall taken in two jumps, a ramp):
 			// the same down, from the higher level.
@@ -162,6 +197,7 @@ func (r *returns) observe(now time.Time, tick time.Duration, lam float64, jumped
 			// the down unremembered.
 			if r.isBack(lam, span) {
 				r.remember(now.Sub(r.at).Seconds(), true)
+				r.up, r.upAt, r.low = true, now, r.prev
 			}
 			r.down = false
 		}
@@ -188,6 +224,55 @@ func (r *returns) isBack(v, span float64) bool {
 		least = fellFrom(r.from, span) // (not fallen from it)
 	}
 	return v >= max(least, (r.from+r.prev)/2)
+}
+
+// isLow reports whether a rate v, counted over span seconds (≤ 0: not
+// known), is back at the low the load went back up from: within a tenth
+// of it, or within returnZ of a Poisson count's standard errors — and
+// nearer it than the level the load went up to (isBack, the other way).
+func (r *returns) isLow(v, span float64) bool {
+	most := r.low / returnShare
+	if span > 0 {
+		most = max(most, r.low+returnZ*math.Sqrt(r.low/span))
+	}
+	return v <= min(most, (r.low+r.prev)/2)
+}
+
+// endUp ends an up at a fall, taken at the time at to the rate v
+// (counted over span seconds; ≤ 0: not known): remembered as one that
+// fell back to about its low, or as one that did not.
+func (r *returns) endUp(at time.Time, v, span float64) {
+	if !r.up {
+		return
+	}
+	r.rememberUp(at.Sub(r.upAt).Seconds(), r.isLow(v, span))
+	r.up = false
+}
+
+func (r *returns) rememberUp(age float64, fell bool) {
+	r.upAges[r.nextUp], r.upFell[r.nextUp], r.upLows[r.nextUp] = age, fell, r.low
+	r.nextUp = (r.nextUp + 1) % returnMemory
+	r.nUp = min(r.nUp+1, returnMemory)
+}
+
+// expectsFall reports whether a fall at age seconds into an up is one
+// the ups remembered from about this low made: one fell back within
+// returnSlack ticks (of tick seconds) of it.
+func (r *returns) expectsFall(age, tick float64) bool {
+	for i := range r.nUp {
+		if r.upFell[i] && math.Abs(r.upAges[i]-age) <= returnSlack*tick && min(r.upLows[i], r.low) >= returnShare*max(r.upLows[i], r.low) {
+			return true
+		}
+	}
+	return false
+}
+
+// fell returns the low the load went up from, and true, when this
+// period's interval fell back to it at an age the ups remembered fell
+// at: the levels may be set for it, though the tracker holds that
+// interval out until the next shows it.
+func (r *returns) fell() (float64, bool) {
+	return r.low, r.fellNow
 }
 
 // fromAbout reports whether a down remembered from top fell from about

@@ -411,3 +411,104 @@ func TestReturnsAnIntervalSeenAgainIsNoSecond(t *testing.T) {
 	assert.Equal(t, n, rt.n, "no down remembered")
 	assert.Equal(t, next, rt.next)
 }
+
+// TestReturnsExpectsAFallToTheLow: the ups, as the downs. A square of 600
+// and 200 every five periods, timed by the counts: once an up has fallen
+// back to its low after five seconds, the next up's first low interval at
+// that age is the fall (fell: the low), though a fall needs a second
+// interval to be taken; one at another age, or to another level, is not.
+func TestReturnsExpectsAFallToTheLow(t *testing.T) {
+	var r returns
+	now := time.Unix(1000, 0)
+	est := 600.0
+	step := func(x float64) {
+		now = now.Add(time.Second)
+		r.observe(now, time.Second, est, false, x, 1)
+		est += (x - est) / 3 // a lagging estimate
+	}
+	cycle := func() {
+		for range 5 {
+			step(200)
+		}
+		for range 5 {
+			step(600)
+		}
+	}
+	for range 5 {
+		step(600)
+	}
+	cycle()
+	require.True(t, r.up)
+	step(200)
+	_, fell := r.fell()
+	assert.False(t, fell, "the first up's fall: no up fell before it")
+	for range 4 {
+		step(200)
+	}
+	for range 5 {
+		step(600)
+	}
+	require.Equal(t, 1, r.nUp)
+	assert.Equal(t, 5.0, r.upAges[0])
+	assert.True(t, r.upFell[0])
+	step(200)
+	low, fell := r.fell()
+	assert.True(t, fell, "at the age the last up fell")
+	assert.InDelta(t, 200, low, 100, "the low, as the lagging estimate had it")
+	step(200)
+	_, fell = r.fell()
+	assert.False(t, fell, "the second low interval: the fall is taken")
+
+	// At another age: no.
+	for range 3 {
+		step(200)
+	}
+	for range 2 {
+		step(600)
+	}
+	step(200)
+	_, fell = r.fell()
+	assert.False(t, fell, "a fall two seconds into an up: no up fell then")
+	step(600)
+
+	// To another level: no.
+	r = returns{}
+	est = 600
+	for range 5 {
+		step(600)
+	}
+	for range 3 {
+		cycle()
+	}
+	step(450)
+	_, fell = r.fell()
+	assert.False(t, fell, "450 is nearer 600 than 200")
+}
+
+// TestModelServesAFallItExpected: four workers, a load of 120 and 280 a
+// second by turns, five seconds each, its counts as noisy as Poisson's.
+// The levels brighten for a fall once a second interval shows it (a
+// period served dim for a load that has gone costs some optional
+// content, one served bright for a load still there costs answers); the
+// returns' model, timed by the counts, has seen each up fall after five
+// seconds before, and takes the first low interval at that age for the
+// fall: the period after it is served at the low's levels, well over
+// those the high half ended at, and the reason says why.
+func TestModelServesAFallItExpected(t *testing.T) {
+	r := newModelRig(t)
+	r.periods(10, 600) // K measured (saturated)
+	for cycle := range 16 {
+		var high *State
+		for range 5 {
+			high = r.noisyPeriod(280)
+		}
+		st := r.noisyPeriod(120) // the step that reads the fall's first interval
+		if cycle >= 8 {
+			assert.Greater(t, st.Brightness, high.Brightness+0.3, "cycle %d: the period after the fall's first interval: %s", cycle, st.Reason)
+			assert.Contains(t, st.Reason, "back down at", "cycle %d", cycle)
+		}
+		for range 4 {
+			r.noisyPeriod(120)
+		}
+	}
+}
