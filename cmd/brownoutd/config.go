@@ -29,12 +29,12 @@ import (
 type fileConfig struct {
 	Listen string `yaml:"listen"`
 	// MaxConnsPerClient caps one client address's connections (0: none).
-	MaxConnsPerClient *int `yaml:"max_conns_per_client"`
+	MaxConnsPerClient *whole `yaml:"max_conns_per_client"`
 	// MaxConns caps the connections open at once (default
 	// server.MaxConns), MaxStreams the event streams (default half of
 	// MaxConns; with services:, every service's together).
-	MaxConns   *int   `yaml:"max_conns"`
-	MaxStreams *int   `yaml:"max_streams"`
+	MaxConns   *whole `yaml:"max_conns"`
+	MaxStreams *whole `yaml:"max_streams"`
 	StateDir   string `yaml:"state_dir"`
 	// Store, a postgres:// URL, keeps the operators' state for replicas
 	// that share it (ha.go); default none: the state dir.
@@ -80,7 +80,7 @@ type lawConfig struct {
 	Low        float64  `yaml:"low"`
 	Hold       duration `yaml:"hold"`
 	Quantum    float64  `yaml:"quantum"`
-	StaleAfter int      `yaml:"stale_after"`
+	StaleAfter whole    `yaml:"stale_after"`
 	MaxShed    float64  `yaml:"max_shed"`
 	// Probe: the most of the users a feature all on or all off is
 	// flipped for, so that its cost stays measured; negative: off.
@@ -117,7 +117,7 @@ type targetCfg struct {
 
 type featureCfg struct {
 	Name  string  `yaml:"name"`
-	Rank  *int    `yaml:"rank"`
+	Rank  *whole  `yaml:"rank"`
 	Cost  float64 `yaml:"cost"`
 	Value float64 `yaml:"value"`
 	Floor float64 `yaml:"floor"`
@@ -151,7 +151,7 @@ type pushCfg struct {
 	Expire duration `yaml:"expire"`
 	// MaxInstances caps the instances the source keeps
 	// (fleet.PushConfig.MaxInstances); 0: its default.
-	MaxInstances int `yaml:"max_instances"`
+	MaxInstances whole `yaml:"max_instances"`
 }
 
 type scrapeCfg struct {
@@ -191,18 +191,54 @@ type duration time.Duration
 
 func (d *duration) UnmarshalYAML(n *yaml.Node) error {
 	var s string
-	if err := n.Decode(&s); err != nil {
-		return fmt.Errorf("line %d: %q: want a duration such as 500ms, 10s or 5m", n.Line, n.Value)
+	if n.Kind != yaml.ScalarNode || n.Decode(&s) != nil {
+		return valueError(n, "want a duration such as 500ms, 10s or 5m")
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
-		return fmt.Errorf("line %d: %q: want a duration such as 500ms, 10s or 5m", n.Line, s)
+		return valueError(n, "want a duration such as 500ms, 10s or 5m")
 	}
 	if v < 0 {
-		return fmt.Errorf("line %d: %q: a duration must not be negative", n.Line, s)
+		return valueError(n, "a duration must not be negative")
 	}
 	*d = duration(v)
 	return nil
+}
+
+// whole is an integer setting: a number with a fraction (rank: 1.5) is
+// refused, not truncated as YAML would into an int.
+type whole int
+
+func (w *whole) UnmarshalYAML(n *yaml.Node) error {
+	var v int
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" || n.Decode(&v) != nil {
+		return valueError(n, "want a whole number")
+	}
+	*w = whole(v)
+	return nil
+}
+
+// valueError is a value the file's node n cannot be: a yaml.TypeError,
+// so that the decoder goes on to the rest of the file (another error
+// stops it), at n's line and column, which parseConfig turns into the
+// value's field path.
+func valueError(n *yaml.Node, want string) error {
+	return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d, column %d: %s: %s", n.Line, n.Column, shown(n), want)}}
+}
+
+// shown is a node's value as an error quotes it, at most 40 bytes.
+func shown(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	}
+	v := n.Value
+	if len(v) > 40 {
+		v = v[:40] + "…"
+	}
+	return strconv.Quote(v)
 }
 
 // defaultFeatures are the shop's optional sections, in shed order.
@@ -258,52 +294,81 @@ func (e *configError) Error() string {
 // lines maps a field path ("features[1].floor") to its line in the file.
 type lines map[string]int
 
-func index(n *yaml.Node, path string, out lines) {
+// pos is a node's place in the file.
+type pos struct{ line, col int }
+
+// tree is where each field path of the file is: its line (lines), the
+// path of the value at a line and column (at), and each scalar's tag and
+// value (for the decoder's type errors, which name only a line).
+type tree struct {
+	lines  lines
+	at     map[pos]string
+	scalar map[string][2]string // path → {short tag, value}
+}
+
+func index(n *yaml.Node, path string, t *tree) {
 	if n.Kind == yaml.DocumentNode {
 		for _, c := range n.Content {
-			index(c, path, out)
+			index(c, path, t)
 		}
 		return
 	}
-	out[path] = n.Line
+	t.lines[path] = n.Line
+	if _, ok := t.at[pos{n.Line, n.Column}]; !ok {
+		t.at[pos{n.Line, n.Column}] = path
+	}
 	switch n.Kind {
+	case yaml.ScalarNode:
+		t.scalar[path] = [2]string{n.ShortTag(), n.Value}
 	case yaml.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			p := n.Content[i].Value
 			if path != "" {
 				p = path + "." + p
 			}
-			index(n.Content[i+1], p, out)
+			index(n.Content[i+1], p, t)
 		}
 	case yaml.SequenceNode:
 		for i, c := range n.Content {
-			index(c, path+"["+strconv.Itoa(i)+"]", out)
+			index(c, path+"["+strconv.Itoa(i)+"]", t)
 		}
 	}
 }
 
 // parseConfig reads a YAML configuration: unknown fields are errors, and
-// every error is reported with its line and field path. An empty input is
-// the defaults.
+// every error is reported with its line and field path — all of them, as
+// far as they do not follow from one another: a value that cannot be read
+// is one error, and the rest of the file is still checked. An empty input
+// is the defaults.
 func parseConfig(name string, data []byte) (*config, error) {
+	return parseConfigWith(name, data, nil)
+}
+
+// parseConfigWith is parseConfig, then also check (when not nil) on the
+// configuration read, its problems reported with the file's.
+func parseConfigWith(name string, data []byte, check func(c *config, clean bool, at func(path, format string, a ...any))) (*config, error) {
 	var fc fileConfig
-	ln := lines{}
+	t := &tree{lines: lines{}, at: map[pos]string{}, scalar: map[string][2]string{}}
+	ln := t.lines
 	ce := &configError{file: name}
-	unread := map[int]bool{} // lines whose value YAML could not read
+	unread := map[string]bool{} // paths whose value YAML could not read
 	if len(bytes.TrimSpace(data)) > 0 {
 		var root yaml.Node
 		if err := yaml.Unmarshal(data, &root); err != nil {
 			return nil, &configError{file: name, errs: []string{yamlMsg(err)}}
 		}
-		index(&root, "", ln)
+		index(&root, "", t)
 		dec := yaml.NewDecoder(bytes.NewReader(data))
 		dec.KnownFields(true)
 		if err := dec.Decode(&fc); err != nil && !errors.Is(err, io.EOF) {
 			var te *yaml.TypeError
 			if errors.As(err, &te) {
 				for _, e := range te.Errors {
-					ce.errs = append(ce.errs, unknownField(e, ln))
-					unread[lineOf(e)] = true
+					msg, path := typeError(e, t)
+					ce.errs = append(ce.errs, msg)
+					if path != "" {
+						unread[path] = true
+					}
 				}
 			} else {
 				ce.errs = append(ce.errs, yamlMsg(err))
@@ -311,6 +376,16 @@ func parseConfig(name string, data []byte) (*config, error) {
 		}
 	}
 	at := func(path, format string, a ...any) {
+		for p := path; p != ""; {
+			if unread[p] {
+				return // its zero value, not the file's: the type error says it
+			}
+			i := strings.LastIndexAny(p, ".[")
+			if i < 0 {
+				break
+			}
+			p = p[:i]
+		}
 		l := ln[path]
 		for p := path; l == 0 && p != ""; {
 			i := strings.LastIndexAny(p, ".[")
@@ -320,17 +395,108 @@ func parseConfig(name string, data []byte) (*config, error) {
 			p = p[:i]
 			l = ln[p]
 		}
-		if unread[l] && ln[path] == l {
-			return // its zero value, not the file's: the type error says it
-		}
 		ce.errs = append(ce.errs, fmt.Sprintf("line %d: %s: %s", l, path, fmt.Sprintf(format, a...)))
 	}
 	c := resolve(&fc, at)
+	clean := len(ce.errs) == 0
+	if clean {
+		checkControllers(c, at)
+	}
+	if check != nil {
+		check(c, len(ce.errs) == 0, at)
+	}
 	if len(ce.errs) > 0 {
 		sort.SliceStable(ce.errs, func(i, j int) bool { return lineOf(ce.errs[i]) < lineOf(ce.errs[j]) })
 		return nil, ce
 	}
 	return c, nil
+}
+
+// typeError rewrites one of the decoder's errors with the field path of
+// the value it is about, and returns that path ("" if none is found):
+// "line 4: field colour not found in type main.featureCfg" becomes "line
+// 4: features[0].colour: unknown field"; "line 1: cannot unmarshal !!str
+// `lots` into int" "line 1: max_conns: \"lots\": want a whole number";
+// valueError's "line 1, column 7: …" "line 1: tick: …".
+func typeError(msg string, t *tree) (string, string) {
+	var line, col int
+	var rest string
+	if n, _ := fmt.Sscanf(msg, "line %d, column %d:", &line, &col); n == 2 {
+		_, rest, _ = strings.Cut(msg, ": ")
+		if p, ok := t.at[pos{line, col}]; ok {
+			return fmt.Sprintf("line %d: %s: %s", line, p, rest), p
+		}
+		return fmt.Sprintf("line %d: %s", line, rest), ""
+	}
+	if strings.Contains(msg, " not found in type ") {
+		return unknownField(msg, t.lines), ""
+	}
+	var tag, into string
+	if n, _ := fmt.Sscanf(msg, "line %d: cannot unmarshal %s", &line, &tag); n != 2 {
+		return msg, ""
+	}
+	_, into, _ = strings.Cut(msg, " into ")
+	value, quoted := "", false
+	if i := strings.IndexByte(msg, '`'); i >= 0 {
+		if j := strings.LastIndexByte(msg, '`'); j > i {
+			value, quoted = msg[i+1:j], true
+		}
+	}
+	best := ""
+	for p, sc := range t.scalar {
+		if t.lines[p] != line || sc[0] != tag {
+			continue
+		}
+		if v, cut := strings.CutSuffix(value, "..."); quoted && sc[1] != value && !(cut && strings.HasPrefix(sc[1], v)) {
+			continue
+		}
+		if best == "" || p < best {
+			best = p
+		}
+	}
+	if best == "" && (tag == "!!seq" || tag == "!!map") {
+		for p, l := range t.lines {
+			if l == line && p != "" && (best == "" || len(p) < len(best) || len(p) == len(best) && p < best) {
+				if _, sc := t.scalar[p]; !sc {
+					best = p
+				}
+			}
+		}
+	}
+	what := "a " + tag
+	if quoted {
+		what = strconv.Quote(t.scalar[best][1])
+		if best == "" {
+			what = strconv.Quote(value)
+		}
+	} else if tag == "!!seq" {
+		what = "a list"
+	} else if tag == "!!map" {
+		what = "a mapping"
+	}
+	if best == "" {
+		return fmt.Sprintf("line %d: %s: %s", line, what, wantType(into)), ""
+	}
+	return fmt.Sprintf("line %d: %s: %s: %s", line, best, what, wantType(into)), best
+}
+
+// wantType says what a Go type of the configuration takes, in the file's
+// terms.
+func wantType(goType string) string {
+	goType = strings.TrimLeft(goType, "*")
+	switch {
+	case strings.HasPrefix(goType, "int"), goType == "main.whole":
+		return "want a whole number"
+	case strings.HasPrefix(goType, "float"):
+		return "want a number"
+	case goType == "bool":
+		return "want true or false"
+	case goType == "string":
+		return "want a string"
+	case strings.HasPrefix(goType, "[]"):
+		return "want a list"
+	}
+	return "want a mapping (key: value)"
 }
 
 // unknownField rewrites yaml's "line 4: field colour not found in type
@@ -378,19 +544,19 @@ func resolve(fc *fileConfig, at func(path, format string, a ...any)) *config {
 	}
 	if n := fc.MaxConnsPerClient; n != nil {
 		var err error
-		if c.Conns.PerClient, err = perClient(*n); err != nil {
+		if c.Conns.PerClient, err = perClient(int(*n)); err != nil {
 			at("max_conns_per_client", "%v", err)
 		}
 	}
 	if n := fc.MaxConns; n != nil {
 		var err error
-		if c.Conns.MaxConns, err = connsCap(*n); err != nil {
+		if c.Conns.MaxConns, err = connsCap(int(*n)); err != nil {
 			at("max_conns", "%v", err)
 		}
 	}
 	if n := fc.MaxStreams; n != nil {
 		var err error
-		if c.MaxStreams, err = streamsCap(*n); err != nil {
+		if c.MaxStreams, err = streamsCap(int(*n)); err != nil {
 			at("max_streams", "%v", err)
 		} else if err := c.checkStreams(); err != nil {
 			at("max_streams", "%v", err)
@@ -423,7 +589,7 @@ func resolveService(name string, fc *serviceFields, prefix string, top func(path
 		Push: fc.Sources.Push, Scrape: fc.Sources.Scrape, PromQL: fc.Sources.PromQL}
 	checkLaw(fc.Law, at)
 	d := dimmer.Config{Tick: time.Duration(fc.Tick), High: fc.Law.High, Low: fc.Law.Low, Hold: time.Duration(fc.Law.Hold),
-		Quantum: fc.Law.Quantum, StaleAfter: fc.Law.StaleAfter, MaxShed: fc.Law.MaxShed, Probe: fc.Law.Probe}
+		Quantum: fc.Law.Quantum, StaleAfter: int(fc.Law.StaleAfter), MaxShed: fc.Law.MaxShed, Probe: fc.Law.Probe}
 	if d.Tick != 0 && d.Tick < 100*time.Millisecond {
 		at("tick", "%v: at least 100ms", d.Tick)
 	}
@@ -432,8 +598,20 @@ func resolveService(name string, fc *serviceFields, prefix string, top func(path
 			at(name, "%v: want a finite number, not negative", v)
 		}
 	}
-	if d.High != 0 && d.Low != 0 && d.Low >= d.High {
-		at("law.low", "%v: must be below law.high (%v)", d.Low, d.High)
+	high, low := cmp.Or(d.High, defaultHigh), cmp.Or(d.Low, defaultLow)
+	switch {
+	case high > cascadeAt:
+		at("law.high", "%v: at most %v (a pressure: 1 is at target, and the cascade starts at %v)", high, cascadeAt, cascadeAt)
+	case low >= high && d.Low != 0:
+		at("law.low", "%v: must be below law.high (%v%s)", low, high, defaultNote(d.High))
+	case low >= high:
+		at("law.high", "%v: must be above law.low (%v, the default)", high, low)
+	}
+	if fc.Law.StaleAfter < 0 {
+		at("law.stale_after", "%d: want a number of periods, at least 1, or 0 for the default (3)", fc.Law.StaleAfter)
+	}
+	if m := fc.Law.MaxShed; math.IsNaN(m) || m > 2 {
+		at("law.max_shed", "%v: want at most 2 (1 sheds all the sheddable class, 2 the default class too), or negative for no cascade", m)
 	}
 	if d.Quantum > 0.5 {
 		at("law.quantum", "%v: at most 0.5", d.Quantum)
@@ -489,7 +667,7 @@ func resolveService(name string, fc *serviceFields, prefix string, top func(path
 		}
 		rank := i
 		if f.Rank != nil {
-			rank = *f.Rank
+			rank = int(*f.Rank)
 		}
 		d.Features = append(d.Features, dimmer.Feature{Name: f.Name, Rank: rank, Floor: f.Floor, Cost: f.Cost, Value: f.Value})
 		def := true
@@ -502,8 +680,10 @@ func resolveService(name string, fc *serviceFields, prefix string, top func(path
 		for i, n := range defaultFeatures {
 			d.Features = append(d.Features, dimmer.Feature{Name: n, Rank: i})
 			c.Defaults[n] = true
+			seen[n] = true
 		}
 	}
+	segSeen := map[string]bool{}
 	for i, s := range fc.Segments {
 		p := fmt.Sprintf("segments[%d]", i)
 		switch {
@@ -511,7 +691,10 @@ func resolveService(name string, fc *serviceFields, prefix string, top func(path
 			at(p+".name", "required")
 		case len(s.Name) > dimmer.MaxName:
 			at(p+".name", "%d bytes long: at most %d", len(s.Name), dimmer.MaxName)
+		case segSeen[s.Name]:
+			at(p+".name", "%q: declared twice", s.Name)
 		}
+		segSeen[s.Name] = true
 		if s.Offset < -1 || s.Offset > 1 || math.IsNaN(s.Offset) {
 			at(p+".offset", "%v: want −1 to 1", s.Offset)
 		}
@@ -563,6 +746,66 @@ func resolveService(name string, fc *serviceFields, prefix string, top func(path
 	}
 	c.Dimmer = d
 	return c
+}
+
+// dimmer.Config's defaults and its fixed cascade threshold, which the
+// file's law is checked against (TestLawBoundsAreTheDimmers keeps them
+// in step): law.high and law.low are pressures (1 at target); the
+// cascade starts at cascadeAt, which a period over target must reach
+// first, so law.high must not be above it.
+const (
+	defaultHigh = 0.85
+	defaultLow  = 0.70
+	cascadeAt   = 1.5
+)
+
+// defaultNote says ", the default" when a setting is left out.
+func defaultNote(v float64) string {
+	if v == 0 {
+		return ", the default"
+	}
+	return ""
+}
+
+// checkControllers builds each service's controller as serve would and
+// reports what it refuses, in the file's terms: the parser checks
+// everything dimmer.New does (FuzzConfig holds it to that), so this only
+// catches a check added to one and not the other.
+func checkControllers(c *config, at func(path, format string, a ...any)) {
+	for i, s := range c.units() {
+		prefix := ""
+		if len(c.Services) > 0 {
+			prefix = fmt.Sprintf("services[%d].", i)
+		}
+		d := s.Dimmer
+		if d.Tick == 0 {
+			d.Tick = c.Dimmer.Tick
+		}
+		_, err := dimmer.New(d)
+		if err == nil {
+			continue
+		}
+		for _, line := range strings.Split(err.Error(), "\n") {
+			msg := strings.TrimPrefix(line, "dimmer: ")
+			at(prefix+controllerField(msg), "the controller refuses it: %s", msg)
+		}
+	}
+}
+
+// controllerField is the field of the file an error of dimmer.New is
+// about.
+func controllerField(msg string) string {
+	for _, f := range []struct{ prefix, field string }{
+		{"tick", "tick"}, {"cascade at", "law.high"}, {"watermarks", "law.low"}, {"setpoint", "law.high"},
+		{"quantum", "law.quantum"}, {"stale after", "law.stale_after"}, {"probe", "law.probe"},
+		{"max shed", "law.max_shed"}, {"hold", "law.hold"}, {"target", "targets"}, {"no targets", "targets"},
+		{"feature", "features"}, {"no features", "features"}, {"segment", "segments"}, {"schedule", "schedule"},
+	} {
+		if strings.HasPrefix(msg, f.prefix) {
+			return f.field
+		}
+	}
+	return "law"
 }
 
 // removedKeys are the search law's settings, removed with it, each with

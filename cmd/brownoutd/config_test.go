@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -22,6 +23,7 @@ import (
 	"github.com/brownout/brownout/dimmer"
 	"github.com/brownout/brownout/internal/server"
 	"github.com/brownout/brownout/internal/service"
+	"github.com/brownout/brownout/signals"
 )
 
 // TestExampleConfig keeps the commented example valid.
@@ -276,9 +278,17 @@ func FuzzConfig(f *testing.F) {
 	b, _ = os.ReadFile("brownoutd.services.example.yaml")
 	f.Add(b)
 	f.Add([]byte("tick: 200ms\nservices: [{name: a, features: [{name: x}]}, {name: b, tick: 1s, sources: {push: {max_instances: 3}}}]"))
+	f.Add([]byte("tick: 5x\nmax_conns: 10\nfeatures: [{name: a, floor: 2, rank: 1.5}]\nlaw: {hold: 5, high: 50, stale_after: -3, max_shed: .nan}"))
+	f.Add([]byte("max_conns: \"lots\"\nlaw: [1]\nlisten: [a]\nfeatures: {a: 1}\nsegments: [{name: a}, {name: a}]"))
+	f.Add([]byte("law: {high: 0.5}\nschedule: [{feature: x, from: '2026-11-11 00:00', for: 1m, max: 0.5}]"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := parseConfig("fuzz.yaml", data)
 		if err != nil {
+			// The parser's own checks say everything the controller
+			// refuses, in the file's terms.
+			if strings.Contains(err.Error(), "the controller refuses it") {
+				t.Fatalf("only the controller refused: %v", err)
+			}
 			return
 		}
 		c.inherit()
@@ -392,7 +402,7 @@ func TestConnsAndStreams(t *testing.T) {
 		"max_conns: 0\n":                        "line 1: max_conns: 0: want a number of connections from 64 to 1048576",
 		"max_conns: 10\n":                       "line 1: max_conns: 10: want a number of connections from 64 to 1048576",
 		"max_conns: 2000000\n":                  "line 1: max_conns: 2000000: want a number of connections from 64 to 1048576",
-		"max_conns: many\n":                     "line 1: cannot unmarshal !!str `many` into int",
+		"max_conns: many\n":                     `line 1: max_conns: "many": want a whole number`,
 		"max_streams: 0\n":                      "line 1: max_streams: 0: want a number of streams, at least 1",
 		"max_streams: -5\n":                     "line 1: max_streams: -5: want a number of streams, at least 1",
 		"max_streams: 5000\n":                   "line 1: max_streams: 5000 streams: at most 3584 with max_conns 4096 — every stream holds a connection",
@@ -550,4 +560,66 @@ func TestPromQLSourcePeriod(t *testing.T) {
 	}
 	_, err := parseConfig("p.yaml", []byte("features: [{name: a}]\nsources: {promql: {url: http://x, range: 10s, period: 20s}}\n"))
 	assert.ErrorContains(t, err, "line 2: sources.promql.period: 20s: want at most the range, 10s")
+}
+
+// TestConfigErrorsAll: check-config names every error's field path and
+// line, all of them in one run — a value that cannot be read (a bad
+// duration, a string for a number) does not stop the rest of the file
+// being checked — and says what the controller refuses in the file's
+// keys, not dimmer's.
+func TestConfigErrorsAll(t *testing.T) {
+	for _, tc := range []struct {
+		src  string
+		want []string
+	}{
+		{"tick: 5x\nmax_conns: 10\nfeatures: [{name: a, floor: 2}]\n", []string{
+			`line 1: tick: "5x": want a duration`,
+			"line 2: max_conns: 10: want a number of connections",
+			"line 3: features[0].floor: 2: want 0 ≤ floor < 1"}},
+		{"max_conns: 10\nfeatures:\n  - name: a\n    colour: red\nlaw: {hold: 5}\n", []string{
+			"line 1: max_conns: 10",
+			"line 4: features[0].colour: unknown field",
+			`line 5: law.hold: "5": want a duration`}},
+		{"max_conns: \"lots\"\n", []string{`line 1: max_conns: "lots": want a whole number`}},
+		{"tick: 1s\nlaw: {high: lots}\n", []string{`line 2: law.high: "lots": want a number`}},
+		{"law: [1]\nlisten: [a]\n", []string{"line 1: law: a list: want a mapping", "line 2: listen: a list: want a string"}},
+		{"law: {high: 50, stale_after: -3}\n", []string{
+			"line 1: law.high: 50: at most 1.5",
+			"line 1: law.stale_after: -3: want a number of periods"}},
+		{"law: {high: 0.5}\n", []string{"line 1: law.high: 0.5: must be above law.low (0.7, the default)"}},
+		{"law: {max_shed: .nan}\n", []string{"line 1: law.max_shed: NaN: want at most 2"}},
+		{"law: {max_shed: 7}\n", []string{"line 1: law.max_shed: 7: want at most 2"}},
+		{"segments: [{name: vip, offset: 0.2}, {name: vip}]\n", []string{`line 1: segments[1].name: "vip": declared twice`}},
+		{"schedule:\n  - {feature: nope, from: \"2026-11-11 00:00\", for: 1m, max: 0.5}\n", []string{`line 2: schedule[0].feature: "nope": not a feature`}},
+		{"services:\n  - name: a\n    law: {high: 2}\n", []string{"line 3: services[0].law.high: 2: at most 1.5"}},
+	} {
+		_, err := parseConfig("bad.yaml", []byte(tc.src))
+		require.Error(t, err, tc.src)
+		var ce *configError
+		require.ErrorAs(t, err, &ce, tc.src)
+		require.Len(t, ce.errs, len(tc.want), "%s: %v", tc.src, err)
+		for i, w := range tc.want {
+			assert.Contains(t, ce.errs[i], w, tc.src)
+		}
+		assert.NotContains(t, err.Error(), "dimmer", tc.src)
+		assert.NotContains(t, err.Error(), "cascade at", tc.src)
+	}
+}
+
+// TestLawBoundsAreTheDimmers: the bounds the parser checks law: against
+// are dimmer's own.
+func TestLawBoundsAreTheDimmers(t *testing.T) {
+	base := dimmer.Config{Targets: []dimmer.Target{{Signal: signals.LatencyP99, Target: 0.3}}, Features: []dimmer.Feature{{Name: "a"}}}
+	ok := func(f func(*dimmer.Config)) error {
+		c := base
+		f(&c)
+		_, err := dimmer.New(c)
+		return err
+	}
+	assert.NoError(t, ok(func(c *dimmer.Config) { c.High, c.Low = cascadeAt, defaultLow }))
+	assert.Error(t, ok(func(c *dimmer.Config) { c.High, c.Low = math.Nextafter(cascadeAt, 2), defaultLow }))
+	assert.NoError(t, ok(func(c *dimmer.Config) { c.High = math.Nextafter(defaultLow, 1) }), "the default low")
+	assert.Error(t, ok(func(c *dimmer.Config) { c.High = defaultLow }), "the default low")
+	assert.NoError(t, ok(func(c *dimmer.Config) { c.Low = math.Nextafter(defaultHigh, 0) }), "the default high")
+	assert.Error(t, ok(func(c *dimmer.Config) { c.Low = defaultHigh }), "the default high")
 }

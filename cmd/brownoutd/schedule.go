@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/brownout/brownout/dimmer"
@@ -16,7 +17,7 @@ var scheduleLayouts = []string{time.RFC3339, "2006-01-02T15:04:05", "2006-01-02 
 func schedule(fc *serviceFields, d *dimmer.Config, features map[string]bool, at func(path, format string, a ...any)) {
 	for i, s := range fc.Schedule {
 		p := fmt.Sprintf("schedule[%d]", i)
-		if s.Feature != "" && len(fc.Features) > 0 && !features[s.Feature] {
+		if s.Feature != "" && !features[s.Feature] {
 			at(p+".feature", "%q: not a feature", s.Feature)
 		}
 		loc := time.UTC
@@ -45,6 +46,10 @@ func schedule(fc *serviceFields, d *dimmer.Config, features map[string]bool, at 
 		}
 		if s.Max == nil || *s.Max < 0 || *s.Max > 1 || math.IsNaN(*s.Max) {
 			at(p+".max", "want a level from 0 to 1")
+			continue
+		}
+		if len(strings.TrimSpace(s.Reason)) > dimmer.MaxReason {
+			at(p+".reason", "%d bytes long: at most %d", len(strings.TrimSpace(s.Reason)), dimmer.MaxReason)
 			continue
 		}
 		reason := s.Reason

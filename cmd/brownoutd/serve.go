@@ -309,7 +309,7 @@ func buildSource(c *serviceConfig) (source, *fleet.PushSource, error) {
 		s, err := fleet.NewPromQLSource(cfg)
 		return s, nil, err
 	}
-	p := fleet.NewPushSource(fleet.PushConfig{Window: time.Duration(c.Push.Window), Expire: time.Duration(c.Push.Expire), MaxInstances: c.Push.MaxInstances})
+	p := fleet.NewPushSource(fleet.PushConfig{Window: time.Duration(c.Push.Window), Expire: time.Duration(c.Push.Expire), MaxInstances: int(c.Push.MaxInstances)})
 	return p, p, nil
 }
 

@@ -29,7 +29,7 @@ func TestServicesExampleConfig(t *testing.T) {
 	shop, search, checkout := c.Services[0], c.Services[1], c.Services[2]
 	assert.Equal(t, "shop", shop.Name)
 	assert.Equal(t, "recommendations, reviews, gallery", featureNames(shop.Dimmer))
-	assert.Equal(t, 200, shop.Push.MaxInstances)
+	assert.Equal(t, whole(200), shop.Push.MaxInstances)
 	assert.Len(t, shop.Dimmer.Schedule, 1)
 	assert.Equal(t, time.Second, shop.Dimmer.Tick, "the top level's tick")
 	assert.Equal(t, 500*time.Millisecond, search.Dimmer.Tick, "its own")
