@@ -8,7 +8,9 @@ import (
 	"io"
 	"math"
 	"net"
+	"net/url"
 	"os"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -534,8 +536,8 @@ func resolve(fc *fileConfig, at func(path, format string, a ...any)) *config {
 	c := &config{Listen: fc.Listen, StateDir: fc.StateDir, Store: fc.Store, TLS: fc.TLS}
 	if c.Listen == "" {
 		c.Listen = "127.0.0.1:8080"
-	} else if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-		at("listen", "%q: want host:port", c.Listen)
+	} else if err := checkListen(c.Listen); err != nil {
+		at("listen", "%v", err)
 	}
 	if c.Store != "" {
 		if err := checkStore(c.Store); err != nil {
@@ -590,8 +592,10 @@ func resolveService(name string, fc *serviceFields, prefix string, top func(path
 	checkLaw(fc.Law, at)
 	d := dimmer.Config{Tick: time.Duration(fc.Tick), High: fc.Law.High, Low: fc.Law.Low, Hold: time.Duration(fc.Law.Hold),
 		Quantum: fc.Law.Quantum, StaleAfter: int(fc.Law.StaleAfter), MaxShed: fc.Law.MaxShed, Probe: fc.Law.Probe}
-	if d.Tick != 0 && d.Tick < 100*time.Millisecond {
-		at("tick", "%v: at least 100ms", d.Tick)
+	if d.Tick != 0 {
+		if err := checkTick(d.Tick); err != nil {
+			at("tick", "%v", err)
+		}
 	}
 	for name, v := range map[string]float64{"law.high": d.High, "law.low": d.Low, "law.quantum": d.Quantum} {
 		if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
@@ -629,6 +633,10 @@ func resolveService(name string, fc *serviceFields, prefix string, top func(path
 		v, err := targetValue(k, t.Target)
 		if err != nil {
 			at(p+".target", "%v", err)
+			continue
+		}
+		if k.Unit() == signals.UnitRatio && v > 1 {
+			at(p+".target", "%q: want a share from 0 to 1 for %s (0.01 is 1 %%)", t.Target, k)
 			continue
 		}
 		d.Targets = append(d.Targets, dimmer.Target{Signal: k, Target: v, DimOnly: t.DimOnly})
@@ -708,15 +716,30 @@ func resolveService(name string, fc *serviceFields, prefix string, top func(path
 		if len(c.Scrape.Targets) == 0 {
 			at("sources.scrape.targets", "at least one /metrics URL")
 		}
+		listed := map[string]bool{}
 		for i, t := range c.Scrape.Targets {
-			if !strings.HasPrefix(t, "http://") && !strings.HasPrefix(t, "https://") {
-				at(fmt.Sprintf("sources.scrape.targets[%d]", i), "%q: want an http(s) URL", t)
+			u, err := url.Parse(t)
+			switch {
+			case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+				at(fmt.Sprintf("sources.scrape.targets[%d]", i), "%q: want an http(s) URL with a host, such as http://10.0.0.5:9090/metrics", t)
+			case listed[t]:
+				at(fmt.Sprintf("sources.scrape.targets[%d]", i), "%q: listed twice", t)
 			}
+			listed[t] = true
 		}
+		checkWindow(time.Duration(c.Scrape.Window), "sources.scrape.window", at)
 	}
 	if c.PromQL != nil {
 		if !strings.HasPrefix(c.PromQL.URL, "http://") && !strings.HasPrefix(c.PromQL.URL, "https://") {
 			at("sources.promql.url", "%q: want Prometheus' http(s) base URL", c.PromQL.URL)
+		}
+		if u, err := url.Parse(c.PromQL.URL); err == nil && u.Host == "" {
+			at("sources.promql.url", "%q: want Prometheus' http(s) base URL, with a host", c.PromQL.URL)
+		}
+		if c.PromQL.Range != "" && !promRange.MatchString(c.PromQL.Range) {
+			at("sources.promql.range", "%q: want a range such as 1m or 30s (units ms, s, m, h: the queries read rate(…[range]))", c.PromQL.Range)
+		} else if r, err := time.ParseDuration(cmp.Or(c.PromQL.Range, "1m")); err == nil && (r < minPromRange || r > maxSourceWindow) {
+			at("sources.promql.range", "%v: want from %v to %v", r, minPromRange, maxSourceWindow)
 		}
 		if c.PromQL.Selector != "" && !promSelector.MatchString(c.PromQL.Selector) {
 			at("sources.promql.selector", "%q: want label matchers such as service=\"shop\" or job=~\"shop-.*\", comma-separated", c.PromQL.Selector)
@@ -726,9 +749,11 @@ func resolveService(name string, fc *serviceFields, prefix string, top func(path
 		} else if rng, err := time.ParseDuration(cmp.Or(c.PromQL.Range, "1m")); err == nil && p > rng {
 			at("sources.promql.period", "%v: want at most the range, %v", p, rng)
 		}
-		for k := range c.PromQL.Queries {
+		for k, q := range c.PromQL.Queries {
 			if _, err := signals.ParseKey(k); err != nil {
 				at("sources.promql.queries."+k, "not a signal")
+			} else if strings.TrimSpace(q) == "" {
+				at("sources.promql.queries."+k, "an empty query: write the PromQL, or leave the signal out for the default query")
 			}
 		}
 	}
@@ -741,8 +766,15 @@ func resolveService(name string, fc *serviceFields, prefix string, top func(path
 	if n > 1 {
 		at("sources", "choose one of push, scrape and promql")
 	}
-	if c.Push != nil && c.Push.MaxInstances < 0 {
-		at("sources.push.max_instances", "%d: want a number of instances, or 0 for the default (%d)", c.Push.MaxInstances, fleet.DefaultMaxInstances)
+	if c.Push != nil {
+		if c.Push.MaxInstances < 0 || c.Push.MaxInstances > maxPushInstances {
+			at("sources.push.max_instances", "%d: want a number of instances up to %d, or 0 for the default (%d): each holds up to ~300 KB", c.Push.MaxInstances, maxPushInstances, fleet.DefaultMaxInstances)
+		}
+		window, expire := time.Duration(c.Push.Window), time.Duration(c.Push.Expire)
+		checkWindow(window, "sources.push.window", at)
+		if expire != 0 && (expire < minPushExpire || expire > maxPushExpire) {
+			at("sources.push.expire", "%v: want from %v to %v (about three of the instances' push intervals)", expire, minPushExpire, maxPushExpire)
+		}
 	}
 	c.Dimmer = d
 	return c
@@ -806,6 +838,119 @@ func controllerField(msg string) string {
 		}
 	}
 	return "law"
+}
+
+// The bounds of the settings that are durations and counts: beyond them
+// a daemon starts but cannot work as configured.
+const (
+	// maxTick bounds tick: the law reacts to an overload a tick after it
+	// is measured; a tick over a minute leaves a minute's overload
+	// uncorrected (the default is 1 s; the tests run 100 ms to 10 s).
+	maxTick = time.Minute
+	// minSourceWindow bounds the push and scrape windows below: a window
+	// holds two readings of an instance at least — the Pusher's and a
+	// scrape's usual 1 s interval, twice — or it has no rates at all.
+	minSourceWindow = 2 * time.Second
+	// maxSourceWindow bounds the windows and the promql range above: the
+	// signals describe the last window, and one over 10 minutes describes
+	// an overload long after it ended (the default window is 10 s, the
+	// range 1 m).
+	maxSourceWindow = 10 * time.Minute
+	// minPushExpire and maxPushExpire bound push.expire: under 3 s (three
+	// of the Pusher's 1 s pushes) one late push drops a live instance;
+	// over 10 minutes a crashed instance's last load counts for as long.
+	minPushExpire = 3 * time.Second
+	maxPushExpire = 10 * time.Minute
+	// minPromRange bounds promql.range below: rate() needs two of
+	// Prometheus' samples in the range, 15 s apart by default; 10 s is
+	// the least even a 5-s scrape interval fills.
+	minPromRange = 10 * time.Second
+	// maxPushInstances bounds push.max_instances: each instance holds up
+	// to ~300 KB (fleet.PushConfig.MaxInstances), so 10 000 is ~3 GB, more
+	// than a daemon beside its service should take; a larger fleet is
+	// better read from Prometheus (sources.promql).
+	maxPushInstances = 10000
+)
+
+// promRange is a range both Prometheus and time.ParseDuration read.
+var promRange = regexp.MustCompile(`^([0-9]+(ms|s|m|h))+$`)
+
+// checkWindow checks a source's window (0: its default).
+func checkWindow(w time.Duration, path string, at func(path, format string, a ...any)) {
+	if w != 0 && (w < minSourceWindow || w > maxSourceWindow) {
+		at(path, "%v: want from %v to %v", w, minSourceWindow, maxSourceWindow)
+	}
+}
+
+// checkTick checks a tick, from the file or --tick.
+func checkTick(d time.Duration) error {
+	if d < 100*time.Millisecond || d > maxTick {
+		return fmt.Errorf("%v: want from 100ms to %v", d, maxTick)
+	}
+	return nil
+}
+
+// checkListen checks a listen address: host:port, the port a number
+// from 0 to 65535.
+func checkListen(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q: want host:port", addr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("%q: want host:port with a port from 0 to 65535", addr)
+	}
+	return nil
+}
+
+// serveChecks are what serve checks of a configuration beyond its file's
+// fields, each reported to at — check-config runs them too, so that a
+// file it accepts is one serve starts with: the token files (read into
+// c), the push tokens a non-loopback listener needs, the TLS files, and
+// (when the file is otherwise clean) the sources as serve builds them.
+// c has inherited its services' settings.
+func serveChecks(c *config, clean bool, at func(path, format string, a ...any)) {
+	read := map[string]bool{} // each file's error once
+	tokens := func(path, file string, dst *map[string]string) {
+		var err error
+		if *dst, err = readTokens(file); err != nil && !read[file] {
+			at(path, "%v", err)
+		}
+		read[file] = true
+	}
+	tokens("auth.operator_tokens_file", c.Auth.OperatorTokensFile, &c.OperatorTokens)
+	tokens("auth.eval_tokens_file", c.Auth.EvalTokensFile, &c.EvalTokens)
+	tokens("auth.push_tokens_file", c.Auth.PushTokensFile, &c.PushTokens)
+	for i, s := range c.Services {
+		p := fmt.Sprintf("services[%d].", i)
+		tokens(p+"auth.operator_tokens_file", s.Auth.OperatorTokensFile, &s.OperatorTokens)
+		tokens(p+"auth.eval_tokens_file", s.Auth.EvalTokensFile, &s.EvalTokens)
+		tokens(p+"auth.push_tokens_file", s.Auth.PushTokensFile, &s.PushTokens)
+	}
+	for _, s := range c.units() {
+		if s.Push != nil && len(s.PushTokens) == 0 && !loopback(c.Listen) {
+			at("listen", "the push source%s on %s, not a loopback address, needs push tokens (--push-tokens, auth.push_tokens_file): without them anyone who reaches the port could push signals and set every level", serviceNote(s), c.Listen)
+		}
+	}
+	for path, f := range map[string]string{"tls.cert": c.TLS.Cert, "tls.key": c.TLS.Key} {
+		if f != "" {
+			if _, err := os.Stat(f); err != nil {
+				at(path, "%v", err)
+			}
+		}
+	}
+	if !clean {
+		return // the sources' errors are the file's, said already
+	}
+	for i, s := range c.units() {
+		if _, _, err := buildSource(s); err != nil {
+			p := "sources"
+			if len(c.Services) > 0 {
+				p = fmt.Sprintf("services[%d].sources", i)
+			}
+			at(p, "%v", err)
+		}
+	}
 }
 
 // removedKeys are the search law's settings, removed with it, each with
@@ -992,28 +1137,12 @@ func runCheckConfig(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	c, err := parseConfig(args[0], b)
+	c, err := parseConfigWith(args[0], b, func(c *config, clean bool, at func(path, format string, a ...any)) {
+		c.inherit()
+		serveChecks(c, clean, at)
+	})
 	if err != nil {
 		return err
-	}
-	c.inherit()
-	for _, s := range c.units() {
-		if _, err := dimmer.New(s.Dimmer); err != nil {
-			return fmt.Errorf("%s: %s%w", args[0], serviceTag(s), err)
-		}
-		// What serve would refuse at start: token files, TLS files.
-		for _, f := range []string{s.Auth.OperatorTokensFile, s.Auth.EvalTokensFile, s.Auth.PushTokensFile} {
-			if _, err := readTokens(f); err != nil {
-				return fmt.Errorf("%s: %sauth: %w", args[0], serviceTag(s), err)
-			}
-		}
-	}
-	for _, f := range []string{c.TLS.Cert, c.TLS.Key} {
-		if f != "" {
-			if _, err := os.Stat(f); err != nil {
-				return fmt.Errorf("%s: tls: %w", args[0], err)
-			}
-		}
 	}
 	if len(c.Services) > 0 {
 		var l []string

@@ -189,7 +189,7 @@ func TestPrecedence(t *testing.T) {
 
 	f = serveFlags{tick: "5ms"}
 	_, _, err = f.settings(getenv, map[string]bool{"tick": true})
-	assert.ErrorContains(t, err, "at least 100ms")
+	assert.ErrorContains(t, err, "want a duration from 100ms")
 }
 
 // TestStateDirDefault: systemd's StateDirectory, else the XDG state
@@ -622,4 +622,50 @@ func TestLawBoundsAreTheDimmers(t *testing.T) {
 	assert.Error(t, ok(func(c *dimmer.Config) { c.High = defaultLow }), "the default low")
 	assert.NoError(t, ok(func(c *dimmer.Config) { c.Low = math.Nextafter(defaultHigh, 0) }), "the default high")
 	assert.Error(t, ok(func(c *dimmer.Config) { c.Low = defaultHigh }), "the default high")
+}
+
+// TestCheckConfigRunsServesChecks: check-config refuses what serve
+// refuses (a non-loopback push source without push tokens), and what
+// cannot work though it would start: a port out of range, an empty
+// PromQL query or a range PromQL cannot read, a scrape target without a
+// host, push windows that hold nothing, a tick of hours, more instances
+// than the memory bound means, a ratio target over 1.
+func TestCheckConfigRunsServesChecks(t *testing.T) {
+	dir := t.TempDir()
+	for src, want := range map[string]string{
+		"listen: \":8080\"\n":                               "line 1: listen: the push source on :8080, not a loopback address, needs push tokens",
+		"listen: \"127.0.0.1:99999\"\n":                     "line 1: listen: \"127.0.0.1:99999\": want host:port with a port from 0 to 65535",
+		"tick: 1000h\n":                                     "line 1: tick: 1000h0m0s: want from 100ms to 1m0s",
+		"targets:\n  - {signal: reject.ratio, target: 5}\n": "line 2: targets[0].target: \"5\": want a share from 0 to 1",
+		"sources:\n  scrape: {targets: [\"http://\"]}\n":    "line 2: sources.scrape.targets[0]: \"http://\": want an http(s) URL with a host",
+		"sources:\n  promql:\n    url: http://p:9090\n    queries: {latency.p99: \"\"}\n": "line 4: sources.promql.queries.latency.p99: an empty query",
+		"sources:\n  promql: {url: http://p:9090, range: banana}\n":                       "line 2: sources.promql.range: \"banana\": want a range",
+		"sources:\n  push:\n    window: 1ns\n":                                            "line 3: sources.push.window: 1ns: want from 2s to 10m0s",
+		"sources:\n  push:\n    expire: 1ns\n":                                            "line 3: sources.push.expire: 1ns: want from 3s to 10m0s",
+		"sources:\n  push:\n    max_instances: 99999999\n":                                "line 3: sources.push.max_instances: 99999999: want a number of instances up to 10000",
+	} {
+		p := filepath.Join(dir, "c.yaml")
+		require.NoError(t, os.WriteFile(p, []byte(src), 0o600))
+		var out, errOut strings.Builder
+		err := runCheckConfig([]string{p}, &out, &errOut)
+		require.Error(t, err, "%q: %s", src, out.String())
+		assert.Contains(t, err.Error(), want, src)
+	}
+	// serve says so too, without a line.
+	p := filepath.Join(dir, "c.yaml")
+	require.NoError(t, os.WriteFile(p, []byte("listen: \"127.0.0.1:99999\"\n"), 0o600))
+	f := serveFlags{config: p, stateDir: dir}
+	_, _, err := f.settings(func(string) string { return "" }, map[string]bool{"config": true, "state-dir": true})
+	assert.ErrorContains(t, err, "want host:port with a port from 0 to 65535")
+	f = serveFlags{listen: "127.0.0.1:99999", stateDir: dir}
+	_, _, err = f.settings(func(string) string { return "" }, map[string]bool{"listen": true, "state-dir": true})
+	assert.ErrorContains(t, err, "want host:port with a port from 0 to 65535", "--listen")
+	f = serveFlags{tick: "1000h", stateDir: dir}
+	_, _, err = f.settings(func(string) string { return "" }, map[string]bool{"tick": true, "state-dir": true})
+	assert.ErrorContains(t, err, "want a duration from 100ms to 1m0s", "--tick")
+	// In bounds: ok.
+	require.NoError(t, os.WriteFile(p, []byte("tick: 1m\ntargets:\n  - {signal: reject.ratio, target: 1}\nsources:\n  push: {window: 2s, expire: 3s, max_instances: 10000}\n"), 0o600))
+	var out strings.Builder
+	require.NoError(t, runCheckConfig([]string{p}, &out, &out))
+	assert.Contains(t, out.String(), "ok")
 }

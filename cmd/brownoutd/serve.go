@@ -137,8 +137,8 @@ func (f *serveFlags) settings(getenv func(string) string, set map[string]bool) (
 		return nil, file, err
 	}
 	if v := pick("listen", f.listen, "BROWNOUTD_LISTEN"); v != "" {
-		if _, _, err := net.SplitHostPort(v); err != nil {
-			return nil, file, fmt.Errorf("listen %q: want host:port", v)
+		if err := checkListen(v); err != nil {
+			return nil, file, fmt.Errorf("listen %w", err)
 		}
 		c.Listen = v
 	}
@@ -183,8 +183,11 @@ func (f *serveFlags) settings(getenv func(string) string, set map[string]bool) (
 	}
 	if v := pick("tick", f.tick, "BROWNOUTD_TICK"); v != "" {
 		d, err := time.ParseDuration(v)
-		if err != nil || d < 100*time.Millisecond {
-			return nil, file, fmt.Errorf("tick %q: want a duration of at least 100ms", v)
+		if err == nil {
+			err = checkTick(d)
+		}
+		if err != nil {
+			return nil, file, fmt.Errorf("tick %q: want a duration from 100ms to %v", v, maxTick)
 		}
 		c.Dimmer.Tick = d
 	}
@@ -224,23 +227,16 @@ func (f *serveFlags) settings(getenv func(string) string, set map[string]bool) (
 			return nil, file, err
 		}
 	}
-	if c.OperatorTokens, err = readTokens(c.Auth.OperatorTokensFile); err != nil {
-		return nil, file, err
-	}
-	if c.EvalTokens, err = readTokens(c.Auth.EvalTokensFile); err != nil {
-		return nil, file, err
-	}
-	if c.PushTokens, err = readTokens(c.Auth.PushTokensFile); err != nil {
-		return nil, file, err
-	}
 	c.inherit()
-	if err := c.readServiceTokens(); err != nil {
-		return nil, file, err
-	}
-	for _, s := range c.units() {
-		if s.Push != nil && len(s.PushTokens) == 0 && !loopback(c.Listen) {
-			return nil, file, fmt.Errorf("the push source%s on %s, not a loopback address, needs push tokens (--push-tokens, auth.push_tokens_file): without them anyone who reaches the port could push signals and set every level", serviceNote(s), c.Listen)
+	ce := &configError{file: "brownoutd"}
+	serveChecks(c, true, func(path, format string, a ...any) {
+		ce.errs = append(ce.errs, path+": "+fmt.Sprintf(format, a...))
+	})
+	if len(ce.errs) > 0 {
+		if file != "" {
+			ce.file = file
 		}
+		return nil, file, ce
 	}
 	return c, file, nil
 }

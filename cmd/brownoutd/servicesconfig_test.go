@@ -76,7 +76,7 @@ services:
 		`line 9: services[2].name: "b": declared twice`,
 		"line 10: services[2].sources.push.max_instances: -1",
 		"line 11: services[3].name: a service's name is empty",
-		"line 13: services[4].tick: 10ms: at least 100ms",
+		"line 13: services[4].tick: 10ms: want from 100ms to 1m0s",
 		"line 14: services[4].sources: choose one of push, scrape and promql",
 	} {
 		assert.Contains(t, err.Error(), want)
@@ -184,7 +184,7 @@ services:
 
 	write("b.yaml", "services:\n  - name: a\n    auth: {eval_tokens_file: /nonexistent}\n")
 	_, _, err = (&serveFlags{}).settings(func(k string) string { return env[k] }, map[string]bool{})
-	assert.ErrorContains(t, err, "service a: open /nonexistent")
+	assert.ErrorContains(t, err, "services[0].auth.eval_tokens_file: open /nonexistent")
 }
 
 // TestSchemaTakesServices: the schema accepts the services example and
