@@ -60,7 +60,9 @@ func TestSchemaAgreesWithTheParser(t *testing.T) {
 	for _, src := range []string{"tick: .5s\n", "tick: +1s\n", "tick: 0\n", "state_dir: ~\n", "features: ~\nlaw: ~\n",
 		"features:\n  - {name: a, default: yes}\n", "cors_origins: [http://127.0.0.1:8081, HTTPS://Shop.Example:443]\n", "cors_origins: ~\n",
 		"max_conns: 12000\nmax_streams: 10000\n", "max_conns: ~\nmax_streams: ~\n",
-		"law: {kind: model}\n", "law: {probe: 0.02}\n", "law: {kind: model, probe: 0.02}\n", "law: {kind: model, probe: -1}\n"} {
+		"law: {kind: model}\n", "law: {probe: 0.02}\n", "law: {kind: model, probe: 0.02}\n", "law: {kind: model, probe: -1}\n",
+		"features:\n  - {name: a, rank: 2}\n", "law: {high: 1.5, low: 1}\n", "law: {max_shed: -1, quantum: 0.5, stale_after: 0}\n",
+		"sources:\n  push: {max_instances: 10000}\n"} {
 		if _, perr := parseConfig("ok.yaml", []byte(src)); perr == nil {
 			assert.NoError(t, validate(s, []byte(src)), "the parser takes %q", src)
 		}
@@ -94,6 +96,14 @@ func TestSchemaAgreesWithTheParser(t *testing.T) {
 		"max_conns below 64":       "max_conns: 10\n",
 		"max_conns not a number":   "max_conns: many\n",
 		"max_streams of 0":         "max_streams: 0\n",
+		"rank not whole":           "features:\n  - {name: a, rank: 1.5}\n",
+		"law high over 1.5":        "law: {high: 50}\n",
+		"law low negative":         "law: {low: -0.5}\n",
+		"law max_shed over 2":      "law: {max_shed: 7}\n",
+		"law quantum over 0.5":     "law: {quantum: 0.6}\n",
+		"law stale_after negative": "law: {stale_after: -3}\n",
+		"max_instances too many":   "sources:\n  push: {max_instances: 99999999}\n",
+		"max_instances negative":   "sources:\n  push: {max_instances: -1}\n",
 	} {
 		_, perr := parseConfig("bad.yaml", []byte(src))
 		assert.Error(t, perr, "%s: the parser", name)
