@@ -182,7 +182,37 @@ type API struct {
 		frozen       bool
 		freezeReason string
 		shadow       bool
+		// pinners are who set each feature's pin: the pin of that
+		// until (a pin set another way — a replica's, one restored
+		// without a who — names no one).
+		pinners map[string]pinner
 	}
+}
+
+// pinner is who set a pin, and the pin's until, which tells it.
+type pinner struct {
+	who   string
+	until time.Time
+}
+
+// setPinner records who set feature's pin, which lasts until until.
+func (a *API) setPinner(feature, who string, until time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.mu.pinners == nil {
+		a.mu.pinners = map[string]pinner{}
+	}
+	a.mu.pinners[feature] = pinner{who, until}
+}
+
+// pinnedBy is who set feature's pin p: "" if it is not known.
+func (a *API) pinnedBy(feature string, p *dimmer.Pin) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if w, ok := a.mu.pinners[feature]; ok && w.until.Equal(p.Until) {
+		return w.who
+	}
+	return ""
 }
 
 // New returns the API of cfg.Controller and restores the operators'

@@ -270,7 +270,7 @@ func ReadStateFile(path string) (OperatorState, error) {
 	}
 	out := OperatorState{Frozen: f.Frozen, FreezeReason: f.FreezeReason, Shadow: f.Shadow}
 	for _, o := range f.Overrides {
-		out.Overrides = append(out.Overrides, OperatorOverride(o))
+		out.Overrides = append(out.Overrides, OperatorOverride{Feature: o.Feature, Level: o.Level, Until: o.Until, Reason: o.Reason})
 	}
 	return out, nil
 }

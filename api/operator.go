@@ -188,6 +188,9 @@ type OverrideJSON struct {
 	Level  float64   `json:"level"`
 	Until  time.Time `json:"until"`
 	Reason string    `json:"reason"`
+	// Who is the operator who set it (their token's name); absent when
+	// it is not known (a replica's pin, set through the store).
+	Who string `json:"who,omitempty"`
 }
 
 // ReadingJSON is one pressure signal in StateJSON.
@@ -248,7 +251,7 @@ func (a *API) State() StateJSON {
 		def, ok := defaults[f.Name]
 		fj := FeatureJSON{Name: f.Name, Level: round(f.Level), Computed: round(f.Computed), Floor: f.Floor, Mode: f.Mode.String(), Default: def || !ok}
 		if f.Pin != nil {
-			fj.Override = &OverrideJSON{Level: f.Pin.Level, Until: f.Pin.Until, Reason: f.Pin.Reason}
+			fj.Override = &OverrideJSON{Level: f.Pin.Level, Until: f.Pin.Until, Reason: f.Pin.Reason, Who: a.pinnedBy(f.Name, f.Pin)}
 		}
 		if f.Cap != nil {
 			fj.Cap = &CapJSON{Max: f.Cap.Max, Until: f.Cap.Until(), Reason: f.Cap.Reason}
@@ -377,6 +380,7 @@ func (a *API) putOverride(w http.ResponseWriter, r *http.Request, who string) {
 		now = at
 		st, err := a.ctl.PinAt(at, name, lvl, ttl, reason)
 		if err == nil {
+			a.setPinner(name, who, at.Add(ttl))
 			a.audit(at, who, "override", name, fmt.Sprintf("level %.2f for %v", lvl, ttl), reason)
 		}
 		return st, err

@@ -28,6 +28,8 @@ type opOverride struct {
 	Level   float64   `json:"level"`
 	Until   time.Time `json:"until"`
 	Reason  string    `json:"reason"`
+	// Who set it; absent in files of earlier releases.
+	Who string `json:"who,omitempty"`
 }
 
 // opStore is the state file. Its writers hold the API's writeMu.
@@ -140,7 +142,7 @@ func (a *API) snapshot() opFile {
 	a.mu.Unlock()
 	for _, ft := range a.ctl.Status().Features {
 		if ft.Pin != nil {
-			f.Overrides = append(f.Overrides, opOverride{Feature: ft.Name, Level: ft.Pin.Level, Until: ft.Pin.Until, Reason: ft.Pin.Reason})
+			f.Overrides = append(f.Overrides, opOverride{Feature: ft.Name, Level: ft.Pin.Level, Until: ft.Pin.Until, Reason: ft.Pin.Reason, Who: a.pinnedBy(ft.Name, ft.Pin)})
 		}
 	}
 	return f
@@ -177,6 +179,8 @@ func (a *API) restore() error {
 		}
 		if _, err := a.ctl.PinAt(now, o.Feature, o.Level, left, o.Reason); err != nil {
 			a.log.Warn("brownout: a saved override was dropped", "feature", o.Feature, "err", err)
+		} else if o.Who != "" {
+			a.setPinner(o.Feature, o.Who, now.Add(left))
 		}
 	}
 	if f.Frozen {

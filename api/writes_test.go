@@ -209,3 +209,47 @@ func TestStateDirMustBePrivate(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o700), fi.Mode().Perm())
 }
+
+// TestStateSaysWhoPinned: /v1/state's override says who set it (their
+// token's name), beside why and until when; the state file keeps it
+// across a restart, and a file of an earlier release, without it, still
+// loads (the pin then names no one).
+func TestStateSaysWhoPinned(t *testing.T) {
+	dir := t.TempDir()
+	tok := "operator-token-0123456789"
+	f := newFixture(t, Config{OperatorTokens: map[string]string{"alice": tok}, StateDir: dir})
+	resp, m := f.do(t, "PUT", "/v1/features/reviews/override", `{"level":0.3,"reason":"db failover"}`, "Authorization", "Bearer "+tok)
+	require.Equal(t, 200, resp.StatusCode, m)
+	override := func(a *API) *OverrideJSON {
+		for _, ft := range a.State().Features {
+			if ft.Name == "reviews" {
+				return ft.Override
+			}
+		}
+		return nil
+	}
+	o := override(f.api)
+	require.NotNil(t, o)
+	assert.Equal(t, "alice", o.Who)
+	assert.Equal(t, "db failover", o.Reason)
+	_, m = f.do(t, "GET", "/v1/state", "")
+	assert.Contains(t, fmt.Sprint(m["features"]), "who:alice", "on the wire")
+
+	b, err := os.ReadFile(filepath.Join(dir, "operator.json"))
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `"who": "alice"`)
+	f.api.Close()
+	g := newFixture(t, Config{Controller: newController(t), StateDir: dir})
+	require.NotNil(t, override(g.api))
+	assert.Equal(t, "alice", override(g.api).Who, "restored")
+	g.api.Close()
+
+	old := strings.Replace(string(b), `"who": "alice"`, `"x": 0`, 1) // an earlier release's file: no who
+	old = strings.Replace(old, `,
+      "x": 0`, "", 1)
+	require.NotContains(t, old, "who")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "operator.json"), []byte(old), 0o600))
+	h := newFixture(t, Config{Controller: newController(t), StateDir: dir})
+	require.NotNil(t, override(h.api), "an earlier release's file loads")
+	assert.Empty(t, override(h.api).Who)
+}
