@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -146,7 +147,7 @@ type API struct {
 	boot  int64 // boot epoch, in ETags and event ids
 	now   func() time.Time
 	log   *slog.Logger
-	mux   *http.ServeMux
+	mux   http.Handler
 	store *opStore
 
 	hist    *history
@@ -406,7 +407,50 @@ func (a *API) routes() {
 	if a.cfg.Push != nil {
 		m.Handle("/v1/signals", a.pushAuth(a.cfg.Push))
 	}
-	a.mux = m
+	a.mux = unmatched(m)
+}
+
+// probeMethods are the methods unmatched tries a request's path with, to
+// tell a path no route has (404) from a method its routes do not take
+// (405, with Allow).
+var probeMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodOptions}
+
+// unmatched serves m, and answers what none of its routes takes as the
+// API answers its other errors — problem+json, OFREP's error shape on
+// /ofrep/ — not net/http's text/plain: 404 for a path no route has, 405
+// with Allow for a method the path's routes do not take.
+func unmatched(m *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, pattern := m.Handler(r); pattern != "" {
+			m.ServeHTTP(w, r)
+			return
+		}
+		var allow []string
+		for _, method := range probeMethods {
+			probe := &http.Request{Method: method, URL: r.URL, Host: r.Host, Header: http.Header{}}
+			if _, p := m.Handler(probe); p != "" && method != r.Method {
+				allow = append(allow, method)
+			}
+		}
+		path := r.URL.Path
+		if len(path) > 200 {
+			path = path[:200] + "…"
+		}
+		status, typ, detail := http.StatusNotFound, "not-found", fmt.Sprintf("no route %q here", path)
+		if len(allow) > 0 {
+			status, typ = http.StatusMethodNotAllowed, "method-not-allowed"
+			detail = fmt.Sprintf("%s %q: this route takes %s", r.Method, path, strings.Join(allow, ", "))
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+		} else if r.URL.Path == "/ofrep/v1/evaluate/flags/" {
+			detail = "no flag key: POST /ofrep/v1/evaluate/flags/{key} evaluates one flag, POST /ofrep/v1/evaluate/flags all of them"
+		}
+		if strings.HasPrefix(r.URL.Path, "/ofrep/") {
+			w.Header().Set("Cache-Control", "no-store")
+			writeJSON(w, status, ofrepFailure{ErrorCode: "GENERAL", ErrorDetails: detail})
+			return
+		}
+		problem(w, status, typ, detail)
+	})
 }
 
 // readRefusal says why r, a read, cannot be answered (its problem type

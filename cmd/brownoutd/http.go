@@ -22,7 +22,7 @@ type echoServer struct {
 }
 
 func newEcho(a *api.API, reg *prometheus.Registry) *echoServer {
-	return newEchoOf(oneService(a.Handler()), a.Local, reg, "/ofrep/*", "/v1/*")
+	return newEchoOf(oneService(a.Handler()), a.Local, reg, "/ofrep/*", "/v1/*", "/services/*")
 }
 
 // newEchoOf is the daemon's echo server: h at the given routes; the dial

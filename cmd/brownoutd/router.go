@@ -265,6 +265,12 @@ func oneService(h http.Handler) http.Handler {
 				": this daemon serves one service, at its root, and names none (no services: in its configuration): drop the service option, or point at the daemon that serves it")
 			return
 		}
+		if rest, ok := strings.CutPrefix(r.URL.Path, "/services/"); ok {
+			name, _, _ := strings.Cut(rest, "/")
+			rt.refuse(w, r, http.StatusNotFound, "unknown-service", "service "+quote(name)+
+				" (/services/…): this daemon serves one service, at its root, and names none (no services: in its configuration): drop the /services/{name} prefix, or point at the daemon that serves it")
+			return
+		}
 		h.ServeHTTP(w, r)
 	})
 }

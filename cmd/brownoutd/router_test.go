@@ -13,7 +13,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/brownout/brownout/api"
+	"github.com/brownout/brownout/dimmer"
 	"github.com/brownout/brownout/internal/service"
+	"github.com/brownout/brownout/signals"
 )
 
 const routerConfig = `listen: 127.0.0.1:8080
@@ -191,5 +196,49 @@ func TestRouteRefusesAmbiguousRequests(t *testing.T) {
 		w := req(tc.method, tc.path)
 		require.Contains(t, []int{301, 307, 308}, w.Code, "%s %s: %s", tc.method, tc.path, w.Body.String())
 		assert.Equal(t, tc.to, w.Header().Get("Location"), "%s %s", tc.method, tc.path)
+	}
+}
+
+// TestUnroutedAnswersAreProblems: what no route takes — an unknown path,
+// a method a route does not take, a service's prefix on a daemon of one
+// service — is answered as the API's other errors are: problem+json, or
+// OFREP's error shape under /ofrep/; a 405 says the methods it takes.
+func TestUnroutedAnswersAreProblems(t *testing.T) {
+	ctl, err := dimmer.New(dimmer.Config{Targets: []dimmer.Target{{Signal: signals.LatencyP99, Target: 0.3}}, Features: []dimmer.Feature{{Name: "recs"}}})
+	require.NoError(t, err)
+	a, err := api.New(api.Config{Controller: ctl, Loopback: true})
+	require.NoError(t, err)
+	t.Cleanup(a.Close)
+	e := newEcho(a, prometheus.NewRegistry())
+	for _, tc := range []struct {
+		method, path string
+		status       int
+		allow        string
+		ofrep        bool
+		says         string
+	}{
+		{"POST", "/v1/state", 405, "GET, HEAD", false, "method-not-allowed"},
+		{"OPTIONS", "/v1/state", 405, "GET, HEAD", false, "method-not-allowed"},
+		{"GET", "/v1/nope", 404, "", false, "not-found"},
+		{"GET", "/ofrep/v1/evaluate/flags/recs", 405, "POST, OPTIONS", true, "this route takes POST"},
+		{"POST", "/ofrep/v1/evaluate/flags/", 404, "", true, "no flag key"},
+		{"GET", "/ofrep/v1/nope", 404, "", true, "no route"},
+		{"GET", "/services/shop/v1/state", 404, "", false, "this daemon serves one service"},
+		{"POST", "/services/shop/ofrep/v1/evaluate/flags/recs", 404, "", true, "this daemon serves one service"},
+	} {
+		req := httptest.NewRequest(tc.method, "http://127.0.0.1:8080"+tc.path, strings.NewReader("{}"))
+		req.Header.Set("Content-Type", "application/json")
+		w := httptest.NewRecorder()
+		e.ServeHTTP(w, req)
+		what := tc.method + " " + tc.path
+		assert.Equal(t, tc.status, w.Code, "%s: %s", what, w.Body.String())
+		assert.Equal(t, tc.allow, w.Header().Get("Allow"), what)
+		if tc.ofrep {
+			assert.Equal(t, "application/json", w.Header().Get("Content-Type"), what)
+			assert.Contains(t, w.Body.String(), `"errorCode":"GENERAL"`, what)
+		} else {
+			assert.Equal(t, "application/problem+json", w.Header().Get("Content-Type"), what)
+		}
+		assert.Contains(t, w.Body.String(), tc.says, what)
 	}
 }
