@@ -1,6 +1,7 @@
 package api
 
 import (
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -40,7 +41,7 @@ func FuzzOFREPBody(f *testing.F) {
 
 // FuzzOverrideBody: a rejected override changes nothing.
 func FuzzOverrideBody(f *testing.F) {
-	for _, s := range []string{`{"level":0.5,"ttl":"10m","reason":"x"}`, `{"level":2}`, `{"level":-0}`, `{"ttl":"1ns","level":0}`, `null`} {
+	for _, s := range []string{`{"level":0.5,"ttl":"10m","reason":"x"}`, `{"level":2}`, `{"level":-0}`, `{"ttl":"1ns","level":0}`, `null`, `{"level":0.57}`, `{"level":0.5,"ttl":"59s"}`, `{"level":-0.0,"ttl":"1m"}`} {
 		f.Add(s)
 	}
 	ctl := newController(f)
@@ -58,6 +59,20 @@ func FuzzOverrideBody(f *testing.F) {
 		h.ServeHTTP(rec, req)
 		switch rec.Code {
 		case 200:
+			// What is pinned lasts MinTTL at least, and its level reads
+			// as written to the quantum: no −0, no 0.5700000000000001.
+			o := a.State().Features
+			for _, ft := range o {
+				if ft.Name != "reviews" {
+					continue
+				}
+				if ft.Override == nil || ft.Override.Until.Sub(ctl.State().Time) < MinTTL && !ctl.State().Time.IsZero() {
+					t.Fatalf("%q: pinned %+v", body, ft.Override)
+				}
+				if l := ft.Override.Level; math.Signbit(l) || l != math.Round(l*100)/100 {
+					t.Fatalf("%q: pinned at %v", body, l)
+				}
+			}
 			ctl.Unpin("reviews")
 		case 400, 413, 415:
 			if ctl.State().Generation != gen {

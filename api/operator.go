@@ -251,7 +251,7 @@ func (a *API) State() StateJSON {
 		def, ok := defaults[f.Name]
 		fj := FeatureJSON{Name: f.Name, Level: round(f.Level), Computed: round(f.Computed), Floor: f.Floor, Mode: f.Mode.String(), Default: def || !ok}
 		if f.Pin != nil {
-			fj.Override = &OverrideJSON{Level: f.Pin.Level, Until: f.Pin.Until, Reason: f.Pin.Reason, Who: a.pinnedBy(f.Name, f.Pin)}
+			fj.Override = &OverrideJSON{Level: round(f.Pin.Level), Until: f.Pin.Until, Reason: f.Pin.Reason, Who: a.pinnedBy(f.Name, f.Pin)}
 		}
 		if f.Cap != nil {
 			fj.Cap = &CapJSON{Max: f.Cap.Max, Until: f.Cap.Until(), Reason: f.Cap.Reason}
@@ -301,6 +301,13 @@ type overrideRequest struct {
 // MaxTTL bounds an override's time to live.
 const MaxTTL = 7 * 24 * time.Hour
 
+// MinTTL bounds an override's time to live below: a pin is an operator's
+// act for an incident, and one shorter than a minute ends before anyone
+// could see it in /v1/state or on the dial — while it replaces (and so
+// ends) the pin that stood before. A "1ns" or "1s" is a typo for 1m or
+// 1h, refused rather than taken.
+const MinTTL = time.Minute
+
 // body decodes a write's JSON body (strict: an unknown field is a typo)
 // and checks its "v"; false when it answered the client.
 func body(w http.ResponseWriter, r *http.Request, v any, version func() *int, optional bool) bool {
@@ -340,6 +347,9 @@ func (a *API) putOverride(w http.ResponseWriter, r *http.Request, who string) {
 		return
 	}
 	lvl := *req.Level
+	if lvl == 0 {
+		lvl = 0 // not −0: "level -0.00", "pinned at -0%"
+	}
 	if math.IsNaN(lvl) || lvl < 0 || lvl > 1 {
 		problem(w, http.StatusBadRequest, "bad-override", fmt.Sprintf("level %v: want 0 to 1", lvl))
 		return
@@ -351,8 +361,8 @@ func (a *API) putOverride(w http.ResponseWriter, r *http.Request, who string) {
 			problem(w, http.StatusBadRequest, "bad-override", fmt.Sprintf("ttl %q: want a duration such as 10m or 2h", req.TTL))
 			return
 		}
-		if d <= 0 || d > MaxTTL {
-			problem(w, http.StatusBadRequest, "bad-override", fmt.Sprintf("ttl %v: want more than 0 and at most %v", d, MaxTTL))
+		if d < MinTTL || d > MaxTTL {
+			problem(w, http.StatusBadRequest, "bad-override", fmt.Sprintf("ttl %v: want from %v to %v", d, MinTTL, MaxTTL))
 			return
 		}
 		ttl = d
@@ -388,6 +398,9 @@ func (a *API) putOverride(w http.ResponseWriter, r *http.Request, who string) {
 	if err != nil {
 		pinStatus(w, err)
 		return
+	}
+	if f, ok := st.Feature(name); ok && f.Pin != nil {
+		lvl = round(f.Pin.Level) // as pinned: on the controller's quantum
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"v": Version, "saved": saved, "generation": st.Generation, "feature": name, "level": lvl, "until": now.Add(ttl), "reason": reason})
 }

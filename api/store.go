@@ -142,7 +142,7 @@ func (a *API) snapshot() opFile {
 	a.mu.Unlock()
 	for _, ft := range a.ctl.Status().Features {
 		if ft.Pin != nil {
-			f.Overrides = append(f.Overrides, opOverride{Feature: ft.Name, Level: ft.Pin.Level, Until: ft.Pin.Until, Reason: ft.Pin.Reason, Who: a.pinnedBy(ft.Name, ft.Pin)})
+			f.Overrides = append(f.Overrides, opOverride{Feature: ft.Name, Level: round(ft.Pin.Level), Until: ft.Pin.Until, Reason: ft.Pin.Reason, Who: a.pinnedBy(ft.Name, ft.Pin)})
 		}
 	}
 	return f

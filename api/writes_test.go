@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -252,4 +253,52 @@ func TestStateSaysWhoPinned(t *testing.T) {
 	h := newFixture(t, Config{Controller: newController(t), StateDir: dir})
 	require.NotNil(t, override(h.api), "an earlier release's file loads")
 	assert.Empty(t, override(h.api).Who)
+}
+
+// TestOverrideValuesAreClean: an override's TTL under MinTTL is refused
+// and leaves the standing pin in place (a "1ns" replaced an hour's pin,
+// which then ended at once); a level of −0 is 0 in the audit and the
+// reason; a level of 0.57 reads 0.57 in the answer, the state and the
+// state file, not 0.5700000000000001.
+func TestOverrideValuesAreClean(t *testing.T) {
+	dir := t.TempDir()
+	f := newFixture(t, Config{Loopback: true, StateDir: dir})
+	put := func(body string) (*http.Response, map[string]any) {
+		return f.do(t, "PUT", "/v1/features/reviews/override", body, "Host", "127.0.0.1")
+	}
+	pinned := func() *OverrideJSON {
+		for _, ft := range f.api.State().Features {
+			if ft.Name == "reviews" {
+				return ft.Override
+			}
+		}
+		return nil
+	}
+	resp, m := put(`{"level":0.4,"ttl":"1h","reason":"standing"}`)
+	require.Equal(t, 200, resp.StatusCode, m)
+	for _, ttl := range []string{"1ns", "1s", "59s"} {
+		resp, m = put(`{"level":0.5,"ttl":"` + ttl + `"}`)
+		assert.Equal(t, 400, resp.StatusCode, "%s: %v", ttl, m)
+		assert.Contains(t, fmt.Sprint(m["detail"]), "want from 1m0s to 168h0m0s", ttl)
+		require.NotNil(t, pinned(), ttl)
+		assert.Equal(t, "standing", pinned().Reason, "%s: the standing pin stays", ttl)
+	}
+	resp, m = put(`{"level":0.5,"ttl":"1m"}`)
+	assert.Equal(t, 200, resp.StatusCode, "MinTTL itself: %v", m)
+
+	resp, m = put(`{"level":-0}`)
+	require.Equal(t, 200, resp.StatusCode, m)
+	assert.False(t, math.Signbit(m["level"].(float64)), "the answer's level")
+	assert.NotContains(t, f.ctl.State().Reason, "-0", "the reason")
+	evs := f.api.events.since(0)
+	assert.Contains(t, evs[len(evs)-1].What, "level 0.00", "the audit")
+	assert.False(t, math.Signbit(pinned().Level), "the state's")
+
+	resp, m = put(`{"level":0.57,"reason":"x"}`)
+	require.Equal(t, 200, resp.StatusCode, m)
+	assert.Equal(t, 0.57, m["level"], "the answer's")
+	assert.Equal(t, 0.57, pinned().Level, "the state's")
+	b, err := os.ReadFile(filepath.Join(dir, "operator.json"))
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `"level": 0.57,`, "the state file's")
 }
