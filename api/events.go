@@ -92,7 +92,10 @@ func Changes(prev, st *dimmer.State) []Event {
 		switch {
 		case st.Mode == dimmer.Stale:
 			kind = "stale"
-		case prev.Mode == dimmer.Stale:
+		case prev.Mode == dimmer.Stale && st.Mode == dimmer.Auto:
+			// The law runs again: the signals are fresh. Stale to
+			// frozen or shadow is an operator's mode taking over, the
+			// signals as stale as they were.
 			kind = "fresh"
 		}
 		out = append(out, Event{Time: st.Time, Kind: kind, What: fmt.Sprintf("mode %s → %s", prev.Mode, st.Mode), Reason: st.Reason})

@@ -3,6 +3,7 @@ package api
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"strconv"
@@ -311,8 +312,16 @@ const MinTTL = time.Minute
 // body decodes a write's JSON body (strict: an unknown field is a typo)
 // and checks its "v"; false when it answered the client.
 func body(w http.ResponseWriter, r *http.Request, v any, version func() *int, optional bool) bool {
+	sniff := &firstByte{ReadCloser: r.Body}
+	r.Body = sniff
 	if status, err := decodeBody(w, r, v, true, optional); err != nil {
 		problem(w, status, "bad-body", err.Error())
+		return false
+	}
+	if sniff.first != 0 && sniff.first != '{' {
+		// null decodes into a struct as {} would: refused, as any body
+		// but an object is.
+		problem(w, http.StatusBadRequest, "bad-body", "want a JSON object ({} at least)")
 		return false
 	}
 	if p := version(); p != nil && *p != Version {
@@ -320,6 +329,26 @@ func body(w http.ResponseWriter, r *http.Request, v any, version func() *int, op
 		return false
 	}
 	return true
+}
+
+// firstByte is a request body that notes its first byte that is not
+// JSON's white space.
+type firstByte struct {
+	io.ReadCloser
+	first byte
+}
+
+func (f *firstByte) Read(p []byte) (int, error) {
+	n, err := f.ReadCloser.Read(p)
+	for _, c := range p[:n] {
+		if f.first != 0 {
+			break
+		}
+		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+			f.first = c
+		}
+	}
+	return n, err
 }
 
 // pinStatus answers a refused pin or unpin with the status of its cause.
@@ -451,12 +480,17 @@ func reasonTooLong(w http.ResponseWriter, reason string) bool {
 // change applies an operator's change and saves the operators' state, all
 // under one lock: the controller and this API's own flags move together,
 // and the file written is the state after this change, never an older
-// one landing last. The change runs with the time of the write.
+// one landing last. The change runs with the time of the write; one that
+// finds nothing to change returns no state, and nothing is written (the
+// state is the controller's as it stands, saved as it was).
 func (a *API) change(do func(now time.Time) (*dimmer.State, error)) (st *dimmer.State, saved bool, err error) {
 	a.writeMu.Lock()
 	defer a.writeMu.Unlock()
 	if st, err = do(a.now()); err != nil {
 		return nil, false, err
+	}
+	if st == nil {
+		return a.ctl.State(), true, nil
 	}
 	return st, a.saveLocked(), nil
 }
@@ -495,7 +529,14 @@ func (a *API) postUnfreeze(w http.ResponseWriter, r *http.Request, who string) {
 			func(ChangeResult) map[string]any { return map[string]any{"frozen": false} })
 		return
 	}
+	var was bool
 	st, saved, _ := a.change(func(now time.Time) (*dimmer.State, error) {
+		a.mu.Lock()
+		was = a.mu.frozen
+		a.mu.Unlock()
+		if !was {
+			return nil, nil // nothing to change: no event, no new generation
+		}
 		st := a.ctl.UnfreezeAt(now)
 		a.mu.Lock()
 		a.mu.frozen, a.mu.freezeReason = false, ""
@@ -503,7 +544,11 @@ func (a *API) postUnfreeze(w http.ResponseWriter, r *http.Request, who string) {
 		a.audit(now, who, "unfreeze", "", "levels follow the law again", req.Reason)
 		return st, nil
 	})
-	writeJSON(w, http.StatusOK, map[string]any{"v": Version, "saved": saved, "generation": st.Generation, "frozen": false})
+	out := map[string]any{"v": Version, "saved": saved, "generation": st.Generation, "frozen": false}
+	if !was {
+		out["detail"] = "not frozen: nothing changed"
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 type shadowRequest struct {

@@ -169,6 +169,7 @@ func (a *API) restore() error {
 			return fmt.Errorf("api: state file %s is corrupt (%s) and cannot be moved aside: %w", a.store.path, why, mvErr)
 		}
 		a.log.Error("brownout: the operators' state file is corrupt; moved aside, starting without it", "path", a.store.path, "aside", aside, "err", why)
+		a.events.add(Event{Time: a.now(), Kind: "state-file", What: "the operators' state file was corrupt: moved aside to " + aside + "; started without its overrides, freeze and shadow", Reason: why})
 		return nil
 	}
 	now := a.now()

@@ -302,3 +302,73 @@ func TestOverrideValuesAreClean(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(b), `"level": 0.57,`, "the state file's")
 }
+
+// TestNoOpAndAuditWrites: freezing while the signals are stale is a mode
+// change, not "fresh" signals; an unfreeze when not frozen changes
+// nothing — no event, no new generation (every OFREP ETag would change),
+// no write of the state file — and says so; a body of null is refused
+// where a JSON object is asked for; a corrupt state file moved aside is
+// reported in /v1/events.
+func TestNoOpAndAuditWrites(t *testing.T) {
+	ctl := newController(t)
+	now := t0
+	var st *dimmer.State
+	for range 5 {
+		now = now.Add(time.Second)
+		st = ctl.Step(now, signals.Snapshot{Time: now}) // nothing measured
+	}
+	require.Equal(t, dimmer.Stale, st.Mode)
+	frozen := ctl.FreezeAt(now, "hold")
+	evs := Changes(st, frozen)
+	require.Len(t, evs, 1)
+	assert.NotEqual(t, "fresh", evs[0].Kind, "stale → frozen: the signals are as stale as they were")
+	assert.Equal(t, "mode", evs[0].Kind)
+	var s signals.Snapshot
+	s.Time = now.Add(time.Second)
+	s.Set(signals.LatencyP99, 0.1)
+	ctl.UnfreezeAt(s.Time)
+	fresh := ctl.Step(s.Time, s)
+	require.Equal(t, dimmer.Auto, fresh.Mode)
+	assert.Equal(t, "fresh", Changes(st, fresh)[0].Kind, "stale → auto: fresh signals")
+
+	dir := t.TempDir()
+	f := newFixture(t, Config{Loopback: true, StateDir: dir})
+	gen := f.ctl.State().Generation
+	seq := len(f.api.events.since(0))
+	info, err := os.Stat(filepath.Join(dir, "operator.json"))
+	missing := err != nil
+	resp, m := f.do(t, "POST", "/v1/unfreeze", `{}`, "Host", "127.0.0.1")
+	require.Equal(t, 200, resp.StatusCode, m)
+	assert.Equal(t, "not frozen: nothing changed", m["detail"])
+	assert.Equal(t, gen, f.ctl.State().Generation, "no new generation")
+	assert.Len(t, f.api.events.since(0), seq, "no event")
+	if after, err := os.Stat(filepath.Join(dir, "operator.json")); missing {
+		assert.Error(t, err, "no state file written")
+	} else {
+		assert.Equal(t, info.ModTime(), after.ModTime(), "the state file untouched")
+	}
+	for _, path := range []string{"/v1/freeze", "/v1/unfreeze"} {
+		for _, b := range []string{`null`, ` null `, `[]`, `"x"`, `1`} {
+			resp, m = f.do(t, "POST", path, b, "Host", "127.0.0.1")
+			assert.Equal(t, 400, resp.StatusCode, "%s %s: %v", path, b, m)
+		}
+	}
+	assert.False(t, f.api.Frozen())
+	resp, m = f.do(t, "POST", "/v1/freeze", ` {"reason":"x"}`, "Host", "127.0.0.1")
+	assert.Equal(t, 200, resp.StatusCode, m)
+	resp, m = f.do(t, "POST", "/v1/unfreeze", `{}`, "Host", "127.0.0.1")
+	assert.Equal(t, 200, resp.StatusCode, m)
+	assert.Nil(t, m["detail"], "it was frozen")
+	f.api.Close()
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "operator.json"), []byte("{not json"), 0o600))
+	g := newFixture(t, Config{Controller: newController(t), StateDir: dir})
+	var found bool
+	for _, e := range g.api.events.since(0) {
+		if e.Kind == "state-file" {
+			found = true
+			assert.Contains(t, e.What, "moved aside")
+		}
+	}
+	assert.True(t, found, "the corrupt file is reported in the events")
+}
