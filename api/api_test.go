@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -608,4 +609,22 @@ func TestStateShowsTheModel(t *testing.T) {
 		ctl.Step(now, s)
 	}
 	assert.Nil(t, a.State().Model.Unconfigured)
+}
+
+// TestStreamETagIsTheConfigurations: the etag OFREP's event stream
+// announces (BulkETag) is the flag configuration's, which the bulk
+// answer's metadata names as flagConfigEtag, and with which its HTTP ETag
+// (the context's too) begins: a client can tell which announcement an
+// answer it holds is for.
+func TestStreamETagIsTheConfigurations(t *testing.T) {
+	f := newFixture(t, Config{})
+	dim(t, f.ctl)
+	resp, m := f.do(t, "POST", "/ofrep/v1/evaluate/flags", `{"context":{"targetingKey":"u1"}}`)
+	require.Equal(t, 200, resp.StatusCode)
+	gen := f.ctl.State().Seq()
+	announced := f.api.BulkETag(gen)
+	assert.Equal(t, announced, m["metadata"].(map[string]any)["flagConfigEtag"])
+	assert.True(t, strings.HasPrefix(resp.Header.Get("ETag"), strings.TrimSuffix(announced, `"`)+"-"), "%s begins with %s", resp.Header.Get("ETag"), announced)
+	ev := string(f.api.refetchEvent(gen, t0))
+	assert.Contains(t, ev, `"etag":`+strconv.Quote(announced))
 }

@@ -155,7 +155,7 @@ func (a *API) evalBulk(w http.ResponseWriter, r *http.Request) int {
 		w.WriteHeader(http.StatusNotModified)
 		return http.StatusNotModified
 	}
-	out := ofrepBulk{Metadata: map[string]any{"generation": int64(st.Seq()), "version": etag}, EventStreams: a.cfg.EventStreams}
+	out := ofrepBulk{Metadata: map[string]any{"generation": int64(st.Seq()), "version": etag, "flagConfigEtag": a.BulkETag(st.Seq())}, EventStreams: a.cfg.EventStreams}
 	for _, key := range a.prov.Flags() {
 		res, _ := a.evaluate(r, key, fc)
 		out.Flags = append(out.Flags, res)
@@ -173,8 +173,15 @@ func (a *API) etag(gen uint64, fc openfeature.FlattenedContext) string {
 	return `"` + strconv.FormatInt(a.boot, 36) + "-" + strconv.FormatUint(gen, 10) + "-" + strconv.FormatUint(h.Sum64(), 36) + `"`
 }
 
-// BulkETag returns the ETag the bulk evaluation gives now for the
-// context, for event streams that announce it.
+// BulkETag returns the flag configuration's etag at generation gen:
+// what OFREP's event stream (/ofrep/v1/events) announces in a
+// refetchEvaluation's "etag", and the bulk evaluation's metadata names as
+// "flagConfigEtag". It is not the bulk answer's HTTP ETag, which also
+// covers the evaluation context ("<boot>-<gen>-<context hash>", see etag):
+// one stream serves every context, and OFREP's ADR 0008 makes the event's
+// etag SSE metadata for the refetch (its flagConfigEtag query parameter),
+// not a validator for If-None-Match. The HTTP ETag of a bulk answer
+// begins with this one, without its closing quote.
 func (a *API) BulkETag(gen uint64) string {
 	return `"` + strconv.FormatInt(a.boot, 36) + "-" + strconv.FormatUint(gen, 10) + `"`
 }
