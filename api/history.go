@@ -202,12 +202,16 @@ func (a *API) Run(ctx context.Context, src dimmer.Source) error {
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	var failing sourceLog
+	begun := time.Now()
 	return a.loop(ctx, t.C, a.noteChange, func(sched time.Time) {
 		start := time.Now()
 		lag := start.Sub(sched)
 		sctx, cancel := context.WithTimeout(ctx, tick)
 		snap, err := src.Snapshot(sctx, sched)
 		cancel()
+		if failing.quiet.IsZero() {
+			failing.quiet = begun.Add(startGrace(snap.Window, tick, a.ctl.Config().StaleAfter))
+		}
 		failing.note(a.log, sched, err)
 		st := a.ctl.Step(sched, snap)
 		a.record(sched, snap, st, lag)
@@ -261,10 +265,23 @@ func (a *API) loop(ctx context.Context, ticks <-chan time.Time, note func(prev, 
 // error can change on every tick and be long (a push source joins one
 // error per refusing instance: 300 of them wrote 2 GB a day).
 type sourceLog struct {
+	quiet   time.Time // no warning before: the source's first window
 	at      time.Time // the last warning; zero: none yet
 	last    string    // the last error seen
 	changes int       // how often it changed since the warning
 	warned  bool      // a warning since the last "back"
+}
+
+// startGrace is how long after Run starts a failing source is not
+// warned of: its window (a push source has had no time to hear from the
+// fleet: "none pushed in the last 15s" a second after start says
+// nothing), or, for a source without one, the ticks the law waits before
+// it calls the signals stale.
+func startGrace(window, tick time.Duration, staleAfter int) time.Duration {
+	if window > 0 {
+		return window
+	}
+	return time.Duration(max(staleAfter, 1)) * tick
 }
 
 // sourceLogEvery spaces the warnings of a failing source: the operator
@@ -285,6 +302,9 @@ func (l *sourceLog) note(log *slog.Logger, now time.Time, err error) {
 		return
 	}
 	text := err.Error()
+	if now.Before(l.quiet) {
+		return // the source's first window: nothing pushed yet is no failure
+	}
 	if text != l.last {
 		l.changes++
 		l.last = text

@@ -15,6 +15,7 @@ import (
 
 	"github.com/brownout/brownout/internal/testsrv"
 	"github.com/brownout/brownout/signals"
+	"github.com/brownout/brownout/signals/fleet"
 )
 
 // changingSource fails with another long error on every snapshot (as a
@@ -81,5 +82,29 @@ func TestAFailingSourceLogsALineAMinute(t *testing.T) {
 			assert.Contains(t, warns[len(warns)-1], "changes=60")
 			assert.Contains(t, warns[0], "bytes)")
 		}
+	})
+}
+
+// TestAQuietFleetIsNotWarnedOfAtStart: a push source that no app has
+// pushed to yet is not a failure within its first window after the
+// daemon starts ("none pushed in the last 15s" came a second after
+// start); past it, it is warned of.
+func TestAQuietFleetIsNotWarnedOfAtStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var logs testsrv.Buffer
+		a, err := New(Config{Controller: newController(t), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		require.NoError(t, err)
+		src := fleet.NewPushSource(fleet.PushConfig{}) // a 10-s window, 15-s expiry
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); a.Run(ctx, src) }()
+		time.Sleep(9*time.Second + time.Second/2)
+		synctest.Wait()
+		assert.NotContains(t, logs.String(), "none pushed", "within the window after start")
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		assert.Contains(t, logs.String(), "none pushed", "past it")
+		cancel()
+		<-done
 	})
 }
