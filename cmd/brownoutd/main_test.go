@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -51,6 +53,18 @@ func TestHelpOnStdout(t *testing.T) {
 		}
 		assert.Contains(t, out, "Usage", "%v", args)
 		assert.Empty(t, errOut, "%v", args)
+	}
+}
+
+// TestServeHelpNamesEveryRoute: serve --help names every route the
+// daemon serves (the streams were missing).
+func TestServeHelpNamesEveryRoute(t *testing.T) {
+	out, _, _ := runArgs("serve", "--help")
+	out, _, _ = strings.Cut(out, "Flags:") // the description, not the flags'
+	for _, route := range []string{"/v1/signals", "/ofrep/v1/evaluate/flags", "/ofrep/v1/events", "/v1/state", "/v1/history",
+		"/v1/events", "/v1/stream", "/v1/stream/token", "/v1/features/{name}/override", "/v1/freeze", "/v1/unfreeze",
+		"/v1/shadow", "/metrics", "/healthz", "/readyz"} {
+		assert.Regexp(t, regexp.QuoteMeta(route)+`([^/a-z]|$)`, out)
 	}
 }
 

@@ -37,10 +37,11 @@ const serveUsage = `Usage: brownoutd serve [flags]
 
 Runs the controller as a service: reads the fleet's signals (push by
 default: apps POST /v1/signals), serves levels over OFREP
-(/ofrep/v1/evaluate/flags[/{key}]) and the operator API (/v1/state,
-/v1/history, /v1/events, /v1/features/{name}/override, /v1/freeze,
-/v1/unfreeze, /v1/shadow), the operator dial at /, /metrics, /healthz,
-/readyz.
+(/ofrep/v1/evaluate/flags[/{key}], and its change events at
+/ofrep/v1/events) and the operator API (/v1/state, /v1/history,
+/v1/events, /v1/stream — the state's changes and ticks as they happen —
+/v1/stream/token, /v1/features/{name}/override, /v1/freeze, /v1/unfreeze,
+/v1/shadow), the operator dial at /, /metrics, /healthz, /readyz.
 
 With no configuration it runs on embedded defaults: 127.0.0.1:8080, the
 push source, the features recommendations, reviews, gallery (in that shed
