@@ -22,6 +22,7 @@ import (
 	"github.com/brownout/brownout/dimmer"
 	"github.com/brownout/brownout/internal/cli"
 	"github.com/brownout/brownout/internal/server"
+	"github.com/brownout/brownout/provider"
 	"github.com/brownout/brownout/signals"
 	"github.com/brownout/brownout/signals/fleet"
 )
@@ -660,8 +661,9 @@ func resolveService(name string, fc *serviceFields, prefix string, top func(path
 			at(p+".name", "%d bytes long: at most %d", len(f.Name), dimmer.MaxName)
 		case seen[f.Name]:
 			at(p+".name", "%q: declared twice", f.Name)
-		case strings.ContainsAny(f.Name, " \t/\\?#%") || strings.HasSuffix(f.Name, ".level") || f.Name == "brownout.features":
-			at(p+".name", "%q: a flag key (no spaces, /, ?, #, %%; not ending in .level; not brownout.features)", f.Name)
+		case provider.CheckFeatureName(f.Name) != nil:
+			// (The rule brownout.New applies too: a name is one flag key.)
+			at(p+".name", "%v", provider.CheckFeatureName(f.Name))
 		}
 		seen[f.Name] = true
 		if f.Floor < 0 || f.Floor >= 1 || math.IsNaN(f.Floor) {
