@@ -3,7 +3,9 @@ package dimmer
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -344,4 +346,25 @@ func TestCalmAtFullBrightnessSaysSo(t *testing.T) {
 	r.step(0.3, -1)
 	assert.Contains(t, r.c.Status().Reason, "full brightness")
 	assert.NotContains(t, r.c.Status().Reason, "within")
+}
+
+// TestQuantizedLevelsReadAsDecimals: with a quantum of 1/n a published
+// level is the decimal it stands for — 0.57, not 57 × 0.01 =
+// 0.5700000000000001 — in /v1/state, OFREP and the state file; −0 is 0.
+// A quantum that is no 1/n rounds to its multiples.
+func TestQuantizedLevelsReadAsDecimals(t *testing.T) {
+	for _, q := range []float64{0.01, 0.05, 0.1, 0.25} {
+		c, err := New(Config{Targets: []Target{{Signal: signals.LatencyP99, Target: 0.3}}, Features: []Feature{{Name: "a"}}, Quantum: q})
+		require.NoError(t, err)
+		n := int(math.Round(1 / q))
+		for k := range n + 1 {
+			want := float64(k) / float64(n)
+			got := c.quantize(want + q/4)
+			assert.Equal(t, strconv.FormatFloat(want, 'g', -1, 64), strconv.FormatFloat(got, 'g', -1, 64), "quantum %v, %d/%d", q, k, n)
+		}
+	}
+	c, err := New(Config{Targets: []Target{{Signal: signals.LatencyP99, Target: 0.3}}, Features: []Feature{{Name: "a"}}, Quantum: 0.03})
+	require.NoError(t, err)
+	assert.InDelta(t, 0.57, c.quantize(0.575), 1e-12)
+	assert.Equal(t, "0", strconv.FormatFloat(c.quantize(-0.001), 'g', -1, 64), "−0 reads 0")
 }

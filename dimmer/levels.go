@@ -66,9 +66,16 @@ func (c *Controller) dimming(b float64) int {
 	return len(c.cfg.Features) - 1
 }
 
+// quantize rounds v to the quantum. A quantum of 1/n (the default 0.01,
+// 0.05, 0.1) divides by n, so that a level reads as the decimal it is
+// (0.57, where 57 × 0.01 is 0.5700000000000001 in JSON and OFREP).
 func (c *Controller) quantize(v float64) float64 {
 	q := c.cfg.Quantum
-	return math.Round(v/q)*q + 0 // + 0: never −0
+	k := math.Round(v / q)
+	if n := math.Round(1 / q); n*q == 1 {
+		return k/n + 0 // + 0: never −0
+	}
+	return k*q + 0
 }
 
 // levels fills m.levels with what the current mode publishes: per feature,
