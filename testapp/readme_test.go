@@ -9,8 +9,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestReadmeSnippet keeps the README's embedded-mode snippet and Embedded
-// (which the harness runs, and this package compiles) the same code.
+// TestReadmeSnippet keeps the README's embedded-mode snippet and serve
+// (which this package compiles) the same code, and the options Embedded
+// (which the harness runs) builds the Brownout with the snippet's.
 func TestReadmeSnippet(t *testing.T) {
 	readme, err := os.ReadFile("../README.md")
 	require.NoError(t, err)
@@ -25,11 +26,13 @@ func TestReadmeSnippet(t *testing.T) {
 	require.NoError(t, err)
 	_, code, ok := strings.Cut(string(src), "// README:embedded\n")
 	require.True(t, ok)
-	code, _, ok = strings.Cut(code, "\t// README:end")
+	code, _, ok = strings.Cut(code, "\n// README:end")
 	require.True(t, ok)
-	var lines []string
-	for _, l := range strings.Split(code, "\n") {
-		lines = append(lines, strings.TrimPrefix(l, "\t"))
-	}
-	assert.Equal(t, block, strings.Join(lines, "\n"), "README's snippet and testapp.Embedded differ")
+	assert.Equal(t, block, code, "README's snippet and testapp's serve differ")
+
+	_, calls, ok := strings.Cut(string(src), "// README:calls\n")
+	require.True(t, ok)
+	calls, _, ok = strings.Cut(calls, "\t// README:calls-end")
+	require.True(t, ok)
+	assert.Contains(t, block, calls, "Embedded builds its Brownout as the README's snippet does")
 }

@@ -19,17 +19,19 @@ import (
 	"github.com/brownout/brownout/signals"
 )
 
-// Embedded is the README's embedded stack around app: the snippet under
-// "Embedded mode, end to end", verbatim between the markers below
-// (TestReadmeSnippet keeps the two equal), with the package defaults — what
-// a new user gets.
+// Embedded is the README's embedded stack around app (serve, below), with
+// the package defaults — what a new user gets: the same options and calls,
+// returning the handler (and the Brownout, which the harness closes)
+// instead of serving it. TestReadmeSnippet keeps serve and the README's
+// snippet equal, and Embedded's calls serve's.
 func Embedded(ctx context.Context, app http.Handler) (http.Handler, *brownout.Brownout, error) {
-	// README:embedded
+	// README:calls
 	b, err := brownout.New(brownout.Options{
 		Features: []brownout.Feature{{Name: "recommendations"}, {Name: "reviews", Rank: 1}},
 		// Believe the callers' X-Priority: only where they are your own services.
 		TrustPriority: true,
 	})
+	// README:calls-end
 	if err != nil {
 		return nil, nil, err
 	}
@@ -37,10 +39,35 @@ func Embedded(ctx context.Context, app http.Handler) (http.Handler, *brownout.Br
 	if err := b.RegisterProvider(); err != nil {
 		return nil, nil, err
 	}
-	handler := b.Middleware(app) // app asks the flags per user; http.ListenAndServe(addr, handler)
-	// README:end
-	return handler, b, nil
+	return b.Middleware(app), b, nil
 }
+
+// serve is the README's snippet under "Protect a handler", verbatim
+// between the markers (TestReadmeSnippet): compiled here, so that the
+// README's code builds against the package as it is.
+//
+// README:embedded
+func serve(ctx context.Context, addr string, app http.Handler) error {
+	b, err := brownout.New(brownout.Options{
+		Features: []brownout.Feature{{Name: "recommendations"}, {Name: "reviews", Rank: 1}},
+		// Believe the callers' X-Priority: only where they are your own services.
+		TrustPriority: true,
+	})
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	go b.Run(ctx) // the control loop, until ctx ends
+	if err := b.RegisterProvider(); err != nil {
+		return err
+	}
+	// app asks the flags per user (b.Client(), or openfeature.NewClient("")).
+	return http.ListenAndServe(addr, b.Middleware(app))
+}
+
+// README:end
+
+var _ = serve // (the README's; the harness runs Embedded)
 
 // Stack is the protection in front of the app.
 type Stack string
