@@ -710,6 +710,7 @@ func (r *Remote) Run(ctx context.Context) error {
 	for {
 		heard, err := r.connect(ctx, i)
 		if ctx.Err() != nil {
+			r.left()
 			return ctx.Err()
 		}
 		r.disconnected(i, heard, err)
@@ -723,8 +724,26 @@ func (r *Remote) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			t.Stop()
+			r.left()
 			return ctx.Err()
 		case <-t.C:
+		}
+	}
+}
+
+// left notes that Run has returned: nothing follows the daemon any more,
+// so the link is down (Connected false) and the state it last had is
+// stale from now on — not served as followed by a Run that ended.
+func (r *Remote) left() {
+	now := r.o.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	was := r.mu.connected
+	r.mu.connected, r.mu.at, r.mu.doubt = false, -1, ""
+	if was {
+		r.mu.lastAt = now // the stale clock starts here
+		if r.mu.last != nil {
+			r.publishLocked(r.stale(r.mu.last, "not following brownoutd: Run returned"))
 		}
 	}
 }
