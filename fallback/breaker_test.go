@@ -150,3 +150,86 @@ func TestBreakerPanickingTrialGivesItsPlaceBack(t *testing.T) {
 		assert.Equal(t, "closed", g.Status().State)
 	})
 }
+
+// TestBreakerOpensWhenCallersGiveUpAfterTheDependencysTime: callers with
+// 800-ms deadlines; a dependency that answered in 200 ms (the guard's
+// timeout about 300 ms) hangs. Each attempt ends with its caller's
+// deadline once the timeout has gone back to MaxTimeout (1 s, no success
+// for 30 s); the caller waited longer than the dependency takes to
+// answer, which is a failure: the breaker opens, and its trials fail
+// and reopen it — it does not sit half-open with trials given back (it
+// did for the remaining minutes, each trial waiting its caller's 800 ms).
+func TestBreakerOpensWhenCallersGiveUpAfterTheDependencysTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g, _ := New(Config{Name: "sms", MaxAttempts: 1})
+		call := func(fn func(context.Context) (string, error)) error {
+			ctx, cancel := context.WithTimeout(context.Background(), 800*time.Millisecond)
+			defer cancel()
+			_, err := Call(ctx, g, fn)
+			return err
+		}
+		for range 50 {
+			require.NoError(t, call(sleepCall(200*time.Millisecond, nil)))
+		}
+		hang := sleepCall(time.Hour, nil)
+		start := time.Now()
+		for time.Since(start) < 3*time.Minute {
+			if errors.Is(call(hang), ErrOpen) {
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+		st := g.Status()
+		t.Logf("3 min hung: %v, state %s", st.TransitionTotals, st.State)
+		assert.GreaterOrEqual(t, st.TransitionTotals[[2]string{"half-open", "open"}], uint64(3), "each half-open's trials fail")
+	})
+}
+
+// TestBreakerAnswerAfterTheTimeoutIsATimeout: a dependency whose client
+// ignores its context and answers after the guard's timeout did not
+// answer in its time: a timeout, a failure (counted a success, a trial
+// that came back an hour late closed a half-open breaker).
+func TestBreakerAnswerAfterTheTimeoutIsATimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g, _ := New(Config{Name: "sms", MaxAttempts: 1, Timeout: 300 * time.Millisecond})
+		late := func(context.Context) (string, error) { time.Sleep(time.Second); return "ok", nil }
+		for range 10 {
+			_, err := Call(context.Background(), g, late)
+			require.ErrorIs(t, err, ErrTimeout)
+		}
+		st := g.Status()
+		assert.Equal(t, uint64(10), st.Timeouts)
+		assert.Zero(t, st.OK)
+		assert.Equal(t, "open", st.State)
+	})
+}
+
+// TestBreakerListenerPanicGivesThePlaceBack: a listener that panics on
+// open → half-open (recovered by the caller, as net/http recovers a
+// handler's) does not keep the trial's place: three good trials close
+// the breaker (it stayed half-open, refusing every call, for ever).
+func TestBreakerListenerPanicGivesThePlaceBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g, _ := New(Config{Name: "sms", MaxAttempts: 1, Timeout: 300 * time.Millisecond})
+		once := false
+		g.OnTransition(func(tr Transition) {
+			if tr.To == "half-open" && !once {
+				once = true
+				panic("a listener's bug")
+			}
+		})
+		for range 10 {
+			Call(context.Background(), g, sleepCall(time.Hour, nil))
+		}
+		require.Equal(t, "open", g.Status().State)
+		time.Sleep(30 * time.Second)
+		func() {
+			defer func() { _ = recover() }()
+			Call(context.Background(), g, sleepCall(10*time.Millisecond, nil))
+		}()
+		for range 3 {
+			_, err := Call(context.Background(), g, sleepCall(10*time.Millisecond, nil))
+			require.NoError(t, err)
+		}
+		assert.Equal(t, "closed", g.Status().State)
+	})
+}

@@ -31,8 +31,13 @@
 //     breaker for all). What says nothing of the dependency is not
 //     recorded: a bulkhead refusal (the dependency was not called), and an
 //     attempt whose caller cancelled it or whose caller's deadline ended
-//     before the guard's timeout — a trial of that kind gives its place
-//     back, so only real successes close the breaker;
+//     before the dependency was due to answer (the timeout last measured
+//     from its successes; MaxTimeout before any) — a trial of that kind
+//     gives its place back, so only real successes close the breaker. A
+//     caller's deadline that ended later is a dependency that did not
+//     answer in its time: a failure. So is an answer that comes after the
+//     guard's timeout (fn must heed its context: the guard waits for it);
+//     a trial whose fn does not return holds its place until it does;
 //   - retry: only [Retryable] errors (timeouts, connection resets, 429,
 //     502, 503, 504; never 400/401/404), at most MaxAttempts, with full
 //     jitter backoff or the sources' schedule (2^n s + a random 0–1 s), a

@@ -205,6 +205,10 @@ type Guard struct {
 	timeout     atomic.Int64  // ns; 0 until computed
 	timeoutAt   atomic.Int64  // unix ns of the computation
 	timeoutRate atomic.Uint64 // float64 bits, computed with the timeout
+	// answered is the last timeout measured from successes (ns; 0 while
+	// none was): how long the dependency is known to take to answer at
+	// most, kept while no success is in the window (see answerBound).
+	answered atomic.Int64
 
 	mu          sync.Mutex
 	transitions []Transition // the last keptTransitions
@@ -389,6 +393,7 @@ func (g *Guard) measure() (time.Duration, float64) {
 	succ := g.latency.Summary(now)
 	if succ.Count > 0 {
 		t = min(max(time.Duration(float64(succ.P99)*g.cfg.TimeoutFactor), g.cfg.MinTimeout), g.cfg.MaxTimeout)
+		g.answered.Store(int64(t))
 	}
 	var rate float64
 	if n := g.timedOut.Summary(now).Count; n > 0 {
@@ -429,9 +434,11 @@ func Call[T any](ctx context.Context, g *Guard, fn func(ctx context.Context) (T,
 
 // attempt runs one try through the breaker and the bulkhead, and tells the
 // breaker what it learnt of the dependency. A bulkhead refusal is not a
-// call of the dependency, nor is an attempt whose caller went away (its
-// context cancelled, or its deadline over before the guard's timeout): the
-// breaker does not record them.
+// call of the dependency, nor is an attempt whose caller went away — its
+// context cancelled, or its deadline over before the dependency was due
+// to answer (answerBound): the breaker does not record them. One whose
+// caller's deadline came after that is a dependency that did not answer
+// in its time: a failure, as a timeout of the guard's own is.
 func (g *Guard) attempt(ctx context.Context, fn func(ctx context.Context) (any, error)) (any, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -440,21 +447,29 @@ func (g *Guard) attempt(ctx context.Context, fn func(ctx context.Context) (any, 
 		return nil, context.DeadlineExceeded // no time left: don't start
 	}
 	t, ok, tr := g.breaker.acquire()
-	g.notify(tr)
 	if !ok {
+		g.notify(tr)
 		return nil, ErrOpen
 	}
-	if !g.bulkhead.TryAcquirePermit() {
-		g.notify(g.breaker.record(t, unknown))
-		return nil, ErrFull
-	}
-	o := unknown // if fn panics: its place (a trial's) is given back
+	// Whatever ends the attempt — a refusal, fn's panic, a listener's —
+	// gives its place (a trial's) back, recorded as what was learnt.
+	o, held := unknown, false
 	defer func() {
-		g.bulkhead.ReleasePermit()
+		if held {
+			g.bulkhead.ReleasePermit()
+		}
 		g.notify(g.breaker.record(t, o))
 	}()
+	g.notify(tr)
+	if !g.bulkhead.TryAcquirePermit() {
+		return nil, ErrFull
+	}
+	held = true
+	start := g.cfg.Now()
 	v, err := g.try(ctx, fn)
 	switch {
+	case err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && g.cfg.Now().Sub(start) >= g.answerBound():
+		o = failed // the caller waited longer than the dependency takes
 	case err != nil && ctx.Err() != nil:
 		o = unknown // the caller went away: nothing learnt
 	case isFailure(err):
@@ -463,6 +478,24 @@ func (g *Guard) attempt(ctx context.Context, fn func(ctx context.Context) (any, 
 		o = answered
 	}
 	return v, err
+}
+
+// answerBound is how long the dependency is known to take to answer at
+// most: the fixed Timeout, else the last timeout measured from its
+// successes (kept while none is in the window, where the timeout itself
+// goes back to MaxTimeout), else MaxTimeout — with nothing measured, a
+// caller that gives up sooner may only be impatient. (Without it, callers
+// whose deadlines were all under MaxTimeout never opened the breaker of a
+// dependency that hung: each attempt ended with its caller's deadline,
+// and none was recorded.)
+func (g *Guard) answerBound() time.Duration {
+	if g.cfg.Timeout > 0 {
+		return g.cfg.Timeout
+	}
+	if b := g.answered.Load(); b > 0 {
+		return time.Duration(b)
+	}
+	return g.cfg.MaxTimeout
 }
 
 // try runs fn with the adaptive timeout.
@@ -483,6 +516,14 @@ func (g *Guard) try(ctx context.Context, fn func(ctx context.Context) (any, erro
 	v, err := fn(actx)
 	took := g.cfg.Now().Sub(start)
 	switch {
+	case errors.Is(actx.Err(), context.DeadlineExceeded) && ctx.Err() == nil:
+		// The guard's timeout — an answer too, if it came after it: fn
+		// did not heed its deadline, and the dependency did not answer in
+		// its time (a trial that returned nil an hour late closed a
+		// half-open breaker).
+		g.timedOut.Record(timeout)
+		g.timeouts.Add(1)
+		return nil, fmt.Errorf("%w after %s", ErrTimeout, timeout.Round(time.Millisecond))
 	case err == nil:
 		// Only successes feed the timeout. A timed-out attempt says only
 		// "more than the timeout": recorded as a latency, 1 % of them
@@ -490,10 +531,6 @@ func (g *Guard) try(ctx context.Context, fn func(ctx context.Context) (any, erro
 		// TimeoutFactor a second up to MaxTimeout. A failure's latency
 		// (a fast 503) is not the latency of an answer either.
 		g.latency.Record(took)
-	case errors.Is(actx.Err(), context.DeadlineExceeded) && ctx.Err() == nil:
-		g.timedOut.Record(timeout)
-		g.timeouts.Add(1)
-		return nil, fmt.Errorf("%w after %s", ErrTimeout, timeout.Round(time.Millisecond))
 	}
 	return v, err
 }
