@@ -108,11 +108,9 @@ type returns struct {
 	from float64   // the level the load fell from
 	at   time.Time // when the fall was taken
 	prev float64   // the load's estimate a period ago
-	n    int       // downs remembered, up to returnMemory
-	next int       // where the next goes
-	ages [returnMemory]float64
-	back [returnMemory]bool    // it ended in a return (not after maxDown)
-	tops [returnMemory]float64 // the level each fell from
+	// downs: the last downs, each ended by a return (not after maxDown),
+	// and the level each fell from.
+	downs dwells
 	// seen: prev holds an estimate; backNow: this period's interval was a
 	// return, at an age the downs remembered went back at (see returned).
 	seen, backNow bool
@@ -129,10 +127,41 @@ type returns struct {
 	up, fellNow bool
 	low         float64
 	upAt        time.Time
-	nUp, nextUp int
-	upAges      [returnMemory]float64
-	upFell      [returnMemory]bool
-	upLows      [returnMemory]float64
+	ups         dwells
+}
+
+// dwells remembers the last returnMemory stays of the load at a level (a
+// down, or an up): how long each lasted, whether it ended by going back
+// (a down's return, an up's fall to its low), and the level it is told
+// apart by (the level a down fell from, an up's low).
+type dwells struct {
+	n, next int // remembered, up to returnMemory; where the next goes
+	ages    [returnMemory]float64
+	ended   [returnMemory]bool
+	levels  [returnMemory]float64
+}
+
+func (d *dwells) remember(age float64, ended bool, level float64) {
+	d.ages[d.next], d.ended[d.next], d.levels[d.next] = age, ended, level
+	d.next = (d.next + 1) % returnMemory
+	d.n = min(d.n+1, returnMemory)
+}
+
+// expects reports whether one of the stays remembered at about level
+// (within returnShare) ended by going back within returnSlack ticks (of
+// tick seconds) of age.
+func (d *dwells) expects(age, tick, level float64) bool {
+	for i := range d.n {
+		if d.ended[i] && math.Abs(d.ages[i]-age) <= returnSlack*tick && about(d.levels[i], level) {
+			return true
+		}
+	}
+	return false
+}
+
+// about reports whether two levels lie within returnShare of each other.
+func about(a, b float64) bool {
+	return min(a, b) >= returnShare*max(a, b)
 }
 
 // observe folds in, at now, the load's estimate lam (≥ 0; jumped: the
@@ -149,7 +178,7 @@ func (r *returns) observe(now time.Time, tick time.Duration, lam float64, jumped
 		r.down = false
 	}
 	if r.up && now.Sub(r.upAt) > maxDown {
-		r.rememberUp(now.Sub(r.upAt).Seconds(), false)
+		r.ups.remember(now.Sub(r.upAt).Seconds(), false, r.low)
 		r.up = false
 	}
 	if span > 0 && x >= 0 && r.seen {
@@ -172,10 +201,10 @@ func (r *returns) observe(now time.Time, tick time.Duration, lam float64, jumped
 			r.pending = false // one interval under it: a stray
 		case !r.down && x < fellFrom(r.prev, span):
 			r.pending, r.pendFrom, r.pendX, r.pendAt = true, r.prev, x, now
-			r.fellNow = r.up && r.isLow(x, span) && r.expectsFall(now.Sub(r.upAt).Seconds(), tick.Seconds())
+			r.fellNow = r.up && r.isLow(x, span) && r.ups.expects(now.Sub(r.upAt).Seconds(), tick.Seconds(), r.low)
 		case r.down && r.isBack(x, span):
 			age := now.Sub(r.at).Seconds()
-			r.backNow = r.expects(age, tick.Seconds())
+			r.backNow = r.downs.expects(age, tick.Seconds(), r.from)
 			r.remember(age, true)
 			r.down = false
 			r.up, r.upAt, r.low = true, now, r.prev
@@ -245,26 +274,8 @@ func (r *returns) endUp(at time.Time, v, span float64) {
 	if !r.up {
 		return
 	}
-	r.rememberUp(at.Sub(r.upAt).Seconds(), r.isLow(v, span))
+	r.ups.remember(at.Sub(r.upAt).Seconds(), r.isLow(v, span), r.low)
 	r.up = false
-}
-
-func (r *returns) rememberUp(age float64, fell bool) {
-	r.upAges[r.nextUp], r.upFell[r.nextUp], r.upLows[r.nextUp] = age, fell, r.low
-	r.nextUp = (r.nextUp + 1) % returnMemory
-	r.nUp = min(r.nUp+1, returnMemory)
-}
-
-// expectsFall reports whether a fall at age seconds into an up is one
-// the ups remembered from about this low made: one fell back within
-// returnSlack ticks (of tick seconds) of it.
-func (r *returns) expectsFall(age, tick float64) bool {
-	for i := range r.nUp {
-		if r.upFell[i] && math.Abs(r.upAges[i]-age) <= returnSlack*tick && min(r.upLows[i], r.low) >= returnShare*max(r.upLows[i], r.low) {
-			return true
-		}
-	}
-	return false
 }
 
 // fell returns the low the load went up from, and true, when this
@@ -275,12 +286,6 @@ func (r *returns) fell() (float64, bool) {
 	return r.low, r.fellNow
 }
 
-// fromAbout reports whether a down remembered from top fell from about
-// the level of this one (within returnShare).
-func (r *returns) fromAbout(top float64) bool {
-	return min(top, r.from) >= returnShare*max(top, r.from)
-}
-
 // returned returns the level the load fell from, and true, when this
 // period's interval was its return, at an age the downs remembered went
 // back at: the levels are set for it, though the tracker may hold that
@@ -289,22 +294,10 @@ func (r *returns) returned() (float64, bool) {
 	return r.from, r.backNow
 }
 
-// expects reports whether a return at age seconds is one the downs
-// remembered from about this level made: one went back within
-// returnSlack ticks (of tick seconds) of it.
-func (r *returns) expects(age, tick float64) bool {
-	for i := range r.n {
-		if r.back[i] && math.Abs(r.ages[i]-age) <= returnSlack*tick && r.fromAbout(r.tops[i]) {
-			return true
-		}
-	}
-	return false
-}
-
+// remember remembers the down that ended now, age seconds long, from
+// r.from: back, it ended in a return.
 func (r *returns) remember(age float64, back bool) {
-	r.ages[r.next], r.back[r.next], r.tops[r.next] = age, back, r.from
-	r.next = (r.next + 1) % returnMemory
-	r.n = min(r.n+1, returnMemory)
+	r.downs.remember(age, back, r.from)
 }
 
 // ahead returns the level the load fell from, and true, when the chance
@@ -319,10 +312,11 @@ func (r *returns) ahead(now time.Time, tick time.Duration) (float64, bool) {
 	}
 	a, t := now.Sub(r.at).Seconds(), tick.Seconds()
 	var at, by int
-	for i := range r.n {
-		if r.ages[i] > a && r.fromAbout(r.tops[i]) {
+	d := &r.downs
+	for i := range d.n {
+		if d.ages[i] > a && about(d.levels[i], r.from) {
 			at++
-			if r.back[i] && r.ages[i] <= a+returnSlack*t {
+			if d.ended[i] && d.ages[i] <= a+returnSlack*t {
 				by++
 			}
 		}

@@ -35,8 +35,8 @@ func TestReturnsExpectsTheLevelFallenFrom(t *testing.T) {
 	for range 5 {
 		step(600)
 	}
-	require.Equal(t, 1, r.n)
-	assert.Equal(t, 5.0, r.ages[0])
+	require.Equal(t, 1, r.downs.n)
+	assert.Equal(t, 5.0, r.downs.ages[0])
 	for i := range 5 {
 		from, back := step(200)
 		// The period at age 4 s serves the fifth second of the down, the
@@ -65,9 +65,9 @@ func TestReturnsOfASpikeThatEnded(t *testing.T) {
 		_, back := r.ahead(now, time.Second)
 		require.False(t, back)
 	}
-	require.Equal(t, 1, r.n)
-	assert.False(t, r.back[0])
-	assert.Greater(t, r.ages[0], maxDown.Seconds())
+	require.Equal(t, 1, r.downs.n)
+	assert.False(t, r.downs.ended[0])
+	assert.Greater(t, r.downs.ages[0], maxDown.Seconds())
 
 	// Three downs that went back at 5 s and the censored one: a return at
 	// 5 s is three of four — expected; with three censored and one back,
@@ -79,7 +79,7 @@ func TestReturnsOfASpikeThatEnded(t *testing.T) {
 	r.down, r.at, r.from = true, now.Add(-4*time.Second), 300
 	_, back := r.ahead(now, time.Second)
 	assert.True(t, back)
-	r.n, r.next = 0, 0
+	r.downs.n, r.downs.next = 0, 0
 	r.remember(61, false)
 	r.remember(61, false)
 	r.remember(61, false)
@@ -105,7 +105,7 @@ func TestReturnsIsOnlyBackToTheLevel(t *testing.T) {
 		now = now.Add(time.Second)
 		r.observe(now, time.Second, l, i > 0 && l != []float64{600, 200, 200, 400, 400}[i-1], l, 1)
 	}
-	assert.Zero(t, r.n)
+	assert.Zero(t, r.downs.n)
 	assert.False(t, r.down)
 }
 
@@ -131,8 +131,8 @@ func TestReturnsEdges(t *testing.T) {
 	assert.True(t, r.down, "a pause is a down")
 	assert.Equal(t, 1000.0, r.from)
 	seq(&r, 1000)
-	require.Equal(t, 1, r.n, "and the load's return from it a return")
-	assert.Equal(t, 3.0, r.ages[0])
+	require.Equal(t, 1, r.downs.n, "and the load's return from it a return")
+	assert.Equal(t, 3.0, r.downs.ages[0])
 
 	r = returns{}
 	seq(&r, 600, 600, 200, 200, 200, 200, 200, 600) // a down of 5 s
@@ -156,8 +156,8 @@ func TestReturnsEdges(t *testing.T) {
 	r.observe(now, time.Second, 200, true, 200, 1)
 	now = now.Add(2 * maxDown)
 	r.observe(now, time.Second, 600, true, 600, 1) // one tick later, two minutes on
-	require.Equal(t, 1, r.n)
-	assert.False(t, r.back[0], "a minute down did not go back")
+	require.Equal(t, 1, r.downs.n)
+	assert.False(t, r.downs.ended[0], "a minute down did not go back")
 }
 
 // On the model law: a load that swings between 200 and 600 every five
@@ -315,9 +315,9 @@ func TestReturnsTimedByTheCounts(t *testing.T) {
 	for range 4 {
 		step(600)
 	}
-	require.Equal(t, 3, r.n)
-	for i := range r.n {
-		assert.Equal(t, 5.0, r.ages[i], "down %d", i)
+	require.Equal(t, 3, r.downs.n)
+	for i := range r.downs.n {
+		assert.Equal(t, 5.0, r.downs.ages[i], "down %d", i)
 	}
 	for i := range 5 {
 		step(200)
@@ -333,11 +333,11 @@ func TestReturnsTimedByTheCounts(t *testing.T) {
 	for range 5 {
 		step(600)
 	}
-	next := r.next
+	next := r.downs.next
 	step(200)
 	step(600)
 	assert.False(t, r.down)
-	assert.Equal(t, next, r.next, "no down remembered")
+	assert.Equal(t, next, r.downs.next, "no down remembered")
 
 	// Counts over a short span are noisy: 110 a second counted over
 	// half of one is within three standard errors of 150 (17 each), but
@@ -404,12 +404,12 @@ func TestReturnsAnIntervalSeenAgainIsNoSecond(t *testing.T) {
 		push(200)
 	}
 	rt := &r.c.mu.mdl.returns
-	n, next := rt.n, rt.next
+	n, next := rt.downs.n, rt.downs.next
 	push(120)
 	push(200)
 	assert.False(t, rt.down)
-	assert.Equal(t, n, rt.n, "no down remembered")
-	assert.Equal(t, next, rt.next)
+	assert.Equal(t, n, rt.downs.n, "no down remembered")
+	assert.Equal(t, next, rt.downs.next)
 }
 
 // TestReturnsExpectsAFallToTheLow: the ups, as the downs. A square of 600
@@ -448,9 +448,9 @@ func TestReturnsExpectsAFallToTheLow(t *testing.T) {
 	for range 5 {
 		step(600)
 	}
-	require.Equal(t, 1, r.nUp)
-	assert.Equal(t, 5.0, r.upAges[0])
-	assert.True(t, r.upFell[0])
+	require.Equal(t, 1, r.ups.n)
+	assert.Equal(t, 5.0, r.ups.ages[0])
+	assert.True(t, r.ups.ended[0])
 	step(200)
 	low, fell := r.fell()
 	assert.True(t, fell, "at the age the last up fell")
